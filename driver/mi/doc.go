@@ -1,0 +1,2 @@
+// Package mi is a GDB/MI client.
+package mi
