@@ -1,0 +1,71 @@
+package snapshots
+
+// File is one massif output file: the header and every snapshot in it, in
+// file order. Files written by `monitor detailed_snapshot` hold a single
+// snapshot numbered 0; a normal massif run holds many, some of them detailed
+// and at most one the peak; an xtmemory file holds one per event.
+type File struct {
+	Name      string // where it was read from, for messages
+	Desc      string // the desc: line (valgrind options)
+	Cmd       string // the cmd: line (the profiled command)
+	TimeUnit  string // i, ms or B
+	Snapshots []*Snapshot
+}
+
+// TreeKind says what a snapshot holds besides its totals.
+type TreeKind int
+
+const (
+	TreeEmpty    TreeKind = iota // totals only
+	TreeDetailed                 // a detailed allocation tree
+	TreePeak                     // a detailed tree taken at the peak
+)
+
+func (k TreeKind) String() string {
+	switch k {
+	case TreeDetailed:
+		return "detailed"
+	case TreePeak:
+		return "peak"
+	}
+	return "empty"
+}
+
+// Snapshot is one `snapshot=N` section.
+type Snapshot struct {
+	Index          int   // N of snapshot=N
+	Line           int   // line of snapshot=N in the file, for messages
+	Time           int64 // in the file's TimeUnit
+	HeapBytes      int64 // mem_heap_B: bytes requested by the program
+	HeapExtraBytes int64 // mem_heap_extra_B: allocator overhead and padding
+	StacksBytes    int64 // mem_stacks_B
+	Kind           TreeKind
+	// Tree is the allocation tree of a detailed or peak snapshot, nil for an
+	// empty one. The root is the "(heap allocation functions) ..." line; its
+	// children are the allocation call sites, their children the callers.
+	Tree *Node
+}
+
+// Node is one line of a massif allocation tree (`nK: BYTES FRAME`). Bytes is
+// signed so that a diff of two trees is itself a tree of deltas.
+type Node struct {
+	Bytes    int64
+	Frame    Frame
+	Children []*Node
+	// Below is set for the "in K places, below massif's threshold" bucket;
+	// Places is K. Such a node has no frame.
+	Below  bool
+	Places int
+}
+
+// Frame is the code location a tree line names. Function is "???" when
+// massif could not name it. File and Line are set for `fn (file:line)`,
+// Object for `fn (in /lib/x.so)`. Addr is kept for display only: inlined
+// frames repeat an address, so frames are never keyed by it.
+type Frame struct {
+	Addr     string // "0x1091E0", empty when the line had none
+	Function string // "make_payload", "Scheduler::submit(int)", "???"
+	File     string // "leak.c", as massif printed it
+	Line     int
+	Object   string // "/lib/x86_64-linux-gnu/libc.so.6", or "???"
+}
