@@ -22,7 +22,11 @@ between stops, with their stacks.
 		return usageError{err}
 	})
 	root.AddCommand(
-	// Commands register here, one constructor per file.
+		newRunCmd(),
+		newDiffCmd(),
+		newShowCmd(),
+		newExportCmd(),
+		newDoctorCmd(),
 	)
 	return root
 }

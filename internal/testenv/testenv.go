@@ -1,0 +1,248 @@
+// Package testenv supports snapctl's tests against the real tools: it
+// compiles C and C++ fixtures at test time, skips a test only when a tool is
+// truly absent, and checks the process table so that no valgrind, vgdb or gdb
+// outlives the test that started it.
+//
+// A test package that starts processes calls Main from its TestMain. Main
+// makes the test binary a child subreaper, so a vgdb or valgrind orphaned by
+// a dead parent is re-parented to the test binary instead of to init and is
+// still found by NoLeftovers. Tests that start processes must not call
+// t.Parallel: NoLeftovers looks at every descendant of the test binary.
+package testenv
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	cacheOnce sync.Once
+	cacheDir  string
+	cacheErr  error
+	buildMu   sync.Mutex
+)
+
+// Main runs a test package's tests with the test binary as child subreaper,
+// removes the fixture cache afterwards and fails the package if any process
+// the tests started is still alive.
+func Main(m *testing.M) int {
+	// PR_SET_CHILD_SUBREAPER = 36.
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, 36, 1, 0); errno != 0 {
+		fmt.Fprintf(os.Stderr, "testenv: cannot become child subreaper: %v\n", errno)
+	}
+	code := m.Run()
+	if left := waitDescendants(5 * time.Second); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "testenv: processes left behind by the tests:\n%s", describeProcs(left))
+		killProcs(left)
+		if code == 0 {
+			code = 1
+		}
+	}
+	if cacheDir != "" {
+		os.RemoveAll(cacheDir)
+	}
+	return code
+}
+
+// MustHave skips the test when one of the named tools is not on PATH. CI
+// installs them all, so there the tests always run.
+func MustHave(t testing.TB, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+}
+
+// Build compiles one C or C++ source file (by its extension: .c with gcc,
+// anything else with g++) with `-g -O0 -pthread` and extra flags, and returns
+// the path of the binary. Builds are cached per source content and flags for
+// the life of the test binary.
+func Build(t testing.TB, src string, flags ...string) string {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatalf("reading fixture: %v", err)
+	}
+	compiler := "g++"
+	if filepath.Ext(src) == ".c" {
+		compiler = "gcc"
+	}
+	MustHave(t, compiler)
+	args := append([]string{"-g", "-O0", "-pthread"}, flags...)
+	h := sha256.New()
+	h.Write(data)
+	fmt.Fprint(h, compiler, args)
+	key := hex.EncodeToString(h.Sum(nil))[:16]
+
+	cacheOnce.Do(func() { cacheDir, cacheErr = os.MkdirTemp("", "snapctl-fixtures-") })
+	if cacheErr != nil {
+		t.Fatalf("fixture cache: %v", cacheErr)
+	}
+	name := strings.TrimSuffix(filepath.Base(src), filepath.Ext(src))
+	out := filepath.Join(cacheDir, name+"-"+key)
+
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if _, err := os.Stat(out); err == nil {
+		return out
+	}
+	abs, err := filepath.Abs(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmdArgs := append(append([]string{}, args...), "-o", out, abs)
+	cmd := exec.Command(compiler, cmdArgs...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", compiler, strings.Join(cmdArgs, " "), err, stderr.String())
+	}
+	return out
+}
+
+// NoLeftovers registers a cleanup that fails the test if any valgrind, vgdb
+// or gdb started by the test binary is still alive once the test has ended.
+// It gives them a few seconds to exit, then kills what remains so one failing
+// test does not poison the next.
+func NoLeftovers(t testing.TB) {
+	t.Helper()
+	t.Cleanup(func() {
+		left := waitDescendants(5 * time.Second)
+		if len(left) == 0 {
+			return
+		}
+		t.Errorf("processes left behind:\n%s", describeProcs(left))
+		killProcs(left)
+	})
+}
+
+// Descendants returns the live processes (not zombies) descended from the
+// test binary whose command is valgrind, vgdb, gdb or a valgrind tool.
+func Descendants() []Proc {
+	self := os.Getpid()
+	all := readProcs()
+	parent := make(map[int]int, len(all))
+	for _, p := range all {
+		parent[p.PID] = p.PPID
+	}
+	var out []Proc
+	for _, p := range all {
+		if p.PID == self || p.State == "Z" || !isTool(p) {
+			continue
+		}
+		for q, n := p.PPID, 0; q > 1 && n < 64; q, n = parent[q], n+1 {
+			if q == self {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Proc is one entry of the process table.
+type Proc struct {
+	PID, PPID int
+	State     string
+	Cmdline   string
+}
+
+func isTool(p Proc) bool {
+	fields := strings.Fields(p.Cmdline)
+	if len(fields) == 0 {
+		return false
+	}
+	base := filepath.Base(fields[0])
+	switch {
+	case base == "valgrind", base == "vgdb", base == "gdb":
+		return true
+	case strings.HasPrefix(base, "memcheck-"), strings.HasPrefix(base, "massif-"):
+		return true // valgrind's tool binary, which replaces valgrind by exec
+	}
+	// A valgrind'ed target keeps valgrind's launcher in argv[0]'s place only
+	// sometimes; the tool name is the reliable mark.
+	return strings.Contains(p.Cmdline, "--tool=massif") || strings.Contains(p.Cmdline, "vgdb --")
+}
+
+func waitDescendants(grace time.Duration) []Proc {
+	deadline := time.Now().Add(grace)
+	for {
+		left := Descendants()
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func killProcs(ps []Proc) {
+	for _, p := range ps {
+		syscall.Kill(p.PID, syscall.SIGKILL)
+	}
+	// Reap what was re-parented to us, so no zombie stays in the table.
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if pid <= 0 || err != nil {
+			if len(Descendants()) == 0 {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+func describeProcs(ps []Proc) string {
+	var b strings.Builder
+	for _, p := range ps {
+		fmt.Fprintf(&b, "  pid %d (ppid %d, %s): %s\n", p.PID, p.PPID, p.State, p.Cmdline)
+	}
+	return b.String()
+}
+
+func readProcs() []Proc {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []Proc
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...; comm may hold spaces and parentheses.
+		s := string(stat)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		cmdline := strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))
+		out = append(out, Proc{PID: pid, PPID: ppid, State: f[0], Cmdline: cmdline})
+	}
+	return out
+}
