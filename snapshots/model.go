@@ -63,9 +63,9 @@ type Node struct {
 // Object for `fn (in /lib/x.so)`. Addr is kept for display only: inlined
 // frames repeat an address, so frames are never keyed by it.
 type Frame struct {
-	Addr     string // "0x1091E0", empty when the line had none
-	Function string // "make_payload", "Scheduler::submit(int)", "???"
-	File     string // "leak.c", as massif printed it
-	Line     int
-	Object   string // "/lib/x86_64-linux-gnu/libc.so.6", or "???"
+	Addr     string `json:"-"`                // "0x1091E0", empty when the line had none
+	Function string `json:"function"`         // "make_payload", "Scheduler::submit(int)", "???"
+	File     string `json:"file,omitempty"`   // "leak.c", as massif printed it
+	Line     int    `json:"line,omitempty"`   // 0 when unknown
+	Object   string `json:"object,omitempty"` // "/lib/x86_64-linux-gnu/libc.so.6", or "???"
 }
