@@ -40,6 +40,13 @@ type Snapshot struct {
 	HeapExtraBytes int64 // mem_heap_extra_B: allocator overhead and padding
 	StacksBytes    int64 // mem_stacks_B
 	Kind           TreeKind
+	// TimeText is the time= value as written when it is not an integer
+	// (heaptrack's exporter writes seconds: "0.001"); Time is then truncated.
+	TimeText string
+	// Event is the xtmemory event a snapshot of an xtmemory file shows
+	// ("curB", "curBk", "totB", "totBk", "totFdB", "totFdBk"); empty for
+	// massif's own snapshots.
+	Event string
 	// Tree is the allocation tree of a detailed or peak snapshot, nil for an
 	// empty one. The root is the "(heap allocation functions) ..." line; its
 	// children are the allocation call sites, their children the callers.

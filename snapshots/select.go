@@ -1,0 +1,84 @@
+package snapshots
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// SplitSpec splits a snapshot reference "FILE#SEL" into the file path and
+// the selector: "x.out#3" gives ("x.out", "3"), "x.out#peak" gives
+// ("x.out", "peak"), "x.out" gives ("x.out", ""). A '#' followed by a path
+// separator belongs to the path.
+func SplitSpec(spec string) (path, sel string) {
+	i := strings.LastIndexByte(spec, '#')
+	if i < 0 || strings.ContainsRune(spec[i+1:], '/') {
+		return spec, ""
+	}
+	return spec[:i], spec[i+1:]
+}
+
+// Select picks one snapshot of f:
+//
+//	""      the last detailed (or peak) snapshot; the only snapshot of a
+//	        `monitor detailed_snapshot` file
+//	"N"     the snapshot numbered N (snapshot=N)
+//	"peak"  the peak snapshot
+//	"curB"  in an xtmemory file, the tree of that event
+//
+// The error names the file and says what it holds instead.
+func (f *File) Select(sel string) (*Snapshot, error) {
+	switch sel {
+	case "":
+		for i := len(f.Snapshots) - 1; i >= 0; i-- {
+			if f.Snapshots[i].Kind != TreeEmpty {
+				return f.Snapshots[i], nil
+			}
+		}
+		return nil, fmt.Errorf("massif file %s has no detailed snapshot among its %d (run massif with --detailed-freq=1, or pick one with %s#N for totals only)", f.Name, len(f.Snapshots), f.Name)
+	case "peak":
+		for _, s := range f.Snapshots {
+			if s.Kind == TreePeak {
+				return s, nil
+			}
+		}
+		return nil, fmt.Errorf("massif file %s has no peak snapshot", f.Name)
+	}
+	if n, err := strconv.Atoi(sel); err == nil {
+		for _, s := range f.Snapshots {
+			if s.Index == n {
+				return s, nil
+			}
+		}
+		return nil, fmt.Errorf("massif file %s has no snapshot %d (%s)", f.Name, n, f.indexRange())
+	}
+	var events []string
+	for _, s := range f.Snapshots {
+		if s.Event == sel {
+			return s, nil
+		}
+		if s.Event != "" {
+			events = append(events, s.Event)
+		}
+	}
+	if len(events) > 0 {
+		return nil, fmt.Errorf("xtmemory file %s has no event %q (it has %s)", f.Name, sel, strings.Join(events, ", "))
+	}
+	return nil, fmt.Errorf("massif file %s: bad snapshot selector %q (want a snapshot number or \"peak\")", f.Name, sel)
+}
+
+func (f *File) indexRange() string {
+	switch len(f.Snapshots) {
+	case 0:
+		return "it has none"
+	case 1:
+		return fmt.Sprintf("it has only snapshot %d", f.Snapshots[0].Index)
+	}
+	return fmt.Sprintf("it has snapshots %d to %d", f.Snapshots[0].Index, f.Snapshots[len(f.Snapshots)-1].Index)
+}
+
+// PagesAsHeap reports whether the snapshot was taken with
+// --pages-as-heap=yes, whose root reads "(page allocation syscalls) ...".
+func (s *Snapshot) PagesAsHeap() bool {
+	return s.Tree != nil && strings.HasPrefix(s.Tree.Frame.Function, "(page allocation syscalls)")
+}
