@@ -2,9 +2,16 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/snapctl/snapctl/internal/testenv"
 )
+
+// TestMain makes the test binary the subreaper of the snapctl runs the
+// end-to-end tests start, so no valgrind, vgdb or gdb can outlive them.
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 func TestVersion(t *testing.T) {
 	root := newRootCmd("1.2.3")

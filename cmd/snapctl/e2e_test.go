@@ -1,0 +1,468 @@
+package main
+
+// End-to-end tests of `snapctl run`: the real binary, valgrind 3.19, vgdb and
+// gdb against fixtures in testdata/e2e compiled at test time. Each test
+// asserts exact byte counts from run.json; the fixtures' comments say where
+// the numbers come from.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/snapctl/snapctl/internal/testenv"
+)
+
+const fixtures = "../../testdata/e2e/"
+
+// requestPlan is the smallest plan: one breakpoint, every default.
+const requestPlan = `breakpoints:
+  - name: request
+    location: handle_request
+`
+
+// checkCompleted fails the test unless the run completed and the target
+// exited with status 0.
+func checkCompleted(t *testing.T, res *result) {
+	t.Helper()
+	if res.Run.Schema != "snapctl.run/v1" {
+		t.Errorf("schema = %q, want snapctl.run/v1", res.Run.Schema)
+	}
+	if res.Run.Status != "completed" {
+		t.Errorf("status = %q, want completed\nstderr:\n%s", res.Run.Status, res.Stderr)
+	}
+	if c := res.Run.Target.ExitCode; c == nil || *c != 0 {
+		t.Errorf("target exit_code = %v, want 0", c)
+	}
+	if s := res.Run.Target.signal(); s != "" {
+		t.Errorf("target signal = %s, want null", s)
+	}
+	checkSnapshotsKept(t, res)
+}
+
+// A single-threaded program that leaks 24 bytes per request: every
+// between-hits diff is exactly +24 at the malloc line, and that site is the
+// only suspect, growing in every interval.
+func TestLeakSingleThread(t *testing.T) {
+	testenv.NoLeftovers(t)
+	src := fixtures + "leak.c"
+	bin := testenv.Build(t, src)
+	leak := frame{"handle_request", "leak.c", lineOf(t, src, "the leak: 24")}
+	caller := frame{"main", "leak.c", lineOf(t, src, "handle_request(i);")}
+	const n = 5
+
+	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{fmt.Sprint(n)}}, exitOK)
+	checkCompleted(t, res)
+
+	var wantStops []runStop
+	for k := 1; k <= n; k++ {
+		wantStops = append(wantStops, runStop{Seq: k, Breakpoint: "request", Hit: k, Phase: "hit",
+			Frame: leak, HeapBytes: int64(24 * (k - 1))})
+	}
+	if diff := cmp.Diff(wantStops, stopsSansVariable(res.Run.Stops)); diff != "" {
+		t.Errorf("stops (-want +got):\n%s", diff)
+	}
+	for _, s := range res.Run.Stops {
+		if s.Thread.ID != "1" || s.Thread.TargetID == "" {
+			t.Errorf("stop %d: thread %+v, want gdb thread 1 with its target id", s.Seq, s.Thread)
+		}
+	}
+
+	var wantDiffs []runDiff
+	for k := 1; k < n; k++ {
+		wantDiffs = append(wantDiffs, runDiff{Kind: "between-hits", Breakpoint: "request",
+			FromSeq: k, ToSeq: k + 1, DeltaBytes: 24,
+			Sites: []runSite{{Frame: leak, Stack: []frame{leak, caller},
+				Before: int64(24 * (k - 1)), After: int64(24 * k), Delta: 24}}})
+	}
+	if diff := cmp.Diff(wantDiffs, changedDiffs(res.Run.Diffs)); diff != "" {
+		t.Errorf("diffs (-want +got):\n%s", diff)
+	}
+
+	want := []runSuspect{{Frame: leak, Stack: []frame{leak, caller}, Breakpoint: "request",
+		GrowthPerHit: 24, GrowingIntervals: n - 1, Intervals: n - 1, TotalGrowth: 24 * (n - 1)}}
+	if diff := cmp.Diff(want, res.Run.Suspects); diff != "" {
+		t.Errorf("suspects (-want +got):\n%s", diff)
+	}
+	for _, name := range []string{"plan.yaml", "report.md", "valgrind.log"} {
+		if _, err := os.Stat(filepath.Join(res.Out, name)); err != nil {
+			t.Errorf("run directory: %v", err)
+		}
+	}
+	if got := len(snapshotFiles(t, res.Out)); got != n {
+		t.Errorf("%d files in snapshots/, want %d", got, n)
+	}
+}
+
+// Two noise threads allocate and free 64-byte buffers while the request
+// path leaks 40 bytes per request: the leak is the top suspect with exactly
+// 40 bytes per hit, and the noise site is no suspect at all, whatever the
+// noise threads held at each stop.
+func TestLeakAmongNoiseThreads(t *testing.T) {
+	testenv.NoLeftovers(t)
+	src := fixtures + "threads.c"
+	bin := testenv.Build(t, src)
+	leak := frame{"open_session", "threads.c", lineOf(t, src, "the leak: 40")}
+	noise := frame{"noise", "threads.c", lineOf(t, src, "noise: freed at once")}
+	stack := []frame{leak,
+		{"handle_request", "threads.c", lineOf(t, src, "= open_session(id)")},
+		{"main", "threads.c", lineOf(t, src, "handle_request(i);")}}
+	const n = 6
+
+	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{fmt.Sprint(n)}}, exitOK)
+	checkCompleted(t, res)
+	if got := len(res.Run.stopsOf("request")); got != n {
+		t.Fatalf("%d stops, want %d", got, n)
+	}
+	diffs := res.Run.diffsOf("between-hits", "request")
+	if len(diffs) != n-1 {
+		t.Fatalf("%d between-hits diffs, want %d", len(diffs), n-1)
+	}
+	for i, d := range diffs {
+		var got []runSite
+		for _, s := range d.changed() {
+			if s.Frame == leak {
+				got = append(got, s)
+			}
+		}
+		want := []runSite{{Frame: leak, Stack: stack, Before: int64(40 * i), After: int64(40 * (i + 1)), Delta: 40}}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("diff %d→%d, leak site (-want +got):\n%s", d.FromSeq, d.ToSeq, diff)
+		}
+	}
+	if len(res.Run.Suspects) == 0 {
+		t.Fatal("no suspects")
+	}
+	want := runSuspect{Frame: leak, Stack: stack, Breakpoint: "request",
+		GrowthPerHit: 40, GrowingIntervals: n - 1, Intervals: n - 1, TotalGrowth: 40 * (n - 1)}
+	if diff := cmp.Diff(want, res.Run.Suspects[0]); diff != "" {
+		t.Errorf("top suspect (-want +got):\n%s", diff)
+	}
+	for _, s := range res.Run.Suspects {
+		if s.Frame == noise {
+			t.Errorf("the noise site is a suspect: %+v", s)
+		}
+	}
+}
+
+// A C++ leak through std::unordered_map: the site is the program's own
+// Registry::add, not libstdc++'s allocator templates, and each request adds
+// exactly one 16-byte hash node (the buckets are reserved up front).
+func TestLeakThroughUnorderedMap(t *testing.T) {
+	testenv.NoLeftovers(t)
+	src := fixtures + "registry.cpp"
+	bin := testenv.Build(t, src)
+	add := frame{"Registry::add(int)", "registry.cpp", lineOf(t, src, "the leak: one 16-byte node")}
+	stack := []frame{add,
+		{"handle_request(int)", "registry.cpp", lineOf(t, src, "registry->add(id);")},
+		{"main", "registry.cpp", lineOf(t, src, "handle_request(i);")}}
+	const n = 5
+
+	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{fmt.Sprint(n)}}, exitOK)
+	checkCompleted(t, res)
+	diffs := res.Run.diffsOf("between-hits", "request")
+	if len(diffs) != n-1 {
+		t.Fatalf("%d between-hits diffs, want %d", len(diffs), n-1)
+	}
+	for i, d := range diffs {
+		want := []runSite{{Frame: add, Stack: stack, Before: int64(16 * i), After: int64(16 * (i + 1)), Delta: 16}}
+		if diff := cmp.Diff(want, d.changed()); diff != "" {
+			t.Errorf("diff %d→%d (-want +got):\n%s", d.FromSeq, d.ToSeq, diff)
+		}
+		if d.DeltaBytes != 16 {
+			t.Errorf("diff %d→%d: delta_bytes = %d, want 16", d.FromSeq, d.ToSeq, d.DeltaBytes)
+		}
+	}
+	want := []runSuspect{{Frame: add, Stack: stack, Breakpoint: "request",
+		GrowthPerHit: 16, GrowingIntervals: n - 1, Intervals: n - 1, TotalGrowth: 16 * (n - 1)}}
+	if diff := cmp.Diff(want, res.Run.Suspects); diff != "" {
+		t.Errorf("suspects (-want +got):\n%s", diff)
+	}
+}
+
+// A worker thread hits the breakpoint while main is blocked in read(2):
+// every stop names the worker (gdb thread 2), and the run completes.
+func TestBreakpointInWorkerWhileMainBlocked(t *testing.T) {
+	testenv.NoLeftovers(t)
+	src := fixtures + "blocked.c"
+	bin := testenv.Build(t, src)
+	const n = 4
+
+	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{fmt.Sprint(n)}}, exitOK)
+	checkCompleted(t, res)
+	stops := res.Run.stopsOf("request")
+	if len(stops) != n {
+		t.Fatalf("%d stops, want %d", len(stops), n)
+	}
+	for _, s := range stops {
+		if s.Thread.ID != "2" {
+			t.Errorf("stop %d: thread %q (%s), want the worker, gdb thread 2", s.Seq, s.Thread.ID, s.Thread.TargetID)
+		}
+		if s.HeapBytes != int64(32*(s.Hit-1)) {
+			t.Errorf("stop %d: heap_bytes = %d, want %d", s.Seq, s.HeapBytes, 32*(s.Hit-1))
+		}
+	}
+	if len(res.Run.Suspects) == 0 || res.Run.Suspects[0].GrowthPerHit != 32 {
+		t.Errorf("suspects = %+v, want the 32-byte leak first", res.Run.Suspects)
+	}
+}
+
+// around_call snapshots at the breakpoint and again when the call returns:
+// the within-call diff is exactly what build_reply keeps (100 bytes), the
+// 28 bytes of scratch it frees in between leave no trace.
+func TestAroundCall(t *testing.T) {
+	testenv.NoLeftovers(t)
+	src := fixtures + "around.c"
+	bin := testenv.Build(t, src)
+	body := frame{"build_reply", "around.c", lineOf(t, src, "kept by the caller")}
+	caller := frame{"main", "around.c", lineOf(t, src, "= build_reply(i);")}
+	const n = 4
+	plan := `breakpoints:
+  - name: reply
+    location: build_reply
+    around_call: true
+`
+	res := mustRun(t, session{Plan: plan, Bin: bin, Args: []string{fmt.Sprint(n)}}, exitOK)
+	checkCompleted(t, res)
+
+	stops := res.Run.stopsOf("reply")
+	if len(stops) != 2*n {
+		t.Fatalf("%d stops, want %d (a hit and a return per call)", len(stops), 2*n)
+	}
+	for i, s := range stops {
+		k := i/2 + 1
+		phase, heap, fn := "hit", int64(100*(k-1)), "build_reply"
+		if i%2 == 1 {
+			phase, heap, fn = "return", int64(100*k), "main"
+		}
+		if s.Seq != i+1 || s.Hit != k || s.Phase != phase || s.HeapBytes != heap || s.Frame.Function != fn {
+			t.Errorf("stop %d = seq %d hit %d phase %s heap %d in %s, want seq %d hit %d phase %s heap %d in %s",
+				i, s.Seq, s.Hit, s.Phase, s.HeapBytes, s.Frame.Function, i+1, k, phase, heap, fn)
+		}
+	}
+
+	var want []runDiff
+	for k := 1; k <= n; k++ {
+		want = append(want, runDiff{Kind: "within-call", Breakpoint: "reply",
+			FromSeq: 2*k - 1, ToSeq: 2 * k, DeltaBytes: 100,
+			Sites: []runSite{{Frame: body, Stack: []frame{body, caller},
+				Before: int64(100 * (k - 1)), After: int64(100 * k), Delta: 100}}})
+	}
+	if diff := cmp.Diff(want, changedDiffs(res.Run.diffsOf("within-call", "reply"))); diff != "" {
+		t.Errorf("within-call diffs (-want +got):\n%s", diff)
+	}
+	between := res.Run.diffsOf("between-hits", "reply")
+	if len(between) != n-1 {
+		t.Fatalf("%d between-hits diffs, want %d", len(between), n-1)
+	}
+	for i, d := range between {
+		if d.FromSeq != 2*i+1 || d.ToSeq != 2*i+3 || d.DeltaBytes != 100 {
+			t.Errorf("between-hits diff %d: %d→%d delta %d, want %d→%d delta 100",
+				i, d.FromSeq, d.ToSeq, d.DeltaBytes, 2*i+1, 2*i+3)
+		}
+	}
+}
+
+// Conditions, skip counts, every and max_hits select exactly the hits the
+// plan implies. tick(i) keeps i+1 bytes, so the heap at the entry of tick(i)
+// is i*(i+1)/2 bytes and each stop's heap_bytes says which call it was.
+func TestHitSelection(t *testing.T) {
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, fixtures+"counts.c")
+	const calls = 20
+	tests := []struct {
+		name string
+		keys string // the breakpoint's keys besides name and location
+		want []int  // i of the calls snapshotted
+	}{
+		{"condition", `condition: "i % 5 == 1"`, []int{1, 6, 11, 16}},
+		{"skip", `skip: 16`, []int{16, 17, 18, 19}},
+		{"every", `every: 6`, []int{5, 11, 17}},
+		{"max_hits", `max_hits: 3`, []int{0, 1, 2}},
+		// The condition filters first; skip ignores the first qualifying
+		// hits; every takes each Nth of the rest; max_hits ends it.
+		{"all", "condition: \"i % 2 == 0\"\n    skip: 2\n    every: 2\n    max_hits: 3", []int{6, 10, 14}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			testenv.NoLeftovers(t)
+			plan := "breakpoints:\n  - name: tick\n    location: tick\n    " + tt.keys + "\n"
+			res := mustRun(t, session{Plan: plan, Bin: bin, Args: []string{fmt.Sprint(calls)}}, exitOK)
+			checkCompleted(t, res)
+			var got []int
+			for _, s := range res.Run.stopsOf("tick") {
+				got = append(got, callOfHeap(s.HeapBytes))
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("calls snapshotted (-want +got):\n%s\nplan:\n%s", diff, plan)
+			}
+		})
+	}
+}
+
+// callOfHeap inverts counts.c's heap at the entry of tick(i), i*(i+1)/2;
+// -1 when heap is no such number.
+func callOfHeap(heap int64) int {
+	for i := 0; i < 1024; i++ {
+		if int64(i*(i+1)/2) == heap {
+			return i
+		}
+	}
+	return -1
+}
+
+// A plan with a misspelt key is refused before anything starts: exit code
+// 3, the file, line and column of the key, and no run left behind.
+func TestPlanErrorStartsNothing(t *testing.T) {
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, fixtures+"leak.c")
+	plan := `breakpoints:
+  - name: request
+    locaton: handle_request
+`
+	res := runSnapctl(t, session{Plan: plan, Bin: bin})
+	if res.Code != exitPlan {
+		t.Fatalf("exit code %d, want %d\nstderr:\n%s", res.Code, exitPlan, res.Stderr)
+	}
+	if !strings.Contains(res.Stderr, "plan.yaml:3:5") || !strings.Contains(res.Stderr, "locaton") {
+		t.Errorf("stderr = %q, want the key and plan.yaml:3:5", res.Stderr)
+	}
+	if !strings.HasPrefix(res.Stderr, "snapctl: ") {
+		t.Errorf("stderr = %q, want one line starting with snapctl:", res.Stderr)
+	}
+	for _, name := range []string{"run.json", "valgrind.log"} {
+		if _, err := os.Stat(filepath.Join(res.Out, name)); err == nil {
+			t.Errorf("%s written for a plan that never ran", name)
+		}
+	}
+}
+
+// A declared breakpoint that never hits: exit code 11 with its name, and a
+// run.json holding the other breakpoint's stops all the same.
+func TestNeverHitBreakpoint(t *testing.T) {
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, fixtures+"leak.c")
+	plan := requestPlan + `  - name: flush
+    location: flush_cache
+`
+	res := mustRun(t, session{Plan: plan, Bin: bin, Args: []string{"3"}}, exitNeverHit)
+	if !strings.Contains(res.Stderr, "flush") {
+		t.Errorf("stderr = %q, want the breakpoint's name", res.Stderr)
+	}
+	if got := len(res.Run.stopsOf("request")); got != 3 {
+		t.Errorf("%d stops of request, want 3", got)
+	}
+	if got := len(res.Run.stopsOf("flush")); got != 0 {
+		t.Errorf("%d stops of flush, want 0", got)
+	}
+	checkSnapshotsKept(t, res)
+}
+
+// report.fail_on: a leak faster than the limit exits with code 10 (and
+// still writes the full report); one under it exits 0.
+func TestFailOn(t *testing.T) {
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, fixtures+"leak.c")
+	for _, tt := range []struct {
+		limit string
+		code  int
+	}{
+		{"16", exitLeak},
+		{"1KiB", exitOK},
+	} {
+		t.Run(tt.limit, func(t *testing.T) {
+			testenv.NoLeftovers(t)
+			plan := requestPlan + "report:\n  fail_on:\n    growth_per_hit: " + tt.limit + "\n"
+			res := mustRun(t, session{Plan: plan, Bin: bin, Args: []string{"4"}}, tt.code)
+			checkCompleted(t, res)
+			if len(res.Run.Suspects) != 1 || res.Run.Suspects[0].GrowthPerHit != 24 {
+				t.Errorf("suspects = %+v, want the 24-byte leak", res.Run.Suspects)
+			}
+			if tt.code == exitLeak && !strings.Contains(res.Stderr, "handle_request") {
+				t.Errorf("stderr = %q, want the suspect that exceeded the limit", res.Stderr)
+			}
+		})
+	}
+}
+
+// --format json prints run.json, and only it, on stdout.
+func TestFormatJSON(t *testing.T) {
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, fixtures+"leak.c")
+	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{"3"}, Flags: []string{"--format", "json"}}, exitOK)
+	var printed runFile
+	dec := json.NewDecoder(strings.NewReader(res.Stdout))
+	if err := dec.Decode(&printed); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, res.Stdout)
+	}
+	if dec.More() {
+		t.Errorf("stdout holds more than one JSON value:\n%s", res.Stdout)
+	}
+	if diff := cmp.Diff(*res.Run, printed); diff != "" {
+		t.Errorf("printed JSON differs from run.json (-file +stdout):\n%s", diff)
+	}
+	file, err := os.ReadFile(filepath.Join(res.Out, "run.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(bytes.TrimSpace(file), bytes.TrimSpace([]byte(res.Stdout))) {
+		t.Errorf("stdout is not byte for byte run.json")
+	}
+}
+
+// Arguments with spaces, quotes, shell metacharacters and an empty one reach
+// the target intact, and an output path with spaces works.
+func TestTargetArgsAndOutPathWithSpaces(t *testing.T) {
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, fixtures+"argv.c")
+	written := filepath.Join(t.TempDir(), "argv.out")
+	args := []string{"two words", `it's "quoted"`, "$HOME", "a\\b", "", "--not-a-flag", "*", "tab\there"}
+	plan := `breakpoints:
+  - name: record
+    location: record
+`
+	out := filepath.Join(t.TempDir(), "my runs", "run 1")
+	res := mustRun(t, session{Plan: plan, Bin: bin, Args: append([]string{written}, args...), Out: out}, exitOK)
+	checkCompleted(t, res)
+	data, err := os.ReadFile(written)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSuffix(string(data), "\x00"), "\x00")
+	if diff := cmp.Diff(args, got); diff != "" {
+		t.Errorf("arguments the target saw (-want +got):\n%s", diff)
+	}
+	if argv := res.Run.Target.Argv; len(argv) < len(args) || !cmp.Equal(args, argv[len(argv)-len(args):]) {
+		t.Errorf("run.json target.argv = %q, want it to end with %q", argv, args)
+	}
+	if got := len(res.Run.stopsOf("record")); got != len(args) {
+		t.Errorf("%d stops, want %d", got, len(args))
+	}
+}
+
+// stopsSansVariable keeps the fields of stops that do not depend on the
+// machine: it drops the thread (checked separately) and the snapshot path.
+func stopsSansVariable(stops []runStop) []runStop {
+	out := make([]runStop, len(stops))
+	for i, s := range stops {
+		s.Thread = runThread{}
+		s.Snapshot = ""
+		out[i] = s
+	}
+	return out
+}
+
+// changedDiffs drops the unchanged sites from every diff.
+func changedDiffs(diffs []runDiff) []runDiff {
+	out := make([]runDiff, len(diffs))
+	for i, d := range diffs {
+		d.Sites = d.changed()
+		out[i] = d
+	}
+	return out
+}

@@ -1,0 +1,384 @@
+package main
+
+// Helpers for the end-to-end and fault-injection tests: they run the real
+// snapctl binary as a subprocess, exactly as a user would, against C and C++
+// fixtures under valgrind and gdb, and read back the run directory.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/snapctl/snapctl/internal/testenv"
+)
+
+// runFile mirrors run.json, schema snapctl.run/v1 (DESIGN.md, "What a run
+// leaves behind"). Fields the tests do not look at are left out; unknown
+// fields are ignored, since the schema allows additions.
+type runFile struct {
+	Schema   string       `json:"schema"`
+	Status   string       `json:"status"`
+	Target   runTarget    `json:"target"`
+	Stops    []runStop    `json:"stops"`
+	Diffs    []runDiff    `json:"diffs"`
+	Suspects []runSuspect `json:"suspects"`
+}
+
+type runTarget struct {
+	Argv     []string        `json:"argv"`
+	ExitCode *int            `json:"exit_code"`
+	Signal   json.RawMessage `json:"signal"`
+}
+
+// signal returns the target's fatal signal as run.json spells it ("SIGSEGV"
+// or a number), or "" when it is null or absent.
+func (t runTarget) signal() string {
+	s := strings.TrimSpace(string(t.Signal))
+	if s == "" || s == "null" {
+		return ""
+	}
+	var name string
+	if json.Unmarshal(t.Signal, &name) == nil {
+		return name
+	}
+	return s
+}
+
+type runStop struct {
+	Seq        int       `json:"seq"`
+	Breakpoint string    `json:"breakpoint"`
+	Hit        int       `json:"hit"`
+	Phase      string    `json:"phase"`
+	Thread     runThread `json:"thread"`
+	Frame      frame     `json:"frame"`
+	Snapshot   string    `json:"snapshot"`
+	HeapBytes  int64     `json:"heap_bytes"`
+}
+
+type runThread struct {
+	ID       string `json:"id"`
+	TargetID string `json:"target_id"`
+}
+
+type runDiff struct {
+	Kind       string    `json:"kind"`
+	Breakpoint string    `json:"breakpoint"`
+	FromSeq    int       `json:"from_seq"`
+	ToSeq      int       `json:"to_seq"`
+	DeltaBytes int64     `json:"delta_bytes"`
+	Sites      []runSite `json:"sites"`
+}
+
+type runSite struct {
+	Frame  frame   `json:"frame"`
+	Stack  []frame `json:"stack"`
+	Before int64   `json:"before"`
+	After  int64   `json:"after"`
+	Delta  int64   `json:"delta"`
+}
+
+type runSuspect struct {
+	Frame            frame   `json:"frame"`
+	Stack            []frame `json:"stack"`
+	Breakpoint       string  `json:"breakpoint"`
+	GrowthPerHit     int64   `json:"growth_per_hit"`
+	GrowingIntervals int     `json:"growing_intervals"`
+	Intervals        int     `json:"intervals"`
+	TotalGrowth      int64   `json:"total_growth"`
+}
+
+// frame is a code location as run.json spells it. The object a frame lives
+// in is left out on purpose: it names paths of the machine.
+type frame struct {
+	Function string `json:"function"`
+	File     string `json:"file,omitempty"`
+	Line     int    `json:"line,omitempty"`
+}
+
+func (f frame) String() string {
+	if f.File == "" {
+		return f.Function
+	}
+	return fmt.Sprintf("%s (%s:%d)", f.Function, f.File, f.Line)
+}
+
+// changed returns the sites of d whose bytes changed. Whether run.json also
+// lists unchanged sites is not part of the schema, so tests compare only
+// the changed ones.
+func (d runDiff) changed() []runSite {
+	var out []runSite
+	for _, s := range d.Sites {
+		if s.Delta != 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// diffsOf returns the diffs of one kind ("between-hits" or "within-call")
+// for one breakpoint, in run.json order.
+func (r *runFile) diffsOf(kind, breakpoint string) []runDiff {
+	var out []runDiff
+	for _, d := range r.Diffs {
+		if d.Kind == kind && d.Breakpoint == breakpoint {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// stopsOf returns the stops of one breakpoint, in run.json order.
+func (r *runFile) stopsOf(breakpoint string) []runStop {
+	var out []runStop
+	for _, s := range r.Stops {
+		if s.Breakpoint == breakpoint {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// session is one `snapctl run` invocation.
+type session struct {
+	Plan  string   // the plan's YAML text, written to plan.yaml in a temporary directory
+	Bin   string   // the target binary
+	Args  []string // the target's arguments, passed after `--`
+	Flags []string // snapctl flags besides --out and --quiet
+	// Out is the run directory given to --out; by default a fresh path under
+	// t.TempDir(). Set NoOut to leave --out off.
+	Out   string
+	NoOut bool
+	// Loud leaves --quiet off.
+	Loud bool
+	// Limit caps the whole command; the test fails (and kills snapctl) when
+	// it is reached. Default 2 minutes.
+	Limit time.Duration
+}
+
+// result is what one snapctl invocation left behind.
+type result struct {
+	Code           int
+	Stdout, Stderr string
+	Out            string   // the run directory
+	Run            *runFile // nil when run.json was not written
+	Elapsed        time.Duration
+}
+
+// running is a snapctl invocation in progress, for the tests that act on it
+// while it runs.
+type running struct {
+	t      testing.TB
+	cmd    *exec.Cmd
+	cancel context.CancelFunc
+	out    string
+	stdout bytes.Buffer
+	stderr lockedBuffer
+	start  time.Time
+}
+
+// snapctlBinary builds the real snapctl binary once per test process.
+func snapctlBinary(t testing.TB) string {
+	t.Helper()
+	return testenv.BuildCommand(t, ".")
+}
+
+// startSnapctl writes the plan and starts snapctl run without waiting for it.
+func startSnapctl(t testing.TB, s session) *running {
+	t.Helper()
+	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
+	bin := snapctlBinary(t)
+	dir := t.TempDir()
+	planPath := filepath.Join(dir, "plan.yaml")
+	if err := os.WriteFile(planPath, []byte(s.Plan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"run"}
+	out := s.Out
+	if !s.NoOut {
+		if out == "" {
+			out = filepath.Join(dir, "run")
+		}
+		args = append(args, "--out", out)
+	}
+	if !s.Loud {
+		args = append(args, "--quiet")
+	}
+	args = append(args, s.Flags...)
+	args = append(args, "--", planPath, s.Bin)
+	args = append(args, s.Args...)
+
+	limit := s.Limit
+	if limit == 0 {
+		limit = 2 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	r := &running{t: t, cancel: cancel, out: out}
+	r.cmd = exec.CommandContext(ctx, bin, args...)
+	r.cmd.Dir = dir
+	r.cmd.Stdout = &r.stdout
+	r.cmd.Stderr = &r.stderr
+	// The target's output passes through snapctl's stdout; an orphaned
+	// child holding the pipe must not make Wait hang.
+	r.cmd.WaitDelay = 5 * time.Second
+	r.start = time.Now()
+	if err := r.cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("starting snapctl: %v", err)
+	}
+	t.Cleanup(func() {
+		if r.cmd.ProcessState == nil {
+			r.cmd.Process.Kill()
+			r.cmd.Wait()
+		}
+		cancel()
+	})
+	return r
+}
+
+// signal sends sig to the snapctl process, as a terminal's Ctrl-C does (its
+// children run in their own process groups, so only snapctl gets it).
+func (r *running) signal(sig syscall.Signal) {
+	r.t.Helper()
+	if err := r.cmd.Process.Signal(sig); err != nil {
+		r.t.Fatalf("sending %v to snapctl: %v", sig, err)
+	}
+}
+
+// waitStderr waits until snapctl's stderr contains text.
+func (r *running) waitStderr(text string, timeout time.Duration) bool {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if strings.Contains(r.stderr.String(), text) {
+			return true
+		}
+	}
+	return false
+}
+
+// wait waits for snapctl to exit and reads the run directory.
+func (r *running) wait() *result {
+	r.t.Helper()
+	err := r.cmd.Wait()
+	elapsed := time.Since(r.start)
+	r.cancel()
+	res := &result{Stdout: r.stdout.String(), Stderr: r.stderr.String(), Out: r.out, Elapsed: elapsed}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee) && ee.Exited():
+		res.Code = ee.ExitCode()
+	default:
+		r.t.Fatalf("snapctl did not exit by itself (%v) after %v\nstderr:\n%s", err, elapsed, res.Stderr)
+	}
+	if r.out != "" {
+		data, err := os.ReadFile(filepath.Join(r.out, "run.json"))
+		if err == nil {
+			res.Run = new(runFile)
+			if err := json.Unmarshal(data, res.Run); err != nil {
+				r.t.Fatalf("run.json: %v\n%s", err, data)
+			}
+		}
+	}
+	return res
+}
+
+// runSnapctl runs snapctl to the end.
+func runSnapctl(t testing.TB, s session) *result {
+	t.Helper()
+	return startSnapctl(t, s).wait()
+}
+
+// mustRun runs snapctl and fails the test unless it exited with code and
+// wrote run.json.
+func mustRun(t testing.TB, s session, code int) *result {
+	t.Helper()
+	res := runSnapctl(t, s)
+	if res.Code != code {
+		t.Fatalf("snapctl exited with %d, want %d\nstdout:\n%s\nstderr:\n%s", res.Code, code, res.Stdout, res.Stderr)
+	}
+	if res.Run == nil {
+		t.Fatalf("no run.json in %s\nstderr:\n%s", res.Out, res.Stderr)
+	}
+	return res
+}
+
+// lineOf returns the number of the only line of the fixture src that
+// contains marker, so tests do not hard-code line numbers.
+func lineOf(t testing.TB, src, marker string) int {
+	t.Helper()
+	f, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	found := 0
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		if strings.Contains(sc.Text(), marker) {
+			if found != 0 {
+				t.Fatalf("%s: %q on lines %d and %d", src, marker, found, n)
+			}
+			found = n
+		}
+	}
+	if found == 0 {
+		t.Fatalf("%s: no line contains %q", src, marker)
+	}
+	return found
+}
+
+// snapshotFiles lists the massif files kept in a run directory.
+func snapshotFiles(t testing.TB, out string) []string {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(out, "snapshots", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// checkSnapshotsKept fails the test unless every stop's snapshot file exists
+// and holds a massif snapshot.
+func checkSnapshotsKept(t testing.TB, res *result) {
+	t.Helper()
+	for _, s := range res.Run.Stops {
+		path := filepath.Join(res.Out, s.Snapshot)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Errorf("stop %d: %v", s.Seq, err)
+			continue
+		}
+		if !bytes.Contains(data, []byte("snapshot=0")) || !bytes.Contains(data, []byte("heap_tree=")) {
+			t.Errorf("stop %d: %s is not a massif snapshot:\n%s", s.Seq, path, data)
+		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer that the tests may read while exec's
+// copying goroutine writes it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

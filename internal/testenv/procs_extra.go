@@ -1,0 +1,89 @@
+package testenv
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Tool names one of the three processes a snapctl session supervises.
+type Tool string
+
+// The processes of a session, as the fault-injection tests name them.
+const (
+	Valgrind Tool = "valgrind" // valgrind's tool process, which runs the target
+	Vgdb     Tool = "vgdb"     // the relay between gdb and valgrind's gdbserver
+	Gdb      Tool = "gdb"
+)
+
+// Kind says which of the session's processes p is, or "" for none.
+func (p Proc) Kind() Tool {
+	fields := strings.Fields(p.Cmdline)
+	if len(fields) == 0 {
+		return ""
+	}
+	switch base := filepath.Base(fields[0]); {
+	case base == "gdb":
+		return Gdb
+	case base == "vgdb":
+		return Vgdb
+	case strings.HasPrefix(base, "valgrind"), strings.HasPrefix(base, "massif-"),
+		strings.Contains(p.Cmdline, "--tool=massif"):
+		// Debian's launcher is /usr/bin/valgrind.bin, which execs the tool
+		// binary (massif-amd64-linux) but keeps its own argv.
+		return Valgrind
+	}
+	return ""
+}
+
+// WaitFor polls the descendants of the test binary until one of kind is
+// alive and returns it; it fails the test after timeout.
+func WaitFor(t testing.TB, kind Tool, timeout time.Duration) Proc {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		for _, p := range Descendants() {
+			if p.Kind() == kind {
+				return p
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s started within %v", kind, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// BuildCommand builds the Go main package in dir (as `go build`) once per
+// test binary and returns the path of the executable. It lives in the same
+// cache as the C fixtures and is removed with it by Main.
+func BuildCommand(t testing.TB, dir string) string {
+	t.Helper()
+	cacheOnce.Do(func() { cacheDir, cacheErr = os.MkdirTemp("", "snapctl-fixtures-") })
+	if cacheErr != nil {
+		t.Fatalf("fixture cache: %v", cacheErr)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(cacheDir, "go-"+filepath.Base(abs))
+
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if _, err := os.Stat(out); err == nil {
+		return out
+	}
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd.Dir = abs
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("go build in %s: %v\n%s", abs, err, stderr.String())
+	}
+	return out
+}
