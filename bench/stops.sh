@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# bench/stops.sh: snapctl's own cost per stop, against the manual way.
+#
+# Over N stops (default 1500) of a trivial breakpoint, it times
+#   (a) a hand-written `gdb -batch` session on valgrind massif through vgdb
+#       whose breakpoint `commands` only take the snapshot and continue, and
+#   (b) `snapctl run` with the equivalent plan (bench/stops/plan.yaml),
+# both started the same way (valgrind --vgdb=yes --vgdb-error=0, massif
+# --threshold=0 --fair-sched=yes), and prints both wall times and the ratio
+# b/a. The target is a ratio of at most 1.3.
+#
+# Usage: bench/stops.sh [N]        (from anywhere; needs go, gcc, gdb, valgrind)
+set -euo pipefail
+
+n=${1:-1500}
+root=$(cd "$(dirname "$0")/.." && pwd)
+# A private directory without spaces: monitor commands split on spaces.
+work=$(mktemp -d /tmp/snapctl-bench.XXXXXX)
+vgpid=
+
+cleanup() {
+	if [ -n "$vgpid" ] && kill -0 "$vgpid" 2>/dev/null; then
+		kill -KILL "$vgpid" 2>/dev/null || true
+		wait "$vgpid" 2>/dev/null || true
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+now() { date +%s%N; }
+
+echo "building snapctl and the target..." >&2
+(cd "$root" && go build -o "$work/snapctl" ./cmd/snapctl)
+gcc -g -O0 -o "$work/stops" "$root/bench/stops/stops.c"
+
+# (a) The manual way, scripted.
+mkdir "$work/gdb"
+cat >"$work/stops.gdb" <<GDB
+set pagination off
+set confirm off
+set \$n = 0
+break f
+commands
+silent
+set \$n = \$n + 1
+eval "monitor detailed_snapshot $work/gdb/s%d.massif", \$n
+continue
+end
+continue
+GDB
+
+echo "running the hand-written gdb script ($n stops)..." >&2
+t0=$(now)
+valgrind --tool=massif --threshold=0 --fair-sched=yes --vgdb=yes --vgdb-error=0 \
+	--vgdb-prefix="$work/vgdb" --massif-out-file="$work/massif.out" \
+	--log-file="$work/valgrind.log" "$work/stops" "$n" &
+vgpid=$!
+for _ in $(seq 400); do
+	grep -q 'TO DEBUG THIS PROCESS' "$work/valgrind.log" 2>/dev/null && break
+	sleep 0.025
+done
+gdb -batch -nx -ex "target remote | vgdb --vgdb-prefix=$work/vgdb --pid=$vgpid" \
+	-x "$work/stops.gdb" "$work/stops" >"$work/gdb.out" 2>&1
+wait "$vgpid"
+vgpid=
+t1=$(now)
+got=$(find "$work/gdb" -name '*.massif' | wc -l)
+if [ "$got" -ne "$n" ]; then
+	echo "stops.sh: the gdb script took $got snapshots, want $n" >&2
+	cat "$work/gdb.out" >&2
+	exit 1
+fi
+
+# (b) snapctl.
+echo "running snapctl run ($n stops)..." >&2
+t2=$(now)
+"$work/snapctl" run --quiet --out "$work/run" "$root/bench/stops/plan.yaml" "$work/stops" "$n" >"$work/snapctl.out" 2>&1 || {
+	echo "stops.sh: snapctl run failed:" >&2
+	cat "$work/snapctl.out" >&2
+	exit 1
+}
+t3=$(now)
+got=$(find "$work/run/snapshots" -type f | wc -l)
+if [ "$got" -ne "$n" ]; then
+	echo "stops.sh: snapctl kept $got snapshots, want $n" >&2
+	exit 1
+fi
+
+awk -v a=$((t1 - t0)) -v b=$((t3 - t2)) -v n="$n" 'BEGIN {
+	printf "stops:              %d\n", n
+	printf "hand-written gdb:   %.2f s (%.2f ms/stop)\n", a / 1e9, a / 1e6 / n
+	printf "snapctl run:        %.2f s (%.2f ms/stop)\n", b / 1e9, b / 1e6 / n
+	printf "ratio snapctl/gdb:  %.2f (target <= 1.30)\n", b / a
+}'
