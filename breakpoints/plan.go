@@ -1,0 +1,245 @@
+package breakpoints
+
+import (
+	"fmt"
+	"time"
+)
+
+// Plan is a decoded, validated and defaulted plan.yaml. Every field but
+// Breakpoints has a default; the defaults are documented on each field and
+// applied by Parse.
+type Plan struct {
+	// File is the name the plan was read from (the path given to Load, or
+	// the name given to Parse). Positions in errors and Pos fields use it.
+	File string
+	// Source is the plan's text exactly as read, so a run can keep the
+	// plan it ran.
+	Source []byte
+
+	// Target describes how to start the profiled program. The command line
+	// overrides it: arguments after BINARY replace Args.
+	Target Target
+	// Valgrind holds the massif options (key "valgrind").
+	Valgrind Valgrind
+	// Gdb holds gdb settings (key "gdb").
+	Gdb Gdb
+	// SchedulerLocking is gdb's scheduler-locking mode while snapctl works
+	// at a stop: "on" (default), "step", "off" or "replay" (key
+	// "scheduler_locking"). Valgrind's gdbserver ignores it; see DESIGN.md.
+	SchedulerLocking string
+	// StopTimeout bounds the actions at one stop (snapshot, commands,
+	// finish for around_call); a stop that takes longer is abandoned
+	// (key "stop_timeout", a Go duration such as "30s"; default 30s).
+	StopTimeout time.Duration
+	// Breakpoints are the places where snapctl stops and snapshots, in
+	// plan order. Parse guarantees at least one and unique names.
+	Breakpoints []Breakpoint
+	// Report controls the analysis and the CI gate (key "report").
+	Report Report
+}
+
+// Target is the "target" section: how the profiled program is started.
+type Target struct {
+	// Args are the program's arguments (key "args"); nil when the plan does
+	// not set them. Arguments on the command line replace them.
+	Args []string
+	// Env holds extra environment variables as KEY=VALUE, in plan order
+	// (key "env", a mapping). They are added to snapctl's own environment.
+	Env []string
+	// Cwd is the program's working directory (key "cwd"); empty means
+	// snapctl's own. A relative path is taken relative to snapctl's working
+	// directory, as on the command line.
+	Cwd string
+}
+
+// Valgrind is the "valgrind" section: options for valgrind and massif.
+type Valgrind struct {
+	// Threshold is massif's --threshold in percent of the total heap
+	// (key "threshold", 0 to 100; default 0 so that no call site hides in
+	// massif's "below threshold" bucket).
+	Threshold float64
+	// PagesAsHeap profiles pages (mmap/brk) instead of malloc blocks
+	// (key "pages_as_heap"; default false).
+	PagesAsHeap bool
+	// Stacks also profiles thread stacks (key "stacks"; default false).
+	Stacks bool
+	// Depth is massif's --depth, the number of frames kept per allocation
+	// stack (key "depth", 1 to 200; 0, the default, keeps massif's own
+	// default of 30).
+	Depth int
+	// AllocFns are the program's own allocator wrappers, passed as
+	// --alloc-fn so the call site is their caller (key "alloc_fns").
+	AllocFns []string
+	// IgnoreFns are functions whose allocations massif ignores, passed as
+	// --ignore-fn (key "ignore_fns").
+	IgnoreFns []string
+	// FairSched is valgrind's --fair-sched: "no", "yes" (default) or "try"
+	// (key "fair_sched"). "yes" interleaves threads as a real machine
+	// would, which matters for multithreaded leaks.
+	FairSched string
+	// Args are further valgrind options passed through verbatim after
+	// snapctl's own (key "args"). Options snapctl owns (--tool, --vgdb*,
+	// --massif-out-file, --log-*) and options the plan has a key for are
+	// refused.
+	Args []string
+}
+
+// Gdb is the "gdb" section.
+type Gdb struct {
+	// Init are gdb CLI commands run once after gdb has connected to the
+	// target and before the breakpoints are inserted (key "init"), e.g.
+	// "set print pretty on" or "source helpers.gdb". gdb itself always
+	// starts with --nx, so no .gdbinit runs unless listed here.
+	Init []string
+}
+
+// Report is the "report" section: how stops are analysed.
+type Report struct {
+	// GroupBy selects what a reported site is (key "group_by"): "site"
+	// (default; the allocation call site, or the first frame of the user's
+	// own code when LibraryFrames match), "function" (the call site's
+	// function, all lines merged) or "stack" (the whole allocation stack).
+	GroupBy string
+	// Depth is the number of frames shown per stack in reports
+	// (key "depth"; default 12; 0 shows whole stacks).
+	Depth int
+	// LibraryFrames are glob patterns (path.Match syntax) matched against a
+	// frame's function and its file; matching frames are library code and
+	// are skipped when choosing a site (key "library_frames"), e.g.
+	// "/usr/include/*" or "std::*".
+	LibraryFrames []string
+	// Ignore are glob patterns of sites left out of reports and the CI gate
+	// (key "ignore"), matched against the site's function.
+	Ignore []string
+	// FailOn holds the CI gate's limits (key "fail_on").
+	FailOn FailOn
+}
+
+// FailOn is the CI gate: limits whose excess makes snapctl exit non-zero.
+// A zero field means no limit. Sizes are written as in "1KiB" (see ParseSize).
+type FailOn struct {
+	// GrowthPerHit fails the run when any suspect grows by more than this
+	// many bytes per hit on average (key "growth_per_hit").
+	GrowthPerHit int64
+	// TotalGrowth fails the run when any suspect grows by more than this
+	// many bytes over the whole run (key "total_growth").
+	TotalGrowth int64
+}
+
+// Breakpoint is one entry of "breakpoints".
+//
+// Hits are counted the way the stop loop sees them: hit 1 is the first stop
+// after the Skip ignored ones (gdb's hit count minus Skip; hits whose
+// Condition is false do not count). Every hit stops the target; a snapshot
+// is taken on hits 1, 1+Every, 1+2*Every, ... (ShouldSnapshot), and after
+// hit MaxHits the breakpoint is deleted (Done).
+type Breakpoint struct {
+	// Name identifies the breakpoint in file names, run.json and reports
+	// (key "name"; [A-Za-z0-9_.-], at most 64 characters). When absent it
+	// is derived from Location: "leak.c:15" becomes "leak.c-15".
+	Name string
+	// Location is a gdb location: a function ("handle_request",
+	// "Scheduler::submit(int)"), file:line ("leak.c:15") or *address
+	// (key "location"; required).
+	Location string
+	// Condition is a gdb expression; the breakpoint stops only when it is
+	// true (key "condition").
+	Condition string
+	// Thread restricts the breakpoint to one gdb thread number (key
+	// "thread"; 0, the default, means any thread).
+	Thread int
+	// Skip is gdb's ignore count: the first Skip hits do not stop (key
+	// "skip"; default 0), e.g. to let a warm-up pass.
+	Skip int
+	// Every takes a snapshot on every Every-th hit after Skip (key "every";
+	// default 1, every hit).
+	Every int
+	// MaxHits deletes the breakpoint after this many hits after Skip (key
+	// "max_hits"; 0, the default, means no limit).
+	MaxHits int
+	// AroundCall also snapshots when the function containing the stop
+	// returns (gdb's finish), so the call's own allocations are measured
+	// (key "around_call"; default false).
+	AroundCall bool
+	// Commands are gdb CLI commands run at each snapshot stop; their output
+	// is recorded (key "commands").
+	Commands []string
+	// Optional lets the breakpoint never hit without failing the run (key
+	// "optional"; default false).
+	Optional bool
+
+	// Pos is where the entry starts in the plan, for messages such as
+	// `breakpoint "request" (plan.yaml:14:5) never hit`.
+	Pos Pos
+	// LocationPos is where the location's value is in the plan, for
+	// errors about the location (see LocationError).
+	LocationPos Pos
+
+	index int // position in Plan.Breakpoints, for error keys
+}
+
+// Pos is a position in a plan file. Line and Column are 1-based; zero when
+// unknown.
+type Pos struct {
+	File         string
+	Line, Column int
+}
+
+// String formats the position as file:line:column, leaving out what is
+// unknown.
+func (p Pos) String() string {
+	switch {
+	case p.Line == 0:
+		return p.File
+	case p.Column == 0:
+		return fmt.Sprintf("%s:%d", p.File, p.Line)
+	}
+	return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Column)
+}
+
+// LocationError returns a positioned plan error about the breakpoint's
+// location, for a location gdb cannot resolve:
+//
+//	plan.yaml:14:15: breakpoints[0].location: gdb cannot resolve "foo": Function "foo" not defined.
+func (b Breakpoint) LocationError(format string, args ...any) *Error {
+	return &Error{
+		File:   b.LocationPos.File,
+		Line:   b.LocationPos.Line,
+		Column: b.LocationPos.Column,
+		Key:    fmt.Sprintf("breakpoints[%d].location", b.index),
+		Msg:    fmt.Sprintf(format, args...),
+	}
+}
+
+// ShouldSnapshot reports whether hit (1-based, counted after Skip) takes a
+// snapshot: hits 1, 1+Every, 1+2*Every, ...
+func (b Breakpoint) ShouldSnapshot(hit int) bool {
+	every := b.Every
+	if every < 1 {
+		every = 1
+	}
+	return hit >= 1 && (hit-1)%every == 0 && (b.MaxHits == 0 || hit <= b.MaxHits)
+}
+
+// Done reports whether the breakpoint is finished after hit (1-based,
+// counted after Skip): no later hit up to MaxHits would take a snapshot.
+// The driver deletes the breakpoint once Done is true. With Every 1 that is
+// after hit MaxHits.
+func (b Breakpoint) Done(hit int) bool {
+	every := b.Every
+	if every < 1 {
+		every = 1
+	}
+	return b.MaxHits > 0 && hit+every > b.MaxHits
+}
+
+// NextIgnore returns the ignore count the driver may set (MI -break-after)
+// after a snapshot hit so that gdb does not stop on the hits that take no
+// snapshot: Every-1. A driver that uses it sees hits 1, 1+Every, ... only,
+// and must add the ignored hits to its own count.
+func (b Breakpoint) NextIgnore() int {
+	if b.Every <= 1 {
+		return 0
+	}
+	return b.Every - 1
+}

@@ -1,0 +1,114 @@
+package breakpoints
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// ValgrindArgs returns the valgrind options the plan asks for, in this
+// order: --threshold, --depth (when set), --pages-as-heap=yes and
+// --stacks=yes (when true), one --alloc-fn and one --ignore-fn per
+// function, --fair-sched, then valgrind.args as written. The driver adds
+// the options it owns (--tool=massif, --vgdb*, --massif-out-file,
+// --log-file) before them.
+func (p *Plan) ValgrindArgs() []string {
+	v := p.Valgrind
+	args := []string{"--threshold=" + strconv.FormatFloat(v.Threshold, 'f', -1, 64)}
+	if v.Depth > 0 {
+		args = append(args, "--depth="+strconv.Itoa(v.Depth))
+	}
+	if v.PagesAsHeap {
+		args = append(args, "--pages-as-heap=yes")
+	}
+	if v.Stacks {
+		args = append(args, "--stacks=yes")
+	}
+	for _, fn := range v.AllocFns {
+		args = append(args, "--alloc-fn="+fn)
+	}
+	for _, fn := range v.IgnoreFns {
+		args = append(args, "--ignore-fn="+fn)
+	}
+	fair := v.FairSched
+	if fair == "" {
+		fair = DefaultFairSched
+	}
+	args = append(args, "--fair-sched="+fair)
+	return append(args, v.Args...)
+}
+
+// ownedOptions are valgrind options snapctl sets itself; a plan may not
+// pass them, since they would break the session. Names ending in '*' are
+// prefixes.
+var ownedOptions = map[string]string{
+	"--tool":            "snapctl always runs massif",
+	"--vgdb*":           "snapctl runs valgrind's gdbserver itself",
+	"--massif-out-file": "snapctl takes its snapshots into the run directory",
+	"--log-file":        "snapctl reads valgrind's log to know when its gdbserver is ready",
+	"--log-fd":          "snapctl reads valgrind's log to know when its gdbserver is ready",
+	"--log-socket":      "snapctl reads valgrind's log to know when its gdbserver is ready",
+	"--help":            "it would make valgrind print its help and exit",
+	"--help-debug":      "it would make valgrind print its help and exit",
+	"-h":                "it would make valgrind print its help and exit",
+	"--version":         "it would make valgrind print its version and exit",
+}
+
+// planOptions are valgrind options that have a plan key.
+var planOptions = map[string]string{
+	"--threshold":     "threshold",
+	"--depth":         "depth",
+	"--pages-as-heap": "pages_as_heap",
+	"--stacks":        "stacks",
+	"--alloc-fn":      "alloc_fns",
+	"--ignore-fn":     "ignore_fns",
+	"--fair-sched":    "fair_sched",
+}
+
+// valgrindArgs decodes valgrind.args and refuses options snapctl owns.
+func (d *decoder) valgrindArgs(n *yaml.Node, kp string) []string {
+	n = d.deref(n)
+	if n == nil {
+		return nil
+	}
+	args := d.lines(n, kp)
+	if n.Kind != yaml.SequenceNode {
+		return nil
+	}
+	out := args[:0]
+	for i, a := range args {
+		ip := fmt.Sprintf("%s[%d]", kp, i)
+		if msg := checkValgrindArg(a); msg != "" {
+			d.errorf(n.Content[i], ip, "%s", msg)
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// checkValgrindArg explains why a passed-through valgrind option is
+// refused, or returns "".
+func checkValgrindArg(a string) string {
+	if a == "--" || !strings.HasPrefix(a, "-") {
+		return fmt.Sprintf("%q is not a valgrind option (they start with \"--\"); the program's arguments go in target.args", a)
+	}
+	if strings.ContainsAny(a, " \t") && !strings.Contains(a, "=") {
+		return fmt.Sprintf("%q: write one option per list item, as --name=value", a)
+	}
+	name, _, _ := strings.Cut(a, "=")
+	if why, ok := ownedOptions[name]; ok {
+		return fmt.Sprintf("%s is set by snapctl and cannot be passed: %s", name, why)
+	}
+	for prefix, why := range ownedOptions {
+		if p, ok := strings.CutSuffix(prefix, "*"); ok && strings.HasPrefix(name, p) {
+			return fmt.Sprintf("%s is set by snapctl and cannot be passed: %s", name, why)
+		}
+	}
+	if key, ok := planOptions[name]; ok {
+		return fmt.Sprintf("%s has a plan key: use valgrind.%s", name, key)
+	}
+	return ""
+}
