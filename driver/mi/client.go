@@ -1,0 +1,451 @@
+package mi
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Client talks GDB/MI to one gdb. Its methods are safe for concurrent use.
+type Client struct {
+	w     io.Writer // gdb's standard input
+	input io.Reader // gdb's standard output
+	wmu   sync.Mutex
+	trace *tracer
+
+	mu        sync.Mutex
+	nextToken uint64
+	pending   map[string]*call
+	order     []*call // pending calls in the order they were sent
+	closing   bool
+	err       error // why the client is done; nil until then
+
+	done   chan struct{} // closed when gdb is gone
+	prompt chan struct{} // closed at gdb's first "(gdb)"
+	sawPr  bool
+
+	// The event queue: the reader appends, the pump goroutine moves
+	// records to events. The reader never waits for a consumer.
+	qmu     sync.Mutex
+	queue   []*Record
+	qEOF    bool
+	qSignal chan struct{}
+	events  chan *Record
+	stop    chan struct{} // closed by Close: the pump gives up
+
+	proc       *process // nil for NewClient
+	readerDone chan struct{}
+	wg         sync.WaitGroup
+	closeOnce  sync.Once
+	closeErr   error
+	closeGrace time.Duration
+}
+
+// call is one Send waiting for its result record.
+type call struct {
+	token   string
+	command string
+	streams []Stream
+	reply   chan *Record // buffered; the reader never blocks on it
+}
+
+// NewClient returns a client that speaks MI over r (gdb's output) and w
+// (gdb's input) without starting a process: tests use it to replay
+// recorded transcripts, and it lets a caller run gdb its own way. The
+// client is done when r reports EOF or an error. Close closes r and w when
+// they implement io.Closer. trace may be nil; see Options.Trace.
+func NewClient(r io.Reader, w io.Writer, trace io.Writer) *Client {
+	c := newClient(w, trace)
+	c.startReader(r)
+	return c
+}
+
+func newClient(w io.Writer, trace io.Writer) *Client {
+	c := &Client{
+		w:          w,
+		pending:    make(map[string]*call),
+		done:       make(chan struct{}),
+		prompt:     make(chan struct{}),
+		qSignal:    make(chan struct{}, 1),
+		events:     make(chan *Record, 64),
+		stop:       make(chan struct{}),
+		readerDone: make(chan struct{}),
+		closeGrace: defaultCloseGrace,
+	}
+	if trace != nil {
+		c.trace = &tracer{w: trace}
+	}
+	return c
+}
+
+func (c *Client) startReader(r io.Reader) {
+	c.input = r
+	c.wg.Add(2)
+	go func() {
+		defer c.wg.Done()
+		defer close(c.readerDone)
+		err := c.readLoop(r)
+		c.qmu.Lock()
+		c.qEOF = true
+		c.qmu.Unlock()
+		c.signalQueue()
+		if c.proc == nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed) {
+				err = nil
+			}
+			c.finish(&ExitError{Err: err})
+		}
+	}()
+	go func() {
+		defer c.wg.Done()
+		c.pump()
+	}()
+}
+
+// Events returns the channel of records that answer no command, in the
+// order gdb printed them: exec (*stopped, *running), status and notify
+// (=thread-created, =breakpoint-modified, ...) records, stream records
+// printed while no command was pending (for example the console text that
+// comes with a stop), results that answer no Send, and unparsed lines (a
+// native inferior's output). The channel is closed once gdb has gone and
+// every record has been delivered, or at Close. Reading it is optional:
+// records queue without bound and nothing waits for them.
+func (c *Client) Events() <-chan *Record { return c.events }
+
+// Done is closed when gdb has gone (exited, crashed, killed or closed).
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err returns the *ExitError that ended the client once Done is closed,
+// and nil before.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Pid is gdb's process id, which is also its process group id; 0 for a
+// client made by NewClient.
+func (c *Client) Pid() int {
+	if c.proc == nil {
+		return 0
+	}
+	return c.proc.pid
+}
+
+// Send runs one MI command and returns its result. It writes
+// TOKEN+command, then the args each preceded by one space, exactly as
+// given: quote arguments that need it yourself (see Quote). It waits for
+// the result record that carries the token, for ctx, or for gdb to go,
+// whichever comes first.
+//
+// A ^error result returns an *Error. If gdb goes, Send returns an error
+// wrapping an *ExitError at once. If ctx ends first Send returns ctx's
+// error; gdb still runs the command and its late result is dropped.
+func (c *Client) Send(ctx context.Context, command string, args ...string) (*Result, error) {
+	line := command
+	if len(args) > 0 {
+		line += " " + strings.Join(args, " ")
+	}
+	if strings.ContainsAny(line, "\r\n") {
+		return nil, fmt.Errorf("mi: command %q holds a line break", line)
+	}
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return nil, fmt.Errorf("mi: %s: %w", line, err)
+	}
+	c.nextToken++
+	cl := &call{
+		token:   strconv.FormatUint(c.nextToken, 10),
+		command: line,
+		reply:   make(chan *Record, 1),
+	}
+	c.pending[cl.token] = cl
+	c.order = append(c.order, cl)
+	c.mu.Unlock()
+
+	if err := c.write(ctx, cl.token+line+"\n"); err != nil {
+		c.forget(cl)
+		select {
+		case <-c.done:
+			return nil, fmt.Errorf("mi: %s: %w", line, c.Err())
+		default:
+		}
+		return nil, fmt.Errorf("mi: %s: writing to gdb: %w", line, err)
+	}
+
+	select {
+	case rec := <-cl.reply:
+		return cl.result(rec)
+	case <-ctx.Done():
+		c.forget(cl)
+		return nil, fmt.Errorf("mi: %s: %w", line, ctx.Err())
+	case <-c.done:
+		select {
+		case rec := <-cl.reply: // the answer came just before gdb went
+			return cl.result(rec)
+		default:
+		}
+		return nil, fmt.Errorf("mi: %s: %w", line, c.Err())
+	}
+}
+
+func (cl *call) result(rec *Record) (*Result, error) {
+	if rec.Class == "error" {
+		return nil, &Error{Command: cl.command, Msg: rec.String("msg"), Code: rec.String("code")}
+	}
+	return &Result{Class: rec.Class, Results: rec.Results, Streams: cl.streams}, nil
+}
+
+// forget drops a call whose Send gave up; its result, if it comes, is
+// dropped.
+func (c *Client) forget(cl *call) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.pending, cl.token)
+	for i, o := range c.order {
+		if o == cl {
+			c.order = append(c.order[:i:i], c.order[i+1:]...)
+			break
+		}
+	}
+}
+
+func (c *Client) write(ctx context.Context, s string) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.trace.line("-> ", []byte(s))
+	// A pipe to gdb only blocks when gdb stops reading; bound that wait
+	// by ctx's deadline when the writer supports deadlines.
+	if f, ok := c.w.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		if d, ok := ctx.Deadline(); ok {
+			if f.SetWriteDeadline(d) == nil {
+				defer f.SetWriteDeadline(time.Time{})
+			}
+		}
+	}
+	_, err := io.WriteString(c.w, s)
+	return err
+}
+
+// readLoop reads gdb's output line by line with no limit on line length
+// until EOF or an error, which it returns.
+func (c *Client) readLoop(r io.Reader) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var long []byte
+	for {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			long = append(long, line...)
+			continue
+		}
+		if len(long) > 0 {
+			long = append(long, line...)
+			line = long
+		}
+		if len(line) > 0 {
+			c.handleLine(line)
+		}
+		if cap(long) > 1<<20 {
+			long = nil // do not pin the memory of one huge record
+		} else {
+			long = long[:0]
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (c *Client) handleLine(line []byte) {
+	c.trace.line("", line)
+	line = trimEOL(line)
+	rec, err := ParseRecord(line)
+	if err != nil {
+		c.push(&Record{Type: TypeUnparsed, Text: string(line), Err: err})
+		return
+	}
+	switch {
+	case rec.Type == TypePrompt:
+		c.mu.Lock()
+		if !c.sawPr {
+			c.sawPr = true
+			close(c.prompt)
+		}
+		c.mu.Unlock()
+	case rec.Type == TypeResult:
+		c.mu.Lock()
+		cl, ok := c.pending[rec.Token]
+		if ok {
+			delete(c.pending, rec.Token)
+			for i, o := range c.order {
+				if o == cl {
+					c.order = append(c.order[:i:i], c.order[i+1:]...)
+					break
+				}
+			}
+			cl.reply <- rec
+		}
+		issued := false
+		if n, err := strconv.ParseUint(rec.Token, 10, 64); err == nil && n <= c.nextToken {
+			issued = true
+		}
+		c.mu.Unlock()
+		if !ok && !issued {
+			c.push(rec)
+		}
+	case rec.Type.IsStream():
+		c.mu.Lock()
+		if len(c.order) > 0 {
+			cl := c.order[0]
+			cl.streams = append(cl.streams, Stream{Type: rec.Type, Text: rec.Text})
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		c.push(rec)
+	default:
+		c.push(rec)
+	}
+}
+
+func trimEOL(b []byte) []byte {
+	if n := len(b); n > 0 && b[n-1] == '\n' {
+		b = b[:n-1]
+	}
+	if n := len(b); n > 0 && b[n-1] == '\r' {
+		b = b[:n-1]
+	}
+	return b
+}
+
+// push queues an event. It never blocks.
+func (c *Client) push(r *Record) {
+	c.qmu.Lock()
+	c.queue = append(c.queue, r)
+	c.qmu.Unlock()
+	c.signalQueue()
+}
+
+func (c *Client) signalQueue() {
+	select {
+	case c.qSignal <- struct{}{}:
+	default:
+	}
+}
+
+// pump moves queued records to the events channel, in order, until the
+// reader has finished and the queue is empty, or until Close.
+func (c *Client) pump() {
+	defer close(c.events)
+	for {
+		c.qmu.Lock()
+		batch, eof := c.queue, c.qEOF
+		c.queue = nil
+		c.qmu.Unlock()
+		if len(batch) == 0 {
+			if eof {
+				return
+			}
+			select {
+			case <-c.qSignal:
+			case <-c.stop:
+				return
+			}
+			continue
+		}
+		for _, r := range batch {
+			select {
+			case c.events <- r:
+			case <-c.stop:
+				return
+			}
+		}
+	}
+}
+
+// finish records why the client ended and fails every pending Send. Only
+// the first call has an effect.
+func (c *Client) finish(err *ExitError) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return
+	}
+	err.Closed = c.closing
+	c.err = err
+	c.pending = map[string]*call{}
+	c.order = nil
+	close(c.done)
+}
+
+// Close ends the session: it sends -gdb-exit, waits a grace period for gdb
+// to exit, then kills gdb's process group (gdb and what it started, such as
+// vgdb). It returns when gdb and every goroutine of the client have ended.
+// Calling it again returns the first call's result.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closing = true
+		alive := c.err == nil
+		c.mu.Unlock()
+		if c.proc != nil {
+			if alive {
+				ctx, cancel := context.WithTimeout(context.Background(), c.closeGrace)
+				c.Send(ctx, "-gdb-exit")
+				select {
+				case <-c.done:
+				case <-ctx.Done():
+				}
+				cancel()
+			}
+			c.proc.kill()
+			<-c.done
+		} else {
+			if cl, ok := c.w.(io.Closer); ok {
+				cl.Close()
+			}
+			if cl, ok := c.input.(io.Closer); ok {
+				cl.Close()
+			}
+		}
+		close(c.stop)
+		c.wg.Wait()
+		if c.proc != nil {
+			c.proc.stdin.Close()
+		}
+		c.finish(&ExitError{})
+	})
+	return c.closeErr
+}
+
+// tracer writes every line exchanged with gdb to a writer, commands
+// prefixed with "-> " and stderr with "stderr: ", so a transcript shows
+// who said what.
+type tracer struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (t *tracer) line(prefix string, b []byte) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	buf := make([]byte, 0, len(prefix)+len(b)+1)
+	buf = append(buf, prefix...)
+	buf = append(buf, b...)
+	if len(buf) == 0 || buf[len(buf)-1] != '\n' {
+		buf = append(buf, '\n')
+	}
+	t.w.Write(buf)
+}

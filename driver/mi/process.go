@@ -1,0 +1,208 @@
+package mi
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const (
+	// defaultCloseGrace is how long Close waits for gdb to obey -gdb-exit
+	// before it kills gdb's process group.
+	defaultCloseGrace = 2 * time.Second
+	// drainTime bounds how long a dead gdb's output is still read: a
+	// descendant in another process group may hold the pipe open.
+	drainTime = 250 * time.Millisecond
+	// stderrTailSize is how much of gdb's stderr an ExitError keeps.
+	stderrTailSize = 4 << 10
+)
+
+// Options say how Start runs gdb.
+type Options struct {
+	// Path is the gdb executable; "gdb" (looked up in PATH) when empty.
+	Path string
+	// Args follow the fixed arguments --nx --quiet --interpreter=mi3.
+	Args []string
+	// Dir is gdb's working directory; the caller's when empty.
+	Dir string
+	// Env is gdb's environment; the caller's when nil.
+	Env []string
+	// Trace, when set, receives every line exchanged with gdb: commands
+	// prefixed with "-> ", gdb's output as is, its stderr prefixed with
+	// "stderr: ". snapctl's --trace writes it to gdb-mi.log.
+	Trace io.Writer
+	// Async turns mi-async on (-gdb-set mi-async on) before Start returns,
+	// so that commands, -exec-interrupt above all, are accepted while the
+	// target runs. It must be set before gdb connects to a target.
+	Async bool
+	// CloseGrace is how long Close waits for gdb to exit before it kills
+	// gdb's process group; 2s when zero.
+	CloseGrace time.Duration
+}
+
+// process is the gdb that Start runs.
+type process struct {
+	cmd        *exec.Cmd
+	pid        int
+	stdin      *os.File // our end of gdb's stdin
+	stdout     *os.File // our end of gdb's stdout
+	stderr     *os.File // our end of gdb's stderr
+	stderrDone chan struct{}
+
+	tailMu sync.Mutex
+	tail   []byte
+}
+
+// Start runs gdb as `gdb --nx --quiet --interpreter=mi3 [opt.Args]` in a
+// process group of its own and waits for its first prompt. ctx bounds the
+// start only, not the session: end the session with Close. If gdb cannot
+// start or exits at once, Start returns an error (wrapping exec.ErrNotFound
+// when gdb is missing, an *ExitError when it died) and leaves no process.
+func Start(ctx context.Context, opt Options) (*Client, error) {
+	path := opt.Path
+	if path == "" {
+		path = "gdb"
+	}
+	args := append([]string{"--nx", "--quiet", "--interpreter=mi3"}, opt.Args...)
+
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
+	}
+	inR, inW, err := pipe()
+	if err != nil {
+		return nil, fmt.Errorf("starting gdb: %w", err)
+	}
+	outR, outW, err := pipe()
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("starting gdb: %w", err)
+	}
+	errR, errW, err := pipe()
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("starting gdb: %w", err)
+	}
+
+	cmd := exec.Command(path, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	cmd.Dir = opt.Dir
+	cmd.Env = opt.Env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		closeAll()
+		return nil, fmt.Errorf("starting gdb: %w", err)
+	}
+	// gdb holds its own copies now.
+	inR.Close()
+	outW.Close()
+	errW.Close()
+
+	c := newClient(inW, opt.Trace)
+	if opt.CloseGrace > 0 {
+		c.closeGrace = opt.CloseGrace
+	}
+	p := &process{
+		cmd:        cmd,
+		pid:        cmd.Process.Pid,
+		stdin:      inW,
+		stdout:     outR,
+		stderr:     errR,
+		stderrDone: make(chan struct{}),
+	}
+	c.proc = p
+	c.startReader(outR)
+	c.wg.Add(2)
+	go func() {
+		defer c.wg.Done()
+		defer close(p.stderrDone)
+		p.readStderr(c.trace)
+	}()
+	go func() {
+		defer c.wg.Done()
+		c.wait()
+	}()
+
+	select {
+	case <-c.prompt:
+	case <-c.done:
+		c.Close()
+		return nil, fmt.Errorf("starting gdb: %w", c.Err())
+	case <-ctx.Done():
+		c.Close()
+		return nil, fmt.Errorf("starting gdb: %w", ctx.Err())
+	}
+	if opt.Async {
+		if _, err := c.Send(ctx, "-gdb-set", "mi-async", "on"); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("starting gdb: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// wait reaps gdb, kills what it left in its process group, lets the reader
+// take gdb's last words and then ends the client.
+func (c *Client) wait() {
+	p := c.proc
+	err := p.cmd.Wait()
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		err = nil // the state says it all
+	}
+	p.kill()
+	p.stdout.SetReadDeadline(time.Now().Add(drainTime))
+	<-c.readerDone
+	p.stdout.Close()
+	p.stderr.SetReadDeadline(time.Now().Add(drainTime))
+	<-p.stderrDone
+	p.stderr.Close()
+	c.finish(&ExitError{Pid: p.pid, State: p.cmd.ProcessState, Stderr: p.stderrTail(), Err: err})
+}
+
+// kill sends SIGKILL to gdb's process group: gdb and everything it started
+// without a group of its own, such as the vgdb of `target remote | vgdb`.
+func (p *process) kill() {
+	syscall.Kill(-p.pid, syscall.SIGKILL)
+}
+
+func (p *process) readStderr(t *tracer) {
+	br := bufio.NewReader(p.stderr)
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(chunk) > 0 {
+			t.line("stderr: ", chunk)
+			p.tailMu.Lock()
+			p.tail = append(p.tail, chunk...)
+			if len(p.tail) > stderrTailSize {
+				p.tail = append(p.tail[:0], p.tail[len(p.tail)-stderrTailSize:]...)
+			}
+			p.tailMu.Unlock()
+		}
+		if err != nil && err != bufio.ErrBufferFull {
+			return
+		}
+	}
+}
+
+func (p *process) stderrTail() string {
+	p.tailMu.Lock()
+	defer p.tailMu.Unlock()
+	return string(p.tail)
+}
