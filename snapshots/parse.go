@@ -160,7 +160,7 @@ func (r *Reader) snapshot() (*Snapshot, error) {
 	if !ok {
 		// heaptrack writes seconds with a fraction: time=0.001.
 		f, ferr := strconv.ParseFloat(string(v), 64)
-		if ferr != nil || f < 0 || f > 1<<62 {
+		if ferr != nil || !(f >= 0 && f <= 1<<62) { // also rejects NaN
 			return nil, r.errorf(r.line, "expected a time, got %s", quoteLine(v))
 		}
 		s.Time = int64(f)
