@@ -1,0 +1,197 @@
+package snapshots
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Series follows the snapshots of one breakpoint's hits, in order, and
+// finds the sites that keep growing. It is incremental: it holds the
+// previous snapshot's per-site summary and, per site, the intervals in
+// which its bytes changed, never the trees.
+//
+//	s := snapshots.NewSeries("request", opts)
+//	for each hit { d, err := s.Add(seq, snap) }   // d is nil for the first
+//	suspects := s.Suspects()
+type Series struct {
+	breakpoint string
+	an         *analyzer
+	prev       *summary
+	prevSeq    int
+	intervals  int
+	stats      map[string]*siteStats
+}
+
+// siteStats is what a series remembers of one site: its latest frame and
+// stack and its non-zero changes by interval.
+type siteStats struct {
+	frame   Frame
+	stack   []Frame
+	library []Frame
+	changes []intervalChange
+}
+
+type intervalChange struct {
+	interval int // 0-based
+	delta    int64
+}
+
+// Suspect is a site that grows steadily over a breakpoint's hits.
+type Suspect struct {
+	Frame      Frame   `json:"frame"`
+	Stack      []Frame `json:"stack"`
+	Library    []Frame `json:"library,omitempty"`
+	Breakpoint string  `json:"breakpoint"`
+	// GrowthPerHit is the median of the site's change over all intervals
+	// (zeros included; the mean of the two middle values for an even count).
+	GrowthPerHit int64 `json:"growth_per_hit"`
+	// GrowingIntervals counts the intervals in which the site grew, out of
+	// Intervals (hits - 1).
+	GrowingIntervals int `json:"growing_intervals"`
+	Intervals        int `json:"intervals"`
+	// TotalGrowth is the site's change from the first hit to the last.
+	TotalGrowth int64 `json:"total_growth"`
+}
+
+// NewSeries starts the series of one breakpoint.
+func NewSeries(breakpoint string, opts Options) *Series {
+	return &Series{breakpoint: breakpoint, an: newAnalyzer(opts), stats: make(map[string]*siteStats)}
+}
+
+// Add takes the snapshot of the next hit, with its stop's sequence number,
+// and returns its diff against the previous hit: a Diff of kind
+// "between-hits" with Breakpoint, FromSeq and ToSeq filled. It returns nil
+// for the first hit. A snapshot without a tree is an error and leaves the
+// series as it was.
+func (s *Series) Add(seq int, snap *Snapshot) (*Diff, error) {
+	if err := checkTree(snap); err != nil {
+		return nil, fmt.Errorf("series %q, stop %d: %w", s.breakpoint, seq, err)
+	}
+	cur := s.an.summarize(snap.Tree, snap.HeapBytes)
+	prev, prevSeq := s.prev, s.prevSeq
+	s.prev, s.prevSeq = cur, seq
+	if prev == nil {
+		return nil, nil
+	}
+	d := s.an.diffKeys(prev, cur, func(key string, sd *SiteDelta) {
+		s.record(key, sd)
+	})
+	s.intervals++
+	d.Kind = "between-hits"
+	d.Breakpoint = s.breakpoint
+	d.FromSeq = prevSeq
+	d.ToSeq = seq
+	return d, nil
+}
+
+// record remembers one site's change in the current interval. Hidden and
+// revealed sites changed by an unknown amount, so they count as no change.
+func (s *Series) record(key string, sd *SiteDelta) {
+	if sd.Delta == 0 || sd.Change == ChangeHidden || sd.Change == ChangeRevealed {
+		return
+	}
+	st := s.stats[key]
+	if st == nil {
+		st = &siteStats{}
+		s.stats[key] = st
+	}
+	st.frame, st.stack, st.library = sd.Frame, sd.Stack, sd.Library
+	st.changes = append(st.changes, intervalChange{interval: s.intervals, delta: sd.Delta})
+}
+
+// Intervals returns the number of diffs so far (hits - 1).
+func (s *Series) Intervals() int { return s.intervals }
+
+// Suspects returns the sites that grow steadily, the fastest first. With
+// n intervals, a site is a suspect when all of these hold:
+//
+//   - n >= 2;
+//   - it grew in at least half of the n intervals;
+//   - it grew in at least half of the last ceil(n/2) intervals, so that a
+//     buffer that grows while warming up and then stays put is not one;
+//   - its total growth, and its growth over the last ceil(n/2) intervals,
+//     are positive;
+//   - its GrowthPerHit, the median change per interval, is positive.
+//
+// Suspects are ranked by GrowthPerHit, then TotalGrowth, then
+// GrowingIntervals.
+func (s *Series) Suspects() []Suspect {
+	n := s.intervals
+	out := []Suspect{}
+	if n < 2 {
+		return out
+	}
+	late := n - (n+1)/2 // first interval of the last ceil(n/2)
+	lateLen := n - late
+	for _, st := range s.stats {
+		var grew, lateGrew int
+		var total, lateTotal int64
+		for _, c := range st.changes {
+			total += c.delta
+			if c.delta > 0 {
+				grew++
+			}
+			if c.interval >= late {
+				lateTotal += c.delta
+				if c.delta > 0 {
+					lateGrew++
+				}
+			}
+		}
+		if 2*grew < n || 2*lateGrew < lateLen || total <= 0 || lateTotal <= 0 {
+			continue
+		}
+		med := median(st.changes, n)
+		if med <= 0 {
+			continue
+		}
+		out = append(out, Suspect{
+			Frame: st.frame, Stack: st.stack, Library: st.library,
+			Breakpoint:       s.breakpoint,
+			GrowthPerHit:     med,
+			GrowingIntervals: grew,
+			Intervals:        n,
+			TotalGrowth:      total,
+		})
+	}
+	SortSuspects(out)
+	return out
+}
+
+// SortSuspects orders suspects as Suspects does, so that a run's suspects
+// from several breakpoints can be merged into one ranking.
+func SortSuspects(out []Suspect) {
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.GrowthPerHit != b.GrowthPerHit {
+			return a.GrowthPerHit > b.GrowthPerHit
+		}
+		if a.TotalGrowth != b.TotalGrowth {
+			return a.TotalGrowth > b.TotalGrowth
+		}
+		if a.GrowingIntervals != b.GrowingIntervals {
+			return a.GrowingIntervals > b.GrowingIntervals
+		}
+		if a.Breakpoint != b.Breakpoint {
+			return a.Breakpoint < b.Breakpoint
+		}
+		if !sameFrame(a.Frame, b.Frame) {
+			return frameLess(a.Frame, b.Frame)
+		}
+		return stackLess(a.Stack, b.Stack)
+	})
+}
+
+// median returns the median of n interval changes of which only the
+// non-zero ones are listed.
+func median(changes []intervalChange, n int) int64 {
+	v := make([]int64, n)
+	for _, c := range changes {
+		v[c.interval] = c.delta
+	}
+	sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}

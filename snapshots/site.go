@@ -1,0 +1,414 @@
+package snapshots
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// GroupBy says how allocations are gathered into the rows of a diff.
+type GroupBy int
+
+const (
+	// GroupBySite gathers allocations by call site: function and file:line
+	// of the first frame in the user's own code.
+	GroupBySite GroupBy = iota
+	// GroupByFunction gathers the sites of one function (in one file).
+	GroupByFunction
+	// GroupByStack keeps apart the call paths that reach a site: the site
+	// and its first Options.Depth callers (all of them when Depth is 0).
+	GroupByStack
+)
+
+// ParseGroupBy reads "site", "function" or "stack".
+func ParseGroupBy(s string) (GroupBy, error) {
+	switch s {
+	case "", "site":
+		return GroupBySite, nil
+	case "function", "func":
+		return GroupByFunction, nil
+	case "stack":
+		return GroupByStack, nil
+	}
+	return 0, fmt.Errorf("unknown grouping %q (want site, function or stack)", s)
+}
+
+func (g GroupBy) String() string {
+	switch g {
+	case GroupByFunction:
+		return "function"
+	case GroupByStack:
+		return "stack"
+	}
+	return "site"
+}
+
+// Options control how allocation trees are cut into call sites and which
+// allocations count. The zero value groups by site with the default library
+// patterns and no filter.
+type Options struct {
+	GroupBy GroupBy
+	// Depth is the number of callers that GroupByStack keeps in a key;
+	// 0 keeps the whole stack.
+	Depth int
+	// Library adds FramePatterns for library code to DefaultLibrary;
+	// NoDefaultLibrary drops the defaults.
+	Library          []string
+	NoDefaultLibrary bool
+	// Ignore drops every allocation whose stack (allocator side library
+	// frames, site and callers) has a frame matching one of these
+	// FramePatterns, e.g. "_dl_allocate_tls".
+	Ignore []string
+	// Focus and FocusFrames keep only the allocations whose stack has a
+	// frame matching one of the Focus patterns or one of the FocusFrames
+	// (function, file base name and line; Line 0 matches any line). With
+	// neither set every allocation is kept. Ignore wins over focus.
+	Focus       []string
+	FocusFrames []Frame
+	// Unchanged keeps sites whose bytes did not change in a diff's Sites.
+	Unchanged bool
+}
+
+// maxStack bounds the frames kept for a stack; massif's own --depth
+// default is 30.
+const maxStack = 64
+
+// Site is the bytes one tree holds at one call site.
+type Site struct {
+	Frame Frame `json:"frame"`
+	// Stack runs from the site outwards: the site, its caller, and so on,
+	// along the heaviest call path into the site.
+	Stack []Frame `json:"stack"`
+	// Library are the library frames between the allocator and the site,
+	// the allocator's caller first ("std::__new_allocator<...>::allocate").
+	Library []Frame `json:"library,omitempty"`
+	Bytes   int64   `json:"bytes"`
+}
+
+// Sites gathers one allocation tree by call site, the heaviest first. The
+// tree may be a delta tree from DiffTree: sites are linear in the bytes, so
+// the sites of DiffTree(a, b) are the differences of the sites of a and b.
+func Sites(tree *Node, opts Options) []Site {
+	an := newAnalyzer(opts)
+	sum := an.summarize(tree, 0)
+	out := make([]Site, 0, len(sum.sites))
+	for _, e := range sum.sites {
+		out = append(out, Site{Frame: e.frame, Stack: e.heaviest(nil).frames, Library: e.library, Bytes: e.bytes})
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if a, b := abs64(out[i].Bytes), abs64(out[j].Bytes); a != b {
+			return a > b
+		}
+		return frameLess(out[i].Frame, out[j].Frame)
+	})
+	return out
+}
+
+// analyzer holds what the summaries of one diff or series share: the
+// options, the library decisions and the frame table that makes keys
+// comparable between snapshots.
+type analyzer struct {
+	opts    Options
+	lib     *library
+	ignore  frameFilter
+	focus   frameFilter
+	ids     map[Frame]uint32
+	frames  []Frame
+	flags   []frameFlags // by id
+	focused bool         // a focus is set
+}
+
+type frameFlags uint8
+
+const (
+	flagLibrary frameFlags = 1 << iota
+	flagIgnored
+	flagFocused
+)
+
+func newAnalyzer(opts Options) *analyzer {
+	return &analyzer{
+		opts:    opts,
+		lib:     newLibrary(&opts),
+		ignore:  compilePatterns(opts.Ignore),
+		focus:   compilePatterns(opts.Focus),
+		ids:     make(map[Frame]uint32),
+		focused: len(opts.Focus) > 0 || len(opts.FocusFrames) > 0,
+	}
+}
+
+// id interns a frame (without its address) and works out its flags once.
+func (an *analyzer) id(f Frame) uint32 {
+	f.Addr = ""
+	if id, ok := an.ids[f]; ok {
+		return id
+	}
+	id := uint32(len(an.frames))
+	an.ids[f] = id
+	an.frames = append(an.frames, f)
+	var fl frameFlags
+	if an.lib.is(f) {
+		fl |= flagLibrary
+	}
+	if an.ignore.match(f) {
+		fl |= flagIgnored
+	}
+	if an.focus.match(f) {
+		fl |= flagFocused
+	}
+	for _, w := range an.opts.FocusFrames {
+		if matchFrameExact(w, f) {
+			fl |= flagFocused
+		}
+	}
+	an.flags = append(an.flags, fl)
+	return id
+}
+
+// summary is one snapshot cut into sites. It keeps no tree, so that a
+// series holds only the previous snapshot's summary.
+type summary struct {
+	heapBytes     int64 // mem_heap_B
+	treeBytes     int64 // the root's bytes
+	belowBytes    int64 // below-threshold buckets not inside any site
+	filteredBytes int64 // dropped by Ignore or Focus
+	sites         map[string]*siteSum
+	// buckets holds the path keys (see walker.key) of the parents of
+	// below-threshold buckets that hold bytes.
+	buckets map[string]struct{}
+}
+
+type siteSum struct {
+	frame    Frame
+	library  []Frame
+	libBytes int64 // bytes of the call path library was taken from
+	bytes    int64
+	chains   map[string]*chainSum
+	// parents are the path keys of the tree nodes under which this site's
+	// key was completed; a bucket at one of them or above can hide it.
+	parents map[string]struct{}
+}
+
+type chainSum struct {
+	frames []Frame // site first, then callers
+	bytes  int64
+}
+
+// heaviest returns the call path with the largest bytes, or, given the
+// summary of the other side of a diff, the largest change.
+func (s *siteSum) heaviest(other *siteSum) *chainSum {
+	var best *chainSum
+	var bestKey string
+	var bestScore, bestBytes int64
+	for k, c := range s.chains {
+		score, bytes := abs64(c.bytes), c.bytes
+		if other != nil {
+			var o int64
+			if oc := other.chains[k]; oc != nil {
+				o = oc.bytes
+			}
+			score = abs64(c.bytes - o)
+		}
+		if best == nil || score > bestScore || (score == bestScore && (bytes > bestBytes || (bytes == bestBytes && k < bestKey))) {
+			best, bestKey, bestScore, bestBytes = c, k, score, bytes
+		}
+	}
+	if best == nil {
+		return &chainSum{frames: []Frame{s.frame}}
+	}
+	return best
+}
+
+// walker cuts one tree into sites.
+type walker struct {
+	an   *analyzer
+	sum  *summary
+	path []uint32 // frame ids from the root's child down
+	key  []byte   // path as 4 bytes per frame: the key of a tree position
+}
+
+func (an *analyzer) summarize(tree *Node, heapBytes int64) *summary {
+	sum := &summary{
+		heapBytes: heapBytes,
+		sites:     make(map[string]*siteSum),
+		buckets:   make(map[string]struct{}),
+	}
+	if tree == nil {
+		return sum
+	}
+	sum.treeBytes = tree.Bytes
+	w := &walker{an: an, sum: sum}
+	w.children(tree, -1, false, false)
+	// A root with no children but bytes (a truncated tree) has no site.
+	if len(tree.Children) == 0 && tree.Bytes != 0 {
+		sum.belowBytes += tree.Bytes
+	}
+	return sum
+}
+
+// children walks the children of n. site is the index in w.path of the
+// site frame, -1 while every frame so far is library code; ignored and
+// focused say whether a frame so far matched Ignore or Focus.
+func (w *walker) children(n *Node, site int, ignored, focused bool) int64 {
+	var sum int64
+	for _, c := range n.Children {
+		sum += c.Bytes
+		if c.Below {
+			w.bucket(c, site, ignored, focused)
+			continue
+		}
+		w.node(c, site, ignored, focused)
+	}
+	return sum
+}
+
+func (w *walker) bucket(c *Node, site int, ignored, focused bool) {
+	if c.Bytes == 0 {
+		return
+	}
+	w.sum.buckets[string(w.key)] = struct{}{}
+	if site < 0 {
+		w.sum.belowBytes += c.Bytes
+		return
+	}
+	// Callers folded into a bucket: the bytes stay with the site, on the
+	// call path that ends here.
+	w.emit(site, c.Bytes, ignored, focused)
+}
+
+func (w *walker) node(n *Node, site int, ignored, focused bool) {
+	id := w.an.id(n.Frame)
+	w.path = append(w.path, id)
+	w.key = binary.LittleEndian.AppendUint32(w.key, id)
+	fl := w.an.flags[id]
+	if site < 0 && fl&flagLibrary == 0 {
+		site = len(w.path) - 1
+	}
+	ignored = ignored || fl&flagIgnored != 0
+	focused = focused || fl&flagFocused != 0
+
+	var childBytes int64
+	for _, c := range n.Children {
+		if !c.Below {
+			childBytes += c.Bytes
+		}
+	}
+	if self := n.Bytes - childBytes - belowBytes(n); self != 0 {
+		w.emit(site, self, ignored, focused)
+	}
+	w.children(n, site, ignored, focused)
+	w.path = w.path[:len(w.path)-1]
+	w.key = w.key[:len(w.key)-4]
+}
+
+func belowBytes(n *Node) int64 {
+	var b int64
+	for _, c := range n.Children {
+		if c.Below {
+			b += c.Bytes
+		}
+	}
+	return b
+}
+
+// emit adds bytes allocated along the current path.
+func (w *walker) emit(site int, bytes int64, ignored, focused bool) {
+	if ignored || (w.an.focused && !focused) {
+		w.sum.filteredBytes += bytes
+		return
+	}
+	if site < 0 {
+		// Library code all the way: the allocator's caller is the site.
+		site = 0
+	}
+	an := w.an
+	siteFrame := an.frames[w.path[site]]
+	keyEnd := site + 1 // path[:keyEnd] makes the key
+	var key string
+	switch an.opts.GroupBy {
+	case GroupByFunction:
+		f := Frame{Function: siteFrame.Function, File: siteFrame.File}
+		if f.File == "" {
+			f.Object = siteFrame.Object
+		}
+		key = "f" + string(binary.LittleEndian.AppendUint32(nil, an.id(f)))
+		siteFrame = f
+	case GroupByStack:
+		keyEnd = len(w.path)
+		if d := an.opts.Depth; d > 0 && site+1+d < keyEnd {
+			keyEnd = site + 1 + d
+		}
+		key = "s" + string(w.key[4*site:4*keyEnd])
+	default:
+		key = "s" + string(w.key[4*site:4*(site+1)])
+	}
+	e := w.sum.sites[key]
+	if e == nil {
+		e = &siteSum{frame: siteFrame, chains: make(map[string]*chainSum), parents: make(map[string]struct{})}
+		w.sum.sites[key] = e
+	}
+	e.bytes += bytes
+	if _, ok := e.parents[string(w.key[:4*(keyEnd-1)])]; !ok {
+		e.parents[string(w.key[:4*(keyEnd-1)])] = struct{}{}
+	}
+	if e.library == nil || abs64(bytes) > e.libBytes {
+		e.library = w.framesOf(0, site)
+		e.libBytes = abs64(bytes)
+	}
+	end := min(len(w.path), site+maxStack)
+	ck := string(w.key[4*site : 4*end])
+	c := e.chains[ck]
+	if c == nil {
+		c = &chainSum{frames: w.framesOf(site, end)}
+		e.chains[ck] = c
+	}
+	c.bytes += bytes
+}
+
+// framesOf returns the frames of w.path[i:j], or an empty non-nil slice.
+func (w *walker) framesOf(i, j int) []Frame {
+	out := make([]Frame, 0, j-i)
+	for _, id := range w.path[i:j] {
+		out = append(out, w.an.frames[id])
+	}
+	return out
+}
+
+// hiddenIn reports whether a site of another summary whose key was
+// completed under one of parents may be inside one of s's below-threshold
+// buckets: s has a bucket under that parent or under any of its ancestors.
+func (s *summary) hiddenIn(e *siteSum) bool {
+	if len(s.buckets) == 0 {
+		return false
+	}
+	for p := range e.parents {
+		for k := 0; k <= len(p); k += 4 {
+			if _, ok := s.buckets[p[:k]]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func abs64(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
+// frameLess orders frames by name, for stable output.
+func frameLess(a, b Frame) bool {
+	if c := strings.Compare(a.Function, b.Function); c != 0 {
+		return c < 0
+	}
+	if c := strings.Compare(a.File, b.File); c != 0 {
+		return c < 0
+	}
+	if a.Line != b.Line {
+		return a.Line < b.Line
+	}
+	return a.Object < b.Object
+}
