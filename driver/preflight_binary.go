@@ -1,0 +1,333 @@
+package driver
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+)
+
+// BinaryProblem says why a binary cannot be profiled.
+type BinaryProblem int
+
+// The problems InspectBinary reports.
+const (
+	BinaryMissing       BinaryProblem = iota + 1 // no such file
+	BinaryIsDir                                  // a directory
+	BinaryUnreadable                             // cannot be opened for reading
+	BinaryScript                                 // starts with #!
+	BinaryNotELF                                 // not an ELF file
+	BinaryNotProgram                             // an ELF object or core file
+	BinaryWrongMachine                           // built for another architecture
+	BinaryNotExecutable                          // no permission to execute it
+)
+
+// BinaryError reports a target binary that cannot be profiled.
+type BinaryError struct {
+	Path    string
+	Problem BinaryProblem
+	Detail  string // the script's #! line, the ELF type or machine
+	Err     error  // the underlying error, if any
+}
+
+func (e *BinaryError) Error() string {
+	var why string
+	switch e.Problem {
+	case BinaryMissing:
+		why = "does not exist"
+	case BinaryIsDir:
+		why = "is a directory, not a program"
+	case BinaryUnreadable:
+		why = fmt.Sprintf("cannot be read: %v", e.Err)
+	case BinaryScript:
+		interp := scriptInterpreter(e.Detail)
+		why = fmt.Sprintf("is a script (%s), not a compiled program: valgrind and gdb need the native program that runs it; "+
+			"profile the interpreter instead, e.g. snapctl run PLAN %s %s", e.Detail, interp, e.Path)
+	case BinaryNotELF:
+		why = "is not an ELF executable (snapctl profiles compiled Linux programs)"
+	case BinaryNotProgram:
+		why = fmt.Sprintf("is an ELF %s, not a program that can run", e.Detail)
+	case BinaryWrongMachine:
+		why = fmt.Sprintf("is built for %s; this machine runs %s programs", e.Detail, hostMachine())
+	case BinaryNotExecutable:
+		why = fmt.Sprintf("is not executable (chmod +x %s)", e.Path)
+	default:
+		why = "cannot be profiled"
+	}
+	return fmt.Sprintf("binary %s %s", e.Path, why)
+}
+
+// Unwrap returns the underlying error.
+func (e *BinaryError) Unwrap() error { return e.Err }
+
+// scriptInterpreter returns the interpreter named on a #! line, resolving
+// "/usr/bin/env NAME" through PATH.
+func scriptInterpreter(shebang string) string {
+	f := strings.Fields(strings.TrimPrefix(shebang, "#!"))
+	if len(f) == 0 {
+		return "INTERPRETER"
+	}
+	if filepath.Base(f[0]) == "env" {
+		for _, a := range f[1:] {
+			if strings.HasPrefix(a, "-") {
+				continue
+			}
+			if p, err := exec.LookPath(a); err == nil {
+				return p
+			}
+			return a
+		}
+	}
+	return f[0]
+}
+
+// BinaryInfo describes a binary that can be profiled.
+type BinaryInfo struct {
+	// Path is the binary's absolute path. A path without '/' names a file
+	// in the current directory when there is one, else a program on PATH;
+	// the session runs valgrind and gdb on Path so both see the same file.
+	Path string
+	// Kind says what the ELF file is: "executable", "position-independent
+	// executable" or "shared object".
+	Kind string
+	// Machine is the ELF machine, e.g. "x86-64".
+	Machine string
+	// DebugInfo is true when DWARF debug info was found, in the binary or
+	// in a separate file (DebugFile).
+	DebugInfo bool
+	// DebugFile is the separate debug file gdb will load, when the binary
+	// has none of its own.
+	DebugFile string
+	// Symbols is true when the binary has a symbol table.
+	Symbols bool
+	// Warnings are problems that do not stop a session.
+	Warnings []string
+}
+
+// InspectBinary checks that path is a native program snapctl can run
+// under valgrind: it exists, is an ELF executable for this machine and may
+// be executed. A problem is a *BinaryError. Missing debug info or symbols
+// is not an error but a warning in BinaryInfo.Warnings.
+func InspectBinary(path string) (*BinaryInfo, error) {
+	if !strings.ContainsRune(path, '/') {
+		if _, err := os.Stat(path); err != nil {
+			if p, err := exec.LookPath(path); err == nil {
+				path = p
+			}
+		}
+	}
+	fail := func(p BinaryProblem, detail string, err error) (*BinaryInfo, error) {
+		return nil, &BinaryError{Path: path, Problem: p, Detail: detail, Err: err}
+	}
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fail(BinaryMissing, "", err)
+	case err != nil:
+		return fail(BinaryUnreadable, "", err)
+	case st.IsDir():
+		return fail(BinaryIsDir, "", nil)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fail(BinaryUnreadable, "", err)
+	}
+	defer f.Close()
+
+	head := make([]byte, 256)
+	n, err := io.ReadFull(f, head)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return fail(BinaryUnreadable, "", err)
+	}
+	head = head[:n]
+	if bytes.HasPrefix(head, []byte("#!")) {
+		line, _, _ := bytes.Cut(head, []byte("\n"))
+		return fail(BinaryScript, strings.TrimSpace(string(line)), nil)
+	}
+	if !bytes.HasPrefix(head, []byte(elf.ELFMAG)) {
+		return fail(BinaryNotELF, "", nil)
+	}
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return fail(BinaryNotELF, "", err)
+	}
+	defer ef.Close()
+
+	info := &BinaryInfo{Machine: machineName(ef.Machine)}
+	switch ef.Type {
+	case elf.ET_EXEC:
+		info.Kind = "executable"
+	case elf.ET_DYN:
+		info.Kind = "shared object"
+		for _, p := range ef.Progs {
+			if p.Type == elf.PT_INTERP {
+				info.Kind = "position-independent executable"
+			}
+		}
+	case elf.ET_REL:
+		return fail(BinaryNotProgram, "relocatable object (link it into a program first)", nil)
+	case elf.ET_CORE:
+		return fail(BinaryNotProgram, "core dump", nil)
+	default:
+		return fail(BinaryNotProgram, fmt.Sprintf("file of type %v", ef.Type), nil)
+	}
+	if host, ok := hostMachines[runtime.GOARCH]; ok && ef.Machine != host && !(host == elf.EM_X86_64 && ef.Machine == elf.EM_386) {
+		return fail(BinaryWrongMachine, info.Machine, nil)
+	}
+	if err := syscall.Access(path, 1 /* X_OK */); err != nil {
+		return fail(BinaryNotExecutable, "", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fail(BinaryUnreadable, "", err)
+	}
+	info.Path = abs
+
+	info.Symbols = ef.Section(".symtab") != nil
+	hasInfo, hasLine := hasSection(ef, "info"), hasSection(ef, "line")
+	info.DebugInfo = hasInfo
+	if !hasInfo {
+		info.DebugFile = separateDebugFile(ef, abs)
+		info.DebugInfo = info.DebugFile != ""
+	}
+	switch {
+	case !info.DebugInfo && debugLink(ef) != "":
+		info.Warnings = append(info.Warnings, fmt.Sprintf(
+			"%s keeps its debug info in a separate file (%s) that is not installed: gdb cannot resolve file:line breakpoints "+
+				"and reports show no source lines; install the matching -dbgsym/-dbg package or rebuild with -g", path, debugLink(ef)))
+	case !info.DebugInfo:
+		info.Warnings = append(info.Warnings, fmt.Sprintf(
+			"%s has no debug info: gdb cannot resolve file:line breakpoints and reports show no source lines; rebuild it with -g (and -O0 for exact lines)", path))
+	case hasInfo && !hasLine:
+		info.Warnings = append(info.Warnings, fmt.Sprintf(
+			"%s has debug info without line tables (.debug_line): file:line breakpoints and source lines in reports will not work; rebuild it with -g", path))
+	}
+	if !info.Symbols && !info.DebugInfo {
+		info.Warnings = append(info.Warnings, fmt.Sprintf(
+			"%s is stripped (no symbol table): gdb can break only on *addresses and reports show ??? frames; build it without stripping", path))
+	}
+	return info, nil
+}
+
+// hasSection reports whether the binary carries a non-empty DWARF section
+// .debug_NAME (or its compressed form .zdebug_NAME).
+func hasSection(ef *elf.File, name string) bool {
+	for _, s := range []string{".debug_" + name, ".zdebug_" + name} {
+		if sec := ef.Section(s); sec != nil && sec.Type != elf.SHT_NOBITS && sec.Size > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// debugLink returns the file name in the binary's .gnu_debuglink section.
+func debugLink(ef *elf.File) string {
+	sec := ef.Section(".gnu_debuglink")
+	if sec == nil {
+		return ""
+	}
+	data, err := sec.Data()
+	if err != nil {
+		return ""
+	}
+	name, _, _ := bytes.Cut(data, []byte{0})
+	return string(name)
+}
+
+// buildID returns the binary's GNU build ID in hex.
+func buildID(ef *elf.File) string {
+	sec := ef.Section(".note.gnu.build-id")
+	if sec == nil {
+		return ""
+	}
+	data, err := sec.Data()
+	if err != nil || len(data) < 16 {
+		return ""
+	}
+	// namesz, descsz, type, "GNU\0", desc.
+	namesz := ef.ByteOrder.Uint32(data[0:4])
+	descsz := ef.ByteOrder.Uint32(data[4:8])
+	off := 12 + (uint64(namesz)+3)&^3
+	if off+uint64(descsz) > uint64(len(data)) || descsz == 0 {
+		return ""
+	}
+	return hex.EncodeToString(data[off : off+uint64(descsz)])
+}
+
+// separateDebugFile finds the debug file gdb would load for the binary:
+// by build ID under /usr/lib/debug/.build-id, then by .gnu_debuglink next
+// to the binary, in its .debug folder and under /usr/lib/debug.
+func separateDebugFile(ef *elf.File, abs string) string {
+	var candidates []string
+	if id := buildID(ef); len(id) > 2 {
+		candidates = append(candidates, filepath.Join("/usr/lib/debug/.build-id", id[:2], id[2:]+".debug"))
+	}
+	if link := debugLink(ef); link != "" && !strings.ContainsRune(link, '/') {
+		dir := filepath.Dir(abs)
+		candidates = append(candidates,
+			filepath.Join(dir, link),
+			filepath.Join(dir, ".debug", link),
+			filepath.Join("/usr/lib/debug", dir, link))
+	}
+	for _, c := range candidates {
+		if c == abs {
+			continue
+		}
+		df, err := elf.Open(c)
+		if err != nil {
+			continue
+		}
+		ok := hasSection(df, "info")
+		df.Close()
+		if ok {
+			return c
+		}
+	}
+	return ""
+}
+
+var hostMachines = map[string]elf.Machine{
+	"amd64":   elf.EM_X86_64,
+	"386":     elf.EM_386,
+	"arm64":   elf.EM_AARCH64,
+	"arm":     elf.EM_ARM,
+	"ppc64le": elf.EM_PPC64,
+	"ppc64":   elf.EM_PPC64,
+	"s390x":   elf.EM_S390,
+	"riscv64": elf.EM_RISCV,
+}
+
+func machineName(m elf.Machine) string {
+	switch m {
+	case elf.EM_X86_64:
+		return "x86-64"
+	case elf.EM_386:
+		return "i386"
+	case elf.EM_AARCH64:
+		return "AArch64"
+	case elf.EM_ARM:
+		return "ARM"
+	case elf.EM_PPC64:
+		return "PowerPC64"
+	case elf.EM_S390:
+		return "s390x"
+	case elf.EM_RISCV:
+		return "RISC-V"
+	}
+	return strings.TrimPrefix(m.String(), "EM_")
+}
+
+func hostMachine() string {
+	if m, ok := hostMachines[runtime.GOARCH]; ok {
+		return machineName(m)
+	}
+	return runtime.GOARCH
+}
