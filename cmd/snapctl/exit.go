@@ -3,6 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+
+	"github.com/snapctl/snapctl/breakpoints"
+	"github.com/snapctl/snapctl/driver"
 )
 
 // Exit codes. They are documented in README.md ("Exit codes"); CI jobs rely
@@ -28,12 +31,39 @@ func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
 // describe maps an error to its exit code and the one line printed for it.
-// It is the only place that knows the codes.
+// It is the only place that knows the codes. The order matters where an
+// error wraps several kinds: the cause that ended the run wins.
 func describe(err error) (int, string) {
-	var ue usageError
+	var (
+		ue       usageError
+		planErr  *breakpoints.Error
+		planErrs breakpoints.ErrorList
+		missing  *driver.MissingToolError
+		binErr   *driver.BinaryError
+		dirErr   *driver.OutputDirError
+		crash    *driver.CrashError
+		neverHit *driver.NeverHitError
+		leak     *driver.LeakError
+	)
 	switch {
 	case errors.As(err, &ue):
 		return exitUsage, fmt.Sprintf("%v (see 'snapctl help')", err)
+	case errors.Is(err, driver.ErrInterrupted):
+		return exitInterrupted, err.Error()
+	case errors.Is(err, driver.ErrTimeout):
+		return exitTimeout, err.Error()
+	case errors.As(err, &crash):
+		return exitCrashed, err.Error()
+	case errors.As(err, &planErrs), errors.As(err, &planErr):
+		return exitPlan, err.Error()
+	case errors.As(err, &missing):
+		return exitEnvironment, err.Error()
+	case errors.As(err, &binErr), errors.As(err, &dirErr):
+		return exitInput, err.Error()
+	case errors.As(err, &neverHit):
+		return exitNeverHit, err.Error()
+	case errors.As(err, &leak):
+		return exitLeak, err.Error()
 	}
 	return exitFailure, err.Error()
 }

@@ -2,16 +2,172 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/snapctl/snapctl/driver"
 )
 
+// runOptions are the flags and arguments of `snapctl run`.
+type runOptions struct {
+	Out      string
+	Force    bool
+	Format   string
+	Quiet    bool
+	Trace    bool
+	Timeout  time.Duration
+	Valgrind string
+	GDB      string
+
+	Plan   string
+	Binary string
+	Args   []string
+}
+
 func newRunCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "run PLAN BINARY [ARGS...]",
-		Short: "not yet",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("run: not yet")
+	opts := &runOptions{}
+	cmd := &cobra.Command{
+		Use:   "run [flags] PLAN BINARY [ARGS...]",
+		Short: "Run a program under massif, snapshot the heap at the plan's breakpoints and report growth",
+		Long: `run starts BINARY with ARGS under valgrind's massif and gdb, stops at every
+breakpoint of PLAN, takes a detailed heap snapshot at each stop, and reports
+which allocation call sites grew between stops.
+
+Flags come before PLAN (or before BINARY); everything after BINARY is passed
+to the program unchanged, so program flags such as -v need no quoting. "--"
+also ends snapctl's flags.
+
+The run directory (--out, default ./snapctl-runs/TIME-BINARY) receives
+plan.yaml, run.json, report.md, valgrind.log and snapshots/.`,
+		Example: `  snapctl run plan.yaml ./server --requests 200
+  snapctl run --out /tmp/leak --format markdown plan.yaml ./server`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := opts.parseArgs(cmd, args); err != nil {
+				return err
+			}
+			return runRun(cmd, opts)
 		},
 	}
+	// Stop at the first positional argument so the target's own flags
+	// pass through untouched.
+	cmd.Flags().SetInterspersed(false)
+	f := cmd.Flags()
+	f.StringVarP(&opts.Out, "out", "o", "", "run directory (default: a new folder under ./snapctl-runs/)")
+	f.BoolVar(&opts.Force, "force", false, "write into an existing, non-empty run directory")
+	f.StringVar(&opts.Format, "format", "text", "report printed on stdout: text, markdown or json (run.json)")
+	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "no status line on stderr")
+	f.BoolVar(&opts.Trace, "trace", false, "keep the GDB/MI transcript as gdb-mi.log in the run directory")
+	f.DurationVar(&opts.Timeout, "timeout", 0, "stop the whole run after this long (e.g. 10m); 0 for none")
+	f.StringVar(&opts.Valgrind, "valgrind", "", "valgrind executable (default: valgrind on PATH)")
+	f.StringVar(&opts.GDB, "gdb", "", "gdb executable (default: gdb on PATH)")
+	return cmd
+}
+
+// parseArgs splits PLAN BINARY [ARGS...]. Flags are also accepted between
+// PLAN and BINARY.
+func (o *runOptions) parseArgs(cmd *cobra.Command, args []string) error {
+	if len(args) >= 2 && len(args[1]) > 1 && args[1][0] == '-' && cmd.Flags().ArgsLenAtDash() != 1 {
+		rest := args[1:]
+		if err := cmd.Flags().Parse(rest); err != nil {
+			return usageError{err}
+		}
+		args = append([]string{args[0]}, cmd.Flags().Args()...)
+	}
+	if len(args) < 2 {
+		return usageError{errors.New("run needs a PLAN and a BINARY: snapctl run PLAN BINARY [ARGS...]")}
+	}
+	switch o.Format {
+	case "text", "markdown", "json":
+	default:
+		return usageError{fmt.Errorf("--format %q: want text, markdown or json", o.Format)}
+	}
+	if o.Timeout < 0 {
+		return usageError{fmt.Errorf("--timeout %v: must not be negative", o.Timeout)}
+	}
+	o.Plan, o.Binary, o.Args = args[0], args[1], args[2:]
+	return nil
+}
+
+func runRun(cmd *cobra.Command, o *runOptions) error {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	dopts := driver.Options{
+		PlanPath: o.Plan,
+		Binary:   o.Binary,
+		OutDir:   o.Out,
+		Force:    o.Force,
+		Trace:    o.Trace,
+		Timeout:  o.Timeout,
+		Valgrind: o.Valgrind,
+		GDB:      o.GDB,
+		Stdout:   stdout,
+		Stderr:   stderr,
+		Warn:     stderr,
+	}
+	if len(o.Args) > 0 {
+		dopts.Args = o.Args
+	}
+	if o.Format == "json" {
+		// stdout carries run.json alone.
+		dopts.Stdout = stderr
+	}
+	if !o.Quiet && isTerminal(stderr) {
+		dopts.Status = stderr
+	}
+	res, err := driver.Run(cmd.Context(), dopts)
+	if res == nil {
+		return err
+	}
+	if perr := printReport(stdout, o.Format, res); perr != nil && err == nil {
+		err = perr
+	}
+	if err != nil {
+		return &runError{dir: res.Dir, err: err}
+	}
+	return nil
+}
+
+// printReport prints the run in the chosen format.
+func printReport(w io.Writer, format string, res *driver.Result) error {
+	switch format {
+	case "json":
+		data, err := os.ReadFile(filepath.Join(res.Dir, "run.json"))
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(data)
+		return err
+	case "markdown":
+		data, err := os.ReadFile(filepath.Join(res.Dir, "report.md"))
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(data)
+		return err
+	}
+	return driver.WriteText(w, res)
+}
+
+// runError is a run that wrote its run directory but did not succeed; the
+// message says where the (partial) report is.
+type runError struct {
+	dir string
+	err error
+}
+
+func (e *runError) Error() string { return fmt.Sprintf("%v (run directory: %s)", e.err, e.dir) }
+func (e *runError) Unwrap() error { return e.err }
+
+// isTerminal reports whether w is a character device, such as a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

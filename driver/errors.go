@@ -1,0 +1,106 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors for the ways a session ends early. Run returns them wrapped,
+// after the partial run has been written; callers test with errors.Is.
+var (
+	// ErrInterrupted: the caller's context was cancelled (SIGINT, SIGTERM or
+	// SIGHUP in snapctl).
+	ErrInterrupted = errors.New("interrupted")
+	// ErrTimeout: Options.Timeout expired.
+	ErrTimeout = errors.New("timeout expired")
+)
+
+// OutputDirError reports a run directory that cannot be used: it exists and
+// is not empty (without Force), or it cannot be created.
+type OutputDirError struct {
+	Path string
+	Err  error
+}
+
+func (e *OutputDirError) Error() string {
+	return fmt.Sprintf("output directory %q: %v", e.Path, e.Err)
+}
+
+func (e *OutputDirError) Unwrap() error { return e.Err }
+
+// errDirNotEmpty is wrapped in an OutputDirError for an existing, non-empty
+// run directory.
+var errDirNotEmpty = errors.New("exists and is not empty (use --force to write into it)")
+
+// ToolError reports a child process (valgrind, vgdb or gdb) that failed or
+// died, with the last lines it printed.
+type ToolError struct {
+	Tool string // "valgrind", "vgdb" or "gdb"
+	Msg  string // what went wrong, lowercase
+	Tail string // the last lines of the tool's output, may be empty
+	Err  error
+}
+
+func (e *ToolError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s", e.Tool, e.Msg)
+	if e.Err != nil {
+		fmt.Fprintf(&b, ": %v", e.Err)
+	}
+	if t := strings.TrimSpace(e.Tail); t != "" {
+		b.WriteString("\n")
+		for _, line := range strings.Split(t, "\n") {
+			b.WriteString("    " + line + "\n")
+		}
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func (e *ToolError) Unwrap() error { return e.Err }
+
+// CrashError reports a target that died of a signal.
+type CrashError struct {
+	Signal string // "SIGSEGV"
+	Frame  *Frame // where it died, when gdb could tell
+}
+
+func (e *CrashError) Error() string {
+	msg := "target crashed with " + e.Signal
+	if e.Frame != nil && e.Frame.Function != "" {
+		msg += " in " + e.Frame.String()
+	}
+	return msg
+}
+
+// NeverHitError lists declared, non-optional breakpoints that never hit.
+type NeverHitError struct {
+	Breakpoints []string
+}
+
+func (e *NeverHitError) Error() string {
+	if len(e.Breakpoints) == 1 {
+		return fmt.Sprintf("breakpoint %q never hit", e.Breakpoints[0])
+	}
+	return fmt.Sprintf("breakpoints %s never hit", quoteList(e.Breakpoints))
+}
+
+// LeakError reports suspects growing faster than the plan's
+// report.fail_on.growth_per_hit.
+type LeakError struct {
+	Limit    int64    // bytes per hit
+	Suspects []string // "function (file:line) +N B/hit at breakpoint"
+}
+
+func (e *LeakError) Error() string {
+	return fmt.Sprintf("fail_on exceeded: %d site(s) grow faster than %d B per hit: %s",
+		len(e.Suspects), e.Limit, strings.Join(e.Suspects, "; "))
+}
+
+func quoteList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return strings.Join(q, ", ")
+}

@@ -1,0 +1,128 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strconv"
+
+	"github.com/snapctl/snapctl/driver/mi"
+)
+
+// debugger is the seam between the session and gdb: a *mi.Client in a real
+// run, a recorded transcript in tests of the stop loop.
+type debugger interface {
+	// Send runs one MI command; args are passed as they are, already
+	// quoted with mi.Quote where needed.
+	Send(ctx context.Context, cmd string, args ...string) (*mi.Result, error)
+	// Events delivers async records (*stopped, =thread-created, ...).
+	Events() <-chan *mi.Record
+	// Done is closed when gdb has exited.
+	Done() <-chan struct{}
+}
+
+// miMessage returns gdb's words for a failed command: the msg of an
+// ^error, or the error text.
+func miMessage(err error) string {
+	var me *mi.Error
+	if errors.As(err, &me) {
+		return me.Msg
+	}
+	return err.Error()
+}
+
+// frameOf converts an MI frame tuple ({addr, func, file, fullname, line,
+// from}) into a Frame.
+func frameOf(v *mi.Value) Frame {
+	f := Frame{
+		Function: v.String("func"),
+		FullName: v.String("fullname"),
+		Addr:     v.String("addr"),
+		From:     v.String("from"),
+	}
+	if file := v.String("file"); file != "" {
+		f.File = filepath.Base(file)
+	}
+	if line := v.String("line"); line != "" {
+		f.Line, _ = strconv.Atoi(line)
+	}
+	if f.Function == "" {
+		f.Function = "??"
+	}
+	return f
+}
+
+// framesOf converts the stack list of -stack-list-frames.
+func framesOf(list []*mi.Value) []Frame {
+	out := make([]Frame, 0, len(list))
+	for _, v := range list {
+		out = append(out, frameOf(v))
+	}
+	return out
+}
+
+// threadsOf converts the threads list of -thread-info.
+func threadsOf(list []*mi.Value) []Thread {
+	out := make([]Thread, 0, len(list))
+	for _, v := range list {
+		t := Thread{
+			ID:       v.String("id"),
+			TargetID: v.String("target-id"),
+			State:    v.String("state"),
+			Details:  v.String("details"),
+		}
+		if fv := v.Tuple("frame"); fv != nil {
+			f := frameOf(fv)
+			t.Frame = &f
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// threadsChanged compares the threads before and after the target was
+// resumed by a stop's actions and names every thread other than self that
+// ran: its frame or state changed, it is new, or it is gone.
+func threadsChanged(self string, before, after []Thread) []string {
+	old := make(map[string]Thread, len(before))
+	for _, t := range before {
+		old[t.ID] = t
+	}
+	var changed []string
+	seen := make(map[string]bool, len(after))
+	for _, t := range after {
+		seen[t.ID] = true
+		if t.ID == self {
+			continue
+		}
+		o, ok := old[t.ID]
+		switch {
+		case !ok:
+			changed = append(changed, describeThread(t)+": new")
+		case o.State != t.State || o.Details != t.Details:
+			changed = append(changed, describeThread(t)+": state changed")
+		case framePC(o.Frame) != framePC(t.Frame):
+			changed = append(changed, describeThread(t)+": frame changed")
+		}
+	}
+	for _, t := range before {
+		if !seen[t.ID] && t.ID != self {
+			changed = append(changed, describeThread(t)+": exited")
+		}
+	}
+	return changed
+}
+
+func describeThread(t Thread) string {
+	if t.TargetID == "" {
+		return t.ID
+	}
+	return t.ID + " (" + t.TargetID + ")"
+}
+
+func framePC(f *Frame) string {
+	if f == nil {
+		return ""
+	}
+	return f.Addr
+}

@@ -1,0 +1,212 @@
+package driver
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Schema is the value of run.json's "schema" field.
+const Schema = "snapctl.run/v1"
+
+// Status says how a run ended (run.json "status").
+type Status string
+
+// The statuses of a run.
+const (
+	StatusCompleted Status = "completed"      // the target exited normally
+	StatusCrashed   Status = "target-crashed" // the target died of a signal
+	StatusInterrupt Status = "interrupted"    // SIGINT, SIGTERM or SIGHUP
+	StatusTimeout   Status = "timeout"        // --timeout expired
+	StatusFailed    Status = "failed"         // snapctl or a tool failed
+)
+
+// Manifest is run.json: what was run, every stop, and the analysis. The
+// field names follow DESIGN.md's schema snapctl.run/v1; fields are only
+// ever added.
+type Manifest struct {
+	Schema string `json:"schema"`
+	Status Status `json:"status"`
+	// Error is the one-line reason a run did not complete, if any.
+	Error      string    `json:"error,omitempty"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
+	// Plan is the copy of the plan in the run directory, relative to it.
+	Plan string `json:"plan"`
+	// Target is the profiled program and how it ended.
+	Target Target `json:"target"`
+	// Valgrind is valgrind's command line, for reproducing the run by hand.
+	Valgrind []string `json:"valgrind"`
+	// Breakpoints summarises each plan breakpoint: how often it stopped.
+	Breakpoints []BreakpointSummary `json:"breakpoints"`
+	Stops       []Stop              `json:"stops"`
+	// Events are stops that were not declared breakpoints: signals the
+	// target received, unexpected stops, stops that were abandoned.
+	Events   []Event `json:"events,omitempty"`
+	Diffs    []any   `json:"diffs"`
+	Suspects []any   `json:"suspects"`
+}
+
+// Target is run.json's "target".
+type Target struct {
+	Argv []string `json:"argv"`
+	Cwd  string   `json:"cwd,omitempty"`
+	// ExitCode is the target's exit status when it exited, else null.
+	ExitCode *int `json:"exit_code"`
+	// Signal is the name of the signal that killed it ("SIGSEGV"), else
+	// null.
+	Signal *string `json:"signal"`
+	// Crash is where the target was when the fatal signal arrived, when
+	// gdb saw it.
+	Crash *Crash `json:"crash,omitempty"`
+}
+
+// Crash is where a target died.
+type Crash struct {
+	Signal    string  `json:"signal"`
+	Thread    Thread  `json:"thread"`
+	Backtrace []Frame `json:"backtrace,omitempty"`
+}
+
+// BreakpointSummary is one plan breakpoint in run.json.
+type BreakpointSummary struct {
+	Name     string `json:"name"`
+	Location string `json:"location"`
+	// Number is gdb's breakpoint number, "" when it was never inserted.
+	Number string `json:"number,omitempty"`
+	// Hits counts hits as the plan counts them (after skip).
+	Hits int `json:"hits"`
+	// Snapshots counts the stops with a snapshot (hit and return phases).
+	Snapshots int  `json:"snapshots"`
+	Optional  bool `json:"optional,omitempty"`
+	// Deleted is set when max_hits was reached and the breakpoint removed.
+	Deleted bool `json:"deleted,omitempty"`
+}
+
+// Stop is one snapshot stop (run.json "stops").
+type Stop struct {
+	Seq        int    `json:"seq"`
+	Breakpoint string `json:"breakpoint"`
+	Hit        int    `json:"hit"`
+	Phase      string `json:"phase"` // "hit" or "return"
+	Time       string `json:"time"`  // RFC 3339 with milliseconds
+	Thread     Thread `json:"thread"`
+	Frame      Frame  `json:"frame"`
+	// Backtrace is the stopped thread's stack, innermost first.
+	Backtrace []Frame `json:"backtrace,omitempty"`
+	// Threads is every thread of the target at this stop.
+	Threads  []Thread `json:"threads,omitempty"`
+	Snapshot string   `json:"snapshot"` // relative to the run directory
+
+	HeapBytes      int64 `json:"heap_bytes"`
+	HeapExtraBytes int64 `json:"heap_extra_bytes"`
+	StacksBytes    int64 `json:"stacks_bytes"`
+
+	// Commands are the breakpoint's gdb commands and what they printed.
+	Commands []CommandOutput `json:"commands,omitempty"`
+
+	// OtherThreadsRan is set on a return-phase stop: whether any thread
+	// other than the stopped one ran while finish resumed the target
+	// (valgrind does not honour scheduler-locking, DESIGN.md fact 1).
+	OtherThreadsRan *bool `json:"other_threads_ran,omitempty"`
+	// ThreadsChanged names those threads ("2 (Thread 4243): frame
+	// changed", "3 (Thread 4244): new").
+	ThreadsChanged []string `json:"threads_changed,omitempty"`
+	// SchedulerLocking is the gdb mode in force while the stop's actions
+	// ran, when they resumed the target.
+	SchedulerLocking string `json:"scheduler_locking,omitempty"`
+}
+
+// Thread is one target thread as gdb names it.
+type Thread struct {
+	ID       string `json:"id"`                  // gdb's thread number, "1"
+	TargetID string `json:"target_id,omitempty"` // "Thread 4242"
+	State    string `json:"state,omitempty"`     // "stopped", "running"
+	Details  string `json:"details,omitempty"`   // valgrind's "tid 1 VgTs_Runnable"
+	Frame    *Frame `json:"frame,omitempty"`
+}
+
+// Frame is a code location as gdb reports it. File is the base name, as
+// massif prints it; FullName is gdb's absolute path.
+type Frame struct {
+	Function string `json:"function"`
+	File     string `json:"file,omitempty"`
+	Line     int    `json:"line,omitempty"`
+	FullName string `json:"fullname,omitempty"`
+	Addr     string `json:"addr,omitempty"`
+	From     string `json:"from,omitempty"` // the shared object, without debug info
+}
+
+// String formats the frame as "function (file:line)".
+func (f Frame) String() string {
+	switch {
+	case f.File != "" && f.Line > 0:
+		return fmt.Sprintf("%s (%s:%d)", f.Function, f.File, f.Line)
+	case f.From != "":
+		return fmt.Sprintf("%s (in %s)", f.Function, f.From)
+	}
+	return f.Function
+}
+
+// CommandOutput is one of a breakpoint's commands and what gdb printed.
+type CommandOutput struct {
+	Command string `json:"command"`
+	Output  string `json:"output"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Event is a stop that was not a declared breakpoint's, or a problem at a
+// stop that the run survived.
+type Event struct {
+	Time   string `json:"time"`
+	Kind   string `json:"kind"` // "signal", "unexpected-stop", "stop-abandoned", "snapshot-error"
+	Signal string `json:"signal,omitempty"`
+	Reason string `json:"reason,omitempty"` // gdb's stop reason
+	Thread Thread `json:"thread,omitempty"`
+	Frame  *Frame `json:"frame,omitempty"`
+	// Backtrace for a signal, innermost first.
+	Backtrace []Frame `json:"backtrace,omitempty"`
+	Message   string  `json:"message,omitempty"`
+}
+
+// snapshotName is the file name of a stop's snapshot inside snapshots/:
+// sequence, breakpoint and hit, plus "-return" for the return phase.
+func snapshotName(seq int, bp string, hit int, phase string) string {
+	name := fmt.Sprintf("%04d-%s-%d", seq, bp, hit)
+	if phase == phaseReturn {
+		name += "-return"
+	}
+	return filepath.Join(snapshotDir, name+".massif")
+}
+
+const (
+	phaseHit    = "hit"
+	phaseReturn = "return"
+)
+
+// writeManifest writes run.json atomically.
+func writeManifest(dir string, m *Manifest) error {
+	if m.Stops == nil {
+		m.Stops = []Stop{}
+	}
+	if m.Diffs == nil {
+		m.Diffs = []any{}
+	}
+	if m.Suspects == nil {
+		m.Suspects = []any{}
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding run.json: %w", err)
+	}
+	return writeFileAtomic(filepath.Join(dir, manifestFile), append(data, '\n'))
+}
+
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}

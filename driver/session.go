@@ -1,0 +1,482 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/snapctl/snapctl/breakpoints"
+	"github.com/snapctl/snapctl/driver/mi"
+)
+
+// Options configure one session. cmd/snapctl fills them from its flags.
+type Options struct {
+	PlanPath string   // plan.yaml
+	Binary   string   // the program to profile
+	Args     []string // the program's arguments; nil keeps the plan's target.args
+	OutDir   string   // run directory; "" for DefaultRunDir
+	Force    bool     // write into an existing, non-empty OutDir
+	Trace    bool     // keep the MI transcript as gdb-mi.log
+	Timeout  time.Duration
+	Valgrind string // valgrind executable; "" looks it up on PATH
+	GDB      string // gdb executable; "" looks it up on PATH
+
+	// Stdout and Stderr receive the target's output (nil discards it).
+	Stdout, Stderr io.Writer
+	// Status receives the one-line progress display, rewritten with \r;
+	// nil for none. The caller decides whether it is a terminal.
+	Status io.Writer
+	// Warn receives warnings such as a binary without debug info; nil
+	// discards them.
+	Warn io.Writer
+
+	// ReadyTimeout bounds valgrind's start until its gdbserver is ready
+	// (default 60s); CommandTimeout bounds every MI command (default 30s).
+	ReadyTimeout, CommandTimeout time.Duration
+	// Grace is how long a child is given to exit before it is signalled
+	// (default 2s).
+	Grace time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.ReadyTimeout <= 0 {
+		o.ReadyTimeout = 60 * time.Second
+	}
+	if o.CommandTimeout <= 0 {
+		o.CommandTimeout = 30 * time.Second
+	}
+	if o.Grace <= 0 {
+		o.Grace = 2 * time.Second
+	}
+	if o.Stdout == nil {
+		o.Stdout = io.Discard
+	}
+	if o.Stderr == nil {
+		o.Stderr = io.Discard
+	}
+	if o.Warn == nil {
+		o.Warn = io.Discard
+	}
+}
+
+// Result is what a session leaves: the run directory and its manifest.
+type Result struct {
+	Dir      string    // absolute path of the run directory
+	Manifest *Manifest // run.json as written
+	Plan     *breakpoints.Plan
+}
+
+// Run runs one profiling session as the plan says and writes the run
+// directory. Errors found before anything started (plan, tools, binary,
+// breakpoint locations, output directory) return a nil Result. Once the run
+// directory exists, Run always writes run.json and returns the Result, with
+// an error when the run did not complete or a gate failed: ErrInterrupted,
+// ErrTimeout, *CrashError, *ToolError, *NeverHitError, *LeakError.
+func Run(ctx context.Context, opts Options) (*Result, error) {
+	opts.defaults()
+	plan, err := breakpoints.Load(opts.PlanPath)
+	if err != nil {
+		return nil, err
+	}
+	env, err := Preflight(ctx, PreflightOptions{Gdb: opts.GDB, Valgrind: opts.Valgrind, Binary: opts.Binary})
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range env.Warnings {
+		fmt.Fprintf(opts.Warn, "snapctl: warning: %s\n", w)
+	}
+	tools := tools{valgrind: env.Valgrind, vgdb: env.Vgdb, gdb: env.Gdb}
+	binary, err := filepath.Abs(opts.Binary)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateLocations(ctx, tools.gdb, binary, plan, opts.CommandTimeout); err != nil {
+		return nil, err
+	}
+
+	outDir := opts.OutDir
+	if outDir == "" {
+		outDir = DefaultRunDir(binary, time.Now())
+	}
+	dir, err := prepareRunDir(outDir, opts.Force)
+	if err != nil {
+		return nil, err
+	}
+	s := newSession(opts, plan, tools, binary, dir)
+	return s.run(ctx)
+}
+
+// tools are the executables a session runs.
+type tools struct {
+	valgrind, vgdb, gdb string
+}
+
+// session is the state of one run.
+type session struct {
+	opts    Options
+	plan    *breakpoints.Plan
+	tools   tools
+	binary  string
+	dir     string // run directory, absolute
+	priv    string // private directory, absolute, no spaces
+	argv    []string
+	cwd     string
+	start   time.Time
+	m       *Manifest
+	vg      *valgrindProc
+	gdb     debugger
+	closeFn func()              // closes gdb
+	bps     map[string]*bpState // by gdb breakpoint number
+	order   []*bpState          // plan order
+	seq     int
+	// schedMode is gdb's own scheduler-locking mode, read at the first
+	// stop that needs it.
+	schedMode string
+	an        *analysis
+	status    *statusLine
+}
+
+// bpState is one plan breakpoint during the run.
+type bpState struct {
+	bp     *breakpoints.Breakpoint
+	sum    *BreakpointSummary
+	number string // gdb's number
+	hits   int    // hits counted as the plan counts them
+	step   int    // hits one stop stands for (Every when gdb ignores the others)
+}
+
+func newSession(opts Options, plan *breakpoints.Plan, t tools, binary, dir string) *session {
+	argv := append([]string{binary}, plan.Target.Args...)
+	if opts.Args != nil {
+		argv = append([]string{binary}, opts.Args...)
+	}
+	s := &session{
+		opts: opts, plan: plan, tools: t, binary: binary, dir: dir,
+		argv:  argv,
+		cwd:   plan.Target.Cwd,
+		start: time.Now(),
+		bps:   make(map[string]*bpState),
+		an:    newAnalysis(plan),
+	}
+	s.m = &Manifest{
+		Schema:    Schema,
+		Status:    StatusFailed,
+		StartedAt: s.start.UTC(),
+		Plan:      planFile,
+		Target:    Target{Argv: argv, Cwd: plan.Target.Cwd},
+	}
+	for i := range plan.Breakpoints {
+		bp := &plan.Breakpoints[i]
+		s.m.Breakpoints = append(s.m.Breakpoints, BreakpointSummary{
+			Name: bp.Name, Location: bp.Location, Optional: bp.Optional,
+		})
+	}
+	for i := range plan.Breakpoints {
+		s.order = append(s.order, &bpState{bp: &plan.Breakpoints[i], sum: &s.m.Breakpoints[i], step: 1})
+	}
+	if opts.Status != nil {
+		s.status = newStatusLine(opts.Status, s.start, plan)
+	}
+	return s
+}
+
+// run starts the children, runs the stop loop, tears everything down and
+// writes the run directory.
+func (s *session) run(ctx context.Context) (*Result, error) {
+	res := &Result{Dir: s.dir, Manifest: s.m, Plan: s.plan}
+	if err := os.WriteFile(filepath.Join(s.dir, planFile), s.plan.Source, 0o644); err != nil {
+		return nil, fmt.Errorf("copying the plan: %w", err)
+	}
+	// Write a failed manifest at once: if snapctl itself is killed, the run
+	// directory says the run did not complete.
+	if err := writeManifest(s.dir, s.m); err != nil {
+		return nil, err
+	}
+
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if s.opts.Timeout > 0 {
+		var stop context.CancelFunc
+		runCtx, stop = context.WithTimeoutCause(runCtx, s.opts.Timeout, ErrTimeout)
+		defer stop()
+	}
+
+	priv, err := newPrivateDir()
+	if err != nil {
+		return s.finish(res, err)
+	}
+	s.priv = priv
+	defer os.RemoveAll(priv)
+
+	err = s.startAndLoop(runCtx)
+	s.teardown()
+	return s.finish(res, s.classify(ctx, runCtx, err))
+}
+
+// classify turns a context ending into ErrInterrupted or ErrTimeout.
+func (s *session) classify(parent, runCtx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(context.Cause(runCtx), ErrTimeout) && (errors.Is(err, ErrTimeout) || errors.Is(err, context.DeadlineExceeded) || runCtx.Err() != nil) {
+		return fmt.Errorf("run stopped after %v: %w", s.opts.Timeout, ErrTimeout)
+	}
+	if parent.Err() != nil {
+		return fmt.Errorf("run stopped: %w", ErrInterrupted)
+	}
+	return err
+}
+
+// startAndLoop starts valgrind and gdb and runs the stop loop until the
+// target exits, the context ends or something fails.
+func (s *session) startAndLoop(ctx context.Context) error {
+	vargs := s.valgrindArgs()
+	s.m.Valgrind = append([]string{s.tools.valgrind}, vargs...)
+	vg, err := startValgrind(valgrindConfig{
+		Path:   s.tools.valgrind,
+		Args:   vargs,
+		Dir:    s.cwd,
+		Env:    append(os.Environ(), s.plan.Target.Env...),
+		Stdout: s.opts.Stdout,
+		Stderr: s.opts.Stderr,
+		Log:    filepath.Join(s.dir, valgrindLog),
+	})
+	if err != nil {
+		return err
+	}
+	s.vg = vg
+	if err := vg.waitReady(ctx, s.opts.ReadyTimeout); err != nil {
+		return err
+	}
+	if err := s.startGDB(ctx); err != nil {
+		return err
+	}
+	if err := s.connect(ctx); err != nil {
+		return err
+	}
+	return s.loop(ctx)
+}
+
+// valgrindArgs is valgrind's command line after the executable.
+func (s *session) valgrindArgs() []string {
+	args := []string{
+		"--tool=massif",
+		"--vgdb=yes",
+		"--vgdb-error=0",
+		"--vgdb-prefix=" + filepath.Join(s.priv, "vgdb"),
+		"--massif-out-file=" + filepath.Join(s.priv, "massif.out"),
+		"--log-file=" + filepath.Join(s.dir, valgrindLog),
+	}
+	args = append(args, s.plan.ValgrindArgs()...)
+	return append(args, s.argv...)
+}
+
+// startGDB starts gdb on the binary, in MI mode with async execution.
+func (s *session) startGDB(ctx context.Context) error {
+	var trace io.Writer
+	var traceOut *os.File
+	if s.opts.Trace {
+		f, err := os.Create(filepath.Join(s.dir, traceFile))
+		if err != nil {
+			return fmt.Errorf("creating the MI transcript: %w", err)
+		}
+		traceOut, trace = f, f
+	}
+	sctx, cancel := context.WithTimeout(ctx, s.opts.CommandTimeout)
+	defer cancel()
+	c, err := mi.Start(sctx, mi.Options{
+		Path:  s.tools.gdb,
+		Args:  []string{s.binary},
+		Dir:   s.cwd,
+		Trace: trace,
+		Async: true,
+	})
+	if err != nil {
+		if traceOut != nil {
+			traceOut.Close()
+		}
+		return &ToolError{Tool: "gdb", Msg: "cannot start", Err: err}
+	}
+	s.gdb = c
+	s.closeFn = func() {
+		c.Close()
+		if traceOut != nil {
+			traceOut.Close()
+		}
+	}
+	return nil
+}
+
+// send runs one MI command with the per-command deadline.
+func (s *session) send(ctx context.Context, cmd string, args ...string) (*mi.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.CommandTimeout)
+	defer cancel()
+	return s.gdb.Send(ctx, cmd, args...)
+}
+
+// connect attaches gdb to valgrind's gdbserver through vgdb, runs the
+// plan's gdb init commands, inserts the breakpoints and starts the target.
+func (s *session) connect(ctx context.Context) error {
+	pipe := fmt.Sprintf("| %s --vgdb-prefix=%s --pid=%d", s.tools.vgdb, filepath.Join(s.priv, "vgdb"), s.vg.Pid())
+	// -target-select passes its arguments to the CLI unparsed: the pipe
+	// command must not be quoted.
+	if _, err := s.send(ctx, "-target-select", "remote", pipe); err != nil {
+		return &ToolError{Tool: "vgdb", Msg: "gdb cannot connect to valgrind", Err: err, Tail: logTail(filepath.Join(s.dir, valgrindLog), 8)}
+	}
+	for _, line := range s.plan.Gdb.Init {
+		if _, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote(line)); err != nil {
+			return fmt.Errorf("gdb init command %q: %w", line, err)
+		}
+	}
+	for _, st := range s.order {
+		r, err := s.send(ctx, "-break-insert", insertArgs(st.bp, true)...)
+		if err != nil {
+			return st.bp.LocationError("gdb cannot insert %q in the running target: %s", st.bp.Location, miMessage(err))
+		}
+		st.number = r.String("bkpt.number")
+		st.sum.Number = st.number
+		s.bps[st.number] = st
+	}
+	// The stop that connecting produced is not a breakpoint's.
+	s.drainEvents()
+	if _, err := s.send(ctx, "-exec-continue"); err != nil {
+		return fmt.Errorf("starting the target: %w", err)
+	}
+	return nil
+}
+
+// drainEvents discards async records already delivered.
+func (s *session) drainEvents() {
+	for {
+		select {
+		case <-s.gdb.Events():
+		default:
+			return
+		}
+	}
+}
+
+// insertArgs are the -break-insert arguments of a breakpoint. A thread
+// restriction becomes part of the condition: the plan's thread may not
+// exist yet when the breakpoint is inserted, and gdb refuses -p for an
+// unknown thread. Validation against the bare binary (live false) leaves
+// out the ignore count, which only matters in the running target.
+func insertArgs(bp *breakpoints.Breakpoint, live bool) []string {
+	var args []string
+	if live && bp.Skip > 0 {
+		args = append(args, "-i", fmt.Sprint(bp.Skip))
+	}
+	cond := bp.Condition
+	if bp.Thread > 0 {
+		if cond != "" {
+			cond = fmt.Sprintf("$_thread == %d && (%s)", bp.Thread, cond)
+		} else {
+			cond = fmt.Sprintf("$_thread == %d", bp.Thread)
+		}
+	}
+	if cond != "" {
+		args = append(args, "-c", mi.Quote(cond))
+	}
+	return append(args, mi.Quote(bp.Location))
+}
+
+// validateLocations asks gdb, on the binary alone and before valgrind
+// starts, whether every breakpoint's location resolves.
+func validateLocations(ctx context.Context, gdbPath, binary string, plan *breakpoints.Plan, timeout time.Duration) error {
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := mi.Start(sctx, mi.Options{Path: gdbPath, Args: []string{binary}})
+	if err != nil {
+		return &ToolError{Tool: "gdb", Msg: "cannot start", Err: err}
+	}
+	defer c.Close()
+	for i := range plan.Breakpoints {
+		bp := &plan.Breakpoints[i]
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		r, err := c.Send(cctx, "-break-insert", insertArgs(bp, false)...)
+		cancel()
+		if err != nil {
+			var me *mi.Error
+			if errors.As(err, &me) {
+				return bp.LocationError("gdb cannot resolve %q: %s", bp.Location, me.Msg)
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("checking breakpoint locations: %w", ErrInterrupted)
+			}
+			return &ToolError{Tool: "gdb", Msg: "checking breakpoint locations", Err: err}
+		}
+		if r.String("bkpt.pending") != "" || r.String("bkpt.addr") == "<PENDING>" {
+			return bp.LocationError("gdb cannot resolve %q: no code location matches", bp.Location)
+		}
+	}
+	return nil
+}
+
+// teardown ends gdb, vgdb and valgrind: gdb first (which ends vgdb), then
+// valgrind's process group, with a grace period before signals.
+func (s *session) teardown() {
+	if s.closeFn != nil {
+		s.closeFn()
+	}
+	if s.vg != nil {
+		s.vg.stop(s.opts.Grace)
+	}
+	if s.status != nil {
+		s.status.clear()
+	}
+}
+
+// finish analyses what was collected, sets the status and writes run.json
+// and report.md. It returns err, or the gate error when the run completed.
+func (s *session) finish(res *Result, err error) (*Result, error) {
+	s.m.FinishedAt = time.Now().UTC()
+	var crash *CrashError
+	switch {
+	case err == nil:
+		s.m.Status = StatusCompleted
+	case errors.As(err, &crash):
+		s.m.Status = StatusCrashed
+	case errors.Is(err, ErrTimeout):
+		s.m.Status = StatusTimeout
+	case errors.Is(err, ErrInterrupted):
+		s.m.Status = StatusInterrupt
+	default:
+		s.m.Status = StatusFailed
+	}
+	if err != nil {
+		s.m.Error = strings.SplitN(err.Error(), "\n", 2)[0]
+	}
+	s.m.Diffs, s.m.Suspects = s.an.results()
+	if werr := writeManifest(s.dir, s.m); werr != nil {
+		return res, errors.Join(err, werr)
+	}
+	if werr := s.an.writeReport(filepath.Join(s.dir, reportFile), s.m); werr != nil {
+		return res, errors.Join(err, werr)
+	}
+	if err != nil {
+		return res, err
+	}
+	if nh := s.neverHit(); nh != nil {
+		return res, nh
+	}
+	return res, s.an.gate(s.plan)
+}
+
+// neverHit reports the non-optional breakpoints without a single hit.
+func (s *session) neverHit() error {
+	var names []string
+	for _, st := range s.order {
+		if st.hits == 0 && !st.bp.Optional {
+			names = append(names, st.bp.Name)
+		}
+	}
+	if names == nil {
+		return nil
+	}
+	return &NeverHitError{Breakpoints: names}
+}

@@ -1,0 +1,140 @@
+package driver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// readyBanner is what valgrind writes to its log once its gdbserver accepts
+// vgdb (fact 11); connecting earlier fails with "no FIFO found".
+const readyBanner = "TO DEBUG THIS PROCESS USING GDB"
+
+// valgrindConfig says how to start valgrind running the target.
+type valgrindConfig struct {
+	Path   string   // the valgrind executable
+	Args   []string // valgrind's options, then the binary and its arguments
+	Dir    string   // the target's working directory, "" for ours
+	Env    []string // the target's full environment
+	Stdout io.Writer
+	Stderr io.Writer
+	Log    string // valgrind's --log-file, read for readiness and messages
+}
+
+// valgrindProc is valgrind running the target, in its own process group.
+type valgrindProc struct {
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{} // closed once Wait returned
+	err  error         // Wait's result, valid after done
+}
+
+// startValgrind starts valgrind in its own process group. The process is
+// waited for in the background; stop ends it.
+func startValgrind(cfg valgrindConfig) (*valgrindProc, error) {
+	cmd := exec.Command(cfg.Path, cfg.Args...)
+	cmd.Dir = cfg.Dir
+	cmd.Env = cfg.Env
+	cmd.Stdout = cfg.Stdout
+	cmd.Stderr = cfg.Stderr
+	// No stdin: valgrind runs in a background process group, where reading
+	// the terminal would stop it with SIGTTIN.
+	cmd.Stdin = nil
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Output copied through pipes (a non-*os.File writer) must not keep
+	// Wait blocked forever once valgrind is gone and a grandchild holds
+	// the pipe.
+	cmd.WaitDelay = 2 * time.Second
+	if err := cmd.Start(); err != nil {
+		return nil, &ToolError{Tool: "valgrind", Msg: "cannot start", Err: err}
+	}
+	p := &valgrindProc{cmd: cmd, log: cfg.Log, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Pid is valgrind's process id, which is also the target's: valgrind runs
+// the program in its own process.
+func (p *valgrindProc) Pid() int { return p.cmd.Process.Pid }
+
+// exited reports whether valgrind has ended.
+func (p *valgrindProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitReady polls valgrind's log until its gdbserver announces itself. It
+// fails when valgrind exits first, when timeout passes, or when ctx ends.
+func (p *valgrindProc) waitReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if data, err := os.ReadFile(p.log); err == nil && bytes.Contains(data, []byte(readyBanner)) {
+			return nil
+		}
+		select {
+		case <-p.done:
+			return &ToolError{Tool: "valgrind", Msg: "exited before its gdbserver was ready", Err: exitErr(p.err), Tail: logTail(p.log, 12)}
+		case <-deadline.C:
+			return &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("gdbserver not ready after %v", timeout), Tail: logTail(p.log, 12)}
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-tick.C:
+		}
+	}
+}
+
+// stop ends valgrind and everything in its process group: it waits up to
+// grace for a voluntary exit, then sends SIGTERM, then after grace SIGKILL
+// (a valgrind waiting for gdb at startup ignores SIGTERM, fact 11).
+func (p *valgrindProc) stop(grace time.Duration) {
+	pgid := p.cmd.Process.Pid
+	defer syscall.Kill(-pgid, syscall.SIGKILL) // the target's own children, if any
+	for _, sig := range []syscall.Signal{0, syscall.SIGTERM, syscall.SIGKILL} {
+		if sig != 0 {
+			syscall.Kill(-pgid, sig)
+		}
+		select {
+		case <-p.done:
+			return
+		case <-time.After(grace):
+		}
+	}
+	<-p.done
+}
+
+func exitErr(err error) error {
+	if err == nil {
+		return errors.New("exit status 0")
+	}
+	return err
+}
+
+// logTail returns the last n lines of a file, for messages.
+func logTail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
