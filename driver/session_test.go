@@ -1,0 +1,184 @@
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/snapctl/snapctl/breakpoints"
+	"github.com/snapctl/snapctl/internal/testenv"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+
+// runPlan writes plan into a temporary directory and runs a session on
+// binary with args, into a run directory whose path holds a space.
+func runPlan(t *testing.T, plan, binary string, args ...string) (*Result, error) {
+	t.Helper()
+	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
+	testenv.NoLeftovers(t)
+	dir := t.TempDir()
+	planPath := filepath.Join(dir, "plan.yaml")
+	if err := os.WriteFile(planPath, []byte(plan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return Run(context.Background(), Options{
+		PlanPath: planPath,
+		Binary:   binary,
+		Args:     args,
+		OutDir:   filepath.Join(dir, "run dir"),
+	})
+}
+
+// readManifest reads run.json back as a user would.
+func readManifest(t *testing.T, dir string) *Manifest {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, manifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatalf("run.json: %v", err)
+	}
+	return &m
+}
+
+// leak.c keeps 16 bytes per handle_request call, after a calloc of
+// n*8 bytes in main: at hit k the heap holds 8n + 16(k-1) bytes.
+func TestRunLeak(t *testing.T) {
+	bin := testenv.Build(t, "testdata/leak.c")
+	res, err := runPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n", bin, "4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, res.Dir)
+	if m.Schema != Schema || m.Status != StatusCompleted {
+		t.Errorf("schema, status = %q, %q; want %q, %q", m.Schema, m.Status, Schema, StatusCompleted)
+	}
+	if m.Target.ExitCode == nil || *m.Target.ExitCode != 0 || m.Target.Signal != nil {
+		t.Errorf("target exit = %v, signal %v; want 0, null", m.Target.ExitCode, m.Target.Signal)
+	}
+	type stop struct {
+		Seq, Hit  int
+		Phase     string
+		Function  string
+		Line      int
+		Snapshot  string
+		HeapBytes int64
+	}
+	var got []stop
+	for _, s := range m.Stops {
+		got = append(got, stop{s.Seq, s.Hit, s.Phase, s.Frame.Function, s.Frame.Line, s.Snapshot, s.HeapBytes})
+		if s.Thread.ID != "1" || !strings.HasPrefix(s.Thread.TargetID, "Thread ") {
+			t.Errorf("stop %d: thread %+v, want id 1 and a target id", s.Seq, s.Thread)
+		}
+		if _, err := os.Stat(filepath.Join(res.Dir, s.Snapshot)); err != nil {
+			t.Errorf("stop %d: %v", s.Seq, err)
+		}
+	}
+	want := []stop{
+		{1, 1, "hit", "handle_request", 23, "snapshots/0001-request-1.massif", 32},
+		{2, 2, "hit", "handle_request", 23, "snapshots/0002-request-2.massif", 48},
+		{3, 3, "hit", "handle_request", 23, "snapshots/0003-request-3.massif", 64},
+		{4, 4, "hit", "handle_request", 23, "snapshots/0004-request-4.massif", 80},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("stops (-want +got):\n%s", diff)
+	}
+
+	// Every between-hits diff is exactly the 16 bytes kept at leak.c:15.
+	var diffs []struct {
+		Kind       string `json:"kind"`
+		FromSeq    int    `json:"from_seq"`
+		ToSeq      int    `json:"to_seq"`
+		DeltaBytes int64  `json:"delta_bytes"`
+		Sites      []struct {
+			Frame struct {
+				Function string `json:"function"`
+				Line     int    `json:"line"`
+			} `json:"frame"`
+			Delta int64 `json:"delta"`
+		} `json:"sites"`
+	}
+	raw, _ := json.Marshal(m.Diffs)
+	if err := json.Unmarshal(raw, &diffs); err != nil {
+		t.Fatal(err)
+	}
+	if len(diffs) != 3 {
+		t.Fatalf("%d diffs, want 3", len(diffs))
+	}
+	for i, d := range diffs {
+		if d.Kind != "between-hits" || d.FromSeq != i+1 || d.ToSeq != i+2 || d.DeltaBytes != 16 {
+			t.Errorf("diff %d: %s %d..%d %+d B, want between-hits %d..%d +16 B", i, d.Kind, d.FromSeq, d.ToSeq, d.DeltaBytes, i+1, i+2)
+		}
+		if len(d.Sites) != 1 || d.Sites[0].Frame.Function != "keep" || d.Sites[0].Frame.Line != 15 || d.Sites[0].Delta != 16 {
+			t.Errorf("diff %d: sites %+v, want keep (leak.c:15) +16", i, d.Sites)
+		}
+	}
+	for _, name := range []string{planFile, reportFile, valgrindLog} {
+		if _, err := os.Stat(filepath.Join(res.Dir, name)); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// A location gdb cannot resolve is refused with the plan's position
+// before valgrind starts, and no run directory is made.
+func TestRunUnresolvedLocation(t *testing.T) {
+	bin := testenv.Build(t, "testdata/leak.c")
+	res, err := runPlan(t, "breakpoints:\n  - name: request\n    location: handle_requets\n", bin)
+	var pe *breakpoints.Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("err = %v, want a *breakpoints.Error", err)
+	}
+	if res != nil {
+		t.Errorf("a run directory was made: %s", res.Dir)
+	}
+	if pe.Line != 3 || !strings.Contains(err.Error(), `Function "handle_requets" not defined`) {
+		t.Errorf("err = %v, want line 3 and gdb's words", err)
+	}
+}
+
+// A breakpoint that is never reached fails the run with its name, after
+// the complete run directory was written.
+func TestRunNeverHit(t *testing.T) {
+	bin := testenv.Build(t, "testdata/leak.c")
+	res, err := runPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n  - name: unused\n    location: keep\n    condition: n == 3\n", bin, "2")
+	var nh *NeverHitError
+	if !errors.As(err, &nh) || len(nh.Breakpoints) != 1 || nh.Breakpoints[0] != "unused" {
+		t.Fatalf("err = %v, want breakpoint \"unused\" never hit", err)
+	}
+	m := readManifest(t, res.Dir)
+	if m.Status != StatusCompleted || len(m.Stops) != 2 {
+		t.Errorf("status %s with %d stops, want completed with 2", m.Status, len(m.Stops))
+	}
+}
+
+func TestPrepareRunDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out with space")
+	if _, err := prepareRunDir(dir, false); err != nil {
+		t.Fatal(err)
+	}
+	// Empty (but for snapshots/): accepted again? No: snapshots/ is there.
+	if err := os.WriteFile(filepath.Join(dir, manifestFile), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := prepareRunDir(dir, false)
+	var de *OutputDirError
+	if !errors.As(err, &de) || !errors.Is(err, errDirNotEmpty) {
+		t.Fatalf("non-empty dir: err = %v, want OutputDirError", err)
+	}
+	if _, err := prepareRunDir(dir, true); err != nil {
+		t.Fatalf("--force: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, manifestFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("--force kept the old run.json: %v", err)
+	}
+}
