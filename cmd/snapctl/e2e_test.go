@@ -203,6 +203,9 @@ func TestBreakpointInWorkerWhileMainBlocked(t *testing.T) {
 		if s.Thread.ID != "2" {
 			t.Errorf("stop %d: thread %q (%s), want the worker, gdb thread 2", s.Seq, s.Thread.ID, s.Thread.TargetID)
 		}
+		if main := threadOf(s, "1"); main == nil || main.Frame == nil || !strings.Contains(main.Frame.Function, "read") {
+			t.Errorf("stop %d: main thread %+v, want it blocked in read", s.Seq, main)
+		}
 		if s.HeapBytes != int64(32*(s.Hit-1)) {
 			t.Errorf("stop %d: heap_bytes = %d, want %d", s.Seq, s.HeapBytes, 32*(s.Hit-1))
 		}
@@ -282,11 +285,13 @@ func TestHitSelection(t *testing.T) {
 	}{
 		{"condition", `condition: "i % 5 == 1"`, []int{1, 6, 11, 16}},
 		{"skip", `skip: 16`, []int{16, 17, 18, 19}},
-		{"every", `every: 6`, []int{5, 11, 17}},
+		{"every", `every: 6`, []int{0, 6, 12, 18}},
 		{"max_hits", `max_hits: 3`, []int{0, 1, 2}},
-		// The condition filters first; skip ignores the first qualifying
-		// hits; every takes each Nth of the rest; max_hits ends it.
-		{"all", "condition: \"i % 2 == 0\"\n    skip: 2\n    every: 2\n    max_hits: 3", []int{6, 10, 14}},
+		// The condition filters first (a false one is no hit); skip is
+		// gdb's ignore count over the qualifying hits (0 and 2 here);
+		// hits are numbered from 1 after it; every N snapshots hits 1,
+		// 1+N, 1+2N, ... (i = 4, 8, 12, 16); max_hits ends it after hit 5.
+		{"all", "condition: \"i % 2 == 0\"\n    skip: 2\n    every: 2\n    max_hits: 5", []int{4, 8, 12}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -451,6 +456,7 @@ func stopsSansVariable(stops []runStop) []runStop {
 	out := make([]runStop, len(stops))
 	for i, s := range stops {
 		s.Thread = runThread{}
+		s.Threads = nil
 		s.Snapshot = ""
 		out[i] = s
 	}
@@ -465,4 +471,14 @@ func changedDiffs(diffs []runDiff) []runDiff {
 		out[i] = d
 	}
 	return out
+}
+
+// threadOf returns the thread with gdb number id at stop s, or nil.
+func threadOf(s runStop, id string) *runThread {
+	for i := range s.Threads {
+		if s.Threads[i].ID == id {
+			return &s.Threads[i]
+		}
+	}
+	return nil
 }

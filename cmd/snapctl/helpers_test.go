@@ -29,8 +29,10 @@ import (
 type runFile struct {
 	Schema   string       `json:"schema"`
 	Status   string       `json:"status"`
+	Error    string       `json:"error"` // why a run did not complete
 	Target   runTarget    `json:"target"`
 	Stops    []runStop    `json:"stops"`
+	Events   []runEvent   `json:"events"`
 	Diffs    []runDiff    `json:"diffs"`
 	Suspects []runSuspect `json:"suspects"`
 }
@@ -39,6 +41,18 @@ type runTarget struct {
 	Argv     []string        `json:"argv"`
 	ExitCode *int            `json:"exit_code"`
 	Signal   json.RawMessage `json:"signal"`
+	Crash    *struct {
+		Signal    string  `json:"signal"`
+		Backtrace []frame `json:"backtrace"`
+	} `json:"crash"`
+}
+
+// runEvent is a stop that was no declared breakpoint's, or a problem at a
+// stop that the run survived.
+type runEvent struct {
+	Kind    string `json:"kind"` // "signal", "unexpected-stop", "stop-abandoned", ...
+	Signal  string `json:"signal"`
+	Message string `json:"message"`
 }
 
 // signal returns the target's fatal signal as run.json spells it ("SIGSEGV"
@@ -64,11 +78,14 @@ type runStop struct {
 	Frame      frame     `json:"frame"`
 	Snapshot   string    `json:"snapshot"`
 	HeapBytes  int64     `json:"heap_bytes"`
+	// Threads is every thread of the target at the stop.
+	Threads []runThread `json:"threads"`
 }
 
 type runThread struct {
 	ID       string `json:"id"`
 	TargetID string `json:"target_id"`
+	Frame    *frame `json:"frame,omitempty"`
 }
 
 type runDiff struct {

@@ -1,0 +1,529 @@
+package main
+
+// The fault-injection suite: real runs of snapctl against fixtures, with a
+// fault injected at a chosen moment (a child killed, a signal to snapctl, a
+// target that crashes, hangs or forks, a broken plan). Each case checks
+// run.json's status, the exit code, the message, the snapshots kept, and that
+// no valgrind, vgdb or gdb of the run is left (testenv.NoLeftovers).
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/snapctl/snapctl/internal/testenv"
+)
+
+// A moment of a run at which a fault is injected.
+type moment string
+
+const (
+	atStartup moment = "startup" // the process exists, no stop has happened yet
+	atStop    moment = "stop"    // gdb is running a breakpoint's commands
+	atRunning moment = "running" // the target runs between two stops
+)
+
+// faultPlan's breakpoint runs `shell sleep 2` at every stop, so that a run
+// spends two seconds at each stop and the tests can see it there: the
+// sleep is a child of gdb.
+const faultPlan = `breakpoints:
+  - name: request
+    location: handle_request
+    commands: ["shell sleep 2"]
+`
+
+// slowPlan stops briefly at every request of `faults slow`, which sleeps
+// 200 ms before each.
+const slowPlan = requestPlan
+
+// reach starts snapctl on the faults fixture and returns once the run is at
+// moment m. At atStop the run is at its first stop; at atRunning it has
+// taken its first snapshot and the target is sleeping before its next
+// request.
+func reach(t *testing.T, m moment, extraFlags ...string) *running {
+	t.Helper()
+	bin := testenv.Build(t, fixtures+"faults.c")
+	s := session{Bin: bin, Flags: extraFlags, Limit: time.Minute}
+	switch m {
+	case atStartup:
+		s.Plan, s.Args = slowPlan, []string{"slow", "10"}
+	case atStop:
+		s.Plan, s.Args = faultPlan, []string{"exit", "3"}
+	case atRunning:
+		s.Plan, s.Args = slowPlan, []string{"slow", "10"}
+	}
+	r := startSnapctl(t, s)
+	switch m {
+	case atStartup:
+		testenv.WaitFor(t, testenv.Valgrind, 30*time.Second)
+	case atStop:
+		waitDescendant(t, "sleep 2", 30*time.Second)
+	case atRunning:
+		waitFile(t, filepath.Join(r.out, "snapshots"), 30*time.Second)
+		time.Sleep(100 * time.Millisecond) // well inside the 200 ms sleep before the next request
+	}
+	return r
+}
+
+// waitDescendant waits until a descendant of the test binary runs cmdline.
+func waitDescendant(t *testing.T, cmdline string, timeout time.Duration) testenv.Proc {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if ps := testenv.DescendantsWhere(func(p testenv.Proc) bool { return p.Cmdline == cmdline }); len(ps) > 0 {
+			return ps[0]
+		}
+	}
+	t.Fatalf("no %q started within %v", cmdline, timeout)
+	return testenv.Proc{}
+}
+
+// waitFile waits until dir holds at least one file.
+func waitFile(t *testing.T, dir string, timeout time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if names, _ := filepath.Glob(filepath.Join(dir, "*")); len(names) > 0 {
+			return
+		}
+	}
+	t.Fatalf("nothing appeared in %s within %v", dir, timeout)
+}
+
+// noneLike fails the test if a descendant of the test binary still runs
+// cmdline once the run is over: gdb's shell commands must go with gdb.
+func noneLike(t *testing.T, cmdline string) {
+	t.Helper()
+	var left []testenv.Proc
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if left = testenv.DescendantsWhere(func(p testenv.Proc) bool { return p.Cmdline == cmdline }); len(left) == 0 {
+			return
+		}
+	}
+	for _, p := range left {
+		syscall.Kill(p.PID, syscall.SIGKILL)
+	}
+	t.Errorf("%q left running after the run: %+v", cmdline, left)
+}
+
+// checkPartial checks a run that ended early: run.json has the status, every
+// stop it lists kept its snapshot, and at least min stops were recorded.
+func checkPartial(t *testing.T, res *result, status string, min int) {
+	t.Helper()
+	if res.Run == nil {
+		t.Fatalf("no run.json in %s\nstderr:\n%s", res.Out, res.Stderr)
+	}
+	if res.Run.Status != status {
+		t.Errorf("status = %q, want %q (error %q)", res.Run.Status, status, res.Run.Error)
+	}
+	if len(res.Run.Stops) < min {
+		t.Errorf("%d stops recorded, want at least %d", len(res.Run.Stops), min)
+	}
+	checkSnapshotsKept(t, res)
+	if got, want := len(snapshotFiles(t, res.Out)), len(res.Run.Stops); got != want {
+		t.Errorf("%d files in snapshots/, want one per recorded stop (%d)", got, want)
+	}
+}
+
+// oneLine fails the test unless stderr ends with exactly one "snapctl: "
+// line, the message a user sees.
+func oneLine(t *testing.T, stderr string) string {
+	t.Helper()
+	var msgs []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "snapctl: ") {
+			msgs = append(msgs, l)
+		}
+	}
+	if len(msgs) != 1 {
+		t.Errorf("stderr holds %d snapctl: lines, want 1:\n%s", len(msgs), stderr)
+		return strings.Join(msgs, "\n")
+	}
+	return msgs[0]
+}
+
+// A child killed from outside with SIGKILL, at each moment of a run: snapctl
+// ends with exit code 1, says which child died, writes a partial report with
+// status failed that keeps every snapshot taken, and leaves no process.
+func TestChildKilled(t *testing.T) {
+	for _, tool := range []testenv.Tool{testenv.Valgrind, testenv.Vgdb, testenv.Gdb} {
+		for _, m := range []moment{atStartup, atStop, atRunning} {
+			t.Run(fmt.Sprintf("%s/%s", tool, m), func(t *testing.T) {
+				testenv.NoLeftovers(t)
+				r := reach(t, m)
+				victim := testenv.WaitFor(t, tool, 30*time.Second)
+				if err := syscall.Kill(victim.PID, syscall.SIGKILL); err != nil {
+					t.Fatalf("killing %s: %v", tool, err)
+				}
+				killed := time.Now()
+				res := r.wait()
+				if d := time.Since(killed); d > 15*time.Second {
+					t.Errorf("snapctl took %v to end after %s died", d, tool)
+				}
+				if res.Code != exitFailure {
+					t.Errorf("exit code %d, want %d\nstderr:\n%s", res.Code, exitFailure, res.Stderr)
+				}
+				msg := oneLine(t, res.Stderr)
+				if !regexp.MustCompile(`\b` + string(tool) + `\b`).MatchString(msg) {
+					t.Errorf("message %q does not name %s", msg, tool)
+				}
+				min := 0
+				if m != atStartup {
+					min = 1
+				}
+				checkPartial(t, res, "failed", min)
+				if res.Run != nil && !strings.Contains(res.Run.Error, string(tool)) {
+					t.Errorf("run.json error %q does not name %s", res.Run.Error, tool)
+				}
+				noneLike(t, "sleep 2")
+			})
+		}
+	}
+}
+
+// SIGINT, SIGTERM and SIGHUP at each moment: the run stops, the partial
+// report says interrupted, every snapshot taken is kept, snapctl exits with
+// 130 within a few seconds and leaves no process.
+func TestInterrupted(t *testing.T) {
+	tests := []struct {
+		sig syscall.Signal
+		at  moment
+	}{
+		{syscall.SIGINT, atStartup},
+		{syscall.SIGINT, atStop},
+		{syscall.SIGINT, atRunning},
+		{syscall.SIGTERM, atStop},
+		{syscall.SIGTERM, atRunning},
+		{syscall.SIGHUP, atRunning},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%v/%s", tt.sig, tt.at), func(t *testing.T) {
+			testenv.NoLeftovers(t)
+			r := reach(t, tt.at)
+			r.signal(tt.sig)
+			sent := time.Now()
+			res := r.wait()
+			if d := time.Since(sent); d > 8*time.Second {
+				t.Errorf("snapctl took %v to end after %v", d, tt.sig)
+			}
+			if res.Code != exitInterrupted {
+				t.Errorf("exit code %d, want %d\nstderr:\n%s", res.Code, exitInterrupted, res.Stderr)
+			}
+			if msg := oneLine(t, res.Stderr); !strings.Contains(msg, "interrupt") {
+				t.Errorf("message %q does not say the run was interrupted", msg)
+			}
+			min := 0
+			if tt.at != atStartup {
+				min = 1
+			}
+			checkPartial(t, res, "interrupted", min)
+			noneLike(t, "sleep 2")
+		})
+	}
+}
+
+// A second SIGINT while the first is being handled kills everything at once:
+// snapctl does not wait for the stop's two-second command to finish.
+func TestSecondInterruptKillsAtOnce(t *testing.T) {
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, fixtures+"faults.c")
+	plan := `breakpoints:
+  - name: request
+    location: handle_request
+    commands: ["shell sleep 20"]
+`
+	r := startSnapctl(t, session{Plan: plan, Bin: bin, Args: []string{"exit", "3"}, Limit: time.Minute})
+	waitDescendant(t, "sleep 20", 30*time.Second)
+	r.signal(syscall.SIGINT)
+	time.Sleep(300 * time.Millisecond)
+	r.signal(syscall.SIGINT)
+	sent := time.Now()
+	res := r.wait()
+	if d := time.Since(sent); d > 5*time.Second {
+		t.Errorf("snapctl took %v to end after the second SIGINT", d)
+	}
+	if res.Code != exitInterrupted {
+		t.Errorf("exit code %d, want %d\nstderr:\n%s", res.Code, exitInterrupted, res.Stderr)
+	}
+	if res.Run != nil && res.Run.Status != "interrupted" {
+		t.Errorf("run.json status %q, want interrupted or no run.json", res.Run.Status)
+	}
+	noneLike(t, "sleep 20")
+}
+
+// --timeout ends the run with status timeout and exit code 124, keeping the
+// snapshots taken so far.
+func TestRunTimeout(t *testing.T) {
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, fixtures+"faults.c")
+	res := runSnapctl(t, session{Plan: slowPlan, Bin: bin, Args: []string{"slow", "100"},
+		Flags: []string{"--timeout", "3s"}, Limit: time.Minute})
+	if res.Code != exitTimeout {
+		t.Errorf("exit code %d, want %d\nstderr:\n%s", res.Code, exitTimeout, res.Stderr)
+	}
+	if res.Elapsed > 15*time.Second {
+		t.Errorf("a run with --timeout 3s took %v", res.Elapsed)
+	}
+	if msg := oneLine(t, res.Stderr); !strings.Contains(msg, "timeout") && !strings.Contains(msg, "timed out") {
+		t.Errorf("message %q does not say the run timed out", msg)
+	}
+	checkPartial(t, res, "timeout", 1)
+}
+
+// A target that dies of a signal: status target-crashed with the signal and
+// the stack where it died, exit code 12, the signal and the function named on
+// the terminal, and the snapshots and diffs of the stops before the crash.
+func TestTargetCrashes(t *testing.T) {
+	tests := []struct {
+		name   string
+		src    string
+		args   []string
+		signal string
+		where  string // a function on the crash stack
+	}{
+		{"segv", "faults.c", []string{"segv", "3"}, "SIGSEGV", "crash_here"},
+		{"abort", "faults.c", []string{"abort", "3"}, "SIGABRT", "abort_here"},
+		{"uncaught exception", "throw.cpp", []string{"3"}, "SIGABRT", "fail()"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			testenv.NoLeftovers(t)
+			bin := testenv.Build(t, fixtures+tt.src)
+			res := runSnapctl(t, session{Plan: requestPlan, Bin: bin, Args: tt.args, Limit: time.Minute})
+			if res.Code != exitCrashed {
+				t.Errorf("exit code %d, want %d\nstderr:\n%s", res.Code, exitCrashed, res.Stderr)
+			}
+			msg := oneLine(t, res.Stderr)
+			if !strings.Contains(msg, tt.signal) || !strings.Contains(msg, strings.TrimSuffix(tt.where, "()")) {
+				t.Errorf("message %q does not name %s and %s", msg, tt.signal, tt.where)
+			}
+			checkPartial(t, res, "target-crashed", 3)
+			if res.Run == nil {
+				return
+			}
+			if got := res.Run.Target.signal(); got != tt.signal {
+				t.Errorf("target.signal = %q, want %q", got, tt.signal)
+			}
+			if c := res.Run.Target.Crash; c == nil || !stackHas(c.Backtrace, tt.where) {
+				t.Errorf("target.crash = %+v, want a backtrace through %s", c, tt.where)
+			}
+			var deltas []int64
+			for _, d := range res.Run.diffsOf("between-hits", "request") {
+				deltas = append(deltas, d.DeltaBytes)
+			}
+			if diff := cmp.Diff([]int64{24, 24}, deltas); diff != "" {
+				t.Errorf("between-hits deltas before the crash (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func stackHas(stack []frame, function string) bool {
+	for _, f := range stack {
+		if f.Function == function || strings.HasPrefix(f.Function, function+"(") {
+			return true
+		}
+	}
+	return false
+}
+
+// A stop whose actions hang (around_call's finish in a function that blocks
+// forever) is abandoned after the plan's stop_timeout with a message naming
+// the breakpoint; the snapshots taken before are kept and the run ends
+// cleanly when --timeout expires, since the target never returns.
+func TestStopHangs(t *testing.T) {
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, fixtures+"faults.c")
+	plan := `stop_timeout: 2s
+breakpoints:
+  - name: request
+    location: handle_request
+  - name: stuck
+    location: stuck
+    around_call: true
+`
+	res := runSnapctl(t, session{Plan: plan, Bin: bin, Args: []string{"hang", "2"},
+		Flags: []string{"--timeout", "10s"}, Limit: time.Minute})
+	if res.Code != exitTimeout {
+		t.Errorf("exit code %d, want %d\nstderr:\n%s", res.Code, exitTimeout, res.Stderr)
+	}
+	if res.Elapsed > 25*time.Second {
+		t.Errorf("run took %v with --timeout 10s", res.Elapsed)
+	}
+	checkPartial(t, res, "timeout", 3)
+	if res.Run == nil {
+		return
+	}
+	var phases []string
+	for _, s := range res.Run.Stops {
+		phases = append(phases, s.Breakpoint+"/"+s.Phase)
+	}
+	if diff := cmp.Diff([]string{"request/hit", "request/hit", "stuck/hit"}, phases); diff != "" {
+		t.Errorf("stops (-want +got):\n%s", diff)
+	}
+	abandoned := false
+	for _, e := range res.Run.Events {
+		if e.Kind == "stop-abandoned" && strings.Contains(e.Message, "stuck") {
+			abandoned = true
+		}
+	}
+	if !abandoned {
+		t.Errorf("no stop-abandoned event naming stuck in %+v", res.Run.Events)
+	}
+	if !strings.Contains(res.Stderr, "stuck") {
+		t.Errorf("stderr does not name the abandoned stop:\n%s", res.Stderr)
+	}
+}
+
+// A target that forks: the child runs on its own (valgrind's gdbserver does
+// not follow it) and the parent's stops are the run's, with the parent's
+// heap only.
+func TestTargetForks(t *testing.T) {
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, fixtures+"faults.c")
+	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{"fork", "2"}, Limit: time.Minute}, exitOK)
+	checkCompleted(t, res)
+	var heaps []int64
+	for _, s := range res.Run.stopsOf("request") {
+		heaps = append(heaps, s.HeapBytes)
+	}
+	if diff := cmp.Diff([]int64{0, 24, 48}, heaps); diff != "" {
+		t.Errorf("heap at the parent's stops (-want +got):\n%s", diff)
+	}
+}
+
+// A plan full of errors is refused as a whole: exit code 3, one line per
+// problem with its file:line:column, and nothing started.
+func TestPlanFullOfErrors(t *testing.T) {
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, fixtures+"leak.c")
+	plan := `valgrind:
+  fair_sched: sometimes
+breakpoints:
+  - name: request
+    location: handle_request
+    skp: 5
+  - name: request
+    location: handle_request
+  - name: other
+    location: handle_request
+    every: -1
+    max_hits: many
+report:
+  fail_on:
+    growth_per_hit: lots
+`
+	res := runSnapctl(t, session{Plan: plan, Bin: bin})
+	if res.Code != exitPlan {
+		t.Fatalf("exit code %d, want %d\nstderr:\n%s", res.Code, exitPlan, res.Stderr)
+	}
+	for _, pos := range []string{
+		"plan.yaml:2:15", // fair_sched: sometimes
+		"plan.yaml:6:5",  // skp
+		"plan.yaml:7:",   // the duplicate name
+		"plan.yaml:11:",  // every: -1
+		"plan.yaml:12:",  // max_hits: many
+		"plan.yaml:15:",  // growth_per_hit: lots
+	} {
+		if !strings.Contains(res.Stderr, pos) {
+			t.Errorf("stderr does not point at %s:\n%s", pos, res.Stderr)
+		}
+	}
+	if !strings.Contains(res.Stderr, `"skip"`) {
+		t.Errorf("stderr does not suggest skip for skp:\n%s", res.Stderr)
+	}
+	if _, err := os.Stat(filepath.Join(res.Out, "run.json")); err == nil {
+		t.Error("run.json written for a plan that never ran")
+	}
+}
+
+// Bad input on the command line or in the environment, each refused before
+// anything starts with a clear message and its own exit code.
+func TestBadInput(t *testing.T) {
+	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
+	leak := testenv.Build(t, fixtures+"leak.c")
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "not-executable")
+	script := filepath.Join(dir, "script.sh")
+	busy := filepath.Join(dir, "busy")
+	for path, data := range map[string]string{
+		notExec:                         "\x7fELF",
+		script:                          "#!/bin/sh\necho hi\n",
+		filepath.Join(busy, "keep.txt"): "not snapctl's",
+	} {
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(script, 0o755)
+
+	tests := []struct {
+		name  string
+		s     session
+		code  int
+		words []string // the message holds each
+	}{
+		{"missing binary", session{Bin: filepath.Join(dir, "nope")}, exitInput, []string{"nope"}},
+		{"not executable", session{Bin: notExec}, exitInput, []string{"not-executable", "executable"}},
+		{"script", session{Bin: script}, exitInput, []string{"script.sh"}},
+		{"output directory not empty", session{Bin: leak, Out: busy}, exitInput, []string{"busy", "--force"}},
+		{"missing gdb", session{Bin: leak, Flags: []string{"--gdb", filepath.Join(dir, "no-gdb")}}, exitEnvironment, []string{"gdb"}},
+		{"missing valgrind", session{Bin: leak, Flags: []string{"--valgrind", filepath.Join(dir, "no-valgrind")}}, exitEnvironment, []string{"valgrind"}},
+		{"unresolvable location", session{Bin: leak, Plan: "breakpoints:\n  - name: x\n    location: no_such_function\n"}, exitPlan, []string{"plan.yaml:3:15", "no_such_function"}},
+		{"empty plan", session{Bin: leak, Plan: "# nothing\n"}, exitPlan, []string{"breakpoints"}},
+		{"malformed YAML", session{Bin: leak, Plan: "breakpoints: [\n"}, exitPlan, []string{"plan.yaml:"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			testenv.NoLeftovers(t)
+			if tt.s.Plan == "" {
+				tt.s.Plan = requestPlan
+			}
+			res := runSnapctl(t, tt.s)
+			if res.Code != tt.code {
+				t.Errorf("exit code %d, want %d\nstderr:\n%s", res.Code, tt.code, res.Stderr)
+			}
+			msg := oneLine(t, res.Stderr)
+			for _, w := range tt.words {
+				if !strings.Contains(msg, w) {
+					t.Errorf("message %q does not contain %q", msg, w)
+				}
+			}
+			if strings.Contains(res.Stderr, "panic") || strings.Contains(res.Stderr, "goroutine ") {
+				t.Errorf("snapctl panicked:\n%s", res.Stderr)
+			}
+			if _, err := os.Stat(filepath.Join(res.Out, "run.json")); err == nil && tt.s.Out != busy {
+				t.Error("run.json written for a run that never started")
+			}
+			if tt.s.Out == busy {
+				if names, _ := filepath.Glob(filepath.Join(busy, "*")); len(names) != 1 {
+					t.Errorf("snapctl wrote into the non-empty output directory: %v", names)
+				}
+			}
+		})
+	}
+}
+
+// A binary without debug info still runs (function breakpoints resolve from
+// the symbol table), with a warning that says what is lost.
+func TestNoDebugInfoWarns(t *testing.T) {
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, fixtures+"leak.c", "-g0")
+	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{"3"}}, exitOK)
+	checkCompleted(t, res)
+	if !strings.Contains(res.Stderr, "no debug info") {
+		t.Errorf("stderr does not warn about the missing debug info:\n%s", res.Stderr)
+	}
+	var heaps []int64
+	for _, s := range res.Run.stopsOf("request") {
+		heaps = append(heaps, s.HeapBytes)
+	}
+	if diff := cmp.Diff([]int64{0, 24, 48}, heaps); diff != "" {
+		t.Errorf("heap at the stops (-want +got):\n%s", diff)
+	}
+}
