@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"sort"
+	"strings"
 	"strconv"
 	"time"
 
@@ -92,18 +93,52 @@ func (d *decoder) pos(n *yaml.Node) Pos {
 	return Pos{File: d.file, Line: n.Line, Column: n.Column}
 }
 
-var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): `)
 
 // syntaxError turns an error of the YAML library into a positioned Error.
-func (d *decoder) syntaxError(err error) {
-	e := &Error{File: d.file, Msg: "invalid YAML: " + err.Error(), Err: err}
+// The library's line is often that of the enclosing block, or missing, so
+// the line is found again as the first line at which a prefix of the
+// document fails with the same message. The column stays unknown.
+func (d *decoder) syntaxError(err error, data []byte) {
+	msg := strings.TrimPrefix(yamlLineRE.ReplaceAllString(err.Error(), ""), "yaml: ")
+	e := &Error{File: d.file, Msg: "invalid YAML: " + msg, Err: err}
 	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
 		e.Line, _ = strconv.Atoi(m[1])
-		e.Msg = "invalid YAML: " + m[2]
-	} else if len(err.Error()) > 6 && err.Error()[:6] == "yaml: " {
-		e.Msg = "invalid YAML: " + err.Error()[6:]
+	}
+	if line := failingLine(data, msg); line > 0 {
+		e.Line = line
 	}
 	d.errs = append(d.errs, e)
+}
+
+// maxProbeLines bounds failingLine's quadratic search.
+const maxProbeLines = 2000
+
+// failingLine returns the 1-based number of the first line at which the
+// document's prefix fails to parse with msg, or 0.
+func failingLine(data []byte, msg string) int {
+	if bytes.Count(data, []byte("\n")) > maxProbeLines {
+		return 0
+	}
+	end := 0
+	for line := 1; end < len(data); line++ {
+		next := bytes.IndexByte(data[end:], '\n')
+		if next < 0 {
+			end = len(data)
+		} else {
+			end += next + 1
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(data[:end]))
+		var n yaml.Node
+		var err error
+		for err == nil {
+			err = decode(dec, &n)
+		}
+		if err != io.EOF && strings.TrimPrefix(yamlLineRE.ReplaceAllString(err.Error(), ""), "yaml: ") == msg {
+			return line
+		}
+	}
+	return 0
 }
 
 // decode reads one YAML document, turning a panic of the YAML library into
@@ -128,14 +163,14 @@ func (d *decoder) document(data []byte) *yaml.Node {
 		return nil
 	}
 	if err != nil {
-		d.syntaxError(err)
+		d.syntaxError(err, data)
 		return nil
 	}
 	var second yaml.Node
 	switch err := decode(dec, &second); {
 	case err == io.EOF:
 	case err != nil:
-		d.syntaxError(err)
+		d.syntaxError(err, data)
 		return nil
 	case len(second.Content) > 0 && !isNull(second.Content[0]):
 		d.errorf(&second, "", "a plan is a single YAML document; remove the second one (from \"---\")")

@@ -1,6 +1,7 @@
 package breakpoints
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -9,28 +10,40 @@ import (
 // each one MI word, already quoted where MI needs it, so that the command
 // line is "-break-insert " + strings.Join(args, " "):
 //
-//	-c "id % 10 == 0" -p 2 -i 5 handle_request
+//	-i 5 -c "$_thread == 2 && (id % 10 == 0)" handle_request
 //	"Scheduler::submit(int, char)"
 //
-// Every, MaxHits and AroundCall are the stop loop's business and do not
-// appear. A location that starts with '-' (a gdb explicit location such as
-// "-source leak.c -line 15") follows "--" so gdb does not take it for an
-// option.
+// Skip becomes gdb's ignore count (-i). Thread becomes part of the
+// condition ($_thread == N) rather than -p: the thread may not exist yet
+// when the breakpoint is inserted, and gdb refuses -p for an unknown
+// thread. Every, MaxHits and AroundCall are the stop loop's business and
+// do not appear. A location that starts with '-' (a gdb explicit location
+// such as "-source leak.c -line 15") follows "--" so gdb does not take it
+// for an option.
 func (b Breakpoint) InsertArgs() []string {
 	var args []string
-	if b.Condition != "" {
-		args = append(args, "-c", quoteMI(b.Condition))
-	}
-	if b.Thread > 0 {
-		args = append(args, "-p", strconv.Itoa(b.Thread))
-	}
 	if b.Skip > 0 {
 		args = append(args, "-i", strconv.Itoa(b.Skip))
+	}
+	if c := b.GdbCondition(); c != "" {
+		args = append(args, "-c", quoteMI(c))
 	}
 	if strings.HasPrefix(b.Location, "-") {
 		args = append(args, "--")
 	}
 	return append(args, quoteMI(b.Location))
+}
+
+// GdbCondition returns the condition gdb evaluates for b: Condition,
+// restricted to Thread when one is set.
+func (b Breakpoint) GdbCondition() string {
+	switch {
+	case b.Thread > 0 && b.Condition != "":
+		return fmt.Sprintf("$_thread == %d && (%s)", b.Thread, b.Condition)
+	case b.Thread > 0:
+		return fmt.Sprintf("$_thread == %d", b.Thread)
+	}
+	return b.Condition
 }
 
 // quoteMI returns s as one word of an MI command: unchanged when gdb's MI

@@ -88,7 +88,7 @@ func (d *decoder) integer(n *yaml.Node, path string, min int) (int, bool) {
 		return 0, false
 	}
 	if int(v) < min {
-		if min == 0 {
+		if v < 0 {
 			d.errorf(n, path, "must not be negative, got %d", v)
 		} else {
 			d.errorf(n, path, "must be at least %d, got %d", min, v)

@@ -265,29 +265,30 @@ func (d *decoder) breakpoints(n *yaml.Node, kp string) []Breakpoint {
 		return nil
 	}
 	type named struct {
-		pos     Pos
-		key     string
-		derived bool
+		pos Pos
+		key string
 	}
 	names := make(map[string]named)
 	var out []Breakpoint
 	for i, item := range n.Content {
 		ip := fmt.Sprintf("%s[%d]", kp, i)
 		b, nameNode, ok := d.breakpoint(item, ip, i)
-		if !ok {
+		if b.Name == "" {
 			continue
 		}
 		if prev, dup := names[b.Name]; dup {
 			switch {
 			case nameNode != nil:
-				d.errorf(nameNode, ip+".name", "duplicate name %q (%s at %s)", b.Name, prev.key, prev.pos)
+				d.errorf(nameNode, ip+".name", "duplicate name %q (already used by %s at %s)", b.Name, prev.key, prev.pos)
 			default:
 				d.errorf(item, ip, "the name %q derived from the location is already used by %s (%s); give each a \"name\"", b.Name, prev.key, prev.pos)
 			}
 			continue
 		}
-		names[b.Name] = named{pos: b.Pos, key: ip, derived: nameNode == nil}
-		out = append(out, b)
+		names[b.Name] = named{pos: b.Pos, key: ip}
+		if ok {
+			out = append(out, b)
+		}
 	}
 	return out
 }
@@ -301,6 +302,10 @@ func (d *decoder) breakpoint(n *yaml.Node, kp string, index int) (Breakpoint, *y
 		return b, nil, false
 	}
 	b.Pos = d.pos(n)
+	if n.Kind == yaml.ScalarNode && !isNull(n) {
+		d.errorf(n, kp, "expected a mapping with at least a \"location\", got %s (write: - location: %s)", describe(n), n.Value)
+		return b, nil, false
+	}
 	var nameNode, locNode *yaml.Node
 	before := len(d.errs)
 	ok := d.mapping(n, kp, []field{
@@ -341,7 +346,7 @@ func (d *decoder) breakpoint(n *yaml.Node, kp string, index int) (Breakpoint, *y
 		d.errorf(n, kp, "missing \"location\" (a function, file:line or *address)")
 		return b, nil, false
 	}
-	if len(d.errs) > before {
+	if b.Location == "" {
 		return b, nil, false
 	}
 	if nameNode == nil || isNull(nameNode) {
@@ -352,7 +357,7 @@ func (d *decoder) breakpoint(n *yaml.Node, kp string, index int) (Breakpoint, *y
 			return b, nil, false
 		}
 	}
-	return b, nameNode, true
+	return b, nameNode, len(d.errs) == before
 }
 
 // maxNameLen bounds breakpoint names, which end up in file names.
