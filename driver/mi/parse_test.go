@@ -11,7 +11,7 @@ import (
 
 // f and c build expected values tersely.
 func f(name string, v *mi.Value) mi.Field { return mi.Field{Name: name, Value: v} }
-func c(s string) *mi.Value                 { return mi.Const(s) }
+func c(s string) *mi.Value                { return mi.Const(s) }
 
 // equalValues compares values by their MI text, which is unambiguous.
 func equalValues(t *testing.T, want, got *mi.Value) {
