@@ -181,26 +181,26 @@ func (an *analyzer) diffKeys(a, b *summary, each func(key string, s *SiteDelta))
 
 func sortSiteDeltas(s []SiteDelta) {
 	sort.Slice(s, func(i, j int) bool {
-		if a, b := abs64(s[i].Delta), abs64(s[j].Delta); a != b {
+		if a, b := absBytes(s[i].Delta), absBytes(s[j].Delta); a != b {
 			return a > b
 		}
 		if s[i].After != s[j].After {
 			return s[i].After > s[j].After
 		}
-		if !sameFrame(s[i].Frame, s[j].Frame) {
+		if !sameSiteFrame(s[i].Frame, s[j].Frame) {
 			return frameLess(s[i].Frame, s[j].Frame)
 		}
 		return stackLess(s[i].Stack, s[j].Stack)
 	})
 }
 
-func sameFrame(a, b Frame) bool {
+func sameSiteFrame(a, b Frame) bool {
 	return a.Function == b.Function && a.File == b.File && a.Line == b.Line && a.Object == b.Object
 }
 
 func stackLess(a, b []Frame) bool {
 	for i := 0; i < len(a) && i < len(b); i++ {
-		if !sameFrame(a[i], b[i]) {
+		if !sameSiteFrame(a[i], b[i]) {
 			return frameLess(a[i], b[i])
 		}
 	}

@@ -96,7 +96,7 @@ func mergeDelta(as, bs []*Node) *Node {
 	}
 	sort.SliceStable(out.Children, func(i, j int) bool {
 		ci, cj := out.Children[i], out.Children[j]
-		if x, y := abs64(ci.Bytes), abs64(cj.Bytes); x != y {
+		if x, y := absBytes(ci.Bytes), absBytes(cj.Bytes); x != y {
 			return x > y
 		}
 		if ci.Below != cj.Below {

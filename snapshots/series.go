@@ -141,7 +141,7 @@ func (s *Series) Suspects() []Suspect {
 		if 2*grew < n || 2*lateGrew < lateLen || total <= 0 || lateTotal <= 0 {
 			continue
 		}
-		med := median(st.changes, n)
+		med := medianChange(st.changes, n)
 		if med <= 0 {
 			continue
 		}
@@ -175,16 +175,16 @@ func SortSuspects(out []Suspect) {
 		if a.Breakpoint != b.Breakpoint {
 			return a.Breakpoint < b.Breakpoint
 		}
-		if !sameFrame(a.Frame, b.Frame) {
+		if !sameSiteFrame(a.Frame, b.Frame) {
 			return frameLess(a.Frame, b.Frame)
 		}
 		return stackLess(a.Stack, b.Stack)
 	})
 }
 
-// median returns the median of n interval changes of which only the
+// medianChange returns the median of n interval changes of which only the
 // non-zero ones are listed.
-func median(changes []intervalChange, n int) int64 {
+func medianChange(changes []intervalChange, n int) int64 {
 	v := make([]int64, n)
 	for _, c := range changes {
 		v[c.interval] = c.delta

@@ -97,7 +97,7 @@ func Sites(tree *Node, opts Options) []Site {
 		out = append(out, Site{Frame: e.frame, Stack: e.heaviest(nil).frames, Library: e.library, Bytes: e.bytes})
 	}
 	sort.SliceStable(out, func(i, j int) bool {
-		if a, b := abs64(out[i].Bytes), abs64(out[j].Bytes); a != b {
+		if a, b := absBytes(out[i].Bytes), absBytes(out[j].Bytes); a != b {
 			return a > b
 		}
 		return frameLess(out[i].Frame, out[j].Frame)
@@ -202,13 +202,13 @@ func (s *siteSum) heaviest(other *siteSum) *chainSum {
 	var bestKey string
 	var bestScore, bestBytes int64
 	for k, c := range s.chains {
-		score, bytes := abs64(c.bytes), c.bytes
+		score, bytes := absBytes(c.bytes), c.bytes
 		if other != nil {
 			var o int64
 			if oc := other.chains[k]; oc != nil {
 				o = oc.bytes
 			}
-			score = abs64(c.bytes - o)
+			score = absBytes(c.bytes - o)
 		}
 		if best == nil || score > bestScore || (score == bestScore && (bytes > bestBytes || (bytes == bestBytes && k < bestKey))) {
 			best, bestKey, bestScore, bestBytes = c, k, score, bytes
@@ -352,9 +352,9 @@ func (w *walker) emit(site int, bytes int64, ignored, focused bool) {
 	if _, ok := e.parents[string(w.key[:4*(keyEnd-1)])]; !ok {
 		e.parents[string(w.key[:4*(keyEnd-1)])] = struct{}{}
 	}
-	if e.library == nil || abs64(bytes) > e.libBytes {
+	if e.library == nil || absBytes(bytes) > e.libBytes {
 		e.library = w.framesOf(0, site)
-		e.libBytes = abs64(bytes)
+		e.libBytes = absBytes(bytes)
 	}
 	end := min(len(w.path), site+maxStack)
 	ck := string(w.key[4*site : 4*end])
@@ -392,7 +392,7 @@ func (s *summary) hiddenIn(e *siteSum) bool {
 	return false
 }
 
-func abs64(n int64) int64 {
+func absBytes(n int64) int64 {
 	if n < 0 {
 		return -n
 	}

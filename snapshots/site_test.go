@@ -2,7 +2,11 @@ package snapshots
 
 import (
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // loadSnapshot reads the snapshot a spec (FILE#SEL) names, with FILE
@@ -19,4 +23,198 @@ func loadSnapshot(t testing.TB, spec string) *Snapshot {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// buildTree builds a Node from lines in massif's layout, without the nK: prefix
+// and with the indent giving the depth: "100 make_payload (leak.c:12)".
+// A line "N below" is a below-threshold bucket.
+func buildTree(t testing.TB, lines ...string) *Node {
+	t.Helper()
+	type open struct {
+		n     *Node
+		depth int
+	}
+	var stack []open
+	var root *Node
+	for _, l := range lines {
+		depth := len(l) - len(strings.TrimLeft(l, " "))
+		l = strings.TrimSpace(l)
+		num, text, _ := strings.Cut(l, " ")
+		b, err := strconv.ParseInt(num, 10, 64)
+		if err != nil {
+			t.Fatalf("bad tree line %q", l)
+		}
+		n := &Node{Bytes: b}
+		if text == "below" {
+			n.Below, n.Places = true, 1
+		} else {
+			n.Frame = ParseFrame(text)
+		}
+		for len(stack) > 0 && stack[len(stack)-1].depth >= depth {
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) == 0 {
+			root = n
+		} else {
+			p := stack[len(stack)-1].n
+			p.Children = append(p.Children, n)
+		}
+		stack = append(stack, open{n, depth})
+	}
+	return root
+}
+
+func buildSnap(t testing.TB, lines ...string) *Snapshot {
+	t.Helper()
+	tr := buildTree(t, lines...)
+	return &Snapshot{HeapBytes: tr.Bytes, Kind: TreeDetailed, Tree: tr}
+}
+
+// siteBytes maps "function (file:line)" to bytes.
+func siteBytes(sites []Site) map[string]int64 {
+	m := make(map[string]int64)
+	for _, s := range sites {
+		m[FrameString(s.Frame)] = s.Bytes
+	}
+	return m
+}
+
+const heapRoot = "(heap allocation functions) malloc/new/new[], --alloc-fns, etc."
+
+func TestSitesSkipLibraryFrames(t *testing.T) {
+	tr := buildTree(t,
+		"300 "+heapRoot,
+		" 200 std::__new_allocator<Job>::allocate(unsigned long, void const*) (new_allocator.h:137)",
+		"  150 void std::vector<Job, std::allocator<Job> >::_M_realloc_insert<Job const&>(Job const&) (vector.tcc:440)",
+		"   150 Pool::add(Job const&) (pool.cpp:12)",
+		"    100 main (pool.cpp:30)",
+		"    50 worker (pool.cpp:40)",
+		"  50 Pool::reserve(int) (pool.cpp:20)",
+		" 60 0x4A: ??? (in /usr/lib/x86_64-linux-gnu/libfoo.so.1)",
+		"  60 load_plugin (plugin.c:9)",
+		" 40 strdup (strdup.c:42)",
+		"  40 0x1: ???",
+	)
+	sites := Sites(tr, Options{})
+	want := map[string]int64{
+		"Pool::add(Job const&) (pool.cpp:12)": 150,
+		"Pool::reserve(int) (pool.cpp:20)":    50,
+		"load_plugin (plugin.c:9)":            60,
+		// Library code all the way: the allocator's caller is the site.
+		"strdup (strdup.c:42)": 40,
+	}
+	if diff := cmp.Diff(want, siteBytes(sites)); diff != "" {
+		t.Errorf("sites (-want +got):\n%s", diff)
+	}
+	add := sites[0]
+	wantLib := []string{
+		"std::__new_allocator<Job>::allocate(unsigned long, void const*) (new_allocator.h:137)",
+		"void std::vector<Job, std::allocator<Job> >::_M_realloc_insert<Job const&>(Job const&) (vector.tcc:440)",
+	}
+	var gotLib []string
+	for _, f := range add.Library {
+		gotLib = append(gotLib, FrameString(f))
+	}
+	if diff := cmp.Diff(wantLib, gotLib); diff != "" {
+		t.Errorf("library frames of %s (-want +got):\n%s", FrameString(add.Frame), diff)
+	}
+	var gotStack []string
+	for _, f := range add.Stack {
+		gotStack = append(gotStack, FrameString(f))
+	}
+	if diff := cmp.Diff([]string{"Pool::add(Job const&) (pool.cpp:12)", "main (pool.cpp:30)"}, gotStack); diff != "" {
+		t.Errorf("stack (heaviest caller) (-want +got):\n%s", diff)
+	}
+
+	// With only the user's patterns, every root child is a site.
+	bare := siteBytes(Sites(tr, Options{NoDefaultLibrary: true}))
+	if got := bare["std::__new_allocator<Job>::allocate(unsigned long, void const*) (new_allocator.h:137)"]; got != 200 {
+		t.Errorf("without default library patterns, allocate holds %d bytes, want 200", got)
+	}
+	// Marking Pool's methods as library moves the sites to their callers.
+	more := siteBytes(Sites(tr, Options{Library: []string{"Pool::*"}}))
+	if more["main (pool.cpp:30)"] != 100 || more["worker (pool.cpp:40)"] != 50 {
+		t.Errorf("with Library Pool::*, sites are %v", more)
+	}
+}
+
+func TestSitesKeyIgnoresAddress(t *testing.T) {
+	// Inlined frames repeat an address; one line called twice has two
+	// addresses. Neither makes two sites.
+	tr := buildTree(t,
+		"30 "+heapRoot,
+		" 10 0x10: make (a.c:5)",
+		"  10 0x20: main (a.c:9)",
+		" 20 0x11: make (a.c:5)",
+		"  20 0x21: main (a.c:10)",
+		" 7 0x12: helper (in /opt/app/libapp.so)",
+		"  7 0x13: main (a.c:11)",
+	)
+	got := siteBytes(Sites(tr, Options{}))
+	want := map[string]int64{"make (a.c:5)": 30, "helper (in /opt/app/libapp.so)": 7}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("sites (-want +got):\n%s", diff)
+	}
+}
+
+func TestFramePattern(t *testing.T) {
+	tests := []struct {
+		pattern string
+		frame   Frame
+		want    bool
+	}{
+		{"std::*", Frame{Function: "std::vector<int>::push_back(int const&)"}, true},
+		{"std::*", Frame{Function: "void std::vector<int>::_M_realloc_insert<int>(int&&)"}, true},
+		{"std::*", Frame{Function: "mystd::f()"}, false},
+		{"operator new*", Frame{Function: "operator new(unsigned long)"}, true},
+		{"fn:???", Frame{Function: "???"}, true},
+		{"fn:???", Frame{Function: "foo"}, false},
+		{"_dl_allocate_tls", Frame{Function: "_dl_allocate_tls", File: "dl-tls.c", Line: 486}, true},
+		{"leak.c:17", Frame{Function: "f", File: "leak.c", Line: 17}, true},
+		{"leak.c:17", Frame{Function: "f", File: "leak.c", Line: 18}, false},
+		{"*.h", Frame{Function: "f", File: "vector.h", Line: 3}, true},
+		{"file:main", Frame{Function: "main", File: "m.c", Line: 3}, false},
+		{"/usr/include/*", Frame{Function: "f", File: "/usr/include/c++/12/bits/vector.tcc", Line: 3}, true},
+		{"/usr/include/*", Frame{Function: "f", File: "vector.tcc", Line: 3}, false},
+		{"/usr/lib/*", Frame{Function: "???", Object: "/usr/lib/x86_64-linux-gnu/libc.so.6"}, true},
+		{"obj:/usr/lib/*", Frame{Function: "/usr/lib/weird"}, false},
+		{"Scheduler::submit", Frame{Function: "Scheduler::submit(int)"}, true},
+		{"*::submit", Frame{Function: "Scheduler::submit(int)"}, true},
+	}
+	for _, tt := range tests {
+		if got := ParseFramePattern(tt.pattern).Match(tt.frame); got != tt.want {
+			t.Errorf("%q matches %+v = %v, want %v", tt.pattern, tt.frame, got, tt.want)
+		}
+	}
+}
+
+func TestQualifiedName(t *testing.T) {
+	tests := map[string]string{
+		"main":                        "main",
+		"Scheduler::submit(int)":      "Scheduler::submit",
+		"operator new(unsigned long)": "operator new",
+		"void std::vector<int, std::allocator<int> >::_M_realloc_insert<int const&>(int const&)": "std::vector<int, std::allocator<int> >::_M_realloc_insert<int const&>",
+		"std::ostream& std::operator<< <std::char_traits<char> >(std::ostream&, char const*)":    "std::operator<< <std::char_traits<char> >",
+		"(anonymous namespace)::load(int)":       "(anonymous namespace)::load",
+		"main::{lambda()#1}::operator()() const": "main::{lambda()#1}::operator()",
+	}
+	for in, want := range tests {
+		if got := qualifiedName(in); got != want {
+			t.Errorf("qualifiedName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestFoldTemplates(t *testing.T) {
+	tests := map[string]string{
+		"std::vector<int, std::allocator<int> >::push_back(int const&)": "std::vector<…>::push_back(int const&)",
+		"operator<(A const&, A const&)":                                 "operator<(A const&, A const&)",
+		"std::operator<< <char>(std::ostream&)":                         "std::operator<< <…>(std::ostream&)",
+		"plain(int)":                                                    "plain(int)",
+	}
+	for in, want := range tests {
+		if got := foldTemplates(in); got != want {
+			t.Errorf("foldTemplates(%q) = %q, want %q", in, got, want)
+		}
+	}
 }

@@ -1,0 +1,204 @@
+package snapshots
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Report is the analysis of one run, as the driver hands it to the
+// renderers for report.md and the terminal: the diffs it made (between hits
+// of each breakpoint, and within calls) and the suspects of all its series.
+type Report struct {
+	// Title heads the Markdown report; empty for none.
+	Title string `json:"-"`
+	// Breakpoints orders the per-breakpoint sections; breakpoints of Diffs
+	// that it does not name follow in order of appearance.
+	Breakpoints []string  `json:"-"`
+	Diffs       []*Diff   `json:"diffs"`
+	Suspects    []Suspect `json:"suspects"`
+}
+
+// RenderOptions tune the text and Markdown renderers.
+type RenderOptions struct {
+	// Color adds ANSI colours; the command sets it only when stdout is a
+	// terminal and NO_COLOR is unset.
+	Color bool
+	// MaxSites limits the rows shown per diff (the largest changes); 0
+	// shows all.
+	MaxSites int
+	// MaxFrames limits the callers shown per stack; 0 shows all.
+	MaxFrames int
+}
+
+// Format is an output format of `snapctl diff`.
+type Format string
+
+// The formats of diffs and reports.
+const (
+	FormatText     Format = "text"
+	FormatMarkdown Format = "markdown"
+	FormatJSON     Format = "json"
+)
+
+// ParseFormat reads a --format value.
+func ParseFormat(s string) (Format, error) {
+	switch s {
+	case "", "text":
+		return FormatText, nil
+	case "markdown", "md":
+		return FormatMarkdown, nil
+	case "json":
+		return FormatJSON, nil
+	}
+	return "", fmt.Errorf("unknown format %q (want text, markdown or json)", s)
+}
+
+// RenderDiff writes d in format f.
+func RenderDiff(w io.Writer, d *Diff, f Format, opts RenderOptions) error {
+	switch f {
+	case FormatMarkdown:
+		return RenderDiffMarkdown(w, d, opts)
+	case FormatJSON:
+		return RenderDiffJSON(w, d)
+	case FormatText, "":
+		return RenderDiffText(w, d, opts)
+	}
+	return fmt.Errorf("unknown format %q", f)
+}
+
+// RenderReport writes r in format f.
+func RenderReport(w io.Writer, r *Report, f Format, opts RenderOptions) error {
+	switch f {
+	case FormatMarkdown:
+		return RenderReportMarkdown(w, r, opts)
+	case FormatJSON:
+		return RenderReportJSON(w, r)
+	case FormatText, "":
+		return RenderReportText(w, r, opts)
+	}
+	return fmt.Errorf("unknown format %q", f)
+}
+
+// sections groups a report's diffs by breakpoint in display order.
+func (r *Report) sections() (names []string, byName map[string][]*Diff) {
+	byName = make(map[string][]*Diff)
+	seen := make(map[string]bool)
+	for _, b := range r.Breakpoints {
+		if !seen[b] {
+			seen[b] = true
+			names = append(names, b)
+		}
+	}
+	for _, d := range r.Diffs {
+		if !seen[d.Breakpoint] {
+			seen[d.Breakpoint] = true
+			names = append(names, d.Breakpoint)
+		}
+		byName[d.Breakpoint] = append(byName[d.Breakpoint], d)
+	}
+	return names, byName
+}
+
+// FrameString prints a frame as massif does: "fn (file:line)",
+// "fn (in /lib/x.so)" or "fn".
+func FrameString(f Frame) string {
+	switch {
+	case f.File != "" && f.Line > 0:
+		return f.Function + " (" + f.File + ":" + strconv.Itoa(f.Line) + ")"
+	case f.File != "":
+		return f.Function + " (" + f.File + ")"
+	case f.Object != "":
+		return f.Function + " (in " + f.Object + ")"
+	}
+	return f.Function
+}
+
+// shortFrame is FrameString with C++ template arguments folded to "<…>".
+func shortFrame(f Frame) string {
+	f.Function = foldTemplates(f.Function)
+	return FrameString(f)
+}
+
+// foldTemplates replaces the arguments of every outermost template with "…":
+// "std::vector<int, std::allocator<int> >::push_back(int const&)" gives
+// "std::vector<…>::push_back(int const&)". "operator<" and "operator<<"
+// are kept.
+func foldTemplates(fn string) string {
+	if strings.IndexByte(fn, '<') < 0 {
+		return fn
+	}
+	var b strings.Builder
+	depth := 0
+	for i := 0; i < len(fn); i++ {
+		c := fn[i]
+		if depth == 0 && strings.HasPrefix(fn[i:], "operator") {
+			j := i + len("operator")
+			for j < len(fn) && strings.IndexByte("<>=!+-*/%^&|~", fn[j]) >= 0 {
+				j++
+			}
+			b.WriteString(fn[i:j])
+			i = j - 1
+			continue
+		}
+		switch c {
+		case '<':
+			if depth == 0 {
+				b.WriteString("<…")
+			}
+			depth++
+			continue
+		case '>':
+			if depth > 0 {
+				depth--
+				if depth == 0 {
+					b.WriteByte('>')
+				}
+				continue
+			}
+		}
+		if depth == 0 {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// changeNote explains the change kinds a table uses that need a word.
+func changeNote(sites []SiteDelta) []string {
+	var hidden, revealed bool
+	for _, s := range sites {
+		hidden = hidden || s.Change == ChangeHidden
+		revealed = revealed || s.Change == ChangeRevealed
+	}
+	var out []string
+	if hidden {
+		out = append(out, "hidden: the site went into massif's below-threshold bucket; its size after is unknown (run massif with --threshold=0)")
+	}
+	if revealed {
+		out = append(out, "revealed: the site came out of massif's below-threshold bucket; its size before is unknown (run massif with --threshold=0)")
+	}
+	return out
+}
+
+func limitSites(s []SiteDelta, n int) ([]SiteDelta, int) {
+	if n > 0 && len(s) > n {
+		return s[:n], len(s) - n
+	}
+	return s, 0
+}
+
+func limitFrames(s []Frame, n int) ([]Frame, int) {
+	if n > 0 && len(s) > n {
+		return s[:n], len(s) - n
+	}
+	return s, 0
+}
+
+func countOf(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
