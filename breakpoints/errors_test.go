@@ -85,6 +85,12 @@ func TestParseErrors(t *testing.T) {
 			`plan.yaml:2:15: breakpoints[0].location: must not be empty`}},
 		{"multi-line location", "breakpoints:\n  - location: |\n      a\n      b\n", []string{
 			`plan.yaml:2:15: breakpoints[0].location: must be a single line, got "a\nb\n"`}},
+		{"unknown explicit option", "breakpoints:\n  - location: -file a.c -line 3\n", []string{
+			`plan.yaml:2:15: breakpoints[0].location: unknown explicit location option -file (gdb knows -source, -function, -label, -line and -qualified)`}},
+		{"ambiguous explicit option", "breakpoints:\n  - location: -l 3\n", []string{
+			`plan.yaml:2:15: breakpoints[0].location: explicit location option -l is ambiguous: -label or -line`}},
+		{"explicit option without value", "breakpoints:\n  - location: -source a.c -line\n", []string{
+			`plan.yaml:2:15: breakpoints[0].location: -line needs a value`}},
 		{"empty name", "breakpoints:\n  - name: \"\"\n    location: main\n", []string{
 			`plan.yaml:2:11: breakpoints[0].name: must not be empty`}},
 		{"bad name", "breakpoints:\n  - name: my bp\n    location: main\n", []string{

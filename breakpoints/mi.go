@@ -17,9 +17,9 @@ import (
 // condition ($_thread == N) rather than -p: the thread may not exist yet
 // when the breakpoint is inserted, and gdb refuses -p for an unknown
 // thread. Every, MaxHits and AroundCall are the stop loop's business and
-// do not appear. A location that starts with '-' (a gdb explicit location
-// such as "-source leak.c -line 15") follows "--" so gdb does not take it
-// for an option.
+// do not appear. A gdb explicit location ("-source leak.c -line 15")
+// becomes MI's options for it (--source leak.c --line 15), since MI does
+// not parse explicit locations in the location string.
 func (b Breakpoint) InsertArgs() []string {
 	var args []string
 	if b.Skip > 0 {
@@ -28,10 +28,81 @@ func (b Breakpoint) InsertArgs() []string {
 	if c := b.GdbCondition(); c != "" {
 		args = append(args, "-c", quoteMI(c))
 	}
-	if strings.HasPrefix(b.Location, "-") {
-		args = append(args, "--")
+	if opts, err := explicitArgs(b.Location); err == nil && opts != nil {
+		return append(args, opts...)
 	}
 	return append(args, quoteMI(b.Location))
+}
+
+// explicitOptions are the options of a gdb explicit location, which MI's
+// -break-insert takes as --source, --function, --label, --line and
+// --qualified rather than in the location string.
+var explicitOptions = []string{"source", "function", "label", "line", "qualified"}
+
+// explicitArgs translates a gdb explicit location ("-source leak.c -line
+// 15", "-function handle_request -label retry") into -break-insert
+// options. It returns nil for a location that does not start with '-', and
+// an error for an option it does not know or a missing value. As in gdb,
+// an option may be abbreviated to a unique prefix; a value runs to the
+// next option, so it may contain spaces ("-function ns::f(int, char)").
+func explicitArgs(loc string) ([]string, error) {
+	if !strings.HasPrefix(loc, "-") {
+		return nil, nil
+	}
+	var args []string
+	var value []string
+	flush := func() error {
+		if len(args) == 0 {
+			return nil
+		}
+		last := args[len(args)-1]
+		switch {
+		case last == "--qualified" && len(value) > 0:
+			return fmt.Errorf("-qualified takes no value, got %q", strings.Join(value, " "))
+		case last != "--qualified" && len(value) == 0:
+			return fmt.Errorf("%s needs a value", strings.TrimPrefix(last, "-"))
+		case len(value) > 0:
+			args = append(args, quoteMI(strings.Join(value, " ")))
+		}
+		value = nil
+		return nil
+	}
+	for _, w := range strings.Fields(loc) {
+		opt := ""
+		if len(w) > 1 && w[0] == '-' && w[1] >= 'a' && w[1] <= 'z' {
+			var matches []string
+			for _, o := range explicitOptions {
+				if strings.HasPrefix(o, w[1:]) {
+					matches = append(matches, o)
+				}
+			}
+			switch len(matches) {
+			case 1:
+				opt = matches[0]
+			case 0:
+				if len(args) == 0 {
+					return nil, fmt.Errorf("unknown explicit location option %s (gdb knows -source, -function, -label, -line and -qualified)", w)
+				}
+			default:
+				return nil, fmt.Errorf("explicit location option %s is ambiguous: -%s", w, strings.Join(matches, " or -"))
+			}
+		}
+		if opt == "" {
+			if len(args) == 0 {
+				return nil, fmt.Errorf("an explicit location starts with an option such as -function, got %q", w)
+			}
+			value = append(value, w)
+			continue
+		}
+		if err := flush(); err != nil {
+			return nil, err
+		}
+		args = append(args, "--"+opt)
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	return args, nil
 }
 
 // GdbCondition returns the condition gdb evaluates for b: Condition,

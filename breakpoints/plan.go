@@ -230,7 +230,11 @@ func (b Breakpoint) Done(hit int) bool {
 	if every < 1 {
 		every = 1
 	}
-	return b.MaxHits > 0 && hit+every > b.MaxHits
+	if b.MaxHits == 0 {
+		return false
+	}
+	next := hit + every - (hit-1)%every // the next hit that would snapshot
+	return hit >= b.MaxHits || next > b.MaxHits
 }
 
 // NextIgnore returns the ignore count the driver may set (MI -break-after)

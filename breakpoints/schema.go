@@ -322,6 +322,10 @@ func (d *decoder) breakpoint(n *yaml.Node, kp string, index int) (Breakpoint, *y
 		{"location", func(v *yaml.Node, kp string) {
 			locNode = v
 			if s, ok := d.line(v, kp); ok {
+				if _, err := explicitArgs(strings.TrimSpace(s)); err != nil {
+					d.errorf(v, kp, "%v", err)
+					return
+				}
 				b.Location = strings.TrimSpace(s)
 				b.LocationPos = d.pos(v)
 			}
@@ -393,7 +397,7 @@ func deriveName(loc string) string {
 	var b strings.Builder
 	dash := false
 	for _, r := range loc {
-		if nameChar(r) {
+		if nameChar(r) && r != '-' {
 			if dash && b.Len() > 0 {
 				b.WriteByte('-')
 			}

@@ -1,0 +1,243 @@
+package breakpoints
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+func TestDefaults(t *testing.T) {
+	p, err := Parse("plan.yaml", []byte("breakpoints:\n  - location: handle_request\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Plan{
+		File:             "plan.yaml",
+		Source:           []byte("breakpoints:\n  - location: handle_request\n"),
+		Valgrind:         Valgrind{Threshold: 0, FairSched: "yes"},
+		SchedulerLocking: "on",
+		StopTimeout:      30 * time.Second,
+		Breakpoints: []Breakpoint{{
+			Name:        "handle_request",
+			Location:    "handle_request",
+			Every:       1,
+			Pos:         Pos{"plan.yaml", 2, 5},
+			LocationPos: Pos{"plan.yaml", 2, 15},
+		}},
+		Report: Report{GroupBy: "site", Depth: 12},
+	}
+	if diff := cmp.Diff(want, p, cmp.AllowUnexported(Breakpoint{})); diff != "" {
+		t.Errorf("Parse (-want +got):\n%s", diff)
+	}
+	if got := p.ValgrindArgs(); !cmp.Equal(got, []string{"--threshold=0", "--fair-sched=yes"}) {
+		t.Errorf("ValgrindArgs() = %q", got)
+	}
+}
+
+// TestFullPlan decodes testdata/plans/full.yaml, which sets every key.
+func TestFullPlan(t *testing.T) {
+	path := filepath.Join("..", "testdata", "plans", "full.yaml")
+	p, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _ := os.ReadFile(path)
+	want := &Plan{
+		File:   path,
+		Source: src,
+		Target: Target{
+			Args: []string{"--requests", "200", "two words", ""},
+			Env:  []string{"LANG=C", "PORT=8080", "EMPTY="},
+			Cwd:  "/tmp",
+		},
+		Valgrind: Valgrind{
+			Threshold:   0.5,
+			PagesAsHeap: true,
+			Stacks:      true,
+			Depth:       40,
+			AllocFns:    []string{"xmalloc", "xcalloc"},
+			IgnoreFns:   []string{"pool_grow"},
+			FairSched:   "try",
+			Args:        []string{"--max-snapshots=200", "--trace-children=no"},
+		},
+		Gdb:              Gdb{Init: []string{"set print pretty on"}},
+		SchedulerLocking: "step",
+		StopTimeout:      2 * time.Minute,
+		Breakpoints: []Breakpoint{
+			{
+				Name: "request", Location: "handle_request", Condition: "id % 10 == 0",
+				Thread: 2, Skip: 5, Every: 3, MaxHits: 100, AroundCall: true,
+				Commands: []string{"print queue_len", "info locals"}, Optional: true,
+				Pos: Pos{path, 23, 5}, LocationPos: Pos{path, 24, 15}, index: 0,
+			},
+			{Name: "leak.c-15", Location: "leak.c:15", Every: 1, Pos: Pos{path, 33, 5}, LocationPos: Pos{path, 33, 15}, index: 1},
+			{Name: "submit", Location: "Scheduler::submit(int, char)", Every: 1, Pos: Pos{path, 34, 5}, LocationPos: Pos{path, 35, 15}, index: 2},
+		},
+		Report: Report{
+			GroupBy:       "stack",
+			Depth:         0,
+			LibraryFrames: []string{"/usr/include/*", "std::*"},
+			Ignore:        []string{"_dl_allocate_tls"},
+			FailOn:        FailOn{GrowthPerHit: 1024, TotalGrowth: 2 << 20},
+		},
+	}
+	if diff := cmp.Diff(want, p, cmp.AllowUnexported(Breakpoint{})); diff != "" {
+		t.Errorf("Load (-want +got):\n%s", diff)
+	}
+	wantArgs := []string{
+		"--threshold=0.5", "--depth=40", "--pages-as-heap=yes", "--stacks=yes",
+		"--alloc-fn=xmalloc", "--alloc-fn=xcalloc", "--ignore-fn=pool_grow",
+		"--fair-sched=try", "--max-snapshots=200", "--trace-children=no",
+	}
+	if diff := cmp.Diff(wantArgs, p.ValgrindArgs()); diff != "" {
+		t.Errorf("ValgrindArgs (-want +got):\n%s", diff)
+	}
+	var insert [][]string
+	for _, b := range p.Breakpoints {
+		insert = append(insert, b.InsertArgs())
+	}
+	wantInsert := [][]string{
+		{"-i", "5", "-c", `"$_thread == 2 && (id % 10 == 0)"`, "handle_request"},
+		{"leak.c:15"},
+		{`"Scheduler::submit(int, char)"`},
+	}
+	if diff := cmp.Diff(wantInsert, insert); diff != "" {
+		t.Errorf("InsertArgs (-want +got):\n%s", diff)
+	}
+}
+
+// TestPlanFiles loads every plan under testdata/plans: the good ones
+// parse, each broken one gives exactly the errors listed in its .err file.
+func TestPlanFiles(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "testdata", "plans", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no plans: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			_, err := Load(f)
+			want, rerr := os.ReadFile(strings.TrimSuffix(f, ".yaml") + ".err")
+			if os.IsNotExist(rerr) {
+				if err != nil {
+					t.Fatalf("good plan does not load:\n%v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("broken plan loads, want:\n%s", want)
+			}
+			// .err files name the plan relative to the repository root.
+			got := strings.ReplaceAll(err.Error(), filepath.Join("..", "testdata"), "testdata") + "\n"
+			if diff := cmp.Diff(string(want), got); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load("no/such/plan.yaml")
+	if got, want := err.Error(), "no/such/plan.yaml: cannot read the plan: no such file or directory"; got != want {
+		t.Errorf("Load error = %q, want %q", got, want)
+	}
+	if !os.IsNotExist(unwrapAll(err)) {
+		t.Errorf("Load error does not wrap fs.ErrNotExist: %#v", err)
+	}
+}
+
+func unwrapAll(err error) error {
+	if l, ok := err.(ErrorList); ok && len(l) > 0 {
+		return l[0].Err
+	}
+	return err
+}
+
+func TestDeriveName(t *testing.T) {
+	for loc, want := range map[string]string{
+		"handle_request":              "handle_request",
+		"leak.c:15":                   "leak.c-15",
+		"Scheduler::submit(int)":      "Scheduler-submit-int",
+		"'ns::f(int, char)'":          "ns-f-int-char",
+		"*0x401136":                   "0x401136",
+		"-source leak.c -line 15":     "source-leak.c-line-15",
+		"std::vector<int>::push_back": "std-vector-int-push_back",
+		strings.Repeat("ab", 40):      strings.Repeat("ab", 32),
+	} {
+		if got := deriveName(loc); got != want {
+			t.Errorf("deriveName(%q) = %q, want %q", loc, got, want)
+		}
+		if got := deriveName(loc); checkName(got) != "" {
+			t.Errorf("deriveName(%q) = %q, which checkName refuses: %s", loc, got, checkName(got))
+		}
+	}
+}
+
+// TestHits checks skip/every/max_hits through the helpers the stop loop
+// uses: hit 1 is the first stop after the skipped ones.
+func TestHits(t *testing.T) {
+	tests := []struct {
+		every, maxHits int
+		snapshots      []int // hits 1..12 that take a snapshot
+		done           int   // the hit after which the breakpoint is deleted; 0 never
+	}{
+		{every: 1, maxHits: 0, snapshots: []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}},
+		{every: 3, maxHits: 0, snapshots: []int{1, 4, 7, 10}},
+		{every: 1, maxHits: 4, snapshots: []int{1, 2, 3, 4}, done: 4},
+		{every: 3, maxHits: 7, snapshots: []int{1, 4, 7}, done: 7},
+		{every: 3, maxHits: 9, snapshots: []int{1, 4, 7}, done: 7},
+		{every: 5, maxHits: 1, snapshots: []int{1}, done: 1},
+	}
+	for _, tt := range tests {
+		b := Breakpoint{Every: tt.every, MaxHits: tt.maxHits}
+		var snaps []int
+		done := 0
+		for hit := 1; hit <= 12; hit++ {
+			if b.ShouldSnapshot(hit) {
+				snaps = append(snaps, hit)
+			}
+			if b.Done(hit) {
+				done = hit
+				break
+			}
+		}
+		if diff := cmp.Diff(tt.snapshots, snaps, cmpopts.EquateEmpty()); diff != "" || done != tt.done {
+			t.Errorf("every %d max_hits %d: snapshots (-want +got):\n%s done after %d, want %d", tt.every, tt.maxHits, diff, done, tt.done)
+		}
+		if got, want := b.NextIgnore(), tt.every-1; got != want {
+			t.Errorf("every %d: NextIgnore() = %d, want %d", tt.every, got, want)
+		}
+	}
+}
+
+func TestLocationError(t *testing.T) {
+	p, err := Parse("plan.yaml", []byte("breakpoints:\n  - location: main\n  - name: x\n    location: nosuch\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := p.Breakpoints[1].LocationError("gdb cannot resolve %q: %s", "nosuch", `Function "nosuch" not defined.`).Error()
+	want := `plan.yaml:4:15: breakpoints[1].location: gdb cannot resolve "nosuch": Function "nosuch" not defined.`
+	if got != want {
+		t.Errorf("LocationError = %q, want %q", got, want)
+	}
+	if got, want := p.Breakpoints[1].Pos.String(), "plan.yaml:3:5"; got != want {
+		t.Errorf("Pos = %q, want %q", got, want)
+	}
+}
+
+// TestBooleansAndEnumsUnquoted checks YAML 1.1 spellings users write
+// unquoted: scheduler_locking: on and fair_sched: yes are strings here, and
+// yes/no are accepted for booleans.
+func TestBooleansAndEnumsUnquoted(t *testing.T) {
+	p, err := Parse("plan.yaml", []byte("scheduler_locking: off\nvalgrind:\n  fair_sched: no\n  stacks: yes\nbreakpoints:\n  - location: main\n    optional: on\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.SchedulerLocking != "off" || p.Valgrind.FairSched != "no" || !p.Valgrind.Stacks || !p.Breakpoints[0].Optional {
+		t.Errorf("got scheduler_locking %q, fair_sched %q, stacks %v, optional %v", p.SchedulerLocking, p.Valgrind.FairSched, p.Valgrind.Stacks, p.Breakpoints[0].Optional)
+	}
+}
