@@ -9,8 +9,8 @@ import (
 	"os"
 	"regexp"
 	"sort"
-	"strings"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
