@@ -97,7 +97,7 @@ func (c *Client) startReader(r io.Reader) {
 		c.qmu.Unlock()
 		c.signalQueue()
 		if c.proc == nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed) {
+			if errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed) || errors.Is(err, io.ErrClosedPipe) {
 				err = nil
 			}
 			c.finish(&ExitError{Err: err})
@@ -155,6 +155,9 @@ func (c *Client) Send(ctx context.Context, command string, args ...string) (*Res
 	}
 	if strings.ContainsAny(line, "\r\n") {
 		return nil, fmt.Errorf("mi: command %q holds a line break", line)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("mi: %s: %w", line, err)
 	}
 	c.mu.Lock()
 	if c.err != nil {
