@@ -103,15 +103,20 @@ func (s *Series) record(key string, sd *SiteDelta) {
 func (s *Series) Intervals() int { return s.intervals }
 
 // Suspects returns the sites that grow steadily, the fastest first. With
-// n intervals, a site is a suspect when all of these hold:
+// n intervals (hits - 1), a site is a suspect when all of these hold:
 //
 //   - n >= 2;
 //   - it grew in at least half of the n intervals;
-//   - it grew in at least half of the last ceil(n/2) intervals, so that a
-//     buffer that grows while warming up and then stays put is not one;
-//   - its total growth, and its growth over the last ceil(n/2) intervals,
-//     are positive;
-//   - its GrowthPerHit, the median change per interval, is positive.
+//   - it still grows at the end: the run of intervals without growth that
+//     ends the series is no longer than the longest such run between two
+//     intervals in which it grew (so a site that grew in every interval
+//     must grow in the last one). A buffer that grows while warming up and
+//     then stays put fails here;
+//   - shrinking did not undo most of it: its total growth is at least half
+//     the sum of its growths (a site that allocates and frees in turn fails
+//     here);
+//   - its GrowthPerHit, the median change over the n intervals, is
+//     positive.
 //
 // Suspects are ranked by GrowthPerHit, then TotalGrowth, then
 // GrowingIntervals.
@@ -121,24 +126,24 @@ func (s *Series) Suspects() []Suspect {
 	if n < 2 {
 		return out
 	}
-	late := n - (n+1)/2 // first interval of the last ceil(n/2)
-	lateLen := n - late
 	for _, st := range s.stats {
-		var grew, lateGrew int
-		var total, lateTotal int64
-		for _, c := range st.changes {
+		var grew, maxGap int
+		var total, gross int64
+		last := -1
+		for _, c := range st.changes { // in interval order
 			total += c.delta
-			if c.delta > 0 {
-				grew++
+			if c.delta <= 0 {
+				continue
 			}
-			if c.interval >= late {
-				lateTotal += c.delta
-				if c.delta > 0 {
-					lateGrew++
-				}
+			grew++
+			gross += c.delta
+			if last >= 0 {
+				maxGap = max(maxGap, c.interval-last-1)
 			}
+			last = c.interval
 		}
-		if 2*grew < n || 2*lateGrew < lateLen || total <= 0 || lateTotal <= 0 {
+		trailing := n - 1 - last
+		if 2*grew < n || trailing > maxGap || 2*total < gross {
 			continue
 		}
 		med := medianChange(st.changes, n)
