@@ -223,6 +223,9 @@ func TestParseXtmemory(t *testing.T) {
 			t.Errorf("%s %s = %d, want %d", tc.event, tc.site, n.Bytes, tc.want)
 		}
 	}
+	if s, err := f.Select(""); err != nil || s.Event != "curB" {
+		t.Errorf("Select(\"\") on an xtmemory file = %v, %v; want the curB event", s, err)
+	}
 	if _, err := f.Select("nope"); err == nil || !strings.Contains(err.Error(), "curB, curBk") {
 		t.Errorf("Select(nope) error = %v, want the events listed", err)
 	}

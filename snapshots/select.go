@@ -21,7 +21,8 @@ func SplitSpec(spec string) (path, sel string) {
 // Select picks one snapshot of f:
 //
 //	""      the last detailed (or peak) snapshot; the only snapshot of a
-//	        `monitor detailed_snapshot` file
+//	        `monitor detailed_snapshot` file; in an xtmemory file the curB
+//	        event (bytes currently allocated)
 //	"N"     the snapshot numbered N (snapshot=N)
 //	"peak"  the peak snapshot
 //	"curB"  in an xtmemory file, the tree of that event
@@ -30,6 +31,11 @@ func SplitSpec(spec string) (path, sel string) {
 func (f *File) Select(sel string) (*Snapshot, error) {
 	switch sel {
 	case "":
+		for _, s := range f.Snapshots {
+			if s.Event == "curB" {
+				return s, nil
+			}
+		}
 		for i := len(f.Snapshots) - 1; i >= 0; i-- {
 			if f.Snapshots[i].Kind != TreeEmpty {
 				return f.Snapshots[i], nil

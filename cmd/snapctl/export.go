@@ -1,17 +1,121 @@
 package main
 
 import (
-	"errors"
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
+
+	"github.com/snapctl/snapctl/snapshots"
 )
 
+// exportOptions are the flags of `snapctl export`.
+type exportOptions struct {
+	format string
+	output string
+	lines  bool
+}
+
 func newExportCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "export FILE[#N]",
-		Short: "not yet",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("export: not yet")
+	opts := &exportOptions{}
+	cmd := &cobra.Command{
+		Use:   "export --format pprof|folded FILE[#N] -o OUT",
+		Short: "Convert a massif snapshot to a pprof profile or folded stacks",
+		Long: `Export converts one snapshot of a massif file for the viewers people already
+use: --format pprof writes a gzipped profile.proto (sample type inuse_space)
+for go tool pprof, including -diff_base between two exports and its flame
+graph; --format folded writes folded stacks ("main;handle_request;make_payload
+1000") for flamegraph.pl and speedscope.
+
+FILE picks the last detailed snapshot, FILE#N snapshot N, FILE#peak the peak.
+An xtmemory .ms file exports every event it has as a sample type
+(inuse_space, inuse_objects, alloc_space, ...). -o - writes to standard
+output.`,
+		Example: `  snapctl export --format pprof massif.out.4242#peak -o peak.pb.gz
+  go tool pprof -http=: -diff_base a.pb.gz b.pb.gz
+  snapctl export --format folded massif.out.4242 -o - | flamegraph.pl > heap.svg`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError{fmt.Errorf("export takes one massif file, got %d arguments", len(args))}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runExport(cmd.OutOrStdout(), cmd.InOrStdin(), args[0], opts)
 		},
 	}
+	cmd.Flags().StringVar(&opts.format, "format", "pprof", "output format: pprof or folded")
+	cmd.Flags().StringVarP(&opts.output, "output", "o", "-", "write to `OUT`; - is standard output")
+	cmd.Flags().BoolVar(&opts.lines, "lines", false, "folded: name frames with their file:line")
+	return cmd
+}
+
+func runExport(stdout io.Writer, stdin io.Reader, spec string, opts *exportOptions) error {
+	var render func(w io.Writer, f *snapshots.File, s *snapshots.Snapshot) error
+	switch opts.format {
+	case "pprof":
+		render = snapshots.RenderPprof
+	case "folded":
+		render = func(w io.Writer, _ *snapshots.File, s *snapshots.Snapshot) error {
+			return snapshots.RenderFolded(w, s, snapshots.FoldedOptions{Lines: opts.lines})
+		}
+	default:
+		return usageError{fmt.Errorf("--format %q: want pprof or folded", opts.format)}
+	}
+	path, sel := snapshots.SplitSpec(spec)
+	in, name, closeIn, err := openMassif(path, stdin)
+	if err != nil {
+		return err
+	}
+	defer closeIn()
+	f, err := snapshots.Parse(in, name)
+	if err != nil {
+		return err
+	}
+	s, err := f.Select(sel)
+	if err != nil {
+		return err
+	}
+	if s.Tree == nil {
+		return fmt.Errorf("massif file %s: snapshot %d has totals only (heap_tree=empty); pick a detailed one", name, s.Index)
+	}
+	if opts.output == "-" {
+		bw := bufio.NewWriter(stdout)
+		if err := render(bw, f, s); err != nil {
+			return err
+		}
+		return bw.Flush()
+	}
+	return writeExport(opts.output, func(w io.Writer) error { return render(w, f, s) })
+}
+
+// writeExport writes path through a temporary file in the same folder
+// and renames it into place, so a failed export never leaves half a file.
+func writeExport(path string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	bw := bufio.NewWriter(tmp)
+	err = write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
 }
