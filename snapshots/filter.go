@@ -107,9 +107,22 @@ func globMatch(pattern, s string) bool {
 // C++ come back unchanged. "operator new(unsigned long)" gives
 // "operator new".
 func qualifiedName(fn string) string {
+	start, end := qualifiedSpan(fn)
+	return fn[start:end]
+}
+
+// withoutReturnType drops the return type of a demangled C++ template
+// function: "std::pair<...> std::unordered_map<...>::emplace<int&>(int&)"
+// gives "std::unordered_map<...>::emplace<int&>(int&)".
+func withoutReturnType(fn string) string {
+	start, _ := qualifiedSpan(fn)
+	return fn[start:]
+}
+
+// qualifiedSpan returns where the qualified name of fn starts and ends.
+func qualifiedSpan(fn string) (start, end int) {
 	depth := 0
-	end := len(fn)
-	start := 0
+	end = len(fn)
 	opEnd := -1 // index just past the last "operator..." token
 	for i := 0; i < len(fn); i++ {
 		if strings.HasPrefix(fn[i:], "(anonymous namespace)") {
@@ -147,9 +160,9 @@ func qualifiedName(fn string) string {
 		}
 	}
 	if start >= end {
-		return fn
+		return 0, len(fn)
 	}
-	return fn[start:end]
+	return start, end
 }
 
 // frameFilter is a compiled list of patterns.

@@ -22,7 +22,7 @@ func mdCell(s string) string {
 
 // siteCell prints a frame as <code>function</code> file:line.
 func siteCell(f Frame) string {
-	fn := "<code>" + mdCell(foldTemplates(f.Function)) + "</code>"
+	fn := "<code>" + mdCell(shortName(f.Function)) + "</code>"
 	switch {
 	case f.File != "" && f.Line > 0:
 		return fmt.Sprintf("%s %s:%d", fn, mdCell(f.File), f.Line)

@@ -162,7 +162,8 @@ func (t *textWriter) diffTable(d *Diff, opts RenderOptions, indent string) {
 }
 
 // stack writes the lines under a site: its library frames on one line
-// ("via N library frames: innermost … outermost"), then its callers.
+// ("via N library frames: innermost … outermost", names only), then its
+// callers.
 func (t *textWriter) stack(lead string, lib, stack []Frame, maxFrames int) {
 	switch len(lib) {
 	case 0:
@@ -170,7 +171,7 @@ func (t *textWriter) stack(lead string, lib, stack []Frame, maxFrames int) {
 		t.printf("%s  %s\n", lead, t.style("via "+shortFrame(lib[0]), ansiDim))
 	default:
 		t.printf("%s  %s\n", lead, t.style(fmt.Sprintf("via %d library frames: %s … %s", len(lib),
-			shortFrame(lib[0]), shortFrame(lib[len(lib)-1])), ansiDim))
+			briefName(lib[0].Function), briefName(lib[len(lib)-1].Function)), ansiDim))
 	}
 	if len(stack) == 0 {
 		return

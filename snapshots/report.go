@@ -115,11 +115,19 @@ func FrameString(f Frame) string {
 	return f.Function
 }
 
-// shortFrame is FrameString with C++ template arguments folded to "<…>".
+// shortFrame is FrameString with C++ template arguments folded to "<…>"
+// and no return type.
 func shortFrame(f Frame) string {
-	f.Function = foldTemplates(f.Function)
+	f.Function = shortName(f.Function)
 	return FrameString(f)
 }
+
+// shortName is a function name as the renderers show it in tables.
+func shortName(fn string) string { return foldTemplates(withoutReturnType(fn)) }
+
+// briefName is a function name without return type, parameters and
+// template arguments, for the one-line summary of library frames.
+func briefName(fn string) string { return foldTemplates(qualifiedName(fn)) }
 
 // foldTemplates replaces the arguments of every outermost template with "…":
 // "std::vector<int, std::allocator<int> >::push_back(int const&)" gives
