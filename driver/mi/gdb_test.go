@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -195,6 +196,7 @@ func TestGDBStartFailures(t *testing.T) {
 
 func TestGDBCloseLeavesNothing(t *testing.T) {
 	testenv.NoLeftovers(t)
+	goroutines := runtime.NumGoroutine()
 	// Without mi-async gdb does not read -gdb-exit while the target runs:
 	// Close kills it after the grace period.
 	c := startGDB(t, mi.Options{CloseGrace: 300 * time.Millisecond})
@@ -219,6 +221,10 @@ func TestGDBCloseLeavesNothing(t *testing.T) {
 	}
 	if left := testenv.Descendants(); len(left) != 0 {
 		t.Errorf("left behind: %v", left)
+	}
+	if n := runtime.NumGoroutine(); n > goroutines {
+		buf := make([]byte, 1<<16)
+		t.Errorf("%d goroutines after Close, %d before:\n%s", n, goroutines, buf[:runtime.Stack(buf, true)])
 	}
 }
 

@@ -175,12 +175,13 @@ func (p *parser) element(prev []Field, inTuple bool) (Field, error) {
 	return Field{Name: name, Value: v}, nil
 }
 
-// word reads a variable or class name: everything up to a delimiter.
+// word reads a variable or class name: everything up to a delimiter, a
+// blank or a control character.
 func (p *parser) word() string {
 	start := p.pos
 	for p.pos < len(p.buf) {
-		switch p.buf[p.pos] {
-		case '=', ',', '{', '}', '[', ']', '"', ' ', '\t':
+		switch c := p.buf[p.pos]; {
+		case c <= ' ', c == 0x7f, c == '=', c == ',', c == '{', c == '}', c == '[', c == ']', c == '"':
 			return string(p.buf[start:p.pos])
 		}
 		p.pos++
