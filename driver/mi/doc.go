@@ -56,16 +56,19 @@
 // protocol and that gdbserver (valgrind and vgdb talk through FIFOs named
 // after --vgdb-prefix). gdb runs vgdb as a pipe:
 //
-//	-target-select remote "| vgdb --vgdb-prefix=/tmp/run/vgdb --pid=4242"
+//	-target-select remote | vgdb --vgdb-prefix=/tmp/run/vgdb --pid=4242
 //
-// Arguments reach gdb as given, so the quotes matter: the whole pipe
-// command is one argument. From then on breakpoints and stops work as with
-// any remote target, and `monitor CMD` (-interpreter-exec console "monitor
-// CMD") sends CMD to valgrind's gdbserver. Massif's `monitor
-// detailed_snapshot FILE` writes a heap snapshot; its answer, and any error
-// such as "error: cannot take snapshot before execution has started",
-// arrives as target (@) stream text while the command's result is still
-// ^done, so callers must read Result.Target().
+// Send passes arguments as given, and here they must not be quoted:
+// -target-select hands its raw argument text to the CLI's `target` command,
+// which would take the quotes for part of the device name. gdb answers
+// ^connected, after a *stopped record without a reason for the stop where
+// valgrind waits. From then on breakpoints and stops work as with any
+// remote target, and `monitor CMD` (-interpreter-exec console "monitor
+// CMD", quoted with Quote) sends CMD to valgrind's gdbserver. Massif's
+// `monitor detailed_snapshot FILE` writes a heap snapshot and prints
+// nothing; an error such as "error: cannot take snapshot before execution
+// has started" arrives as target (@) stream text while the command's result
+// is still ^done, so callers must read Result.Target().
 //
 // # Processes and failure
 //
