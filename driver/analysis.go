@@ -2,83 +2,107 @@ package driver
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
 // analysis turns the stops' snapshots into run.json's diffs and suspects as
-// they arrive. It keeps one snapshot per breakpoint (the previous hit), never
-// every tree, so memory stays flat however many stops a run makes.
+// they arrive: one incremental snapshots.Series per breakpoint for the
+// between-hits diffs, and a within-call diff per hit/return pair. It holds
+// one summary per breakpoint, never every tree, so memory stays flat
+// however many stops a run makes.
 type analysis struct {
-	opts     snapshots.Options
-	prev     map[string]prevHit
-	diffs    []*snapshots.Diff
+	opts   snapshots.Options
+	series map[string]*snapshots.Series
+	order  []string // breakpoints in plan order
+	diffs  []*snapshots.Diff
+	// problems are diffs that could not be made (a snapshot without a
+	// tree), kept as events.
 	problems []string
-}
-
-type prevHit struct {
-	seq  int
-	snap *snapshots.Snapshot
 }
 
 func newAnalysis(plan *breakpoints.Plan) *analysis {
 	opts := snapshots.Options{
-		Depth:   plan.Report.Depth,
 		Library: plan.Report.LibraryFrames,
 		Ignore:  plan.Report.Ignore,
 	}
 	if g, err := snapshots.ParseGroupBy(plan.Report.GroupBy); err == nil {
 		opts.GroupBy = g
 	}
-	return &analysis{opts: opts, prev: make(map[string]prevHit)}
+	if opts.GroupBy == snapshots.GroupByStack {
+		opts.Depth = plan.Report.Depth
+	}
+	a := &analysis{opts: opts, series: make(map[string]*snapshots.Series)}
+	for _, bp := range plan.Breakpoints {
+		a.order = append(a.order, bp.Name)
+	}
+	return a
 }
 
 // addHit feeds the hit-phase snapshot of breakpoint bp taken at stop seq;
 // from the second hit on it adds a between-hits diff.
 func (a *analysis) addHit(bp string, seq int, snap *snapshots.Snapshot) {
-	if p, ok := a.prev[bp]; ok {
-		a.add("between-hits", bp, p.seq, p.snap, seq, snap)
+	s := a.series[bp]
+	if s == nil {
+		s = snapshots.NewSeries(bp, a.opts)
+		a.series[bp] = s
 	}
-	a.prev[bp] = prevHit{seq: seq, snap: snap}
+	d, err := s.Add(seq, snap)
+	if err != nil {
+		a.problems = append(a.problems, err.Error())
+		return
+	}
+	if d != nil {
+		a.diffs = append(a.diffs, d)
+	}
 }
 
 // addReturn adds the within-call diff of an around_call breakpoint.
 func (a *analysis) addReturn(bp string, hitSeq int, hit *snapshots.Snapshot, retSeq int, ret *snapshots.Snapshot) {
-	a.add("within-call", bp, hitSeq, hit, retSeq, ret)
-}
-
-func (a *analysis) add(kind, bp string, fromSeq int, from *snapshots.Snapshot, toSeq int, to *snapshots.Snapshot) {
-	d, err := snapshots.DiffSnapshots(from, to, a.opts)
+	d, err := snapshots.DiffSnapshots(hit, ret, a.opts)
 	if err != nil {
-		a.problems = append(a.problems, fmt.Sprintf("%s diff %d..%d of %q: %v", kind, fromSeq, toSeq, bp, err))
+		a.problems = append(a.problems, fmt.Sprintf("within-call diff %d..%d of %q: %v", hitSeq, retSeq, bp, err))
 		return
 	}
-	d.Kind, d.Breakpoint, d.FromSeq, d.ToSeq = kind, bp, fromSeq, toSeq
+	d.Kind, d.Breakpoint, d.FromSeq, d.ToSeq = "within-call", bp, hitSeq, retSeq
 	a.diffs = append(a.diffs, d)
 }
 
-// results returns run.json's diffs and suspects.
-func (a *analysis) results() (diffs, suspects []any) {
-	diffs = make([]any, 0, len(a.diffs))
-	for _, d := range a.diffs {
-		diffs = append(diffs, d)
+// report returns the analysis for the renderers and run.json.
+func (a *analysis) report(title string) *snapshots.Report {
+	var suspects []snapshots.Suspect
+	for _, name := range a.order {
+		if s := a.series[name]; s != nil {
+			suspects = append(suspects, s.Suspects()...)
+		}
 	}
-	return diffs, []any{}
+	snapshots.SortSuspects(suspects)
+	if suspects == nil {
+		suspects = []snapshots.Suspect{}
+	}
+	diffs := a.diffs
+	if diffs == nil {
+		diffs = []*snapshots.Diff{}
+	}
+	return &snapshots.Report{Title: title, Breakpoints: a.order, Diffs: diffs, Suspects: suspects}
 }
 
-// writeReport writes report.md.
-func (a *analysis) writeReport(path string, m *Manifest) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
+// gate applies the plan's report.fail_on limits to the suspects.
+func gate(limits breakpoints.FailOn, suspects []snapshots.Suspect) error {
+	var over []string
+	for _, s := range suspects {
+		switch {
+		case limits.GrowthPerHit > 0 && s.GrowthPerHit > limits.GrowthPerHit:
+			over = append(over, fmt.Sprintf("%s %s per hit at breakpoint %q", snapshots.FrameString(s.Frame),
+				snapshots.FormatDelta(s.GrowthPerHit), s.Breakpoint))
+		case limits.TotalGrowth > 0 && s.TotalGrowth > limits.TotalGrowth:
+			over = append(over, fmt.Sprintf("%s %s in total at breakpoint %q", snapshots.FrameString(s.Frame),
+				snapshots.FormatDelta(s.TotalGrowth), s.Breakpoint))
+		}
 	}
-	fmt.Fprintf(f, "# snapctl run: %s\n\nStatus: %s\n", m.Target.Argv[0], m.Status)
-	return f.Close()
-}
-
-// gate applies the plan's report.fail_on limits.
-func (a *analysis) gate(plan *breakpoints.Plan) error {
-	return nil
+	if over == nil {
+		return nil
+	}
+	return &LeakError{GrowthPerHit: limits.GrowthPerHit, TotalGrowth: limits.TotalGrowth, Suspects: over}
 }

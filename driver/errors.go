@@ -86,15 +86,15 @@ func (e *NeverHitError) Error() string {
 }
 
 // LeakError reports suspects growing faster than the plan's
-// report.fail_on.growth_per_hit.
+// report.fail_on limits.
 type LeakError struct {
-	Limit    int64    // bytes per hit
-	Suspects []string // "function (file:line) +N B/hit at breakpoint"
+	GrowthPerHit int64    // the limit per hit, 0 for none
+	TotalGrowth  int64    // the limit over the run, 0 for none
+	Suspects     []string // "handle_request (leak.c:20) +24 B per hit at breakpoint \"request\""
 }
 
 func (e *LeakError) Error() string {
-	return fmt.Sprintf("fail_on exceeded: %d site(s) grow faster than %d B per hit: %s",
-		len(e.Suspects), e.Limit, strings.Join(e.Suspects, "; "))
+	return fmt.Sprintf("fail_on exceeded by %d site(s): %s", len(e.Suspects), strings.Join(e.Suspects, "; "))
 }
 
 func quoteList(names []string) string {

@@ -19,6 +19,8 @@ type debugger interface {
 	Events() <-chan *mi.Record
 	// Done is closed when gdb has exited.
 	Done() <-chan struct{}
+	// Err says why gdb is gone, nil while it runs.
+	Err() error
 }
 
 // miMessage returns gdb's words for a failed command: the msg of an

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/snapctl/snapctl/snapshots"
 )
 
 // Schema is the value of run.json's "schema" field.
@@ -44,9 +46,12 @@ type Manifest struct {
 	Stops       []Stop              `json:"stops"`
 	// Events are stops that were not declared breakpoints: signals the
 	// target received, unexpected stops, stops that were abandoned.
-	Events   []Event `json:"events,omitempty"`
-	Diffs    []any   `json:"diffs"`
-	Suspects []any   `json:"suspects"`
+	Events []Event `json:"events,omitempty"`
+	// Diffs are the between-hits diffs of each breakpoint and the
+	// within-call diffs of around_call breakpoints, in the order made.
+	Diffs []*snapshots.Diff `json:"diffs"`
+	// Suspects are the sites that grew steadily, the fastest first.
+	Suspects []snapshots.Suspect `json:"suspects"`
 }
 
 // Target is run.json's "target".
@@ -192,10 +197,10 @@ func writeManifest(dir string, m *Manifest) error {
 		m.Stops = []Stop{}
 	}
 	if m.Diffs == nil {
-		m.Diffs = []any{}
+		m.Diffs = []*snapshots.Diff{}
 	}
 	if m.Suspects == nil {
-		m.Suspects = []any{}
+		m.Suspects = []snapshots.Suspect{}
 	}
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {

@@ -1,22 +1,91 @@
 package driver
 
 import (
+	"bufio"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 
 	"github.com/snapctl/snapctl/snapshots"
 )
 
-// WriteText prints the run's text report: the stops and the growing sites.
-func WriteText(w io.Writer, res *Result) error {
+// WriteText prints the run's report for the terminal: how the run ended,
+// the stops per breakpoint, then the suspects and diffs as the snapshots
+// package renders them.
+func WriteText(w io.Writer, res *Result, opts snapshots.RenderOptions) error {
+	bw := bufio.NewWriter(w)
 	m := res.Manifest
-	fmt.Fprintf(w, "snapctl run: %s (%s)\n", m.Target.Argv[0], m.Status)
+	fmt.Fprintf(bw, "snapctl run: %s\n", strings.Join(m.Target.Argv, " "))
+	fmt.Fprintf(bw, "status: %s%s\n", m.Status, exitNote(m))
 	for _, b := range m.Breakpoints {
-		fmt.Fprintf(w, "  breakpoint %s (%s): %d hits, %d snapshots\n", b.Name, b.Location, b.Hits, b.Snapshots)
+		fmt.Fprintf(bw, "breakpoint %s (%s): %s, %s\n", b.Name, b.Location, plural(b.Hits, "hit"), plural(b.Snapshots, "snapshot"))
 	}
-	for _, st := range m.Stops {
-		fmt.Fprintf(w, "  #%d %s hit %d %s: heap %s\n", st.Seq, st.Breakpoint, st.Hit, st.Phase, snapshots.FormatBytes(st.HeapBytes))
+	fmt.Fprintf(bw, "run directory: %s\n\n", res.Dir)
+	if err := bw.Flush(); err != nil {
+		return err
 	}
-	fmt.Fprintf(w, "run directory: %s\n", res.Dir)
-	return nil
+	if res.Report == nil {
+		return nil
+	}
+	return snapshots.RenderReportText(w, res.Report, opts)
+}
+
+// writeReport writes report.md: a summary of the run, then the analysis
+// rendered by the snapshots package.
+func writeReport(path string, res *Result) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(f)
+	m := res.Manifest
+	fmt.Fprintf(bw, "# snapctl run\n\n")
+	fmt.Fprintf(bw, "- Command: `%s`\n", strings.Join(m.Target.Argv, " "))
+	fmt.Fprintf(bw, "- Status: **%s**%s\n", m.Status, exitNote(m))
+	if m.Error != "" {
+		fmt.Fprintf(bw, "- Error: %s\n", m.Error)
+	}
+	fmt.Fprintf(bw, "- Stops: %d\n\n", len(m.Stops))
+	fmt.Fprintf(bw, "| Breakpoint | Location | Hits | Snapshots |\n|---|---|---:|---:|\n")
+	for _, b := range m.Breakpoints {
+		fmt.Fprintf(bw, "| %s | `%s` | %d | %d |\n", b.Name, b.Location, b.Hits, b.Snapshots)
+	}
+	fmt.Fprintln(bw)
+	if err := bw.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	if res.Report != nil {
+		r := *res.Report
+		r.Title = ""
+		if err := snapshots.RenderReportMarkdown(f, &r, snapshots.RenderOptions{MaxFrames: 12}); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
+}
+
+func exitNote(m *Manifest) string {
+	switch {
+	case m.Target.Signal != nil:
+		note := fmt.Sprintf(" (target killed by %s", *m.Target.Signal)
+		if c := m.Target.Crash; c != nil {
+			if f := userFrame(c.Backtrace); f != nil {
+				note += " in " + f.String()
+			}
+		}
+		return note + ")"
+	case m.Target.ExitCode != nil:
+		return fmt.Sprintf(" (target exit code %d)", *m.Target.ExitCode)
+	}
+	return ""
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/snapshots"
 )
 
 // Options configure one session. cmd/snapctl fills them from its flags.
@@ -69,6 +70,8 @@ type Result struct {
 	Dir      string    // absolute path of the run directory
 	Manifest *Manifest // run.json as written
 	Plan     *breakpoints.Plan
+	// Report is the analysis as the renderers take it.
+	Report *snapshots.Report
 }
 
 // Run runs one profiling session as the plan says and writes the run
@@ -88,7 +91,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	for _, w := range env.Warnings {
-		fmt.Fprintf(opts.Warn, "snapctl: warning: %s\n", w)
+		fmt.Fprintf(opts.Warn, "warning: %s\n", w)
 	}
 	tools := tools{valgrind: env.Valgrind, vgdb: env.Vgdb, gdb: env.Gdb}
 	binary, err := filepath.Abs(opts.Binary)
@@ -272,6 +275,11 @@ func (s *session) valgrindArgs() []string {
 		"--massif-out-file=" + filepath.Join(s.priv, "massif.out"),
 		"--log-file=" + filepath.Join(s.dir, valgrindLog),
 	}
+	// Without chasing, a block never crosses a call, so the pc that
+	// valgrind's gdbserver reports with a signal lies in the function
+	// that faulted: crash stacks start where the program died. A plan may
+	// turn chasing back on in valgrind.args, which come later.
+	args = append(args, "--vex-guest-chase=no")
 	args = append(args, s.plan.ValgrindArgs()...)
 	return append(args, s.argv...)
 }
@@ -451,11 +459,16 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	if err != nil {
 		s.m.Error = strings.SplitN(err.Error(), "\n", 2)[0]
 	}
-	s.m.Diffs, s.m.Suspects = s.an.results()
+	rep := s.an.report("snapctl run: " + strings.Join(s.argv, " "))
+	s.m.Diffs, s.m.Suspects = rep.Diffs, rep.Suspects
+	for _, p := range s.an.problems {
+		s.m.Events = append(s.m.Events, Event{Time: stamp(time.Now()), Kind: "analysis-error", Message: p})
+	}
+	res.Report = rep
 	if werr := writeManifest(s.dir, s.m); werr != nil {
 		return res, errors.Join(err, werr)
 	}
-	if werr := s.an.writeReport(filepath.Join(s.dir, reportFile), s.m); werr != nil {
+	if werr := writeReport(filepath.Join(s.dir, reportFile), res); werr != nil {
 		return res, errors.Join(err, werr)
 	}
 	if err != nil {
@@ -464,7 +477,7 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	if nh := s.neverHit(); nh != nil {
 		return res, nh
 	}
-	return res, s.an.gate(s.plan)
+	return res, gate(s.plan.Report.FailOn, rep.Suspects)
 }
 
 // neverHit reports the non-optional breakpoints without a single hit.

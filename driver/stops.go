@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/snapctl/snapctl/driver/mi"
@@ -45,19 +49,71 @@ func (s *session) loop(ctx context.Context) error {
 			if !ok {
 				return s.gdbGone()
 			}
+			if rec.Type == mi.TypeLog && lostTarget(rec.Text) {
+				return s.targetLost(rec.Text)
+			}
 			if rec.Type != mi.TypeExec || rec.Class != "stopped" {
 				continue
 			}
 			done, err := s.handleStop(ctx, rec)
-			if err != nil || done {
-				return err
+			if err != nil {
+				return s.explain(ctx, err)
+			}
+			if done {
+				return nil
 			}
 		}
 	}
 }
 
 func (s *session) gdbGone() error {
-	return &ToolError{Tool: "gdb", Msg: "exited during the run"}
+	return &ToolError{Tool: "gdb", Msg: "exited during the run", Err: s.gdb.Err()}
+}
+
+// lostTarget reports whether gdb's words mean that the connection to
+// valgrind's gdbserver is gone.
+func lostTarget(msg string) bool {
+	return strings.Contains(msg, "Remote connection closed") ||
+		strings.Contains(msg, "Remote communication error") ||
+		strings.Contains(msg, "The program is not being run")
+}
+
+// targetLost names the child that took the connection down: valgrind when
+// it was killed, else vgdb (valgrind still runs, or it ran the target to
+// its end once vgdb was gone).
+func (s *session) targetLost(what string) error {
+	select {
+	case <-s.vg.done:
+	case <-time.After(500 * time.Millisecond):
+	}
+	what = strings.TrimSpace(what)
+	if s.vg.exited() {
+		var ee *exec.ExitError
+		if errors.As(s.vg.err, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				return &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("was killed by %v during the run", ws.Signal()),
+					Tail: logTail(filepath.Join(s.dir, valgrindLog), 8)}
+			}
+		}
+	}
+	return &ToolError{Tool: "vgdb", Msg: fmt.Sprintf("the connection to valgrind was lost (gdb: %q); vgdb exited or was killed", what)}
+}
+
+// explain turns an error that ends the run into one that names its cause.
+func (s *session) explain(ctx context.Context, err error) error {
+	var te *ToolError
+	var me *mi.Error
+	switch {
+	case ctx.Err() != nil:
+		return context.Cause(ctx)
+	case errors.As(err, &te):
+		return err
+	case errors.Is(err, mi.ErrExited):
+		return &ToolError{Tool: "gdb", Msg: "exited during the run", Err: s.gdb.Err()}
+	case errors.As(err, &me) && lostTarget(me.Msg):
+		return s.targetLost(me.Msg)
+	}
+	return err
 }
 
 // handleStop deals with one *stopped record. It resumes the target unless
@@ -89,8 +145,8 @@ func (s *session) handleStop(ctx context.Context, rec *mi.Record) (done bool, er
 		sig := rec.String("signal-name")
 		s.m.Target.Signal = &sig
 		ce := &CrashError{Signal: sig}
-		if c := s.m.Target.Crash; c != nil && c.Signal == sig && len(c.Backtrace) > 0 {
-			ce.Frame = &c.Backtrace[0]
+		if c := s.m.Target.Crash; c != nil && c.Signal == sig {
+			ce.Frame = userFrame(c.Backtrace)
 		}
 		return true, ce
 	case "signal-received":
@@ -185,7 +241,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		// thread that valgrind does not schedule): give up this stop.
 		s.interrupt()
 		s.event(Event{Kind: "stop-abandoned", Thread: stop.Thread,
-			Message: fmt.Sprintf("breakpoint %q hit %d: the call did not return within %v", st.bp.Name, hit, timeout)})
+			Message: fmt.Sprintf("breakpoint %q hit %d: the call did not return within %v; stop abandoned", st.bp.Name, hit, timeout)})
 		return false, s.resume(ctx, st, hit)
 	}
 	if r := rec2.String("reason"); r != "function-finished" && r != "location-reached" {
@@ -382,22 +438,12 @@ func (s *session) interrupt() {
 // when the context ended or gdb is gone, else a recorded event and the run
 // goes on.
 func (s *session) stopFailed(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	if errors.Is(err, mi.ErrExited) {
-		return &ToolError{Tool: "gdb", Msg: "exited during the run", Err: err}
-	}
-	var te *ToolError
-	if errors.As(err, &te) {
-		return err
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
+	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		s.event(Event{Kind: "stop-abandoned", Message: err.Error()})
 		s.interrupt()
 		return s.cont(ctx)
 	}
-	return err
+	return s.explain(ctx, err)
 }
 
 func (s *session) addStop(st Stop) {
@@ -410,6 +456,19 @@ func (s *session) addStop(st Stop) {
 func (s *session) event(ev Event) {
 	ev.Time = stamp(time.Now())
 	s.m.Events = append(s.m.Events, ev)
+	switch ev.Kind {
+	case "stop-abandoned", "around-call-cut-short", "around-call-failed":
+		// Not prefixed "snapctl:": that line is kept for the one
+		// message that says how the run ended.
+		s.clearStatus()
+		fmt.Fprintf(s.opts.Warn, "warning: %s\n", ev.Message)
+	}
+}
+
+func (s *session) clearStatus() {
+	if s.status != nil {
+		s.status.clear()
+	}
 }
 
 func recFrame(rec *mi.Record) *Frame {
@@ -419,6 +478,28 @@ func recFrame(rec *mi.Record) *Frame {
 	}
 	f := frameOf(v)
 	return &f
+}
+
+// userFrame returns the innermost frame of the program's own code: the
+// first whose source file is on this machine (the C library's sources
+// usually are not), else the first with a file, else the first.
+func userFrame(frames []Frame) *Frame {
+	for i := range frames {
+		if f := frames[i].FullName; f != "" {
+			if _, err := os.Stat(f); err == nil {
+				return &frames[i]
+			}
+		}
+	}
+	for i := range frames {
+		if frames[i].File != "" {
+			return &frames[i]
+		}
+	}
+	if len(frames) > 0 {
+		return &frames[0]
+	}
+	return nil
 }
 
 // findThread returns the thread with gdb id id from threads, or a thread

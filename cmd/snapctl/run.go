@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snapctl/snapctl/driver"
+	"github.com/snapctl/snapctl/snapshots"
 )
 
 // runOptions are the flags and arguments of `snapctl run`.
@@ -133,6 +134,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 
 // printReport prints the run in the chosen format.
 func printReport(w io.Writer, format string, res *driver.Result) error {
+	color := isTerminal(w) && os.Getenv("NO_COLOR") == ""
 	switch format {
 	case "json":
 		data, err := os.ReadFile(filepath.Join(res.Dir, "run.json"))
@@ -149,7 +151,7 @@ func printReport(w io.Writer, format string, res *driver.Result) error {
 		_, err = w.Write(data)
 		return err
 	}
-	return driver.WriteText(w, res)
+	return driver.WriteText(w, res, snapshots.RenderOptions{Color: color, MaxSites: 10, MaxFrames: 8})
 }
 
 // runError is a run that wrote its run directory but did not succeed; the
