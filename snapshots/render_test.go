@@ -217,3 +217,21 @@ func TestRenderWriteError(t *testing.T) {
 type errWriter struct{}
 
 func (errWriter) Write([]byte) (int, error) { return 0, os.ErrClosed }
+
+func TestRenderDeltaTreeGolden(t *testing.T) {
+	for _, name := range []string{"taskpool", "threshold"} {
+		a, b := loadSnapshot(t, name+"/before.ms"), loadSnapshot(t, name+"/after.ms")
+		var out bytes.Buffer
+		if err := RenderDeltaTree(&out, DiffTree(a.Tree, b.Tree), TreeOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		checkAnalysisGolden(t, "tree-"+name+".txt", out.Bytes())
+	}
+	// Depth 1 shows the root's children only.
+	a, b := loadSnapshot(t, "growth/hit-1.ms"), loadSnapshot(t, "growth/hit-3.ms")
+	var out bytes.Buffer
+	if err := RenderDeltaTree(&out, DiffTree(a.Tree, b.Tree), TreeOptions{MaxDepth: 1}); err != nil {
+		t.Fatal(err)
+	}
+	checkAnalysisGolden(t, "tree-growth-depth1.txt", out.Bytes())
+}

@@ -22,6 +22,7 @@ type diffOptions struct {
 	unchanged        bool
 	top              int
 	frames           int
+	tree             bool
 }
 
 func newDiffCmd() *cobra.Command {
@@ -71,6 +72,7 @@ stack has a matching frame; --focus keeps only those whose stack has one.`,
 	f.BoolVar(&opts.unchanged, "unchanged", false, "list the sites whose bytes did not change too")
 	f.IntVar(&opts.top, "top", 0, "show at most `N` sites, the largest changes (0: all)")
 	f.IntVar(&opts.frames, "frames", 8, "show at most `N` callers per stack in text and markdown (0: all)")
+	f.BoolVar(&opts.tree, "tree", false, "print the tree of signed deltas, frame by frame, instead of the sites (text only; --depth limits its depth)")
 	return cmd
 }
 
@@ -83,6 +85,9 @@ func (o *diffOptions) analysis() (snapshots.Options, snapshots.Format, error) {
 	group, err := snapshots.ParseGroupBy(o.groupBy)
 	if err != nil {
 		return snapshots.Options{}, "", usageError{fmt.Errorf("--group-by: %w", err)}
+	}
+	if o.tree && format != snapshots.FormatText {
+		return snapshots.Options{}, "", usageError{fmt.Errorf("--tree prints text only, not %s", format)}
 	}
 	if o.depth < 0 || o.top < 0 || o.frames < 0 {
 		return snapshots.Options{}, "", usageError{fmt.Errorf("--depth, --top and --frames take a count, not a negative number")}
@@ -110,6 +115,11 @@ func runDiffCmd(w io.Writer, specA, specB string, o *diffOptions, color bool) er
 	b, err := loadSnapshotSpec(specB)
 	if err != nil {
 		return err
+	}
+	if o.tree {
+		return snapshots.RenderDeltaTree(w, snapshots.DiffTree(a.snap.Tree, b.snap.Tree), snapshots.TreeOptions{
+			Color: color, MaxDepth: o.depth, Library: o.library, NoDefaultLibrary: o.noDefaultLibrary,
+		})
 	}
 	d, err := snapshots.DiffSnapshots(a.snap, b.snap, opts)
 	if err != nil {

@@ -186,3 +186,22 @@ func TestColorFor(t *testing.T) {
 		t.Error("colour for a terminal with NO_COLOR=1")
 	}
 }
+
+func TestDiffCommandTree(t *testing.T) {
+	out, err := snapctlDiff(t, "--tree", analysisFile("threshold/before.ms"), analysisFile("threshold/after.ms"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"+193.4 KiB  ├─ big_site (threshold.c:22)",
+		"  -2.0 KiB  │  └─ main (threshold.c:30)",
+		"    +200 B  └─ (below massif's threshold, 1 place)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := snapctlDiff(t, "--tree", "--format", "json", analysisFile("threshold/before.ms"), analysisFile("threshold/after.ms")); err == nil {
+		t.Error("--tree --format json succeeded")
+	}
+}
