@@ -80,7 +80,9 @@ func scriptInterpreter(shebang string) string {
 			if strings.HasPrefix(a, "-") {
 				continue
 			}
-			if p, err := exec.LookPath(a); err == nil {
+			// A PATH entry that is itself a script (a pyenv or asdf shim)
+			// is no better than the name.
+			if p, err := exec.LookPath(a); err == nil && !isScript(p) {
 				return p
 			}
 			return a
@@ -330,4 +332,16 @@ func hostMachine() string {
 		return machineName(m)
 	}
 	return runtime.GOARCH
+}
+
+// isScript reports whether the file at path starts with #!.
+func isScript(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, 2)
+	n, _ := io.ReadFull(f, head)
+	return n == 2 && string(head) == "#!"
 }

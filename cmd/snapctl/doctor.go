@@ -1,17 +1,240 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
 
+	"github.com/snapctl/snapctl/driver"
 	"github.com/spf13/cobra"
 )
 
+// doctorOptions are the flags and argument of `snapctl doctor`.
+type doctorOptions struct {
+	Gdb      string // --gdb
+	Valgrind string // --valgrind
+	Binary   string // the optional BINARY argument
+}
+
 func newDoctorCmd() *cobra.Command {
-	return &cobra.Command{
+	opts := &doctorOptions{}
+	cmd := &cobra.Command{
 		Use:   "doctor [BINARY]",
-		Short: "not yet",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("doctor: not yet")
+		Short: "Check that gdb, valgrind and a program are ready for snapctl",
+		Long: `doctor checks the environment snapctl needs and explains each problem it
+finds: gdb and valgrind (their versions), vgdb, whether ptrace is permitted
+(vgdb uses it to wake a program blocked in a system call), whether valgrind
+can run massif here and, given BINARY, whether it is a native program with
+debug info.
+
+Each line reads OK, WARN or FAIL. The exit code is non-zero when a check
+fails: 4 for a missing or unusable tool, 5 for a binary that cannot be
+profiled.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageError{fmt.Errorf("doctor takes at most one BINARY, got %d arguments", len(args))}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.Binary = args[0]
+			}
+			return runDoctor(cmd.Context(), cmd.OutOrStdout(), opts)
 		},
 	}
+	cmd.Flags().StringVar(&opts.Gdb, "gdb", "", "the gdb to check (default: gdb on PATH)")
+	cmd.Flags().StringVar(&opts.Valgrind, "valgrind", "", "the valgrind to check (default: valgrind on PATH; vgdb is looked for next to it)")
+	return cmd
+}
+
+// doctorError is returned when at least one check failed. It unwraps to
+// the failures, so the exit code follows the first typed one
+// (*driver.MissingToolError, *driver.BinaryError).
+type doctorError struct {
+	failed []error
+}
+
+func (e *doctorError) Error() string {
+	if len(e.failed) == 1 {
+		return "doctor: 1 check failed"
+	}
+	return fmt.Sprintf("doctor: %d checks failed", len(e.failed))
+}
+
+func (e *doctorError) Unwrap() []error { return e.failed }
+
+// checkState is the outcome of one check.
+type checkState string
+
+const (
+	checkOK   checkState = "OK"
+	checkWarn checkState = "WARN"
+	checkFail checkState = "FAIL"
+)
+
+// doctorReport prints one line per check and collects the failures.
+type doctorReport struct {
+	w      io.Writer
+	failed []error
+}
+
+// line prints a check's outcome; explanation lines follow, indented.
+func (r *doctorReport) line(state checkState, check, summary string, explain ...string) {
+	fmt.Fprintf(r.w, "%-4s  %-10s  %s\n", state, check, summary)
+	for _, e := range explain {
+		fmt.Fprintf(r.w, "%-4s  %-10s  %s\n", "", "", e)
+	}
+}
+
+func (r *doctorReport) fail(check, summary string, err error, explain ...string) {
+	r.failed = append(r.failed, err)
+	r.line(checkFail, check, summary, explain...)
+}
+
+// toolFailure prints a *driver.MissingToolError as a FAIL line.
+func (r *doctorReport) toolFailure(check string, err error) {
+	var me *driver.MissingToolError
+	if errors.As(err, &me) {
+		r.fail(check, me.Reason, err, fmt.Sprintf("install it with: sudo apt-get install %s", me.Package))
+		return
+	}
+	r.fail(check, err.Error(), err)
+}
+
+// runDoctor runs every check and prints the outcome to w.
+func runDoctor(ctx context.Context, w io.Writer, opts *doctorOptions) error {
+	r := &doctorReport{w: w}
+
+	if gdb, err := driver.FindTool("gdb", opts.Gdb); err != nil {
+		r.toolFailure("gdb", err)
+	} else if v, err := driver.ToolVersion(ctx, "gdb", gdb); err != nil {
+		r.toolFailure("gdb", err)
+	} else {
+		r.line(checkOK, "gdb", fmt.Sprintf("%s (%s)", v, gdb))
+	}
+
+	valgrind, err := driver.FindTool("valgrind", opts.Valgrind)
+	if err != nil {
+		r.toolFailure("valgrind", err)
+		r.fail("vgdb", "not checked: valgrind is missing", err, "vgdb comes with valgrind: sudo apt-get install valgrind")
+	} else {
+		if v, err := driver.ToolVersion(ctx, "valgrind", valgrind); err != nil {
+			r.toolFailure("valgrind", err)
+		} else {
+			r.line(checkOK, "valgrind", fmt.Sprintf("%s (%s)", v, valgrind))
+			checkMassif(ctx, r, valgrind)
+		}
+		if vgdb, err := driver.FindVgdb(valgrind); err != nil {
+			r.toolFailure("vgdb", err)
+		} else {
+			r.line(checkOK, "vgdb", vgdb)
+		}
+	}
+
+	if p := driver.CheckPtrace(); p.Allowed() {
+		r.line(checkOK, "ptrace", p.String())
+	} else {
+		r.line(checkWarn, "ptrace", p.String(), wrap(p.Problem(), 72)...)
+	}
+
+	if opts.Binary != "" {
+		checkBinary(r, opts.Binary)
+	}
+
+	if len(r.failed) > 0 {
+		return &doctorError{failed: r.failed}
+	}
+	return nil
+}
+
+// checkMassif runs a trivial program under massif: valgrind may be
+// installed and still unable to run here (no massif tool, a kernel or
+// container it does not support).
+func checkMassif(ctx context.Context, r *doctorReport, valgrind string) {
+	dir, err := os.MkdirTemp("", "snapctl-doctor-")
+	if err != nil {
+		r.fail("massif", "cannot create a temporary directory", err, err.Error())
+		return
+	}
+	defer os.RemoveAll(dir)
+	prog, err := exec.LookPath("true")
+	if err != nil {
+		r.line(checkWarn, "massif", "not checked: no `true` program on PATH to run under it")
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, valgrind, "--tool=massif", "--massif-out-file="+filepath.Join(dir, "massif.out"), "-q", prog)
+	cmd.WaitDelay = 2 * time.Second
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		explain := []string{fmt.Sprintf("valgrind --tool=massif %s: %v", prog, err)}
+		for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			if l != "" && len(explain) < 6 {
+				explain = append(explain, l)
+			}
+		}
+		r.fail("massif", "valgrind cannot run massif here", fmt.Errorf("valgrind cannot run massif: %w", err), explain...)
+		return
+	}
+	r.line(checkOK, "massif", "valgrind runs a program under massif")
+}
+
+// checkBinary prints what snapctl needs to know about the target binary.
+func checkBinary(r *doctorReport, path string) {
+	info, err := driver.InspectBinary(path)
+	if err != nil {
+		var be *driver.BinaryError
+		if errors.As(err, &be) {
+			r.fail("binary", be.Path, err, wrap(strings.TrimPrefix(be.Error(), "binary "+be.Path+" "), 72)...)
+			return
+		}
+		r.fail("binary", path, err, err.Error())
+		return
+	}
+	r.line(checkOK, "binary", fmt.Sprintf("%s: ELF %s %s", info.Path, info.Machine, info.Kind))
+	switch {
+	case len(info.Warnings) > 0:
+		for _, w := range info.Warnings {
+			summary, explain, _ := strings.Cut(w, ": ")
+			check := "debug info"
+			if strings.Contains(summary, "stripped") {
+				check = "symbols"
+			}
+			r.line(checkWarn, check, strings.TrimPrefix(summary, path+" "), wrap(explain, 72)...)
+		}
+	case info.DebugFile != "":
+		r.line(checkOK, "debug info", "in "+info.DebugFile)
+	default:
+		r.line(checkOK, "debug info", "DWARF with line tables")
+	}
+}
+
+// wrap breaks text into lines of at most width characters at spaces.
+func wrap(text string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(text) {
+		if line != "" && len(line)+1+len(word) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += word
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
 }
