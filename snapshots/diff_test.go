@@ -2,6 +2,8 @@ package snapshots
 
 import (
 	"errors"
+	"io"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -330,5 +332,74 @@ func TestDiffNeedsTrees(t *testing.T) {
 	}
 	if _, err := DiffSnapshots(b, nil, Options{}); !errors.Is(err, ErrNoTree) {
 		t.Errorf("DiffSnapshots with nil: %v, want ErrNoTree", err)
+	}
+}
+
+// randomTree builds an arbitrary tree, consistent or not: bytes that do
+// not add up, negative bytes, buckets anywhere, nil children, repeated
+// frames.
+func randomTree(r *rand.Rand, depth int) *Node {
+	frames := []Frame{
+		{Function: "main", File: "m.c", Line: 1},
+		{Function: "f", File: "m.c", Line: 2},
+		{Function: "std::vector<int>::push_back(int const&)", File: "stl_vector.h", Line: 3},
+		{Function: "operator new(unsigned long)", Object: "/usr/lib/libstdc++.so.6"},
+		{Function: "???"},
+		{Function: "_dl_allocate_tls", File: "dl-tls.c", Line: 4},
+	}
+	n := &Node{Bytes: r.Int64N(200) - 20, Frame: frames[r.IntN(len(frames))]}
+	if depth > 0 {
+		for i := r.IntN(4); i > 0; i-- {
+			switch r.IntN(8) {
+			case 0:
+				n.Children = append(n.Children, &Node{Below: true, Places: 2, Bytes: r.Int64N(50)})
+			case 1:
+				n.Children = append(n.Children, nil)
+			default:
+				n.Children = append(n.Children, randomTree(r, depth-1))
+			}
+		}
+	}
+	return n
+}
+
+// Whatever the trees, diffing never panics and the bytes are conserved:
+// sites, below-threshold buckets and filtered allocations make up the
+// change of the trees' totals.
+func TestDiffConservesBytes(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	optsList := []Options{
+		{},
+		{GroupBy: GroupByFunction},
+		{GroupBy: GroupByStack, Depth: 2},
+		{Ignore: []string{"_dl_allocate_tls"}, Focus: []string{"main"}},
+		{NoDefaultLibrary: true},
+	}
+	for i := 0; i < 300; i++ {
+		ta, tb := randomTree(r, 5), randomTree(r, 5)
+		a := &Snapshot{Tree: ta, HeapBytes: ta.Bytes}
+		b := &Snapshot{Tree: tb, HeapBytes: tb.Bytes}
+		for _, opts := range optsList {
+			opts.Unchanged = true
+			d := mustDiff(t, a, b, opts)
+			var sum int64
+			for _, s := range d.Sites {
+				sum += s.Delta
+				if s.Delta != s.After-s.Before || len(s.Stack) == 0 {
+					t.Fatalf("bad row %+v", s)
+				}
+			}
+			if sum != d.SitesDeltaBytes || sum+d.BelowThresholdDeltaBytes+d.FilteredDeltaBytes != d.DeltaBytes {
+				t.Fatalf("tree %d, %+v: sites %d (listed %d) + below %d + filtered %d != delta %d", i, opts,
+					d.SitesDeltaBytes, sum, d.BelowThresholdDeltaBytes, d.FilteredDeltaBytes, d.DeltaBytes)
+			}
+		}
+		dt := DiffTree(ta, tb)
+		if dt.Bytes != tb.Bytes-ta.Bytes {
+			t.Fatalf("delta tree root %d, want %d", dt.Bytes, tb.Bytes-ta.Bytes)
+		}
+		if err := RenderDeltaTree(io.Discard, dt, TreeOptions{MaxDepth: 3}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

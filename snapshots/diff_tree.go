@@ -77,12 +77,18 @@ func mergeDelta(as, bs []*Node) *Node {
 	}
 	for _, n := range as {
 		for _, c := range n.Children {
+			if c == nil {
+				continue
+			}
 			p := group(keyOfNode(c))
 			p.as = append(p.as, c)
 		}
 	}
 	for _, n := range bs {
 		for _, c := range n.Children {
+			if c == nil {
+				continue
+			}
 			p := group(keyOfNode(c))
 			p.bs = append(p.bs, c)
 		}

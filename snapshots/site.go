@@ -239,11 +239,9 @@ func (an *analyzer) summarize(tree *Node, heapBytes int64) *summary {
 	}
 	sum.treeBytes = tree.Bytes
 	w := &walker{an: an, sum: sum}
-	w.children(tree, -1, false, false)
-	// A root with no children but bytes (a truncated tree) has no site.
-	if len(tree.Children) == 0 && tree.Bytes != 0 {
-		sum.belowBytes += tree.Bytes
-	}
+	// Bytes of the root that its children do not account for (a truncated
+	// or inconsistent tree) belong to no site.
+	sum.belowBytes += tree.Bytes - w.children(tree, -1, false, false)
 	return sum
 }
 
@@ -253,6 +251,9 @@ func (an *analyzer) summarize(tree *Node, heapBytes int64) *summary {
 func (w *walker) children(n *Node, site int, ignored, focused bool) int64 {
 	var sum int64
 	for _, c := range n.Children {
+		if c == nil {
+			continue
+		}
 		sum += c.Bytes
 		if c.Below {
 			w.bucket(c, site, ignored, focused)
@@ -290,26 +291,16 @@ func (w *walker) node(n *Node, site int, ignored, focused bool) {
 
 	var childBytes int64
 	for _, c := range n.Children {
-		if !c.Below {
+		if c != nil {
 			childBytes += c.Bytes
 		}
 	}
-	if self := n.Bytes - childBytes - belowBytes(n); self != 0 {
+	if self := n.Bytes - childBytes; self != 0 {
 		w.emit(site, self, ignored, focused)
 	}
 	w.children(n, site, ignored, focused)
 	w.path = w.path[:len(w.path)-1]
 	w.key = w.key[:len(w.key)-4]
-}
-
-func belowBytes(n *Node) int64 {
-	var b int64
-	for _, c := range n.Children {
-		if c.Below {
-			b += c.Bytes
-		}
-	}
-	return b
 }
 
 // emit adds bytes allocated along the current path.
