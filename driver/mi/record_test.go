@@ -138,6 +138,21 @@ func TestRecordTranscripts(t *testing.T) {
 		v.Wait(t)
 	})
 
+	t.Run("exits", func(t *testing.T) {
+		exit := fixture(t, "exit.c")
+		for _, arg := range []string{"10", "segv"} {
+			v := startValgrind(t, exit, arg)
+			r := newRecorder(t, "exit-"+arg+".mi", "exit.c "+arg+" under valgrind massif through vgdb: how the target's end looks.", mi.Options{Async: true})
+			r.send("-file-exec-and-symbols", exit)
+			r.send("-target-select", "remote", v.Target())
+			if stop := r.resume("-exec-continue"); stop.String("reason") == "signal-received" {
+				r.resume("-exec-continue")
+			}
+			r.save()
+			v.Wait(t)
+		}
+	})
+
 	t.Run("interrupt", func(t *testing.T) {
 		r := newRecorder(t, "interrupt.mi", "prog.c spin run natively with mi-async on, stopped by -exec-interrupt.", mi.Options{Async: true})
 		r.send("-file-exec-and-symbols", prog)

@@ -311,3 +311,36 @@ func TestTranscriptInterrupt(t *testing.T) {
 		t.Errorf("transcripts must say how they were recorded: %v", err)
 	}
 }
+
+// TestTranscriptExits pins how a target's end looks through vgdb: gdb
+// prints a non-zero exit code in octal ("012" for 10), and a fatal signal
+// first stops the target, then ends it.
+func TestTranscriptExits(t *testing.T) {
+	s := replaySession(t, "exit-10.mi")
+	stops := s.eventsOf(mi.TypeExec, "stopped")
+	end := stops[len(stops)-1]
+	if end.MI() != `*stopped,reason="exited",exit-code="012"` {
+		t.Errorf("exit 10: %s", end.MI())
+	}
+	if code, err := end.Int("exit-code"); err != nil || code != 10 {
+		t.Errorf("Int(exit-code) = %d, %v: want 10 (octal)", code, err)
+	}
+	if g := s.eventsOf(mi.TypeNotify, "thread-group-exited"); len(g) != 1 || g[0].String("exit-code") != "012" {
+		t.Errorf("thread-group-exited = %v", g)
+	}
+
+	s = replaySession(t, "exit-segv.mi")
+	stops = s.eventsOf(mi.TypeExec, "stopped")
+	if len(stops) != 3 {
+		t.Fatalf("%d stops, want connect, signal, end", len(stops))
+	}
+	if sig := stops[1]; sig.String("reason") != "signal-received" || sig.String("signal-name") != "SIGSEGV" || sig.String("frame.line") != "9" {
+		t.Errorf("signal stop = %s", sig.MI())
+	}
+	if end := stops[2]; end.MI() != `*stopped,reason="exited-signalled",signal-name="SIGSEGV",signal-meaning="Segmentation fault"` {
+		t.Errorf("end = %s", end.MI())
+	}
+	if g := s.eventsOf(mi.TypeNotify, "thread-group-exited"); len(g) != 1 || g[0].Get("exit-code") != nil {
+		t.Errorf("thread-group-exited = %v", g)
+	}
+}

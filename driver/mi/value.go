@@ -134,8 +134,9 @@ func (v *Value) String(path string) string {
 	return s
 }
 
-// Int returns the constant at path as an int. It accepts decimal and, with
-// a 0x prefix, hexadecimal text.
+// Int returns the constant at path as an int. It reads Go's integer
+// literal forms: decimal, 0x hexadecimal, and octal with a leading 0, which
+// is how gdb prints a target's exit code (exit-code="012" is 10).
 func (v *Value) Int(path string) (int, error) {
 	s, ok := v.Lookup(path)
 	if !ok {
