@@ -44,7 +44,6 @@ type Client struct {
 	readerDone chan struct{}
 	wg         sync.WaitGroup
 	closeOnce  sync.Once
-	closeErr   error
 	closeGrace time.Duration
 }
 
@@ -113,8 +112,9 @@ func (c *Client) startReader(r io.Reader) {
 // order gdb printed them: exec (*stopped, *running), status and notify
 // (=thread-created, =breakpoint-modified, ...) records, stream records
 // printed while no command was pending (for example the console text that
-// comes with a stop), results that answer no Send, and unparsed lines (a
-// native inferior's output). The channel is closed once gdb has gone and
+// comes with a stop), result records whose token this client never issued
+// (results of commands abandoned by their context are dropped), and
+// unparsed lines (a native inferior's output). The channel is closed once gdb has gone and
 // every record has been delivered, or at Close. Reading it is optional:
 // records queue without bound and nothing waits for them.
 func (c *Client) Events() <-chan *Record { return c.events }
@@ -393,7 +393,12 @@ func (c *Client) finish(err *ExitError) {
 // Close ends the session: it sends -gdb-exit, waits a grace period for gdb
 // to exit, then kills gdb's process group (gdb and what it started, such as
 // vgdb). It returns when gdb and every goroutine of the client have ended.
-// Calling it again returns the first call's result.
+// It always returns nil; Err tells how gdb ended. Calling it again does
+// nothing.
+//
+// Close does not end the debugged program when gdb does not: a valgrind
+// reached through vgdb keeps running after gdb exits, and its owner must
+// end it.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
@@ -427,7 +432,7 @@ func (c *Client) Close() error {
 		}
 		c.finish(&ExitError{})
 	})
-	return c.closeErr
+	return nil
 }
 
 // tracer writes every line exchanged with gdb to a writer, commands
