@@ -142,7 +142,7 @@ func runDoctor(ctx context.Context, w io.Writer, opts *doctorOptions) error {
 	if p := driver.CheckPtrace(); p.Allowed() {
 		r.line(checkOK, "ptrace", p.String())
 	} else {
-		r.line(checkWarn, "ptrace", p.String(), wrap(p.Problem(), 72)...)
+		r.line(checkWarn, "ptrace", p.String(), clauses(p.Problem())...)
 	}
 
 	if opts.Binary != "" {
@@ -195,7 +195,7 @@ func checkBinary(r *doctorReport, path string) {
 	if err != nil {
 		var be *driver.BinaryError
 		if errors.As(err, &be) {
-			r.fail("binary", be.Path, err, wrap(strings.TrimPrefix(be.Error(), "binary "+be.Path+" "), 72)...)
+			r.fail("binary", be.Path, err, clauses(strings.TrimPrefix(be.Error(), "binary "+be.Path+" "))...)
 			return
 		}
 		r.fail("binary", path, err, err.Error())
@@ -210,7 +210,7 @@ func checkBinary(r *doctorReport, path string) {
 			if strings.Contains(summary, "stripped") {
 				check = "symbols"
 			}
-			r.line(checkWarn, check, strings.TrimPrefix(summary, path+" "), wrap(explain, 72)...)
+			r.line(checkWarn, check, strings.TrimPrefix(summary, path+" "), clauses(explain)...)
 		}
 	case info.DebugFile != "":
 		r.line(checkOK, "debug info", "in "+info.DebugFile)
@@ -219,22 +219,14 @@ func checkBinary(r *doctorReport, path string) {
 	}
 }
 
-// wrap breaks text into lines of at most width characters at spaces.
-func wrap(text string, width int) []string {
+// clauses splits an explanation into its clauses, one per line, so long
+// messages stay readable without breaking paths or commands.
+func clauses(text string) []string {
 	var lines []string
-	line := ""
-	for _, word := range strings.Fields(text) {
-		if line != "" && len(line)+1+len(word) > width {
-			lines = append(lines, line)
-			line = ""
+	for _, c := range strings.Split(text, "; ") {
+		if c = strings.TrimSpace(c); c != "" {
+			lines = append(lines, c)
 		}
-		if line != "" {
-			line += " "
-		}
-		line += word
-	}
-	if line != "" {
-		lines = append(lines, line)
 	}
 	return lines
 }

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/snapctl/snapctl/driver"
+	"github.com/snapctl/snapctl/internal/testenv"
+)
+
+// runDoctorCmd runs `snapctl doctor args...` and returns its output split
+// into lines, and its error.
+func runDoctorCmd(t *testing.T, args ...string) ([]string, error) {
+	t.Helper()
+	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
+	testenv.NoLeftovers(t)
+	root := newRootCmd("dev")
+	var out, stderr bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&stderr)
+	root.SetArgs(append([]string{"doctor"}, args...))
+	err := root.ExecuteContext(context.Background())
+	if stderr.Len() > 0 {
+		t.Errorf("doctor wrote to stderr: %q", stderr.String())
+	}
+	return strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n"), err
+}
+
+// doctorProgram compiles a trivial C program with extra compiler flags.
+func doctorProgram(t *testing.T, flags ...string) string {
+	t.Helper()
+	src := filepath.Join(t.TempDir(), "prog.c")
+	if err := os.WriteFile(src, []byte("int main(void) { return 0; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return testenv.Build(t, src, flags...)
+}
+
+// checkToolLines checks the lines for gdb, valgrind, massif, vgdb and
+// ptrace, which depend on the machine, by their beginnings.
+func checkToolLines(t *testing.T, lines []string) {
+	t.Helper()
+	prefixes := []string{
+		"OK    gdb         GNU gdb ",
+		"OK    valgrind    valgrind-3.",
+		"OK    massif      valgrind runs a program under massif",
+		"OK    vgdb        /",
+		"ptrace      ",
+	}
+	if len(lines) < len(prefixes) {
+		t.Fatalf("doctor printed %d lines, want at least %d:\n%s", len(lines), len(prefixes), strings.Join(lines, "\n"))
+	}
+	for i, p := range prefixes {
+		if !strings.HasPrefix(strings.TrimPrefix(strings.TrimPrefix(lines[i], "OK    "), "WARN  "), strings.TrimPrefix(p, "OK    ")) {
+			t.Errorf("line %d = %q, want it to start with %q", i+1, lines[i], p)
+		}
+	}
+}
+
+// binaryLines returns the lines after the tool and ptrace checks, whose
+// explanations (indented) follow the ptrace line when ptrace is limited.
+func binaryLines(lines []string) []string {
+	for i, l := range lines {
+		if strings.Contains(l, "  binary  ") {
+			return lines[i:]
+		}
+	}
+	return nil
+}
+
+func TestDoctorGoodBinary(t *testing.T) {
+	bin := doctorProgram(t)
+	lines, err := runDoctorCmd(t, bin)
+	if err != nil {
+		t.Fatalf("doctor on a good binary: %v\n%s", err, strings.Join(lines, "\n"))
+	}
+	checkToolLines(t, lines)
+	want := []string{
+		"OK    binary      " + bin + ": ELF x86-64 position-independent executable",
+		"OK    debug info  DWARF with line tables",
+	}
+	if diff := cmp.Diff(want, binaryLines(lines)); diff != "" {
+		t.Errorf("binary lines (-want +got):\n%s", diff)
+	}
+}
+
+func TestDoctorWithoutBinary(t *testing.T) {
+	lines, err := runDoctorCmd(t)
+	if err != nil {
+		t.Fatalf("doctor: %v\n%s", err, strings.Join(lines, "\n"))
+	}
+	checkToolLines(t, lines)
+	if got := binaryLines(lines); got != nil {
+		t.Errorf("binary lines without a binary: %q", got)
+	}
+}
+
+func TestDoctorNoDebugInfo(t *testing.T) {
+	bin := doctorProgram(t, "-g0")
+	lines, err := runDoctorCmd(t, bin)
+	if err != nil {
+		t.Fatalf("a binary without debug info is a warning, not a failure: %v", err)
+	}
+	want := []string{
+		"OK    binary      " + bin + ": ELF x86-64 position-independent executable",
+		"WARN  debug info  has no debug info",
+		"                  gdb cannot resolve file:line breakpoints and reports show no source lines",
+		"                  rebuild it with -g (and -O0 for exact lines)",
+	}
+	if diff := cmp.Diff(want, binaryLines(lines)); diff != "" {
+		t.Errorf("binary lines (-want +got):\n%s", diff)
+	}
+}
+
+func TestDoctorMissingGdb(t *testing.T) {
+	lines, err := runDoctorCmd(t, "--gdb", "/nonexistent/gdb")
+	want := []string{
+		"FAIL  gdb         not found at /nonexistent/gdb",
+		"                  install it with: sudo apt-get install gdb",
+	}
+	if diff := cmp.Diff(want, lines[:2]); diff != "" {
+		t.Errorf("gdb lines (-want +got):\n%s", diff)
+	}
+	var me *driver.MissingToolError
+	if !errors.As(err, &me) || me.Tool != "gdb" {
+		t.Fatalf("doctor error %v does not hold a *MissingToolError for gdb", err)
+	}
+	if got, want := err.Error(), "doctor: 1 check failed"; got != want {
+		t.Errorf("error = %q, want %q", got, want)
+	}
+	if code, _ := describe(err); code != exitEnvironment {
+		t.Errorf("exit code %d, want %d", code, exitEnvironment)
+	}
+}
+
+func TestDoctorValgrindIsADirectory(t *testing.T) {
+	dir := t.TempDir()
+	lines, err := runDoctorCmd(t, "--valgrind", dir)
+	want := []string{
+		"FAIL  valgrind    not found at " + dir + ": it is a directory",
+		"                  install it with: sudo apt-get install valgrind",
+		"FAIL  vgdb        not checked: valgrind is missing",
+		"                  vgdb comes with valgrind: sudo apt-get install valgrind",
+	}
+	if len(lines) < 5 {
+		t.Fatalf("doctor printed:\n%s", strings.Join(lines, "\n"))
+	}
+	if diff := cmp.Diff(want, lines[1:5]); diff != "" {
+		t.Errorf("valgrind lines (-want +got):\n%s", diff)
+	}
+	if got, want := err.Error(), "doctor: 2 checks failed"; got != want {
+		t.Errorf("error = %q, want %q", got, want)
+	}
+}
+
+func TestDoctorScript(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "tool.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho hi\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lines, err := runDoctorCmd(t, script)
+	want := []string{
+		"FAIL  binary      " + script,
+		"                  is a script (#!/bin/sh), not a compiled program: valgrind and gdb need the native program that runs it",
+		"                  profile the interpreter instead, e.g. snapctl run PLAN /bin/sh " + script,
+	}
+	if diff := cmp.Diff(want, binaryLines(lines)); diff != "" {
+		t.Errorf("binary lines (-want +got):\n%s", diff)
+	}
+	var be *driver.BinaryError
+	if !errors.As(err, &be) || be.Problem != driver.BinaryScript {
+		t.Fatalf("doctor error %v does not hold a *BinaryError for a script", err)
+	}
+	if code, _ := describe(err); code != exitInput {
+		t.Errorf("exit code %d, want %d", code, exitInput)
+	}
+}
+
+func TestDoctorNotExecutable(t *testing.T) {
+	data, err := os.ReadFile(doctorProgram(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "prog")
+	if err := os.WriteFile(bin, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lines, err := runDoctorCmd(t, bin)
+	want := []string{
+		"FAIL  binary      " + bin,
+		"                  is not executable (chmod +x " + bin + ")",
+	}
+	if diff := cmp.Diff(want, binaryLines(lines)); diff != "" {
+		t.Errorf("binary lines (-want +got):\n%s", diff)
+	}
+	var be *driver.BinaryError
+	if !errors.As(err, &be) || be.Problem != driver.BinaryNotExecutable {
+		t.Fatalf("doctor error %v does not hold a *BinaryError", err)
+	}
+}
+
+func TestDoctorTooManyArguments(t *testing.T) {
+	root := newRootCmd("dev")
+	root.SetOut(&bytes.Buffer{})
+	root.SetErr(&bytes.Buffer{})
+	root.SetArgs([]string{"doctor", "a", "b"})
+	err := root.Execute()
+	if code, msg := describe(err); code != exitUsage || msg != "doctor takes at most one BINARY, got 2 arguments (see 'snapctl help')" {
+		t.Errorf("describe(%v) = %d, %q", err, code, msg)
+	}
+}
