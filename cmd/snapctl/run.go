@@ -30,7 +30,11 @@ type runOptions struct {
 	Args   []string
 }
 
-func newRunCmd() *cobra.Command {
+func newRunCmd() *cobra.Command { return newRunCmdWith(runRun) }
+
+// newRunCmdWith builds the command with the function that runs it, so the
+// flag parsing can be tested on its own.
+func newRunCmdWith(run func(*cobra.Command, *runOptions) error) *cobra.Command {
 	opts := &runOptions{}
 	cmd := &cobra.Command{
 		Use:   "run [flags] PLAN BINARY [ARGS...]",
@@ -51,7 +55,7 @@ plan.yaml, run.json, report.md, valgrind.log and snapshots/.`,
 			if err := opts.parseArgs(cmd, args); err != nil {
 				return err
 			}
-			return runRun(cmd, opts)
+			return run(cmd, opts)
 		},
 	}
 	// Stop at the first positional argument so the target's own flags

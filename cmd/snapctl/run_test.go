@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
+)
+
+// parseRun runs `snapctl run ARGS` with a runner that only captures the
+// options.
+func parseRun(t *testing.T, args ...string) (*runOptions, error) {
+	t.Helper()
+	var got *runOptions
+	root := newRootCmd("dev")
+	for _, c := range root.Commands() {
+		if c.Name() == "run" {
+			root.RemoveCommand(c)
+		}
+	}
+	root.AddCommand(newRunCmdWith(func(_ *cobra.Command, o *runOptions) error {
+		got = o
+		return nil
+	}))
+	root.SetOut(&bytes.Buffer{})
+	root.SetErr(&bytes.Buffer{})
+	root.SetArgs(append([]string{"run"}, args...))
+	err := root.Execute()
+	return got, err
+}
+
+func TestRunFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want runOptions
+	}{
+		{"plain", []string{"plan.yaml", "./bin"},
+			runOptions{Format: "text", Plan: "plan.yaml", Binary: "./bin", Args: []string{}}},
+		{"target flags pass through", []string{"--quiet", "plan.yaml", "./bin", "-v", "--out", "x"},
+			runOptions{Format: "text", Quiet: true, Plan: "plan.yaml", Binary: "./bin", Args: []string{"-v", "--out", "x"}}},
+		{"flags between plan and binary", []string{"plan.yaml", "--format", "json", "--timeout", "1m", "./bin", "a b"},
+			runOptions{Format: "json", Timeout: time.Minute, Plan: "plan.yaml", Binary: "./bin", Args: []string{"a b"}}},
+		{"dash dash", []string{"--out", "dir with space", "--force", "--trace", "--", "plan.yaml", "./bin", "--", "-x"},
+			runOptions{Out: "dir with space", Force: true, Trace: true, Format: "text", Plan: "plan.yaml", Binary: "./bin", Args: []string{"--", "-x"}}},
+		{"tools", []string{"--valgrind", "/opt/vg", "--gdb", "gdb-multiarch", "p", "b"},
+			runOptions{Format: "text", Valgrind: "/opt/vg", GDB: "gdb-multiarch", Plan: "p", Binary: "b", Args: []string{}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseRun(t, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, *got); diff != "" {
+				t.Errorf("options (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRunUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"plan.yaml"},
+		{"--format", "xml", "plan.yaml", "./bin"},
+		{"--no-such-flag", "plan.yaml", "./bin"},
+		{"--timeout", "-1s", "plan.yaml", "./bin"},
+	} {
+		_, err := parseRun(t, args...)
+		if code, _ := describe(err); code != exitUsage {
+			t.Errorf("run %q: exit code %d (%v), want %d", args, code, err, exitUsage)
+		}
+	}
+}
