@@ -182,7 +182,8 @@ type summary struct {
 type siteSum struct {
 	frame    Frame
 	library  []Frame
-	libBytes int64 // bytes of the call path library was taken from
+	libKey   string // the path key of library
+	libBytes int64  // the largest bytes emitted along library
 	bytes    int64
 	chains   map[string]*chainSum
 	// parents are the path keys of the tree nodes under which this site's
@@ -226,6 +227,7 @@ type walker struct {
 	sum  *summary
 	path []uint32 // frame ids from the root's child down
 	key  []byte   // path as 4 bytes per frame: the key of a tree position
+	kbuf []byte   // scratch for site keys
 }
 
 func (an *analyzer) summarize(tree *Node, heapBytes int64) *summary {
@@ -316,43 +318,50 @@ func (w *walker) emit(site int, bytes int64, ignored, focused bool) {
 	an := w.an
 	siteFrame := an.frames[w.path[site]]
 	keyEnd := site + 1 // path[:keyEnd] makes the key
-	var key string
+	// Keys are built in a reused buffer; map lookups with string(buf) do
+	// not allocate, so only a new site or call path costs an allocation.
+	kb := w.kbuf[:0]
 	switch an.opts.GroupBy {
 	case GroupByFunction:
 		f := Frame{Function: siteFrame.Function, File: siteFrame.File}
 		if f.File == "" {
 			f.Object = siteFrame.Object
 		}
-		key = "f" + string(binary.LittleEndian.AppendUint32(nil, an.id(f)))
+		kb = binary.LittleEndian.AppendUint32(append(kb, 'f'), an.id(f))
 		siteFrame = f
 	case GroupByStack:
 		keyEnd = len(w.path)
 		if d := an.opts.Depth; d > 0 && site+1+d < keyEnd {
 			keyEnd = site + 1 + d
 		}
-		key = "s" + string(w.key[4*site:4*keyEnd])
+		kb = append(append(kb, 's'), w.key[4*site:4*keyEnd]...)
 	default:
-		key = "s" + string(w.key[4*site:4*(site+1)])
+		kb = append(append(kb, 's'), w.key[4*site:4*(site+1)]...)
 	}
-	e := w.sum.sites[key]
+	w.kbuf = kb
+	e := w.sum.sites[string(kb)]
 	if e == nil {
 		e = &siteSum{frame: siteFrame, chains: make(map[string]*chainSum), parents: make(map[string]struct{})}
-		w.sum.sites[key] = e
+		w.sum.sites[string(kb)] = e
 	}
 	e.bytes += bytes
-	if _, ok := e.parents[string(w.key[:4*(keyEnd-1)])]; !ok {
-		e.parents[string(w.key[:4*(keyEnd-1)])] = struct{}{}
+	parent := w.key[:4*(keyEnd-1)]
+	if _, ok := e.parents[string(parent)]; !ok {
+		e.parents[string(parent)] = struct{}{}
 	}
-	if e.library == nil || absBytes(bytes) > e.libBytes {
+	if e.library == nil || (absBytes(bytes) > e.libBytes && string(w.key[:4*site]) != e.libKey) {
 		e.library = w.framesOf(0, site)
-		e.libBytes = absBytes(bytes)
+		e.libKey = string(w.key[:4*site])
+	}
+	if e.libKey == string(w.key[:4*site]) {
+		e.libBytes = max(e.libBytes, absBytes(bytes))
 	}
 	end := min(len(w.path), site+maxStack)
-	ck := string(w.key[4*site : 4*end])
-	c := e.chains[ck]
+	ck := w.key[4*site : 4*end]
+	c := e.chains[string(ck)]
 	if c == nil {
 		c = &chainSum{frames: w.framesOf(site, end)}
-		e.chains[ck] = c
+		e.chains[string(ck)] = c
 	}
 	c.bytes += bytes
 }
