@@ -5,10 +5,8 @@ import (
 	"io"
 )
 
-// DiffSchema and the others name the JSON documents snapctl writes.
-const (
-	DiffSchema = "snapctl.diff/v1"
-)
+// DiffSchema names the document `snapctl diff --format json` prints.
+const DiffSchema = "snapctl.diff/v1"
 
 // DiffDocument is what `snapctl diff --format json` prints: the schema
 // name and the Diff's fields (from, to, delta_bytes, sites, ...).
