@@ -2,6 +2,7 @@ package snapshots
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 )
 
@@ -18,12 +19,18 @@ type DiffDocument struct {
 // RenderDiffJSON writes d as a snapctl.diff/v1 document, indented, with
 // C++ names kept readable (no \u003c escapes).
 func RenderDiffJSON(w io.Writer, d *Diff) error {
+	if d == nil {
+		return errors.New("rendering diff: no diff")
+	}
 	return writeAnalysisJSON(w, DiffDocument{Schema: DiffSchema, Diff: d})
 }
 
 // RenderReportJSON writes the diffs and suspects of a run, as run.json
 // holds them: {"diffs": [...], "suspects": [...]}.
 func RenderReportJSON(w io.Writer, r *Report) error {
+	if r == nil {
+		r = &Report{}
+	}
 	doc := *r
 	if doc.Diffs == nil {
 		doc.Diffs = []*Diff{}

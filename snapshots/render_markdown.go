@@ -2,6 +2,7 @@ package snapshots
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"html"
 	"io"
@@ -37,6 +38,9 @@ func siteCell(f Frame) string {
 // RenderDiffMarkdown writes d for a bug report: the heap totals, a table
 // of the sites, and each site's stack in a collapsible <details>.
 func RenderDiffMarkdown(w io.Writer, d *Diff, opts RenderOptions) error {
+	if d == nil {
+		return errors.New("rendering diff: no diff")
+	}
 	m := &mdWriter{w: bufio.NewWriter(w)}
 	if title := diffTitle(d); title != "" {
 		m.printf("### %s\n\n", mdCell(title))
@@ -111,6 +115,9 @@ func (m *mdWriter) details(summary string, lib, stack []Frame, opts RenderOption
 // table of the suspects with their stacks, then the diffs of every
 // breakpoint.
 func RenderReportMarkdown(w io.Writer, r *Report, opts RenderOptions) error {
+	if r == nil {
+		r = &Report{}
+	}
 	m := &mdWriter{w: bufio.NewWriter(w)}
 	if r.Title != "" {
 		m.printf("# %s\n\n", mdCell(r.Title))

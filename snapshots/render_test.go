@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -234,4 +235,19 @@ func TestRenderDeltaTreeGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAnalysisGolden(t, "tree-growth-depth1.txt", out.Bytes())
+}
+
+func TestRenderNil(t *testing.T) {
+	for _, f := range []Format{FormatText, FormatMarkdown, FormatJSON} {
+		if err := RenderDiff(io.Discard, nil, f, RenderOptions{}); err == nil {
+			t.Errorf("RenderDiff %s of nil succeeded", f)
+		}
+		if err := RenderReport(io.Discard, nil, f, RenderOptions{}); err != nil {
+			t.Errorf("RenderReport %s of nil: %v", f, err)
+		}
+		r := &Report{Diffs: []*Diff{nil, {Breakpoint: "bp"}}}
+		if err := RenderReport(io.Discard, r, f, RenderOptions{}); err != nil {
+			t.Errorf("RenderReport %s with a nil diff: %v", f, err)
+		}
+	}
 }

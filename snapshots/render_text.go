@@ -2,6 +2,7 @@ package snapshots
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -71,6 +72,9 @@ func alignLeft(s string, n int) string {
 // then one row per site, largest change first, each followed by its
 // library frames folded into one line and its callers.
 func RenderDiffText(w io.Writer, d *Diff, opts RenderOptions) error {
+	if d == nil {
+		return errors.New("rendering diff: no diff")
+	}
 	t := newTextWriter(w, opts.Color)
 	if title := diffTitle(d); title != "" {
 		t.printf("%s\n", t.style(title, ansiBold))
@@ -188,6 +192,9 @@ func (t *textWriter) stack(lead string, lib, stack []Frame, maxFrames int) {
 // RenderReportText writes a run's analysis for a terminal: the suspects,
 // then every diff, grouped by breakpoint.
 func RenderReportText(w io.Writer, r *Report, opts RenderOptions) error {
+	if r == nil {
+		r = &Report{}
+	}
 	t := newTextWriter(w, opts.Color)
 	t.printf("%s\n", t.style("Suspects: sites that grow on most hits", ansiBold))
 	if len(r.Suspects) == 0 {

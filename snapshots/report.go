@@ -1,6 +1,7 @@
 package snapshots
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -57,6 +58,9 @@ func ParseFormat(s string) (Format, error) {
 
 // RenderDiff writes d in format f.
 func RenderDiff(w io.Writer, d *Diff, f Format, opts RenderOptions) error {
+	if d == nil {
+		return errors.New("rendering diff: no diff")
+	}
 	switch f {
 	case FormatMarkdown:
 		return RenderDiffMarkdown(w, d, opts)
@@ -70,6 +74,9 @@ func RenderDiff(w io.Writer, d *Diff, f Format, opts RenderOptions) error {
 
 // RenderReport writes r in format f.
 func RenderReport(w io.Writer, r *Report, f Format, opts RenderOptions) error {
+	if r == nil {
+		r = &Report{}
+	}
 	switch f {
 	case FormatMarkdown:
 		return RenderReportMarkdown(w, r, opts)
@@ -84,6 +91,9 @@ func RenderReport(w io.Writer, r *Report, f Format, opts RenderOptions) error {
 // sections groups a report's diffs by breakpoint in display order.
 func (r *Report) sections() (names []string, byName map[string][]*Diff) {
 	byName = make(map[string][]*Diff)
+	if r == nil {
+		return nil, byName
+	}
 	seen := make(map[string]bool)
 	for _, b := range r.Breakpoints {
 		if !seen[b] {
@@ -92,6 +102,9 @@ func (r *Report) sections() (names []string, byName map[string][]*Diff) {
 		}
 	}
 	for _, d := range r.Diffs {
+		if d == nil {
+			continue
+		}
 		if !seen[d.Breakpoint] {
 			seen[d.Breakpoint] = true
 			names = append(names, d.Breakpoint)
