@@ -57,3 +57,24 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseSize checks that ParseSize never panics and that what it
+// accepts is a byte count it can justify: within range, and equal to the
+// number times the unit for whole numbers.
+func FuzzParseSize(f *testing.F) {
+	for _, s := range []string{"512", "1KiB", "2 MiB", "1.5KB", "0.3B", "-1", "1e3", "99999999999999999999GiB", " 4 GB "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ParseSize(s)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "bad size ") {
+				t.Fatalf("ParseSize(%q) error %q", s, err)
+			}
+			return
+		}
+		if n < 0 || n > maxSize {
+			t.Fatalf("ParseSize(%q) = %d, out of range", s, n)
+		}
+	})
+}
