@@ -131,8 +131,10 @@ type FailOn struct {
 // Hits are counted the way the stop loop sees them: hit 1 is the first stop
 // after the Skip ignored ones (gdb's hit count minus Skip; hits whose
 // Condition is false do not count). Every hit stops the target; a snapshot
-// is taken on hits 1, 1+Every, 1+2*Every, ... (ShouldSnapshot), and after
-// hit MaxHits the breakpoint is deleted (Done).
+// is taken on hits 1, 1+Every, 1+2*Every, ... up to MaxHits
+// (ShouldSnapshot), and the breakpoint is deleted after the last of those
+// (Done). A driver that sets an ignore count of NextIgnore after each
+// snapshot stops only on the snapshot hits.
 type Breakpoint struct {
 	// Name identifies the breakpoint in file names, run.json and reports
 	// (key "name"; [A-Za-z0-9_.-], at most 64 characters). When absent it
