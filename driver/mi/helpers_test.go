@@ -64,7 +64,17 @@ func send(t *testing.T, c *mi.Client, command string, args ...string) *mi.Result
 // the others.
 func waitEvent(t *testing.T, c *mi.Client, typ mi.Type, class string) *mi.Record {
 	t.Helper()
-	timeout := time.After(60 * time.Second)
+	r := nextEvent(t, c, typ, class, eventTimeout)
+	if r == nil {
+		t.Fatalf("no %c%s within %v", typ, class, eventTimeout)
+	}
+	return r
+}
+
+// nextEvent is waitEvent that returns nil after d.
+func nextEvent(t *testing.T, c *mi.Client, typ mi.Type, class string, d time.Duration) *mi.Record {
+	t.Helper()
+	timeout := time.After(d)
 	for {
 		select {
 		case r, ok := <-c.Events():
@@ -75,7 +85,7 @@ func waitEvent(t *testing.T, c *mi.Client, typ mi.Type, class string) *mi.Record
 				return r
 			}
 		case <-timeout:
-			t.Fatalf("no %c%s within 60s", typ, class)
+			return nil
 		}
 	}
 }
@@ -168,3 +178,6 @@ var _ io.Writer = (*testLog)(nil)
 func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
 }
+
+// eventTimeout bounds the wait for one event.
+var eventTimeout = 20 * time.Second
