@@ -52,8 +52,9 @@ type Reader struct {
 	count  int   // snapshots returned so far
 	err    error // sticky: once Next fails it keeps failing
 
-	frames map[string]Frame // interned frame texts
-	tree   treeBuilder
+	frames  frameTable  // every frame text seen
+	visitor treeVisitor // if set, gets tree lines instead of s.Tree
+	tree    treeBuilder
 }
 
 // NewReader returns a Reader of the massif file in r; name is used in error
@@ -64,7 +65,6 @@ func NewReader(r io.Reader, name string, opts ReadOptions) *Reader {
 		opts:   opts,
 		br:     bufio.NewReaderSize(r, 256<<10),
 		header: File{Name: name},
-		frames: make(map[string]Frame),
 	}
 }
 
@@ -198,14 +198,8 @@ func (r *Reader) snapshot() (*Snapshot, error) {
 	if r.opts.TotalsOnly {
 		return s, r.skipTree()
 	}
-	if s.Tree, err = r.readTree(); err != nil {
+	if err := r.readTree(s); err != nil {
 		return nil, err
-	}
-	if s.Tree.Frame.Function != "" && s.Tree.Frame.Function[0] != '(' {
-		// xtmemory: "curB : currently allocated Bytes".
-		if i := indexString(s.Tree.Frame.Function, " : "); i > 0 {
-			s.Event = s.Tree.Frame.Function[:i]
-		}
 	}
 	return s, nil
 }

@@ -60,5 +60,35 @@ func FuzzParse(f *testing.F) {
 		for _, sel := range []string{"", "peak", "0", "curB"} {
 			full.Select(sel)
 		}
+		// Show streams tree lines as read, RenderShow walks the nodes: both
+		// must print the same text.
+		for _, th := range []float64{0, 1, 50} {
+			var a, b bytes.Buffer
+			full.Desc, full.Cmd, full.TimeUnit = "", "", "" // a late header prints at the end when streaming
+			if err := RenderShow(&a, full, ShowOptions{Threshold: th}); err != nil {
+				t.Fatal(err)
+			}
+			stripped := stripHeader(data)
+			if err := Show(&b, NewReader(bytes.NewReader(stripped), "fuzz", ReadOptions{}), ShowOptions{Threshold: th}); err != nil {
+				t.Fatalf("Show failed where Parse succeeded: %v", err)
+			}
+			if a.String() != b.String() {
+				t.Fatalf("threshold %g: Show and RenderShow differ:\n%s\n----\n%s", th, b.String(), a.String())
+			}
+		}
 	})
+}
+
+// stripHeader drops desc:, cmd: and time_unit: lines, which may come
+// anywhere between snapshots.
+func stripHeader(data []byte) []byte {
+	var out []byte
+	for _, line := range bytes.SplitAfter(data, []byte("\n")) {
+		t := bytes.TrimLeft(line, "")
+		if bytes.HasPrefix(t, []byte("desc:")) || bytes.HasPrefix(t, []byte("cmd:")) || bytes.HasPrefix(t, []byte("time_unit:")) {
+			continue
+		}
+		out = append(out, line...)
+	}
+	return out
 }

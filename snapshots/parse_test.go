@@ -371,6 +371,8 @@ func TestParseFrame(t *testing.T) {
 			Frame{Addr: "0x4", Function: "std::function<void (int)>::operator()(int) const", File: "std_function.h", Line: 590}},
 		{"0x5: f (weird)", Frame{Addr: "0x5", Function: "f (weird)"}},
 		{"0x6: f (x.c:)", Frame{Addr: "0x6", Function: "f (x.c:)"}},
+		{"0x8: f (x.c:007)", Frame{Addr: "0x8", Function: "f (x.c:007)"}},
+		{"0x9: f (x.c:0)", Frame{Addr: "0x9", Function: "f", File: "x.c"}},
 		{"0x7: g (C:\\x.c:3)", Frame{Addr: "0x7", Function: "g", File: "C:\\x.c", Line: 3}},
 	} {
 		if d := cmp.Diff(tc.want, ParseFrame(tc.in)); d != "" {

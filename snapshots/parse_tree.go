@@ -2,6 +2,7 @@ package snapshots
 
 import (
 	"bytes"
+	"hash/maphash"
 	"io"
 )
 
@@ -16,9 +17,10 @@ type treeBuilder struct {
 
 // openNode is a node whose announced children are still being read.
 type openNode struct {
-	n    *Node
-	want int // children announced by nK
-	line int // where nK was read, for messages
+	n    *Node // nil when a treeVisitor gets the lines instead
+	want int   // children announced by nK
+	have int   // children read so far
+	line int   // where nK was read, for messages
 }
 
 func (b *treeBuilder) node() *Node {
@@ -45,50 +47,113 @@ func (b *treeBuilder) children(k int) []*Node {
 	return c
 }
 
-// readTree reads the lines of one allocation tree: the root at depth 0 and,
-// depth first, as many children under every node as its nK announces, each
-// one space deeper than its parent.
-func (r *Reader) readTree() (*Node, error) {
+// treeLine is one checked line of an allocation tree, as a treeVisitor
+// sees it. Text is only valid during the call.
+type treeLine struct {
+	depth  int
+	last   bool // the last of its parent's announced children
+	kids   int  // the K of nK
+	bytes  int64
+	text   []byte // the frame text; the root's description at depth 0
+	below  bool   // a below-threshold bucket; text is then not a frame
+	places int
+}
+
+// treeVisitor receives a detailed snapshot's tree line by line instead of
+// as a Tree, so that a renderer can stream a file without building nodes.
+// The Reader checks the lines exactly as when it builds trees.
+type treeVisitor interface {
+	beginTree(s *Snapshot) // totals and Event are set; lines follow
+	line(l *treeLine)
+	endTree()
+}
+
+// readTree reads the lines of one allocation tree into s.Tree (or hands them
+// to r.visitor): the root at depth 0 and, depth first, as many children
+// under every node as its nK announces, each one space deeper than its
+// parent.
+func (r *Reader) readTree(s *Snapshot) error {
 	b := &r.tree
+	// Every tree starts on fresh slabs: a slab shared by two snapshots
+	// would keep the older one alive through the newer, and with it every
+	// snapshot before it, defeating the streaming Reader.
+	b.nodes, b.kids = nil, nil
+	defer clear(b.stack[:cap(b.stack)])
 	line, err := r.readLine()
 	if err != nil {
-		return nil, r.expected("n", line, err)
+		return r.expected("n", line, err)
 	}
-	root, k, err := r.treeLine(line, 0)
-	if err != nil {
-		return nil, err
+	l := treeLine{last: true}
+	if err := r.parseTreeLine(line, &l); err != nil {
+		return err
+	}
+	if len(l.text) > 0 && l.text[0] != '(' {
+		// xtmemory: "curB : currently allocated Bytes".
+		if i := bytes.Index(l.text, []byte(" : ")); i > 0 {
+			s.Event = string(l.text[:i])
+		}
+	}
+	var root *Node
+	if r.visitor != nil {
+		r.visitor.beginTree(s)
+		r.visitor.line(&l)
+	} else {
+		root = b.node()
+		root.Bytes = l.bytes
+		root.Frame = r.intern(l.text, false)
+		if l.kids > 0 {
+			root.Children = b.children(l.kids)
+		}
 	}
 	b.stack = b.stack[:0]
-	if k > 0 {
-		root.Children = b.children(k)
-		b.stack = append(b.stack, openNode{root, k, r.line})
+	if l.kids > 0 {
+		b.stack = append(b.stack, openNode{root, l.kids, 0, r.line})
 	}
 	for len(b.stack) > 0 {
 		top := &b.stack[len(b.stack)-1]
-		if len(top.n.Children) == top.want {
+		if top.have == top.want {
 			b.stack = b.stack[:len(b.stack)-1]
 			continue
 		}
-		depth := len(b.stack)
 		line, err := r.readLine()
 		if err == io.EOF || (err == nil && !isTreeLine(line)) {
-			return nil, r.errorf(r.line+boolInt(err == io.EOF), "expected %d more children of the n%d node at line %d, got %s",
-				top.want-len(top.n.Children), top.want, top.line, describeLine(line, err))
+			return r.errorf(r.line+boolInt(err == io.EOF), "expected %d more children of the n%d node at line %d, got %s",
+				top.want-top.have, top.want, top.line, describeLine(line, err))
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		n, k, err := r.treeLine(line, depth)
-		if err != nil {
-			return nil, err
+		l = treeLine{depth: len(b.stack)}
+		if err := r.parseTreeLine(line, &l); err != nil {
+			return err
 		}
-		top.n.Children = append(top.n.Children, n)
-		if k > 0 {
-			n.Children = b.children(k)
-			b.stack = append(b.stack, openNode{n, k, r.line})
+		top.have++
+		l.last = top.have == top.want
+		var n *Node
+		if r.visitor != nil {
+			r.visitor.line(&l)
+		} else {
+			n = b.node()
+			n.Bytes = l.bytes
+			if l.below {
+				n.Below, n.Places = true, l.places
+			} else {
+				n.Frame = r.intern(l.text, true)
+			}
+			if l.kids > 0 {
+				n.Children = b.children(l.kids)
+			}
+			top.n.Children = append(top.n.Children, n)
+		}
+		if l.kids > 0 {
+			b.stack = append(b.stack, openNode{n, l.kids, 0, r.line})
 		}
 	}
-	return root, nil
+	if r.visitor != nil {
+		r.visitor.endTree()
+	}
+	s.Tree = root
+	return nil
 }
 
 func boolInt(b bool) int {
@@ -105,17 +170,19 @@ func describeLine(line []byte, err error) string {
 	return quoteLine(line)
 }
 
-// treeLine parses "<depth spaces>nK: BYTES TEXT" and returns the node and K.
-func (r *Reader) treeLine(line []byte, depth int) (*Node, int, error) {
+// parseTreeLine parses "<depth spaces>nK: BYTES TEXT" into l, whose depth
+// is set to the depth the line must have.
+func (r *Reader) parseTreeLine(line []byte, l *treeLine) error {
+	depth := l.depth
 	i := 0
 	for i < len(line) && line[i] == ' ' {
 		i++
 	}
 	if i != depth {
-		return nil, 0, r.errorf(r.line, "expected a tree line indented by %d, got %s", depth, quoteLine(line))
+		return r.errorf(r.line, "expected a tree line indented by %d, got %s", depth, quoteLine(line))
 	}
 	if i >= len(line) || line[i] != 'n' {
-		return nil, 0, r.errorf(r.line, `expected "n" and a child count, got %s`, quoteLine(line))
+		return r.errorf(r.line, `expected "n" and a child count, got %s`, quoteLine(line))
 	}
 	i++
 	j := i
@@ -124,36 +191,30 @@ func (r *Reader) treeLine(line []byte, depth int) (*Node, int, error) {
 	}
 	k, ok := parseInt(line[i:j])
 	if !ok || k > 1<<30 || j+1 >= len(line) || line[j] != ':' || line[j+1] != ' ' {
-		return nil, 0, r.errorf(r.line, `expected "nK: " with a child count K, got %s`, quoteLine(line))
+		return r.errorf(r.line, `expected "nK: " with a child count K, got %s`, quoteLine(line))
 	}
 	i = j + 2
 	j = i
 	for j < len(line) && line[j] >= '0' && line[j] <= '9' {
 		j++
 	}
-	bytesN, ok := parseInt(line[i:j])
+	n, ok := parseInt(line[i:j])
 	if !ok || j >= len(line) || line[j] != ' ' {
-		return nil, 0, r.errorf(r.line, "expected a byte count and a space after %q, got %s", line[:i], quoteLine(line))
+		return r.errorf(r.line, "expected a byte count and a space after %q, got %s", line[:i], quoteLine(line))
 	}
-	text := line[j+1:]
-	n := r.tree.node()
-	n.Bytes = bytesN
+	l.kids, l.bytes, l.text = int(k), n, line[j+1:]
 	if depth == 0 {
 		// The root: "(heap allocation functions) malloc/new/new[], --alloc-fns, etc.",
 		// its --pages-as-heap form, or an xtmemory event "curB : currently allocated Bytes".
-		n.Frame = r.intern(text, false)
-		return n, int(k), nil
+		return nil
 	}
-	if places, ok := belowPlaces(text); ok {
+	if places, ok := belowPlaces(l.text); ok {
 		if k != 0 {
-			return nil, 0, r.errorf(r.line, "expected n0 for a below-threshold line, got n%d", k)
+			return r.errorf(r.line, "expected n0 for a below-threshold line, got n%d", k)
 		}
-		n.Below = true
-		n.Places = places
-		return n, 0, nil
+		l.below, l.places = true, places
 	}
-	n.Frame = r.intern(text, true)
-	return n, int(k), nil
+	return nil
 }
 
 // belowPlaces recognises the below-threshold bucket in its forms
@@ -180,20 +241,76 @@ func belowPlaces(text []byte) (int, bool) {
 }
 
 // intern returns the Frame for a frame text, parsing each distinct text once.
-// The map lookup with string(text) does not allocate.
 func (r *Reader) intern(text []byte, parse bool) Frame {
-	if f, ok := r.frames[string(text)]; ok {
-		return f
+	if len(text) == 0 {
+		return Frame{}
 	}
-	s := string(text)
-	var f Frame
-	if parse {
-		f = ParseFrame(s)
-	} else {
-		f = Frame{Function: s}
+	e := r.frames.lookup(text)
+	if e.text == "" {
+		e.text = string(text)
+		if parse {
+			e.frame = ParseFrame(e.text)
+		} else {
+			e.frame = Frame{Function: e.text}
+		}
 	}
-	r.frames[s] = f
-	return f
+	return e.frame
+}
+
+// internedFrame is a frame text and what it parsed to.
+type internedFrame struct {
+	text  string
+	frame Frame
+}
+
+// frameTable interns frame texts: an open-addressing hash table keyed by
+// the bytes of the text, so that a lookup costs one hash and, almost always,
+// one comparison, and never allocates. Frame texts repeat on nearly every
+// line of a big tree and there are only a few thousand distinct ones.
+type frameTable struct {
+	seed    maphash.Seed
+	entries []internedFrame // len is a power of two; text "" marks a free slot
+	used    int
+}
+
+// lookup returns the entry for a non-empty text; a new entry has an empty
+// text, which the caller fills in through the returned pointer.
+func (t *frameTable) lookup(text []byte) *internedFrame {
+	if t.entries == nil {
+		t.seed = maphash.MakeSeed()
+		t.entries = make([]internedFrame, 1024)
+	}
+	mask := uint64(len(t.entries) - 1)
+	for i := maphash.Bytes(t.seed, text) & mask; ; i = (i + 1) & mask {
+		e := &t.entries[i]
+		if e.text == "" {
+			if 2*(t.used+1) > len(t.entries) {
+				t.grow()
+				return t.lookup(text)
+			}
+			t.used++
+			return e
+		}
+		if e.text == string(text) {
+			return e
+		}
+	}
+}
+
+func (t *frameTable) grow() {
+	old := t.entries
+	t.entries = make([]internedFrame, 2*len(old))
+	mask := uint64(len(t.entries) - 1)
+	for _, e := range old {
+		if e.text == "" {
+			continue
+		}
+		i := maphash.String(t.seed, e.text) & mask
+		for t.entries[i].text != "" {
+			i = (i + 1) & mask
+		}
+		t.entries[i] = e
+	}
 }
 
 // ParseFrame parses the text massif prints for a stack frame:
@@ -245,8 +362,11 @@ func ParseFrame(text string) Frame {
 	if colon <= 0 {
 		return f
 	}
-	line, ok := parseInt([]byte(inner[colon+1:]))
-	if !ok || line > 1<<31 {
+	digits := inner[colon+1:]
+	line, ok := parseInt([]byte(digits))
+	if !ok || line > 1<<31 || (digits[0] == '0' && len(digits) > 1) {
+		// Not a line number massif would print; keep the text whole so
+		// that it prints back exactly as read.
 		return f
 	}
 	f.Function, f.File, f.Line = fn, inner[:colon], int(line)

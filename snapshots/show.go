@@ -13,9 +13,9 @@ import (
 type ShowOptions struct {
 	// Format is "text" (the default) or "json".
 	Format string
-	// Threshold, in percent of a snapshot's heap, folds the smaller children
-	// of every tree node into one "below the display threshold" line. It
-	// changes the display only; 0 shows every line of the file.
+	// Threshold, in percent of a snapshot's heap, folds the children of a
+	// tree node that are smaller into one "below the display threshold"
+	// line. It changes the display only; 0 shows every line of the file.
 	Threshold float64
 }
 
@@ -26,13 +26,12 @@ const ShowSchema = "snapctl.show/v1"
 // totals of every snapshot in a table, and under each detailed one its
 // allocation tree with the share of the heap and the bytes of every line.
 func RenderShow(w io.Writer, f *File, opts ShowOptions) error {
-	sw, err := newShowWriter(w, opts)
+	h := *f
+	h.Snapshots = nil
+	sw, err := newShowWriter(w, opts, func() *File { return &h })
 	if err != nil {
 		return err
 	}
-	h := *f
-	h.Snapshots = nil
-	sw.begin(&h)
 	for _, s := range f.Snapshots {
 		sw.snapshot(s)
 	}
@@ -41,13 +40,21 @@ func RenderShow(w io.Writer, f *File, opts ShowOptions) error {
 }
 
 // Show is RenderShow reading the file one snapshot at a time from r, so
-// that its memory stays proportional to the biggest snapshot.
+// that its memory stays proportional to the biggest snapshot. As text, it
+// renders tree lines as the Reader checks them, without building trees at
+// all; it writes the same bytes as RenderShow, except that a header that
+// comes after the snapshots (heaptrack's) is printed at the end.
 func Show(w io.Writer, r *Reader, opts ShowOptions) error {
-	sw, err := newShowWriter(w, opts)
+	sticky := &stickyWriter{w: w}
+	sw, err := newShowWriter(sticky, opts, r.Header)
 	if err != nil {
 		return err
 	}
-	for first := true; ; first = false {
+	if v, ok := sw.(treeVisitor); ok {
+		r.visitor = v
+		defer func() { r.visitor = nil }()
+	}
+	for {
 		s, err := r.Next()
 		if err == io.EOF {
 			break
@@ -56,38 +63,55 @@ func Show(w io.Writer, r *Reader, opts ShowOptions) error {
 			sw.flush()
 			return err
 		}
-		if first {
-			sw.begin(r.Header())
-		}
 		sw.snapshot(s)
+		if sticky.err != nil {
+			// The reader went away (show | head): stop parsing.
+			return sticky.err
+		}
 	}
 	sw.end(r.Header())
 	return sw.flush()
 }
 
+// stickyWriter remembers the first write error, so Show can stop early.
+type stickyWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *stickyWriter) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(p)
+	s.err = err
+	return n, err
+}
+
 // showWriter is one output format of Show.
 type showWriter interface {
-	begin(h *File)        // the header as known before the first snapshot
 	snapshot(s *Snapshot) // every snapshot in file order
-	end(h *File)          // the complete header
+	end(h *File)          // with the complete header
 	flush() error
 }
 
-func newShowWriter(w io.Writer, opts ShowOptions) (showWriter, error) {
+// newShowWriter returns the writer for opts.Format; header gives the header
+// as known when the first snapshot is written.
+func newShowWriter(w io.Writer, opts ShowOptions, header func() *File) (showWriter, error) {
 	if opts.Threshold < 0 || opts.Threshold > 100 {
 		return nil, fmt.Errorf("threshold %g%% is not between 0 and 100", opts.Threshold)
 	}
 	bw := bufio.NewWriterSize(w, 256<<10)
 	switch opts.Format {
 	case "", "text":
-		return &showText{w: bw, opts: opts}, nil
+		return &showText{w: bw, opts: opts, header: header}, nil
 	case "json":
-		return &showJSON{w: bw, opts: opts}, nil
+		return &showJSON{w: bw, opts: opts, header: header}, nil
 	}
 	return nil, fmt.Errorf("unknown format %q (want text or json)", opts.Format)
 }
 
-// showSummary counts what the file held, for the last lines.
+// showSummary counts what the file held, for the last line.
 type showSummary struct {
 	snapshots, detailed int
 	peak                *Snapshot // the heap_tree=peak one, if any
@@ -107,18 +131,43 @@ func (sum *showSummary) add(s *Snapshot) {
 	}
 }
 
+// showText writes the text form. Trees reach it line by line, as a
+// treeVisitor: straight from the Reader in Show, from a walk of the nodes in
+// RenderShow, so both print the same bytes.
 type showText struct {
 	w        *bufio.Writer
 	opts     ShowOptions
-	buf      []byte
-	header   bool // the header lines have been written
+	header   func() *File
+	begun    bool // the header has been considered
+	printed  bool // the header lines have been written
 	needCols bool // the column header must precede the next row
 	sum      showSummary
 	unit     string // time unit for the column header
+	buf      []byte
+	text     []byte // frame text of a node being walked
+
+	// The tree being written.
+	total  int64
+	count  bool    // xtmemory block counts, not bytes
+	limit  float64 // lines below this many bytes fold
+	levels []showLevel
+	prefix []byte // the "| " and "  " of the open levels
+	skip   int    // lines deeper than this belong to a folded line; -1: none
 }
 
-func (t *showText) begin(h *File) {
-	t.writeHeader(h)
+// showLevel is an open node of the tree being written, at depth index.
+type showLevel struct {
+	prefix int   // length of its children's prefix in showText.prefix
+	folded int64 // bytes of its children folded by the threshold
+	places int
+}
+
+func (t *showText) start() {
+	if t.begun {
+		return
+	}
+	t.begun = true
+	t.writeHeader(t.header())
 	t.needCols = true
 }
 
@@ -126,7 +175,7 @@ func (t *showText) writeHeader(h *File) {
 	if h.Desc == "" && h.Cmd == "" && h.TimeUnit == "" {
 		return
 	}
-	t.header = true
+	t.printed = true
 	t.unit = h.TimeUnit
 	t.w.WriteString("massif file " + h.Name + "\n")
 	t.w.WriteString("command:    " + h.Cmd + "\n")
@@ -148,8 +197,23 @@ func describeTimeUnit(u string) string {
 	return u
 }
 
+// snapshot writes a snapshot's row and, from its nodes, its tree. A
+// snapshot whose tree the Reader streamed to beginTree is only counted.
 func (t *showText) snapshot(s *Snapshot) {
 	t.sum.add(s)
+	if s.Tree == nil && s.Kind != TreeEmpty {
+		return
+	}
+	t.row(s)
+	if s.Tree != nil {
+		t.beginTree(s)
+		t.walk(s.Tree, 0, true)
+		t.endTree()
+	}
+}
+
+func (t *showText) row(s *Snapshot) {
+	t.start()
 	if t.needCols {
 		unit := t.unit
 		if unit == "" {
@@ -182,74 +246,134 @@ func (t *showText) snapshot(s *Snapshot) {
 	b = append(b, '\n')
 	t.w.Write(b)
 	t.buf = b
-	if s.Tree != nil {
-		t.tree(s)
-		t.w.WriteByte('\n')
-		t.needCols = true
+}
+
+// walk feeds the nodes under n to line as the Reader would.
+func (t *showText) walk(n *Node, depth int, last bool) {
+	l := treeLine{depth: depth, last: last, kids: len(n.Children), bytes: n.Bytes, below: n.Below, places: n.Places}
+	if depth == 0 {
+		l.text = append(t.text[:0], n.Frame.Function...)
+	} else if !n.Below {
+		l.text = appendNodeText(t.text[:0], n)
+	}
+	t.text = l.text
+	t.line(&l)
+	for i, c := range n.Children {
+		t.walk(c, depth+1, i == len(n.Children)-1)
 	}
 }
 
-// tree writes one snapshot's tree:
+// beginTree starts a tree; its root line comes next. A streamed snapshot's
+// row is written here, before its tree lines.
+func (t *showText) beginTree(s *Snapshot) {
+	if s.Tree == nil {
+		t.row(s)
+	}
+	t.count = isCountEvent(s.Event)
+	t.levels = t.levels[:0]
+	t.skip = -1
+}
+
+// line writes one tree line like ms_print:
 //
 //	100.00% (1016 B) (heap allocation functions) malloc/new/new[], --alloc-fns, etc.
 //	->98.43% (1000 B) 0x10916D: make_payload (leak.c:12)
 //	| ->98.43% (1000 B) 0x1091A2: handle_request (leak.c:19)
 //	|   ->98.43% (1000 B) 0x1091FD: main (leak.c:27)
 //	->01.57% (16 B) 0x1091D0: main (leak.c:24)
-func (t *showText) tree(s *Snapshot) {
-	total := s.Tree.Bytes
-	count := isCountEvent(s.Event)
-	var prefix []byte
-	var walk func(n *Node, last bool, depth int)
-	walk = func(n *Node, last bool, depth int) {
-		b := t.buf[:0]
-		if depth > 0 {
-			b = append(b, prefix...)
-			b = append(b, "->"...)
-		}
-		b = appendPercent(b, n.Bytes, total)
+//
+// With a threshold, a child smaller than the threshold is not written; its
+// bytes are added to its parent's folded line, written after the parent's
+// last child.
+func (t *showText) line(l *treeLine) {
+	if l.depth == 0 {
+		t.total = l.bytes
+		t.limit = float64(l.bytes) * t.opts.Threshold / 100
+		b := appendPercent(t.buf[:0], l.bytes, l.bytes)
 		b = append(b, " ("...)
-		b = appendAmount(b, n.Bytes, count)
+		b = appendAmount(b, l.bytes, t.count)
 		b = append(b, ") "...)
-		b = appendNodeText(b, n)
+		b = append(b, l.text...)
 		b = append(b, '\n')
 		t.w.Write(b)
 		t.buf = b
-		kids, folded, places := foldChildren(n, total, t.opts.Threshold)
-		if depth > 0 {
-			if last {
-				prefix = append(prefix, "  "...)
-			} else {
-				prefix = append(prefix, "| "...)
-			}
-		}
-		for i, c := range kids {
-			walk(c, i == len(kids)-1 && places == 0, depth+1)
-		}
-		if places > 0 {
-			b := append(t.buf[:0], prefix...)
-			b = append(b, "->"...)
-			b = appendPercent(b, folded, total)
-			b = append(b, " ("...)
-			b = appendAmount(b, folded, count)
-			b = append(b, ") "...)
-			b = appendPlaces(b, places)
-			b = append(b, "below the display threshold ("...)
-			b = strconv.AppendFloat(b, t.opts.Threshold, 'f', 2, 64)
-			b = append(b, "%)\n"...)
-			t.w.Write(b)
-			t.buf = b
-		}
-		if depth > 0 {
-			prefix = prefix[:len(prefix)-2]
-		}
+		t.prefix = t.prefix[:0]
+		t.levels = append(t.levels[:0], showLevel{})
+		return
 	}
-	walk(s.Tree, true, 0)
+	if t.skip >= 0 && l.depth > t.skip {
+		return
+	}
+	t.skip = -1
+	t.close(l.depth)
+	parent := &t.levels[l.depth-1]
+	if t.opts.Threshold > 0 && float64(l.bytes) < t.limit {
+		parent.folded += l.bytes
+		if l.below {
+			parent.places += l.places
+		} else {
+			parent.places++
+		}
+		t.skip = l.depth
+		return
+	}
+	b := append(t.buf[:0], t.prefix[:parent.prefix]...)
+	b = append(b, "->"...)
+	b = appendPercent(b, l.bytes, t.total)
+	b = append(b, " ("...)
+	b = appendAmount(b, l.bytes, t.count)
+	b = append(b, ") "...)
+	if l.below {
+		b = appendPlaces(b, l.places)
+		b = append(b, "below massif's threshold"...)
+	} else {
+		b = append(b, l.text...)
+	}
+	b = append(b, '\n')
+	t.w.Write(b)
+	t.buf = b
+	t.prefix = t.prefix[:parent.prefix]
+	if l.last {
+		t.prefix = append(t.prefix, "  "...)
+	} else {
+		t.prefix = append(t.prefix, "| "...)
+	}
+	t.levels = append(t.levels, showLevel{prefix: len(t.prefix)})
+}
+
+// close ends the levels at depth and deeper, writing their folded lines.
+func (t *showText) close(depth int) {
+	for len(t.levels) > depth {
+		lv := t.levels[len(t.levels)-1]
+		t.levels = t.levels[:len(t.levels)-1]
+		if lv.places == 0 {
+			continue
+		}
+		b := append(t.buf[:0], t.prefix[:lv.prefix]...)
+		b = append(b, "->"...)
+		b = appendPercent(b, lv.folded, t.total)
+		b = append(b, " ("...)
+		b = appendAmount(b, lv.folded, t.count)
+		b = append(b, ") "...)
+		b = appendPlaces(b, lv.places)
+		b = append(b, "below the display threshold ("...)
+		b = strconv.AppendFloat(b, t.opts.Threshold, 'f', 2, 64)
+		b = append(b, "%)\n"...)
+		t.w.Write(b)
+		t.buf = b
+	}
+}
+
+func (t *showText) endTree() {
+	t.close(0)
+	t.w.WriteByte('\n')
+	t.needCols = true
 }
 
 // foldChildren splits n's children into those shown and the bytes and
-// number of places of those below threshold percent of total. Massif's own
-// below-threshold buckets count as their places.
+// number of places of those below threshold percent of total, as the text
+// form folds them. Massif's own below-threshold buckets count as their
+// places.
 func foldChildren(n *Node, total int64, threshold float64) (kids []*Node, folded int64, places int) {
 	if threshold <= 0 {
 		return n.Children, 0, 0
@@ -272,11 +396,7 @@ func foldChildren(n *Node, total int64, threshold float64) (kids []*Node, folded
 			places++
 		}
 	}
-	if kids == nil && places == 0 {
-		return n.Children, 0, 0
-	}
-	if places == 1 {
-		// One site alone is shown rather than hidden behind a bucket.
+	if kids == nil {
 		return n.Children, 0, 0
 	}
 	return kids, folded, places
@@ -320,16 +440,32 @@ func appendNodeText(b []byte, n *Node) []byte {
 
 // appendPercent writes part as a percentage of total with two decimals,
 // zero-padded to two integer digits like ms_print: "98.43%", "01.57%".
+// Integer arithmetic keeps it cheap on million-line trees.
 func appendPercent(b []byte, part, total int64) []byte {
-	p := 0.0
-	if total != 0 {
-		p = float64(part) * 100 / float64(total)
+	if total == 0 {
+		return append(b, "00.00%"...)
 	}
-	if p >= 0 && p < 10 {
+	neg := (part < 0) != (total < 0)
+	if part < 0 {
+		part = -part
+	}
+	if total < 0 {
+		total = -total
+	}
+	var q int64 // hundredths of a percent, rounded half up
+	if part <= 1<<48 && total <= 1<<61 {
+		q = (part*20000 + total) / (2 * total)
+	} else {
+		q = int64(float64(part)*10000/float64(total) + 0.5)
+	}
+	if neg && q != 0 {
+		b = append(b, '-')
+	}
+	if q < 1000 {
 		b = append(b, '0')
 	}
-	b = strconv.AppendFloat(b, p, 'f', 2, 64)
-	return append(b, '%')
+	b = strconv.AppendInt(b, q/100, 10)
+	return append(b, '.', byte('0'+q%100/10), byte('0'+q%10), '%')
 }
 
 // appendAmount writes bytes in binary units as FormatBytes does, or a
@@ -345,26 +481,36 @@ func appendAmount(b []byte, n int64, count bool) []byte {
 	return appendBytes(b, n)
 }
 
-// appendBytes is FormatBytes without the allocations.
+// appendBytes is FormatBytes without its allocations and, below 2^53
+// bytes, without floating point: the same digits, rounded half to even as
+// strconv rounds the exact quotient.
 func appendBytes(b []byte, n int64) []byte {
-	u := n
+	u := uint64(n)
 	if n < 0 {
 		b = append(b, '-')
-		u = -n
+		u = uint64(-n)
 	}
 	if u < 1024 {
-		b = strconv.AppendInt(b, u, 10)
+		b = strconv.AppendUint(b, u, 10)
 		return append(b, " B"...)
 	}
 	const units = "KMGTPE"
-	v := float64(u) / 1024
 	i := 0
-	for v >= 1024 && i < len(units)-1 {
-		v /= 1024
+	d := uint64(1024)
+	for u/d >= 1024 && i < len(units)-1 {
+		d *= 1024
 		i++
 	}
-	b = strconv.AppendFloat(b, v, 'f', 1, 64)
-	return append(b, ' ', units[i], 'i', 'B')
+	if u >= 1<<53 {
+		b = strconv.AppendFloat(b, float64(u)/float64(d), 'f', 1, 64)
+		return append(b, ' ', units[i], 'i', 'B')
+	}
+	q, r := u*10/d, u*10%d
+	if 2*r > d || (2*r == d && q%2 == 1) {
+		q++
+	}
+	b = strconv.AppendUint(b, q/10, 10)
+	return append(b, '.', byte('0'+q%10), ' ', units[i], 'i', 'B')
 }
 
 // isCountEvent reports whether an xtmemory event counts blocks, not bytes.
@@ -380,7 +526,8 @@ func padLeft(b []byte, s string, width int) []byte {
 }
 
 func (t *showText) end(h *File) {
-	if !t.header {
+	t.start()
+	if !t.printed {
 		// heaptrack writes its header after the snapshots.
 		t.writeHeader(h)
 	}

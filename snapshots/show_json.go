@@ -50,11 +50,12 @@ type showJSONNode struct {
 }
 
 type showJSON struct {
-	w     *bufio.Writer
-	opts  ShowOptions
-	begun bool
-	count int
-	err   error
+	w      *bufio.Writer
+	opts   ShowOptions
+	header func() *File
+	begun  bool
+	count  int
+	err    error
 }
 
 func (j *showJSON) begin(h *File) {
@@ -67,6 +68,9 @@ func (j *showJSON) begin(h *File) {
 func (j *showJSON) snapshot(s *Snapshot) {
 	if j.err != nil {
 		return
+	}
+	if !j.begun {
+		j.begin(j.header())
 	}
 	out := showJSONSnapshot{
 		Index:          s.Index,

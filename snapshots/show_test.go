@@ -106,8 +106,27 @@ func TestShowOptionsErrors(t *testing.T) {
 	}
 }
 
+func TestAppendPercent(t *testing.T) {
+	for _, tc := range []struct {
+		part, total int64
+		want        string
+	}{
+		{0, 0, "00.00%"}, {1016, 1016, "100.00%"}, {1000, 1016, "98.43%"}, {16, 1016, "01.57%"},
+		{1, 3, "33.33%"}, {2, 3, "66.67%"}, {1, 200000, "00.00%"}, {1, 20000, "00.01%"},
+		{-16, 1016, "-01.57%"}, {1 << 62, 1 << 62, "100.00%"}, {1 << 60, 1 << 62, "25.00%"},
+	} {
+		if got := string(appendPercent(nil, tc.part, tc.total)); got != tc.want {
+			t.Errorf("appendPercent(%d, %d) = %q, want %q", tc.part, tc.total, got, tc.want)
+		}
+	}
+}
+
 func TestAppendBytesMatchesFormatBytes(t *testing.T) {
-	for _, n := range []int64{0, 1, 1023, 1024, 1025, 1536, 100000, 1<<20 - 1, 1 << 20, 3<<30 + 12345, 1 << 62, -5, -2048} {
+	ns := []int64{0, 1, 1023, 1024, 1025, 1126, 1536, 100000, 1<<20 - 1, 1 << 20, 1048064, 1048063, 1048115, 3<<30 + 12345, 1<<53 + 1, 1 << 62, 1<<63 - 1, -5, -2048}
+	for i := int64(0); i < 200000; i += 7 {
+		ns = append(ns, 1024+i*53)
+	}
+	for _, n := range ns {
 		if got, want := string(appendBytes(nil, n)), FormatBytes(n); got != want {
 			t.Errorf("appendBytes(%d) = %q, FormatBytes = %q", n, got, want)
 		}
