@@ -24,6 +24,7 @@ const (
 	TypeUnparsed Type = '?'
 )
 
+// String names the record type: "result", "exec", "console", ...
 func (t Type) String() string {
 	switch t {
 	case TypeResult:

@@ -16,6 +16,7 @@ const (
 	KindList                  // [value,...] or [name=value,...]
 )
 
+// String names the kind: "const", "tuple" or "list".
 func (k Kind) String() string {
 	switch k {
 	case KindConst:
