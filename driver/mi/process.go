@@ -66,6 +66,9 @@ type process struct {
 // start or exits at once, Start returns an error (wrapping exec.ErrNotFound
 // when gdb is missing, an *ExitError when it died) and leaves no process.
 func Start(ctx context.Context, opt Options) (*Client, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("starting gdb: %w", err)
+	}
 	path := opt.Path
 	if path == "" {
 		path = "gdb"
