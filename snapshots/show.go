@@ -531,6 +531,9 @@ func (t *showText) end(h *File) {
 		// heaptrack writes its header after the snapshots.
 		t.writeHeader(h)
 	}
+	if !t.needCols {
+		t.w.WriteByte('\n') // after a row, as after a tree
+	}
 	sum := &t.sum
 	fmt.Fprintf(t.w, "%d snapshots, %d detailed", sum.snapshots, sum.detailed)
 	if sum.peak != nil {
