@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -529,6 +530,41 @@ func TestSplitSpec(t *testing.T) {
 	} {
 		if p, s := SplitSpec(tc.spec); p != tc.path || s != tc.sel {
 			t.Errorf("SplitSpec(%q) = %q, %q; want %q, %q", tc.spec, p, s, tc.path, tc.sel)
+		}
+	}
+}
+
+func TestParseSelectMatchesSelect(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(recorded, "*.m*"))
+	if err != nil || len(files) == 0 {
+		t.Fatal("no recorded files", err)
+	}
+	for _, path := range files {
+		full, err := ParseFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sel := range []string{"", "peak", "0", "3", "12", "99", "curB", "curBk", "totFdB", "nope"} {
+			want, wantErr := full.Select(sel)
+			fh, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, got, err := ParseSelect(fh, path, sel)
+			fh.Close()
+			if (err != nil) != (wantErr != nil) || (err != nil && err.Error() != wantErr.Error()) {
+				t.Errorf("%s#%s: error %v, want %v", path, sel, err, wantErr)
+				continue
+			}
+			if err != nil {
+				continue
+			}
+			if !reflect.DeepEqual(want, got) {
+				t.Errorf("%s#%s (-want +got):\n%s", path, sel, cmp.Diff(want, got))
+			}
+			if len(f.Snapshots) != len(full.Snapshots) || f.Cmd != full.Cmd {
+				t.Errorf("%s#%s: file has %d snapshots, cmd %q", path, sel, len(f.Snapshots), f.Cmd)
+			}
 		}
 	}
 }

@@ -2,6 +2,7 @@ package snapshots
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 )
@@ -87,4 +88,48 @@ func (f *File) indexRange() string {
 // --pages-as-heap=yes, whose root reads "(page allocation syscalls) ...".
 func (s *Snapshot) PagesAsHeap() bool {
 	return s.Tree != nil && strings.HasPrefix(s.Tree.Frame.Function, "(page allocation syscalls)")
+}
+
+// ParseSelect reads a massif file and returns it with the snapshot sel
+// picks, as File.Select would, keeping in memory the totals of every
+// snapshot but the tree of only the one picked (and, in an xtmemory file,
+// of every event, so that Profile can merge them). It is how commands that
+// need one snapshot of a possibly huge massif.out.PID read it.
+func ParseSelect(r io.Reader, name, sel string) (*File, *Snapshot, error) {
+	rd := NewReader(r, name, ReadOptions{})
+	var snaps []*Snapshot
+	var last *Snapshot // the latest detailed snapshot, for sel ""
+	n, numErr := strconv.Atoi(sel)
+	found := false
+	for {
+		s, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		switch {
+		case s.Event != "":
+			// Keep every event's tree.
+		case sel == "" && s.Kind != TreeEmpty:
+			if last != nil {
+				last.Tree = nil
+			}
+			last = s
+		case sel == "peak" && s.Kind == TreePeak:
+		case numErr == nil && s.Index == n && !found:
+			found = true
+		default:
+			s.Tree = nil
+		}
+		snaps = append(snaps, s)
+	}
+	f := rd.Header()
+	f.Snapshots = snaps
+	s, err := f.Select(sel)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, s, nil
 }

@@ -71,11 +71,7 @@ func runExport(stdout io.Writer, stdin io.Reader, spec string, opts *exportOptio
 		return err
 	}
 	defer closeIn()
-	f, err := snapshots.Parse(in, name)
-	if err != nil {
-		return err
-	}
-	s, err := f.Select(sel)
+	f, s, err := snapshots.ParseSelect(in, name, sel)
 	if err != nil {
 		return err
 	}

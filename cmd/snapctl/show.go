@@ -64,11 +64,7 @@ func runShow(w io.Writer, stdin io.Reader, spec string, opts *showOptions) error
 	if sel == "" {
 		return snapshots.Show(w, snapshots.NewReader(in, name, snapshots.ReadOptions{}), sopts)
 	}
-	f, err := snapshots.Parse(in, name)
-	if err != nil {
-		return err
-	}
-	s, err := f.Select(sel)
+	f, s, err := snapshots.ParseSelect(in, name, sel)
 	if err != nil {
 		return err
 	}
