@@ -3,7 +3,6 @@ package snapshots
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -309,15 +308,6 @@ func parseInt(b []byte) (int64, bool) {
 	return n, true
 }
 
-func indexString(s, sub string) int {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
-		}
-	}
-	return -1
-}
-
 // Parse reads a whole massif file. name is used in error messages and as
 // File.Name. A file with no snapshot at all is an error.
 func Parse(r io.Reader, name string) (*File, error) {
@@ -366,7 +356,7 @@ func ParseFunc(r io.Reader, name string, opts ReadOptions, fn func(*Snapshot) er
 	rd := NewReader(r, name, opts)
 	for {
 		s, err := rd.Next()
-		if errors.Is(err, io.EOF) {
+		if err == io.EOF {
 			return rd.Header(), nil
 		}
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"hash/maphash"
 	"io"
+	"strings"
 )
 
 // treeBuilder allocates the nodes of trees in slabs: a detailed snapshot of
@@ -327,7 +328,7 @@ func (t *frameTable) grow() {
 func ParseFrame(text string) Frame {
 	var f Frame
 	if len(text) > 2 && text[0] == '0' && text[1] == 'x' {
-		if i := indexString(text, ": "); i > 0 {
+		if i := strings.Index(text, ": "); i > 0 {
 			f.Addr = text[:i]
 			text = text[i+2:]
 		}
