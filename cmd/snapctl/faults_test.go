@@ -539,3 +539,101 @@ func TestNoDebugInfoWarns(t *testing.T) {
 		t.Errorf("heap at the stops (-want +got):\n%s", diff)
 	}
 }
+
+// A target that exits before any breakpoint hits: exit code 11 naming the
+// breakpoint, and a run.json with no stops that says the run completed.
+func TestTargetExitsBeforeAnyHit(t *testing.T) {
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, fixtures+"leak.c")
+	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{"0"}}, exitNeverHit)
+	if msg := oneLine(t, res.Stderr); !strings.Contains(msg, `request`) {
+		t.Errorf("message %q does not name the breakpoint", msg)
+	}
+	checkPartial(t, res, "completed", 0)
+	if len(res.Run.Stops) != 0 {
+		t.Errorf("%d stops, want none", len(res.Run.Stops))
+	}
+}
+
+// Three runs at once on the same binary never cross: each has its own vgdb
+// prefix and run directory, so each sees exactly its own target's hits.
+func TestConcurrentRunsDoNotCross(t *testing.T) {
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, fixtures+"leak.c")
+	counts := []int{3, 4, 5}
+	var rs []*running
+	for _, n := range counts {
+		rs = append(rs, startSnapctl(t, session{Plan: requestPlan, Bin: bin, Args: []string{fmt.Sprint(n)}, Limit: 2 * time.Minute}))
+	}
+	for i, r := range rs {
+		res := r.wait()
+		if res.Code != exitOK || res.Run == nil {
+			t.Errorf("run %d: exit code %d\nstderr:\n%s", i, res.Code, res.Stderr)
+			continue
+		}
+		var heaps, want []int64
+		for _, s := range res.Run.stopsOf("request") {
+			heaps = append(heaps, s.HeapBytes)
+		}
+		for k := 0; k < counts[i]; k++ {
+			want = append(want, int64(24*k))
+		}
+		if diff := cmp.Diff(want, heaps); diff != "" {
+			t.Errorf("run %d with %d requests: heap at its stops (-want +got):\n%s", i, counts[i], diff)
+		}
+	}
+}
+
+// The vgdb FIFOs live in a private directory (mode 0700, the user's own)
+// that is removed at the end; gdb runs with --nx, so no .gdbinit is
+// executed.
+func TestPrivateFIFOsAndNoGdbinit(t *testing.T) {
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, fixtures+"faults.c")
+	// A ~/.gdbinit, which gdb reads at startup unless given --nx, that
+	// would leave a mark.
+	home := t.TempDir()
+	mark := filepath.Join(t.TempDir(), "gdbinit-ran")
+	if err := os.WriteFile(filepath.Join(home, ".gdbinit"), []byte("shell touch "+mark+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := startSnapctl(t, session{Plan: faultPlan, Bin: bin, Args: []string{"exit", "1"}, Limit: time.Minute,
+		Env: []string{"HOME=" + home}})
+	waitDescendant(t, "sleep 2", 30*time.Second)
+
+	vg := testenv.WaitFor(t, testenv.Valgrind, time.Second)
+	m := regexp.MustCompile(`--vgdb-prefix=(\S+)`).FindStringSubmatch(vg.Cmdline)
+	if m == nil {
+		t.Fatalf("valgrind runs without --vgdb-prefix: %s", vg.Cmdline)
+	}
+	private := filepath.Dir(m[1])
+	fi, err := os.Stat(private)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o700 || !fi.IsDir() {
+		t.Errorf("vgdb prefix directory %s has mode %v, want drwx------", private, fi.Mode())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Getuid() {
+		t.Errorf("vgdb prefix directory %s is not owned by uid %d", private, os.Getuid())
+	}
+	fifos, _ := filepath.Glob(m[1] + "*")
+	if len(fifos) == 0 {
+		t.Errorf("no vgdb FIFOs under %s*", m[1])
+	}
+	gdb := testenv.WaitFor(t, testenv.Gdb, time.Second)
+	if !strings.Contains(" "+gdb.Cmdline+" ", " --nx ") {
+		t.Errorf("gdb runs without --nx: %s", gdb.Cmdline)
+	}
+
+	res := r.wait()
+	if res.Code != exitOK {
+		t.Errorf("exit code %d, want 0\nstderr:\n%s", res.Code, res.Stderr)
+	}
+	if _, err := os.Stat(private); !os.IsNotExist(err) {
+		t.Errorf("private directory %s still there after the run (%v)", private, err)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Error("gdb executed ~/.gdbinit")
+	}
+}

@@ -178,6 +178,8 @@ type session struct {
 	NoOut bool
 	// Loud leaves --quiet off.
 	Loud bool
+	// Env is added to the test's environment for snapctl.
+	Env []string
 	// Limit caps the whole command; the test fails (and kills snapctl) when
 	// it is reached. Default 2 minutes.
 	Limit time.Duration
@@ -243,6 +245,9 @@ func startSnapctl(t testing.TB, s session) *running {
 	r := &running{t: t, cancel: cancel, out: out}
 	r.cmd = exec.CommandContext(ctx, bin, args...)
 	r.cmd.Dir = dir
+	if len(s.Env) > 0 {
+		r.cmd.Env = append(os.Environ(), s.Env...)
+	}
 	r.cmd.Stdout = &r.stdout
 	r.cmd.Stderr = &r.stderr
 	// The target's output passes through snapctl's stdout; an orphaned
