@@ -21,8 +21,14 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # A private directory without spaces: monitor commands split on spaces.
 work=$(mktemp -d /tmp/snapctl-bench.XXXXXX)
 vgpid=
+snappid=
+peak_kib=0
 
 cleanup() {
+	if [ -n "$snappid" ] && kill -0 "$snappid" 2>/dev/null; then
+		kill -TERM "$snappid" 2>/dev/null || true
+		wait "$snappid" 2>/dev/null || true
+	fi
 	if [ -n "$vgpid" ] && kill -0 "$vgpid" 2>/dev/null; then
 		kill -KILL "$vgpid" 2>/dev/null || true
 		wait "$vgpid" 2>/dev/null || true
@@ -86,11 +92,22 @@ run_snapctl() {
 	rm -rf "$work/run"
 	local t0 t1 got
 	t0=$(now)
-	"$work/snapctl" run --quiet --out "$work/run" "$root/bench/stops/plan.yaml" "$work/stops" "$n" >"$work/snapctl.out" 2>&1 || {
+	"$work/snapctl" run --quiet --out "$work/run" "$root/bench/stops/plan.yaml" "$work/stops" "$n" >"$work/snapctl.out" 2>&1 &
+	snappid=$!
+	# snapctl's peak resident memory (VmHWM), read until it exits: it
+	# must stay flat as the number of stops grows.
+	local hwm
+	while hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$snappid/status" 2>/dev/null) && [ -n "$hwm" ]; do
+		peak_kib=$hwm
+		sleep 0.1
+	done
+	if ! wait "$snappid"; then
+		snappid=
 		echo "stops.sh: snapctl run failed:" >&2
 		cat "$work/snapctl.out" >&2
 		exit 1
-	}
+	fi
+	snappid=
 	t1=$(now)
 	got=$(find "$work/run/snapshots" -type f | wc -l)
 	if [ "$got" -ne "$n" ]; then
@@ -112,9 +129,10 @@ for round in $(seq "$rounds"); do
 	if [ "$bestb" -eq 0 ] || [ "$tb" -lt "$bestb" ]; then bestb=$tb; fi
 done
 
-awk -v a="$besta" -v b="$bestb" -v n="$n" -v r="$rounds" 'BEGIN {
+awk -v a="$besta" -v b="$bestb" -v n="$n" -v r="$rounds" -v m="$peak_kib" 'BEGIN {
 	printf "stops:              %d (best of %d rounds)\n", n, r
 	printf "hand-written gdb:   %.2f s (%.2f ms/stop)\n", a / 1e9, a / 1e6 / n
 	printf "snapctl run:        %.2f s (%.2f ms/stop)\n", b / 1e9, b / 1e6 / n
 	printf "ratio snapctl/gdb:  %.2f (target <= 1.30)\n", b / a
+	printf "snapctl peak RSS:   %.1f MiB\n", m / 1024
 }'
