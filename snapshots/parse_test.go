@@ -1,14 +1,17 @@
 package snapshots
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"weak"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -566,5 +569,42 @@ func TestParseSelectMatchesSelect(t *testing.T) {
 				t.Errorf("%s#%s: file has %d snapshots, cmd %q", path, sel, len(f.Snapshots), f.Cmd)
 			}
 		}
+	}
+}
+
+// TestReaderReleasesSnapshots checks that the streaming Reader keeps nothing
+// of a snapshot once the caller drops it, so reading a huge file needs the
+// memory of one snapshot: while the caller holds a later snapshot, an
+// earlier one must be collectable. (Node slabs shared between two trees
+// once chained every snapshot to the one before.)
+func TestReaderReleasesSnapshots(t *testing.T) {
+	r := NewReader(bytes.NewReader(benchFile()), "bench", ReadOptions{})
+	var first weak.Pointer[Node]
+	detailed := 0
+	for {
+		s, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Tree == nil {
+			continue
+		}
+		detailed++
+		switch detailed {
+		case 1:
+			first = weak.Make(s.Tree.Children[len(s.Tree.Children)-1])
+		case 4:
+			runtime.GC()
+			if first.Value() != nil {
+				t.Error("the first snapshot's tree is still reachable while the fourth is held")
+			}
+			runtime.KeepAlive(s)
+		}
+	}
+	if detailed < 4 {
+		t.Fatalf("only %d detailed snapshots", detailed)
 	}
 }
