@@ -637,3 +637,23 @@ func TestPrivateFIFOsAndNoGdbinit(t *testing.T) {
 		t.Error("gdb executed ~/.gdbinit")
 	}
 }
+
+// --force writes a run into an existing, non-empty directory and leaves
+// the files that were there alone.
+func TestForceWritesIntoBusyDir(t *testing.T) {
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, fixtures+"leak.c")
+	out := filepath.Join(t.TempDir(), "busy")
+	keep := filepath.Join(out, "keep.txt")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keep, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{"2"}, Out: out, Flags: []string{"--force"}}, exitOK)
+	checkCompleted(t, res)
+	if data, err := os.ReadFile(keep); err != nil || string(data) != "mine" {
+		t.Errorf("keep.txt after the run: %q, %v", data, err)
+	}
+}
