@@ -6,7 +6,7 @@
 // opens. A breakpoint on handle_request sees the heap grow by exactly 40
 // bytes at open_session's malloc between hits, give or take the two noise
 // buffers that happen to be live. The number of requests is argv[1]
-// (default 6).
+// (default 10).
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -46,7 +46,7 @@ void handle_request(int id)
 
 int main(int argc, char **argv)
 {
-	int n = argc > 1 ? atoi(argv[1]) : 6;
+	int n = argc > 1 ? atoi(argv[1]) : 10;
 	pthread_t t[2];
 	for (int i = 0; i < 2; i++)
 		pthread_create(&t[i], NULL, noise, NULL);
