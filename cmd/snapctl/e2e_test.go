@@ -488,3 +488,21 @@ func threadOf(s runStop, id string) *runThread {
 	}
 	return nil
 }
+
+// Without --out a run goes to a new folder under ./snapctl-runs/; without
+// --quiet but with stderr not a terminal, no status line is printed.
+func TestDefaultOutAndNoStatusLine(t *testing.T) {
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, fixtures+"leak.c")
+	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{"2"}, NoOut: true, Loud: true}, exitOK)
+	checkCompleted(t, res)
+	if filepath.Base(filepath.Dir(res.Out)) != "snapctl-runs" {
+		t.Errorf("run directory %s, want one under snapctl-runs/", res.Out)
+	}
+	if res.Stderr != "" {
+		t.Errorf("stderr is not a terminal, yet snapctl printed on it:\n%q", res.Stderr)
+	}
+	if !strings.Contains(res.Stdout, res.Out) && !strings.Contains(res.Stdout, filepath.Base(res.Out)) {
+		t.Errorf("stdout does not say where the run is:\n%s", res.Stdout)
+	}
+}

@@ -38,10 +38,6 @@ const faultPlan = `breakpoints:
     commands: ["shell sleep 2"]
 `
 
-// slowPlan stops briefly at every request of `faults slow`, which sleeps
-// 200 ms before each.
-const slowPlan = requestPlan
-
 // reach starts snapctl on the faults fixture and returns once the run is at
 // moment m. At atStop the run is at its first stop; at atRunning it has
 // taken its first snapshot and the target is sleeping before its next
@@ -52,11 +48,11 @@ func reach(t *testing.T, m moment, extraFlags ...string) *running {
 	s := session{Bin: bin, Flags: extraFlags, Limit: time.Minute}
 	switch m {
 	case atStartup:
-		s.Plan, s.Args = slowPlan, []string{"slow", "10"}
+		s.Plan, s.Args = requestPlan, []string{"slow", "10"}
 	case atStop:
 		s.Plan, s.Args = faultPlan, []string{"exit", "3"}
 	case atRunning:
-		s.Plan, s.Args = slowPlan, []string{"slow", "10"}
+		s.Plan, s.Args = requestPlan, []string{"slow", "10"}
 	}
 	r := startSnapctl(t, s)
 	switch m {
@@ -267,7 +263,7 @@ func TestSecondInterruptKillsAtOnce(t *testing.T) {
 func TestRunTimeout(t *testing.T) {
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"faults.c")
-	res := runSnapctl(t, session{Plan: slowPlan, Bin: bin, Args: []string{"slow", "100"},
+	res := runSnapctl(t, session{Plan: requestPlan, Bin: bin, Args: []string{"slow", "100"},
 		Flags: []string{"--timeout", "3s"}, Limit: time.Minute})
 	if res.Code != exitTimeout {
 		t.Errorf("exit code %d, want %d\nstderr:\n%s", res.Code, exitTimeout, res.Stderr)

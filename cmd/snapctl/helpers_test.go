@@ -200,7 +200,8 @@ type running struct {
 	t      testing.TB
 	cmd    *exec.Cmd
 	cancel context.CancelFunc
-	out    string
+	out    string // the run directory, "" until known
+	dir    string // snapctl's working directory
 	stdout bytes.Buffer
 	stderr lockedBuffer
 	start  time.Time
@@ -242,7 +243,10 @@ func startSnapctl(t testing.TB, s session) *running {
 		limit = 2 * time.Minute
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	r := &running{t: t, cancel: cancel, out: out}
+	if s.NoOut {
+		out = "" // found under DIR/snapctl-runs/ once the run is over
+	}
+	r := &running{t: t, cancel: cancel, out: out, dir: dir}
 	r.cmd = exec.CommandContext(ctx, bin, args...)
 	r.cmd.Dir = dir
 	if len(s.Env) > 0 {
@@ -277,22 +281,18 @@ func (r *running) signal(sig syscall.Signal) {
 	}
 }
 
-// waitStderr waits until snapctl's stderr contains text.
-func (r *running) waitStderr(text string, timeout time.Duration) bool {
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if strings.Contains(r.stderr.String(), text) {
-			return true
-		}
-	}
-	return false
-}
-
 // wait waits for snapctl to exit and reads the run directory.
 func (r *running) wait() *result {
 	r.t.Helper()
 	err := r.cmd.Wait()
 	elapsed := time.Since(r.start)
 	r.cancel()
+	if r.out == "" {
+		// The default run directory: one new folder under ./snapctl-runs.
+		if names, _ := filepath.Glob(filepath.Join(r.dir, "snapctl-runs", "*")); len(names) == 1 {
+			r.out = names[0]
+		}
+	}
 	res := &result{Stdout: r.stdout.String(), Stderr: r.stderr.String(), Out: r.out, Elapsed: elapsed}
 	var ee *exec.ExitError
 	switch {
