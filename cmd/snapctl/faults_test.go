@@ -147,6 +147,7 @@ func oneLine(t *testing.T, stderr string) string {
 // ends with exit code 1, says which child died, writes a partial report with
 // status failed that keeps every snapshot taken, and leaves no process.
 func TestChildKilled(t *testing.T) {
+	testenv.NoLeftovers(t)
 	for _, tool := range []testenv.Tool{testenv.Valgrind, testenv.Vgdb, testenv.Gdb} {
 		for _, m := range []moment{atStartup, atStop, atRunning} {
 			t.Run(fmt.Sprintf("%s/%s", tool, m), func(t *testing.T) {
@@ -192,6 +193,7 @@ func TestChildKilled(t *testing.T) {
 // report says interrupted, every snapshot taken is kept, snapctl exits with
 // 130 within a few seconds and leaves no process.
 func TestInterrupted(t *testing.T) {
+	testenv.NoLeftovers(t)
 	tests := []struct {
 		sig syscall.Signal
 		at  moment
@@ -281,6 +283,7 @@ func TestRunTimeout(t *testing.T) {
 // the stack where it died, exit code 12, the signal and the function named on
 // the terminal, and the snapshots and diffs of the stops before the crash.
 func TestTargetCrashes(t *testing.T) {
+	testenv.NoLeftovers(t)
 	tests := []struct {
 		name   string
 		src    string
@@ -452,6 +455,7 @@ report:
 // Bad input on the command line or in the environment, each refused before
 // anything starts with a clear message and its own exit code.
 func TestBadInput(t *testing.T) {
+	testenv.NoLeftovers(t)
 	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
 	leak := testenv.Build(t, fixtures+"leak.c")
 	dir := t.TempDir()
