@@ -336,6 +336,13 @@ func (s *session) connect(ctx context.Context) error {
 	if _, err := s.send(ctx, "-target-select", "remote", pipe); err != nil {
 		return &ToolError{Tool: "vgdb", Msg: "gdb cannot connect to valgrind", Err: err, Tail: logTail(filepath.Join(s.dir, valgrindLog), 8)}
 	}
+	// gdb reads every argument of the stopped frame from the target to
+	// print it with each stop; through vgdb that is the larger part of a
+	// stop's cost, and snapctl does not use them. Commands get them back
+	// (see runCommands); the plan's init commands may override this.
+	if _, err := s.send(ctx, "-gdb-set", "print", "frame-arguments", "none"); err != nil {
+		return fmt.Errorf("setting up gdb: %w", err)
+	}
 	for _, line := range s.plan.Gdb.Init {
 		if _, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote(line)); err != nil {
 			return fmt.Errorf("gdb init command %q: %w", line, err)

@@ -1,0 +1,307 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/snapshots"
+)
+
+// taken is a stop whose snapshot file is in the run directory but not yet
+// read: reading it waits until the target runs again, so snapctl's own work
+// overlaps the target's.
+type taken struct {
+	stop Stop
+	bp   *bpState
+}
+
+// atBreakpoint handles a stop at a plan breakpoint: snapshot, commands,
+// around_call's return snapshot, every/max_hits, continue. The snapshots
+// are read and analysed once the target runs again.
+func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record) (bool, error) {
+	hit := st.hits + st.step
+	st.hits, st.sum.Hits = hit, hit
+	if !st.bp.ShouldSnapshot(hit) {
+		return false, s.resume(ctx, st, hit)
+	}
+	timeout := s.plan.StopTimeout
+	if timeout <= 0 {
+		timeout = defaultStopTimeout
+	}
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	// The threads, the backtrace and the snapshot only read the stopped
+	// target: they go to gdb at once, without waiting for each answer.
+	tid := rec.String("thread-id")
+	stop := Stop{Breakpoint: st.bp.Name, Hit: hit, Phase: phaseHit}
+	if f := recFrame(rec); f != nil {
+		stop.Frame = *f
+	}
+	threads, err := s.inspectAndSnapshot(sctx, st, &stop, tid, true)
+	if err != nil {
+		return false, s.stopFailed(ctx, err)
+	}
+	hitTaken := &taken{stop: stop, bp: st}
+
+	resumes := st.bp.AroundCall || len(st.bp.Commands) > 0
+	restore, err := s.lockScheduler(sctx, resumes)
+	if err != nil {
+		return false, s.stopFailed(ctx, err)
+	}
+	if resumes {
+		hitTaken.stop.SchedulerLocking = s.plan.SchedulerLocking
+	}
+	hitTaken.stop.Commands = s.runCommands(sctx, st.bp.Commands)
+	if !st.bp.AroundCall {
+		if err := restore(sctx); err != nil {
+			return false, s.stopFailed(ctx, err)
+		}
+		if err := s.resume(ctx, st, hit); err != nil {
+			return false, err
+		}
+		return false, s.absorb(hitTaken, nil)
+	}
+
+	// around_call: run to the return of the function and snapshot again.
+	if _, err := s.send(sctx, "-exec-finish"); err != nil {
+		s.event(Event{Kind: "around-call-failed", Thread: hitTaken.stop.Thread,
+			Message: fmt.Sprintf("breakpoint %q hit %d: finish: %s", st.bp.Name, hit, miMessage(err))})
+		if err := restore(sctx); err != nil {
+			return false, s.stopFailed(ctx, err)
+		}
+		if err := s.resume(ctx, st, hit); err != nil {
+			return false, err
+		}
+		return false, s.absorb(hitTaken, nil)
+	}
+	rec2, err := s.waitStopped(sctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, err
+		}
+		// The call does not return in time (blocked, or waiting for a
+		// thread that valgrind does not schedule): give this stop up.
+		s.interrupt()
+		s.event(Event{Kind: "stop-abandoned", Thread: hitTaken.stop.Thread,
+			Message: fmt.Sprintf("breakpoint %q hit %d: the call did not return within %v; stop abandoned", st.bp.Name, hit, timeout)})
+		restore(context.WithoutCancel(ctx))
+		if err := s.resume(ctx, st, hit); err != nil {
+			return false, err
+		}
+		return false, s.absorb(hitTaken, nil)
+	}
+	if r := rec2.String("reason"); r != "function-finished" && r != "location-reached" {
+		// Another stop came first: a breakpoint in another thread, a
+		// signal, the exit. The return snapshot of this hit is lost.
+		s.event(Event{Kind: "around-call-cut-short", Reason: r, Thread: hitTaken.stop.Thread,
+			Message: fmt.Sprintf("breakpoint %q hit %d: %s before the call returned", st.bp.Name, hit, r)})
+		restore(context.WithoutCancel(sctx))
+		if err := s.absorb(hitTaken, nil); err != nil {
+			return false, err
+		}
+		return s.handleStop(ctx, rec2)
+	}
+	ret := Stop{Breakpoint: st.bp.Name, Hit: hit, Phase: phaseReturn, SchedulerLocking: hitTaken.stop.SchedulerLocking}
+	if f := recFrame(rec2); f != nil {
+		ret.Frame = *f
+	}
+	after, err := s.inspectAndSnapshot(sctx, st, &ret, hitTaken.stop.Thread.ID, false)
+	if err != nil {
+		return false, s.stopFailed(ctx, err)
+	}
+	changed := threadsChanged(hitTaken.stop.Thread.ID, threads, after)
+	ran := len(changed) > 0
+	ret.OtherThreadsRan, ret.ThreadsChanged = &ran, changed
+	if err := restore(sctx); err != nil {
+		return false, s.stopFailed(ctx, err)
+	}
+	if err := s.resume(ctx, st, hit); err != nil {
+		return false, err
+	}
+	return false, s.absorb(hitTaken, &taken{stop: ret, bp: st})
+}
+
+// inspectAndSnapshot lists the threads (and, with backtrace, the stopped
+// thread's frames) and takes the snapshot, sending the commands together.
+// It fills stop's threads, frames and snapshot file and returns the
+// threads.
+func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Stop, tid string, backtrace bool) ([]Thread, error) {
+	tmp := filepath.Join(s.priv, "snap.massif")
+	cmds := [][]string{
+		{"-thread-info"},
+		{"-interpreter-exec", "console", mi.Quote("monitor detailed_snapshot " + tmp)},
+	}
+	if backtrace {
+		cmds = append(cmds, []string{"-stack-list-frames"})
+	}
+	res, errs := s.sendAll(ctx, cmds)
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("at breakpoint %q: %s: %w", st.bp.Name, cmds[i][0], err)
+		}
+	}
+	threads := threadsOf(res[0].List("threads"))
+	stop.Thread, stop.Threads = findThread(threads, tid), threads
+	if backtrace {
+		stop.Backtrace = framesOf(res[2].List("stack"))
+		if len(stop.Backtrace) > 0 {
+			stop.Frame = stop.Backtrace[0]
+		}
+	}
+	// Success prints nothing; errors come back as target-stream text with
+	// a ^done (fact 5). The commands run concurrently, so the text may be
+	// filed under any of them; only the monitor command prints any.
+	var msg string
+	for _, r := range res {
+		msg += r.Target()
+	}
+	if msg != "" {
+		return nil, &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("snapshot at breakpoint %q failed", st.bp.Name), Tail: msg}
+	}
+	s.seq++
+	stop.Seq = s.seq
+	stop.Time = stamp(time.Now())
+	stop.Snapshot = snapshotName(s.seq, st.bp.Name, stop.Hit, stop.Phase)
+	if err := moveFile(tmp, filepath.Join(s.dir, stop.Snapshot)); err != nil {
+		return nil, fmt.Errorf("keeping snapshot %s: %w", stop.Snapshot, err)
+	}
+	return threads, nil
+}
+
+// sendAll sends MI commands that only read the stopped target without
+// waiting for each answer in turn, in no particular order. It returns
+// every result and error by position.
+func (s *session) sendAll(ctx context.Context, cmds [][]string) ([]*mi.Result, []error) {
+	res := make([]*mi.Result, len(cmds))
+	errs := make([]error, len(cmds))
+	done := make(chan int, len(cmds))
+	for i, c := range cmds {
+		go func() {
+			res[i], errs[i] = s.send(ctx, c[0], c[1:]...)
+			done <- i
+		}()
+	}
+	for range cmds {
+		<-done
+	}
+	return res, errs
+}
+
+// absorb reads the snapshots of a stop (the hit and, for around_call, the
+// return), records the stops in run.json and feeds the analysis.
+func (s *session) absorb(hit, ret *taken) error {
+	hs, err := s.readSnapshot(hit)
+	if err != nil {
+		return err
+	}
+	s.addStop(hit.stop)
+	s.an.addHit(hit.stop.Breakpoint, hit.stop.Seq, hs)
+	if ret == nil {
+		return nil
+	}
+	rs, err := s.readSnapshot(ret)
+	if err != nil {
+		return err
+	}
+	s.addStop(ret.stop)
+	s.an.addReturn(ret.stop.Breakpoint, hit.stop.Seq, hs, ret.stop.Seq, rs)
+	return nil
+}
+
+// readSnapshot parses a kept snapshot once and fills the stop's totals.
+func (s *session) readSnapshot(t *taken) (*snapshots.Snapshot, error) {
+	f, err := snapshots.ParseFile(filepath.Join(s.dir, t.stop.Snapshot))
+	if err != nil {
+		return nil, fmt.Errorf("reading snapshot: %w", err)
+	}
+	if len(f.Snapshots) == 0 {
+		return nil, fmt.Errorf("snapshot %s holds no snapshot", t.stop.Snapshot)
+	}
+	snap := f.Snapshots[0]
+	t.stop.HeapBytes, t.stop.HeapExtraBytes, t.stop.StacksBytes = snap.HeapBytes, snap.HeapExtraBytes, snap.StacksBytes
+	t.bp.sum.Snapshots++
+	return snap, nil
+}
+
+// lockScheduler sets the plan's scheduler-locking mode when the stop's
+// actions resume the target and the mode differs from gdb's; the returned
+// function restores gdb's mode. Valgrind ignores the mode (DESIGN.md fact
+// 1); it is set so a plan behaves the same under a target that honours it.
+func (s *session) lockScheduler(ctx context.Context, resumes bool) (func(context.Context) error, error) {
+	noop := func(context.Context) error { return nil }
+	if !resumes || s.plan.SchedulerLocking == "" {
+		return noop, nil
+	}
+	if s.schedMode == "" {
+		r, err := s.send(ctx, "-gdb-show", "scheduler-locking")
+		if err != nil {
+			return nil, fmt.Errorf("reading scheduler-locking: %w", err)
+		}
+		s.schedMode = r.String("value")
+	}
+	prev := s.schedMode
+	if prev == s.plan.SchedulerLocking {
+		return noop, nil
+	}
+	if _, err := s.send(ctx, "-gdb-set", "scheduler-locking", s.plan.SchedulerLocking); err != nil {
+		return nil, fmt.Errorf("setting scheduler-locking %s: %w", s.plan.SchedulerLocking, err)
+	}
+	return func(ctx context.Context) error {
+		if _, err := s.send(ctx, "-gdb-set", "scheduler-locking", prev); err != nil {
+			return fmt.Errorf("restoring scheduler-locking %s: %w", prev, err)
+		}
+		return nil
+	}, nil
+}
+
+// runCommands runs a breakpoint's gdb commands and records their output,
+// with gdb's default printing of frame arguments so that `bt` and `frame`
+// print what users expect.
+func (s *session) runCommands(ctx context.Context, cmds []string) []CommandOutput {
+	if len(cmds) == 0 {
+		return nil
+	}
+	s.send(ctx, "-gdb-set", "print", "frame-arguments", "scalars")
+	defer s.send(ctx, "-gdb-set", "print", "frame-arguments", "none")
+	out := make([]CommandOutput, 0, len(cmds))
+	for _, c := range cmds {
+		out = append(out, s.command(ctx, c))
+	}
+	return out
+}
+
+// command runs one of a breakpoint's gdb commands and records its output.
+func (s *session) command(ctx context.Context, line string) CommandOutput {
+	out := CommandOutput{Command: line}
+	r, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote(line))
+	if err != nil {
+		out.Error = miMessage(err)
+		return out
+	}
+	out.Output = r.Console() + r.Target()
+	return out
+}
+
+// resume applies every and max_hits after a hit and continues the target.
+func (s *session) resume(ctx context.Context, st *bpState, hit int) error {
+	if st.bp.Done(hit) {
+		if _, err := s.send(ctx, "-break-delete", st.number); err != nil {
+			return fmt.Errorf("deleting breakpoint %q: %w", st.bp.Name, err)
+		}
+		st.sum.Deleted = true
+		delete(s.bps, st.number)
+	} else if n := st.bp.NextIgnore(); n > 0 {
+		// gdb skips the hits that take no snapshot, so each stop stands
+		// for Every hits. The ignore count is re-armed after every stop.
+		if _, err := s.send(ctx, "-break-after", st.number, strconv.Itoa(n)); err != nil {
+			return fmt.Errorf("setting the ignore count of %q: %w", st.bp.Name, err)
+		}
+		st.step = n + 1
+	}
+	return s.cont(ctx)
+}
