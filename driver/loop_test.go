@@ -1,0 +1,176 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/snapctl/snapctl/breakpoints"
+	"github.com/snapctl/snapctl/driver/mi"
+)
+
+// fakeGDB answers the stop loop's MI commands from a script, standing in for
+// gdb attached to valgrind: each -exec-continue delivers the next *stopped
+// record, and each monitor detailed_snapshot writes a massif file whose heap
+// grows by 16 bytes at keep (leak.c:15).
+type fakeGDB struct {
+	t      *testing.T
+	events chan *mi.Record
+	done   chan struct{}
+	stops  []string // *stopped records, in MI syntax, one per continue
+
+	mu   sync.Mutex
+	sent []string
+	snap int
+}
+
+func newFakeGDB(t *testing.T, stops ...string) *fakeGDB {
+	return &fakeGDB{t: t, events: make(chan *mi.Record, 16), done: make(chan struct{}), stops: stops}
+}
+
+func (f *fakeGDB) Events() <-chan *mi.Record { return f.events }
+func (f *fakeGDB) Done() <-chan struct{}     { return f.done }
+func (f *fakeGDB) Err() error                { return nil }
+
+func (f *fakeGDB) Send(ctx context.Context, cmd string, args ...string) (*mi.Result, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	line := strings.Join(append([]string{cmd}, args...), " ")
+	switch cmd {
+	case "-thread-info":
+		return f.result(`^done,threads=[{id="1",target-id="Thread 42",state="stopped",frame={addr="0x10",func="handle_request",file="leak.c",line="23"}}],current-thread-id="1"`), nil
+	case "-stack-list-frames":
+		return f.result(`^done,stack=[frame={level="0",addr="0x10",func="handle_request",file="/src/leak.c",fullname="/src/leak.c",line="23"},frame={level="1",addr="0x20",func="main",file="leak.c",line="35"}]`), nil
+	case "-interpreter-exec":
+		const mon = `"monitor detailed_snapshot `
+		if strings.HasPrefix(args[1], mon) {
+			f.snap++
+			path := strings.TrimSuffix(strings.TrimPrefix(args[1], mon), `"`)
+			n := 16 * f.snap
+			massif := fmt.Sprintf("desc: --threshold=0\ncmd: ./leak\ntime_unit: i\n#-----------\nsnapshot=0\n#-----------\ntime=%d\nmem_heap_B=%d\nmem_heap_extra_B=8\nmem_stacks_B=0\nheap_tree=detailed\n"+
+				"n1: %d (heap allocation functions) malloc/new/new[], --alloc-fns, etc.\n n1: %d 0x1091E0: keep (leak.c:15)\n  n0: %d 0x109236: main (leak.c:31)\n", f.snap, n, n, n, n)
+			if err := os.WriteFile(path, []byte(massif), 0o600); err != nil {
+				f.t.Error(err)
+			}
+			line = "monitor detailed_snapshot"
+		}
+	case "-exec-continue":
+		if len(f.stops) == 0 {
+			f.t.Errorf("continue after the last stop")
+			break
+		}
+		rec, err := mi.ParseRecord([]byte(f.stops[0]))
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		f.stops = f.stops[1:]
+		f.events <- rec
+		f.sent = append(f.sent, line)
+		return f.result("^running"), nil
+	}
+	f.sent = append(f.sent, line)
+	return f.result("^done"), nil
+}
+
+func (f *fakeGDB) result(line string) *mi.Result {
+	rec, err := mi.ParseRecord([]byte(line))
+	if err != nil {
+		f.t.Fatalf("%s: %v", line, err)
+	}
+	return &mi.Result{Class: rec.Class, Results: rec.Results}
+}
+
+const hitRecord = `*stopped,reason="breakpoint-hit",disp="keep",bkptno="1",frame={addr="0x10",func="handle_request",file="leak.c",line="23"},thread-id="1",stopped-threads="all"`
+
+// The stop loop against a scripted gdb: every and max_hits decide which
+// hits gdb reports (-break-after) and when the breakpoint goes
+// (-break-delete), and the hits are numbered as the plan counts them.
+func TestLoopEveryMaxHits(t *testing.T) {
+	plan, err := breakpoints.Parse("plan.yaml", []byte("breakpoints:\n  - name: request\n    location: handle_request\n    every: 2\n    max_hits: 5\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, snapshotDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := newSession(Options{CommandTimeout: 5e9, Grace: 1}, plan, tools{}, "/src/leak", dir)
+	s.opts.defaults()
+	s.priv = t.TempDir()
+	fake := newFakeGDB(t, hitRecord, hitRecord, `*stopped,reason="exited",exit-code="03"`)
+	s.gdb = fake
+	s.vg = &valgrindProc{done: make(chan struct{})}
+	st := s.order[0]
+	st.number, st.sum.Number = "1", "1"
+	s.bps["1"] = st
+
+	fake.events <- mustRecord(t, hitRecord) // the first hit, already stopped
+	err = s.loop(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hits []int
+	var heaps []int64
+	for _, stop := range s.m.Stops {
+		hits = append(hits, stop.Hit)
+		heaps = append(heaps, stop.HeapBytes)
+		if stop.Thread.TargetID != "Thread 42" || len(stop.Backtrace) != 2 || stop.Frame.File != "leak.c" {
+			t.Errorf("stop %d: thread %+v, backtrace %+v", stop.Seq, stop.Thread, stop.Backtrace)
+		}
+	}
+	if diff := cmp.Diff([]int{1, 3, 5}, hits); diff != "" {
+		t.Errorf("hits (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]int64{16, 32, 48}, heaps); diff != "" {
+		t.Errorf("heap bytes (-want +got):\n%s", diff)
+	}
+	if c := s.m.Target.ExitCode; c == nil || *c != 3 {
+		t.Errorf("exit code %v, want 3 (gdb prints it in octal)", c)
+	}
+	var control []string
+	for _, l := range fake.sent {
+		if strings.HasPrefix(l, "-break-") || l == "-exec-continue" {
+			control = append(control, l)
+		}
+	}
+	want := []string{
+		"-break-after 1 1", "-exec-continue",
+		"-break-after 1 1", "-exec-continue",
+		"-break-delete 1", "-exec-continue",
+	}
+	if diff := cmp.Diff(want, control); diff != "" {
+		t.Errorf("breakpoint control (-want +got):\n%s", diff)
+	}
+	if len(s.an.diffs) != 2 || s.an.diffs[0].DeltaBytes != 16 {
+		t.Errorf("diffs = %+v, want two of +16 B", s.an.diffs)
+	}
+}
+
+func mustRecord(t *testing.T, line string) *mi.Record {
+	t.Helper()
+	rec, err := mi.ParseRecord([]byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+func TestThreadsChanged(t *testing.T) {
+	f := func(addr string) *Frame { return &Frame{Function: "f", Addr: addr} }
+	before := []Thread{{ID: "1", Frame: f("0x1")}, {ID: "2", TargetID: "Thread 2", Frame: f("0x2"), State: "stopped"}, {ID: "3", Frame: f("0x3")}}
+	after := []Thread{{ID: "1", Frame: f("0x9")}, {ID: "2", TargetID: "Thread 2", Frame: f("0x5"), State: "stopped"}, {ID: "4", Frame: f("0x4")}}
+	got := threadsChanged("1", before, after)
+	want := []string{"2 (Thread 2): frame changed", "4: new", "3: exited"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if got := threadsChanged("1", before, before); got != nil {
+		t.Errorf("no change: got %v", got)
+	}
+}
