@@ -13,10 +13,14 @@ import (
 
 // taken is a stop whose snapshot file is in the run directory but not yet
 // read: reading it waits until the target runs again, so snapctl's own work
-// overlaps the target's.
+// overlaps the target's. Taken stops wait in session.pending; flush reads
+// them, also when a run ends in the middle of a stop, so every kept
+// snapshot has its stop in run.json.
 type taken struct {
-	stop Stop
-	bp   *bpState
+	stop  *Stop
+	bp    *bpState
+	hitOf *taken              // for a return-phase stop, its hit
+	snap  *snapshots.Snapshot // a hit's snapshot, until its return is read
 }
 
 // atBreakpoint handles a stop at a plan breakpoint: snapshot, commands,
@@ -38,15 +42,14 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 	// The threads, the backtrace and the snapshot only read the stopped
 	// target: they go to gdb at once, without waiting for each answer.
 	tid := rec.String("thread-id")
-	stop := Stop{Breakpoint: st.bp.Name, Hit: hit, Phase: phaseHit}
+	stop := &Stop{Breakpoint: st.bp.Name, Hit: hit, Phase: phaseHit}
 	if f := recFrame(rec); f != nil {
 		stop.Frame = *f
 	}
-	threads, err := s.inspectAndSnapshot(sctx, st, &stop, tid, true)
+	threads, err := s.inspectAndSnapshot(sctx, st, stop, tid, true, nil)
 	if err != nil {
 		return false, s.stopFailed(ctx, err)
 	}
-	hitTaken := &taken{stop: stop, bp: st}
 
 	resumes := st.bp.AroundCall || len(st.bp.Commands) > 0
 	restore, err := s.lockScheduler(sctx, resumes)
@@ -54,30 +57,24 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		return false, s.stopFailed(ctx, err)
 	}
 	if resumes {
-		hitTaken.stop.SchedulerLocking = s.plan.SchedulerLocking
+		stop.SchedulerLocking = s.plan.SchedulerLocking
 	}
-	hitTaken.stop.Commands = s.runCommands(sctx, st.bp.Commands)
+	stop.Commands = s.runCommands(sctx, st.bp.Commands)
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
 	if !st.bp.AroundCall {
-		if err := restore(sctx); err != nil {
-			return false, s.stopFailed(ctx, err)
-		}
-		if err := s.resume(ctx, st, hit); err != nil {
-			return false, err
-		}
-		return false, s.absorb(hitTaken, nil)
+		return false, s.leaveStop(ctx, sctx, st, hit, restore)
 	}
 
 	// around_call: run to the return of the function and snapshot again.
 	if _, err := s.send(sctx, "-exec-finish"); err != nil {
-		s.event(Event{Kind: "around-call-failed", Thread: hitTaken.stop.Thread,
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		s.event(Event{Kind: "around-call-failed", Thread: stop.Thread,
 			Message: fmt.Sprintf("breakpoint %q hit %d: finish: %s", st.bp.Name, hit, miMessage(err))})
-		if err := restore(sctx); err != nil {
-			return false, s.stopFailed(ctx, err)
-		}
-		if err := s.resume(ctx, st, hit); err != nil {
-			return false, err
-		}
-		return false, s.absorb(hitTaken, nil)
+		return false, s.leaveStop(ctx, sctx, st, hit, restore)
 	}
 	rec2, err := s.waitStopped(sctx)
 	if err != nil {
@@ -87,50 +84,52 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		// The call does not return in time (blocked, or waiting for a
 		// thread that valgrind does not schedule): give this stop up.
 		s.interrupt()
-		s.event(Event{Kind: "stop-abandoned", Thread: hitTaken.stop.Thread,
+		s.event(Event{Kind: "stop-abandoned", Thread: stop.Thread,
 			Message: fmt.Sprintf("breakpoint %q hit %d: the call did not return within %v; stop abandoned", st.bp.Name, hit, timeout)})
-		restore(context.WithoutCancel(ctx))
-		if err := s.resume(ctx, st, hit); err != nil {
-			return false, err
-		}
-		return false, s.absorb(hitTaken, nil)
+		return false, s.leaveStop(ctx, context.WithoutCancel(ctx), st, hit, restore)
 	}
 	if r := rec2.String("reason"); r != "function-finished" && r != "location-reached" {
 		// Another stop came first: a breakpoint in another thread, a
 		// signal, the exit. The return snapshot of this hit is lost.
-		s.event(Event{Kind: "around-call-cut-short", Reason: r, Thread: hitTaken.stop.Thread,
+		s.event(Event{Kind: "around-call-cut-short", Reason: r, Thread: stop.Thread,
 			Message: fmt.Sprintf("breakpoint %q hit %d: %s before the call returned", st.bp.Name, hit, r)})
 		restore(context.WithoutCancel(sctx))
-		if err := s.absorb(hitTaken, nil); err != nil {
+		if err := s.flush(); err != nil {
 			return false, err
 		}
 		return s.handleStop(ctx, rec2)
 	}
-	ret := Stop{Breakpoint: st.bp.Name, Hit: hit, Phase: phaseReturn, SchedulerLocking: hitTaken.stop.SchedulerLocking}
+	ret := &Stop{Breakpoint: st.bp.Name, Hit: hit, Phase: phaseReturn, SchedulerLocking: stop.SchedulerLocking}
 	if f := recFrame(rec2); f != nil {
 		ret.Frame = *f
 	}
-	after, err := s.inspectAndSnapshot(sctx, st, &ret, hitTaken.stop.Thread.ID, false)
+	after, err := s.inspectAndSnapshot(sctx, st, ret, stop.Thread.ID, false, s.pending[len(s.pending)-1])
 	if err != nil {
 		return false, s.stopFailed(ctx, err)
 	}
-	changed := threadsChanged(hitTaken.stop.Thread.ID, threads, after)
+	changed := threadsChanged(stop.Thread.ID, threads, after)
 	ran := len(changed) > 0
 	ret.OtherThreadsRan, ret.ThreadsChanged = &ran, changed
+	return false, s.leaveStop(ctx, sctx, st, hit, restore)
+}
+
+// leaveStop restores gdb's scheduler-locking mode, resumes the target and
+// then reads the stop's snapshots.
+func (s *session) leaveStop(ctx, sctx context.Context, st *bpState, hit int, restore func(context.Context) error) error {
 	if err := restore(sctx); err != nil {
-		return false, s.stopFailed(ctx, err)
+		return s.stopFailed(ctx, err)
 	}
 	if err := s.resume(ctx, st, hit); err != nil {
-		return false, err
+		return err
 	}
-	return false, s.absorb(hitTaken, &taken{stop: ret, bp: st})
+	return s.flush()
 }
 
 // inspectAndSnapshot lists the threads (and, with backtrace, the stopped
 // thread's frames) and takes the snapshot, sending the commands together.
 // It fills stop's threads, frames and snapshot file and returns the
 // threads.
-func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Stop, tid string, backtrace bool) ([]Thread, error) {
+func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Stop, tid string, backtrace bool, hitOf *taken) ([]Thread, error) {
 	tmp := filepath.Join(s.priv, "snap.massif")
 	cmds := [][]string{
 		{"-thread-info"},
@@ -170,6 +169,7 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 	if err := moveFile(tmp, filepath.Join(s.dir, stop.Snapshot)); err != nil {
 		return nil, fmt.Errorf("keeping snapshot %s: %w", stop.Snapshot, err)
 	}
+	s.pending = append(s.pending, &taken{stop: stop, bp: st, hitOf: hitOf})
 	return threads, nil
 }
 
@@ -192,24 +192,29 @@ func (s *session) sendAll(ctx context.Context, cmds [][]string) ([]*mi.Result, [
 	return res, errs
 }
 
-// absorb reads the snapshots of a stop (the hit and, for around_call, the
-// return), records the stops in run.json and feeds the analysis.
-func (s *session) absorb(hit, ret *taken) error {
-	hs, err := s.readSnapshot(hit)
-	if err != nil {
-		return err
+// flush reads the snapshots of the pending stops in order, records the
+// stops in run.json and feeds the analysis.
+func (s *session) flush() error {
+	pending := s.pending
+	s.pending = nil
+	for _, t := range pending {
+		snap, err := s.readSnapshot(t)
+		if err != nil {
+			return err
+		}
+		s.addStop(*t.stop)
+		if t.hitOf == nil {
+			s.an.addHit(t.stop.Breakpoint, t.stop.Seq, snap)
+			if t.bp.bp.AroundCall {
+				t.snap = snap
+			}
+			continue
+		}
+		if t.hitOf.snap != nil {
+			s.an.addReturn(t.stop.Breakpoint, t.hitOf.stop.Seq, t.hitOf.snap, t.stop.Seq, snap)
+			t.hitOf.snap = nil
+		}
 	}
-	s.addStop(hit.stop)
-	s.an.addHit(hit.stop.Breakpoint, hit.stop.Seq, hs)
-	if ret == nil {
-		return nil
-	}
-	rs, err := s.readSnapshot(ret)
-	if err != nil {
-		return err
-	}
-	s.addStop(ret.stop)
-	s.an.addReturn(ret.stop.Breakpoint, hit.stop.Seq, hs, ret.stop.Seq, rs)
 	return nil
 }
 

@@ -140,8 +140,10 @@ type session struct {
 	// schedMode is gdb's own scheduler-locking mode, read at the first
 	// stop that needs it.
 	schedMode string
-	an        *analysis
-	status    *statusLine
+	// pending are stops whose snapshots are kept but not yet read.
+	pending []*taken
+	an      *analysis
+	status  *statusLine
 }
 
 // bpState is one plan breakpoint during the run.
@@ -450,6 +452,10 @@ func (s *session) teardown() {
 // and report.md. It returns err, or the gate error when the run completed.
 func (s *session) finish(res *Result, err error) (*Result, error) {
 	s.m.FinishedAt = time.Now().UTC()
+	// Stops whose actions were cut short still have their snapshots.
+	if ferr := s.flush(); ferr != nil && err == nil {
+		err = ferr
+	}
 	var crash *CrashError
 	switch {
 	case err == nil:

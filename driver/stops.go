@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -43,7 +42,8 @@ func (s *session) loop(ctx context.Context) error {
 			vgDone = nil
 			vgGone = time.After(3 * time.Second)
 		case <-vgGone:
-			return &ToolError{Tool: "valgrind", Msg: "exited without gdb reporting the target's exit", Err: exitErr(s.vg.err), Tail: logTail(filepath.Join(s.dir, valgrindLog), 8)}
+			return &ToolError{Tool: "valgrind", Msg: describeState(childState(s.vg.err)) + " without gdb reporting the target's exit",
+				Tail: logTail(filepath.Join(s.dir, valgrindLog), 8)}
 		case rec, ok := <-s.gdb.Events():
 			if !ok {
 				return s.gdbGone()
@@ -66,7 +66,13 @@ func (s *session) loop(ctx context.Context) error {
 }
 
 func (s *session) gdbGone() error {
-	return &ToolError{Tool: "gdb", Msg: "exited during the run", Err: s.gdb.Err()}
+	// The client's error says how gdb died once it has reaped it.
+	select {
+	case <-s.gdb.Done():
+	case <-time.After(2 * time.Second):
+	}
+	msg, tail := gdbExit(s.gdb.Err())
+	return &ToolError{Tool: "gdb", Msg: msg, Tail: tail}
 }
 
 // lostTarget reports whether gdb's words mean that the connection to
@@ -87,10 +93,9 @@ func (s *session) targetLost(what string) error {
 	}
 	what = strings.TrimSpace(what)
 	if s.vg.exited() {
-		var ee *exec.ExitError
-		if errors.As(s.vg.err, &ee) {
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				return &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("was killed by %v during the run", ws.Signal()),
+		if st := childState(s.vg.err); st != nil {
+			if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				return &ToolError{Tool: "valgrind", Msg: describeState(st) + " during the run",
 					Tail: logTail(filepath.Join(s.dir, valgrindLog), 8)}
 			}
 		}
@@ -108,7 +113,7 @@ func (s *session) explain(ctx context.Context, err error) error {
 	case errors.As(err, &te):
 		return err
 	case errors.Is(err, mi.ErrExited):
-		return &ToolError{Tool: "gdb", Msg: "exited during the run", Err: s.gdb.Err()}
+		return s.gdbGone()
 	case errors.As(err, &me) && lostTarget(me.Msg):
 		return s.targetLost(me.Msg)
 	}
