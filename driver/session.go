@@ -441,7 +441,8 @@ func (s *session) teardown() {
 		s.closeFn()
 	}
 	if s.vg != nil {
-		s.vg.stop(s.opts.Grace)
+		exited := s.m.Target.ExitCode != nil || s.m.Target.Signal != nil
+		s.vg.stop(s.opts.Grace, exited)
 	}
 	if s.status != nil {
 		s.status.clear()

@@ -100,13 +100,18 @@ func (p *valgrindProc) waitReady(ctx context.Context, timeout time.Duration) err
 	}
 }
 
-// stop ends valgrind and everything in its process group: it waits up to
-// grace for a voluntary exit, then sends SIGTERM, then after grace SIGKILL
-// (a valgrind waiting for gdb at startup ignores SIGTERM, fact 11).
-func (p *valgrindProc) stop(grace time.Duration) {
+// stop ends valgrind and everything in its process group. When the target
+// has exited (exited set) it waits up to grace for valgrind to finish on
+// its own; then it sends SIGTERM, and after grace SIGKILL (a valgrind
+// waiting for gdb at startup ignores SIGTERM, fact 11).
+func (p *valgrindProc) stop(grace time.Duration, exited bool) {
 	pgid := p.cmd.Process.Pid
 	defer syscall.Kill(-pgid, syscall.SIGKILL) // the target's own children, if any
-	for _, sig := range []syscall.Signal{0, syscall.SIGTERM, syscall.SIGKILL} {
+	sigs := []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL}
+	if exited {
+		sigs = append([]syscall.Signal{0}, sigs...)
+	}
+	for _, sig := range sigs {
 		if sig != 0 {
 			syscall.Kill(-pgid, sig)
 		}
