@@ -205,14 +205,23 @@ func (s *session) waitStopped(ctx context.Context) (*mi.Record, error) {
 }
 
 // interrupt stops a running target (best effort, bounded): used when the
-// run is cancelled and when a stop's actions hang.
+// run is cancelled and when a stop's actions hang. An interrupt that
+// reaches vgdb just as gdb resumes the target can be lost, so it is sent
+// again until the target stops.
 func (s *session) interrupt() {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	if _, err := s.gdb.Send(ctx, "-exec-interrupt"); err != nil {
-		return
+	for ctx.Err() == nil {
+		if _, err := s.gdb.Send(ctx, "-exec-interrupt"); err != nil {
+			return
+		}
+		wctx, wcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		_, err := s.waitStopped(wctx)
+		wcancel()
+		if err == nil {
+			return
+		}
 	}
-	s.waitStopped(ctx)
 }
 
 // stopFailed decides what a failure at a stop means: the end of the run
