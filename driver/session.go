@@ -36,6 +36,11 @@ type Options struct {
 	// discards them.
 	Warn io.Writer
 
+	// Kill, when closed, ends every child at once with SIGKILL: snapctl
+	// closes it on a second Ctrl-C, when the user will not wait for the
+	// orderly teardown. The run directory is still written.
+	Kill <-chan struct{}
+
 	// ReadyTimeout bounds valgrind's start until its gdbserver is ready
 	// (default 60s); CommandTimeout bounds every MI command (default 30s).
 	ReadyTimeout, CommandTimeout time.Duration
@@ -142,8 +147,10 @@ type session struct {
 	schedMode string
 	// pending are stops whose snapshots are kept but not yet read.
 	pending []*taken
-	an      *analysis
-	status  *statusLine
+	// groups are the process groups of the children, for Options.Kill.
+	groups processGroups
+	an     *analysis
+	status *statusLine
 }
 
 // bpState is one plan breakpoint during the run.
@@ -218,8 +225,10 @@ func (s *session) run(ctx context.Context) (*Result, error) {
 	s.priv = priv
 	defer os.RemoveAll(priv)
 
+	stopKiller := s.killOn(s.opts.Kill)
 	err = s.startAndLoop(runCtx)
 	s.teardown()
+	stopKiller()
 	return s.finish(res, s.classify(ctx, runCtx, err))
 }
 
@@ -255,6 +264,7 @@ func (s *session) startAndLoop(ctx context.Context) error {
 		return err
 	}
 	s.vg = vg
+	s.groups.add(vg.Pid())
 	if err := vg.waitReady(ctx, s.opts.ReadyTimeout); err != nil {
 		return err
 	}
@@ -313,6 +323,7 @@ func (s *session) startGDB(ctx context.Context) error {
 		return &ToolError{Tool: "gdb", Msg: "cannot start", Err: err}
 	}
 	s.gdb = c
+	s.groups.add(c.Pid())
 	s.closeFn = func() {
 		c.Close()
 		if traceOut != nil {

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -123,6 +126,9 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	if !o.Quiet && isTerminal(stderr) {
 		dopts.Status = stderr
 	}
+	kill, stop := secondSignal(cmd.Context())
+	defer stop()
+	dopts.Kill = kill
 	res, err := driver.Run(cmd.Context(), dopts)
 	if res == nil {
 		return err
@@ -167,6 +173,30 @@ type runError struct {
 
 func (e *runError) Error() string { return fmt.Sprintf("%v (run directory: %s)", e.err, e.dir) }
 func (e *runError) Unwrap() error { return e.err }
+
+// secondSignal returns a channel closed when SIGINT, SIGTERM or SIGHUP
+// arrives after ctx was cancelled (main cancels it on the first one): the
+// user wants everything ended at once.
+func secondSignal(ctx context.Context) (<-chan struct{}, func()) {
+	kill := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-done:
+			return
+		}
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+		defer signal.Stop(sig)
+		select {
+		case <-sig:
+			close(kill)
+		case <-done:
+		}
+	}()
+	return kill, func() { close(done) }
+}
 
 // isTerminal reports whether w is a character device, such as a terminal.
 func isTerminal(w io.Writer) bool {
