@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -60,7 +61,9 @@ func WaitFor(t testing.TB, kind Tool, timeout time.Duration) Proc {
 
 // BuildCommand builds the Go main package in dir (as `go build`) once per
 // test binary and returns the path of the executable. It lives in the same
-// cache as the C fixtures and is removed with it by Main.
+// cache as the C fixtures and is removed with it by Main. When the tests
+// themselves run with -race, so does the command, so that end-to-end runs
+// also look for data races in the code under test.
 func BuildCommand(t testing.TB, dir string) string {
 	t.Helper()
 	cacheOnce.Do(func() { cacheDir, cacheErr = os.MkdirTemp("", "snapctl-fixtures-") })
@@ -78,7 +81,11 @@ func BuildCommand(t testing.TB, dir string) string {
 	if _, err := os.Stat(out); err == nil {
 		return out
 	}
-	cmd := exec.Command("go", "build", "-o", out, ".")
+	args := []string{"build", "-o", out}
+	if raceEnabled() {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, ".")...)
 	cmd.Dir = abs
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -112,4 +119,18 @@ func DescendantsWhere(match func(Proc) bool) []Proc {
 		}
 	}
 	return out
+}
+
+// raceEnabled reports whether the test binary was built with -race.
+func raceEnabled() bool {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-race" {
+			return s.Value == "true"
+		}
+	}
+	return false
 }
