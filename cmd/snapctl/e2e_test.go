@@ -463,6 +463,7 @@ func stopsSansVariable(stops []runStop) []runStop {
 	for i, s := range stops {
 		s.Thread = runThread{}
 		s.Threads = nil
+		s.Commands = nil
 		s.Snapshot = ""
 		out[i] = s
 	}
@@ -504,5 +505,33 @@ func TestDefaultOutAndNoStatusLine(t *testing.T) {
 	}
 	if !strings.Contains(res.Stdout, res.Out) && !strings.Contains(res.Stdout, filepath.Base(res.Out)) {
 		t.Errorf("stdout does not say where the run is:\n%s", res.Stdout)
+	}
+}
+
+// A breakpoint's commands run at each of its stops and their output is
+// recorded with the stop: here the argument of handle_request.
+func TestBreakpointCommands(t *testing.T) {
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, fixtures+"leak.c")
+	plan := requestPlan + `    commands: ["print id", "print id * 2"]
+`
+	res := mustRun(t, session{Plan: plan, Bin: bin, Args: []string{"3"}}, exitOK)
+	checkCompleted(t, res)
+	stops := res.Run.stopsOf("request")
+	if len(stops) != 3 {
+		t.Fatalf("%d stops, want 3", len(stops))
+	}
+	for i, s := range stops {
+		var got []string
+		for _, c := range s.Commands {
+			got = append(got, c.Command+" => "+strings.TrimSpace(c.Output))
+		}
+		want := []string{
+			fmt.Sprintf("print id => $%d = %d", 2*i+1, i),
+			fmt.Sprintf("print id * 2 => $%d = %d", 2*i+2, 2*i),
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("stop %d commands (-want +got):\n%s", s.Seq, diff)
+		}
 	}
 }

@@ -80,6 +80,11 @@ type runStop struct {
 	HeapBytes  int64     `json:"heap_bytes"`
 	// Threads is every thread of the target at the stop.
 	Threads []runThread `json:"threads"`
+	// Commands are the breakpoint's gdb commands and what they printed.
+	Commands []struct {
+		Command string `json:"command"`
+		Output  string `json:"output"`
+	} `json:"commands"`
 }
 
 type runThread struct {
