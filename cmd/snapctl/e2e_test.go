@@ -535,3 +535,31 @@ func TestBreakpointCommands(t *testing.T) {
 		}
 	}
 }
+
+// A breakpoint restricted to one gdb thread stops only there: in blocked.c
+// the worker (thread 2) handles every request and main (thread 1) none.
+func TestThreadRestriction(t *testing.T) {
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, fixtures+"blocked.c")
+	for _, tt := range []struct {
+		thread, stops, code int
+	}{
+		{2, 3, exitOK},
+		{1, 0, exitNeverHit},
+	} {
+		t.Run(fmt.Sprint("thread ", tt.thread), func(t *testing.T) {
+			testenv.NoLeftovers(t)
+			plan := fmt.Sprintf("%s    thread: %d\n", requestPlan, tt.thread)
+			res := mustRun(t, session{Plan: plan, Bin: bin, Args: []string{"3"}}, tt.code)
+			stops := res.Run.stopsOf("request")
+			if len(stops) != tt.stops {
+				t.Errorf("%d stops, want %d", len(stops), tt.stops)
+			}
+			for _, s := range stops {
+				if s.Thread.ID != fmt.Sprint(tt.thread) {
+					t.Errorf("stop %d in thread %s, want %d", s.Seq, s.Thread.ID, tt.thread)
+				}
+			}
+		})
+	}
+}
