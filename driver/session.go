@@ -389,28 +389,16 @@ func (s *session) drainEvents() {
 	}
 }
 
-// insertArgs are the -break-insert arguments of a breakpoint. A thread
-// restriction becomes part of the condition: the plan's thread may not
-// exist yet when the breakpoint is inserted, and gdb refuses -p for an
-// unknown thread. Validation against the bare binary (live false) leaves
-// out the ignore count, which only matters in the running target.
+// insertArgs are the -break-insert arguments of a breakpoint. Validation
+// against the bare binary (live false) leaves out the ignore count, which
+// only matters in the running target.
 func insertArgs(bp *breakpoints.Breakpoint, live bool) []string {
-	var args []string
-	if live && bp.Skip > 0 {
-		args = append(args, "-i", fmt.Sprint(bp.Skip))
+	if live {
+		return bp.InsertArgs()
 	}
-	cond := bp.Condition
-	if bp.Thread > 0 {
-		if cond != "" {
-			cond = fmt.Sprintf("$_thread == %d && (%s)", bp.Thread, cond)
-		} else {
-			cond = fmt.Sprintf("$_thread == %d", bp.Thread)
-		}
-	}
-	if cond != "" {
-		args = append(args, "-c", mi.Quote(cond))
-	}
-	return append(args, mi.Quote(bp.Location))
+	b := *bp
+	b.Skip = 0
+	return b.InsertArgs()
 }
 
 // validateLocations asks gdb, on the binary alone and before valgrind

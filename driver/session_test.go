@@ -129,6 +129,26 @@ func TestRunLeak(t *testing.T) {
 	}
 }
 
+// An explicit location (-source F -line N) is an MI option, not a location
+// string: it must reach -break-insert as options both when the plan is
+// checked and in the live target.
+func TestRunExplicitLocation(t *testing.T) {
+	bin := testenv.Build(t, "testdata/leak.c")
+	res, err := runPlan(t, "breakpoints:\n  - name: keep\n    location: -source leak.c -line 15\n", bin, "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, res.Dir)
+	if len(m.Stops) != 3 {
+		t.Fatalf("%d stops, want 3", len(m.Stops))
+	}
+	for _, st := range m.Stops {
+		if st.Frame.Function != "keep" || st.Frame.Line != 15 {
+			t.Errorf("stop %d at %s:%d, want keep:15", st.Seq, st.Frame.Function, st.Frame.Line)
+		}
+	}
+}
+
 // A location gdb cannot resolve is refused with the plan's position
 // before valgrind starts, and no run directory is made.
 func TestRunUnresolvedLocation(t *testing.T) {
