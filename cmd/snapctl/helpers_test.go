@@ -273,6 +273,8 @@ func startSnapctl(t testing.TB, s session) *running {
 			r.cmd.Wait()
 		}
 		cancel()
+		// vgdb outlives a killed gdb and is adopted by the test binary.
+		testenv.ReapOrphans()
 	})
 	return r
 }
