@@ -115,6 +115,14 @@ func TestParseErrors(t *testing.T) {
 			`plan.yaml:1:20: scheduler_locking: must be "on", "step", "off" or "replay", got "maybe"`}},
 		{"scheduler_locking typo", "scheduler_locking: stpe\n" + bp, []string{
 			`plan.yaml:1:20: scheduler_locking: must be "on", "step", "off" or "replay", got "stpe" (did you mean "step"?)`}},
+		{"keep_snapshots", "keep_snapshots: some\n" + bp, []string{
+			`plan.yaml:1:17: keep_snapshots: must be "all" or "changed", got "some"`}},
+		{"keep_snapshots typo", bp + "    keep_snapshots: chnaged\n", []string{
+			`plan.yaml:3:21: breakpoints[0].keep_snapshots: must be "all" or "changed", got "chnaged" (did you mean "changed"?)`}},
+		{"keep_snapshots key typo", "keep_snapshot: all\n" + bp, []string{
+			`plan.yaml:1:1: keep_snapshot: unknown key (did you mean "keep_snapshots"?)`}},
+		{"keep_snapshots type", bp + "    keep_snapshots: [all]\n", []string{
+			`plan.yaml:3:21: breakpoints[0].keep_snapshots: expected a string, got a list`}},
 		{"fair_sched", "valgrind:\n  fair_sched: always\n" + bp, []string{
 			`plan.yaml:2:15: valgrind.fair_sched: must be "no", "yes" or "try", got "always"`}},
 		{"group_by", "report:\n  group_by: stak\n" + bp, []string{

@@ -19,6 +19,7 @@ import (
 // Defaults for the keys a plan may leave out.
 const (
 	DefaultSchedulerLocking = "on"
+	DefaultKeepSnapshots    = KeepAll
 	DefaultFairSched        = "yes"
 	DefaultGroupBy          = "site"
 	DefaultReportDepth      = 12
@@ -49,12 +50,18 @@ func Parse(name string, data []byte) (*Plan, error) {
 		File:             name,
 		Source:           bytes.Clone(data),
 		SchedulerLocking: DefaultSchedulerLocking,
+		KeepSnapshots:    DefaultKeepSnapshots,
 		StopTimeout:      DefaultStopTimeout,
 		Valgrind:         Valgrind{FairSched: DefaultFairSched},
 		Report:           Report{GroupBy: DefaultGroupBy, Depth: DefaultReportDepth},
 	}
 	if root := d.document(data); root != nil {
 		d.plan(root, p)
+	}
+	for i := range p.Breakpoints {
+		if p.Breakpoints[i].KeepSnapshots == "" {
+			p.Breakpoints[i].KeepSnapshots = p.KeepSnapshots
+		}
 	}
 	if len(d.errs) > 0 {
 		sort.SliceStable(d.errs, func(i, j int) bool {

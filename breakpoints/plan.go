@@ -31,6 +31,10 @@ type Plan struct {
 	// finish for around_call); a stop that takes longer is abandoned
 	// (key "stop_timeout", a Go duration such as "30s"; default 30s).
 	StopTimeout time.Duration
+	// KeepSnapshots says which snapshot files a run keeps (key
+	// "keep_snapshots"): KeepAll (default) or KeepChanged. A breakpoint's
+	// own keep_snapshots overrides it.
+	KeepSnapshots string
 	// Breakpoints are the places where snapctl stops and snapshots, in
 	// plan order. Parse guarantees at least one and unique names.
 	Breakpoints []Breakpoint
@@ -169,6 +173,12 @@ type Breakpoint struct {
 	// Optional lets the breakpoint never hit without failing the run (key
 	// "optional"; default false).
 	Optional bool
+	// KeepSnapshots is KeepAll or KeepChanged (key "keep_snapshots";
+	// default the plan's). With KeepChanged a snapshot whose allocation
+	// tree equals the previous kept one of the same breakpoint and phase
+	// is not kept: its stop keeps the totals and names the stop whose
+	// file holds the same tree.
+	KeepSnapshots string
 
 	// Pos is where the entry starts in the plan, for messages such as
 	// `breakpoint "request" (plan.yaml:14:5) never hit`.
@@ -179,6 +189,12 @@ type Breakpoint struct {
 
 	index int // position in Plan.Breakpoints, for error keys
 }
+
+// The values of keep_snapshots.
+const (
+	KeepAll     = "all"     // keep every snapshot file
+	KeepChanged = "changed" // keep a snapshot file only when its tree changed
+)
 
 // Pos is a position in a plan file. Line and Column are 1-based; zero when
 // unknown.

@@ -21,13 +21,15 @@ func TestDefaults(t *testing.T) {
 		Source:           []byte("breakpoints:\n  - location: handle_request\n"),
 		Valgrind:         Valgrind{Threshold: 0, FairSched: "yes"},
 		SchedulerLocking: "on",
+		KeepSnapshots:    "all",
 		StopTimeout:      30 * time.Second,
 		Breakpoints: []Breakpoint{{
-			Name:        "handle_request",
-			Location:    "handle_request",
-			Every:       1,
-			Pos:         Pos{"plan.yaml", 2, 5},
-			LocationPos: Pos{"plan.yaml", 2, 15},
+			Name:          "handle_request",
+			Location:      "handle_request",
+			Every:         1,
+			KeepSnapshots: "all",
+			Pos:           Pos{"plan.yaml", 2, 5},
+			LocationPos:   Pos{"plan.yaml", 2, 15},
 		}},
 		Report: Report{GroupBy: "site", Depth: 12},
 	}
@@ -67,16 +69,17 @@ func TestFullPlan(t *testing.T) {
 		},
 		Gdb:              Gdb{Init: []string{"set print pretty on"}},
 		SchedulerLocking: "step",
+		KeepSnapshots:    "changed",
 		StopTimeout:      2 * time.Minute,
 		Breakpoints: []Breakpoint{
 			{
 				Name: "request", Location: "handle_request", Condition: "id % 10 == 0",
 				Thread: 2, Skip: 5, Every: 3, MaxHits: 100, AroundCall: true,
-				Commands: []string{"print queue_len", "info locals"}, Optional: true,
+				Commands: []string{"print queue_len", "info locals"}, Optional: true, KeepSnapshots: "changed",
 				Pos: Pos{path, 23, 5}, LocationPos: Pos{path, 24, 15}, index: 0,
 			},
-			{Name: "leak.c-15", Location: "leak.c:15", Every: 1, Pos: Pos{path, 33, 5}, LocationPos: Pos{path, 33, 15}, index: 1},
-			{Name: "submit", Location: "Scheduler::submit(int, char)", Every: 1, Pos: Pos{path, 34, 5}, LocationPos: Pos{path, 35, 15}, index: 2},
+			{Name: "leak.c-15", Location: "leak.c:15", Every: 1, KeepSnapshots: "changed", Pos: Pos{path, 33, 5}, LocationPos: Pos{path, 33, 15}, index: 1},
+			{Name: "submit", Location: "Scheduler::submit(int, char)", Every: 1, KeepSnapshots: "changed", Pos: Pos{path, 34, 5}, LocationPos: Pos{path, 35, 15}, index: 2},
 		},
 		Report: Report{
 			GroupBy:       "stack",
@@ -239,5 +242,30 @@ func TestBooleansAndEnumsUnquoted(t *testing.T) {
 	}
 	if p.SchedulerLocking != "off" || p.Valgrind.FairSched != "no" || !p.Valgrind.Stacks || !p.Breakpoints[0].Optional {
 		t.Errorf("got scheduler_locking %q, fair_sched %q, stacks %v, optional %v", p.SchedulerLocking, p.Valgrind.FairSched, p.Valgrind.Stacks, p.Breakpoints[0].Optional)
+	}
+}
+
+// keep_snapshots at the top of the plan is every breakpoint's default; a
+// breakpoint may override it.
+func TestKeepSnapshots(t *testing.T) {
+	for _, tc := range []struct {
+		plan string
+		want []string
+	}{
+		{"breakpoints:\n  - location: f\n  - location: g\n", []string{KeepAll, KeepAll}},
+		{"keep_snapshots: changed\nbreakpoints:\n  - location: f\n  - location: g\n    keep_snapshots: all\n", []string{KeepChanged, KeepAll}},
+		{"breakpoints:\n  - location: f\n    keep_snapshots: changed\n  - location: g\n", []string{KeepChanged, KeepAll}},
+	} {
+		p, err := Parse("plan.yaml", []byte(tc.plan))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.plan, err)
+		}
+		var got []string
+		for _, b := range p.Breakpoints {
+			got = append(got, b.KeepSnapshots)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%q (-want +got):\n%s", tc.plan, diff)
+		}
 	}
 }

@@ -20,6 +20,11 @@ func (d *decoder) plan(root *yaml.Node, p *Plan) {
 				p.SchedulerLocking = s
 			}
 		}},
+		{"keep_snapshots", func(v *yaml.Node, kp string) {
+			if s, ok := d.enum(v, kp, KeepAll, KeepChanged); ok {
+				p.KeepSnapshots = s
+			}
+		}},
 		{"stop_timeout", func(v *yaml.Node, kp string) {
 			if t, ok := d.duration(v, kp); ok {
 				p.StopTimeout = t
@@ -342,6 +347,7 @@ func (d *decoder) breakpoint(n *yaml.Node, kp string, index int) (Breakpoint, *y
 		{"around_call", func(v *yaml.Node, kp string) { b.AroundCall, _ = d.boolean(v, kp) }},
 		{"commands", func(v *yaml.Node, kp string) { b.Commands = d.commands(v, kp) }},
 		{"optional", func(v *yaml.Node, kp string) { b.Optional, _ = d.boolean(v, kp) }},
+		{"keep_snapshots", func(v *yaml.Node, kp string) { b.KeepSnapshots, _ = d.enum(v, kp, KeepAll, KeepChanged) }},
 	})
 	if !ok {
 		return b, nil, false
