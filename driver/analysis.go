@@ -2,6 +2,7 @@ package driver
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/snapshots"
@@ -10,13 +11,17 @@ import (
 // analysis turns the stops' snapshots into run.json's diffs and suspects as
 // they arrive: one incremental snapshots.Series per breakpoint for the
 // between-hits diffs, and a within-call diff per hit/return pair. It holds
-// one summary per breakpoint, never every tree, so memory stays flat
-// however many stops a run makes.
+// one summary per breakpoint, never every tree, and spools the diffs to
+// disk keeping only the few the report shows, so memory stays flat however
+// many stops a run makes.
 type analysis struct {
 	opts   snapshots.Options
 	series map[string]*snapshots.Series
 	order  []string // breakpoints in plan order
-	diffs  []*snapshots.Diff
+	// diffs holds every diff for run.json; shown the largest of each
+	// breakpoint and kind, for the reports.
+	diffs *spool
+	shown map[shownKey][]*snapshots.Diff
 	// problems are diffs that could not be made (a snapshot without a
 	// tree), kept as events.
 	problems []string
@@ -33,7 +38,8 @@ func newAnalysis(plan *breakpoints.Plan) *analysis {
 	if opts.GroupBy == snapshots.GroupByStack {
 		opts.Depth = plan.Report.Depth
 	}
-	a := &analysis{opts: opts, series: make(map[string]*snapshots.Series)}
+	a := &analysis{opts: opts, series: make(map[string]*snapshots.Series),
+		diffs: newSpool("diffs-*.jsonl"), shown: make(map[shownKey][]*snapshots.Diff)}
 	for _, bp := range plan.Breakpoints {
 		a.order = append(a.order, bp.Name)
 	}
@@ -41,8 +47,10 @@ func newAnalysis(plan *breakpoints.Plan) *analysis {
 }
 
 // addHit feeds the hit-phase snapshot of breakpoint bp taken at stop seq;
-// from the second hit on it adds a between-hits diff.
-func (a *analysis) addHit(bp string, seq int, snap *snapshots.Snapshot) {
+// from the second hit on it adds a between-hits diff. With same, the
+// snapshot's tree is known to equal the previous hit's: the series still
+// counts the interval, but the empty diff is not kept.
+func (a *analysis) addHit(bp string, seq int, snap *snapshots.Snapshot, same bool) {
 	s := a.series[bp]
 	if s == nil {
 		s = snapshots.NewSeries(bp, a.opts)
@@ -53,8 +61,8 @@ func (a *analysis) addHit(bp string, seq int, snap *snapshots.Snapshot) {
 		a.problems = append(a.problems, err.Error())
 		return
 	}
-	if d != nil {
-		a.diffs = append(a.diffs, d)
+	if d != nil && !same {
+		a.add(d)
 	}
 }
 
@@ -66,10 +74,56 @@ func (a *analysis) addReturn(bp string, hitSeq int, hit *snapshots.Snapshot, ret
 		return
 	}
 	d.Kind, d.Breakpoint, d.FromSeq, d.ToSeq = "within-call", bp, hitSeq, retSeq
-	a.diffs = append(a.diffs, d)
+	a.add(d)
 }
 
-// report returns the analysis for the renderers and run.json.
+// shownDiffs is how many diffs of each breakpoint and kind the reports
+// show: the largest heap changes. run.json holds them all.
+const shownDiffs = 10
+
+// shownKey groups diffs for the reports.
+type shownKey struct{ breakpoint, kind string }
+
+// add spools d for run.json and keeps it for the reports when it is among
+// the shownDiffs largest heap changes of its breakpoint and kind.
+func (a *analysis) add(d *snapshots.Diff) {
+	a.diffs.add(d)
+	k := shownKey{d.Breakpoint, d.Kind}
+	kept := a.shown[k]
+	if len(kept) < shownDiffs {
+		a.shown[k] = append(kept, d)
+		return
+	}
+	small := 0
+	for i, x := range kept {
+		if smaller(x, kept[small]) {
+			small = i
+		}
+	}
+	if smaller(kept[small], d) {
+		kept[small] = d
+	}
+}
+
+// smaller reports whether diff a changed the heap less than b; of equal
+// changes the later one is smaller, so the first are shown.
+func smaller(a, b *snapshots.Diff) bool {
+	da, db := abs(a.DeltaBytes), abs(b.DeltaBytes)
+	if da != db {
+		return da < db
+	}
+	return a.ToSeq > b.ToSeq
+}
+
+func abs(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
+// report returns the analysis for the renderers: every suspect, and the
+// diffs worth showing (run.json streams all of them from a.diffs).
 func (a *analysis) report(title string) *snapshots.Report {
 	var suspects []snapshots.Suspect
 	for _, name := range a.order {
@@ -81,10 +135,17 @@ func (a *analysis) report(title string) *snapshots.Report {
 	if suspects == nil {
 		suspects = []snapshots.Suspect{}
 	}
-	diffs := a.diffs
-	if diffs == nil {
-		diffs = []*snapshots.Diff{}
+	diffs := []*snapshots.Diff{}
+	for _, kept := range a.shown {
+		diffs = append(diffs, kept...)
 	}
+	// In the order made: a hit's between-hits diff, then its call's.
+	sort.Slice(diffs, func(i, j int) bool {
+		if diffs[i].ToSeq != diffs[j].ToSeq {
+			return diffs[i].ToSeq < diffs[j].ToSeq
+		}
+		return diffs[i].Kind < diffs[j].Kind
+	})
 	return &snapshots.Report{Title: title, Breakpoints: a.order, Diffs: diffs, Suspects: suspects}
 }
 

@@ -21,6 +21,9 @@ type taken struct {
 	bp    *bpState
 	hitOf *taken              // for a return-phase stop, its hit
 	snap  *snapshots.Snapshot // a hit's snapshot, until its return is read
+	// tree and same serve keep_snapshots: changed (see keep.go).
+	tree treeSum
+	same bool
 }
 
 // atBreakpoint handles a stop at a plan breakpoint: snapshot, commands,
@@ -202,15 +205,15 @@ func (s *session) flush() error {
 		if err != nil {
 			return err
 		}
-		s.addStop(*t.stop)
+		s.addStop(t.stop)
 		if t.hitOf == nil {
-			s.an.addHit(t.stop.Breakpoint, t.stop.Seq, snap)
+			s.an.addHit(t.stop.Breakpoint, t.stop.Seq, snap, t.same)
 			if t.bp.bp.AroundCall {
 				t.snap = snap
 			}
 			continue
 		}
-		if t.hitOf.snap != nil {
+		if t.hitOf.snap != nil && !sameCall(t) {
 			s.an.addReturn(t.stop.Breakpoint, t.hitOf.stop.Seq, t.hitOf.snap, t.stop.Seq, snap)
 			t.hitOf.snap = nil
 		}
@@ -220,7 +223,8 @@ func (s *session) flush() error {
 
 // readSnapshot parses a kept snapshot once and fills the stop's totals.
 func (s *session) readSnapshot(t *taken) (*snapshots.Snapshot, error) {
-	f, err := snapshots.ParseFile(filepath.Join(s.dir, t.stop.Snapshot))
+	path := filepath.Join(s.dir, t.stop.Snapshot)
+	f, err := s.parseSnapshot(t, path)
 	if err != nil {
 		return nil, fmt.Errorf("reading snapshot: %w", err)
 	}
@@ -230,6 +234,7 @@ func (s *session) readSnapshot(t *taken) (*snapshots.Snapshot, error) {
 	snap := f.Snapshots[0]
 	t.stop.HeapBytes, t.stop.HeapExtraBytes, t.stop.StacksBytes = snap.HeapBytes, snap.HeapExtraBytes, snap.StacksBytes
 	t.bp.sum.Snapshots++
+	s.dropUnchanged(t, path)
 	return snap, nil
 }
 

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/snapshots"
 )
 
 // fakeGDB answers the stop loop's MI commands from a script, standing in for
@@ -105,6 +107,7 @@ func TestLoopEveryMaxHits(t *testing.T) {
 	s.priv = t.TempDir()
 	fake := newFakeGDB(t, hitRecord, hitRecord, `*stopped,reason="exited",exit-code="03"`)
 	s.gdb = fake
+	t.Cleanup(s.closeSpools)
 	s.vg = &valgrindProc{done: make(chan struct{})}
 	st := s.order[0]
 	st.number, st.sum.Number = "1", "1"
@@ -117,7 +120,7 @@ func TestLoopEveryMaxHits(t *testing.T) {
 	}
 	var hits []int
 	var heaps []int64
-	for _, stop := range s.m.Stops {
+	for _, stop := range spooled[Stop](t, s.stops) {
 		hits = append(hits, stop.Hit)
 		heaps = append(heaps, stop.HeapBytes)
 		if stop.Thread.TargetID != "Thread 42" || len(stop.Backtrace) != 2 || stop.Frame.File != "leak.c" {
@@ -147,9 +150,27 @@ func TestLoopEveryMaxHits(t *testing.T) {
 	if diff := cmp.Diff(want, control); diff != "" {
 		t.Errorf("breakpoint control (-want +got):\n%s", diff)
 	}
-	if len(s.an.diffs) != 2 || s.an.diffs[0].DeltaBytes != 16 {
-		t.Errorf("diffs = %+v, want two of +16 B", s.an.diffs)
+	if diffs := spooled[snapshots.Diff](t, s.an.diffs); len(diffs) != 2 || diffs[0].DeltaBytes != 16 {
+		t.Errorf("diffs = %+v, want two of +16 B", diffs)
 	}
+}
+
+// spooled decodes the records of a spool.
+func spooled[T any](t *testing.T, sp *spool) []T {
+	t.Helper()
+	var out []T
+	err := sp.each(func(line []byte) error {
+		var v T
+		if err := json.Unmarshal(line, &v); err != nil {
+			return err
+		}
+		out = append(out, v)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func mustRecord(t *testing.T, line string) *mi.Record {

@@ -1,8 +1,11 @@
 package driver
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -28,6 +31,11 @@ const (
 // Manifest is run.json: what was run, every stop, and the analysis. The
 // field names follow DESIGN.md's schema snapctl.run/v1; fields are only
 // ever added.
+//
+// A session does not hold its stops and diffs in memory: it spools them to
+// disk and streams them into run.json. In Result.Manifest, Stops and Diffs
+// are therefore empty; Result.Stops and Result.Diffs count them, and a
+// Manifest read back from run.json has them all.
 type Manifest struct {
 	Schema string `json:"schema"`
 	Status Status `json:"status"`
@@ -86,6 +94,12 @@ type BreakpointSummary struct {
 	// Snapshots counts the stops with a snapshot (hit and return phases).
 	Snapshots int  `json:"snapshots"`
 	Optional  bool `json:"optional,omitempty"`
+	// KeepSnapshots is the breakpoint's keep_snapshots when not "all".
+	KeepSnapshots string `json:"keep_snapshots,omitempty"`
+	// Unchanged counts the snapshots taken but not kept because their tree
+	// equalled the previous kept one (keep_snapshots: changed): the files
+	// in snapshots/ are Snapshots - Unchanged.
+	Unchanged int `json:"unchanged,omitempty"`
 	// Deleted is set when max_hits was reached and the breakpoint removed.
 	Deleted bool `json:"deleted,omitempty"`
 }
@@ -102,8 +116,12 @@ type Stop struct {
 	// Backtrace is the stopped thread's stack, innermost first.
 	Backtrace []Frame `json:"backtrace,omitempty"`
 	// Threads is every thread of the target at this stop.
-	Threads  []Thread `json:"threads,omitempty"`
-	Snapshot string   `json:"snapshot"` // relative to the run directory
+	Threads []Thread `json:"threads,omitempty"`
+	// Snapshot is the massif file, relative to the run directory; "" when
+	// keep_snapshots: changed dropped it because its allocation tree equals
+	// the file of stop SameAsSeq.
+	Snapshot  string `json:"snapshot"`
+	SameAsSeq int    `json:"same_as_seq,omitempty"`
 
 	HeapBytes      int64 `json:"heap_bytes"`
 	HeapExtraBytes int64 `json:"heap_extra_bytes"`
@@ -191,22 +209,72 @@ const (
 	phaseReturn = "return"
 )
 
-// writeManifest writes run.json atomically.
-func writeManifest(dir string, m *Manifest) error {
-	if m.Stops == nil {
-		m.Stops = []Stop{}
+// writeManifest writes run.json atomically, with the stops and diffs
+// streamed from their spools (nil for none) in between m's other fields.
+// The bytes are those json.MarshalIndent would give for the whole
+// manifest, without ever holding every stop.
+func writeManifest(dir string, m *Manifest, stops, diffs *spool) error {
+	mm := *m
+	mm.Stops, mm.Diffs = []Stop{}, []*snapshots.Diff{}
+	if mm.Suspects == nil {
+		mm.Suspects = []snapshots.Suspect{}
 	}
-	if m.Diffs == nil {
-		m.Diffs = []*snapshots.Diff{}
-	}
-	if m.Suspects == nil {
-		m.Suspects = []snapshots.Suspect{}
-	}
-	data, err := json.MarshalIndent(m, "", "  ")
+	data, err := json.MarshalIndent(&mm, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding run.json: %w", err)
 	}
-	return writeFileAtomic(filepath.Join(dir, manifestFile), append(data, '\n'))
+	// The empty lists are the only top-level lines of this form: nested
+	// keys are indented further and strings hold no raw newline.
+	return writeFileAtomicFunc(filepath.Join(dir, manifestFile), func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 64<<10)
+		rest := data
+		for _, part := range []struct {
+			key string
+			sp  *spool
+		}{{"stops", stops}, {"diffs", diffs}} {
+			mark := []byte("\n  \"" + part.key + "\": [")
+			i := bytes.Index(rest, append(mark, ']'))
+			if i < 0 {
+				return fmt.Errorf("encoding run.json: no %q list", part.key)
+			}
+			bw.Write(rest[:i+len(mark)])
+			rest = rest[i+len(mark):]
+			if err := streamList(bw, part.sp); err != nil {
+				return fmt.Errorf("writing run.json %s: %w", part.key, err)
+			}
+		}
+		bw.Write(rest)
+		bw.WriteByte('\n')
+		return bw.Flush()
+	})
+}
+
+// streamList writes a spool's records as the elements of a top-level list
+// of run.json, indented as json.MarshalIndent indents them.
+func streamList(w *bufio.Writer, sp *spool) error {
+	var buf bytes.Buffer
+	first := true
+	err := sp.each(func(line []byte) error {
+		buf.Reset()
+		if err := json.Indent(&buf, line, "    ", "  "); err != nil {
+			return err
+		}
+		if first {
+			w.WriteString("\n    ")
+			first = false
+		} else {
+			w.WriteString(",\n    ")
+		}
+		_, err := w.Write(buf.Bytes())
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if !first {
+		w.WriteString("\n  ")
+	}
+	return nil
 }
 
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }

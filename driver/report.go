@@ -11,15 +11,16 @@ import (
 )
 
 // WriteText prints the run's report for the terminal: how the run ended,
-// the stops per breakpoint, then the suspects and diffs as the snapshots
-// package renders them.
+// the stops per breakpoint, then the suspects and the diffs with the
+// largest heap changes as the snapshots package renders them, and how many
+// more diffs run.json holds.
 func WriteText(w io.Writer, res *Result, opts snapshots.RenderOptions) error {
 	bw := bufio.NewWriter(w)
 	m := res.Manifest
 	fmt.Fprintf(bw, "snapctl run: %s\n", strings.Join(m.Target.Argv, " "))
 	fmt.Fprintf(bw, "status: %s%s\n", m.Status, exitNote(m))
 	for _, b := range m.Breakpoints {
-		fmt.Fprintf(bw, "breakpoint %s (%s): %s, %s\n", b.Name, b.Location, plural(b.Hits, "hit"), plural(b.Snapshots, "snapshot"))
+		fmt.Fprintf(bw, "breakpoint %s (%s): %s, %s%s\n", b.Name, b.Location, plural(b.Hits, "hit"), plural(b.Snapshots, "snapshot"), unchangedNote(b))
 	}
 	fmt.Fprintf(bw, "run directory: %s\n\n", res.Dir)
 	if err := bw.Flush(); err != nil {
@@ -28,7 +29,32 @@ func WriteText(w io.Writer, res *Result, opts snapshots.RenderOptions) error {
 	if res.Report == nil {
 		return nil
 	}
-	return snapshots.RenderReportText(w, res.Report, opts)
+	if err := snapshots.RenderReportText(w, res.Report, opts); err != nil {
+		return err
+	}
+	if more := moreDiffs(res); more != "" {
+		_, err := fmt.Fprintf(w, "\n%s\n", more)
+		return err
+	}
+	return nil
+}
+
+// moreDiffs says how many diffs the report leaves out, or "".
+func moreDiffs(res *Result) string {
+	if res.Report == nil || res.Diffs <= len(res.Report.Diffs) {
+		return ""
+	}
+	n := res.Diffs - len(res.Report.Diffs)
+	return fmt.Sprintf("%s more in run.json (shown: the %d largest heap changes of each breakpoint and kind).",
+		plural(n, "diff"), shownDiffs)
+}
+
+// unchangedNote says how many snapshots keep_snapshots: changed dropped.
+func unchangedNote(b BreakpointSummary) string {
+	if b.Unchanged == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d unchanged, not kept)", b.Unchanged)
 }
 
 // writeReport writes report.md: a summary of the run, then the analysis
@@ -46,10 +72,10 @@ func writeReport(path string, res *Result) error {
 	if m.Error != "" {
 		fmt.Fprintf(bw, "- Error: %s\n", m.Error)
 	}
-	fmt.Fprintf(bw, "- Stops: %d\n\n", len(m.Stops))
+	fmt.Fprintf(bw, "- Stops: %d\n\n", res.Stops)
 	fmt.Fprintf(bw, "| Breakpoint | Location | Hits | Snapshots |\n|---|---|---:|---:|\n")
 	for _, b := range m.Breakpoints {
-		fmt.Fprintf(bw, "| %s | `%s` | %d | %d |\n", b.Name, b.Location, b.Hits, b.Snapshots)
+		fmt.Fprintf(bw, "| %s | `%s` | %d | %d%s |\n", b.Name, b.Location, b.Hits, b.Snapshots, unchangedNote(b))
 	}
 	fmt.Fprintln(bw)
 	if err := bw.Flush(); err != nil {
@@ -62,6 +88,12 @@ func writeReport(path string, res *Result) error {
 		if err := snapshots.RenderReportMarkdown(f, &r, snapshots.RenderOptions{MaxFrames: 12}); err != nil {
 			f.Close()
 			return err
+		}
+		if more := moreDiffs(res); more != "" {
+			if _, err := fmt.Fprintf(f, "%s\n", more); err != nil {
+				f.Close()
+				return err
+			}
 		}
 	}
 	return f.Close()

@@ -89,12 +89,20 @@ func isEmptyDir(dir string) (bool, error) {
 // directory and a rename, so a reader never sees half a file: a run.json
 // that exists is complete.
 func writeFileAtomic(path string, data []byte) error {
+	return writeFileAtomicFunc(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// writeFileAtomicFunc is writeFileAtomic for content that write streams.
+func writeFileAtomicFunc(path string, write func(io.Writer) error) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
-	_, err = f.Write(data)
+	err = write(f)
 	if err == nil {
 		err = f.Sync()
 	}

@@ -26,6 +26,9 @@ type Options struct {
 	Timeout  time.Duration
 	Valgrind string // valgrind executable; "" looks it up on PATH
 	GDB      string // gdb executable; "" looks it up on PATH
+	// KeepSnapshots, when set ("all" or "changed"), overrides the plan's
+	// keep_snapshots for every breakpoint.
+	KeepSnapshots string
 
 	// Stdout and Stderr receive the target's output (nil discards it).
 	Stdout, Stderr io.Writer
@@ -72,11 +75,17 @@ func (o *Options) defaults() {
 
 // Result is what a session leaves: the run directory and its manifest.
 type Result struct {
-	Dir      string    // absolute path of the run directory
-	Manifest *Manifest // run.json as written
+	Dir string // absolute path of the run directory
+	// Manifest is run.json as written, but for its stops and diffs, which
+	// only run.json holds (see Manifest).
+	Manifest *Manifest
 	Plan     *breakpoints.Plan
-	// Report is the analysis as the renderers take it.
+	// Report is the analysis as the renderers take it: every suspect, and
+	// of the diffs only the largest heap changes of each breakpoint and
+	// kind.
 	Report *snapshots.Report
+	// Stops and Diffs count the stops and diffs in run.json.
+	Stops, Diffs int
 }
 
 // Run runs one profiling session as the plan says and writes the run
@@ -147,6 +156,8 @@ type session struct {
 	schedMode string
 	// pending are stops whose snapshots are kept but not yet read.
 	pending []*taken
+	// stops spools the stop records for run.json.
+	stops *spool
 	// groups are the process groups of the children, for Options.Kill.
 	groups processGroups
 	an     *analysis
@@ -160,6 +171,9 @@ type bpState struct {
 	number string // gdb's number
 	hits   int    // hits counted as the plan counts them
 	step   int    // hits one stop stands for (Every when gdb ignores the others)
+	// kept are the last kept snapshots of the hit and return phases,
+	// under keep_snapshots: changed.
+	kept [2]keptSnapshot
 }
 
 func newSession(opts Options, plan *breakpoints.Plan, t tools, binary, dir string) *session {
@@ -174,6 +188,7 @@ func newSession(opts Options, plan *breakpoints.Plan, t tools, binary, dir strin
 		start: time.Now(),
 		bps:   make(map[string]*bpState),
 		an:    newAnalysis(plan),
+		stops: newSpool("stops-*.jsonl"),
 	}
 	s.m = &Manifest{
 		Schema:    Schema,
@@ -184,9 +199,14 @@ func newSession(opts Options, plan *breakpoints.Plan, t tools, binary, dir strin
 	}
 	for i := range plan.Breakpoints {
 		bp := &plan.Breakpoints[i]
-		s.m.Breakpoints = append(s.m.Breakpoints, BreakpointSummary{
-			Name: bp.Name, Location: bp.Location, Optional: bp.Optional,
-		})
+		if opts.KeepSnapshots != "" {
+			bp.KeepSnapshots = opts.KeepSnapshots
+		}
+		sum := BreakpointSummary{Name: bp.Name, Location: bp.Location, Optional: bp.Optional}
+		if bp.KeepSnapshots != breakpoints.KeepAll {
+			sum.KeepSnapshots = bp.KeepSnapshots
+		}
+		s.m.Breakpoints = append(s.m.Breakpoints, sum)
 	}
 	for i := range plan.Breakpoints {
 		s.order = append(s.order, &bpState{bp: &plan.Breakpoints[i], sum: &s.m.Breakpoints[i], step: 1})
@@ -206,9 +226,10 @@ func (s *session) run(ctx context.Context) (*Result, error) {
 	}
 	// Write a failed manifest at once: if snapctl itself is killed, the run
 	// directory says the run did not complete.
-	if err := writeManifest(s.dir, s.m); err != nil {
+	if err := writeManifest(s.dir, s.m, nil, nil); err != nil {
 		return nil, err
 	}
+	defer s.closeSpools()
 
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -223,6 +244,7 @@ func (s *session) run(ctx context.Context) (*Result, error) {
 		return s.finish(res, err)
 	}
 	s.priv = priv
+	s.stops.dir, s.an.diffs.dir = priv, priv
 	defer os.RemoveAll(priv)
 
 	stopKiller := s.killOn(s.opts.Kill)
@@ -473,12 +495,13 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 		s.m.Error = strings.SplitN(err.Error(), "\n", 2)[0]
 	}
 	rep := s.an.report("snapctl run: " + strings.Join(s.argv, " "))
-	s.m.Diffs, s.m.Suspects = rep.Diffs, rep.Suspects
+	s.m.Suspects = rep.Suspects
 	for _, p := range s.an.problems {
 		s.m.Events = append(s.m.Events, Event{Time: stamp(time.Now()), Kind: "analysis-error", Message: p})
 	}
 	res.Report = rep
-	if werr := writeManifest(s.dir, s.m); werr != nil {
+	res.Stops, res.Diffs = s.stops.len(), s.an.diffs.len()
+	if werr := writeManifest(s.dir, s.m, s.stops, s.an.diffs); werr != nil {
 		return res, errors.Join(err, werr)
 	}
 	if werr := writeReport(filepath.Join(s.dir, reportFile), res); werr != nil {
@@ -491,6 +514,12 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 		return res, nh
 	}
 	return res, gate(s.plan.Report.FailOn, rep.Suspects)
+}
+
+// closeSpools removes the spooled stops and diffs.
+func (s *session) closeSpools() {
+	s.stops.close()
+	s.an.diffs.close()
 }
 
 // neverHit reports the non-optional breakpoints without a single hit.

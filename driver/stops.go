@@ -236,8 +236,8 @@ func (s *session) stopFailed(ctx context.Context, err error) error {
 	return s.explain(ctx, err)
 }
 
-func (s *session) addStop(st Stop) {
-	s.m.Stops = append(s.m.Stops, st)
+func (s *session) addStop(st *Stop) {
+	s.stops.add(st)
 	if s.status != nil {
 		s.status.update(st.Breakpoint, st.Phase, st.HeapBytes)
 	}
