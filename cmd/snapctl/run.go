@@ -27,6 +27,9 @@ type runOptions struct {
 	Timeout  time.Duration
 	Valgrind string
 	GDB      string
+	// KeepSnapshots overrides the plan's keep_snapshots: "all" or
+	// "changed"; "" keeps the plan's.
+	KeepSnapshots string
 
 	Plan   string
 	Binary string
@@ -73,6 +76,7 @@ plan.yaml, run.json, report.md, valgrind.log and snapshots/.`,
 	f.DurationVar(&opts.Timeout, "timeout", 0, "stop the whole run after this long (e.g. 10m); 0 for none")
 	f.StringVar(&opts.Valgrind, "valgrind", "", "valgrind executable (default: valgrind on PATH)")
 	f.StringVar(&opts.GDB, "gdb", "", "gdb executable (default: gdb on PATH)")
+	f.StringVar(&opts.KeepSnapshots, "keep-snapshots", "", `snapshot files to keep: all, or changed (drop a snapshot whose tree equals the breakpoint's previous kept one); overrides the plan's keep_snapshots`)
 	return cmd
 }
 
@@ -93,6 +97,11 @@ func (o *runOptions) parseArgs(cmd *cobra.Command, args []string) error {
 	case "text", "markdown", "json":
 	default:
 		return usageError{fmt.Errorf("--format %q: want text, markdown or json", o.Format)}
+	}
+	switch o.KeepSnapshots {
+	case "", "all", "changed":
+	default:
+		return usageError{fmt.Errorf("--keep-snapshots %q: want all or changed", o.KeepSnapshots)}
 	}
 	if o.Timeout < 0 {
 		return usageError{fmt.Errorf("--timeout %v: must not be negative", o.Timeout)}
@@ -119,6 +128,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	if len(o.Args) > 0 {
 		dopts.Args = o.Args
 	}
+	dopts.KeepSnapshots = o.KeepSnapshots
 	if o.Format == "json" {
 		// stdout carries run.json alone.
 		dopts.Stdout = stderr

@@ -47,6 +47,8 @@ func TestRunFlags(t *testing.T) {
 			runOptions{Out: "dir with space", Force: true, Trace: true, Format: "text", Plan: "plan.yaml", Binary: "./bin", Args: []string{"--", "-x"}}},
 		{"tools", []string{"--valgrind", "/opt/vg", "--gdb", "gdb-multiarch", "p", "b"},
 			runOptions{Format: "text", Valgrind: "/opt/vg", GDB: "gdb-multiarch", Plan: "p", Binary: "b", Args: []string{}}},
+		{"keep snapshots", []string{"--keep-snapshots", "changed", "p", "b"},
+			runOptions{Format: "text", KeepSnapshots: "changed", Plan: "p", Binary: "b", Args: []string{}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -68,6 +70,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{"--format", "xml", "plan.yaml", "./bin"},
 		{"--no-such-flag", "plan.yaml", "./bin"},
 		{"--timeout", "-1s", "plan.yaml", "./bin"},
+		{"--keep-snapshots", "some", "plan.yaml", "./bin"},
 	} {
 		_, err := parseRun(t, args...)
 		if code, _ := describe(err); code != exitUsage {
