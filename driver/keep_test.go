@@ -1,0 +1,90 @@
+package driver
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/snapctl/snapctl/internal/testenv"
+)
+
+// keep_snapshots: changed keeps a snapshot file only when the breakpoint's
+// tree changed: steady.c's heap is 100 bytes at hits 1 and 2 and 132 from
+// hit 3 on, so only the files of stops 1 and 3 stay. Every stop is still in
+// run.json with its totals, and the one diff kept is the +32 bytes.
+func TestRunKeepChanged(t *testing.T) {
+	bin := testenv.Build(t, "testdata/steady.c")
+	res, err := runPlan(t, "keep_snapshots: changed\nbreakpoints:\n  - name: tick\n    location: tick\n", bin, "5", "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, res.Dir)
+	type stop struct {
+		Seq       int
+		Snapshot  string
+		SameAsSeq int
+		HeapBytes int64
+	}
+	var got []stop
+	for _, s := range m.Stops {
+		got = append(got, stop{s.Seq, s.Snapshot, s.SameAsSeq, s.HeapBytes})
+	}
+	want := []stop{
+		{1, "snapshots/0001-tick-1.massif", 0, 100},
+		{2, "", 1, 100},
+		{3, "snapshots/0003-tick-3.massif", 0, 132},
+		{4, "", 3, 132},
+		{5, "", 3, 132},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("stops (-want +got):\n%s", diff)
+	}
+	names, err := filepath.Glob(filepath.Join(res.Dir, snapshotDir, "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range names {
+		names[i] = filepath.Join(snapshotDir, filepath.Base(names[i]))
+	}
+	if diff := cmp.Diff([]string{want[0].Snapshot, want[2].Snapshot}, names); diff != "" {
+		t.Errorf("files kept (-want +got):\n%s", diff)
+	}
+	b := m.Breakpoints[0]
+	if b.Hits != 5 || b.Snapshots != 5 || b.Unchanged != 3 || b.KeepSnapshots != "changed" {
+		t.Errorf("breakpoint summary %+v, want 5 hits, 5 snapshots, 3 unchanged, keep changed", b)
+	}
+	if len(m.Diffs) != 1 || m.Diffs[0].FromSeq != 2 || m.Diffs[0].ToSeq != 3 || m.Diffs[0].DeltaBytes != 32 {
+		t.Fatalf("diffs %+v, want one of +32 B from stop 2 to 3", m.Diffs)
+	}
+	if s := m.Diffs[0].Sites; len(s) != 1 || s[0].Frame.Function != "grow" || s[0].Delta != 32 {
+		t.Errorf("diff sites %+v, want grow +32", s)
+	}
+	if res.Stops != 5 || res.Diffs != 1 {
+		t.Errorf("Result counts %d stops, %d diffs; want 5, 1", res.Stops, res.Diffs)
+	}
+	// The interval counts of the series include the unchanged hits.
+	if _, err := os.Stat(filepath.Join(res.Dir, manifestFile)); err != nil {
+		t.Error(err)
+	}
+}
+
+// The default keeps every file, even when nothing changed.
+func TestRunKeepAll(t *testing.T) {
+	bin := testenv.Build(t, "testdata/steady.c")
+	res, err := runPlan(t, "breakpoints:\n  - name: tick\n    location: tick\n", bin, "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, res.Dir)
+	names, _ := filepath.Glob(filepath.Join(res.Dir, snapshotDir, "*"))
+	if len(m.Stops) != 3 || len(names) != 3 || len(m.Diffs) != 2 || m.Breakpoints[0].Unchanged != 0 {
+		t.Errorf("%d stops, %d files, %d diffs, %d unchanged; want 3, 3, 2, 0", len(m.Stops), len(names), len(m.Diffs), m.Breakpoints[0].Unchanged)
+	}
+	for _, s := range m.Stops {
+		if s.Snapshot == "" || s.SameAsSeq != 0 || s.HeapBytes != 100 {
+			t.Errorf("stop %d: snapshot %q, same_as_seq %d, heap %d; want a file and 100 B", s.Seq, s.Snapshot, s.SameAsSeq, s.HeapBytes)
+		}
+	}
+}
