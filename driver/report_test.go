@@ -1,0 +1,113 @@
+package driver
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/snapctl/snapctl/breakpoints"
+	"github.com/snapctl/snapctl/snapshots"
+)
+
+// A run with many hits reports only the shownDiffs largest heap changes of
+// each breakpoint and kind, in stop order, and says how many more run.json
+// holds; run.json gets every diff.
+func TestReportBounded(t *testing.T) {
+	plan, err := breakpoints.Parse("plan.yaml", []byte("breakpoints:\n  - name: request\n    location: handle_request\n    around_call: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAnalysis(plan)
+	a.diffs.dir = t.TempDir()
+	defer a.diffs.close()
+	const hits = 30
+	type change struct {
+		to    int
+		delta int64
+	}
+	var between []change
+	for i := 1; i < hits; i++ {
+		// Deltas of both signs and with ties, in no order.
+		d := &snapshots.Diff{Kind: "between-hits", Breakpoint: "request", FromSeq: i, ToSeq: i + 1, DeltaBytes: int64((i*37)%23-11) * 8}
+		a.add(d)
+		between = append(between, change{d.ToSeq, d.DeltaBytes})
+	}
+	for i := 1; i <= 3; i++ {
+		a.add(&snapshots.Diff{Kind: "within-call", Breakpoint: "request", FromSeq: 100 + 2*i, ToSeq: 101 + 2*i, DeltaBytes: 16})
+	}
+	rep := a.report("")
+
+	// The expected between-hits diffs: the ten largest |delta|, earlier
+	// first among equals, shown in stop order.
+	sort.SliceStable(between, func(i, j int) bool { return abs(between[i].delta) > abs(between[j].delta) })
+	var want []int
+	for _, c := range between[:shownDiffs] {
+		want = append(want, c.to)
+	}
+	sort.Ints(want)
+	want = append(want, 103, 105, 107)
+	var got []int
+	for _, d := range rep.Diffs {
+		got = append(got, d.ToSeq)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("diffs shown, by to_seq (-want +got):\n%s", diff)
+	}
+
+	res := &Result{Dir: "/runs/x", Manifest: &Manifest{Target: Target{Argv: []string{"./leak"}}, Status: StatusCompleted},
+		Report: rep, Stops: hits + 3, Diffs: a.diffs.len()}
+	var out bytes.Buffer
+	if err := WriteText(&out, res, snapshots.RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sections := regexp.MustCompile(`(?m)^  stop \d+ → \d+ `).FindAllString(out.String(), -1)
+	if len(sections) != shownDiffs+3 {
+		t.Errorf("text report shows %d diffs, want %d:\n%s", len(sections), shownDiffs+3, out.String())
+	}
+	more := "19 diffs more in run.json (shown: the 10 largest heap changes of each breakpoint and kind)."
+	if !strings.HasSuffix(out.String(), "\n"+more+"\n") {
+		t.Errorf("text report does not end with %q:\n%s", more, out.String())
+	}
+
+	md := filepath.Join(t.TempDir(), reportFile)
+	if err := writeReport(md, res); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), "\n#### Stop "); n != shownDiffs+3 || !strings.Contains(string(data), more) {
+		t.Errorf("report.md shows %d diffs, want %d, and must say %q:\n%s", n, shownDiffs+3, more, data)
+	}
+
+	// Every diff is still spooled for run.json, in the order made.
+	all := spooled[snapshots.Diff](t, a.diffs)
+	if len(all) != hits-1+3 || all[0].ToSeq != 2 || all[hits-2].ToSeq != hits {
+		t.Errorf("spooled %d diffs, want %d in order", len(all), hits-1+3)
+	}
+}
+
+// A short run shows every diff and no "more" line.
+func TestReportShort(t *testing.T) {
+	a := newAnalysis(&breakpoints.Plan{})
+	a.diffs.dir = t.TempDir()
+	defer a.diffs.close()
+	for i := 1; i <= shownDiffs; i++ {
+		a.add(&snapshots.Diff{Kind: "between-hits", Breakpoint: "b", FromSeq: i, ToSeq: i + 1, DeltaBytes: 16})
+	}
+	res := &Result{Manifest: &Manifest{}, Report: a.report(""), Diffs: a.diffs.len()}
+	var out bytes.Buffer
+	if err := WriteText(&out, res, snapshots.RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), "(between hits)"); n != shownDiffs || strings.Contains(out.String(), "more in run.json") {
+		t.Errorf("%d diffs shown, want all %d and no \"more\" line:\n%s", n, shownDiffs, out.String())
+	}
+}
