@@ -149,55 +149,117 @@ func (c *Client) Pid() int {
 // wrapping an *ExitError at once. If ctx ends first Send returns ctx's
 // error; gdb still runs the command and its late result is dropped.
 func (c *Client) Send(ctx context.Context, command string, args ...string) (*Result, error) {
-	line := command
-	if len(args) > 0 {
-		line += " " + strings.Join(args, " ")
+	res, errs := c.SendBatch(ctx, []Command{{Name: command, Args: args}})
+	return res[0], errs[0]
+}
+
+// Command is one MI command for SendBatch: its name ("-thread-info") and
+// its arguments, passed as Send passes them.
+type Command struct {
+	Name string
+	Args []string
+}
+
+// Line is the command as written to gdb, without token.
+func (c Command) Line() string {
+	if len(c.Args) == 0 {
+		return c.Name
 	}
-	if strings.ContainsAny(line, "\r\n") {
-		return nil, fmt.Errorf("mi: command %q holds a line break", line)
+	return c.Name + " " + strings.Join(c.Args, " ")
+}
+
+// SendBatch sends several commands in one write, in order, and waits for
+// all their results: results[i] and errs[i] answer cmds[i], as Send would.
+// gdb runs them one after the other, exactly as if each were sent once the
+// one before had answered, but without waiting for each answer in turn: a
+// stop that reads the target, takes a snapshot and resumes it costs one
+// exchange with gdb instead of one per command. A command that fails does
+// not keep gdb from running the ones after it.
+func (c *Client) SendBatch(ctx context.Context, cmds []Command) ([]*Result, []error) {
+	results := make([]*Result, len(cmds))
+	errs := make([]error, len(cmds))
+	lines := make([]string, len(cmds))
+	ok := true
+	for i, cmd := range cmds {
+		lines[i] = cmd.Line()
+		if strings.ContainsAny(lines[i], "\r\n") {
+			errs[i] = fmt.Errorf("mi: command %q holds a line break", lines[i])
+			ok = false
+		}
+	}
+	fail := func(err func(line string) error) ([]*Result, []error) {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err(lines[i])
+			}
+		}
+		return results, errs
+	}
+	if !ok {
+		// Nothing is sent: a later command may depend on an earlier one.
+		return fail(func(line string) error {
+			return fmt.Errorf("mi: %s: not sent: another command of its batch is invalid", line)
+		})
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("mi: %s: %w", line, err)
+		return fail(func(line string) error { return fmt.Errorf("mi: %s: %w", line, err) })
 	}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
-		return nil, fmt.Errorf("mi: %s: %w", line, err)
+		return fail(func(line string) error { return fmt.Errorf("mi: %s: %w", line, err) })
 	}
-	c.nextToken++
-	cl := &call{
-		token:   strconv.FormatUint(c.nextToken, 10),
-		command: line,
-		reply:   make(chan *Record, 1),
+	calls := make([]*call, len(cmds))
+	var b strings.Builder
+	for i := range cmds {
+		c.nextToken++
+		cl := &call{
+			token:   strconv.FormatUint(c.nextToken, 10),
+			command: lines[i],
+			reply:   make(chan *Record, 1),
+		}
+		c.pending[cl.token] = cl
+		c.order = append(c.order, cl)
+		calls[i] = cl
+		b.WriteString(cl.token)
+		b.WriteString(lines[i])
+		b.WriteByte('\n')
 	}
-	c.pending[cl.token] = cl
-	c.order = append(c.order, cl)
 	c.mu.Unlock()
 
-	if err := c.write(ctx, cl.token+line+"\n"); err != nil {
-		c.forget(cl)
+	if err := c.write(ctx, b.String()); err != nil {
+		for _, cl := range calls {
+			c.forget(cl)
+		}
 		select {
 		case <-c.done:
-			return nil, fmt.Errorf("mi: %s: %w", line, c.Err())
+			return fail(func(line string) error { return fmt.Errorf("mi: %s: %w", line, c.Err()) })
 		default:
 		}
-		return nil, fmt.Errorf("mi: %s: writing to gdb: %w", line, err)
+		return fail(func(line string) error { return fmt.Errorf("mi: %s: writing to gdb: %w", line, err) })
 	}
+	for i, cl := range calls {
+		results[i], errs[i] = c.awaitCall(ctx, cl)
+	}
+	return results, errs
+}
 
+// awaitCall waits for the result of a sent call.
+func (c *Client) awaitCall(ctx context.Context, cl *call) (*Result, error) {
 	select {
 	case rec := <-cl.reply:
 		return cl.result(rec)
 	case <-ctx.Done():
 		c.forget(cl)
-		return nil, fmt.Errorf("mi: %s: %w", line, ctx.Err())
+		return nil, fmt.Errorf("mi: %s: %w", cl.command, ctx.Err())
 	case <-c.done:
 		select {
 		case rec := <-cl.reply: // the answer came just before gdb went
 			return cl.result(rec)
 		default:
 		}
-		return nil, fmt.Errorf("mi: %s: %w", line, c.Err())
+		return nil, fmt.Errorf("mi: %s: %w", cl.command, c.Err())
 	}
 }
 
