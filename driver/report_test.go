@@ -6,12 +6,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/snapctl/snapctl/breakpoints"
+	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -109,5 +111,37 @@ func TestReportShort(t *testing.T) {
 	}
 	if n := strings.Count(out.String(), "(between hits)"); n != shownDiffs || strings.Contains(out.String(), "more in run.json") {
 		t.Errorf("%d diffs shown, want all %d and no \"more\" line:\n%s", n, shownDiffs, out.String())
+	}
+}
+
+// A real run with more hits than the report shows: run.json keeps every
+// stop and diff, the terminal report the bound and a "more" line.
+func TestRunReportBounded(t *testing.T) {
+	bin := testenv.Build(t, "testdata/leak.c")
+	const hits = 15
+	res, err := runPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n", bin, strconv.Itoa(hits))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, res.Dir)
+	if len(m.Stops) != hits || len(m.Diffs) != hits-1 || res.Stops != hits || res.Diffs != hits-1 {
+		t.Fatalf("run.json holds %d stops, %d diffs (Result: %d, %d); want %d, %d", len(m.Stops), len(m.Diffs), res.Stops, res.Diffs, hits, hits-1)
+	}
+	for i, s := range m.Stops {
+		if s.Seq != i+1 || s.HeapBytes != int64(8*hits+16*i) {
+			t.Errorf("stop %d: seq %d, heap %d B; want %d, %d", i, s.Seq, s.HeapBytes, i+1, 8*hits+16*i)
+		}
+	}
+	var out bytes.Buffer
+	if err := WriteText(&out, res, snapshots.RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Every diff is +16 B: the first ten are shown.
+	sections := regexp.MustCompile(`(?m)^  stop (\d+) → \d+ `).FindAllStringSubmatch(out.String(), -1)
+	if len(sections) != shownDiffs || sections[0][1] != "1" || sections[shownDiffs-1][1] != "10" {
+		t.Errorf("text report shows %d diffs, want stops 1..10:\n%s", len(sections), out.String())
+	}
+	if !strings.Contains(out.String(), "\n4 diffs more in run.json") {
+		t.Errorf("no \"4 diffs more\" line:\n%s", out.String())
 	}
 }
