@@ -88,3 +88,41 @@ func TestRunKeepAll(t *testing.T) {
 		}
 	}
 }
+
+// Under around_call, hit and return snapshots are compared each with the
+// last kept one of their own phase, and a call that did not change the
+// heap leaves no within-call diff.
+func TestRunKeepChangedAroundCall(t *testing.T) {
+	bin := testenv.Build(t, "testdata/steady.c")
+	res, err := runPlan(t, "breakpoints:\n  - name: tick\n    location: tick\n    around_call: true\n    keep_snapshots: changed\n", bin, "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, res.Dir)
+	type stop struct {
+		Seq       int
+		Phase     string
+		Snapshot  string
+		SameAsSeq int
+		HeapBytes int64
+	}
+	var got []stop
+	for _, s := range m.Stops {
+		got = append(got, stop{s.Seq, s.Phase, s.Snapshot, s.SameAsSeq, s.HeapBytes})
+	}
+	want := []stop{
+		{1, "hit", "snapshots/0001-tick-1.massif", 0, 100},
+		{2, "return", "snapshots/0002-tick-1-return.massif", 0, 100},
+		{3, "hit", "", 1, 100},
+		{4, "return", "", 2, 100},
+		{5, "hit", "", 1, 100},
+		{6, "return", "", 2, 100},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("stops (-want +got):\n%s", diff)
+	}
+	names, _ := filepath.Glob(filepath.Join(res.Dir, snapshotDir, "*"))
+	if len(names) != 2 || len(m.Diffs) != 0 || m.Breakpoints[0].Unchanged != 4 || m.Breakpoints[0].Snapshots != 6 {
+		t.Errorf("%d files, %d diffs, summary %+v; want 2 files, no diff, 6 snapshots of which 4 unchanged", len(names), len(m.Diffs), m.Breakpoints[0])
+	}
+}
