@@ -157,21 +157,23 @@ func printReport(w io.Writer, format string, res *driver.Result) error {
 	color := isTerminal(w) && os.Getenv("NO_COLOR") == ""
 	switch format {
 	case "json":
-		data, err := os.ReadFile(filepath.Join(res.Dir, "run.json"))
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(data)
-		return err
+		// Copied, not read whole: run.json grows with the stops.
+		return copyFile(w, filepath.Join(res.Dir, "run.json"))
 	case "markdown":
-		data, err := os.ReadFile(filepath.Join(res.Dir, "report.md"))
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(data)
-		return err
+		return copyFile(w, filepath.Join(res.Dir, "report.md"))
 	}
 	return driver.WriteText(w, res, snapshots.RenderOptions{Color: color, MaxSites: 10, MaxFrames: 8})
+}
+
+// copyFile writes the file at path to w.
+func copyFile(w io.Writer, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(w, f)
+	return err
 }
 
 // runError is a run that wrote its run directory but did not succeed; the
