@@ -49,12 +49,22 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 	if f := recFrame(rec); f != nil {
 		stop.Frame = *f
 	}
-	threads, err := s.inspectAndSnapshot(sctx, st, stop, tid, true, nil)
+	resumes := st.bp.AroundCall || len(st.bp.Commands) > 0
+	var then []mi.Command
+	if !resumes {
+		// Nothing else happens at this stop: the resume joins the
+		// snapshot in one exchange with gdb, and the snapshot is read
+		// while the target runs.
+		then = resumeCmds(st, hit)
+	}
+	threads, err := s.inspectAndSnapshot(sctx, st, stop, tid, true, nil, then)
 	if err != nil {
 		return false, s.stopFailed(ctx, err)
 	}
+	if !resumes {
+		return false, s.flush()
+	}
 
-	resumes := st.bp.AroundCall || len(st.bp.Commands) > 0
 	restore, err := s.lockScheduler(sctx, resumes)
 	if err != nil {
 		return false, s.stopFailed(ctx, err)
@@ -106,7 +116,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 	if f := recFrame(rec2); f != nil {
 		ret.Frame = *f
 	}
-	after, err := s.inspectAndSnapshot(sctx, st, ret, stop.Thread.ID, false, s.pending[len(s.pending)-1])
+	after, err := s.inspectAndSnapshot(sctx, st, ret, stop.Thread.ID, false, s.pending[len(s.pending)-1], nil)
 	if err != nil {
 		return false, s.stopFailed(ctx, err)
 	}
@@ -129,40 +139,47 @@ func (s *session) leaveStop(ctx, sctx context.Context, st *bpState, hit int, res
 }
 
 // inspectAndSnapshot lists the threads (and, with backtrace, the stopped
-// thread's frames) and takes the snapshot, sending the commands together.
-// It fills stop's threads, frames and snapshot file and returns the
-// threads.
-func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Stop, tid string, backtrace bool, hitOf *taken) ([]Thread, error) {
+// thread's frames), takes the snapshot and then sends the commands in
+// then (the resume of a stop with nothing else to do), all in one exchange
+// with gdb. It fills stop's threads, frames and snapshot file and returns
+// the threads.
+func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Stop, tid string, backtrace bool, hitOf *taken, then []mi.Command) ([]Thread, error) {
 	tmp := filepath.Join(s.priv, "snap.massif")
-	cmds := [][]string{
-		{"-thread-info"},
-		{"-interpreter-exec", "console", mi.Quote("monitor detailed_snapshot " + tmp)},
-	}
+	var cmds []mi.Command
 	if backtrace {
-		cmds = append(cmds, []string{"-stack-list-frames"})
+		cmds = append(cmds, mi.Command{Name: "-stack-list-frames"})
 	}
-	res, errs := s.sendAll(ctx, cmds)
-	for i, err := range errs {
+	threads := s.knownThreads(tid, stop.Frame)
+	if threads == nil {
+		cmds = append(cmds, mi.Command{Name: "-thread-info"})
+	}
+	snap := len(cmds)
+	cmds = append(cmds, mi.Command{Name: "-interpreter-exec", Args: []string{"console", mi.Quote("monitor detailed_snapshot " + tmp)}})
+	cmds = append(cmds, then...)
+	res, errs := s.sendBatch(ctx, cmds)
+	for i, err := range errs[:snap+1] {
 		if err != nil {
-			return nil, fmt.Errorf("at breakpoint %q: %s: %w", st.bp.Name, cmds[i][0], err)
+			return nil, fmt.Errorf("at breakpoint %q: %s: %w", st.bp.Name, cmds[i].Name, err)
 		}
 	}
-	threads := threadsOf(res[0].List("threads"))
-	stop.Thread, stop.Threads = findThread(threads, tid), threads
 	if backtrace {
-		stop.Backtrace = framesOf(res[2].List("stack"))
+		stop.Backtrace = framesOf(res[0].List("stack"))
 		if len(stop.Backtrace) > 0 {
 			stop.Frame = stop.Backtrace[0]
 		}
 	}
-	// Success prints nothing; errors come back as target-stream text with
-	// a ^done (fact 5). The commands run concurrently, so the text may be
-	// filed under any of them; only the monitor command prints any.
-	var msg string
-	for _, r := range res {
-		msg += r.Target()
+	if threads == nil {
+		threads = threadsOf(res[snap-1].List("threads"))
+		s.threads, s.threadsKnown = threads, true
+	} else {
+		threads = []Thread{threads[0]}
+		f := stop.Frame
+		threads[0].Frame = &f
 	}
-	if msg != "" {
+	stop.Thread, stop.Threads = findThread(threads, tid), threads
+	// Success prints nothing; errors come back as target-stream text with
+	// a ^done (fact 5).
+	if msg := res[snap].Target(); msg != "" {
 		return nil, &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("snapshot at breakpoint %q failed", st.bp.Name), Tail: msg}
 	}
 	s.seq++
@@ -173,26 +190,41 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 		return nil, fmt.Errorf("keeping snapshot %s: %w", stop.Snapshot, err)
 	}
 	s.pending = append(s.pending, &taken{stop: stop, bp: st, hitOf: hitOf})
+	if len(then) > 0 {
+		if err := s.resumed(st, then, errs[snap+1:]); err != nil {
+			return nil, err
+		}
+	}
 	return threads, nil
 }
 
-// sendAll sends MI commands that only read the stopped target without
-// waiting for each answer in turn, in no particular order. It returns
-// every result and error by position.
-func (s *session) sendAll(ctx context.Context, cmds [][]string) ([]*mi.Result, []error) {
-	res := make([]*mi.Result, len(cmds))
-	errs := make([]error, len(cmds))
-	done := make(chan int, len(cmds))
-	for i, c := range cmds {
-		go func() {
-			res[i], errs[i] = s.send(ctx, c[0], c[1:]...)
-			done <- i
-		}()
+// knownThreads returns the thread list of the stop of thread tid at frame
+// without asking gdb, when it cannot have changed since gdb last listed
+// it: the target had one thread, tid, and gdb has announced no thread
+// since (=thread-created, =thread-exited). Its frame is then the stop's.
+// It returns nil when gdb must be asked.
+func (s *session) knownThreads(tid string, frame Frame) []Thread {
+	if !s.threadsKnown || len(s.threads) != 1 || s.threads[0].ID != tid || frame.Addr == "" {
+		return nil
 	}
-	for range cmds {
-		<-done
+	return s.threads
+}
+
+// noteThreads forgets the known thread list when gdb announces that a
+// thread started or ended.
+func (s *session) noteThreads(rec *mi.Record) {
+	if rec.Type == mi.TypeNotify && (rec.Class == "thread-created" || rec.Class == "thread-exited") {
+		s.threadsKnown = false
 	}
-	return res, errs
+}
+
+// sendBatch sends MI commands in one write, in order, with the
+// per-command deadline for the whole batch, and returns every result and
+// error by position.
+func (s *session) sendBatch(ctx context.Context, cmds []mi.Command) ([]*mi.Result, []error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.CommandTimeout)
+	defer cancel()
+	return s.gdb.SendBatch(ctx, cmds)
 }
 
 // flush reads the snapshots of the pending stops in order, records the
@@ -299,19 +331,41 @@ func (s *session) command(ctx context.Context, line string) CommandOutput {
 
 // resume applies every and max_hits after a hit and continues the target.
 func (s *session) resume(ctx context.Context, st *bpState, hit int) error {
+	cmds := resumeCmds(st, hit)
+	_, errs := s.sendBatch(ctx, cmds)
+	return s.resumed(st, cmds, errs)
+}
+
+// resumeCmds are the commands that apply every and max_hits after a hit
+// and continue the target.
+func resumeCmds(st *bpState, hit int) []mi.Command {
+	var cmds []mi.Command
 	if st.bp.Done(hit) {
-		if _, err := s.send(ctx, "-break-delete", st.number); err != nil {
-			return fmt.Errorf("deleting breakpoint %q: %w", st.bp.Name, err)
-		}
-		st.sum.Deleted = true
-		delete(s.bps, st.number)
+		cmds = append(cmds, mi.Command{Name: "-break-delete", Args: []string{st.number}})
 	} else if n := st.bp.NextIgnore(); n > 0 {
 		// gdb skips the hits that take no snapshot, so each stop stands
 		// for Every hits. The ignore count is re-armed after every stop.
-		if _, err := s.send(ctx, "-break-after", st.number, strconv.Itoa(n)); err != nil {
-			return fmt.Errorf("setting the ignore count of %q: %w", st.bp.Name, err)
-		}
-		st.step = n + 1
+		cmds = append(cmds, mi.Command{Name: "-break-after", Args: []string{st.number, strconv.Itoa(n)}})
 	}
-	return s.cont(ctx)
+	return append(cmds, mi.Command{Name: "-exec-continue"})
+}
+
+// resumed checks gdb's answers to resumeCmds and records their effect.
+func (s *session) resumed(st *bpState, cmds []mi.Command, errs []error) error {
+	for i, c := range cmds {
+		switch err := errs[i]; {
+		case c.Name == "-break-delete" && err != nil:
+			return fmt.Errorf("deleting breakpoint %q: %w", st.bp.Name, err)
+		case c.Name == "-break-delete":
+			st.sum.Deleted = true
+			delete(s.bps, st.number)
+		case c.Name == "-break-after" && err != nil:
+			return fmt.Errorf("setting the ignore count of %q: %w", st.bp.Name, err)
+		case c.Name == "-break-after":
+			st.step = st.bp.NextIgnore() + 1
+		case err != nil:
+			return fmt.Errorf("resuming the target: %w", err)
+		}
+	}
+	return nil
 }

@@ -15,6 +15,9 @@ type debugger interface {
 	// Send runs one MI command; args are passed as they are, already
 	// quoted with mi.Quote where needed.
 	Send(ctx context.Context, cmd string, args ...string) (*mi.Result, error)
+	// SendBatch runs several MI commands, written to gdb at once and run
+	// in order, and returns every result and error by position.
+	SendBatch(ctx context.Context, cmds []mi.Command) ([]*mi.Result, []error)
 	// Events delivers async records (*stopped, =thread-created, ...).
 	Events() <-chan *mi.Record
 	// Done is closed when gdb has exited.

@@ -80,6 +80,16 @@ func (f *fakeGDB) Send(ctx context.Context, cmd string, args ...string) (*mi.Res
 	return f.result("^done"), nil
 }
 
+// SendBatch runs the commands in order, as gdb does.
+func (f *fakeGDB) SendBatch(ctx context.Context, cmds []mi.Command) ([]*mi.Result, []error) {
+	res := make([]*mi.Result, len(cmds))
+	errs := make([]error, len(cmds))
+	for i, c := range cmds {
+		res[i], errs[i] = f.Send(ctx, c.Name, c.Args...)
+	}
+	return res, errs
+}
+
 func (f *fakeGDB) result(line string) *mi.Result {
 	rec, err := mi.ParseRecord([]byte(line))
 	if err != nil {

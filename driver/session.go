@@ -154,6 +154,10 @@ type session struct {
 	// schedMode is gdb's own scheduler-locking mode, read at the first
 	// stop that needs it.
 	schedMode string
+	// threads is the thread list as gdb last gave it; threadsKnown is
+	// cleared when gdb announces a thread that started or ended.
+	threads      []Thread
+	threadsKnown bool
 	// pending are stops whose snapshots are kept but not yet read.
 	pending []*taken
 	// stops spools the stop records for run.json.

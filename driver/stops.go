@@ -51,6 +51,7 @@ func (s *session) loop(ctx context.Context) error {
 			if rec.Type == mi.TypeLog && lostTarget(rec.Text) {
 				return s.targetLost(rec.Text)
 			}
+			s.noteThreads(rec)
 			if rec.Type != mi.TypeExec || rec.Class != "stopped" {
 				continue
 			}
@@ -197,6 +198,7 @@ func (s *session) waitStopped(ctx context.Context) (*mi.Record, error) {
 			if !ok {
 				return nil, s.gdbGone()
 			}
+			s.noteThreads(rec)
 			if rec.Type == mi.TypeExec && rec.Class == "stopped" {
 				return rec, nil
 			}

@@ -1,0 +1,93 @@
+package driver
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/snapctl/snapctl/breakpoints"
+	"github.com/snapctl/snapctl/driver/mi"
+)
+
+// threadStartingGDB is a fakeGDB whose target starts a thread while it
+// runs after the given continue.
+type threadStartingGDB struct {
+	*fakeGDB
+	at, conts int
+	cmds      []string // every command's name, in order
+}
+
+func (g *threadStartingGDB) Send(ctx context.Context, cmd string, args ...string) (*mi.Result, error) {
+	g.cmds = append(g.cmds, cmd)
+	if cmd == "-exec-continue" {
+		g.conts++
+		if g.conts == g.at {
+			g.events <- mustRecord(g.t, `=thread-created,id="2",group-id="i1"`)
+		}
+	}
+	return g.fakeGDB.Send(ctx, cmd, args...)
+}
+
+func (g *threadStartingGDB) SendBatch(ctx context.Context, cmds []mi.Command) ([]*mi.Result, []error) {
+	res := make([]*mi.Result, len(cmds))
+	errs := make([]error, len(cmds))
+	for i, c := range cmds {
+		res[i], errs[i] = g.Send(ctx, c.Name, c.Args...)
+	}
+	return res, errs
+}
+
+// A target with one thread keeps its thread list from stop to stop: gdb is
+// asked again only after it announced a new thread, and every stop still
+// records the thread with the stop's frame.
+func TestThreadListAskedOnlyWhenItMayHaveChanged(t *testing.T) {
+	plan, err := breakpoints.Parse("plan.yaml", []byte("breakpoints:\n  - name: request\n    location: handle_request\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, snapshotDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := newSession(Options{CommandTimeout: 5e9, Grace: 1}, plan, tools{}, "/src/leak", dir)
+	s.opts.defaults()
+	s.priv = t.TempDir()
+	fake := &threadStartingGDB{fakeGDB: newFakeGDB(t, hitRecord, hitRecord, hitRecord, `*stopped,reason="exited-normally"`), at: 2}
+	s.gdb = fake
+	t.Cleanup(s.closeSpools)
+	s.vg = &valgrindProc{done: make(chan struct{})}
+	st := s.order[0]
+	st.number, st.sum.Number = "1", "1"
+	s.bps["1"] = st
+
+	fake.events <- mustRecord(t, hitRecord)
+	if err := s.loop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// The listings: at the first stop, and at the third, after the thread
+	// appeared while the target ran from the second.
+	var listings []int
+	stop := 0
+	for _, c := range fake.cmds {
+		switch c {
+		case "-stack-list-frames":
+			stop++
+		case "-thread-info":
+			listings = append(listings, stop)
+		}
+	}
+	if len(listings) != 2 || listings[0] != 1 || listings[1] != 3 {
+		t.Errorf("-thread-info at stops %v, want [1 3]", listings)
+	}
+	stops := spooled[Stop](t, s.stops)
+	if len(stops) != 4 {
+		t.Fatalf("%d stops, want 4", len(stops))
+	}
+	for _, stop := range stops {
+		if len(stop.Threads) != 1 || stop.Threads[0].TargetID != "Thread 42" || stop.Threads[0].Frame == nil ||
+			stop.Threads[0].Frame.Function != "handle_request" || stop.Threads[0].Frame.Line != 23 || stop.Thread.TargetID != "Thread 42" {
+			t.Errorf("stop %d: thread %+v, threads %+v", stop.Seq, stop.Thread, stop.Threads)
+		}
+	}
+}
