@@ -131,27 +131,7 @@ func NoLeftovers(t testing.TB) {
 
 // Descendants returns the live processes (not zombies) descended from the
 // test binary whose command is valgrind, vgdb, gdb or a valgrind tool.
-func Descendants() []Proc {
-	self := os.Getpid()
-	all := readProcs()
-	parent := make(map[int]int, len(all))
-	for _, p := range all {
-		parent[p.PID] = p.PPID
-	}
-	var out []Proc
-	for _, p := range all {
-		if p.PID == self || p.State == "Z" || !isTool(p) {
-			continue
-		}
-		for q, n := p.PPID, 0; q > 1 && n < 64; q, n = parent[q], n+1 {
-			if q == self {
-				out = append(out, p)
-				break
-			}
-		}
-	}
-	return out
-}
+func Descendants() []Proc { return DescendantsWhere(isTool) }
 
 // Proc is one entry of the process table.
 type Proc struct {
