@@ -11,8 +11,9 @@
 #
 # Usage: bench/stops.sh [N [ROUNDS]]   (from anywhere; needs go, gcc, gdb, valgrind)
 #
-# With ROUNDS > 1 (default 1) the two alternate and each keeps its best time,
-# which evens out a machine whose load changes during the measurement.
+# With ROUNDS > 1 (default 1) the two alternate; it prints each one's best
+# and median time and the median of the rounds' ratios, which evens out a
+# machine whose load changes during the measurement.
 set -euo pipefail
 
 n=${1:-1500}
@@ -117,22 +118,32 @@ run_snapctl() {
 	tb=$((t1 - t0))
 }
 
-# Alternate the two so that a change in the machine's load hits both, and
-# keep each one's best time: the least disturbed run.
-besta=0 bestb=0
+# Alternate the two so that a change in the machine's load hits both. Each
+# round's pair gives a ratio; the summary shows the best and the median
+# time of each and the median of the rounds' ratios, which a machine whose
+# load changes between rounds disturbs least.
+tas=() tbs=() ratios=() peak=0
 for round in $(seq "$rounds"); do
 	echo "round $round/$rounds: hand-written gdb script, $n stops..." >&2
 	run_gdb
 	echo "round $round/$rounds: snapctl run, $n stops..." >&2
 	run_snapctl
-	if [ "$besta" -eq 0 ] || [ "$ta" -lt "$besta" ]; then besta=$ta; fi
-	if [ "$bestb" -eq 0 ] || [ "$tb" -lt "$bestb" ]; then bestb=$tb; fi
+	tas+=("$ta") tbs+=("$tb")
+	ratios+=("$(awk -v a="$ta" -v b="$tb" 'BEGIN { printf "%.3f", b / a }')")
+	if [ "$peak_kib" -gt "$peak" ]; then peak=$peak_kib; fi
+	echo "round $round/$rounds: gdb $((ta / 1000000)) ms, snapctl $((tb / 1000000)) ms, ratio ${ratios[-1]}" >&2
 done
 
-awk -v a="$besta" -v b="$bestb" -v n="$n" -v r="$rounds" -v m="$peak_kib" 'BEGIN {
-	printf "stops:              %d (best of %d rounds)\n", n, r
-	printf "hand-written gdb:   %.2f s (%.2f ms/stop)\n", a / 1e9, a / 1e6 / n
-	printf "snapctl run:        %.2f s (%.2f ms/stop)\n", b / 1e9, b / 1e6 / n
-	printf "ratio snapctl/gdb:  %.2f (target <= 1.30)\n", b / a
-	printf "snapctl peak RSS:   %.1f MiB\n", m / 1024
+# best and median of a list of numbers.
+best() { printf '%s\n' "$@" | sort -g | head -1; }
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+awk -v a="$(best "${tas[@]}")" -v b="$(best "${tbs[@]}")" \
+	-v ma="$(median "${tas[@]}")" -v mb="$(median "${tbs[@]}")" -v mr="$(median "${ratios[@]}")" \
+	-v n="$n" -v r="$rounds" -v m="$peak" 'BEGIN {
+	printf "stops:              %d, %d round(s); startup included\n", n, r
+	printf "hand-written gdb:   best %.2f s (%.2f ms/stop), median %.2f s (%.2f ms/stop)\n", a / 1e9, a / 1e6 / n, ma / 1e9, ma / 1e6 / n
+	printf "snapctl run:        best %.2f s (%.2f ms/stop), median %.2f s (%.2f ms/stop)\n", b / 1e9, b / 1e6 / n, mb / 1e9, mb / 1e6 / n
+	printf "ratio snapctl/gdb:  %.2f of the best times, %.2f median of the rounds (target <= 1.30)\n", b / a, mr
+	printf "snapctl peak RSS:   %.1f MiB (the highest of the rounds)\n", m / 1024
 }'
