@@ -657,3 +657,29 @@ func TestForceWritesIntoBusyDir(t *testing.T) {
 		t.Errorf("keep.txt after the run: %q, %v", data, err)
 	}
 }
+
+// A run writes nothing to the temporary directory but its private one, and
+// removes that: TMPDIR is empty afterwards, and no vgdb FIFO appears under
+// valgrind's default prefix in /tmp.
+func TestNothingLeftInTempDir(t *testing.T) {
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, fixtures+"leak.c")
+	tmp := t.TempDir()
+	before, _ := filepath.Glob("/tmp/vgdb-pipe*")
+	res := startSnapctl(t, session{Plan: requestPlan, Bin: bin, Args: []string{"3"}, Limit: time.Minute,
+		Env: []string{"TMPDIR=" + tmp}}).wait()
+	if res.Code != exitOK {
+		t.Fatalf("exit code %d, want %d\nstderr:\n%s", res.Code, exitOK, res.Stderr)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+		var names []string
+		for _, e := range left {
+			names = append(names, e.Name())
+		}
+		t.Errorf("TMPDIR holds %v after the run, want nothing", names)
+	}
+	after, _ := filepath.Glob("/tmp/vgdb-pipe*")
+	if diff := cmp.Diff(before, after); diff != "" {
+		t.Errorf("vgdb FIFOs under /tmp changed (-before +after):\n%s", diff)
+	}
+}
