@@ -165,10 +165,5 @@ func colorFor(w io.Writer) bool {
 	if v, ok := os.LookupEnv("NO_COLOR"); ok && v != "" {
 		return false
 	}
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return isTerminal(w)
 }

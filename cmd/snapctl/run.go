@@ -154,7 +154,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 
 // printReport prints the run in the chosen format.
 func printReport(w io.Writer, format string, res *driver.Result) error {
-	color := isTerminal(w) && os.Getenv("NO_COLOR") == ""
+	color := colorFor(w)
 	switch format {
 	case "json":
 		// Copied, not read whole: run.json grows with the stops.
