@@ -62,7 +62,7 @@ func NewReader(r io.Reader, name string, opts ReadOptions) *Reader {
 	return &Reader{
 		name:   name,
 		opts:   opts,
-		br:     bufio.NewReaderSize(r, 256<<10),
+		br:     bufio.NewReaderSize(r, 16<<10),
 		header: File{Name: name},
 	}
 }

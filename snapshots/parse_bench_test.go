@@ -3,6 +3,7 @@ package snapshots
 import (
 	"bytes"
 	"io"
+	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -77,6 +78,22 @@ func BenchmarkShow(b *testing.B) {
 	for b.Loop() {
 		r := NewReader(bytes.NewReader(data), "bench", ReadOptions{})
 		if err := Show(io.Discard, r, ShowOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParseStopSnapshot parses one small detailed snapshot, as the
+// driver does at every stop of a run: its cost is paid thousands of times.
+func BenchmarkParseStopSnapshot(b *testing.B) {
+	data, err := os.ReadFile("../testdata/massif/leak.detailed.massif")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(bytes.NewReader(data), "leak.detailed.massif"); err != nil {
 			b.Fatal(err)
 		}
 	}

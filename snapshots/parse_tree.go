@@ -9,11 +9,15 @@ import (
 
 // treeBuilder allocates the nodes of trees in slabs: a detailed snapshot of
 // a big program has hundreds of thousands of lines, and one allocation per
-// node would dominate the parse.
+// node would dominate the parse. The slabs start small and double up to
+// their cap, because the driver parses one small snapshot per stop, often
+// thousands of times, and should not pay for slabs it never fills.
 type treeBuilder struct {
-	nodes []Node
-	kids  []*Node
-	stack []openNode
+	nodes    []Node
+	kids     []*Node
+	nodeSlab int // size of the next nodes slab
+	kidsSlab int // size of the next kids slab
+	stack    []openNode
 }
 
 // openNode is a node whose announced children are still being read.
@@ -26,7 +30,8 @@ type openNode struct {
 
 func (b *treeBuilder) node() *Node {
 	if len(b.nodes) == 0 {
-		b.nodes = make([]Node, 1024)
+		b.nodeSlab = nextSlab(b.nodeSlab, 32, 1024)
+		b.nodes = make([]Node, b.nodeSlab)
 	}
 	n := &b.nodes[0]
 	b.nodes = b.nodes[1:]
@@ -41,11 +46,20 @@ func (b *treeBuilder) children(k int) []*Node {
 		return make([]*Node, 0, min(k, 4096))
 	}
 	if len(b.kids) < k {
-		b.kids = make([]*Node, 4096)
+		b.kidsSlab = nextSlab(b.kidsSlab, 128, 4096)
+		b.kids = make([]*Node, b.kidsSlab)
 	}
 	c := b.kids[:0:k]
 	b.kids = b.kids[k:]
 	return c
+}
+
+// nextSlab doubles a slab size from first up to max.
+func nextSlab(cur, first, max int) int {
+	if cur == 0 {
+		return first
+	}
+	return min(2*cur, max)
 }
 
 // treeLine is one checked line of an allocation tree, as a treeVisitor
@@ -279,7 +293,7 @@ type frameTable struct {
 func (t *frameTable) lookup(text []byte) *internedFrame {
 	if t.entries == nil {
 		t.seed = maphash.MakeSeed()
-		t.entries = make([]internedFrame, 1024)
+		t.entries = make([]internedFrame, 64)
 	}
 	mask := uint64(len(t.entries) - 1)
 	for i := maphash.Bytes(t.seed, text) & mask; ; i = (i + 1) & mask {
