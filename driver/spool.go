@@ -64,11 +64,16 @@ func (s *spool) len() int {
 // compact JSON without its newline. The slice is only valid during the
 // call.
 func (s *spool) each(fn func(line []byte) error) error {
-	if s == nil || s.n == 0 {
+	if s == nil {
 		return nil
 	}
+	// A spool whose file could not be made holds no records but must not
+	// pass for an empty one: run.json would silently lack them.
 	if s.err != nil {
 		return s.err
+	}
+	if s.n == 0 {
+		return nil
 	}
 	if err := s.w.Flush(); err != nil {
 		return fmt.Errorf("writing spool file: %w", err)
