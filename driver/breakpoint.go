@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/snapshots"
 )
@@ -37,7 +38,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 	}
 	timeout := s.plan.StopTimeout
 	if timeout <= 0 {
-		timeout = defaultStopTimeout
+		timeout = breakpoints.DefaultStopTimeout
 	}
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -65,13 +66,11 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		return false, s.flush()
 	}
 
-	restore, err := s.lockScheduler(sctx, resumes)
+	restore, err := s.lockScheduler(sctx)
 	if err != nil {
 		return false, s.stopFailed(ctx, err)
 	}
-	if resumes {
-		stop.SchedulerLocking = s.plan.SchedulerLocking
-	}
+	stop.SchedulerLocking = s.plan.SchedulerLocking
 	stop.Commands = s.runCommands(sctx, st.bp.Commands)
 	if ctx.Err() != nil {
 		return false, ctx.Err()
@@ -270,13 +269,13 @@ func (s *session) readSnapshot(t *taken) (*snapshots.Snapshot, error) {
 	return snap, nil
 }
 
-// lockScheduler sets the plan's scheduler-locking mode when the stop's
-// actions resume the target and the mode differs from gdb's; the returned
+// lockScheduler sets the plan's scheduler-locking mode, for a stop whose
+// actions resume the target, when it differs from gdb's; the returned
 // function restores gdb's mode. Valgrind ignores the mode (DESIGN.md fact
 // 1); it is set so a plan behaves the same under a target that honours it.
-func (s *session) lockScheduler(ctx context.Context, resumes bool) (func(context.Context) error, error) {
+func (s *session) lockScheduler(ctx context.Context) (func(context.Context) error, error) {
 	noop := func(context.Context) error { return nil }
-	if !resumes || s.plan.SchedulerLocking == "" {
+	if s.plan.SchedulerLocking == "" {
 		return noop, nil
 	}
 	if s.schedMode == "" {

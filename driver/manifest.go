@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/snapctl/snapctl/snapshots"
@@ -278,8 +277,3 @@ func streamList(w *bufio.Writer, sp *spool) error {
 }
 
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
-
-func atoi(s string) int {
-	n, _ := strconv.Atoi(s)
-	return n
-}

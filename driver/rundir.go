@@ -85,17 +85,9 @@ func isEmptyDir(dir string) (bool, error) {
 	return false, err
 }
 
-// writeFileAtomic writes data to path through a temporary file in the same
-// directory and a rename, so a reader never sees half a file: a run.json
-// that exists is complete.
-func writeFileAtomic(path string, data []byte) error {
-	return writeFileAtomicFunc(path, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
-}
-
-// writeFileAtomicFunc is writeFileAtomic for content that write streams.
+// writeFileAtomicFunc writes what write streams to path through a temporary
+// file in the same directory and a rename, so a reader never sees half a
+// file: a run.json that exists is complete.
 func writeFileAtomicFunc(path string, write func(io.Writer) error) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {

@@ -14,9 +14,6 @@ import (
 	"github.com/snapctl/snapctl/driver/mi"
 )
 
-// defaultStopTimeout bounds one stop's actions when the plan sets none.
-const defaultStopTimeout = 30 * time.Second
-
 // fatalSignals end the target unless it handles them; the frame where one
 // arrived is kept as the crash site.
 var fatalSignals = map[string]bool{
