@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/snapctl/snapctl/snapshots"
@@ -58,45 +57,36 @@ func unchangedNote(b BreakpointSummary) string {
 }
 
 // writeReport writes report.md: a summary of the run, then the analysis
-// rendered by the snapshots package.
+// rendered by the snapshots package. It is written through a temporary file
+// and a rename, so that a report.md that exists is complete.
 func writeReport(path string, res *Result) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	bw := bufio.NewWriter(f)
-	m := res.Manifest
-	fmt.Fprintf(bw, "# snapctl run\n\n")
-	fmt.Fprintf(bw, "- Command: `%s`\n", strings.Join(m.Target.Argv, " "))
-	fmt.Fprintf(bw, "- Status: **%s**%s\n", m.Status, exitNote(m))
-	if m.Error != "" {
-		fmt.Fprintf(bw, "- Error: %s\n", m.Error)
-	}
-	fmt.Fprintf(bw, "- Stops: %d\n\n", res.Stops)
-	fmt.Fprintf(bw, "| Breakpoint | Location | Hits | Snapshots |\n|---|---|---:|---:|\n")
-	for _, b := range m.Breakpoints {
-		fmt.Fprintf(bw, "| %s | `%s` | %d | %d%s |\n", b.Name, b.Location, b.Hits, b.Snapshots, unchangedNote(b))
-	}
-	fmt.Fprintln(bw)
-	if err := bw.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	if res.Report != nil {
-		r := *res.Report
-		r.Title = ""
-		if err := snapshots.RenderReportMarkdown(f, &r, snapshots.RenderOptions{MaxFrames: 12}); err != nil {
-			f.Close()
-			return err
+	return writeFileAtomicFunc(path, func(w io.Writer) error {
+		bw := bufio.NewWriter(w)
+		m := res.Manifest
+		fmt.Fprintf(bw, "# snapctl run\n\n")
+		fmt.Fprintf(bw, "- Command: `%s`\n", strings.Join(m.Target.Argv, " "))
+		fmt.Fprintf(bw, "- Status: **%s**%s\n", m.Status, exitNote(m))
+		if m.Error != "" {
+			fmt.Fprintf(bw, "- Error: %s\n", m.Error)
 		}
-		if more := moreDiffs(res); more != "" {
-			if _, err := fmt.Fprintf(f, "%s\n", more); err != nil {
-				f.Close()
+		fmt.Fprintf(bw, "- Stops: %d\n\n", res.Stops)
+		fmt.Fprintf(bw, "| Breakpoint | Location | Hits | Snapshots |\n|---|---|---:|---:|\n")
+		for _, b := range m.Breakpoints {
+			fmt.Fprintf(bw, "| %s | `%s` | %d | %d%s |\n", b.Name, b.Location, b.Hits, b.Snapshots, unchangedNote(b))
+		}
+		fmt.Fprintln(bw)
+		if res.Report != nil {
+			r := *res.Report
+			r.Title = ""
+			if err := snapshots.RenderReportMarkdown(bw, &r, snapshots.RenderOptions{MaxFrames: 12}); err != nil {
 				return err
 			}
+			if more := moreDiffs(res); more != "" {
+				fmt.Fprintf(bw, "%s\n", more)
+			}
 		}
-	}
-	return f.Close()
+		return bw.Flush()
+	})
 }
 
 func exitNote(m *Manifest) string {
