@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -56,6 +57,16 @@ func unchangedNote(b BreakpointSummary) string {
 	return fmt.Sprintf(" (%d unchanged, not kept)", b.Unchanged)
 }
 
+// MaxFrames is the number of callers shown per stack in the run's reports:
+// the plan's report.depth (0 shows whole stacks), or its default when the
+// Result has no plan.
+func (r *Result) MaxFrames() int {
+	if r.Plan == nil {
+		return breakpoints.DefaultReportDepth
+	}
+	return r.Plan.Report.Depth
+}
+
 // writeReport writes report.md: a summary of the run, then the analysis
 // rendered by the snapshots package. It is written through a temporary file
 // and a rename, so that a report.md that exists is complete.
@@ -78,7 +89,7 @@ func writeReport(path string, res *Result) error {
 		if res.Report != nil {
 			r := *res.Report
 			r.Title = ""
-			if err := snapshots.RenderReportMarkdown(bw, &r, snapshots.RenderOptions{MaxFrames: 12}); err != nil {
+			if err := snapshots.RenderReportMarkdown(bw, &r, snapshots.RenderOptions{MaxFrames: res.MaxFrames()}); err != nil {
 				return err
 			}
 			if more := moreDiffs(res); more != "" {

@@ -145,3 +145,39 @@ func TestRunReportBounded(t *testing.T) {
 		t.Errorf("no \"4 diffs more\" line:\n%s", out.String())
 	}
 }
+
+// report.md shows as many callers per stack as the plan's report.depth
+// asks for, and whole stacks when it is 0.
+func TestReportDepth(t *testing.T) {
+	var stack []snapshots.Frame
+	for i := 0; i < 20; i++ {
+		stack = append(stack, snapshots.Frame{Function: "f" + strconv.Itoa(i), File: "deep.c", Line: i + 1})
+	}
+	rep := &snapshots.Report{Suspects: []snapshots.Suspect{{Frame: stack[0], Stack: stack, Breakpoint: "request",
+		GrowthPerHit: 16, GrowingIntervals: 3, Intervals: 3, TotalGrowth: 48}}}
+	for _, tc := range []struct {
+		depth   int
+		callers int
+		more    string
+	}{{3, 3, "… 16 more callers"}, {0, 19, ""}, {12, 12, "… 7 more callers"}} {
+		plan := &breakpoints.Plan{Report: breakpoints.Report{Depth: tc.depth}}
+		res := &Result{Manifest: &Manifest{Status: StatusCompleted}, Plan: plan, Report: rep}
+		md := filepath.Join(t.TempDir(), reportFile)
+		if err := writeReport(md, res); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(md)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for i := 1; i < len(stack); i++ {
+			if strings.Contains(string(data), "f"+strconv.Itoa(i)+" (deep.c") {
+				got++
+			}
+		}
+		if got != tc.callers || (tc.more != "" && !strings.Contains(string(data), tc.more)) || (tc.more == "" && strings.Contains(string(data), "more caller")) {
+			t.Errorf("depth %d: report.md shows %d callers, want %d (and %q):\n%s", tc.depth, got, tc.callers, tc.more, data)
+		}
+	}
+}

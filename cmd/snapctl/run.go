@@ -162,7 +162,7 @@ func printReport(w io.Writer, format string, res *driver.Result) error {
 	case "markdown":
 		return copyFile(w, filepath.Join(res.Dir, "report.md"))
 	}
-	return driver.WriteText(w, res, snapshots.RenderOptions{Color: color, MaxSites: 10, MaxFrames: 8})
+	return driver.WriteText(w, res, snapshots.RenderOptions{Color: color, MaxSites: 10, MaxFrames: res.MaxFrames()})
 }
 
 // copyFile writes the file at path to w.
