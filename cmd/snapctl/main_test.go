@@ -36,3 +36,60 @@ func TestUnknownFlagIsUsageError(t *testing.T) {
 		t.Errorf("exit code for %v = %d, want %d", err, code, exitUsage)
 	}
 }
+
+// TestCommandLineErrorsAreUsageErrors checks that every kind of bad command
+// line, not only a bad flag, exits 2 as README's "Exit codes" promises.
+func TestCommandLineErrorsAreUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"foo"},
+		{"dif", "a.ms", "b.ms"},
+		{"diff", "a.ms"},
+		{"diff", "a.ms", "b.ms", "c.ms"},
+		{"show"},
+		{"export"},
+		{"doctor", "a", "b"},
+		{"run", "plan.yaml"},
+		{"completion", "bash", "extra"},
+	} {
+		root := newRootCmd("dev")
+		var stdout, stderr bytes.Buffer
+		root.SetOut(&stdout)
+		root.SetErr(&stderr)
+		root.SetArgs(args)
+		err := root.Execute()
+		if err == nil {
+			t.Errorf("snapctl %q: no error", args)
+			continue
+		}
+		if code, msg := describe(err); code != exitUsage {
+			t.Errorf("snapctl %q: exit code %d (%s), want %d", args, code, msg, exitUsage)
+		}
+	}
+}
+
+func TestUnknownCommandSuggests(t *testing.T) {
+	root := newRootCmd("dev")
+	root.SetOut(&bytes.Buffer{})
+	root.SetErr(&bytes.Buffer{})
+	root.SetArgs([]string{"dif"})
+	_, msg := describe(root.Execute())
+	const want = `unknown command "dif" for "snapctl"; did you mean diff? (see 'snapctl help')`
+	if msg != want {
+		t.Errorf("message = %q, want %q", msg, want)
+	}
+}
+
+// TestNoArgumentsPrintsHelp checks that the root, runnable so that its
+// arguments are validated, still prints the help and succeeds on its own.
+func TestNoArgumentsPrintsHelp(t *testing.T) {
+	root := newRootCmd("dev")
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetArgs([]string{})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Available Commands:") {
+		t.Errorf("snapctl with no arguments printed %q, want the help", out.String())
+	}
+}

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+	"strings"
+
 	"github.com/spf13/cobra"
 )
 
@@ -17,6 +21,14 @@ between stops, with their stacks.
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// The root runs (it prints the help) so that cobra validates its
+		// arguments with Args below: otherwise cobra reports an unknown
+		// subcommand with a plain error, and "snapctl foo" would exit 1
+		// instead of 2.
+		Args: unknownCommand,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cmd.Help()
+		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return usageError{err}
@@ -28,5 +40,46 @@ between stops, with their stacks.
 		newExportCmd(),
 		newDoctorCmd(),
 	)
+	// cobra adds its completion command lazily; add it now so its
+	// argument checks are wrapped below with the others.
+	root.InitDefaultCompletionCmd()
+	usageArgs(root)
 	return root
+}
+
+// unknownCommand rejects arguments to the root: the first one names a
+// subcommand snapctl does not have.
+func unknownCommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if !cmd.DisableSuggestions {
+		if cmd.SuggestionsMinimumDistance <= 0 {
+			cmd.SuggestionsMinimumDistance = 2
+		}
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += fmt.Sprintf("; did you mean %s?", strings.Join(s, " or "))
+		}
+	}
+	return usageError{fmt.Errorf("%s", msg)}
+}
+
+// usageArgs makes every argument-count error of cmd and its subcommands a
+// usageError, so a wrong number of arguments exits 2 whichever command,
+// ours or one cobra adds, detects it.
+func usageArgs(cmd *cobra.Command) {
+	if validate := cmd.Args; validate != nil {
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			err := validate(c, args)
+			var ue usageError
+			if err == nil || errors.As(err, &ue) {
+				return err
+			}
+			return usageError{err}
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		usageArgs(sub)
+	}
 }
