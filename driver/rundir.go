@@ -64,12 +64,31 @@ func prepareRunDir(dir string, force bool) (string, error) {
 		return "", &OutputDirError{Path: dir, Err: err}
 	}
 	if force {
-		// Leftovers of an earlier run would be taken for this run's output.
-		for _, name := range []string{manifestFile, reportFile, traceFile, valgrindLog} {
-			os.Remove(filepath.Join(abs, name))
+		if err := clearRunFiles(abs); err != nil {
+			return "", &OutputDirError{Path: dir, Err: err}
 		}
 	}
 	return abs, nil
+}
+
+// clearRunFiles removes the files an earlier run left in dir, which would
+// otherwise be taken for this run's output: snapctl's own files and the
+// snapshots it kept. Files snapctl does not write are left alone.
+func clearRunFiles(dir string) error {
+	names := []string{manifestFile, reportFile, traceFile, valgrindLog}
+	snaps, err := filepath.Glob(filepath.Join(dir, snapshotDir, "*.massif"))
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		snaps = append(snaps, filepath.Join(dir, name))
+	}
+	for _, path := range snaps {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 func isEmptyDir(dir string) (bool, error) {

@@ -201,4 +201,24 @@ func TestPrepareRunDir(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, manifestFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("--force kept the old run.json: %v", err)
 	}
+
+	// An earlier run's snapshots go too; files snapctl does not write stay.
+	old := filepath.Join(dir, snapshotName(1, "request", 1, phaseHit))
+	mine := []string{filepath.Join(dir, "notes.txt"), filepath.Join(dir, snapshotDir, "notes.txt")}
+	for _, p := range append(mine, old) {
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := prepareRunDir(dir, true); err != nil {
+		t.Fatalf("--force: %v", err)
+	}
+	if _, err := os.Stat(old); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("--force kept the old snapshot %s: %v", old, err)
+	}
+	for _, p := range mine {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("--force removed %s, which snapctl did not write: %v", p, err)
+		}
+	}
 }
