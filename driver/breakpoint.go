@@ -105,7 +105,11 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		// signal, the exit. The return snapshot of this hit is lost.
 		s.event(Event{Kind: "around-call-cut-short", Reason: r, Thread: stop.Thread,
 			Message: fmt.Sprintf("breakpoint %q hit %d: %s before the call returned", st.bp.Name, hit, r)})
-		restore(context.WithoutCancel(sctx))
+		if err := restore(context.WithoutCancel(sctx)); err != nil {
+			// gdb cannot take a setting while the target is stopped:
+			// resuming under the wrong mode, or at all, is no better.
+			return false, s.explain(ctx, err)
+		}
 		if err := s.flush(); err != nil {
 			return false, err
 		}

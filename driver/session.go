@@ -225,15 +225,17 @@ func newSession(opts Options, plan *breakpoints.Plan, t tools, binary, dir strin
 // writes the run directory.
 func (s *session) run(ctx context.Context) (*Result, error) {
 	res := &Result{Dir: s.dir, Manifest: s.m, Plan: s.plan}
+	defer s.closeSpools()
+	// From here on every path goes through finish: the run directory
+	// exists, so run.json says how the run ended.
 	if err := os.WriteFile(filepath.Join(s.dir, planFile), s.plan.Source, 0o644); err != nil {
-		return nil, fmt.Errorf("copying the plan: %w", err)
+		return s.finish(res, fmt.Errorf("copying the plan: %w", err))
 	}
 	// Write a failed manifest at once: if snapctl itself is killed, the run
 	// directory says the run did not complete.
 	if err := writeManifest(s.dir, s.m, nil, nil); err != nil {
-		return nil, err
+		return s.finish(res, err)
 	}
-	defer s.closeSpools()
 
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

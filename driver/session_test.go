@@ -222,3 +222,31 @@ func TestPrepareRunDir(t *testing.T) {
 		}
 	}
 }
+
+// Once the run directory exists, a failure still writes run.json and
+// returns the Result: here the plan cannot be copied into it.
+func TestRunWritesManifestWhenPlanCopyFails(t *testing.T) {
+	plan, err := breakpoints.Parse("plan.yaml", []byte("breakpoints:\n  - name: request\n    location: handle_request\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := prepareRunDir(filepath.Join(t.TempDir(), "run"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, planFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{}
+	opts.defaults()
+	res, err := newSession(opts, plan, tools{}, "/src/leak", dir).run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "copying the plan") {
+		t.Errorf("err = %v, want a failure to copy the plan", err)
+	}
+	if res == nil {
+		t.Fatal("nil Result once the run directory exists")
+	}
+	if m := readManifest(t, dir); m.Status != StatusFailed || !strings.Contains(m.Error, "copying the plan") {
+		t.Errorf("run.json: status %q, error %q", m.Status, m.Error)
+	}
+}
