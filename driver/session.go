@@ -102,6 +102,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	env, err := Preflight(ctx, PreflightOptions{Gdb: opts.GDB, Valgrind: opts.Valgrind, Binary: opts.Binary})
 	if err != nil {
+		// A tool that failed because the user stopped snapctl is not
+		// a broken tool.
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("checking the tools: %w", ErrInterrupted)
+		}
 		return nil, err
 	}
 	for _, w := range env.Warnings {
@@ -113,6 +118,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	if err := validateLocations(ctx, tools.gdb, binary, plan, opts.CommandTimeout); err != nil {
+		if ctx.Err() != nil && !errors.Is(err, ErrInterrupted) {
+			return nil, fmt.Errorf("checking breakpoint locations: %w", ErrInterrupted)
+		}
 		return nil, err
 	}
 
@@ -443,6 +451,9 @@ func validateLocations(ctx context.Context, gdbPath, binary string, plan *breakp
 	defer cancel()
 	c, err := mi.Start(sctx, mi.Options{Path: gdbPath, Args: []string{binary}})
 	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("checking breakpoint locations: %w", ErrInterrupted)
+		}
 		return &ToolError{Tool: "gdb", Msg: "cannot start", Err: err}
 	}
 	defer c.Close()
@@ -452,12 +463,12 @@ func validateLocations(ctx context.Context, gdbPath, binary string, plan *breakp
 		r, err := c.Send(cctx, "-break-insert", insertArgs(bp, false)...)
 		cancel()
 		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("checking breakpoint locations: %w", ErrInterrupted)
+			}
 			var me *mi.Error
 			if errors.As(err, &me) {
 				return bp.LocationError("gdb cannot resolve %q: %s", bp.Location, me.Msg)
-			}
-			if ctx.Err() != nil {
-				return fmt.Errorf("checking breakpoint locations: %w", ErrInterrupted)
 			}
 			return &ToolError{Tool: "gdb", Msg: "checking breakpoint locations", Err: err}
 		}

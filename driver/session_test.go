@@ -250,3 +250,37 @@ func TestRunWritesManifestWhenPlanCopyFails(t *testing.T) {
 		t.Errorf("run.json: status %q, error %q", m.Status, m.Error)
 	}
 }
+
+// A run stopped by the user before valgrind starts (while the tools and
+// the breakpoint locations are checked) is interrupted, not a tool failure.
+func TestRunInterruptedBeforeStart(t *testing.T) {
+	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, "testdata/leak.c")
+	dir := t.TempDir()
+	planPath := filepath.Join(dir, "plan.yaml")
+	if err := os.WriteFile(planPath, []byte("breakpoints:\n  - name: request\n    location: handle_request\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := Run(ctx, Options{PlanPath: planPath, Binary: bin, OutDir: filepath.Join(dir, "run")})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Errorf("Run with a cancelled context: err = %v, want ErrInterrupted", err)
+	}
+	if res != nil {
+		t.Errorf("Result %+v before the run directory exists, want nil", res)
+	}
+
+	plan, err := breakpoints.Load(planPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gdb, err := FindTool("gdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := validateLocations(ctx, gdb, bin, plan, 5e9); !errors.Is(err, ErrInterrupted) {
+		t.Errorf("validateLocations with a cancelled context: err = %v, want ErrInterrupted", err)
+	}
+}
