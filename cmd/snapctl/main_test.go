@@ -2,9 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/snapctl/snapctl/internal/testenv"
 )
@@ -92,4 +96,68 @@ func TestNoArgumentsPrintsHelp(t *testing.T) {
 	if !strings.Contains(out.String(), "Available Commands:") {
 		t.Errorf("snapctl with no arguments printed %q, want the help", out.String())
 	}
+}
+
+// TestSecondSignal sends signals to the test process itself, with main's
+// handling of the first one in place, and checks which of them secondSignal
+// takes for the user's "end it now".
+func TestSecondSignal(t *testing.T) {
+	raise := func(sig syscall.Signal) {
+		t.Helper()
+		if err := syscall.Kill(os.Getpid(), sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closed := func(c <-chan struct{}, wait time.Duration) bool {
+		select {
+		case <-c:
+			return true
+		case <-time.After(wait):
+			return false
+		}
+	}
+	notify := func() (context.Context, context.CancelFunc) {
+		return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	}
+
+	t.Run("one signal only cancels", func(t *testing.T) {
+		ctx, stop := notify()
+		defer stop()
+		kill, stopSecond := secondSignal(ctx)
+		defer stopSecond()
+		raise(syscall.SIGINT)
+		<-ctx.Done()
+		if closed(kill, 300*time.Millisecond) {
+			t.Fatal("the first signal was taken for the second")
+		}
+		raise(syscall.SIGTERM)
+		if !closed(kill, 5*time.Second) {
+			t.Fatal("the second signal did not close kill")
+		}
+	})
+	// Two signals at once (two kinds, so the kernel cannot merge them):
+	// the second comes before anything reacted to the first.
+	t.Run("fast second signal", func(t *testing.T) {
+		ctx, stop := notify()
+		defer stop()
+		kill, stopSecond := secondSignal(ctx)
+		defer stopSecond()
+		raise(syscall.SIGINT)
+		raise(syscall.SIGHUP)
+		if !closed(kill, 5*time.Second) {
+			t.Fatal("a second signal sent right after the first was lost")
+		}
+	})
+	t.Run("cancelled before", func(t *testing.T) {
+		ctx, stop := notify()
+		defer stop()
+		raise(syscall.SIGINT)
+		<-ctx.Done()
+		kill, stopSecond := secondSignal(ctx)
+		defer stopSecond()
+		raise(syscall.SIGINT)
+		if !closed(kill, 5*time.Second) {
+			t.Fatal("a signal after the cancellation did not close kill")
+		}
+	})
 }

@@ -189,22 +189,33 @@ func (e *runError) Unwrap() error { return e.err }
 // secondSignal returns a channel closed when SIGINT, SIGTERM or SIGHUP
 // arrives after ctx was cancelled (main cancels it on the first one): the
 // user wants everything ended at once.
+//
+// The signals are watched from the start, not from ctx's cancellation on:
+// a second Ctrl-C pressed while main is still cancelling would otherwise
+// arrive before anyone listens for it and be lost. Every signal from then on
+// reaches both main and this channel, so the first one seen here is the one
+// that cancels ctx, unless ctx was already cancelled when watching began.
 func secondSignal(ctx context.Context) (<-chan struct{}, func()) {
 	kill := make(chan struct{})
 	done := make(chan struct{})
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	seen := 0
+	if ctx.Err() != nil {
+		seen = 1 // the first signal came before sig was registered
+	}
 	go func() {
-		select {
-		case <-ctx.Done():
-		case <-done:
-			return
-		}
-		sig := make(chan os.Signal, 1)
-		signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 		defer signal.Stop(sig)
-		select {
-		case <-sig:
-			close(kill)
-		case <-done:
+		for {
+			select {
+			case <-sig:
+				if seen++; seen >= 2 {
+					close(kill)
+					return
+				}
+			case <-done:
+				return
+			}
 		}
 	}()
 	return kill, func() { close(done) }
