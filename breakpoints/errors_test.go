@@ -156,6 +156,20 @@ func TestParseErrors(t *testing.T) {
 			`plan.yaml:3:19: report.fail_on.total_growth: bad size "1.5B": not a whole number of bytes`}},
 		{"bad glob", "report:\n  ignore: [\"[\"]\n" + bp, []string{
 			`plan.yaml:2:12: report.ignore[0]: bad pattern "[": syntax error in pattern`}},
+		// Each item is checked where it stands: after a refused first item,
+		// the third's error still names [2] and points at its own line.
+		{"valgrind.args item after a refused one", "valgrind:\n  args:\n    - \"\"\n    - --max-snapshots=10\n    - --tool=memcheck\n" + bp, []string{
+			`plan.yaml:3:7: valgrind.args[0]: must not be empty`,
+			`plan.yaml:5:7: valgrind.args[2]: --tool is set by snapctl and cannot be passed: snapctl always runs massif`}},
+		{"alloc_fns item after a refused one", "valgrind:\n  alloc_fns:\n    - [a]\n    - xmalloc\n    - my alloc\n" + bp, []string{
+			`plan.yaml:3:7: valgrind.alloc_fns[0]: expected a string, got a list`,
+			`plan.yaml:5:7: valgrind.alloc_fns[2]: function name "my alloc" contains a space; valgrind matches the name as massif prints it, without spaces`}},
+		{"commands item after a refused one", bp + "    commands:\n      - \"\"\n      - print x\n      - continue\n", []string{
+			`plan.yaml:4:9: breakpoints[0].commands[0]: must not be empty`,
+			`plan.yaml:6:9: breakpoints[0].commands[2]: command "continue" would resume or end the target; snapctl resumes it itself`}},
+		{"pattern item after a refused one", "report:\n  ignore:\n    - {a: b}\n    - malloc\n    - \"\"\n" + bp, []string{
+			`plan.yaml:3:7: report.ignore[0]: expected a string, got a mapping`,
+			`plan.yaml:5:7: report.ignore[2]: must not be empty`}},
 		{"bad duration", "stop_timeout: 30\n" + bp, []string{
 			`plan.yaml:1:15: stop_timeout: expected a positive duration such as "30s" or "2m", got 30`}},
 		{"env list", "target:\n  env: [A=1]\n" + bp, []string{

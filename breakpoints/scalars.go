@@ -49,8 +49,10 @@ func (d *decoder) line(n *yaml.Node, path string) (string, bool) {
 	return s, true
 }
 
-// lines decodes a list of non-empty single-line strings.
-func (d *decoder) lines(n *yaml.Node, path string) []string {
+// list decodes a list of non-empty single-line strings. check, when not
+// nil, explains why an item is refused, or returns "". Each item is decoded
+// and checked where it stands, so every error points at its own item.
+func (d *decoder) list(n *yaml.Node, path string, check func(string) string) []string {
 	n = d.deref(n)
 	if n == nil {
 		return nil
@@ -65,9 +67,18 @@ func (d *decoder) lines(n *yaml.Node, path string) []string {
 	}
 	out := make([]string, 0, len(n.Content))
 	for i, item := range n.Content {
-		if s, ok := d.line(item, fmt.Sprintf("%s[%d]", path, i)); ok {
-			out = append(out, s)
+		ip := fmt.Sprintf("%s[%d]", path, i)
+		s, ok := d.line(item, ip)
+		if !ok {
+			continue
 		}
+		if check != nil {
+			if msg := check(s); msg != "" {
+				d.errorf(item, ip, "%s", msg)
+				continue
+			}
+		}
+		out = append(out, s)
 	}
 	return out
 }

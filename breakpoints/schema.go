@@ -129,42 +129,30 @@ func (d *decoder) valgrind(n *yaml.Node, kp string, vg *Valgrind) {
 				vg.Depth = i
 			}
 		}},
-		{"alloc_fns", func(v *yaml.Node, kp string) { vg.AllocFns = d.functions(v, kp) }},
-		{"ignore_fns", func(v *yaml.Node, kp string) { vg.IgnoreFns = d.functions(v, kp) }},
+		{"alloc_fns", func(v *yaml.Node, kp string) { vg.AllocFns = d.list(v, kp, checkFunction) }},
+		{"ignore_fns", func(v *yaml.Node, kp string) { vg.IgnoreFns = d.list(v, kp, checkFunction) }},
 		{"fair_sched", func(v *yaml.Node, kp string) {
 			if s, ok := d.enum(v, kp, "no", "yes", "try"); ok {
 				vg.FairSched = s
 			}
 		}},
-		{"args", func(v *yaml.Node, kp string) { vg.Args = d.valgrindArgs(v, kp) }},
+		{"args", func(v *yaml.Node, kp string) { vg.Args = d.list(v, kp, checkValgrindArg) }},
 	})
 }
 
-// functions decodes a list of function names for --alloc-fn/--ignore-fn:
-// valgrind takes each as one option word, so no spaces.
-func (d *decoder) functions(n *yaml.Node, kp string) []string {
-	n = d.deref(n)
-	if n == nil {
-		return nil
+// checkFunction explains why a function name for --alloc-fn/--ignore-fn
+// is refused, or returns "": valgrind takes each as one option word, so
+// no spaces.
+func checkFunction(fn string) string {
+	if strings.ContainsAny(fn, " \t") {
+		return fmt.Sprintf("function name %q contains a space; valgrind matches the name as massif prints it, without spaces", fn)
 	}
-	fns := d.lines(n, kp)
-	if n.Kind != yaml.SequenceNode {
-		return nil
-	}
-	out := fns[:0]
-	for i, fn := range fns {
-		if strings.ContainsAny(fn, " \t") {
-			d.errorf(n.Content[i], fmt.Sprintf("%s[%d]", kp, i), "function name %q contains a space; valgrind matches the name as massif prints it, without spaces", fn)
-			continue
-		}
-		out = append(out, fn)
-	}
-	return out
+	return ""
 }
 
 func (d *decoder) gdb(n *yaml.Node, kp string, g *Gdb) {
 	d.mapping(n, kp, []field{
-		{"init", func(v *yaml.Node, kp string) { g.Init = d.commands(v, kp) }},
+		{"init", func(v *yaml.Node, kp string) { g.Init = d.list(v, kp, checkCommand) }},
 	})
 }
 
@@ -180,8 +168,8 @@ func (d *decoder) report(n *yaml.Node, kp string, r *Report) {
 				r.Depth = i
 			}
 		}},
-		{"library_frames", func(v *yaml.Node, kp string) { r.LibraryFrames = d.globs(v, kp) }},
-		{"ignore", func(v *yaml.Node, kp string) { r.Ignore = d.globs(v, kp) }},
+		{"library_frames", func(v *yaml.Node, kp string) { r.LibraryFrames = d.list(v, kp, checkGlob) }},
+		{"ignore", func(v *yaml.Node, kp string) { r.Ignore = d.list(v, kp, checkGlob) }},
 		{"fail_on", func(v *yaml.Node, kp string) {
 			d.mapping(v, kp, []field{
 				{"growth_per_hit", func(v *yaml.Node, kp string) {
@@ -199,25 +187,12 @@ func (d *decoder) report(n *yaml.Node, kp string, r *Report) {
 	})
 }
 
-// globs decodes a list of path.Match patterns.
-func (d *decoder) globs(n *yaml.Node, kp string) []string {
-	n = d.deref(n)
-	if n == nil {
-		return nil
+// checkGlob explains why a path.Match pattern is refused, or returns "".
+func checkGlob(p string) string {
+	if _, err := path.Match(p, ""); err != nil {
+		return fmt.Sprintf("bad pattern %q: %v", p, err)
 	}
-	pats := d.lines(n, kp)
-	if n.Kind != yaml.SequenceNode {
-		return nil
-	}
-	out := pats[:0]
-	for i, p := range pats {
-		if _, err := path.Match(p, ""); err != nil {
-			d.errorf(n.Content[i], fmt.Sprintf("%s[%d]", kp, i), "bad pattern %q: %v", p, err)
-			continue
-		}
-		out = append(out, p)
-	}
-	return out
+	return ""
 }
 
 // resumingCommands are gdb commands that resume or end the target. snapctl
@@ -233,26 +208,12 @@ var resumingCommands = map[string]bool{
 	"target": true, "signal": true, "attach": true, "reverse-continue": true,
 }
 
-// commands decodes gdb CLI commands.
-func (d *decoder) commands(n *yaml.Node, kp string) []string {
-	n = d.deref(n)
-	if n == nil {
-		return nil
+// checkCommand explains why a gdb CLI command is refused, or returns "".
+func checkCommand(c string) string {
+	if resumingCommands[strings.Fields(c)[0]] {
+		return fmt.Sprintf("command %q would resume or end the target; snapctl resumes it itself", c)
 	}
-	cmds := d.lines(n, kp)
-	if n.Kind != yaml.SequenceNode {
-		return nil
-	}
-	out := cmds[:0]
-	for i, c := range cmds {
-		word := strings.Fields(c)[0]
-		if resumingCommands[word] {
-			d.errorf(n.Content[i], fmt.Sprintf("%s[%d]", kp, i), "command %q would resume or end the target; snapctl resumes it itself", c)
-			continue
-		}
-		out = append(out, c)
-	}
-	return out
+	return ""
 }
 
 // breakpoints decodes the breakpoint list and checks names are unique.
@@ -345,7 +306,7 @@ func (d *decoder) breakpoint(n *yaml.Node, kp string, index int) (Breakpoint, *y
 		}},
 		{"max_hits", func(v *yaml.Node, kp string) { b.MaxHits, _ = d.integer(v, kp, 1) }},
 		{"around_call", func(v *yaml.Node, kp string) { b.AroundCall, _ = d.boolean(v, kp) }},
-		{"commands", func(v *yaml.Node, kp string) { b.Commands = d.commands(v, kp) }},
+		{"commands", func(v *yaml.Node, kp string) { b.Commands = d.list(v, kp, checkCommand) }},
 		{"optional", func(v *yaml.Node, kp string) { b.Optional, _ = d.boolean(v, kp) }},
 		{"keep_snapshots", func(v *yaml.Node, kp string) { b.KeepSnapshots, _ = d.enum(v, kp, KeepAll, KeepChanged) }},
 	})

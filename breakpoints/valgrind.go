@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // ValgrindArgs returns the valgrind options the plan asks for, in this
@@ -65,28 +63,6 @@ var planOptions = map[string]string{
 	"--alloc-fn":      "alloc_fns",
 	"--ignore-fn":     "ignore_fns",
 	"--fair-sched":    "fair_sched",
-}
-
-// valgrindArgs decodes valgrind.args and refuses options snapctl owns.
-func (d *decoder) valgrindArgs(n *yaml.Node, kp string) []string {
-	n = d.deref(n)
-	if n == nil {
-		return nil
-	}
-	args := d.lines(n, kp)
-	if n.Kind != yaml.SequenceNode {
-		return nil
-	}
-	out := args[:0]
-	for i, a := range args {
-		ip := fmt.Sprintf("%s[%d]", kp, i)
-		if msg := checkValgrindArg(a); msg != "" {
-			d.errorf(n.Content[i], ip, "%s", msg)
-			continue
-		}
-		out = append(out, a)
-	}
-	return out
 }
 
 // checkValgrindArg explains why a passed-through valgrind option is
