@@ -154,8 +154,8 @@ func TestParseErrors(t *testing.T) {
 			`plan.yaml:3:19: report.fail_on.total_growth: must be at least 1 byte (leave the key out for no limit)`}},
 		{"fractional bytes", "report:\n  fail_on:\n    total_growth: 1.5B\n" + bp, []string{
 			`plan.yaml:3:19: report.fail_on.total_growth: bad size "1.5B": not a whole number of bytes`}},
-		{"bad glob", "report:\n  ignore: [\"[\"]\n" + bp, []string{
-			`plan.yaml:2:12: report.ignore[0]: bad pattern "[": syntax error in pattern`}},
+		{"empty pattern", "report:\n  library_frames: [\"std::*\", \" \"]\n" + bp, []string{
+			`plan.yaml:2:30: report.library_frames[1]: must not be empty`}},
 		// Each item is checked where it stands: after a refused first item,
 		// the third's error still names [2] and points at its own line.
 		{"valgrind.args item after a refused one", "valgrind:\n  args:\n    - \"\"\n    - --max-snapshots=10\n    - --tool=memcheck\n" + bp, []string{

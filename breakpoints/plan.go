@@ -107,13 +107,17 @@ type Report struct {
 	// Depth is the number of frames shown per stack in reports
 	// (key "depth"; default 12; 0 shows whole stacks).
 	Depth int
-	// LibraryFrames are glob patterns (path.Match syntax) matched against a
-	// frame's function and its file; matching frames are library code and
-	// are skipped when choosing a site (key "library_frames"), e.g.
-	// "/usr/include/*" or "std::*".
+	// LibraryFrames are frame patterns matched against a frame's function,
+	// file and object; matching frames are library code and are skipped
+	// when choosing a site (key "library_frames"), e.g. "/usr/include/*" or
+	// "std::*". In a frame pattern '*' matches any run of characters and
+	// every other character matches itself, so "operator new[]*" and "???"
+	// are literal; "fn:", "file:" and "obj:" restrict the match (see
+	// snapshots.ParseFramePattern).
 	LibraryFrames []string
-	// Ignore are glob patterns of sites left out of reports and the CI gate
-	// (key "ignore"), matched against the site's function.
+	// Ignore are frame patterns, as in LibraryFrames: allocations with any
+	// frame of their stack matching are left out of diffs, suspects and the
+	// CI gate (key "ignore").
 	Ignore []string
 	// FailOn holds the CI gate's limits (key "fail_on").
 	FailOn FailOn

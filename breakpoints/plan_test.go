@@ -3,6 +3,7 @@ package breakpoints
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -267,5 +268,36 @@ func TestKeepSnapshots(t *testing.T) {
 		if diff := cmp.Diff(tc.want, got); diff != "" {
 			t.Errorf("%q (-want +got):\n%s", tc.plan, diff)
 		}
+	}
+}
+
+// TestFramePatterns checks that report.library_frames and report.ignore
+// take frame patterns, where only '*' is special: brackets, '?' and '\'
+// are literal characters of C++ names, not path.Match syntax.
+func TestFramePatterns(t *testing.T) {
+	for _, pat := range []string{
+		`operator new[]*`,
+		`std::vector<int>::operator[]`,
+		`[`,
+		`???`,
+		`a\`,
+		`fn:operator delete[](void*)`,
+		`obj:/usr/lib/*`,
+		`/usr/include/*`,
+	} {
+		t.Run(pat, func(t *testing.T) {
+			q := strconv.Quote(pat)
+			src := "report:\n  library_frames: [" + q + "]\n  ignore: [" + q + ", \"x\"]\n" + bp
+			p, err := Parse("plan.yaml", []byte(src))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if got := p.Report.LibraryFrames; !cmp.Equal(got, []string{pat}) {
+				t.Errorf("LibraryFrames = %q, want [%q]", got, pat)
+			}
+			if got := p.Report.Ignore; !cmp.Equal(got, []string{pat, "x"}) {
+				t.Errorf("Ignore = %q, want [%q \"x\"]", got, pat)
+			}
+		})
 	}
 }
