@@ -53,6 +53,12 @@ type call struct {
 	command string
 	streams []Stream
 	reply   chan *Record // buffered; the reader never blocks on it
+	// abandoned is set when Send stopped waiting (its context ended). gdb
+	// still runs the command: the call stays pending until its result
+	// comes so that the stream records gdb prints for it, such as a late
+	// @"error: ...", are dropped instead of being taken for the next
+	// command's.
+	abandoned bool
 }
 
 // NewClient returns a client that speaks MI over r (gdb's output) and w
@@ -147,7 +153,8 @@ func (c *Client) Pid() int {
 //
 // A ^error result returns an *Error. If gdb goes, Send returns an error
 // wrapping an *ExitError at once. If ctx ends first Send returns ctx's
-// error; gdb still runs the command and its late result is dropped.
+// error; gdb still runs the command, and its late result and the stream
+// records printed with it are dropped.
 func (c *Client) Send(ctx context.Context, command string, args ...string) (*Result, error) {
 	res, errs := c.SendBatch(ctx, []Command{{Name: command, Args: args}})
 	return res[0], errs[0]
@@ -251,7 +258,7 @@ func (c *Client) awaitCall(ctx context.Context, cl *call) (*Result, error) {
 	case rec := <-cl.reply:
 		return cl.result(rec)
 	case <-ctx.Done():
-		c.forget(cl)
+		c.abandon(cl)
 		return nil, fmt.Errorf("mi: %s: %w", cl.command, ctx.Err())
 	case <-c.done:
 		select {
@@ -270,16 +277,31 @@ func (cl *call) result(rec *Record) (*Result, error) {
 	return &Result{Class: rec.Class, Results: rec.Results, Streams: cl.streams}, nil
 }
 
-// forget drops a call whose Send gave up; its result, if it comes, is
-// dropped.
+// forget drops a call that could not be written to gdb.
 func (c *Client) forget(cl *call) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.removeLocked(cl)
+}
+
+// abandon marks a sent call whose Send gave up: its streams and its result,
+// when they come, are dropped.
+func (c *Client) abandon(cl *call) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending[cl.token] == cl {
+		cl.abandoned = true
+		cl.streams = nil
+	}
+}
+
+// removeLocked takes cl out of the pending calls. c.mu must be held.
+func (c *Client) removeLocked(cl *call) {
 	delete(c.pending, cl.token)
 	for i, o := range c.order {
 		if o == cl {
 			c.order = append(c.order[:i:i], c.order[i+1:]...)
-			break
+			return
 		}
 	}
 }
@@ -350,14 +372,10 @@ func (c *Client) handleLine(line []byte) {
 		c.mu.Lock()
 		cl, ok := c.pending[rec.Token]
 		if ok {
-			delete(c.pending, rec.Token)
-			for i, o := range c.order {
-				if o == cl {
-					c.order = append(c.order[:i:i], c.order[i+1:]...)
-					break
-				}
+			c.removeLocked(cl)
+			if !cl.abandoned {
+				cl.reply <- rec
 			}
-			cl.reply <- rec
 		}
 		issued := false
 		if n, err := strconv.ParseUint(rec.Token, 10, 64); err == nil && n <= c.nextToken {
@@ -369,9 +387,12 @@ func (c *Client) handleLine(line []byte) {
 		}
 	case rec.Type.IsStream():
 		c.mu.Lock()
+		// gdb runs commands one at a time: a stream belongs to the oldest
+		// call still waiting for its result.
 		if len(c.order) > 0 {
-			cl := c.order[0]
-			cl.streams = append(cl.streams, Stream{Type: rec.Type, Text: rec.Text})
+			if cl := c.order[0]; !cl.abandoned {
+				cl.streams = append(cl.streams, Stream{Type: rec.Type, Text: rec.Text})
+			}
 			c.mu.Unlock()
 			return
 		}

@@ -280,6 +280,48 @@ func TestContextEndsSendAndLateResultIsDropped(t *testing.T) {
 	}
 }
 
+// A command abandoned on timeout may still print streams before its late
+// result, after the next command was sent: they are the abandoned command's
+// and must not reach the next one, where a late @"error: ..." would fail
+// it.
+func TestLateStreamsOfAbandonedCommandAreDropped(t *testing.T) {
+	c, fk := newFake(t)
+	sent := make(chan string, 1)
+	done := answer(t, func() error {
+		first, err := fk.command()
+		if err != nil {
+			return err
+		}
+		sent <- first
+		// gdb reads the next command while still busy with the first.
+		if _, err := fk.command(); err != nil {
+			return err
+		}
+		return fk.print(`@"error: late\n"`, `&"late log\n"`, `1^error,msg="late"`, `(gdb) `,
+			`~"mine"`, `2^done,value="mine"`, `(gdb) `)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := c.Send(ctx, "-data-evaluate-expression", "slow()"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("first Send: err = %v, want a deadline error", err)
+	}
+	<-sent
+	r, err := c.Send(quickCtx(t), "-data-evaluate-expression", "1")
+	<-done
+	if err != nil {
+		t.Fatalf("second Send: %v", err)
+	}
+	want := []mi.Stream{{Type: mi.TypeConsole, Text: "mine"}}
+	if diff := cmp.Diff(want, r.Streams); diff != "" {
+		t.Errorf("second command's streams (-want +got):\n%s", diff)
+	}
+	select {
+	case e := <-c.Events():
+		t.Errorf("unexpected event %s", e.MI())
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
 func TestCanceledContext(t *testing.T) {
 	c, fk := newFake(t)
 	go fk.command()
