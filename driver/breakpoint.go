@@ -60,7 +60,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 	}
 	threads, err := s.inspectAndSnapshot(sctx, st, stop, tid, true, nil, then)
 	if err != nil {
-		return false, s.stopFailed(ctx, err)
+		return s.stopFailed(ctx, err)
 	}
 	if !resumes {
 		return false, s.flush()
@@ -68,7 +68,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 
 	restore, err := s.lockScheduler(sctx)
 	if err != nil {
-		return false, s.stopFailed(ctx, err)
+		return s.stopFailed(ctx, err)
 	}
 	stop.SchedulerLocking = s.plan.SchedulerLocking
 	stop.Commands = s.runCommands(sctx, st.bp.Commands)
@@ -76,7 +76,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		return false, ctx.Err()
 	}
 	if !st.bp.AroundCall {
-		return false, s.leaveStop(ctx, sctx, st, hit, restore)
+		return s.leaveStop(ctx, sctx, st, hit, restore)
 	}
 
 	// around_call: run to the return of the function and snapshot again.
@@ -86,7 +86,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		}
 		s.event(Event{Kind: "around-call-failed", Thread: stop.Thread,
 			Message: fmt.Sprintf("breakpoint %q hit %d: finish: %s", st.bp.Name, hit, miMessage(err))})
-		return false, s.leaveStop(ctx, sctx, st, hit, restore)
+		return s.leaveStop(ctx, sctx, st, hit, restore)
 	}
 	rec2, err := s.waitStopped(sctx)
 	if err != nil {
@@ -95,25 +95,21 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		}
 		// The call does not return in time (blocked, or waiting for a
 		// thread that valgrind does not schedule): give this stop up.
-		s.interrupt()
+		irec := s.interrupt()
 		s.event(Event{Kind: "stop-abandoned", Thread: stop.Thread,
 			Message: fmt.Sprintf("breakpoint %q hit %d: the call did not return within %v; stop abandoned", st.bp.Name, hit, timeout)})
-		return false, s.leaveStop(ctx, context.WithoutCancel(ctx), st, hit, restore)
+		if irec == nil || ownStop(irec) || returned(irec) {
+			return s.leaveStop(ctx, context.WithoutCancel(ctx), st, hit, restore)
+		}
+		// Another stop came before the interrupt took effect.
+		return s.otherStop(ctx, context.WithoutCancel(ctx), st, hit, restore, irec)
 	}
-	if r := rec2.String("reason"); r != "function-finished" && r != "location-reached" {
+	if r := rec2.String("reason"); !returned(rec2) {
 		// Another stop came first: a breakpoint in another thread, a
 		// signal, the exit. The return snapshot of this hit is lost.
 		s.event(Event{Kind: "around-call-cut-short", Reason: r, Thread: stop.Thread,
 			Message: fmt.Sprintf("breakpoint %q hit %d: %s before the call returned", st.bp.Name, hit, r)})
-		if err := restore(context.WithoutCancel(sctx)); err != nil {
-			// gdb cannot take a setting while the target is stopped:
-			// resuming under the wrong mode, or at all, is no better.
-			return false, s.explain(ctx, err)
-		}
-		if err := s.flush(); err != nil {
-			return false, err
-		}
-		return s.handleStop(ctx, rec2)
+		return s.otherStop(ctx, context.WithoutCancel(sctx), st, hit, restore, rec2)
 	}
 	ret := &Stop{Breakpoint: st.bp.Name, Hit: hit, Phase: phaseReturn, SchedulerLocking: stop.SchedulerLocking}
 	if f := recFrame(rec2); f != nil {
@@ -121,24 +117,52 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 	}
 	after, err := s.inspectAndSnapshot(sctx, st, ret, stop.Thread.ID, false, s.pending[len(s.pending)-1], nil)
 	if err != nil {
-		return false, s.stopFailed(ctx, err)
+		return s.stopFailed(ctx, err)
 	}
 	changed := threadsChanged(stop.Thread.ID, threads, after)
 	ran := len(changed) > 0
 	ret.OtherThreadsRan, ret.ThreadsChanged = &ran, changed
-	return false, s.leaveStop(ctx, sctx, st, hit, restore)
+	return s.leaveStop(ctx, sctx, st, hit, restore)
+}
+
+// returned reports whether rec is the stop of -exec-finish: the call
+// returned.
+func returned(rec *mi.Record) bool {
+	r := rec.String("reason")
+	return r == "function-finished" || r == "location-reached"
 }
 
 // leaveStop restores gdb's scheduler-locking mode, resumes the target and
 // then reads the stop's snapshots.
-func (s *session) leaveStop(ctx, sctx context.Context, st *bpState, hit int, restore func(context.Context) error) error {
+func (s *session) leaveStop(ctx, sctx context.Context, st *bpState, hit int, restore func(context.Context) error) (bool, error) {
 	if err := restore(sctx); err != nil {
 		return s.stopFailed(ctx, err)
 	}
 	if err := s.resume(ctx, st, hit); err != nil {
-		return err
+		return false, err
 	}
-	return s.flush()
+	return false, s.flush()
+}
+
+// otherStop leaves an around_call stop at which another stop (rec) came
+// before the call returned: it restores gdb's scheduler-locking mode,
+// applies every and max_hits for the hit, reads the stop's snapshots and
+// handles rec as the stop loop would.
+func (s *session) otherStop(ctx, sctx context.Context, st *bpState, hit int, restore func(context.Context) error, rec *mi.Record) (bool, error) {
+	if err := restore(sctx); err != nil {
+		// gdb cannot take a setting while the target is stopped:
+		// resuming under the wrong mode, or at all, is no better.
+		return false, s.explain(ctx, err)
+	}
+	if !exitRecord(rec) {
+		if err := s.settle(sctx, st, hit); err != nil {
+			return false, s.explain(ctx, err)
+		}
+	}
+	if err := s.flush(); err != nil {
+		return false, err
+	}
+	return s.handleStop(ctx, rec)
 }
 
 // inspectAndSnapshot lists the threads (and, with backtrace, the stopped
@@ -335,6 +359,18 @@ func (s *session) command(ctx context.Context, line string) CommandOutput {
 // resume applies every and max_hits after a hit and continues the target.
 func (s *session) resume(ctx context.Context, st *bpState, hit int) error {
 	cmds := resumeCmds(st, hit)
+	_, errs := s.sendBatch(ctx, cmds)
+	return s.resumed(st, cmds, errs)
+}
+
+// settle applies every and max_hits after a hit without resuming the
+// target, for a stop that another stop took over.
+func (s *session) settle(ctx context.Context, st *bpState, hit int) error {
+	cmds := resumeCmds(st, hit)
+	cmds = cmds[:len(cmds)-1] // the -exec-continue
+	if len(cmds) == 0 {
+		return nil
+	}
 	_, errs := s.sendBatch(ctx, cmds)
 	return s.resumed(st, cmds, errs)
 }

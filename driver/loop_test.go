@@ -26,6 +26,9 @@ type fakeGDB struct {
 	events chan *mi.Record
 	done   chan struct{}
 	stops  []string // *stopped records, in MI syntax, one per continue
+	// interrupts are the *stopped records delivered, one per
+	// -exec-interrupt; none when empty.
+	interrupts []string
 
 	mu   sync.Mutex
 	sent []string
@@ -62,10 +65,18 @@ func (f *fakeGDB) Send(ctx context.Context, cmd string, args ...string) (*mi.Res
 			}
 			line = "monitor detailed_snapshot"
 		}
+	case "-exec-interrupt":
+		f.sent = append(f.sent, line)
+		if len(f.interrupts) > 0 {
+			f.events <- mustRecord(f.t, f.interrupts[0])
+			f.interrupts = f.interrupts[1:]
+		}
+		return f.result("^done"), nil
 	case "-exec-continue":
 		if len(f.stops) == 0 {
+			// As gdb answers once the target has exited.
 			f.t.Errorf("continue after the last stop")
-			break
+			return nil, &mi.Error{Command: line, Msg: "The program is not being run."}
 		}
 		rec, err := mi.ParseRecord([]byte(f.stops[0]))
 		if err != nil {
@@ -163,6 +174,71 @@ func TestLoopEveryMaxHits(t *testing.T) {
 	if diffs := spooled[snapshots.Diff](t, s.an.diffs); len(diffs) != 2 || diffs[0].DeltaBytes != 16 {
 		t.Errorf("diffs = %+v, want two of +16 B", diffs)
 	}
+}
+
+// An around_call stop whose call does not return in time is interrupted;
+// the stop that the interrupt brings back may be another one that came
+// first (a hit of the breakpoint in another thread, the target's exit).
+// It is handled as the stop loop would: the hit is recorded, the exit
+// ends the run with its exit code, and the target is not resumed after it.
+func TestLoopInterruptBringsAnotherStop(t *testing.T) {
+	const exited = `*stopped,reason="exited-normally"`
+	for _, tc := range []struct {
+		name       string
+		interrupts []string
+		hits       []int
+	}{
+		{"exit", []string{exited}, []int{1}},
+		{"hit then exit", []string{hitRecord, exited}, []int{1, 2}},
+		{"own stop", []string{`*stopped,reason="signal-received",signal-name="SIGTRAP",thread-id="1"`}, []int{1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan, err := breakpoints.Parse("plan.yaml", []byte("stop_timeout: 100ms\nbreakpoints:\n  - name: request\n    location: handle_request\n    around_call: true\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, fake := fakeSession(t, plan)
+			fake.interrupts = tc.interrupts
+			if tc.name == "own stop" {
+				fake.stops = []string{exited}
+			}
+			fake.events <- mustRecord(t, hitRecord)
+			if err := s.loop(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			var hits []int
+			for _, stop := range spooled[Stop](t, s.stops) {
+				hits = append(hits, stop.Hit)
+			}
+			if diff := cmp.Diff(tc.hits, hits); diff != "" {
+				t.Errorf("stops by hit (-want +got):\n%s", diff)
+			}
+			if c := s.m.Target.ExitCode; c == nil || *c != 0 {
+				t.Errorf("exit code %v, want 0", c)
+			}
+		})
+	}
+}
+
+// fakeSession is a session on a scripted gdb, stopped at nothing yet, with
+// the plan's first breakpoint as gdb's number 1.
+func fakeSession(t *testing.T, plan *breakpoints.Plan, stops ...string) (*session, *fakeGDB) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, snapshotDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := newSession(Options{CommandTimeout: 5e9, Grace: 1}, plan, tools{}, "/src/leak", dir)
+	s.opts.defaults()
+	s.priv = t.TempDir()
+	fake := newFakeGDB(t, stops...)
+	s.gdb = fake
+	t.Cleanup(s.closeSpools)
+	s.vg = &valgrindProc{done: make(chan struct{})}
+	st := s.order[0]
+	st.number, st.sum.Number = "1", "1"
+	s.bps["1"] = st
+	return s, fake
 }
 
 // spooled decodes the records of a spool.

@@ -29,7 +29,11 @@ func (s *session) loop(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			s.interrupt()
+			// The run ends whatever stopped the target; an exit that
+			// came first is still recorded.
+			if rec := s.interrupt(); rec != nil && exitRecord(rec) {
+				s.handleStop(ctx, rec)
+			}
 			return context.Cause(ctx)
 		case <-s.gdb.Done():
 			return s.gdbGone()
@@ -206,33 +210,69 @@ func (s *session) waitStopped(ctx context.Context) (*mi.Record, error) {
 // interrupt stops a running target (best effort, bounded): used when the
 // run is cancelled and when a stop's actions hang. An interrupt that
 // reaches vgdb just as gdb resumes the target can be lost, so it is sent
-// again until the target stops.
-func (s *session) interrupt() {
+// again until the target stops. It returns the *stopped record that
+// followed, or nil: not always the interrupt's own (see ownStop).
+func (s *session) interrupt() *mi.Record {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	for ctx.Err() == nil {
 		if _, err := s.gdb.Send(ctx, "-exec-interrupt"); err != nil {
-			return
+			return nil
 		}
 		wctx, wcancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		_, err := s.waitStopped(wctx)
+		rec, err := s.waitStopped(wctx)
 		wcancel()
 		if err == nil {
-			return
+			return rec
 		}
 	}
+	return nil
+}
+
+// ownStop reports whether rec is the stop an interrupt causes: a SIGINT or
+// SIGTRAP, or a stop without a reason. Anything else (a breakpoint hit, a
+// signal, the target's exit) happened before the interrupt took effect and
+// must be handled as any stop.
+func ownStop(rec *mi.Record) bool {
+	switch rec.String("reason") {
+	case "":
+		return true
+	case "signal-received":
+		sig := rec.String("signal-name")
+		return sig == "SIGINT" || sig == "SIGTRAP"
+	}
+	return false
+}
+
+// exitRecord reports whether rec says that the target has ended.
+func exitRecord(rec *mi.Record) bool {
+	switch rec.String("reason") {
+	case "exited-normally", "exited", "exited-signalled":
+		return true
+	}
+	return false
+}
+
+// afterInterrupt goes on from the stop that an interrupt returned: a stop
+// of the interrupt's own resumes the target; any other is handled as the
+// stop loop would, so that a breakpoint hit or the target's exit is not
+// lost. It reports whether the target has exited.
+func (s *session) afterInterrupt(ctx context.Context, rec *mi.Record) (done bool, err error) {
+	if rec == nil || ownStop(rec) {
+		return false, s.cont(ctx)
+	}
+	return s.handleStop(ctx, rec)
 }
 
 // stopFailed decides what a failure at a stop means: the end of the run
 // when the context ended or gdb is gone, else a recorded event and the run
-// goes on.
-func (s *session) stopFailed(ctx context.Context, err error) error {
+// goes on. It reports whether the target has exited meanwhile.
+func (s *session) stopFailed(ctx context.Context, err error) (done bool, _ error) {
 	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		s.event(Event{Kind: "stop-abandoned", Message: err.Error()})
-		s.interrupt()
-		return s.cont(ctx)
+		return s.afterInterrupt(ctx, s.interrupt())
 	}
-	return s.explain(ctx, err)
+	return false, s.explain(ctx, err)
 }
 
 func (s *session) addStop(st *Stop) {
