@@ -9,6 +9,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -473,6 +474,23 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 	os.Chmod(script, 0o755)
+	// A valgrind that runs but has no vgdb beside it, neither where it
+	// is nor where it leads (a wrapper script, not a symlink, which
+	// FindVgdb would follow to /usr/bin), with no vgdb on PATH either.
+	noVgdb := filepath.Join(dir, "no-vgdb")
+	realValgrind, err := exec.LookPath("valgrind")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gdb, err := exec.LookPath("gdb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(noVgdb, 0o755)
+	wrapper := filepath.Join(noVgdb, "valgrind")
+	if err := os.WriteFile(wrapper, []byte("#!/bin/sh\nexec "+realValgrind+` "$@"`+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name  string
@@ -486,6 +504,8 @@ func TestBadInput(t *testing.T) {
 		{"output directory not empty", session{Bin: leak, Out: busy}, exitInput, []string{"busy", "--force"}},
 		{"missing gdb", session{Bin: leak, Flags: []string{"--gdb", filepath.Join(dir, "no-gdb")}}, exitEnvironment, []string{"gdb"}},
 		{"missing valgrind", session{Bin: leak, Flags: []string{"--valgrind", filepath.Join(dir, "no-valgrind")}}, exitEnvironment, []string{"valgrind"}},
+		{"missing vgdb", session{Bin: leak, Flags: []string{"--valgrind", wrapper, "--gdb", gdb}, Env: []string{"PATH=" + noVgdb}},
+			exitEnvironment, []string{"vgdb", "apt-get install valgrind"}},
 		{"unresolvable location", session{Bin: leak, Plan: "breakpoints:\n  - name: x\n    location: no_such_function\n"}, exitPlan, []string{"plan.yaml:3:15", "no_such_function"}},
 		{"empty plan", session{Bin: leak, Plan: "# nothing\n"}, exitPlan, []string{"breakpoints"}},
 		{"malformed YAML", session{Bin: leak, Plan: "breakpoints: [\n"}, exitPlan, []string{"plan.yaml:"}},
