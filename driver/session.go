@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -310,7 +311,39 @@ func (s *session) startAndLoop(ctx context.Context) error {
 	if err := s.connect(ctx); err != nil {
 		return err
 	}
-	return s.loop(ctx)
+	err = s.loop(ctx)
+	if s.m.Target.ExitCode != nil || s.m.Target.Signal != nil {
+		s.countHits(ctx)
+	}
+	return err
+}
+
+// countHits sets each breakpoint's hits to the number of times the target
+// reached it with its condition true, as gdb counted them: with every > 1,
+// gdb's ignore count swallows the hits after the last snapshot, which the
+// stop loop never sees. A breakpoint deleted after max_hits keeps the
+// loop's count. Best effort: on failure the loop's counts stand.
+func (s *session) countHits(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
+	r, err := s.send(ctx, "-break-list")
+	if err != nil {
+		return
+	}
+	for _, v := range r.List("BreakpointTable.body") {
+		st := s.bps[v.String("number")]
+		if st == nil {
+			continue
+		}
+		times, err := strconv.Atoi(v.String("times"))
+		if err != nil {
+			continue
+		}
+		// gdb counts the hits under the plan's skip too.
+		n := max(times-st.bp.Skip, 0)
+		st.hits, st.sum.Hits = n, n
+	}
 }
 
 // valgrindArgs is valgrind's command line after the executable.

@@ -284,3 +284,25 @@ func TestRunInterruptedBeforeStart(t *testing.T) {
 		t.Errorf("validateLocations with a cancelled context: err = %v, want ErrInterrupted", err)
 	}
 }
+
+// With every > 1, gdb's ignore count swallows the hits after the last
+// snapshot: the breakpoint's hits still count every call, as gdb does.
+// leak 11 calls handle_request 11 times; every 3 snapshots hits 1, 4, 7, 10.
+// skip 2 leaves 9 hits that count (snapshots at 1, 4, 7).
+func TestRunHitsCountIgnoredHits(t *testing.T) {
+	bin := testenv.Build(t, "testdata/leak.c")
+	res, err := runPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n    every: 3\n"+
+		"  - name: skipped\n    location: keep\n    every: 3\n    skip: 2\n", bin, "11")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, res.Dir)
+	type count struct{ Hits, Snapshots int }
+	var got []count
+	for _, b := range m.Breakpoints {
+		got = append(got, count{b.Hits, b.Snapshots})
+	}
+	if diff := cmp.Diff([]count{{11, 4}, {9, 3}}, got); diff != "" {
+		t.Errorf("breakpoints' hits and snapshots (-want +got):\n%s", diff)
+	}
+}
