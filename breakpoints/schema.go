@@ -189,27 +189,6 @@ func (d *decoder) report(n *yaml.Node, kp string, r *Report) {
 	})
 }
 
-// resumingCommands are gdb commands that resume or end the target. snapctl
-// resumes the target itself; one of these in a plan would break its stop
-// loop, so they are refused.
-var resumingCommands = map[string]bool{
-	"c": true, "cont": true, "continue": true, "fg": true,
-	"n": true, "next": true, "ni": true, "nexti": true,
-	"s": true, "step": true, "si": true, "stepi": true,
-	"fin": true, "finish": true, "u": true, "until": true, "advance": true,
-	"j": true, "jump": true, "r": true, "run": true, "start": true, "starti": true,
-	"k": true, "kill": true, "detach": true, "disconnect": true, "q": true, "quit": true,
-	"target": true, "signal": true, "attach": true, "reverse-continue": true,
-}
-
-// checkCommand explains why a gdb CLI command is refused, or returns "".
-func checkCommand(c string) string {
-	if resumingCommands[strings.Fields(c)[0]] {
-		return fmt.Sprintf("command %q would resume or end the target; snapctl resumes it itself", c)
-	}
-	return ""
-}
-
 // breakpoints decodes the breakpoint list and checks names are unique.
 func (d *decoder) breakpoints(n *yaml.Node, kp string) []Breakpoint {
 	n = d.deref(n)
