@@ -13,7 +13,7 @@ import (
 // named, located breakpoints whose MI arguments can be built.
 // The seed corpus is testdata/plans/*.yaml plus testdata/fuzz/FuzzParse.
 //
-//	go test ./breakpoints -run '^$' -fuzz FuzzParse -fuzztime 60s -fuzzminimizetime 5s
+//	go test ./breakpoints -run '^$' -fuzz '^FuzzParse$' -fuzztime 60s -fuzzminimizetime 5s
 func FuzzParse(f *testing.F) {
 	plans, _ := filepath.Glob(filepath.Join("..", "testdata", "plans", "*.yaml"))
 	for _, p := range plans {
