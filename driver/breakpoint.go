@@ -328,15 +328,12 @@ func (s *session) lockScheduler(ctx context.Context) (func(context.Context) erro
 	}, nil
 }
 
-// runCommands runs a breakpoint's gdb commands and records their output,
-// with gdb's default printing of frame arguments so that `bt` and `frame`
-// print what users expect.
+// runCommands runs a breakpoint's gdb commands and records their output.
+// Frame arguments are printed as gdb's default does (see frameArguments).
 func (s *session) runCommands(ctx context.Context, cmds []string) []CommandOutput {
 	if len(cmds) == 0 {
 		return nil
 	}
-	s.send(ctx, "-gdb-set", "print", "frame-arguments", "scalars")
-	defer s.send(ctx, "-gdb-set", "print", "frame-arguments", "none")
 	out := make([]CommandOutput, 0, len(cmds))
 	for _, c := range cmds {
 		out = append(out, s.command(ctx, c))

@@ -281,3 +281,36 @@ func TestThreadsChanged(t *testing.T) {
 		t.Errorf("no change: got %v", got)
 	}
 }
+
+// Breakpoint commands cost no settings round trips at each stop: print
+// frame-arguments is set once for the session, to scalars when a
+// breakpoint has commands (so that bt shows arguments) and none otherwise.
+func TestFrameArgumentsOncePerSession(t *testing.T) {
+	plan, err := breakpoints.Parse("plan.yaml", []byte("breakpoints:\n  - name: request\n    location: handle_request\n    commands: [bt]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := frameArguments(plan); got != "scalars" {
+		t.Errorf("frameArguments with commands = %q, want scalars", got)
+	}
+	s, fake := fakeSession(t, plan, hitRecord, `*stopped,reason="exited-normally"`)
+	fake.events <- mustRecord(t, hitRecord)
+	if err := s.loop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range fake.sent {
+		if strings.HasPrefix(l, "-gdb-set print frame-arguments") {
+			t.Errorf("sent %q at a stop", l)
+		}
+	}
+	if n := len(spooled[Stop](t, s.stops)); n != 2 {
+		t.Errorf("%d stops, want 2", n)
+	}
+	plain, err := breakpoints.Parse("plan.yaml", []byte("breakpoints:\n  - name: request\n    location: handle_request\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := frameArguments(plain); got != "none" {
+		t.Errorf("frameArguments without commands = %q, want none", got)
+	}
+}
