@@ -309,7 +309,9 @@ func (s *session) startAndLoop(ctx context.Context) error {
 		return err
 	}
 	if err := s.connect(ctx); err != nil {
-		return err
+		// vgdb or valgrind may die between the connection and the
+		// start: say which, not only what gdb answered.
+		return s.explain(ctx, err)
 	}
 	err = s.loop(ctx)
 	if s.m.Target.ExitCode != nil || s.m.Target.Signal != nil {
@@ -416,6 +418,9 @@ func (s *session) connect(ctx context.Context) error {
 	// -target-select passes its arguments to the CLI unparsed: the pipe
 	// command must not be quoted.
 	if _, err := s.send(ctx, "-target-select", "remote", pipe); err != nil {
+		if verr := s.valgrindKilled(); verr != nil {
+			return verr
+		}
 		return &ToolError{Tool: "vgdb", Msg: "gdb cannot connect to valgrind", Err: err, Tail: logTail(filepath.Join(s.dir, valgrindLog), 8)}
 	}
 	// gdb reads every argument of the stopped frame from the target to

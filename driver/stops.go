@@ -89,11 +89,21 @@ func lostTarget(msg string) bool {
 // it was killed, else vgdb (valgrind still runs, or it ran the target to
 // its end once vgdb was gone).
 func (s *session) targetLost(what string) error {
+	if err := s.valgrindKilled(); err != nil {
+		return err
+	}
+	what = strings.TrimSpace(what)
+	return &ToolError{Tool: "vgdb", Msg: fmt.Sprintf("the connection to valgrind was lost (gdb: %q); vgdb exited or was killed", what)}
+}
+
+// valgrindKilled returns the error that names valgrind when a signal
+// killed it, waiting briefly for it to be reaped; else nil. A connection
+// through vgdb that fails may be valgrind's death seen from gdb's side.
+func (s *session) valgrindKilled() error {
 	select {
 	case <-s.vg.done:
 	case <-time.After(500 * time.Millisecond):
 	}
-	what = strings.TrimSpace(what)
 	if s.vg.exited() {
 		if st := childState(s.vg.err); st != nil {
 			if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -102,7 +112,7 @@ func (s *session) targetLost(what string) error {
 			}
 		}
 	}
-	return &ToolError{Tool: "vgdb", Msg: fmt.Sprintf("the connection to valgrind was lost (gdb: %q); vgdb exited or was killed", what)}
+	return nil
 }
 
 // explain turns an error that ends the run into one that names its cause.
