@@ -115,27 +115,11 @@ const hitRecord = `*stopped,reason="breakpoint-hit",disp="keep",bkptno="1",frame
 // hits gdb reports (-break-after) and when the breakpoint goes
 // (-break-delete), and the hits are numbered as the plan counts them.
 func TestLoopEveryMaxHits(t *testing.T) {
-	plan, err := breakpoints.Parse("plan.yaml", []byte("breakpoints:\n  - name: request\n    location: handle_request\n    every: 2\n    max_hits: 5\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, snapshotDir), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	s := newSession(Options{CommandTimeout: 5e9, Grace: 1}, plan, tools{}, "/src/leak", dir)
-	s.opts.defaults()
-	s.priv = t.TempDir()
-	fake := newFakeGDB(t, hitRecord, hitRecord, `*stopped,reason="exited",exit-code="03"`)
-	s.gdb = fake
-	t.Cleanup(s.closeSpools)
-	s.vg = &valgrindProc{done: make(chan struct{})}
-	st := s.order[0]
-	st.number, st.sum.Number = "1", "1"
-	s.bps["1"] = st
+	plan := mustPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n    every: 2\n    max_hits: 5\n")
+	s, fake := fakeSession(t, plan, hitRecord, hitRecord, `*stopped,reason="exited",exit-code="03"`)
 
 	fake.events <- mustRecord(t, hitRecord) // the first hit, already stopped
-	err = s.loop(context.Background())
+	err := s.loop(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,9 +204,18 @@ func TestLoopInterruptBringsAnotherStop(t *testing.T) {
 	}
 }
 
-// fakeSession is a session on a scripted gdb, stopped at nothing yet, with
-// the plan's first breakpoint as gdb's number 1.
+// fakeSession is a session on a scripted gdb whose stops are given, stopped
+// at nothing yet, with the plan's first breakpoint as gdb's number 1.
 func fakeSession(t *testing.T, plan *breakpoints.Plan, stops ...string) (*session, *fakeGDB) {
+	t.Helper()
+	fake := newFakeGDB(t, stops...)
+	return scriptedSession(t, plan, fake), fake
+}
+
+// scriptedSession is a session on plan whose gdb is the scripted debugger
+// d and whose valgrind never exits, with the plan's first breakpoint as
+// gdb's number 1: the state the stop loop starts from.
+func scriptedSession(t *testing.T, plan *breakpoints.Plan, d debugger) *session {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, snapshotDir), 0o755); err != nil {
@@ -231,14 +224,23 @@ func fakeSession(t *testing.T, plan *breakpoints.Plan, stops ...string) (*sessio
 	s := newSession(Options{CommandTimeout: 5e9, Grace: 1}, plan, tools{}, "/src/leak", dir)
 	s.opts.defaults()
 	s.priv = t.TempDir()
-	fake := newFakeGDB(t, stops...)
-	s.gdb = fake
+	s.gdb = d
 	t.Cleanup(s.closeSpools)
 	s.vg = &valgrindProc{done: make(chan struct{})}
 	st := s.order[0]
 	st.number, st.sum.Number = "1", "1"
 	s.bps["1"] = st
-	return s, fake
+	return s
+}
+
+// mustPlan parses a plan written in a test.
+func mustPlan(t *testing.T, yaml string) *breakpoints.Plan {
+	t.Helper()
+	p, err := breakpoints.Parse("plan.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // spooled decodes the records of a spool.

@@ -3,11 +3,11 @@ package driver
 import (
 	"bytes"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/snapctl/snapctl/breakpoints"
+	"github.com/snapctl/snapctl/internal/testenv"
 )
 
 func TestStatusLine(t *testing.T) {
@@ -37,30 +37,11 @@ func TestStatusLine(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for the status line's redraw
-// goroutine and the test together.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // A stop the throttle held back is drawn before the line is cleared, so
 // the last state is never lost.
 func TestStatusLineDrawsFinalStateBeforeClear(t *testing.T) {
 	plan := &breakpoints.Plan{Breakpoints: []breakpoints.Breakpoint{{Name: "request"}}}
-	var buf lockedBuffer
+	var buf testenv.Buffer
 	s := newStatusLine(&buf, time.Now(), plan)
 	s.minGap = time.Hour
 	s.tick = time.Hour
@@ -83,7 +64,7 @@ func TestStatusLineDrawsFinalStateBeforeClear(t *testing.T) {
 // nothing is written after clear.
 func TestStatusLineTicksBetweenStops(t *testing.T) {
 	plan := &breakpoints.Plan{Breakpoints: []breakpoints.Breakpoint{{Name: "request"}}}
-	var buf lockedBuffer
+	var buf testenv.Buffer
 	// Elapsed is 2.8s at the stop; a tick shows 3s within ~200 ms.
 	s := newStatusLine(&buf, time.Now().Add(-2800*time.Millisecond), plan)
 	s.tick = 20 * time.Millisecond

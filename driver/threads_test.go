@@ -2,11 +2,8 @@ package driver
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/driver/mi"
 )
 
@@ -42,24 +39,8 @@ func (g *threadStartingGDB) SendBatch(ctx context.Context, cmds []mi.Command) ([
 // asked again only after it announced a new thread, and every stop still
 // records the thread with the stop's frame.
 func TestThreadListAskedOnlyWhenItMayHaveChanged(t *testing.T) {
-	plan, err := breakpoints.Parse("plan.yaml", []byte("breakpoints:\n  - name: request\n    location: handle_request\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, snapshotDir), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	s := newSession(Options{CommandTimeout: 5e9, Grace: 1}, plan, tools{}, "/src/leak", dir)
-	s.opts.defaults()
-	s.priv = t.TempDir()
 	fake := &threadStartingGDB{fakeGDB: newFakeGDB(t, hitRecord, hitRecord, hitRecord, `*stopped,reason="exited-normally"`), at: 2}
-	s.gdb = fake
-	t.Cleanup(s.closeSpools)
-	s.vg = &valgrindProc{done: make(chan struct{})}
-	st := s.order[0]
-	st.number, st.sum.Number = "1", "1"
-	s.bps["1"] = st
+	s := scriptedSession(t, mustPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n"), fake)
 
 	fake.events <- mustRecord(t, hitRecord)
 	if err := s.loop(context.Background()); err != nil {

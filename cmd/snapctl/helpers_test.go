@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -208,7 +207,7 @@ type running struct {
 	out    string // the run directory, "" until known
 	dir    string // snapctl's working directory
 	stdout bytes.Buffer
-	stderr lockedBuffer
+	stderr testenv.Buffer
 	start  time.Time
 }
 
@@ -391,23 +390,4 @@ func checkSnapshotsKept(t testing.TB, res *result) {
 			t.Errorf("stop %d: %s is not a massif snapshot:\n%s", s.Seq, path, data)
 		}
 	}
-}
-
-// lockedBuffer is a bytes.Buffer that the tests may read while exec's
-// copying goroutine writes it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
