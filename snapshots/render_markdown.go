@@ -146,16 +146,10 @@ func RenderReportMarkdown(w io.Writer, r *Report, opts RenderOptions) error {
 		if len(diffs) == 0 {
 			continue
 		}
-		label := name
-		if label == "" {
-			label = "(no breakpoint)"
-		}
+		label := sectionLabel(name)
 		m.printf("### Breakpoint `%s`\n\n", strings.ReplaceAll(label, "`", "'"))
 		for _, d := range diffs {
-			title := fmt.Sprintf("Stop %d → %d", d.FromSeq, d.ToSeq)
-			if d.Kind != "" {
-				title += " (" + strings.ReplaceAll(d.Kind, "-", " ") + ")"
-			}
+			title := stopTitle("Stop", d)
 			m.printf("#### %s\n\n", title)
 			m.diff(d, opts)
 		}

@@ -90,12 +90,9 @@ func diffTitle(d *Diff) string {
 	case d.From != nil && d.To != nil:
 		return refString(d.From) + " → " + refString(d.To)
 	case d.Breakpoint != "" || d.FromSeq != 0:
-		s := fmt.Sprintf("stop %d → %d", d.FromSeq, d.ToSeq)
+		s := stopTitle("stop", d)
 		if d.Breakpoint != "" {
 			s = d.Breakpoint + ": " + s
-		}
-		if d.Kind != "" {
-			s += " (" + strings.ReplaceAll(d.Kind, "-", " ") + ")"
 		}
 		return s
 	}
@@ -208,16 +205,10 @@ func RenderReportText(w io.Writer, r *Report, opts RenderOptions) error {
 		if len(diffs) == 0 {
 			continue
 		}
-		label := name
-		if label == "" {
-			label = "(no breakpoint)"
-		}
+		label := sectionLabel(name)
 		t.printf("\n%s\n", t.style("Breakpoint "+label, ansiBold))
 		for _, d := range diffs {
-			title := fmt.Sprintf("stop %d → %d", d.FromSeq, d.ToSeq)
-			if d.Kind != "" {
-				title += " (" + strings.ReplaceAll(d.Kind, "-", " ") + ")"
-			}
+			title := stopTitle("stop", d)
 			t.printf("\n  %s: %s\n", title, heapLine(d))
 			t.diffTable(d, opts, "  ")
 		}

@@ -223,3 +223,22 @@ func countOf(n int, one, many string) string {
 	}
 	return strconv.Itoa(n) + " " + many
 }
+
+// sectionLabel names a report section: its breakpoint, or "(no breakpoint)"
+// for diffs that belong to none.
+func sectionLabel(name string) string {
+	if name == "" {
+		return "(no breakpoint)"
+	}
+	return name
+}
+
+// stopTitle heads one diff of a run: "stop 1 → 2 (between hits)", with
+// the word for "stop" as the format capitalises it.
+func stopTitle(stop string, d *Diff) string {
+	title := fmt.Sprintf("%s %d → %d", stop, d.FromSeq, d.ToSeq)
+	if d.Kind != "" {
+		title += " (" + strings.ReplaceAll(d.Kind, "-", " ") + ")"
+	}
+	return title
+}
