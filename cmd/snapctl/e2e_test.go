@@ -71,6 +71,11 @@ func TestLeakSingleThread(t *testing.T) {
 		if s.Thread.ID != "1" || s.Thread.TargetID == "" {
 			t.Errorf("stop %d: thread %+v, want gdb thread 1 with its target id", s.Seq, s.Thread)
 		}
+		// The caller comes right after the stopped frame: gdb unwinds
+		// the breakpoint's frame from the registers valgrind reports.
+		if len(s.Backtrace) < 2 || s.Backtrace[0] != leak || s.Backtrace[1] != caller {
+			t.Errorf("stop %d: backtrace %v, want %v then %v", s.Seq, s.Backtrace, leak, caller)
+		}
 	}
 
 	var wantDiffs []runDiff
@@ -277,6 +282,57 @@ func TestAroundCall(t *testing.T) {
 	}
 }
 
+// A breakpoint on a leaf function, which never moves the stack pointer
+// after its prologue: gdb must still find its caller, both for the stop's
+// backtrace and for around_call's finish, which would otherwise run on to
+// the next hit. Valgrind keeps the frame pointer exact at breakpoints only
+// with --px-file-backed=unwindregs-at-mem-access.
+func TestAroundCallLeaf(t *testing.T) {
+	testenv.NoLeftovers(t)
+	src := fixtures + "around.c"
+	bin := testenv.Build(t, src)
+	leaf := frame{"note", "around.c", lineOf(t, src, "note's only line")}
+	caller := frame{"main", "around.c", lineOf(t, src, "the leaf call")}
+	const n = 3
+	plan := `breakpoints:
+  - name: note
+    location: note
+    around_call: true
+`
+	res := mustRun(t, session{Plan: plan, Bin: bin, Args: []string{fmt.Sprint(n)}}, exitOK)
+	checkCompleted(t, res)
+	if len(res.Run.Events) != 0 {
+		t.Errorf("events %+v, want none", res.Run.Events)
+	}
+	stops := res.Run.stopsOf("note")
+	if len(stops) != 2*n {
+		t.Fatalf("%d stops, want %d (a hit and a return per call)", len(stops), 2*n)
+	}
+	for i, s := range stops {
+		k := i/2 + 1
+		if i%2 == 1 {
+			// The call is the loop body's last statement: it returns
+			// to the loop's increment, on the for line.
+			if s.Phase != "return" || s.Hit != k || s.Frame.Function != "main" {
+				t.Errorf("stop %d = %s of hit %d at %v, want the return of hit %d in main", i, s.Phase, s.Hit, s.Frame, k)
+			}
+			continue
+		}
+		if s.Phase != "hit" || s.Hit != k || len(s.Backtrace) < 2 || s.Backtrace[0] != leaf || s.Backtrace[1] != caller {
+			t.Errorf("stop %d = %s of hit %d, backtrace %v; want hit %d at %v called from %v", i, s.Phase, s.Hit, s.Backtrace, k, leaf, caller)
+		}
+	}
+	within := res.Run.diffsOf("within-call", "note")
+	if len(within) != n {
+		t.Fatalf("%d within-call diffs, want %d", len(within), n)
+	}
+	for _, d := range within {
+		if d.DeltaBytes != 0 {
+			t.Errorf("within-call diff %d→%d: delta %d, want 0 (note allocates nothing)", d.FromSeq, d.ToSeq, d.DeltaBytes)
+		}
+	}
+}
+
 // Conditions, skip counts, every and max_hits select exactly the hits the
 // plan implies. tick(i) keeps i+1 bytes, so the heap at the entry of tick(i)
 // is i*(i+1)/2 bytes and each stop's heap_bytes says which call it was.
@@ -462,6 +518,7 @@ func stopsSansVariable(stops []runStop) []runStop {
 	out := make([]runStop, len(stops))
 	for i, s := range stops {
 		s.Thread = runThread{}
+		s.Backtrace = nil
 		s.Threads = nil
 		s.Commands = nil
 		s.Snapshot = ""

@@ -75,8 +75,10 @@ type runStop struct {
 	Phase      string    `json:"phase"`
 	Thread     runThread `json:"thread"`
 	Frame      frame     `json:"frame"`
-	Snapshot   string    `json:"snapshot"`
-	HeapBytes  int64     `json:"heap_bytes"`
+	// Backtrace is the stopped thread's stack, innermost first.
+	Backtrace []frame `json:"backtrace"`
+	Snapshot  string  `json:"snapshot"`
+	HeapBytes int64   `json:"heap_bytes"`
 	// Threads is every thread of the target at the stop.
 	Threads []runThread `json:"threads"`
 	// Commands are the breakpoint's gdb commands and what they printed.
