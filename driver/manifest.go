@@ -48,6 +48,10 @@ type Manifest struct {
 	Target Target `json:"target"`
 	// Valgrind is valgrind's command line, for reproducing the run by hand.
 	Valgrind []string `json:"valgrind"`
+	// GdbAgent says whether gdb's agent took the stops of the breakpoints
+	// without commands or around_call (see the README); false when gdb has
+	// no Python or no breakpoint could use it, and every stop went over MI.
+	GdbAgent bool `json:"gdb_agent"`
 	// Breakpoints summarises each plan breakpoint: how often it stopped.
 	Breakpoints []BreakpointSummary `json:"breakpoints"`
 	Stops       []Stop              `json:"stops"`

@@ -18,6 +18,7 @@ const (
 	snapshotDir  = "snapshots"
 	valgrindLog  = "valgrind.log"
 	traceFile    = "gdb-mi.log"
+	agentTrace   = "gdb-agent.jsonl"
 )
 
 // DefaultRunDir returns the run directory used when the user names none:
@@ -75,7 +76,7 @@ func prepareRunDir(dir string, force bool) (string, error) {
 // otherwise be taken for this run's output: snapctl's own files and the
 // snapshots it kept. Files snapctl does not write are left alone.
 func clearRunFiles(dir string) error {
-	names := []string{manifestFile, reportFile, traceFile, valgrindLog}
+	names := []string{manifestFile, reportFile, traceFile, agentTrace, valgrindLog}
 	snaps, err := filepath.Glob(filepath.Join(dir, snapshotDir, "*.massif"))
 	if err != nil {
 		return err

@@ -51,6 +51,10 @@ type Options struct {
 	// Grace is how long a child is given to exit before it is signalled
 	// (default 2s).
 	Grace time.Duration
+
+	// NoAgent drives every stop over MI, as when gdb has no Python,
+	// instead of letting gdb's agent take the plain ones (see agent.go).
+	NoAgent bool
 }
 
 func (o *Options) defaults() {
@@ -169,6 +173,8 @@ type session struct {
 	threadsKnown bool
 	// pending are stops whose snapshots are kept but not yet read.
 	pending []*taken
+	// agent reads the records of gdb's agent; nil when it does not run.
+	agent *agentState
 	// stops spools the stop records for run.json.
 	stops *spool
 	// groups are the process groups of the children, for Options.Kill.
@@ -184,6 +190,9 @@ type bpState struct {
 	number string // gdb's number
 	hits   int    // hits counted as the plan counts them
 	step   int    // hits one stop stands for (Every when gdb ignores the others)
+	// agent is set when gdb's agent takes the breakpoint's stops;
+	// agentDone once it recorded the hit after which nothing is left.
+	agent, agentDone bool
 	// kept are the last kept snapshots of the hit and return phases,
 	// under keep_snapshots: changed.
 	kept [2]keptSnapshot
@@ -261,6 +270,7 @@ func (s *session) run(ctx context.Context) (*Result, error) {
 	s.priv = priv
 	s.stops.dir, s.an.diffs.dir = priv, priv
 	defer os.RemoveAll(priv)
+	defer s.closeAgent()
 
 	stopKiller := s.killOn(s.opts.Kill)
 	err = s.startAndLoop(runCtx)
@@ -316,6 +326,7 @@ func (s *session) startAndLoop(ctx context.Context) error {
 	err = s.loop(ctx)
 	if s.m.Target.ExitCode != nil || s.m.Target.Signal != nil {
 		s.countHits(ctx)
+		s.agentHits(ctx)
 	}
 	return err
 }
@@ -335,7 +346,7 @@ func (s *session) countHits(ctx context.Context) {
 	}
 	for _, v := range r.List("BreakpointTable.body") {
 		st := s.bps[v.String("number")]
-		if st == nil {
+		if st == nil || st.agent {
 			continue
 		}
 		times, err := strconv.Atoi(v.String("times"))
@@ -451,7 +462,16 @@ func (s *session) connect(ctx context.Context) error {
 			return fmt.Errorf("gdb init command %q: %w", line, err)
 		}
 	}
+	if err := s.startAgent(ctx); err != nil {
+		return err
+	}
 	for _, st := range s.order {
+		if s.agent != nil && agentOwns(st.bp) {
+			if err := s.insertAgentBreakpoint(ctx, st); err != nil {
+				return err
+			}
+			continue
+		}
 		r, err := s.send(ctx, "-break-insert", insertArgs(st.bp, true)...)
 		if err != nil {
 			return st.bp.LocationError("gdb cannot insert %q in the running target: %s", st.bp.Location, miMessage(err))
@@ -560,7 +580,11 @@ func (s *session) teardown() {
 // and report.md. It returns err, or the gate error when the run completed.
 func (s *session) finish(res *Result, err error) (*Result, error) {
 	s.m.FinishedAt = time.Now().UTC()
-	// Stops whose actions were cut short still have their snapshots.
+	// Stops whose actions were cut short still have their snapshots, and
+	// so do the agent's stops since the loop last read its records.
+	if ferr := s.readAgent(); ferr != nil && err == nil {
+		err = ferr
+	}
 	if ferr := s.flush(); ferr != nil && err == nil {
 		err = ferr
 	}

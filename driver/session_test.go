@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,6 +22,32 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 // binary with args, into a run directory whose path holds a space.
 func runPlan(t *testing.T, plan, binary string, args ...string) (*Result, error) {
 	t.Helper()
+	return runPlanOpts(t, Options{}, plan, binary, args...)
+}
+
+// stopPaths are the two ways a plain stop is taken: by gdb's agent, and
+// over MI as when gdb has no Python. Tests of what a run records run
+// both.
+var stopPaths = []struct {
+	name    string
+	noAgent bool
+}{{"agent", false}, {"mi", true}}
+
+// runPlanOpts is runPlan with opts, whose plan, binary, arguments and run
+// directory it sets. With a plan that has a breakpoint without commands
+// and around_call, it checks that gdb's agent ran unless opts.NoAgent.
+func runPlanOpts(t *testing.T, opts Options, plan, binary string, args ...string) (*Result, error) {
+	t.Helper()
+	res, err := runPlanDir(t, opts, plan, binary, args...)
+	if res != nil && slices.ContainsFunc(res.Plan.Breakpoints, func(bp breakpoints.Breakpoint) bool { return agentOwns(&bp) }) &&
+		res.Manifest.GdbAgent == opts.NoAgent {
+		t.Errorf("gdb_agent = %v with NoAgent %v", res.Manifest.GdbAgent, opts.NoAgent)
+	}
+	return res, err
+}
+
+func runPlanDir(t *testing.T, opts Options, plan, binary string, args ...string) (*Result, error) {
+	t.Helper()
 	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
 	testenv.NoLeftovers(t)
 	dir := t.TempDir()
@@ -28,12 +55,8 @@ func runPlan(t *testing.T, plan, binary string, args ...string) (*Result, error)
 	if err := os.WriteFile(planPath, []byte(plan), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return Run(context.Background(), Options{
-		PlanPath: planPath,
-		Binary:   binary,
-		Args:     args,
-		OutDir:   filepath.Join(dir, "run dir"),
-	})
+	opts.PlanPath, opts.Binary, opts.Args, opts.OutDir = planPath, binary, args, filepath.Join(dir, "run dir")
+	return Run(context.Background(), opts)
 }
 
 // readManifest reads run.json back as a user would.
@@ -54,78 +77,82 @@ func readManifest(t *testing.T, dir string) *Manifest {
 // n*8 bytes in main: at hit k the heap holds 8n + 16(k-1) bytes.
 func TestRunLeak(t *testing.T) {
 	bin := testenv.Build(t, "testdata/leak.c")
-	res, err := runPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n", bin, "4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := readManifest(t, res.Dir)
-	if m.Schema != Schema || m.Status != StatusCompleted {
-		t.Errorf("schema, status = %q, %q; want %q, %q", m.Schema, m.Status, Schema, StatusCompleted)
-	}
-	if m.Target.ExitCode == nil || *m.Target.ExitCode != 0 || m.Target.Signal != nil {
-		t.Errorf("target exit = %v, signal %v; want 0, null", m.Target.ExitCode, m.Target.Signal)
-	}
-	type stop struct {
-		Seq, Hit  int
-		Phase     string
-		Function  string
-		Line      int
-		Snapshot  string
-		HeapBytes int64
-	}
-	var got []stop
-	for _, s := range m.Stops {
-		got = append(got, stop{s.Seq, s.Hit, s.Phase, s.Frame.Function, s.Frame.Line, s.Snapshot, s.HeapBytes})
-		if s.Thread.ID != "1" || !strings.HasPrefix(s.Thread.TargetID, "Thread ") {
-			t.Errorf("stop %d: thread %+v, want id 1 and a target id", s.Seq, s.Thread)
-		}
-		if _, err := os.Stat(filepath.Join(res.Dir, s.Snapshot)); err != nil {
-			t.Errorf("stop %d: %v", s.Seq, err)
-		}
-	}
-	want := []stop{
-		{1, 1, "hit", "handle_request", 23, "snapshots/0001-request-1.massif", 32},
-		{2, 2, "hit", "handle_request", 23, "snapshots/0002-request-2.massif", 48},
-		{3, 3, "hit", "handle_request", 23, "snapshots/0003-request-3.massif", 64},
-		{4, 4, "hit", "handle_request", 23, "snapshots/0004-request-4.massif", 80},
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("stops (-want +got):\n%s", diff)
-	}
+	for _, p := range stopPaths {
+		t.Run(p.name, func(t *testing.T) {
+			res, err := runPlanOpts(t, Options{NoAgent: p.noAgent}, "breakpoints:\n  - name: request\n    location: handle_request\n", bin, "4")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := readManifest(t, res.Dir)
+			if m.Schema != Schema || m.Status != StatusCompleted {
+				t.Errorf("schema, status = %q, %q; want %q, %q", m.Schema, m.Status, Schema, StatusCompleted)
+			}
+			if m.Target.ExitCode == nil || *m.Target.ExitCode != 0 || m.Target.Signal != nil {
+				t.Errorf("target exit = %v, signal %v; want 0, null", m.Target.ExitCode, m.Target.Signal)
+			}
+			type stop struct {
+				Seq, Hit  int
+				Phase     string
+				Function  string
+				Line      int
+				Snapshot  string
+				HeapBytes int64
+			}
+			var got []stop
+			for _, s := range m.Stops {
+				got = append(got, stop{s.Seq, s.Hit, s.Phase, s.Frame.Function, s.Frame.Line, s.Snapshot, s.HeapBytes})
+				if s.Thread.ID != "1" || !strings.HasPrefix(s.Thread.TargetID, "Thread ") {
+					t.Errorf("stop %d: thread %+v, want id 1 and a target id", s.Seq, s.Thread)
+				}
+				if _, err := os.Stat(filepath.Join(res.Dir, s.Snapshot)); err != nil {
+					t.Errorf("stop %d: %v", s.Seq, err)
+				}
+			}
+			want := []stop{
+				{1, 1, "hit", "handle_request", 23, "snapshots/0001-request-1.massif", 32},
+				{2, 2, "hit", "handle_request", 23, "snapshots/0002-request-2.massif", 48},
+				{3, 3, "hit", "handle_request", 23, "snapshots/0003-request-3.massif", 64},
+				{4, 4, "hit", "handle_request", 23, "snapshots/0004-request-4.massif", 80},
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("stops (-want +got):\n%s", diff)
+			}
 
-	// Every between-hits diff is exactly the 16 bytes kept at leak.c:15.
-	var diffs []struct {
-		Kind       string `json:"kind"`
-		FromSeq    int    `json:"from_seq"`
-		ToSeq      int    `json:"to_seq"`
-		DeltaBytes int64  `json:"delta_bytes"`
-		Sites      []struct {
-			Frame struct {
-				Function string `json:"function"`
-				Line     int    `json:"line"`
-			} `json:"frame"`
-			Delta int64 `json:"delta"`
-		} `json:"sites"`
-	}
-	raw, _ := json.Marshal(m.Diffs)
-	if err := json.Unmarshal(raw, &diffs); err != nil {
-		t.Fatal(err)
-	}
-	if len(diffs) != 3 {
-		t.Fatalf("%d diffs, want 3", len(diffs))
-	}
-	for i, d := range diffs {
-		if d.Kind != "between-hits" || d.FromSeq != i+1 || d.ToSeq != i+2 || d.DeltaBytes != 16 {
-			t.Errorf("diff %d: %s %d..%d %+d B, want between-hits %d..%d +16 B", i, d.Kind, d.FromSeq, d.ToSeq, d.DeltaBytes, i+1, i+2)
-		}
-		if len(d.Sites) != 1 || d.Sites[0].Frame.Function != "keep" || d.Sites[0].Frame.Line != 15 || d.Sites[0].Delta != 16 {
-			t.Errorf("diff %d: sites %+v, want keep (leak.c:15) +16", i, d.Sites)
-		}
-	}
-	for _, name := range []string{planFile, reportFile, valgrindLog} {
-		if _, err := os.Stat(filepath.Join(res.Dir, name)); err != nil {
-			t.Error(err)
-		}
+			// Every between-hits diff is exactly the 16 bytes kept at leak.c:15.
+			var diffs []struct {
+				Kind       string `json:"kind"`
+				FromSeq    int    `json:"from_seq"`
+				ToSeq      int    `json:"to_seq"`
+				DeltaBytes int64  `json:"delta_bytes"`
+				Sites      []struct {
+					Frame struct {
+						Function string `json:"function"`
+						Line     int    `json:"line"`
+					} `json:"frame"`
+					Delta int64 `json:"delta"`
+				} `json:"sites"`
+			}
+			raw, _ := json.Marshal(m.Diffs)
+			if err := json.Unmarshal(raw, &diffs); err != nil {
+				t.Fatal(err)
+			}
+			if len(diffs) != 3 {
+				t.Fatalf("%d diffs, want 3", len(diffs))
+			}
+			for i, d := range diffs {
+				if d.Kind != "between-hits" || d.FromSeq != i+1 || d.ToSeq != i+2 || d.DeltaBytes != 16 {
+					t.Errorf("diff %d: %s %d..%d %+d B, want between-hits %d..%d +16 B", i, d.Kind, d.FromSeq, d.ToSeq, d.DeltaBytes, i+1, i+2)
+				}
+				if len(d.Sites) != 1 || d.Sites[0].Frame.Function != "keep" || d.Sites[0].Frame.Line != 15 || d.Sites[0].Delta != 16 {
+					t.Errorf("diff %d: sites %+v, want keep (leak.c:15) +16", i, d.Sites)
+				}
+			}
+			for _, name := range []string{planFile, reportFile, valgrindLog} {
+				if _, err := os.Stat(filepath.Join(res.Dir, name)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
 	}
 }
 
@@ -134,18 +161,22 @@ func TestRunLeak(t *testing.T) {
 // checked and in the live target.
 func TestRunExplicitLocation(t *testing.T) {
 	bin := testenv.Build(t, "testdata/leak.c")
-	res, err := runPlan(t, "breakpoints:\n  - name: keep\n    location: -source leak.c -line 15\n", bin, "3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := readManifest(t, res.Dir)
-	if len(m.Stops) != 3 {
-		t.Fatalf("%d stops, want 3", len(m.Stops))
-	}
-	for _, st := range m.Stops {
-		if st.Frame.Function != "keep" || st.Frame.Line != 15 {
-			t.Errorf("stop %d at %s:%d, want keep:15", st.Seq, st.Frame.Function, st.Frame.Line)
-		}
+	for _, p := range stopPaths {
+		t.Run(p.name, func(t *testing.T) {
+			res, err := runPlanOpts(t, Options{NoAgent: p.noAgent}, "breakpoints:\n  - name: keep\n    location: -source leak.c -line 15\n", bin, "3")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := readManifest(t, res.Dir)
+			if len(m.Stops) != 3 {
+				t.Fatalf("%d stops, want 3", len(m.Stops))
+			}
+			for _, st := range m.Stops {
+				if st.Frame.Function != "keep" || st.Frame.Line != 15 {
+					t.Errorf("stop %d at %s:%d, want keep:15", st.Seq, st.Frame.Function, st.Frame.Line)
+				}
+			}
+		})
 	}
 }
 
@@ -170,14 +201,18 @@ func TestRunUnresolvedLocation(t *testing.T) {
 // the complete run directory was written.
 func TestRunNeverHit(t *testing.T) {
 	bin := testenv.Build(t, "testdata/leak.c")
-	res, err := runPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n  - name: unused\n    location: keep\n    condition: n == 3\n", bin, "2")
-	var nh *NeverHitError
-	if !errors.As(err, &nh) || len(nh.Breakpoints) != 1 || nh.Breakpoints[0] != "unused" {
-		t.Fatalf("err = %v, want breakpoint \"unused\" never hit", err)
-	}
-	m := readManifest(t, res.Dir)
-	if m.Status != StatusCompleted || len(m.Stops) != 2 {
-		t.Errorf("status %s with %d stops, want completed with 2", m.Status, len(m.Stops))
+	for _, p := range stopPaths {
+		t.Run(p.name, func(t *testing.T) {
+			res, err := runPlanOpts(t, Options{NoAgent: p.noAgent}, "breakpoints:\n  - name: request\n    location: handle_request\n  - name: unused\n    location: keep\n    condition: n == 3\n", bin, "2")
+			var nh *NeverHitError
+			if !errors.As(err, &nh) || len(nh.Breakpoints) != 1 || nh.Breakpoints[0] != "unused" {
+				t.Fatalf("err = %v, want breakpoint \"unused\" never hit", err)
+			}
+			m := readManifest(t, res.Dir)
+			if m.Status != StatusCompleted || len(m.Stops) != 2 {
+				t.Errorf("status %s with %d stops, want completed with 2", m.Status, len(m.Stops))
+			}
+		})
 	}
 }
 
@@ -291,18 +326,22 @@ func TestRunInterruptedBeforeStart(t *testing.T) {
 // skip 2 leaves 9 hits that count (snapshots at 1, 4, 7).
 func TestRunHitsCountIgnoredHits(t *testing.T) {
 	bin := testenv.Build(t, "testdata/leak.c")
-	res, err := runPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n    every: 3\n"+
-		"  - name: skipped\n    location: keep\n    every: 3\n    skip: 2\n", bin, "11")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := readManifest(t, res.Dir)
-	type count struct{ Hits, Snapshots int }
-	var got []count
-	for _, b := range m.Breakpoints {
-		got = append(got, count{b.Hits, b.Snapshots})
-	}
-	if diff := cmp.Diff([]count{{11, 4}, {9, 3}}, got); diff != "" {
-		t.Errorf("breakpoints' hits and snapshots (-want +got):\n%s", diff)
+	for _, p := range stopPaths {
+		t.Run(p.name, func(t *testing.T) {
+			res, err := runPlanOpts(t, Options{NoAgent: p.noAgent}, "breakpoints:\n  - name: request\n    location: handle_request\n    every: 3\n"+
+				"  - name: skipped\n    location: keep\n    every: 3\n    skip: 2\n", bin, "11")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := readManifest(t, res.Dir)
+			type count struct{ Hits, Snapshots int }
+			var got []count
+			for _, b := range m.Breakpoints {
+				got = append(got, count{b.Hits, b.Snapshots})
+			}
+			if diff := cmp.Diff([]count{{11, 4}, {9, 3}}, got); diff != "" {
+				t.Errorf("breakpoints' hits and snapshots (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

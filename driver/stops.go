@@ -26,8 +26,18 @@ var fatalSignals = map[string]bool{
 func (s *session) loop(ctx context.Context) error {
 	vgDone := s.vg.done
 	var vgGone <-chan time.Time
+	var poll <-chan time.Time
+	if s.agent != nil {
+		t := time.NewTicker(agentPoll)
+		defer t.Stop()
+		poll = t.C
+	}
 	for {
 		select {
+		case <-poll:
+			if err := s.readAgent(); err != nil {
+				return s.explain(ctx, err)
+			}
 		case <-ctx.Done():
 			// The run ends whatever stopped the target; an exit that
 			// came first is still recorded.
@@ -135,6 +145,10 @@ func (s *session) explain(ctx context.Context, err error) error {
 // handleStop deals with one *stopped record. It resumes the target unless
 // the target has exited (done).
 func (s *session) handleStop(ctx context.Context, rec *mi.Record) (done bool, err error) {
+	// The agent's stops all came before this one.
+	if err := s.readAgent(); err != nil {
+		return false, err
+	}
 	switch reason := rec.String("reason"); reason {
 	case "breakpoint-hit":
 		st := s.bps[rec.String("bkptno")]
@@ -142,6 +156,9 @@ func (s *session) handleStop(ctx context.Context, rec *mi.Record) (done bool, er
 			s.event(Event{Kind: "unexpected-stop", Reason: reason, Thread: Thread{ID: rec.String("thread-id")}, Frame: recFrame(rec),
 				Message: "breakpoint " + rec.String("bkptno") + " is not the plan's"})
 			return false, s.cont(ctx)
+		}
+		if st.agent {
+			return false, s.agentStopped(ctx, st)
 		}
 		return s.atBreakpoint(ctx, st, rec)
 	case "exited-normally":

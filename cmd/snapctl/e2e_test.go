@@ -58,6 +58,9 @@ func TestLeakSingleThread(t *testing.T) {
 
 	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{fmt.Sprint(n)}}, exitOK)
 	checkCompleted(t, res)
+	if !res.Run.GdbAgent {
+		t.Errorf("gdb_agent = false, want the agent to take a plain breakpoint's stops")
+	}
 
 	var wantStops []runStop
 	for k := 1; k <= n; k++ {

@@ -30,6 +30,7 @@ type runFile struct {
 	Status   string       `json:"status"`
 	Error    string       `json:"error"` // why a run did not complete
 	Target   runTarget    `json:"target"`
+	GdbAgent bool         `json:"gdb_agent"`
 	Stops    []runStop    `json:"stops"`
 	Events   []runEvent   `json:"events"`
 	Diffs    []runDiff    `json:"diffs"`

@@ -1,0 +1,337 @@
+package driver
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/snapctl/snapctl/breakpoints"
+	"github.com/snapctl/snapctl/driver/mi"
+)
+
+// The agent is a Python script that snapctl loads into gdb (agent.py). A
+// plan breakpoint with nothing to do but the snapshot, which is most of
+// them, is the agent's: gdb takes the snapshot and the stacks itself and
+// resumes the target without a *stopped record, and snapctl reads what it
+// recorded from a file. Driving every stop over MI costs a round trip and
+// gdb's byte-at-a-time output of the stop and of the breakpoint's hit
+// count: about twice the stop's own cost (bench/stops.sh). Breakpoints
+// with commands or around_call, and every breakpoint when gdb has no
+// Python, stop over MI as before.
+
+//go:embed agent.py
+var agentSource string
+
+const (
+	agentScript  = "agent.py"
+	agentRecords = "agent.jsonl"
+	agentBp      = "agent-breakpoint.json"
+	// agentFailed starts the line the agent's loader prints when Python
+	// cannot load it.
+	agentFailed = "snapctl: agent failed: "
+	// agentPoll is how often the loop reads the agent's records while
+	// nothing else happens: the status line and the analysis keep up, and
+	// snapshots do not pile up in the private directory.
+	agentPoll = 100 * time.Millisecond
+)
+
+// agentState is the reading side of the agent's records file.
+type agentState struct {
+	f       *os.File
+	partial []byte // a record not yet whole
+}
+
+// agentOwns reports whether the agent can take bp's stops: nothing in
+// them resumes the target or needs the MI client.
+func agentOwns(bp *breakpoints.Breakpoint) bool {
+	return !bp.AroundCall && len(bp.Commands) == 0
+}
+
+// startAgent loads the agent into gdb when gdb has Python and a plan
+// breakpoint can use it. It leaves s.agent nil otherwise.
+func (s *session) startAgent(ctx context.Context) error {
+	if s.opts.NoAgent || !slices.ContainsFunc(s.order, func(st *bpState) bool { return agentOwns(st.bp) }) {
+		return nil
+	}
+	r, err := s.send(ctx, "-list-features")
+	if err != nil {
+		return fmt.Errorf("asking gdb for its features: %w", err)
+	}
+	if !slices.ContainsFunc(r.List("features"), func(v *mi.Value) bool { return v.String("") == "python" }) {
+		return nil
+	}
+	script := filepath.Join(s.priv, agentScript)
+	records := filepath.Join(s.priv, agentRecords)
+	if err := os.WriteFile(script, []byte(agentSource), 0o600); err != nil {
+		return fmt.Errorf("writing gdb's agent: %w", err)
+	}
+	if err := os.WriteFile(records, nil, 0o600); err != nil {
+		return fmt.Errorf("creating the agent's records: %w", err)
+	}
+	f, err := os.Open(records)
+	if err != nil {
+		return fmt.Errorf("opening the agent's records: %w", err)
+	}
+	// The agent loads inside a try, so that Python's own words reach
+	// snapctl: gdb would only answer "Error while executing Python code".
+	load := "try:\n" +
+		"    exec(compile(open(" + pyString(script) + ").read(), " + pyString(script) + ", 'exec'), globals())\n" +
+		"    snapctl_agent = Agent(" + pyString(records) + ", " + pyString(s.priv) + ")\n" +
+		"except Exception as e:\n" +
+		"    print('" + agentFailed + "%s' % e)\n"
+	r, err = s.send(ctx, "-interpreter-exec", "console", mi.Quote("python exec("+pyString(load)+")"))
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("loading gdb's agent: %w", err)
+	}
+	if _, why, failed := strings.Cut(r.Console(), agentFailed); failed {
+		// A gdb whose Python is broken still drives the run over MI.
+		f.Close()
+		fmt.Fprintf(s.opts.Warn, "warning: gdb's Python cannot load snapctl's agent (%s); every stop goes over GDB/MI, which is slower\n", strings.TrimSpace(why))
+		return nil
+	}
+	s.agent = &agentState{f: f}
+	s.m.GdbAgent = true
+	return nil
+}
+
+// agentSpec is one breakpoint as agent.py's Agent.insert reads it.
+type agentSpec struct {
+	Location  string `json:"location"`
+	Condition string `json:"condition,omitempty"`
+	Skip      int    `json:"skip,omitempty"`
+	Every     int    `json:"every,omitempty"`
+	MaxHits   int    `json:"max_hits,omitempty"`
+}
+
+// insertAgentBreakpoint has the agent insert st's breakpoint and records
+// gdb's number for it. The breakpoint goes through a file, which spares
+// quoting a location and a condition for MI and Python at once.
+func (s *session) insertAgentBreakpoint(ctx context.Context, st *bpState) error {
+	data, err := json.Marshal(agentSpec{Location: st.bp.Location, Condition: st.bp.GdbCondition(),
+		Skip: st.bp.Skip, Every: st.bp.Every, MaxHits: st.bp.MaxHits})
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(s.priv, agentBp)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("writing the agent's breakpoint: %w", err)
+	}
+	r, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote("python snapctl_agent.insert("+pyString(path)+")"))
+	if err != nil {
+		return st.bp.LocationError("gdb cannot insert %q in the running target: %s", st.bp.Location, miMessage(err))
+	}
+	number := lastLine(r.Console())
+	if _, err := strconv.Atoi(number); err != nil {
+		return fmt.Errorf("gdb's agent answered %q to inserting breakpoint %q", r.Console(), st.bp.Name)
+	}
+	st.number, st.agent = number, true
+	st.sum.Number = st.number
+	s.bps[st.number] = st
+	return nil
+}
+
+// pyString returns s as a Python string literal: JSON's string syntax is
+// Python's too.
+func pyString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// lastLine returns the last non-empty line of console output.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// agentRecord is one line of the agent's records: a stop it handled, or an
+// error at a stop, after which gdb stopped.
+type agentRecord struct {
+	Bp        string        `json:"bp"`
+	Hit       int           `json:"hit"`
+	Time      float64       `json:"time"`
+	Snapshot  string        `json:"snapshot"`
+	Thread    agentThread   `json:"thread"`
+	Backtrace []agentFrame  `json:"backtrace"`
+	Threads   []agentThread `json:"threads"`
+	Done      bool          `json:"done"`
+	// Kind and Error describe a failure: "snapshot" (valgrind's words),
+	// "condition" (gdb's, evaluating the condition) or "agent".
+	Kind  string `json:"kind"`
+	Error string `json:"error"`
+}
+
+type agentThread struct {
+	ID       string      `json:"id"`
+	TargetID string      `json:"target-id"`
+	State    string      `json:"state"`
+	Details  string      `json:"details"`
+	Frame    *agentFrame `json:"frame"`
+}
+
+type agentFrame struct {
+	Func     string `json:"func"`
+	File     string `json:"file"`
+	FullName string `json:"fullname"`
+	Line     int    `json:"line"`
+	Addr     string `json:"addr"`
+	From     string `json:"from"`
+}
+
+// frame converts a frame as gdb's MI would give it (see frameOf).
+func (f agentFrame) frame() Frame {
+	out := Frame{Function: f.Func, FullName: f.FullName, Line: f.Line, Addr: f.Addr, From: f.From}
+	if f.File != "" {
+		out.File = filepath.Base(f.File)
+	}
+	if out.Function == "" {
+		out.Function = "??"
+	}
+	return out
+}
+
+func (t agentThread) thread() Thread {
+	out := Thread{ID: t.ID, TargetID: t.TargetID, State: t.State, Details: t.Details}
+	if t.Frame != nil {
+		f := t.Frame.frame()
+		out.Frame = &f
+	}
+	return out
+}
+
+// readAgent reads the records the agent wrote since the last call, keeps
+// their snapshots and records their stops. Records are whole lines; a line
+// still being written waits for the next call. It returns the error that a
+// record describes, the first one, after keeping every stop before it.
+func (s *session) readAgent() error {
+	if s.agent == nil {
+		return nil
+	}
+	data, err := io.ReadAll(s.agent.f)
+	if err != nil {
+		return fmt.Errorf("reading the agent's records: %w", err)
+	}
+	data = append(s.agent.partial, data...)
+	end := bytes.LastIndexByte(data, '\n') + 1
+	s.agent.partial = append([]byte(nil), data[end:]...)
+	var failed error
+	for line := range bytes.Lines(data[:end]) {
+		var rec agentRecord
+		if err := json.Unmarshal(line, &rec); err != nil {
+			return fmt.Errorf("reading the agent's records: %w", err)
+		}
+		if err := s.agentStop(&rec); err != nil && failed == nil {
+			failed = err
+		}
+	}
+	if err := s.flush(); err != nil {
+		return err
+	}
+	return failed
+}
+
+// agentStop records one of the agent's stops, as inspectAndSnapshot does
+// for a stop over MI.
+func (s *session) agentStop(rec *agentRecord) error {
+	st := s.bps[rec.Bp]
+	if st == nil {
+		return fmt.Errorf("the agent recorded a stop at breakpoint %s, which is not the plan's", rec.Bp)
+	}
+	switch rec.Kind {
+	case "":
+	case "snapshot":
+		return &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("snapshot at breakpoint %q failed", st.bp.Name), Tail: rec.Error}
+	case "condition":
+		s.event(Event{Kind: "condition-error",
+			Message: fmt.Sprintf("breakpoint %q: gdb cannot evaluate its condition: %s", st.bp.Name, rec.Error)})
+		return nil
+	default:
+		return fmt.Errorf("gdb's agent failed at breakpoint %q: %s", st.bp.Name, rec.Error)
+	}
+	st.hits, st.sum.Hits = rec.Hit, rec.Hit
+	st.agentDone = rec.Done
+	stop := &Stop{Breakpoint: st.bp.Name, Hit: rec.Hit, Phase: phaseHit}
+	for _, f := range rec.Backtrace {
+		stop.Backtrace = append(stop.Backtrace, f.frame())
+	}
+	if len(stop.Backtrace) > 0 {
+		stop.Frame = stop.Backtrace[0]
+	}
+	for _, t := range rec.Threads {
+		stop.Threads = append(stop.Threads, t.thread())
+	}
+	stop.Thread = rec.Thread.thread()
+	s.seq++
+	stop.Seq = s.seq
+	sec, frac := math.Modf(rec.Time)
+	stop.Time = stamp(time.Unix(int64(sec), int64(frac*1e9)))
+	stop.Snapshot = snapshotName(s.seq, st.bp.Name, stop.Hit, stop.Phase)
+	if err := moveFile(rec.Snapshot, filepath.Join(s.dir, stop.Snapshot)); err != nil {
+		return fmt.Errorf("keeping snapshot %s: %w", stop.Snapshot, err)
+	}
+	s.pending = append(s.pending, &taken{stop: stop, bp: st})
+	return nil
+}
+
+// agentStopped handles gdb's stop at one of the agent's breakpoints, whose
+// records have been read: the agent stops the target after the hit that
+// finishes the breakpoint, which is deleted here, and after an error, which
+// the records reported; either way the target goes on.
+func (s *session) agentStopped(ctx context.Context, st *bpState) error {
+	if st.agentDone {
+		if _, err := s.send(ctx, "-break-delete", st.number); err != nil {
+			return fmt.Errorf("deleting breakpoint %q: %w", st.bp.Name, err)
+		}
+		st.sum.Deleted = true
+		delete(s.bps, st.number)
+	}
+	return s.cont(ctx)
+}
+
+// agentHits sets the hits of the agent's breakpoints from its counts, as
+// countHits does from gdb's for the others. Best effort.
+func (s *session) agentHits(ctx context.Context) {
+	if s.agent == nil || ctx.Err() != nil {
+		return
+	}
+	r, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote("python snapctl_agent.hits()"))
+	if err != nil {
+		return
+	}
+	var times map[string]int
+	if err := json.Unmarshal([]byte(lastLine(r.Console())), &times); err != nil {
+		return
+	}
+	for _, st := range s.order {
+		if n, ok := times[st.number]; ok && st.agent && !st.sum.Deleted {
+			n = max(n-st.bp.Skip, 0)
+			st.hits, st.sum.Hits = n, n
+		}
+	}
+}
+
+// closeAgent closes the records file, after copying it into the run
+// directory with --trace: the agent's stops are not in the MI transcript.
+func (s *session) closeAgent() {
+	if s.agent == nil {
+		return
+	}
+	s.agent.f.Close()
+	if s.opts.Trace {
+		if data, err := os.ReadFile(filepath.Join(s.priv, agentRecords)); err == nil {
+			if err := os.WriteFile(filepath.Join(s.dir, agentTrace), data, 0o644); err != nil {
+				fmt.Fprintf(s.opts.Warn, "warning: keeping the agent's records: %v\n", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,172 @@
+# snapctl's agent inside gdb.
+#
+# A plan breakpoint with nothing to do but the snapshot (no commands, no
+# around_call) is a gdb.Breakpoint whose stop method does the whole stop in
+# gdb: it evaluates the condition, counts the hit, takes the snapshot and
+# the stacks, appends one JSON line to the records file and returns False,
+# so that gdb resumes the target without stopping: no *stopped record, no
+# breakpoint notification, no MI round trip. snapctl reads the records
+# file as it grows and does the rest (naming and keeping the snapshot,
+# run.json, the analysis).
+#
+# stop returns True, and gdb stops as for any breakpoint, when snapctl must
+# act: after the hit that finishes the breakpoint (max_hits), which snapctl
+# deletes, and after a failed snapshot, which the record describes.
+#
+# The hit selection below must agree with breakpoints.Breakpoint's
+# ShouldSnapshot and Done; TestAgentHitSelection compares them.
+
+import json
+import os
+import time
+
+import gdb
+
+
+def should_snapshot(hit, every, max_hits):
+    """Whether hit (1-based, counted after skip) takes a snapshot."""
+    every = max(every, 1)
+    return hit >= 1 and (hit - 1) % every == 0 and (max_hits == 0 or hit <= max_hits)
+
+
+def done(hit, every, max_hits):
+    """Whether no hit after this one would take a snapshot."""
+    every = max(every, 1)
+    if max_hits == 0:
+        return False
+    following = hit + every - (hit - 1) % every
+    return hit >= max_hits or following > max_hits
+
+
+def frame_record(frame):
+    """A frame as snapctl's driver records it (gdb MI's frame fields)."""
+    pc = frame.pc()
+    rec = {"func": frame.name() or "??", "addr": "0x%016x" % pc}
+    sal = frame.find_sal()
+    if sal.symtab is not None:
+        rec["file"] = sal.symtab.filename
+        rec["fullname"] = sal.symtab.fullname()
+        rec["line"] = sal.line
+    else:
+        lib = gdb.solib_name(pc)
+        if lib:
+            rec["from"] = lib
+    return rec
+
+
+def backtrace():
+    frames = []
+    frame = gdb.newest_frame()
+    while frame is not None:
+        frames.append(frame_record(frame))
+        frame = frame.older()
+    return frames
+
+
+def thread_record(thread):
+    rec = {"id": str(thread.num), "state": "stopped"}
+    lwp = thread.ptid[1]
+    if lwp:
+        rec["target-id"] = "Thread %d" % lwp
+    if thread.details:
+        rec["details"] = thread.details
+    return rec
+
+
+class Agent:
+    def __init__(self, records, snapdir):
+        self.fd = os.open(records, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self.snapdir = snapdir
+        self.taken = 0
+        self.breakpoints = []
+
+    def insert(self, path):
+        """Inserts the breakpoint described in the JSON file at path and
+        prints its gdb number."""
+        with open(path) as f:
+            spec = json.load(f)
+        bp = SnapBreakpoint(self, spec)
+        self.breakpoints.append(bp)
+        print(bp.number)
+
+    def hits(self):
+        """Prints how often each breakpoint's condition held, skipped hits
+        included (gdb's "times"), as a JSON object by gdb number."""
+        print(json.dumps({str(bp.number): bp.times for bp in self.breakpoints if bp.is_valid()}))
+
+    def write(self, rec):
+        os.write(self.fd, (json.dumps(rec, separators=(",", ":")) + "\n").encode())
+
+    def threads(self, current, frame):
+        """Every thread with its innermost frame; the current one's is
+        frame. Reading another thread's frame selects it, so the current
+        thread and its innermost frame are selected again after."""
+        threads = sorted(gdb.selected_inferior().threads(), key=lambda t: t.num)
+        out = []
+        try:
+            for t in threads:
+                rec = thread_record(t)
+                if t.num == current.num:
+                    rec["frame"] = frame
+                else:
+                    t.switch()
+                    rec["frame"] = frame_record(gdb.newest_frame())
+                out.append(rec)
+        finally:
+            if len(threads) > 1:
+                current.switch()
+                gdb.newest_frame().select()
+        return out
+
+    def snapshot(self, bp, hit):
+        self.taken += 1
+        path = "%s/%d.massif" % (self.snapdir, self.taken)
+        # Success prints nothing; valgrind's errors come back as text.
+        msg = gdb.execute("monitor detailed_snapshot " + path, to_string=True)
+        if msg.strip():
+            return {"bp": str(bp.number), "kind": "snapshot", "error": msg.strip()}
+        current = gdb.selected_thread()
+        frames = backtrace()
+        return {
+            "bp": str(bp.number),
+            "hit": hit,
+            "time": time.time(),
+            "snapshot": path,
+            "thread": thread_record(current),
+            "backtrace": frames,
+            "threads": self.threads(current, frames[0]),
+            "done": done(hit, bp.every, bp.max_hits),
+        }
+
+
+class SnapBreakpoint(gdb.Breakpoint):
+    def __init__(self, agent, spec):
+        super().__init__(spec["location"])
+        if self.pending:
+            self.delete()
+            raise gdb.GdbError("no code location matches %s" % spec["location"])
+        self.agent = agent
+        self.cond = spec.get("condition", "")
+        self.skip = spec.get("skip", 0)
+        self.every = spec.get("every", 1)
+        self.max_hits = spec.get("max_hits", 0)
+        self.times = 0
+
+    def stop(self):
+        # A condition gdb cannot evaluate counts as true, as gdb counts it
+        # for its own conditions, and the record says why.
+        try:
+            if self.cond and not bool(gdb.parse_and_eval(self.cond)):
+                return False
+        except gdb.error as e:
+            self.agent.write({"bp": str(self.number), "kind": "condition", "error": str(e)})
+        self.times += 1
+        hit = self.times - self.skip
+        if not should_snapshot(hit, self.every, self.max_hits):
+            return False
+        try:
+            rec = self.agent.snapshot(self, hit)
+        except Exception as e:
+            rec = {"bp": str(self.number), "kind": "agent", "error": "%s: %s" % (type(e).__name__, e)}
+        self.agent.write(rec)
+        return "error" in rec or rec["done"]

@@ -1,0 +1,228 @@
+package driver
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/snapctl/snapctl/breakpoints"
+	"github.com/snapctl/snapctl/internal/testenv"
+)
+
+// The agent selects hits in Python: it must take exactly the hits that
+// breakpoints.Breakpoint's ShouldSnapshot and Done take in Go, for every
+// every and max_hits.
+func TestAgentHitSelection(t *testing.T) {
+	testenv.MustHave(t, "gdb")
+	script := filepath.Join(t.TempDir(), agentScript)
+	if err := os.WriteFile(script, []byte(agentSource), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	type decision struct {
+		Every, MaxHits, Hit int
+		Snapshot, Done      bool
+	}
+	var want []decision
+	for every := 0; every <= 4; every++ {
+		for _, maxHits := range []int{0, 1, 2, 5, 7} {
+			bp := breakpoints.Breakpoint{Every: every, MaxHits: maxHits}
+			// Hits count from 1, after skip.
+			for hit := 1; hit <= 12; hit++ {
+				want = append(want, decision{every, maxHits, hit, bp.ShouldSnapshot(hit), bp.Done(hit)})
+			}
+		}
+	}
+	py := `python
+import json
+print(json.dumps([{"Every": e, "MaxHits": m, "Hit": h,
+                   "Snapshot": should_snapshot(h, e, m), "Done": done(h, e, m)}
+                  for e in range(5) for m in (0, 1, 2, 5, 7) for h in range(1, 13)]))
+end`
+	cmdFile := filepath.Join(t.TempDir(), "cmds")
+	if err := os.WriteFile(cmdFile, []byte(py+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("gdb", "-batch", "-nx", "-x", script, "-x", cmdFile).CombinedOutput()
+	if err != nil {
+		t.Fatalf("gdb: %v\n%s", err, out)
+	}
+	var got []decision
+	if err := json.Unmarshal([]byte(lastLine(string(out))), &got); err != nil {
+		t.Fatalf("agent's answer %q: %v", out, err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("agent's hit selection differs from the plan's (-go +python):\n%s", diff)
+	}
+}
+
+// The loop reads the agent's records as whole lines: a record that the
+// agent is still writing waits for the next read, and every stop keeps
+// its snapshot under the run's name for it.
+func TestReadAgentWholeRecords(t *testing.T) {
+	plan := mustPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n")
+	s := scriptedSession(t, plan, newFakeGDB(t))
+	st := s.order[0]
+	st.agent = true
+	records := filepath.Join(s.priv, agentRecords)
+	if err := os.WriteFile(records, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s.agent = &agentState{f: f}
+
+	var lines []string
+	for hit := 1; hit <= 2; hit++ {
+		snap := filepath.Join(s.priv, fmt.Sprintf("%d.massif", hit))
+		massif := fmt.Sprintf("desc: --threshold=0\ncmd: ./leak\ntime_unit: i\n#-----------\nsnapshot=0\n#-----------\ntime=%d\nmem_heap_B=%d\nmem_heap_extra_B=8\nmem_stacks_B=0\nheap_tree=detailed\n"+
+			"n1: %d (heap allocation functions) malloc/new/new[], --alloc-fns, etc.\n n0: %d 0x1091E0: keep (leak.c:15)\n", hit, 16*hit, 16*hit, 16*hit)
+		if err := os.WriteFile(snap, []byte(massif), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, fmt.Sprintf(`{"bp":"1","hit":%d,"time":1790000000.25,"snapshot":%q,"thread":{"id":"1","target-id":"Thread 7","state":"stopped"},`+
+			`"backtrace":[{"func":"handle_request","file":"../src/leak.c","fullname":"/src/leak.c","line":23,"addr":"0x0000000000109154"},{"func":"main","file":"leak.c","line":35,"addr":"0x00000000001091ea"}],`+
+			`"threads":[{"id":"1","target-id":"Thread 7","state":"stopped","frame":{"func":"handle_request","file":"leak.c","line":23}}],"done":false}`+"\n", hit, snap))
+	}
+	half := len(lines[1]) / 2
+	appendRecords(t, records, lines[0]+lines[1][:half])
+	if err := s.readAgent(); err != nil {
+		t.Fatal(err)
+	}
+	if s.seq != 1 || st.sum.Snapshots != 1 {
+		t.Fatalf("after one whole record and half of another: %d stops, %d snapshots; want 1, 1", s.seq, st.sum.Snapshots)
+	}
+	appendRecords(t, records, lines[1][half:])
+	if err := s.readAgent(); err != nil {
+		t.Fatal(err)
+	}
+	stops := spooled[Stop](t, s.stops)
+	if len(stops) != 2 {
+		t.Fatalf("%d stops, want 2", len(stops))
+	}
+	want := Stop{Seq: 2, Breakpoint: "request", Hit: 2, Phase: phaseHit, Time: "2026-09-21T14:13:20.250Z",
+		Thread:    Thread{ID: "1", TargetID: "Thread 7", State: "stopped"},
+		Frame:     Frame{Function: "handle_request", File: "leak.c", FullName: "/src/leak.c", Line: 23, Addr: "0x0000000000109154"},
+		Backtrace: []Frame{{Function: "handle_request", File: "leak.c", FullName: "/src/leak.c", Line: 23, Addr: "0x0000000000109154"}, {Function: "main", File: "leak.c", Line: 35, Addr: "0x00000000001091ea"}},
+		Threads:   []Thread{{ID: "1", TargetID: "Thread 7", State: "stopped", Frame: &Frame{Function: "handle_request", File: "leak.c", Line: 23}}},
+		Snapshot:  "snapshots/0002-request-2.massif", HeapBytes: 32, HeapExtraBytes: 8}
+	if diff := cmp.Diff(want, stops[1]); diff != "" {
+		t.Errorf("stop 2 (-want +got):\n%s", diff)
+	}
+	for _, st := range stops {
+		if _, err := os.Stat(filepath.Join(s.dir, st.Snapshot)); err != nil {
+			t.Errorf("stop %d: %v", st.Seq, err)
+		}
+	}
+	// A failed snapshot ends the run with valgrind's words.
+	appendRecords(t, records, `{"bp":"1","kind":"snapshot","error":"Error: can not open xtree output file"}`+"\n")
+	var te *ToolError
+	if err := s.readAgent(); err == nil || !strings.Contains(err.Error(), "can not open") || !errors.As(err, &te) {
+		t.Errorf("readAgent after a failed snapshot = %v, want valgrind's error", err)
+	}
+}
+
+func appendRecords(t *testing.T, path, text string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(text); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// In a plan whose breakpoints stop both ways, the agent's stops and those
+// over MI come in the order the target reached them. leak.c's
+// handle_request (the agent's) calls keep (commands: over MI); at hit k
+// the heap holds 8n + 16(k-1) bytes, plus the 100 bytes of scratch inside
+// handle_request.
+func TestRunMixedStops(t *testing.T) {
+	bin := testenv.Build(t, "testdata/leak.c")
+	const n = 3
+	res, err := runPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n"+
+		"  - name: keep\n    location: keep\n    commands: [\"print n\"]\n", bin, fmt.Sprint(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, res.Dir)
+	type stop struct {
+		Seq        int
+		Breakpoint string
+		Hit        int
+		HeapBytes  int64
+		Output     string
+	}
+	var got, want []stop
+	for _, s := range m.Stops {
+		st := stop{s.Seq, s.Breakpoint, s.Hit, s.HeapBytes, ""}
+		if len(s.Commands) == 1 {
+			st.Output = s.Commands[0].Output
+		}
+		got = append(got, st)
+	}
+	for k := 1; k <= n; k++ {
+		heap := int64(8*n + 16*(k-1))
+		want = append(want, stop{2*k - 1, "request", k, heap, ""}, stop{2 * k, "keep", k, heap + 100, fmt.Sprintf("$%d = 16\n", k)})
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("stops (-want +got):\n%s", diff)
+	}
+}
+
+// A condition that gdb cannot evaluate at a hit counts as true, as gdb
+// counts it for its own conditions; the agent also records why.
+func TestRunConditionError(t *testing.T) {
+	bin := testenv.Build(t, "testdata/leak.c")
+	for _, p := range stopPaths {
+		t.Run(p.name, func(t *testing.T) {
+			res, err := runPlanOpts(t, Options{NoAgent: p.noAgent}, "breakpoints:\n  - name: request\n    location: handle_request\n    condition: \"*(int *) 0 == 1\"\n", bin, "2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := readManifest(t, res.Dir)
+			if len(m.Stops) != 2 || m.Breakpoints[0].Hits != 2 {
+				t.Errorf("%d stops, %d hits; want 2, 2", len(m.Stops), m.Breakpoints[0].Hits)
+			}
+			if p.noAgent {
+				return
+			}
+			if len(m.Events) != 2 || m.Events[0].Kind != "condition-error" || !strings.Contains(m.Events[0].Message, "Cannot access memory at address 0x0") {
+				t.Errorf("events %+v, want two condition-error events with gdb's words", m.Events)
+			}
+		})
+	}
+}
+
+// A gdb whose Python cannot load the agent still runs the plan, every stop
+// over MI, and says so. Hiding the json module from gdb's Python stands in
+// for a broken Python installation.
+func TestRunAgentFallsBack(t *testing.T) {
+	bin := testenv.Build(t, "testdata/leak.c")
+	var warn testenv.Buffer
+	res, err := runPlanDir(t, Options{Warn: &warn}, "gdb:\n  init: [\"python import sys; sys.modules['json'] = None\"]\n"+
+		"breakpoints:\n  - name: request\n    location: handle_request\n", bin, "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, res.Dir)
+	if m.GdbAgent || len(m.Stops) != 3 || m.Stops[2].HeapBytes != 8*3+16*2 {
+		t.Errorf("gdb_agent %v, %d stops; want false and 3 stops over MI", m.GdbAgent, len(m.Stops))
+	}
+	if w := warn.String(); !strings.Contains(w, "cannot load snapctl's agent") || !strings.Contains(w, "json") {
+		t.Errorf("warnings %q, want the agent's failure with Python's words", w)
+	}
+}
