@@ -108,9 +108,14 @@ class Agent:
                 rec = thread_record(t)
                 if t.num == current.num:
                     rec["frame"] = frame
-                else:
-                    t.switch()
-                    rec["frame"] = frame_record(gdb.newest_frame())
+                elif t.is_valid():
+                    # A thread gdb cannot unwind is still listed, as
+                    # -thread-info lists it, without a frame.
+                    try:
+                        t.switch()
+                        rec["frame"] = frame_record(gdb.newest_frame())
+                    except gdb.error:
+                        pass
                 out.append(rec)
         finally:
             if len(threads) > 1:
