@@ -63,13 +63,13 @@ def backtrace():
     return frames
 
 
-def thread_record(thread):
+def thread_record(thread, details):
     rec = {"id": str(thread.num), "state": "stopped"}
     lwp = thread.ptid[1]
     if lwp:
         rec["target-id"] = "Thread %d" % lwp
-    if thread.details:
-        rec["details"] = thread.details
+    if details:
+        rec["details"] = details
     return rec
 
 
@@ -79,6 +79,9 @@ class Agent:
         self.snapdir = snapdir
         self.taken = 0
         self.breakpoints = []
+        # The one thread of the last stop, as (number, details), while the
+        # target had only one.
+        self.single = None
 
     def insert(self, path):
         """Inserts the breakpoint described in the JSON file at path and
@@ -100,12 +103,22 @@ class Agent:
     def threads(self, current, frame):
         """Every thread with its innermost frame; the current one's is
         frame. Reading another thread's frame selects it, so the current
-        thread and its innermost frame are selected again after."""
+        thread and its innermost frame are selected again after.
+
+        A thread's details (valgrind's "tid 1 VgTs_Runnable") cost a round
+        trip through vgdb each. While the target has one thread, the same
+        as at the last stop, they are not read again: snapctl's MI path
+        does not list such a thread again either."""
         threads = sorted(gdb.selected_inferior().threads(), key=lambda t: t.num)
+        if len(threads) == 1 and self.single is not None and self.single[0] == threads[0].num:
+            return [dict(thread_record(threads[0], self.single[1]), frame=frame)]
+        self.single = None
         out = []
         try:
             for t in threads:
-                rec = thread_record(t)
+                rec = thread_record(t, t.details)
+                if len(threads) == 1:
+                    self.single = (t.num, t.details)
                 if t.num == current.num:
                     rec["frame"] = frame
                 elif t.is_valid():
@@ -132,14 +145,17 @@ class Agent:
             return {"bp": str(bp.number), "kind": "snapshot", "error": msg.strip()}
         current = gdb.selected_thread()
         frames = backtrace()
+        threads = self.threads(current, frames[0])
+        thread = next(dict(t) for t in threads if t["id"] == str(current.num))
+        del thread["frame"]
         return {
             "bp": str(bp.number),
             "hit": hit,
             "time": time.time(),
             "snapshot": path,
-            "thread": thread_record(current),
+            "thread": thread,
             "backtrace": frames,
-            "threads": self.threads(current, frames[0]),
+            "threads": threads,
             "done": done(hit, bp.every, bp.max_hits),
         }
 
