@@ -105,8 +105,22 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	binary, err := filepath.Abs(opts.Binary)
+	if err != nil {
+		return nil, err
+	}
+	// gdb checks the breakpoint locations while the tools and the binary
+	// are checked: both take about as long as gdb takes to start. The
+	// tools' errors come first.
+	located := make(chan error, 1)
+	if gdbPath, err := FindTool("gdb", opts.GDB); err == nil {
+		go func() { located <- validateLocations(ctx, gdbPath, binary, plan, opts.CommandTimeout) }()
+	} else {
+		located <- err
+	}
 	env, err := Preflight(ctx, PreflightOptions{Gdb: opts.GDB, Valgrind: opts.Valgrind, Binary: opts.Binary})
 	if err != nil {
+		<-located
 		// A tool that failed because the user stopped snapctl is not
 		// a broken tool.
 		if ctx.Err() != nil {
@@ -118,11 +132,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		fmt.Fprintf(opts.Warn, "warning: %s\n", w)
 	}
 	tools := tools{valgrind: env.Valgrind, vgdb: env.Vgdb, gdb: env.Gdb}
-	binary, err := filepath.Abs(opts.Binary)
-	if err != nil {
-		return nil, err
-	}
-	if err := validateLocations(ctx, tools.gdb, binary, plan, opts.CommandTimeout); err != nil {
+	if err := <-located; err != nil {
 		if ctx.Err() != nil && !errors.Is(err, ErrInterrupted) {
 			return nil, fmt.Errorf("checking breakpoint locations: %w", ErrInterrupted)
 		}
@@ -312,10 +322,11 @@ func (s *session) startAndLoop(ctx context.Context) error {
 	}
 	s.vg = vg
 	s.groups.add(vg.Pid())
-	if err := vg.waitReady(ctx, s.opts.ReadyTimeout); err != nil {
+	// gdb starts and reads the binary while valgrind gets ready.
+	if err := s.startGDB(ctx); err != nil {
 		return err
 	}
-	if err := s.startGDB(ctx); err != nil {
+	if err := vg.waitReady(ctx, s.opts.ReadyTimeout); err != nil {
 		return err
 	}
 	if err := s.connect(ctx); err != nil {
