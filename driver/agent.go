@@ -25,8 +25,8 @@ import (
 // resumes the target without a *stopped record, and snapctl reads what it
 // recorded from a file. A stop over MI costs a round trip, and gdb writes
 // the stop and the breakpoint's new hit count one byte per write(): 1,500
-// stops took 1.7 times as long as a gdb script that only takes the
-// snapshots, against 1.2 with the agent (bench/stops.sh). Breakpoints with
+// stops take 1.5 times as long as a gdb script that only takes the
+// snapshots, against 1.0 to 1.2 with the agent (bench/stops.sh). Breakpoints with
 // commands or around_call, and every breakpoint when gdb has no Python,
 // stop over MI.
 
