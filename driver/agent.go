@@ -189,16 +189,9 @@ type agentFrame struct {
 	From     string `json:"from"`
 }
 
-// frame converts a frame as gdb's MI would give it (see frameOf).
+// frame converts a frame as frameOf converts gdb's MI frames.
 func (f agentFrame) frame() Frame {
-	out := Frame{Function: f.Func, FullName: f.FullName, Line: f.Line, Addr: f.Addr, From: f.From}
-	if f.File != "" {
-		out.File = filepath.Base(f.File)
-	}
-	if out.Function == "" {
-		out.Function = "??"
-	}
-	return out
+	return newFrame(Frame{Function: f.Func, File: f.File, Line: f.Line, FullName: f.FullName, Addr: f.Addr, From: f.From})
 }
 
 func (t agentThread) thread() Thread {

@@ -39,17 +39,17 @@ func miMessage(err error) string {
 // frameOf converts an MI frame tuple ({addr, func, file, fullname, line,
 // from}) into a Frame.
 func frameOf(v *mi.Value) Frame {
-	f := Frame{
-		Function: v.String("func"),
-		FullName: v.String("fullname"),
-		Addr:     v.String("addr"),
-		From:     v.String("from"),
-	}
-	if file := v.String("file"); file != "" {
-		f.File = filepath.Base(file)
-	}
-	if line := v.String("line"); line != "" {
-		f.Line, _ = strconv.Atoi(line)
+	line, _ := strconv.Atoi(v.String("line"))
+	return newFrame(Frame{Function: v.String("func"), File: v.String("file"), Line: line,
+		FullName: v.String("fullname"), Addr: v.String("addr"), From: v.String("from")})
+}
+
+// newFrame is f, with the fields as gdb gives them, as run.json records
+// it: the file's base name, as massif prints it, and "??" for a function
+// gdb cannot name.
+func newFrame(f Frame) Frame {
+	if f.File != "" {
+		f.File = filepath.Base(f.File)
 	}
 	if f.Function == "" {
 		f.Function = "??"
