@@ -226,3 +226,33 @@ func TestRunAgentFallsBack(t *testing.T) {
 		t.Errorf("warnings %q, want the agent's failure with Python's words", w)
 	}
 }
+
+// The agent's stops while an around_call stop runs its call to the return
+// come between the hit and the return, as they happened: leak.c's
+// handle_request (around_call, over MI) calls keep (the agent's).
+func TestRunAgentStopsInsideAroundCall(t *testing.T) {
+	bin := testenv.Build(t, "testdata/leak.c")
+	const n = 2
+	res, err := runPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n    around_call: true\n"+
+		"  - name: keep\n    location: keep\n", bin, fmt.Sprint(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, res.Dir)
+	type stop struct {
+		Seq        int
+		Breakpoint string
+		Hit        int
+		Phase      string
+	}
+	var got, want []stop
+	for _, s := range m.Stops {
+		got = append(got, stop{s.Seq, s.Breakpoint, s.Hit, s.Phase})
+	}
+	for k := 1; k <= n; k++ {
+		want = append(want, stop{3*k - 2, "request", k, "hit"}, stop{3*k - 1, "keep", k, "hit"}, stop{3 * k, "request", k, "return"})
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("stops (-want +got):\n%s", diff)
+	}
+}

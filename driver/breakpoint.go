@@ -209,6 +209,12 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 	if msg := res[snap].Target(); msg != "" {
 		return nil, &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("snapshot at breakpoint %q failed", st.bp.Name), Tail: msg}
 	}
+	// The agent's stops since the last one came before this snapshot,
+	// also those while around_call's finish ran the call: they are
+	// numbered first.
+	if err := s.readAgent(); err != nil {
+		return nil, err
+	}
 	s.seq++
 	stop.Seq = s.seq
 	stop.Time = stamp(time.Now())
