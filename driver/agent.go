@@ -279,8 +279,9 @@ func (s *session) agentStop(rec *agentRecord) error {
 
 // agentStopped handles gdb's stop at one of the agent's breakpoints, whose
 // records have been read: the agent stops the target after the hit that
-// finishes the breakpoint, which is deleted here, and after an error, which
-// the records reported; either way the target goes on.
+// finishes the breakpoint, which is deleted here. (After a failed snapshot
+// it stops it too, but reading that record ended the run.) The target goes
+// on.
 func (s *session) agentStopped(ctx context.Context, st *bpState) error {
 	if st.agentDone {
 		if _, err := s.send(ctx, "-break-delete", st.number); err != nil {

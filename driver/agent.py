@@ -179,7 +179,7 @@ class SnapBreakpoint(gdb.Breakpoint):
         try:
             if self.cond and not bool(gdb.parse_and_eval(self.cond)):
                 return False
-        except gdb.error as e:
+        except Exception as e:  # gdb.error, or a value with no truth value
             self.agent.write({"bp": str(self.number), "kind": "condition", "error": str(e)})
         self.times += 1
         hit = self.times - self.skip
