@@ -5,10 +5,12 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -83,14 +85,7 @@ func (s *session) startAgent(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("opening the agent's records: %w", err)
 	}
-	// The agent loads inside a try, so that Python's own words reach
-	// snapctl: gdb would only answer "Error while executing Python code".
-	load := "try:\n" +
-		"    exec(compile(open(" + pyString(script) + ").read(), " + pyString(script) + ", 'exec'), globals())\n" +
-		"    snapctl_agent = Agent(" + pyString(records) + ", " + pyString(s.priv) + ")\n" +
-		"except Exception as e:\n" +
-		"    print('" + agentFailed + "%s' % e)\n"
-	r, err = s.send(ctx, "-interpreter-exec", "console", mi.Quote("python exec("+pyString(load)+")"))
+	r, err = s.send(ctx, "-interpreter-exec", "console", mi.Quote(agentLoader(script, records, s.priv)))
 	if err != nil {
 		f.Close()
 		return fmt.Errorf("loading gdb's agent: %w", err)
@@ -104,6 +99,56 @@ func (s *session) startAgent(ctx context.Context) error {
 	s.agent = &agentState{f: f}
 	s.m.GdbAgent = true
 	return nil
+}
+
+// agentLoader is the gdb command that loads agent.py from script and
+// creates the agent, snapctl_agent, which records into records and has
+// valgrind write snapshots into snapdir. It loads inside a try, so that
+// Python's own words reach snapctl after agentFailed: gdb would only
+// answer "Error while executing Python code".
+func agentLoader(script, records, snapdir string) string {
+	load := "try:\n" +
+		"    exec(compile(open(" + pyString(script) + ").read(), " + pyString(script) + ", 'exec'), globals())\n" +
+		"    snapctl_agent = Agent(" + pyString(records) + ", " + pyString(snapdir) + ")\n" +
+		"except Exception as e:\n" +
+		"    print('" + agentFailed + "%s' % e)\n"
+	return "python exec(" + pyString(load) + ")"
+}
+
+// CheckAgent reports whether the gdb at path can load snapctl's agent, for
+// snapctl doctor: nil when it can, else what gdb or its Python said.
+func CheckAgent(ctx context.Context, gdb string) error {
+	dir, err := os.MkdirTemp("", "snapctl-agent-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	script := filepath.Join(dir, agentScript)
+	if err := os.WriteFile(script, []byte(agentSource), 0o600); err != nil {
+		return err
+	}
+	const loaded = "snapctl: agent loaded"
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, gdb, "--nx", "--batch",
+		"-ex", agentLoader(script, filepath.Join(dir, agentRecords), dir),
+		"-ex", "python print('"+loaded+"')")
+	cmd.WaitDelay = time.Second
+	out, err := cmd.CombinedOutput()
+	text := strings.TrimSpace(string(out))
+	switch _, why, failed := strings.Cut(text, agentFailed); {
+	case failed:
+		return errors.New(lastLine(why))
+	case strings.Contains(text, loaded):
+		return nil
+	case text != "":
+		// A gdb without Python says so: "Python scripting is not
+		// supported in this copy of GDB."
+		return errors.New(lastLine(text))
+	case err != nil:
+		return err
+	}
+	return errors.New("gdb printed nothing")
 }
 
 // agentSpec is one breakpoint as agent.py's Agent.insert reads it.

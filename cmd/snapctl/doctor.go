@@ -119,6 +119,13 @@ func runDoctor(ctx context.Context, w io.Writer, opts *doctorOptions) error {
 		r.toolFailure("gdb", err)
 	} else {
 		r.line(checkOK, "gdb", fmt.Sprintf("%s (%s)", v, gdb))
+		if err := driver.CheckAgent(ctx, gdb); err != nil {
+			r.line(checkWarn, "python", "gdb cannot run snapctl's agent: "+err.Error(),
+				"every stop goes over GDB/MI, about 1.5 times slower;",
+				"Debian's gdb package has Python, gdb-minimal has not")
+		} else {
+			r.line(checkOK, "python", "gdb's Python runs snapctl's agent, which takes plain stops inside gdb")
+		}
 	}
 
 	valgrind, err := driver.FindTool("valgrind", opts.Valgrind)
