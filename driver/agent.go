@@ -210,7 +210,6 @@ type agentRecord struct {
 	Thread    agentThread   `json:"thread"`
 	Backtrace []agentFrame  `json:"backtrace"`
 	Threads   []agentThread `json:"threads"`
-	Done      bool          `json:"done"`
 	// Kind and Error describe a failure: "snapshot" (valgrind's words),
 	// "condition" (gdb's, evaluating the condition) or "agent".
 	Kind  string `json:"kind"`
@@ -298,7 +297,6 @@ func (s *session) agentStop(rec *agentRecord) error {
 		return fmt.Errorf("gdb's agent failed at breakpoint %q: %s", st.bp.Name, rec.Error)
 	}
 	st.hits, st.sum.Hits = rec.Hit, rec.Hit
-	st.agentDone = rec.Done
 	stop := &Stop{Breakpoint: st.bp.Name, Hit: rec.Hit, Phase: phaseHit}
 	for _, f := range rec.Backtrace {
 		stop.Backtrace = append(stop.Backtrace, f.frame())
@@ -328,7 +326,7 @@ func (s *session) agentStop(rec *agentRecord) error {
 // it stops it too, but reading that record ended the run.) The target goes
 // on.
 func (s *session) agentStopped(ctx context.Context, st *bpState) error {
-	if st.agentDone {
+	if st.bp.Done(st.hits) {
 		if _, err := s.send(ctx, "-break-delete", st.number); err != nil {
 			return fmt.Errorf("deleting breakpoint %q: %w", st.bp.Name, err)
 		}

@@ -200,9 +200,8 @@ type bpState struct {
 	number string // gdb's number
 	hits   int    // hits counted as the plan counts them
 	step   int    // hits one stop stands for (Every when gdb ignores the others)
-	// agent is set when gdb's agent takes the breakpoint's stops;
-	// agentDone once it recorded the hit after which nothing is left.
-	agent, agentDone bool
+	// agent is set when gdb's agent takes the breakpoint's stops.
+	agent bool
 	// kept are the last kept snapshots of the hit and return phases,
 	// under keep_snapshots: changed.
 	kept [2]keptSnapshot
