@@ -256,3 +256,50 @@ func TestRunAgentStopsInsideAroundCall(t *testing.T) {
 		t.Errorf("stops (-want +got):\n%s", diff)
 	}
 }
+
+// After max_hits the breakpoint is deleted, whichever path took its stops,
+// and its hits stay those counted until then.
+func TestRunMaxHitsDeletes(t *testing.T) {
+	bin := testenv.Build(t, "testdata/leak.c")
+	for _, p := range stopPaths {
+		t.Run(p.name, func(t *testing.T) {
+			res, err := runPlanOpts(t, Options{NoAgent: p.noAgent}, "breakpoints:\n  - name: request\n    location: handle_request\n    max_hits: 2\n", bin, "4")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := readManifest(t, res.Dir)
+			b := m.Breakpoints[0]
+			if len(m.Stops) != 2 || b.Hits != 2 || b.Snapshots != 2 || !b.Deleted {
+				t.Errorf("%d stops; breakpoint %+v; want 2 stops, 2 hits, 2 snapshots, deleted", len(m.Stops), b)
+			}
+		})
+	}
+}
+
+// A record the loop cannot use ends the run with a message that says so.
+func TestReadAgentBadRecords(t *testing.T) {
+	for _, tt := range []struct{ name, record, want string }{
+		{"not JSON", "{\"bp\":\n", "reading the agent's records"},
+		{"unknown breakpoint", `{"bp":"9","hit":1}` + "\n", "breakpoint 9, which is not the plan's"},
+		{"agent failure", `{"bp":"1","kind":"agent","error":"KeyError: 'x'"}` + "\n", `gdb's agent failed at breakpoint "request": KeyError: 'x'`},
+		{"lost snapshot", `{"bp":"1","hit":1,"snapshot":"/nonexistent/1.massif"}` + "\n", "keeping snapshot snapshots/0001-request-1.massif"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := scriptedSession(t, mustPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n"), newFakeGDB(t))
+			s.order[0].agent = true
+			records := filepath.Join(s.priv, agentRecords)
+			if err := os.WriteFile(records, []byte(tt.record), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.Open(records)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			s.agent = &agentState{f: f}
+			if err := s.readAgent(); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("readAgent = %v, want an error with %q", err, tt.want)
+			}
+		})
+	}
+}
