@@ -24,7 +24,9 @@ func TestValgrindAcceptsArgs(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "massif.out")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	args := append([]string{"--tool=massif", "--massif-out-file=" + out}, p.ValgrindArgs()...)
+	// A private vgdb prefix: valgrind's FIFOs stay out of /tmp, where other
+	// runs look for their own.
+	args := append([]string{"--tool=massif", "--massif-out-file=" + out, "--vgdb-prefix=" + filepath.Join(t.TempDir(), "vgdb")}, p.ValgrindArgs()...)
 	args = append(args, "/bin/true")
 	cmd := exec.CommandContext(ctx, "valgrind", args...)
 	var stderr bytes.Buffer

@@ -151,6 +151,7 @@ func appendRecords(t *testing.T, path, text string) {
 // the heap holds 8n + 16(k-1) bytes, plus the 100 bytes of scratch inside
 // handle_request.
 func TestRunMixedStops(t *testing.T) {
+	t.Parallel()
 	bin := testenv.Build(t, "testdata/leak.c")
 	const n = 3
 	res, err := runPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n"+
@@ -186,9 +187,11 @@ func TestRunMixedStops(t *testing.T) {
 // A condition that gdb cannot evaluate at a hit counts as true, as gdb
 // counts it for its own conditions; the agent also records why.
 func TestRunConditionError(t *testing.T) {
+	t.Parallel()
 	bin := testenv.Build(t, "testdata/leak.c")
 	for _, p := range stopPaths {
 		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
 			res, err := runPlanOpts(t, Options{NoAgent: p.noAgent}, "breakpoints:\n  - name: request\n    location: handle_request\n    condition: \"*(int *) 0 == 1\"\n", bin, "2")
 			if err != nil {
 				t.Fatal(err)
@@ -211,6 +214,7 @@ func TestRunConditionError(t *testing.T) {
 // over MI, and says so. Hiding the json module from gdb's Python stands in
 // for a broken Python installation.
 func TestRunAgentFallsBack(t *testing.T) {
+	t.Parallel()
 	bin := testenv.Build(t, "testdata/leak.c")
 	var warn testenv.Buffer
 	res, err := runPlanDir(t, Options{Warn: &warn}, "gdb:\n  init: [\"python import sys; sys.modules['json'] = None\"]\n"+
@@ -231,6 +235,7 @@ func TestRunAgentFallsBack(t *testing.T) {
 // come between the hit and the return, as they happened: leak.c's
 // handle_request (around_call, over MI) calls keep (the agent's).
 func TestRunAgentStopsInsideAroundCall(t *testing.T) {
+	t.Parallel()
 	bin := testenv.Build(t, "testdata/leak.c")
 	const n = 2
 	res, err := runPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n    around_call: true\n"+
@@ -260,9 +265,11 @@ func TestRunAgentStopsInsideAroundCall(t *testing.T) {
 // After max_hits the breakpoint is deleted, whichever path took its stops,
 // and its hits stay those counted until then.
 func TestRunMaxHitsDeletes(t *testing.T) {
+	t.Parallel()
 	bin := testenv.Build(t, "testdata/leak.c")
 	for _, p := range stopPaths {
 		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
 			res, err := runPlanOpts(t, Options{NoAgent: p.noAgent}, "breakpoints:\n  - name: request\n    location: handle_request\n    max_hits: 2\n", bin, "4")
 			if err != nil {
 				t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 // hit 3 on, so only the files of stops 1 and 3 stay. Every stop is still in
 // run.json with its totals, and the one diff kept is the +32 bytes.
 func TestRunKeepChanged(t *testing.T) {
+	t.Parallel()
 	bin := testenv.Build(t, "testdata/steady.c")
 	res, err := runPlan(t, "keep_snapshots: changed\nbreakpoints:\n  - name: tick\n    location: tick\n", bin, "5", "3")
 	if err != nil {
@@ -72,6 +73,7 @@ func TestRunKeepChanged(t *testing.T) {
 
 // The default keeps every file, even when nothing changed.
 func TestRunKeepAll(t *testing.T) {
+	t.Parallel()
 	bin := testenv.Build(t, "testdata/steady.c")
 	res, err := runPlan(t, "breakpoints:\n  - name: tick\n    location: tick\n", bin, "3")
 	if err != nil {
@@ -93,6 +95,7 @@ func TestRunKeepAll(t *testing.T) {
 // last kept one of their own phase, and a call that did not change the
 // heap leaves no within-call diff.
 func TestRunKeepChangedAroundCall(t *testing.T) {
+	t.Parallel()
 	bin := testenv.Build(t, "testdata/steady.c")
 	res, err := runPlan(t, "breakpoints:\n  - name: tick\n    location: tick\n    around_call: true\n    keep_snapshots: changed\n", bin, "3")
 	if err != nil {

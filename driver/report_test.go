@@ -117,6 +117,7 @@ func TestReportShort(t *testing.T) {
 // A real run with more hits than the report shows: run.json keeps every
 // stop and diff, the terminal report the bound and a "more" line.
 func TestRunReportBounded(t *testing.T) {
+	t.Parallel()
 	bin := testenv.Build(t, "testdata/leak.c")
 	const hits = 15
 	res, err := runPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n", bin, strconv.Itoa(hits))

@@ -52,9 +52,19 @@ type Options struct {
 	// (default 2s).
 	Grace time.Duration
 
+	// Env is added to the environment of every process the session
+	// starts: gdb (and the vgdb it runs), valgrind and the target, before
+	// the plan's target.env. Tests mark their processes with it.
+	Env []string
+
 	// NoAgent drives every stop over MI, as when gdb has no Python,
 	// instead of letting gdb's agent take the plain ones (see agent.go).
 	NoAgent bool
+}
+
+// childEnv is the environment of the processes a session starts.
+func (o *Options) childEnv() []string {
+	return append(os.Environ(), o.Env...)
 }
 
 func (o *Options) defaults() {
@@ -114,7 +124,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	// tools' errors come first.
 	located := make(chan error, 1)
 	if gdbPath, err := FindTool("gdb", opts.GDB); err == nil {
-		go func() { located <- validateLocations(ctx, gdbPath, binary, plan, opts.CommandTimeout) }()
+		go func() { located <- validateLocations(ctx, gdbPath, binary, plan, opts.childEnv(), opts.CommandTimeout) }()
 	} else {
 		located <- err
 	}
@@ -311,7 +321,7 @@ func (s *session) startAndLoop(ctx context.Context) error {
 		Path:   s.tools.valgrind,
 		Args:   vargs,
 		Dir:    s.cwd,
-		Env:    append(os.Environ(), s.plan.Target.Env...),
+		Env:    append(s.opts.childEnv(), s.plan.Target.Env...),
 		Stdout: s.opts.Stdout,
 		Stderr: s.opts.Stderr,
 		Log:    filepath.Join(s.dir, valgrindLog),
@@ -413,6 +423,7 @@ func (s *session) startGDB(ctx context.Context) error {
 		Path:  s.tools.gdb,
 		Args:  []string{s.binary},
 		Dir:   s.cwd,
+		Env:   s.opts.childEnv(),
 		Trace: trace,
 		Async: true,
 	})
@@ -542,10 +553,10 @@ func insertArgs(bp *breakpoints.Breakpoint, live bool) []string {
 
 // validateLocations asks gdb, on the binary alone and before valgrind
 // starts, whether every breakpoint's location resolves.
-func validateLocations(ctx context.Context, gdbPath, binary string, plan *breakpoints.Plan, timeout time.Duration) error {
+func validateLocations(ctx context.Context, gdbPath, binary string, plan *breakpoints.Plan, env []string, timeout time.Duration) error {
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c, err := mi.Start(sctx, mi.Options{Path: gdbPath, Args: []string{binary}})
+	c, err := mi.Start(sctx, mi.Options{Path: gdbPath, Args: []string{binary}, Env: env})
 	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("checking breakpoint locations: %w", ErrInterrupted)

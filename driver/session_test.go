@@ -56,6 +56,7 @@ func runPlanDir(t *testing.T, opts Options, plan, binary string, args ...string)
 		t.Fatal(err)
 	}
 	opts.PlanPath, opts.Binary, opts.Args, opts.OutDir = planPath, binary, args, filepath.Join(dir, "run dir")
+	opts.Env = append(opts.Env, testenv.ScopeEnv(t))
 	return Run(context.Background(), opts)
 }
 
@@ -76,9 +77,11 @@ func readManifest(t *testing.T, dir string) *Manifest {
 // leak.c keeps 16 bytes per handle_request call, after a calloc of
 // n*8 bytes in main: at hit k the heap holds 8n + 16(k-1) bytes.
 func TestRunLeak(t *testing.T) {
+	t.Parallel()
 	bin := testenv.Build(t, "testdata/leak.c")
 	for _, p := range stopPaths {
 		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
 			res, err := runPlanOpts(t, Options{NoAgent: p.noAgent}, "breakpoints:\n  - name: request\n    location: handle_request\n", bin, "4")
 			if err != nil {
 				t.Fatal(err)
@@ -160,9 +163,11 @@ func TestRunLeak(t *testing.T) {
 // string: it must reach -break-insert as options both when the plan is
 // checked and in the live target.
 func TestRunExplicitLocation(t *testing.T) {
+	t.Parallel()
 	bin := testenv.Build(t, "testdata/leak.c")
 	for _, p := range stopPaths {
 		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
 			res, err := runPlanOpts(t, Options{NoAgent: p.noAgent}, "breakpoints:\n  - name: keep\n    location: -source leak.c -line 15\n", bin, "3")
 			if err != nil {
 				t.Fatal(err)
@@ -183,6 +188,7 @@ func TestRunExplicitLocation(t *testing.T) {
 // A location gdb cannot resolve is refused with the plan's position
 // before valgrind starts, and no run directory is made.
 func TestRunUnresolvedLocation(t *testing.T) {
+	t.Parallel()
 	bin := testenv.Build(t, "testdata/leak.c")
 	res, err := runPlan(t, "breakpoints:\n  - name: request\n    location: handle_requets\n", bin)
 	var pe *breakpoints.Error
@@ -200,9 +206,11 @@ func TestRunUnresolvedLocation(t *testing.T) {
 // A breakpoint that is never reached fails the run with its name, after
 // the complete run directory was written.
 func TestRunNeverHit(t *testing.T) {
+	t.Parallel()
 	bin := testenv.Build(t, "testdata/leak.c")
 	for _, p := range stopPaths {
 		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
 			res, err := runPlanOpts(t, Options{NoAgent: p.noAgent}, "breakpoints:\n  - name: request\n    location: handle_request\n  - name: unused\n    location: keep\n    condition: n == 3\n", bin, "2")
 			var nh *NeverHitError
 			if !errors.As(err, &nh) || len(nh.Breakpoints) != 1 || nh.Breakpoints[0] != "unused" {
@@ -315,7 +323,7 @@ func TestRunInterruptedBeforeStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := validateLocations(ctx, gdb, bin, plan, 5e9); !errors.Is(err, ErrInterrupted) {
+	if err := validateLocations(ctx, gdb, bin, plan, append(os.Environ(), testenv.ScopeEnv(t)), 5e9); !errors.Is(err, ErrInterrupted) {
 		t.Errorf("validateLocations with a cancelled context: err = %v, want ErrInterrupted", err)
 	}
 }
@@ -325,9 +333,11 @@ func TestRunInterruptedBeforeStart(t *testing.T) {
 // leak 11 calls handle_request 11 times; every 3 snapshots hits 1, 4, 7, 10.
 // skip 2 leaves 9 hits that count (snapshots at 1, 4, 7).
 func TestRunHitsCountIgnoredHits(t *testing.T) {
+	t.Parallel()
 	bin := testenv.Build(t, "testdata/leak.c")
 	for _, p := range stopPaths {
 		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
 			res, err := runPlanOpts(t, Options{NoAgent: p.noAgent}, "breakpoints:\n  - name: request\n    location: handle_request\n    every: 3\n"+
 				"  - name: skipped\n    location: keep\n    every: 3\n    skip: 2\n", bin, "11")
 			if err != nil {

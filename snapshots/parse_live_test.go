@@ -25,7 +25,7 @@ func TestParseLiveValgrind(t *testing.T) {
 	xt := filepath.Join(dir, "xt.ms")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "valgrind", "-q", "--tool=massif", "--threshold=0", "--detailed-freq=1",
+	cmd := exec.CommandContext(ctx, "valgrind", "-q", "--tool=massif", "--threshold=0", "--detailed-freq=1", "--vgdb-prefix="+filepath.Join(dir, "vgdb"),
 		"--massif-out-file="+out, "--xtree-memory=full", "--xtree-memory-file="+xt, bin)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("valgrind: %v\n%s", err, b)

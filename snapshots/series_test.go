@@ -123,7 +123,7 @@ func TestSeriesLiveGrowth(t *testing.T) {
 	bin := testenv.Build(t, filepath.Join("..", "testdata", "analysis", "growth.c"))
 	dir := t.TempDir()
 	const hits = 5
-	cmd := exec.Command("valgrind", "--tool=massif", "--threshold=0",
+	cmd := exec.Command("valgrind", "--tool=massif", "--threshold=0", "--vgdb-prefix="+filepath.Join(dir, "vgdb"),
 		"--massif-out-file="+filepath.Join(dir, "massif.out"), bin, dir, fmt.Sprint(hits-1))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)

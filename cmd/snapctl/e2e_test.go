@@ -49,6 +49,7 @@ func checkCompleted(t *testing.T, res *result) {
 // between-hits diff is exactly +24 at the malloc line, and that site is the
 // only suspect, growing in every interval.
 func TestLeakSingleThread(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	src := fixtures + "leak.c"
 	bin := testenv.Build(t, src)
@@ -112,6 +113,7 @@ func TestLeakSingleThread(t *testing.T) {
 // 40 bytes per hit, and the noise site is no suspect at all, whatever the
 // noise threads held at each stop.
 func TestLeakAmongNoiseThreads(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	src := fixtures + "threads.c"
 	bin := testenv.Build(t, src)
@@ -165,6 +167,7 @@ func TestLeakAmongNoiseThreads(t *testing.T) {
 // Registry::add, not libstdc++'s allocator templates, and each request adds
 // exactly one 16-byte hash node (the buckets are reserved up front).
 func TestLeakThroughUnorderedMap(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	src := fixtures + "registry.cpp"
 	bin := testenv.Build(t, src)
@@ -199,6 +202,7 @@ func TestLeakThroughUnorderedMap(t *testing.T) {
 // A worker thread hits the breakpoint while main is blocked in read(2):
 // every stop names the worker (gdb thread 2), and the run completes.
 func TestBreakpointInWorkerWhileMainBlocked(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	src := fixtures + "blocked.c"
 	bin := testenv.Build(t, src)
@@ -233,6 +237,7 @@ func TestBreakpointInWorkerWhileMainBlocked(t *testing.T) {
 // the within-call diff is exactly what build_reply keeps (100 bytes), the
 // 28 bytes of scratch it frees in between leave no trace.
 func TestAroundCall(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	src := fixtures + "around.c"
 	bin := testenv.Build(t, src)
@@ -291,6 +296,7 @@ func TestAroundCall(t *testing.T) {
 // the next hit. Valgrind keeps the frame pointer exact at breakpoints only
 // with --px-file-backed=unwindregs-at-mem-access.
 func TestAroundCallLeaf(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	src := fixtures + "around.c"
 	bin := testenv.Build(t, src)
@@ -340,6 +346,7 @@ func TestAroundCallLeaf(t *testing.T) {
 // plan implies. tick(i) keeps i+1 bytes, so the heap at the entry of tick(i)
 // is i*(i+1)/2 bytes and each stop's heap_bytes says which call it was.
 func TestHitSelection(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"counts.c")
 	const calls = 20
@@ -360,6 +367,7 @@ func TestHitSelection(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			testenv.NoLeftovers(t)
 			plan := "breakpoints:\n  - name: tick\n    location: tick\n    " + tt.keys + "\n"
 			res := mustRun(t, session{Plan: plan, Bin: bin, Args: []string{fmt.Sprint(calls)}}, exitOK)
@@ -389,6 +397,7 @@ func callOfHeap(heap int64) int {
 // A plan with a misspelt key is refused before anything starts: exit code
 // 3, the file, line and column of the key, and no run left behind.
 func TestPlanErrorStartsNothing(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"leak.c")
 	plan := `breakpoints:
@@ -415,6 +424,7 @@ func TestPlanErrorStartsNothing(t *testing.T) {
 // A declared breakpoint that never hits: exit code 11 with its name, and a
 // run.json holding the other breakpoint's stops all the same.
 func TestNeverHitBreakpoint(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"leak.c")
 	plan := requestPlan + `  - name: flush
@@ -436,6 +446,7 @@ func TestNeverHitBreakpoint(t *testing.T) {
 // report.fail_on: a leak faster than the limit exits with code 10 (and
 // still writes the full report); one under it exits 0.
 func TestFailOn(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"leak.c")
 	for _, tt := range []struct {
@@ -446,6 +457,7 @@ func TestFailOn(t *testing.T) {
 		{"1KiB", exitOK},
 	} {
 		t.Run(tt.limit, func(t *testing.T) {
+			t.Parallel()
 			testenv.NoLeftovers(t)
 			plan := requestPlan + "report:\n  fail_on:\n    growth_per_hit: " + tt.limit + "\n"
 			res := mustRun(t, session{Plan: plan, Bin: bin, Args: []string{"4"}}, tt.code)
@@ -462,6 +474,7 @@ func TestFailOn(t *testing.T) {
 
 // --format json prints run.json, and only it, on stdout.
 func TestFormatJSON(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"leak.c")
 	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{"3"}, Flags: []string{"--format", "json"}}, exitOK)
@@ -488,6 +501,7 @@ func TestFormatJSON(t *testing.T) {
 // Arguments with spaces, quotes, shell metacharacters and an empty one reach
 // the target intact, and an output path with spaces works.
 func TestTargetArgsAndOutPathWithSpaces(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"argv.c")
 	written := filepath.Join(t.TempDir(), "argv.out")
@@ -553,6 +567,7 @@ func threadOf(s runStop, id string) *runThread {
 // Without --out a run goes to a new folder under ./snapctl-runs/; without
 // --quiet but with stderr not a terminal, no status line is printed.
 func TestDefaultOutAndNoStatusLine(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"leak.c")
 	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{"2"}, NoOut: true, Loud: true}, exitOK)
@@ -571,6 +586,7 @@ func TestDefaultOutAndNoStatusLine(t *testing.T) {
 // A breakpoint's commands run at each of its stops and their output is
 // recorded with the stop: here the argument of handle_request.
 func TestBreakpointCommands(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"leak.c")
 	plan := requestPlan + `    commands: ["print id", "print id * 2"]
@@ -599,6 +615,7 @@ func TestBreakpointCommands(t *testing.T) {
 // A breakpoint restricted to one gdb thread stops only there: in blocked.c
 // the worker (thread 2) handles every request and main (thread 1) none.
 func TestThreadRestriction(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"blocked.c")
 	for _, tt := range []struct {
@@ -608,6 +625,7 @@ func TestThreadRestriction(t *testing.T) {
 		{1, 0, exitNeverHit},
 	} {
 		t.Run(fmt.Sprint("thread ", tt.thread), func(t *testing.T) {
+			t.Parallel()
 			testenv.NoLeftovers(t)
 			plan := fmt.Sprintf("%s    thread: %d\n", requestPlan, tt.thread)
 			res := mustRun(t, session{Plan: plan, Bin: bin, Args: []string{"3"}}, tt.code)

@@ -63,21 +63,21 @@ func reach(t *testing.T, m moment, extraFlags ...string) *running {
 		waitDescendant(t, "sleep 2", 30*time.Second)
 	case atRunning:
 		waitFile(t, filepath.Join(r.out, "snapshots"), 30*time.Second)
-		time.Sleep(100 * time.Millisecond) // well inside the 200 ms sleep before the next request
+		// The target sleeps 200 ms before each request: once valgrind
+		// is seen in that sleep after the first snapshot, the target runs
+		// between two stops.
+		vg := testenv.WaitFor(t, testenv.Valgrind, 30*time.Second)
+		testenv.WaitForProc(t, "valgrind sleeping between requests", func(p testenv.Proc) bool {
+			return p.PID == vg.PID && testenv.Sleeping(p.PID)
+		}, 30*time.Second)
 	}
 	return r
 }
 
-// waitDescendant waits until a descendant of the test binary runs cmdline.
+// waitDescendant waits until a process of the test's own run runs cmdline.
 func waitDescendant(t *testing.T, cmdline string, timeout time.Duration) testenv.Proc {
 	t.Helper()
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if ps := testenv.DescendantsWhere(func(p testenv.Proc) bool { return p.Cmdline == cmdline }); len(ps) > 0 {
-			return ps[0]
-		}
-	}
-	t.Fatalf("no %q started within %v", cmdline, timeout)
-	return testenv.Proc{}
+	return testenv.WaitForProc(t, fmt.Sprintf("%q", cmdline), func(p testenv.Proc) bool { return p.Cmdline == cmdline }, timeout)
 }
 
 // waitFile waits until dir holds at least one file.
@@ -91,13 +91,13 @@ func waitFile(t *testing.T, dir string, timeout time.Duration) {
 	t.Fatalf("nothing appeared in %s within %v", dir, timeout)
 }
 
-// noneLike fails the test if a descendant of the test binary still runs
+// noneLike fails the test if a process of the test's own run still runs
 // cmdline once the run is over: gdb's shell commands must go with gdb.
 func noneLike(t *testing.T, cmdline string) {
 	t.Helper()
 	var left []testenv.Proc
 	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if left = testenv.DescendantsWhere(func(p testenv.Proc) bool { return p.Cmdline == cmdline }); len(left) == 0 {
+		if left = testenv.Mine(t, func(p testenv.Proc) bool { return p.Cmdline == cmdline }); len(left) == 0 {
 			return
 		}
 	}
@@ -148,10 +148,12 @@ func oneLine(t *testing.T, stderr string) string {
 // ends with exit code 1, says which child died, writes a partial report with
 // status failed that keeps every snapshot taken, and leaves no process.
 func TestChildKilled(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	for _, tool := range []testenv.Tool{testenv.Valgrind, testenv.Vgdb, testenv.Gdb} {
 		for _, m := range []moment{atStartup, atStop, atRunning} {
 			t.Run(fmt.Sprintf("%s/%s", tool, m), func(t *testing.T) {
+				t.Parallel()
 				testenv.NoLeftovers(t)
 				r := reach(t, m)
 				victim := testenv.WaitFor(t, tool, 30*time.Second)
@@ -160,7 +162,7 @@ func TestChildKilled(t *testing.T) {
 				}
 				killed := time.Now()
 				res := r.wait()
-				if d := time.Since(killed); d > 15*time.Second {
+				if d := time.Since(killed); d > 45*time.Second { // a hang guard
 					t.Errorf("snapctl took %v to end after %s died", d, tool)
 				}
 				if res.Code != exitFailure {
@@ -194,6 +196,7 @@ func TestChildKilled(t *testing.T) {
 // report says interrupted, every snapshot taken is kept, snapctl exits with
 // 130 within a few seconds and leaves no process.
 func TestInterrupted(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	tests := []struct {
 		sig syscall.Signal
@@ -208,12 +211,13 @@ func TestInterrupted(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%v/%s", tt.sig, tt.at), func(t *testing.T) {
+			t.Parallel()
 			testenv.NoLeftovers(t)
 			r := reach(t, tt.at)
 			r.signal(tt.sig)
 			sent := time.Now()
 			res := r.wait()
-			if d := time.Since(sent); d > 8*time.Second {
+			if d := time.Since(sent); d > 45*time.Second { // a hang guard
 				t.Errorf("snapctl took %v to end after %v", d, tt.sig)
 			}
 			if res.Code != exitInterrupted {
@@ -235,6 +239,7 @@ func TestInterrupted(t *testing.T) {
 // A second SIGINT while the first is being handled kills everything at once:
 // snapctl does not wait for the stop's two-second command to finish.
 func TestSecondInterruptKillsAtOnce(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"faults.c")
 	plan := `breakpoints:
@@ -245,11 +250,14 @@ func TestSecondInterruptKillsAtOnce(t *testing.T) {
 	r := startSnapctl(t, session{Plan: plan, Bin: bin, Args: []string{"exit", "3"}, Limit: time.Minute})
 	waitDescendant(t, "sleep 20", 30*time.Second)
 	r.signal(syscall.SIGINT)
-	time.Sleep(300 * time.Millisecond)
+	// Two signals pending at once are one: the second is sent once the
+	// first has been delivered to snapctl.
+	r.waitDelivered(syscall.SIGINT)
 	r.signal(syscall.SIGINT)
 	sent := time.Now()
 	res := r.wait()
-	if d := time.Since(sent); d > 5*time.Second {
+	// Well under the 20 s that waiting for the command would take.
+	if d := time.Since(sent); d > 15*time.Second {
 		t.Errorf("snapctl took %v to end after the second SIGINT", d)
 	}
 	if res.Code != exitInterrupted {
@@ -264,6 +272,7 @@ func TestSecondInterruptKillsAtOnce(t *testing.T) {
 // --timeout ends the run with status timeout and exit code 124, keeping the
 // snapshots taken so far.
 func TestRunTimeout(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"faults.c")
 	res := runSnapctl(t, session{Plan: requestPlan, Bin: bin, Args: []string{"slow", "100"},
@@ -271,7 +280,7 @@ func TestRunTimeout(t *testing.T) {
 	if res.Code != exitTimeout {
 		t.Errorf("exit code %d, want %d\nstderr:\n%s", res.Code, exitTimeout, res.Stderr)
 	}
-	if res.Elapsed > 15*time.Second {
+	if res.Elapsed > 45*time.Second { // a hang guard
 		t.Errorf("a run with --timeout 3s took %v", res.Elapsed)
 	}
 	if msg := oneLine(t, res.Stderr); !strings.Contains(msg, "timeout") && !strings.Contains(msg, "timed out") {
@@ -284,6 +293,7 @@ func TestRunTimeout(t *testing.T) {
 // the stack where it died, exit code 12, the signal and the function named on
 // the terminal, and the snapshots and diffs of the stops before the crash.
 func TestTargetCrashes(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	tests := []struct {
 		name   string
@@ -302,6 +312,7 @@ func TestTargetCrashes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			testenv.NoLeftovers(t)
 			bin := testenv.Build(t, fixtures+tt.src)
 			res := runSnapctl(t, session{Plan: requestPlan, Bin: bin, Args: tt.args, Limit: time.Minute})
@@ -347,6 +358,7 @@ func stackHas(stack []frame, function string) bool {
 // the breakpoint; the snapshots taken before are kept and the run ends
 // cleanly when --timeout expires, since the target never returns.
 func TestStopHangs(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"faults.c")
 	plan := `stop_timeout: 2s
@@ -357,13 +369,16 @@ breakpoints:
     location: stuck
     around_call: true
 `
+	// --timeout leaves the stop_timeout time to act however slowly
+	// valgrind starts on a loaded machine; the target never returns, so
+	// the timeout is what ends the run.
 	res := runSnapctl(t, session{Plan: plan, Bin: bin, Args: []string{"hang", "2"},
-		Flags: []string{"--timeout", "6s"}, Limit: time.Minute})
+		Flags: []string{"--timeout", "20s"}, Limit: 2 * time.Minute})
 	if res.Code != exitTimeout {
 		t.Errorf("exit code %d, want %d\nstderr:\n%s", res.Code, exitTimeout, res.Stderr)
 	}
-	if res.Elapsed > 25*time.Second {
-		t.Errorf("run took %v with --timeout 6s", res.Elapsed)
+	if res.Elapsed > 60*time.Second { // a hang guard
+		t.Errorf("run took %v with --timeout 20s", res.Elapsed)
 	}
 	checkPartial(t, res, "timeout", 3)
 	if res.Run == nil {
@@ -395,6 +410,7 @@ breakpoints:
 // not follow it) and the parent's stops are the run's, with the parent's
 // heap only.
 func TestTargetForks(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"faults.c")
 	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{"fork", "2"}, Limit: time.Minute}, exitOK)
@@ -411,6 +427,7 @@ func TestTargetForks(t *testing.T) {
 // A plan full of errors is refused as a whole: exit code 3, one line per
 // problem with its file:line:column, and nothing started.
 func TestPlanFullOfErrors(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"leak.c")
 	plan := `valgrind:
@@ -456,6 +473,7 @@ report:
 // Bad input on the command line or in the environment, each refused before
 // anything starts with a clear message and its own exit code.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
 	leak := testenv.Build(t, fixtures+"leak.c")
@@ -512,6 +530,7 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			testenv.NoLeftovers(t)
 			if tt.s.Plan == "" {
 				tt.s.Plan = requestPlan
@@ -544,6 +563,7 @@ func TestBadInput(t *testing.T) {
 // A binary without debug info still runs (function breakpoints resolve from
 // the symbol table), with a warning that says what is lost.
 func TestNoDebugInfoWarns(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"leak.c", "-g0")
 	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{"3"}}, exitOK)
@@ -563,6 +583,7 @@ func TestNoDebugInfoWarns(t *testing.T) {
 // A target that exits before any breakpoint hits: exit code 11 naming the
 // breakpoint, and a run.json with no stops that says the run completed.
 func TestTargetExitsBeforeAnyHit(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"leak.c")
 	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{"0"}}, exitNeverHit)
@@ -578,6 +599,7 @@ func TestTargetExitsBeforeAnyHit(t *testing.T) {
 // Three runs at once on the same binary never cross: each has its own vgdb
 // prefix and run directory, so each sees exactly its own target's hits.
 func TestConcurrentRunsDoNotCross(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"leak.c")
 	counts := []int{3, 4, 5}
@@ -608,6 +630,7 @@ func TestConcurrentRunsDoNotCross(t *testing.T) {
 // that is removed at the end; gdb runs with --nx, so no .gdbinit is
 // executed.
 func TestPrivateFIFOsAndNoGdbinit(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"faults.c")
 	// A ~/.gdbinit, which gdb reads at startup unless given --nx, that
@@ -661,6 +684,7 @@ func TestPrivateFIFOsAndNoGdbinit(t *testing.T) {
 // --force writes a run into an existing, non-empty directory and leaves
 // the files that were there alone.
 func TestForceWritesIntoBusyDir(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"leak.c")
 	out := filepath.Join(t.TempDir(), "busy")
@@ -679,13 +703,15 @@ func TestForceWritesIntoBusyDir(t *testing.T) {
 }
 
 // A run writes nothing to the temporary directory but its private one, and
-// removes that: TMPDIR is empty afterwards, and no vgdb FIFO appears under
-// valgrind's default prefix in /tmp.
+// removes that: TMPDIR is empty afterwards, and valgrind made no vgdb FIFO
+// under its default prefix in /tmp. Only this run's FIFOs are looked for
+// (they carry its valgrind's pid): other valgrinds on the machine, of other
+// tests or users, make their own.
 func TestNothingLeftInTempDir(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"leak.c")
 	tmp := t.TempDir()
-	before, _ := filepath.Glob("/tmp/vgdb-pipe*")
 	res := startSnapctl(t, session{Plan: requestPlan, Bin: bin, Args: []string{"3"}, Limit: time.Minute,
 		Env: []string{"TMPDIR=" + tmp}}).wait()
 	if res.Code != exitOK {
@@ -698,8 +724,15 @@ func TestNothingLeftInTempDir(t *testing.T) {
 		}
 		t.Errorf("TMPDIR holds %v after the run, want nothing", names)
 	}
-	after, _ := filepath.Glob("/tmp/vgdb-pipe*")
-	if diff := cmp.Diff(before, after); diff != "" {
-		t.Errorf("vgdb FIFOs under /tmp changed (-before +after):\n%s", diff)
+	log, err := os.ReadFile(filepath.Join(res.Out, "valgrind.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^==(\d+)==`).FindSubmatch(log)
+	if m == nil {
+		t.Fatalf("valgrind.log names no pid:\n%s", log)
+	}
+	if fifos, _ := filepath.Glob("/tmp/vgdb-pipe*-" + string(m[1]) + "-*"); len(fifos) > 0 {
+		t.Errorf("vgdb FIFOs of this run's valgrind (pid %s) under /tmp: %v", m[1], fifos)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -256,9 +257,9 @@ func startSnapctl(t testing.TB, s session) *running {
 	r := &running{t: t, cancel: cancel, out: out, dir: dir}
 	r.cmd = exec.CommandContext(ctx, bin, args...)
 	r.cmd.Dir = dir
-	if len(s.Env) > 0 {
-		r.cmd.Env = append(os.Environ(), s.Env...)
-	}
+	// The mark lets this test find its own gdb, vgdb and valgrind among
+	// those of the tests running beside it.
+	r.cmd.Env = append(append(os.Environ(), testenv.ScopeEnv(t)), s.Env...)
 	r.cmd.Stdout = &r.stdout
 	r.cmd.Stderr = &r.stderr
 	// The target's output passes through snapctl's stdout; an orphaned
@@ -287,6 +288,37 @@ func (r *running) signal(sig syscall.Signal) {
 	r.t.Helper()
 	if err := r.cmd.Process.Signal(sig); err != nil {
 		r.t.Fatalf("sending %v to snapctl: %v", sig, err)
+	}
+}
+
+// waitDelivered waits until sig is no longer pending for snapctl: the
+// kernel has handed it to snapctl's handler.
+func (r *running) waitDelivered(sig syscall.Signal) {
+	r.t.Helper()
+	bit := uint64(1) << (uint(sig) - 1)
+	pending := func() bool {
+		files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", r.cmd.Process.Pid))
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(data), "\n") {
+				name, mask, ok := strings.Cut(line, ":\t")
+				if !ok || (name != "SigPnd" && name != "ShdPnd") {
+					continue
+				}
+				if v, err := strconv.ParseUint(mask, 16, 64); err == nil && v&bit != 0 {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(10 * time.Second); pending(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%v still pending for snapctl after 10s", sig)
+		}
 	}
 }
 

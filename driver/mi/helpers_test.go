@@ -26,6 +26,12 @@ func startGDB(t *testing.T, opt mi.Options) *mi.Client {
 	t.Helper()
 	testenv.MustHave(t, "gdb")
 	opt.Args = append(append([]string{}, gdbArgs...), opt.Args...)
+	// The mark tells this test's gdb (and the vgdb it starts) from those
+	// of the tests running beside it.
+	if opt.Env == nil {
+		opt.Env = os.Environ()
+	}
+	opt.Env = append(opt.Env, testenv.ScopeEnv(t))
 	if opt.Trace == nil && testing.Verbose() {
 		opt.Trace = &testLog{t: t}
 	}
@@ -126,6 +132,7 @@ func startValgrind(t *testing.T, prog string, args ...string) *valgrind {
 		prog,
 	}
 	v.cmd = exec.Command("valgrind", append(vargs, args...)...)
+	v.cmd.Env = append(os.Environ(), testenv.ScopeEnv(t))
 	v.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := v.cmd.Start(); err != nil {
 		t.Fatalf("starting valgrind: %v", err)

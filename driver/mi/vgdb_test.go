@@ -21,6 +21,7 @@ func monitor(t *testing.T, c *mi.Client, cmd string) *mi.Result {
 // to valgrind massif through vgdb, stop at a breakpoint, take a detailed
 // snapshot, read the monitor's answers, run to the end.
 func TestVGDBSnapshot(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	prog := fixture(t, "prog.c")
 	v := startValgrind(t, prog)
@@ -93,6 +94,7 @@ func TestVGDBSnapshot(t *testing.T) {
 
 // TestVGDBInterrupt stops a target that valgrind runs, through vgdb.
 func TestVGDBInterrupt(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	prog := fixture(t, "prog.c")
 	v := startValgrind(t, prog, "spin")

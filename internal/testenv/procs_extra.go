@@ -10,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // Tool names one of the three processes a snapctl session supervises.
@@ -41,24 +40,6 @@ func (p Proc) Kind() Tool {
 		return Valgrind
 	}
 	return ""
-}
-
-// WaitFor polls the descendants of the test binary until one of kind is
-// alive and returns it; it fails the test after timeout.
-func WaitFor(t testing.TB, kind Tool, timeout time.Duration) Proc {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		for _, p := range Descendants() {
-			if p.Kind() == kind {
-				return p
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s started within %v", kind, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // BuildCommand builds the Go main package in dir (as `go build`) once per

@@ -6,8 +6,9 @@
 // A test package that starts processes calls Main from its TestMain. Main
 // makes the test binary a child subreaper, so a vgdb or valgrind orphaned by
 // a dead parent is re-parented to the test binary instead of to init and is
-// still found by NoLeftovers. Tests that start processes must not call
-// t.Parallel: NoLeftovers looks at every descendant of the test binary.
+// still found by NoLeftovers. Tests that start processes may run in
+// parallel when every process they start carries their mark (ScopeEnv):
+// NoLeftovers and WaitFor look only at the test's own processes.
 package testenv
 
 import (
@@ -114,13 +115,14 @@ func Build(t testing.TB, src string, flags ...string) string {
 }
 
 // NoLeftovers registers a cleanup that fails the test if any valgrind, vgdb
-// or gdb started by the test binary is still alive once the test has ended.
-// It gives them a few seconds to exit, then kills what remains so one failing
-// test does not poison the next.
+// or gdb the test started (carrying its mark, or no mark at all) is still
+// alive once the test has ended. It gives them a few seconds to exit, then
+// kills what remains so one failing test does not poison the next.
 func NoLeftovers(t testing.TB) {
 	t.Helper()
+	ScopeEnv(t) // the mark outlives the test's own cleanups
 	t.Cleanup(func() {
-		left := waitDescendants(5 * time.Second)
+		left := waitFor(5*time.Second, func() []Proc { return leftovers(t) })
 		if len(left) == 0 {
 			return
 		}
@@ -157,10 +159,14 @@ func isTool(p Proc) bool {
 	return strings.Contains(p.Cmdline, "--tool=massif") || strings.Contains(p.Cmdline, "vgdb --")
 }
 
-func waitDescendants(grace time.Duration) []Proc {
+func waitDescendants(grace time.Duration) []Proc { return waitFor(grace, Descendants) }
+
+// waitFor polls list until it is empty or grace has passed, and returns
+// what it last listed.
+func waitFor(grace time.Duration, list func() []Proc) []Proc {
 	deadline := time.Now().Add(grace)
 	for {
-		left := Descendants()
+		left := list()
 		if len(left) == 0 || time.Now().After(deadline) {
 			return left
 		}
