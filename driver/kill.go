@@ -39,6 +39,7 @@ func (s *session) killOn(kill <-chan struct{}) (stop func()) {
 		select {
 		case <-kill:
 			s.groups.kill()
+			s.sweep()
 		case <-done:
 		}
 	}()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -135,28 +136,37 @@ func writeFileAtomicFunc(path string, write func(io.Writer) error) error {
 }
 
 // newPrivateDir creates the session's private directory: mode 0700, owned by
-// the user, with a name free of spaces (fact 6: monitor command lines are
-// split on spaces). It holds the vgdb FIFOs (fact 10) and snapshots while
-// massif writes them.
-func newPrivateDir() (string, error) {
-	dir, err := os.MkdirTemp("", "snapctl-")
+// the user, with a name free of spaces (docs/design.md, fact 6: monitor
+// command lines are split on spaces), locked for the session's life. It
+// holds the vgdb FIFOs (fact 10) and snapshots while massif writes them.
+// Before that it sweeps what dead runs left beside it (sweepDeadRuns).
+// release unlocks it; the caller removes it.
+func newPrivateDir() (dir string, release func(), err error) {
+	dir, err = makePrivateDir(os.TempDir())
+	for err == nil && strings.ContainsAny(dir, " \t\n") {
+		// TMPDIR with a space: fall back to /tmp, which has none.
+		os.RemoveAll(dir)
+		dir, err = makePrivateDir("/tmp")
+	}
 	if err != nil {
-		return "", fmt.Errorf("creating private directory: %w", err)
+		return "", nil, fmt.Errorf("creating private directory: %w", err)
+	}
+	if release, err = lockPrivateDir(dir); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("locking private directory: %w", err)
+	}
+	sweepDeadRuns(filepath.Dir(dir))
+	return dir, release, nil
+}
+
+func makePrivateDir(tmp string) (string, error) {
+	dir, err := os.MkdirTemp(tmp, "snapctl-")
+	if err != nil {
+		return "", err
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {
 		os.RemoveAll(dir)
-		return "", fmt.Errorf("creating private directory: %w", err)
-	}
-	for _, r := range dir {
-		if r == ' ' || r == '\t' || r == '\n' {
-			// TMPDIR with a space: fall back to /tmp, which has none.
-			os.RemoveAll(dir)
-			dir, err = os.MkdirTemp("/tmp", "snapctl-")
-			if err != nil {
-				return "", fmt.Errorf("creating private directory: %w", err)
-			}
-			break
-		}
+		return "", err
 	}
 	return dir, nil
 }

@@ -62,6 +62,19 @@ type Options struct {
 	NoAgent bool
 }
 
+// childEnv is the environment of gdb and valgrind: the caller's, the
+// options', and the mark that lets teardown find them (runMark).
+func (s *session) childEnv() []string {
+	return append(s.opts.childEnv(), runMark(s.priv))
+}
+
+// sweep kills whatever still carries the session's mark.
+func (s *session) sweep() {
+	if s.priv != "" {
+		sweep(runMark(s.priv), s.opts.Grace)
+	}
+}
+
 // childEnv is the environment of the processes a session starts.
 func (o *Options) childEnv() []string {
 	return append(os.Environ(), o.Env...)
@@ -282,10 +295,11 @@ func (s *session) run(ctx context.Context) (*Result, error) {
 		defer stop()
 	}
 
-	priv, err := newPrivateDir()
+	priv, release, err := newPrivateDir()
 	if err != nil {
 		return s.finish(res, err)
 	}
+	defer release()
 	s.priv = priv
 	s.stops.dir, s.an.diffs.dir = priv, priv
 	defer os.RemoveAll(priv)
@@ -321,7 +335,7 @@ func (s *session) startAndLoop(ctx context.Context) error {
 		Path:   s.tools.valgrind,
 		Args:   vargs,
 		Dir:    s.cwd,
-		Env:    append(s.opts.childEnv(), s.plan.Target.Env...),
+		Env:    append(s.childEnv(), s.plan.Target.Env...),
 		Stdout: s.opts.Stdout,
 		Stderr: s.opts.Stderr,
 		Log:    filepath.Join(s.dir, valgrindLog),
@@ -423,7 +437,7 @@ func (s *session) startGDB(ctx context.Context) error {
 		Path:  s.tools.gdb,
 		Args:  []string{s.binary},
 		Dir:   s.cwd,
-		Env:   s.opts.childEnv(),
+		Env:   s.childEnv(),
 		Trace: trace,
 		Async: true,
 	})
@@ -596,6 +610,9 @@ func (s *session) teardown() {
 		exited := s.m.Target.ExitCode != nil || s.m.Target.Signal != nil
 		s.vg.stop(s.opts.Grace, exited)
 	}
+	// What left the children's process groups: a target that called
+	// daemon() or setsid() under valgrind, a vgdb in a session of its own.
+	s.sweep()
 	if s.status != nil {
 		s.status.clear()
 	}

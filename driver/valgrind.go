@@ -47,7 +47,11 @@ func startValgrind(cfg valgrindConfig) (*valgrindProc, error) {
 	// No stdin: valgrind runs in a background process group, where reading
 	// the terminal would stop it with SIGTTIN.
 	cmd.Stdin = nil
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: a snapctl killed with SIGKILL cannot tear down, and a
+	// valgrind left alone waits for gdb forever at startup or runs the
+	// target to its end. It survives exec (valgrind's launcher execs the
+	// tool), not fork: the sweep finds a target's own children by the mark.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// Output copied through pipes (a non-*os.File writer) must not keep
 	// Wait blocked forever once valgrind is gone and a grandchild holds
 	// the pipe.

@@ -9,6 +9,8 @@
 //   fork    fork; the child handles argv[2] requests of its own and exits,
 //           the parent waits for it and handles one more
 //   slow    sleep 200 ms before each request (for faults "while running")
+//   daemon  daemon(): the parent exits 0 and the child, in a session of
+//           its own, sleeps for two minutes
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +62,11 @@ int main(int argc, char **argv)
 		abort_here();
 	else if (strcmp(mode, "hang") == 0)
 		stuck();
-	else if (strcmp(mode, "fork") == 0) {
+	else if (strcmp(mode, "daemon") == 0) {
+		if (daemon(0, 0) != 0)
+			return 1;
+		sleep(120);
+	} else if (strcmp(mode, "fork") == 0) {
 		pid_t pid = fork();
 		if (pid == 0) {
 			for (int i = 0; i < n; i++)
