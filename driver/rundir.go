@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Names inside a run directory (see DESIGN.md, "What a run leaves behind").
+// Names inside a run directory (docs/design.md, "The run directory").
 const (
 	planFile     = "plan.yaml"
 	manifestFile = "run.json"
@@ -135,9 +135,10 @@ func writeFileAtomicFunc(path string, write func(io.Writer) error) error {
 }
 
 // newPrivateDir creates the session's private directory: mode 0700, owned by
-// the user, with a name free of spaces (fact 6: monitor command lines are
-// split on spaces). It holds the vgdb FIFOs (fact 10) and snapshots while
-// massif writes them.
+// the user, with a name free of spaces (docs/design.md, fact 6: monitor
+// command lines are split on spaces). It holds the vgdb FIFOs (fact 10)
+// and snapshots while massif writes them (docs/design.md, "The private
+// directory").
 func newPrivateDir() (string, error) {
 	dir, err := os.MkdirTemp("", "snapctl-")
 	if err != nil {
