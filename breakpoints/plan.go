@@ -25,7 +25,8 @@ type Plan struct {
 	Gdb Gdb
 	// SchedulerLocking is gdb's scheduler-locking mode while snapctl works
 	// at a stop: "on" (default), "step", "off" or "replay" (key
-	// "scheduler_locking"). Valgrind's gdbserver ignores it; see DESIGN.md.
+	// "scheduler_locking"). Valgrind's gdbserver ignores it
+	// (docs/design.md, fact 1).
 	SchedulerLocking string
 	// StopTimeout bounds the actions at one stop (snapshot, commands,
 	// finish for around_call); a stop that takes longer is abandoned

@@ -205,7 +205,7 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 	}
 	stop.Thread, stop.Threads = findThread(threads, tid), threads
 	// Success prints nothing; errors come back as target-stream text with
-	// a ^done (fact 5).
+	// a ^done (docs/design.md, fact 5).
 	if msg := res[snap].Target(); msg != "" {
 		return nil, &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("snapshot at breakpoint %q failed", st.bp.Name), Tail: msg}
 	}
@@ -305,8 +305,9 @@ func (s *session) readSnapshot(t *taken) (*snapshots.Snapshot, error) {
 
 // lockScheduler sets the plan's scheduler-locking mode, for a stop whose
 // actions resume the target, when it differs from gdb's; the returned
-// function restores gdb's mode. Valgrind ignores the mode (DESIGN.md fact
-// 1); it is set so a plan behaves the same under a target that honours it.
+// function restores gdb's mode. Valgrind ignores the mode (docs/design.md,
+// fact 1); it is set so a plan behaves the same under a target that
+// honours it.
 func (s *session) lockScheduler(ctx context.Context) (func(context.Context) error, error) {
 	noop := func(context.Context) error { return nil }
 	if s.plan.SchedulerLocking == "" {

@@ -28,8 +28,8 @@ const (
 )
 
 // Manifest is run.json: what was run, every stop, and the analysis. The
-// field names follow DESIGN.md's schema snapctl.run/v1; fields are only
-// ever added.
+// field names are those of schema snapctl.run/v1 (docs/design.md,
+// "run.json, schema snapctl.run/v1"); fields are only ever added.
 //
 // A session does not hold its stops and diffs in memory: it spools them to
 // disk and streams them into run.json. In Result.Manifest, Stops and Diffs
@@ -135,7 +135,7 @@ type Stop struct {
 
 	// OtherThreadsRan is set on a return-phase stop: whether any thread
 	// other than the stopped one ran while finish resumed the target
-	// (valgrind does not honour scheduler-locking, DESIGN.md fact 1).
+	// (valgrind does not honour scheduler-locking: docs/design.md, fact 1).
 	OtherThreadsRan *bool `json:"other_threads_ran,omitempty"`
 	// ThreadsChanged names those threads ("2 (Thread 4243): frame
 	// changed", "3 (Thread 4244): new").
@@ -186,8 +186,11 @@ type CommandOutput struct {
 // Event is a stop that was not a declared breakpoint's, or a problem at a
 // stop that the run survived.
 type Event struct {
-	Time   string `json:"time"`
-	Kind   string `json:"kind"` // "signal", "unexpected-stop", "stop-abandoned", "snapshot-error"
+	Time string `json:"time"`
+	// Kind is one of "signal", "unexpected-stop", "stop-abandoned",
+	// "around-call-cut-short", "around-call-failed", "condition-error",
+	// "analysis-error" (docs/design.md, "run.json, schema snapctl.run/v1").
+	Kind   string `json:"kind"`
 	Signal string `json:"signal,omitempty"`
 	Reason string `json:"reason,omitempty"` // gdb's stop reason
 	Thread Thread `json:"thread,omitempty"`

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Names inside a run directory (see DESIGN.md, "What a run leaves behind").
+// Names inside a run directory (docs/design.md, "The run directory").
 const (
 	planFile     = "plan.yaml"
 	manifestFile = "run.json"
@@ -138,8 +138,8 @@ func writeFileAtomicFunc(path string, write func(io.Writer) error) error {
 // newPrivateDir creates the session's private directory: mode 0700, owned by
 // the user, with a name free of spaces (docs/design.md, fact 6: monitor
 // command lines are split on spaces), locked for the session's life. It
-// holds the vgdb FIFOs (fact 10) and snapshots while massif writes them.
-// Before that it sweeps what dead runs left beside it (sweepDeadRuns).
+// holds the vgdb FIFOs (fact 10) and snapshots while massif writes them
+// (docs/design.md, "The private directory"). Before that it sweeps what dead runs left beside it (sweepDeadRuns).
 // release unlocks it; the caller removes it.
 func newPrivateDir() (dir string, release func(), err error) {
 	dir, err = makePrivateDir(os.TempDir())

@@ -14,7 +14,8 @@ import (
 )
 
 // readyBanner is what valgrind writes to its log once its gdbserver accepts
-// vgdb (fact 11); connecting earlier fails with "no FIFO found".
+// vgdb (docs/design.md, fact 11); connecting earlier fails with "no FIFO
+// found".
 const readyBanner = "TO DEBUG THIS PROCESS USING GDB"
 
 // valgrindConfig says how to start valgrind running the target.
@@ -107,7 +108,7 @@ func (p *valgrindProc) waitReady(ctx context.Context, timeout time.Duration) err
 // stop ends valgrind and everything in its process group. When the target
 // has exited (exited set) it waits up to grace for valgrind to finish on
 // its own; then it sends SIGTERM, and after grace SIGKILL (a valgrind
-// waiting for gdb at startup ignores SIGTERM, fact 11).
+// waiting for gdb at startup ignores SIGTERM: docs/design.md, fact 11).
 func (p *valgrindProc) stop(grace time.Duration, exited bool) {
 	pgid := p.cmd.Process.Pid
 	defer syscall.Kill(-pgid, syscall.SIGKILL) // the target's own children, if any

@@ -72,7 +72,8 @@ func TestRenderReportGolden(t *testing.T) {
 	}
 }
 
-// The JSON is run.json's: field names as DESIGN.md gives them.
+// The JSON is run.json's: field names as docs/design.md gives them
+// ("run.json, schema snapctl.run/v1").
 func TestRenderJSONFields(t *testing.T) {
 	var b bytes.Buffer
 	if err := RenderReportJSON(&b, growthReport(t)); err != nil {

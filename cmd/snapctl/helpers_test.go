@@ -23,9 +23,9 @@ import (
 	"github.com/snapctl/snapctl/internal/testenv"
 )
 
-// runFile mirrors run.json, schema snapctl.run/v1 (DESIGN.md, "What a run
-// leaves behind"). Fields the tests do not look at are left out; unknown
-// fields are ignored, since the schema allows additions.
+// runFile mirrors run.json, schema snapctl.run/v1 (docs/design.md,
+// "run.json, schema snapctl.run/v1"). Fields the tests do not look at are
+// left out; unknown fields are ignored, since the schema allows additions.
 type runFile struct {
 	Schema   string       `json:"schema"`
 	Status   string       `json:"status"`
