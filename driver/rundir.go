@@ -139,8 +139,9 @@ func writeFileAtomicFunc(path string, write func(io.Writer) error) error {
 // the user, with a name free of spaces (docs/design.md, fact 6: monitor
 // command lines are split on spaces), locked for the session's life. It
 // holds the vgdb FIFOs (fact 10) and snapshots while massif writes them
-// (docs/design.md, "The private directory"). Before that it sweeps what dead runs left beside it (sweepDeadRuns).
-// release unlocks it; the caller removes it.
+// (docs/design.md, "The private directory"). Before that it sweeps what
+// dead runs left beside it (sweepDeadRuns). release unlocks it; the caller
+// removes it.
 func newPrivateDir() (dir string, release func(), err error) {
 	dir, err = makePrivateDir(os.TempDir())
 	for err == nil && strings.ContainsAny(dir, " \t\n") {
