@@ -24,6 +24,7 @@ const (
 	DefaultGroupBy          = "site"
 	DefaultReportDepth      = 12
 	DefaultStopTimeout      = 30 * time.Second
+	DefaultThreads          = ThreadsCurrent
 )
 
 // Load reads and parses the plan file at path. On failure the error is an
@@ -52,6 +53,7 @@ func Parse(name string, data []byte) (*Plan, error) {
 		SchedulerLocking: DefaultSchedulerLocking,
 		KeepSnapshots:    DefaultKeepSnapshots,
 		StopTimeout:      DefaultStopTimeout,
+		Threads:          DefaultThreads,
 		Valgrind:         Valgrind{FairSched: DefaultFairSched},
 		Report:           Report{GroupBy: DefaultGroupBy, Depth: DefaultReportDepth},
 	}
@@ -61,6 +63,9 @@ func Parse(name string, data []byte) (*Plan, error) {
 	for i := range p.Breakpoints {
 		if p.Breakpoints[i].KeepSnapshots == "" {
 			p.Breakpoints[i].KeepSnapshots = p.KeepSnapshots
+		}
+		if p.Breakpoints[i].Threads == "" {
+			p.Breakpoints[i].Threads = p.Threads
 		}
 	}
 	if len(d.errs) > 0 {

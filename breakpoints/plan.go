@@ -36,6 +36,10 @@ type Plan struct {
 	// "keep_snapshots"): KeepAll (default) or KeepChanged. A breakpoint's
 	// own keep_snapshots overrides it.
 	KeepSnapshots string
+	// Threads says how much thread state a stop records (key "threads"):
+	// ThreadsNone, ThreadsCurrent (default) or ThreadsAll. A breakpoint's
+	// own threads overrides it.
+	Threads string
 	// Breakpoints are the places where snapctl stops and snapshots, in
 	// plan order. Parse guarantees at least one and unique names.
 	Breakpoints []Breakpoint
@@ -184,6 +188,9 @@ type Breakpoint struct {
 	// is not kept: its stop keeps the totals and names the stop whose
 	// file holds the same tree.
 	KeepSnapshots string
+	// Threads is ThreadsNone, ThreadsCurrent or ThreadsAll (key
+	// "threads"; default the plan's).
+	Threads string
 
 	// Pos is where the entry starts in the plan, for messages such as
 	// `breakpoint "request" (plan.yaml:14:5) never hit`.
@@ -199,6 +206,20 @@ type Breakpoint struct {
 const (
 	KeepAll     = "all"     // keep every snapshot file
 	KeepChanged = "changed" // keep a snapshot file only when its tree changed
+)
+
+// The values of threads: how much thread state a stop records. Each
+// thread gdb reads at a stop costs round trips through vgdb, so the cost of
+// a stop grows with the number of threads only under ThreadsAll.
+const (
+	// ThreadsNone records the stopped thread's id and the breakpoint's
+	// frame: no backtrace, no thread details.
+	ThreadsNone = "none"
+	// ThreadsCurrent adds the stopped thread's backtrace and valgrind's
+	// details of it (read again only when the set of threads changed).
+	ThreadsCurrent = "current"
+	// ThreadsAll adds every thread with its innermost frame and details.
+	ThreadsAll = "all"
 )
 
 // Pos is a position in a plan file. Line and Column are 1-based; zero when

@@ -24,11 +24,13 @@ func TestDefaults(t *testing.T) {
 		SchedulerLocking: "on",
 		KeepSnapshots:    "all",
 		StopTimeout:      30 * time.Second,
+		Threads:          "current",
 		Breakpoints: []Breakpoint{{
 			Name:          "handle_request",
 			Location:      "handle_request",
 			Every:         1,
 			KeepSnapshots: "all",
+			Threads:       "current",
 			Pos:           Pos{"plan.yaml", 2, 5},
 			LocationPos:   Pos{"plan.yaml", 2, 15},
 		}},
@@ -72,15 +74,16 @@ func TestFullPlan(t *testing.T) {
 		SchedulerLocking: "step",
 		KeepSnapshots:    "changed",
 		StopTimeout:      2 * time.Minute,
+		Threads:          "none",
 		Breakpoints: []Breakpoint{
 			{
 				Name: "request", Location: "handle_request", Condition: "id % 10 == 0",
 				Thread: 2, Skip: 5, Every: 3, MaxHits: 100, AroundCall: true,
-				Commands: []string{"print queue_len", "info locals"}, Optional: true, KeepSnapshots: "changed",
+				Commands: []string{"print queue_len", "info locals"}, Optional: true, KeepSnapshots: "changed", Threads: "all",
 				Pos: Pos{path, 23, 5}, LocationPos: Pos{path, 24, 15}, index: 0,
 			},
-			{Name: "leak.c-15", Location: "leak.c:15", Every: 1, KeepSnapshots: "changed", Pos: Pos{path, 33, 5}, LocationPos: Pos{path, 33, 15}, index: 1},
-			{Name: "submit", Location: "Scheduler::submit(int, char)", Every: 1, KeepSnapshots: "changed", Pos: Pos{path, 34, 5}, LocationPos: Pos{path, 35, 15}, index: 2},
+			{Name: "leak.c-15", Location: "leak.c:15", Every: 1, KeepSnapshots: "changed", Threads: "none", Pos: Pos{path, 34, 5}, LocationPos: Pos{path, 34, 15}, index: 1},
+			{Name: "submit", Location: "Scheduler::submit(int, char)", Every: 1, KeepSnapshots: "changed", Threads: "none", Pos: Pos{path, 35, 5}, LocationPos: Pos{path, 36, 15}, index: 2},
 		},
 		Report: Report{
 			GroupBy:       "stack",

@@ -29,6 +29,11 @@ func (d *decoder) plan(root *yaml.Node, p *Plan) {
 				p.StopTimeout = t
 			}
 		}},
+		{"threads", func(v *yaml.Node, kp string) {
+			if s, ok := d.enum(v, kp, ThreadsNone, ThreadsCurrent, ThreadsAll); ok {
+				p.Threads = s
+			}
+		}},
 		{"breakpoints", func(v *yaml.Node, kp string) {
 			sawBreakpoints = true
 			p.Breakpoints = d.breakpoints(v, kp)
@@ -282,6 +287,7 @@ func (d *decoder) breakpoint(n *yaml.Node, kp string, index int) (Breakpoint, *y
 		{"commands", func(v *yaml.Node, kp string) { b.Commands = d.list(v, kp, checkCommand) }},
 		{"optional", func(v *yaml.Node, kp string) { b.Optional, _ = d.boolean(v, kp) }},
 		{"keep_snapshots", func(v *yaml.Node, kp string) { b.KeepSnapshots, _ = d.enum(v, kp, KeepAll, KeepChanged) }},
+		{"threads", func(v *yaml.Node, kp string) { b.Threads, _ = d.enum(v, kp, ThreadsNone, ThreadsCurrent, ThreadsAll) }},
 	})
 	if !ok {
 		return b, nil, false

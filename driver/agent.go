@@ -158,6 +158,8 @@ type agentSpec struct {
 	Skip      int    `json:"skip,omitempty"`
 	Every     int    `json:"every,omitempty"`
 	MaxHits   int    `json:"max_hits,omitempty"`
+	Threads   string `json:"threads"` // the plan's threads
+	Depth     int    `json:"depth"`   // at most this many frames of backtrace
 }
 
 // insertAgentBreakpoint has the agent insert st's breakpoint and records
@@ -165,7 +167,7 @@ type agentSpec struct {
 // quoting a location and a condition for MI and Python at once.
 func (s *session) insertAgentBreakpoint(ctx context.Context, st *bpState) error {
 	data, err := json.Marshal(agentSpec{Location: st.bp.Location, Condition: st.bp.GdbCondition(),
-		Skip: st.bp.Skip, Every: st.bp.Every, MaxHits: st.bp.MaxHits})
+		Skip: st.bp.Skip, Every: st.bp.Every, MaxHits: st.bp.MaxHits, Threads: st.bp.Threads, Depth: backtraceDepth})
 	if err != nil {
 		return err
 	}
@@ -210,6 +212,9 @@ type agentRecord struct {
 	Thread    agentThread   `json:"thread"`
 	Backtrace []agentFrame  `json:"backtrace"`
 	Threads   []agentThread `json:"threads"`
+	// Frame is the stopped frame when the stop records no backtrace
+	// (threads: none).
+	Frame *agentFrame `json:"frame"`
 	// Kind and Error describe a failure: "snapshot" (valgrind's words),
 	// "condition" (gdb's, evaluating the condition) or "agent".
 	Kind  string `json:"kind"`
@@ -303,6 +308,8 @@ func (s *session) agentStop(rec *agentRecord) error {
 	}
 	if len(stop.Backtrace) > 0 {
 		stop.Frame = stop.Backtrace[0]
+	} else if rec.Frame != nil {
+		stop.Frame = rec.Frame.frame()
 	}
 	for _, t := range rec.Threads {
 		stop.Threads = append(stop.Threads, t.thread())

@@ -54,10 +54,11 @@ def frame_record(frame):
     return rec
 
 
-def backtrace():
+def backtrace(depth):
+    """The selected thread's frames, innermost first, at most depth."""
     frames = []
     frame = gdb.newest_frame()
-    while frame is not None:
+    while frame is not None and len(frames) < depth:
         frames.append(frame_record(frame))
         frame = frame.older()
     return frames
@@ -82,6 +83,10 @@ class Agent:
         # The one thread of the last stop, as (number, details), while the
         # target had only one.
         self.single = None
+        # Valgrind's details of each thread by number, read while the set
+        # of threads stays as it was (self.known).
+        self.details = {}
+        self.known = None
 
     def insert(self, path):
         """Inserts the breakpoint described in the JSON file at path and
@@ -136,6 +141,16 @@ class Agent:
                 gdb.newest_frame().select()
         return out
 
+    def current_details(self, current):
+        """Valgrind's details of the current thread, read through vgdb
+        only when the set of threads changed since they were last read."""
+        nums = tuple(sorted(t.num for t in gdb.selected_inferior().threads()))
+        if nums != self.known:
+            self.known, self.details = nums, {}
+        if current.num not in self.details:
+            self.details[current.num] = current.details
+        return self.details[current.num]
+
     def snapshot(self, bp, hit):
         self.taken += 1
         path = "%s/%d.massif" % (self.snapdir, self.taken)
@@ -143,21 +158,30 @@ class Agent:
         msg = gdb.execute("monitor detailed_snapshot " + path, to_string=True)
         if msg.strip():
             return {"bp": str(bp.number), "kind": "snapshot", "error": msg.strip()}
-        current = gdb.selected_thread()
-        frames = backtrace()
-        threads = self.threads(current, frames[0])
-        thread = next(dict(t) for t in threads if t["id"] == str(current.num))
-        del thread["frame"]
-        return {
+        rec = {
             "bp": str(bp.number),
             "hit": hit,
             "time": time.time(),
             "snapshot": path,
-            "thread": thread,
-            "backtrace": frames,
-            "threads": threads,
             "done": done(hit, bp.every, bp.max_hits),
         }
+        current = gdb.selected_thread()
+        # How much thread state the stop records (the plan's "threads"):
+        # every thread read costs round trips through vgdb.
+        if bp.threads == "none":
+            rec["thread"] = thread_record(current, None)
+            rec["frame"] = frame_record(gdb.newest_frame())
+            return rec
+        frames = backtrace(bp.depth)
+        if bp.threads == "all":
+            threads = self.threads(current, frames[0])
+            thread = next(dict(t) for t in threads if t["id"] == str(current.num))
+            del thread["frame"]
+        else:
+            thread = thread_record(current, self.current_details(current))
+            threads = [dict(thread, frame=frames[0])]
+        rec.update(thread=thread, backtrace=frames, threads=threads)
+        return rec
 
 
 class SnapBreakpoint(gdb.Breakpoint):
@@ -171,6 +195,8 @@ class SnapBreakpoint(gdb.Breakpoint):
         self.skip = spec.get("skip", 0)
         self.every = spec.get("every", 1)
         self.max_hits = spec.get("max_hits", 0)
+        self.threads = spec.get("threads", "current")
+        self.depth = spec.get("depth", 32)
         self.times = 0
 
     def stop(self):

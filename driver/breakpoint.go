@@ -165,20 +165,46 @@ func (s *session) otherStop(ctx, sctx context.Context, st *bpState, hit int, res
 	return s.handleStop(ctx, rec)
 }
 
-// inspectAndSnapshot lists the threads (and, with backtrace, the stopped
-// thread's frames), takes the snapshot and then sends the commands in
-// then (the resume of a stop with nothing else to do), all in one exchange
-// with gdb. It fills stop's threads, frames and snapshot file and returns
-// the threads.
+// backtraceDepth caps the frames a stop records of the stopped thread. The
+// reports use the first ones (the stop's frame, the first frame in the
+// program's own code); every frame more is read from the target's stack
+// through vgdb at every stop.
+const backtraceDepth = 32
+
+// inspectAndSnapshot reads the thread state the plan asks for (and, with
+// backtrace, the stopped thread's frames), takes the snapshot and then
+// sends the commands in then (the resume of a stop with nothing else to
+// do), all in one exchange with gdb. It fills stop's threads, frames and
+// snapshot file and returns the threads.
 func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Stop, tid string, backtrace bool, hitOf *taken, then []mi.Command) ([]Thread, error) {
 	tmp := filepath.Join(s.priv, "snap.massif")
-	var cmds []mi.Command
-	if backtrace {
-		cmds = append(cmds, mi.Command{Name: "-stack-list-frames"})
+	mode := st.bp.Threads
+	if st.bp.AroundCall {
+		// Whether another thread ran during the call is told from
+		// every thread's state before and after it.
+		mode = breakpoints.ThreadsAll
 	}
-	threads := s.knownThreads(tid, stop.Frame)
-	if threads == nil {
-		cmds = append(cmds, mi.Command{Name: "-thread-info"})
+	var cmds []mi.Command
+	if backtrace && mode != breakpoints.ThreadsNone {
+		cmds = append(cmds, mi.Command{Name: "-stack-list-frames", Args: []string{"0", strconv.Itoa(backtraceDepth - 1)}})
+	}
+	var threads []Thread
+	switch mode {
+	case breakpoints.ThreadsAll:
+		threads = s.knownThreads(tid, stop.Frame)
+		if threads == nil {
+			cmds = append(cmds, mi.Command{Name: "-thread-info"})
+		}
+	case breakpoints.ThreadsNone:
+		threads = []Thread{{ID: tid}}
+	default:
+		// Valgrind's details of a thread cost a round trip through vgdb:
+		// they are read again only when the set of threads changed.
+		if t, ok := s.current[tid]; ok {
+			threads = []Thread{t}
+		} else {
+			cmds = append(cmds, mi.Command{Name: "-thread-info", Args: []string{tid}})
+		}
 	}
 	snap := len(cmds)
 	cmds = append(cmds, mi.Command{Name: "-interpreter-exec", Args: []string{"console", mi.Quote("monitor detailed_snapshot " + tmp)}})
@@ -189,21 +215,35 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 			return nil, fmt.Errorf("at breakpoint %q: %s: %w", st.bp.Name, cmds[i].Name, err)
 		}
 	}
-	if backtrace {
+	if backtrace && mode != breakpoints.ThreadsNone {
 		stop.Backtrace = framesOf(res[0].List("stack"))
 		if len(stop.Backtrace) > 0 {
 			stop.Frame = stop.Backtrace[0]
 		}
 	}
-	if threads == nil {
+	switch {
+	case threads == nil && mode == breakpoints.ThreadsAll:
 		threads = threadsOf(res[snap-1].List("threads"))
 		s.threads, s.threadsKnown = threads, true
-	} else {
+	case threads == nil:
+		threads = threadsOf(res[snap-1].List("threads"))
+		if len(threads) == 1 {
+			t := threads[0]
+			t.Frame = nil
+			s.current[tid] = t
+		}
+	case mode != breakpoints.ThreadsNone:
 		threads = []Thread{threads[0]}
 		f := stop.Frame
 		threads[0].Frame = &f
 	}
-	stop.Thread, stop.Threads = findThread(threads, tid), threads
+	if mode == breakpoints.ThreadsNone {
+		stop.Thread = threads[0]
+		threads = nil
+	} else {
+		stop.Thread = findThread(threads, tid)
+	}
+	stop.Threads = threads
 	// Success prints nothing; errors come back as target-stream text with
 	// a ^done (docs/design.md, fact 5).
 	if msg := res[snap].Target(); msg != "" {
@@ -248,6 +288,7 @@ func (s *session) knownThreads(tid string, frame Frame) []Thread {
 func (s *session) noteThreads(rec *mi.Record) {
 	if rec.Type == mi.TypeNotify && (rec.Class == "thread-created" || rec.Class == "thread-exited") {
 		s.threadsKnown = false
+		clear(s.current)
 	}
 }
 

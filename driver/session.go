@@ -204,6 +204,9 @@ type session struct {
 	// cleared when gdb announces a thread that started or ended.
 	threads      []Thread
 	threadsKnown bool
+	// current holds each thread's details, without its frame, as
+	// -thread-info TID gave them; cleared with threadsKnown.
+	current map[string]Thread
 	// pending are stops whose snapshots are kept but not yet read.
 	pending []*taken
 	// agent reads the records of gdb's agent; nil when it does not run.
@@ -237,12 +240,13 @@ func newSession(opts Options, plan *breakpoints.Plan, t tools, binary, dir strin
 	}
 	s := &session{
 		opts: opts, plan: plan, tools: t, binary: binary, dir: dir,
-		argv:  argv,
-		cwd:   plan.Target.Cwd,
-		start: time.Now(),
-		bps:   make(map[string]*bpState),
-		an:    newAnalysis(plan),
-		stops: newSpool("stops-*.jsonl"),
+		argv:    argv,
+		cwd:     plan.Target.Cwd,
+		start:   time.Now(),
+		bps:     make(map[string]*bpState),
+		current: make(map[string]Thread),
+		an:      newAnalysis(plan),
+		stops:   newSpool("stops-*.jsonl"),
 	}
 	s.m = &Manifest{
 		Schema:    Schema,

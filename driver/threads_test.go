@@ -2,9 +2,13 @@ package driver
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/internal/testenv"
 )
 
 // threadStartingGDB is a fakeGDB whose target starts a thread while it
@@ -69,6 +73,53 @@ func TestThreadListAskedOnlyWhenItMayHaveChanged(t *testing.T) {
 		if len(stop.Threads) != 1 || stop.Threads[0].TargetID != "Thread 42" || stop.Threads[0].Frame == nil ||
 			stop.Threads[0].Frame.Function != "handle_request" || stop.Threads[0].Frame.Line != 23 || stop.Thread.TargetID != "Thread 42" {
 			t.Errorf("stop %d: thread %+v, threads %+v", stop.Seq, stop.Thread, stop.Threads)
+		}
+	}
+}
+
+// The plan's threads on both stop paths: how much thread state each stop
+// of a worker thread records while main is blocked in read(2).
+func TestRunThreadsModes(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "../testdata/e2e/blocked.c")
+	for _, p := range stopPaths {
+		for _, mode := range []string{breakpoints.ThreadsAll, breakpoints.ThreadsCurrent, breakpoints.ThreadsNone} {
+			t.Run(p.name+"/"+mode, func(t *testing.T) {
+				t.Parallel()
+				plan := "threads: " + mode + "\nbreakpoints:\n  - name: request\n    location: handle_request\n"
+				res, err := runPlanOpts(t, Options{NoAgent: p.noAgent}, plan, bin, "3")
+				if err != nil {
+					t.Fatal(err)
+				}
+				m := readManifest(t, res.Dir)
+				if len(m.Stops) != 3 {
+					t.Fatalf("%d stops, want 3", len(m.Stops))
+				}
+				for _, s := range m.Stops {
+					if s.Thread.ID != "2" || s.Frame.Function != "handle_request" {
+						t.Errorf("stop %d: thread %q at %v, want thread 2 at handle_request", s.Seq, s.Thread.ID, s.Frame)
+					}
+					var ids []string
+					for _, th := range s.Threads {
+						ids = append(ids, th.ID)
+					}
+					switch mode {
+					case breakpoints.ThreadsAll:
+						if !slices.Equal(ids, []string{"1", "2"}) || s.Threads[0].Frame == nil {
+							t.Errorf("stop %d: threads %+v, want main and the worker with frames", s.Seq, s.Threads)
+						}
+					case breakpoints.ThreadsCurrent:
+						if !slices.Equal(ids, []string{"2"}) || !strings.Contains(s.Thread.Details, "VgTs_Runnable") ||
+							len(s.Backtrace) < 2 || s.Backtrace[1].Function != "worker" {
+							t.Errorf("stop %d: thread %+v, threads %+v, backtrace %v, want the worker alone, its details and backtrace", s.Seq, s.Thread, s.Threads, s.Backtrace)
+						}
+					case breakpoints.ThreadsNone:
+						if len(ids) != 0 || len(s.Backtrace) != 0 || s.Thread.Details != "" {
+							t.Errorf("stop %d: threads %+v, backtrace %v, thread %+v, want nothing but the id", s.Seq, s.Threads, s.Backtrace, s.Thread)
+						}
+					}
+				}
+			})
 		}
 	}
 }

@@ -200,36 +200,65 @@ func TestLeakThroughUnorderedMap(t *testing.T) {
 }
 
 // A worker thread hits the breakpoint while main is blocked in read(2):
-// every stop names the worker (gdb thread 2), and the run completes.
+// every stop names the worker (gdb thread 2), and the run completes. The
+// plan's threads says how much thread state each stop records: with all,
+// main is listed blocked in read; with current (the default) only the
+// worker, with valgrind's details of it and its backtrace; with none, the
+// worker's id and the breakpoint's frame, nothing else.
 func TestBreakpointInWorkerWhileMainBlocked(t *testing.T) {
 	t.Parallel()
-	testenv.NoLeftovers(t)
 	src := fixtures + "blocked.c"
 	bin := testenv.Build(t, src)
 	const n = 4
-
-	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{fmt.Sprint(n)}}, exitOK)
-	checkCompleted(t, res)
-	stops := res.Run.stopsOf("request")
-	if len(stops) != n {
-		t.Fatalf("%d stops, want %d", len(stops), n)
-	}
-	for _, s := range stops {
-		if s.Thread.ID != "2" {
-			t.Errorf("stop %d: thread %q (%s), want the worker, gdb thread 2", s.Seq, s.Thread.ID, s.Thread.TargetID)
-		}
-		if main := threadOf(s, "1"); main == nil || main.Frame == nil || !strings.Contains(main.Frame.Function, "read") {
-			t.Errorf("stop %d: main thread %+v, want it blocked in read", s.Seq, main)
-		}
-		// The heap at the first hit is the worker's thread-local storage
-		// (glibc's dtv, allocated by pthread_create); the requests add
-		// 32 bytes each to it.
-		if got, want := s.HeapBytes-stops[0].HeapBytes, int64(32*(s.Hit-1)); got != want {
-			t.Errorf("stop %d: heap grew by %d bytes since the first hit, want %d", s.Seq, got, want)
-		}
-	}
-	if len(res.Run.Suspects) == 0 || res.Run.Suspects[0].GrowthPerHit != 32 {
-		t.Errorf("suspects = %+v, want the 32-byte leak first", res.Run.Suspects)
+	for _, mode := range []string{"all", "current", "none"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			testenv.NoLeftovers(t)
+			plan := requestPlan
+			if mode != "current" {
+				plan = "threads: " + mode + "\n" + plan
+			}
+			res := mustRun(t, session{Plan: plan, Bin: bin, Args: []string{fmt.Sprint(n)}}, exitOK)
+			checkCompleted(t, res)
+			stops := res.Run.stopsOf("request")
+			if len(stops) != n {
+				t.Fatalf("%d stops, want %d", len(stops), n)
+			}
+			for _, s := range stops {
+				if s.Thread.ID != "2" {
+					t.Errorf("stop %d: thread %q (%s), want the worker, gdb thread 2", s.Seq, s.Thread.ID, s.Thread.TargetID)
+				}
+				if s.Frame.Function != "handle_request" {
+					t.Errorf("stop %d: frame %v, want handle_request", s.Seq, s.Frame)
+				}
+				switch mode {
+				case "all":
+					if main := threadOf(s, "1"); main == nil || main.Frame == nil || !strings.Contains(main.Frame.Function, "read") {
+						t.Errorf("stop %d: main thread %+v, want it blocked in read", s.Seq, main)
+					}
+				case "current":
+					if len(s.Threads) != 1 || s.Threads[0].ID != "2" || !strings.Contains(s.Thread.Details, "VgTs_Runnable") {
+						t.Errorf("stop %d: thread %+v, threads %+v, want the worker alone with valgrind's details", s.Seq, s.Thread, s.Threads)
+					}
+					if len(s.Backtrace) < 2 || s.Backtrace[1].Function != "worker" {
+						t.Errorf("stop %d: backtrace %v, want handle_request <- worker", s.Seq, s.Backtrace)
+					}
+				case "none":
+					if len(s.Threads) != 0 || len(s.Backtrace) != 0 || s.Thread.Details != "" {
+						t.Errorf("stop %d: threads %+v, backtrace %v, details %q, want none", s.Seq, s.Threads, s.Backtrace, s.Thread.Details)
+					}
+				}
+				// The heap at the first hit is the worker's thread-local storage
+				// (glibc's dtv, allocated by pthread_create); the requests add
+				// 32 bytes each to it.
+				if got, want := s.HeapBytes-stops[0].HeapBytes, int64(32*(s.Hit-1)); got != want {
+					t.Errorf("stop %d: heap grew by %d bytes since the first hit, want %d", s.Seq, got, want)
+				}
+			}
+			if len(res.Run.Suspects) == 0 || res.Run.Suspects[0].GrowthPerHit != 32 {
+				t.Errorf("suspects = %+v, want the 32-byte leak first", res.Run.Suspects)
+			}
+		})
 	}
 }
 

@@ -93,6 +93,7 @@ type runStop struct {
 type runThread struct {
 	ID       string `json:"id"`
 	TargetID string `json:"target_id"`
+	Details  string `json:"details"`
 	Frame    *frame `json:"frame,omitempty"`
 }
 
