@@ -276,12 +276,12 @@ func TestRunTimeout(t *testing.T) {
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"faults.c")
 	res := runSnapctl(t, session{Plan: requestPlan, Bin: bin, Args: []string{"slow", "100"},
-		Flags: []string{"--timeout", "3s"}, Limit: time.Minute})
+		Flags: []string{"--timeout", "10s"}, Limit: 2 * time.Minute})
 	if res.Code != exitTimeout {
 		t.Errorf("exit code %d, want %d\nstderr:\n%s", res.Code, exitTimeout, res.Stderr)
 	}
 	if res.Elapsed > 45*time.Second { // a hang guard
-		t.Errorf("a run with --timeout 3s took %v", res.Elapsed)
+		t.Errorf("a run with --timeout 10s took %v", res.Elapsed)
 	}
 	if msg := oneLine(t, res.Stderr); !strings.Contains(msg, "timeout") && !strings.Contains(msg, "timed out") {
 		t.Errorf("message %q does not say the run timed out", msg)
