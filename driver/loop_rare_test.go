@@ -636,3 +636,37 @@ func TestLoopSchedulerLockingNotRestored(t *testing.T) {
 		t.Errorf("status %q, want failed", m.Status)
 	}
 }
+
+// A run that ends while the target runs interrupts it and ends with the
+// run's cause; an exit that came before the interrupt took effect is
+// still recorded.
+func TestLoopCancelled(t *testing.T) {
+	ten := 10
+	for _, tc := range []struct {
+		name      string
+		interrupt string
+		exit      *int
+	}{
+		{name: "own stop", interrupt: signalRecord("SIGINT")},
+		{name: "exit first", interrupt: `*stopped,reason="exited",exit-code="012"`, exit: &ten},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, fake := fakeSession(t, mustPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n"))
+			fake.interrupts = []string{tc.interrupt}
+			ctx, cancel := context.WithCancelCause(context.Background())
+			cancel(ErrInterrupted)
+			loopErr := runLoop(t, s, ctx)
+			if loopErr != ErrInterrupted {
+				t.Errorf("loop's error %v, want the run's cause", loopErr)
+			}
+			m, _ := finishRun(t, s, loopErr)
+			checkSent(t, fake, []string{"-exec-interrupt"})
+			if diff := cmp.Diff(tc.exit, m.Target.ExitCode); diff != "" {
+				t.Errorf("exit code (-want +got):\n%s", diff)
+			}
+			if m.Status != StatusInterrupt || len(m.Stops) != 0 {
+				t.Errorf("status %q, stops %+v; want interrupted, none", m.Status, m.Stops)
+			}
+		})
+	}
+}
