@@ -20,7 +20,8 @@ import (
 // fakeGDB answers the stop loop's MI commands from a script, standing in for
 // gdb attached to valgrind: each -exec-continue delivers the next *stopped
 // record, and each monitor detailed_snapshot writes a massif file whose heap
-// grows by 16 bytes at keep (leak.c:15).
+// grows by 16 bytes at keep (leak.c:15). gdb's own scheduler-locking mode is
+// "replay", its default.
 type fakeGDB struct {
 	t      *testing.T
 	events chan *mi.Record
@@ -29,10 +30,24 @@ type fakeGDB struct {
 	// interrupts are the *stopped records delivered, one per
 	// -exec-interrupt; none when empty.
 	interrupts []string
+	// finishes are the *stopped records delivered, one per -exec-finish;
+	// none when empty.
+	finishes []string
+	// fail maps a command line, as sent records it, to the msg of the
+	// ^error gdb answers it with.
+	fail map[string]string
+	// hang holds command lines, as sent records them, that gdb does not
+	// answer in time: Send returns once its context ends. Each hangs once.
+	hang map[string]bool
+	// dieAt is a command line, as sent records it, at which gdb dies with
+	// the error dieWith instead of answering.
+	dieAt   string
+	dieWith error
 
 	mu   sync.Mutex
-	sent []string
+	sent []string // every command gdb received, "monitor detailed_snapshot" for a snapshot
 	snap int
+	gone error // why gdb died, once done is closed
 }
 
 func newFakeGDB(t *testing.T, stops ...string) *fakeGDB {
@@ -41,20 +56,71 @@ func newFakeGDB(t *testing.T, stops ...string) *fakeGDB {
 
 func (f *fakeGDB) Events() <-chan *mi.Record { return f.events }
 func (f *fakeGDB) Done() <-chan struct{}     { return f.done }
-func (f *fakeGDB) Err() error                { return nil }
+
+func (f *fakeGDB) Err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gone
+}
+
+// die ends gdb with err, as the client reports a gdb that exited: Done is
+// closed, Err returns err and every Send fails with it.
+func (f *fakeGDB) die(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dieLocked(err)
+}
+
+func (f *fakeGDB) dieLocked(err error) {
+	if f.gone == nil {
+		f.gone = err
+		close(f.done)
+	}
+}
 
 func (f *fakeGDB) Send(ctx context.Context, cmd string, args ...string) (*mi.Result, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	line := strings.Join(append([]string{cmd}, args...), " ")
+	full := strings.Join(append([]string{cmd}, args...), " ")
+	// As the client answers once gdb is gone, or for a context already
+	// ended: the command is not sent.
+	if f.gone != nil {
+		return nil, fmt.Errorf("mi: %s: %w", full, f.gone)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("mi: %s: %w", full, err)
+	}
+	const mon = `"monitor detailed_snapshot `
+	snapshot := cmd == "-interpreter-exec" && strings.HasPrefix(args[1], mon)
+	line := full
+	if snapshot {
+		line = "monitor detailed_snapshot"
+	}
+	f.sent = append(f.sent, line)
+	switch {
+	case line == f.dieAt:
+		f.dieLocked(f.dieWith)
+		return nil, fmt.Errorf("mi: %s: %w", full, f.gone)
+	case f.hang[line]:
+		delete(f.hang, line)
+		f.mu.Unlock()
+		<-ctx.Done()
+		f.mu.Lock()
+		return nil, fmt.Errorf("mi: %s: %w", full, ctx.Err())
+	case f.fail[line] != "":
+		return nil, &mi.Error{Command: full, Msg: f.fail[line]}
+	}
 	switch cmd {
 	case "-thread-info":
 		return f.result(`^done,threads=[{id="1",target-id="Thread 42",state="stopped",frame={addr="0x10",func="handle_request",file="leak.c",line="23"}}],current-thread-id="1"`), nil
 	case "-stack-list-frames":
 		return f.result(`^done,stack=[frame={level="0",addr="0x10",func="handle_request",file="/src/leak.c",fullname="/src/leak.c",line="23"},frame={level="1",addr="0x20",func="main",file="leak.c",line="35"}]`), nil
+	case "-gdb-show":
+		if line == "-gdb-show scheduler-locking" {
+			return f.result(`^done,value="replay"`), nil
+		}
 	case "-interpreter-exec":
-		const mon = `"monitor detailed_snapshot `
-		if strings.HasPrefix(args[1], mon) {
+		if snapshot {
 			f.snap++
 			path := strings.TrimSuffix(strings.TrimPrefix(args[1], mon), `"`)
 			n := 16 * f.snap
@@ -63,32 +129,30 @@ func (f *fakeGDB) Send(ctx context.Context, cmd string, args ...string) (*mi.Res
 			if err := os.WriteFile(path, []byte(massif), 0o600); err != nil {
 				f.t.Error(err)
 			}
-			line = "monitor detailed_snapshot"
 		}
 	case "-exec-interrupt":
-		f.sent = append(f.sent, line)
-		if len(f.interrupts) > 0 {
-			f.events <- mustRecord(f.t, f.interrupts[0])
-			f.interrupts = f.interrupts[1:]
-		}
-		return f.result("^done"), nil
+		f.deliver(&f.interrupts)
+	case "-exec-finish":
+		f.deliver(&f.finishes)
+		return f.result("^running"), nil
 	case "-exec-continue":
 		if len(f.stops) == 0 {
 			// As gdb answers once the target has exited.
 			f.t.Errorf("continue after the last stop")
-			return nil, &mi.Error{Command: line, Msg: "The program is not being run."}
+			return nil, &mi.Error{Command: full, Msg: "The program is not being run."}
 		}
-		rec, err := mi.ParseRecord([]byte(f.stops[0]))
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		f.stops = f.stops[1:]
-		f.events <- rec
-		f.sent = append(f.sent, line)
+		f.deliver(&f.stops)
 		return f.result("^running"), nil
 	}
-	f.sent = append(f.sent, line)
 	return f.result("^done"), nil
+}
+
+// deliver sends the first record of script as an async record, if any.
+func (f *fakeGDB) deliver(script *[]string) {
+	if len(*script) > 0 {
+		f.events <- mustRecord(f.t, (*script)[0])
+		*script = (*script)[1:]
+	}
 }
 
 // SendBatch runs the commands in order, as gdb does.
@@ -315,4 +379,27 @@ func TestFrameArgumentsOncePerSession(t *testing.T) {
 	if got := frameArguments(plain); got != "none" {
 		t.Errorf("frameArguments without commands = %q, want none", got)
 	}
+}
+
+// valgrindEnded makes a scripted session's valgrind end with the Wait
+// error err (nil for exit status 0).
+func valgrindEnded(s *session, err error) {
+	s.vg.err = err
+	close(s.vg.done)
+}
+
+// finishRun ends a scripted session as a run does once its stop loop has
+// returned loopErr, and returns run.json as written and the run's error.
+func finishRun(t *testing.T, s *session, loopErr error) (*Manifest, error) {
+	t.Helper()
+	_, err := s.finish(&Result{Dir: s.dir, Manifest: s.m, Plan: s.plan}, loopErr)
+	data, rerr := os.ReadFile(filepath.Join(s.dir, manifestFile))
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	return &m, err
 }
