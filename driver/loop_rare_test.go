@@ -45,10 +45,12 @@ var (
 )
 
 // The commands of a stop at a plain breakpoint, the first time (gdb is
-// asked for the threads) and afterwards.
+// asked for the stopped thread's details) and afterwards; and of an
+// around_call hit, which asks for every thread.
 var (
-	firstStop = []string{"-stack-list-frames", "-thread-info", "monitor detailed_snapshot"}
-	laterStop = []string{"-stack-list-frames", "monitor detailed_snapshot"}
+	firstStop  = []string{"-stack-list-frames 0 31", "-thread-info 1", "monitor detailed_snapshot"}
+	laterStop  = []string{"-stack-list-frames 0 31", "monitor detailed_snapshot"}
+	aroundStop = []string{"-stack-list-frames 0 31", "-thread-info", "monitor detailed_snapshot"}
 )
 
 // cmds joins commands and lists of commands into one list.
@@ -263,7 +265,7 @@ func TestLoopStopFails(t *testing.T) {
 			}},
 		{name: "gdb error", plan: plain,
 			fake: func(_ *session, f *fakeGDB) {
-				f.fail = map[string]string{"-stack-list-frames": "Cannot access memory at address 0x7ff0"}
+				f.fail = map[string]string{"-stack-list-frames 0 31": "Cannot access memory at address 0x7ff0"}
 			},
 			// gdb runs the whole batch, the continue too: the
 			// run ends all the same.
@@ -271,7 +273,7 @@ func TestLoopStopFails(t *testing.T) {
 			sent:  cmds(firstStop, "-exec-continue"), status: StatusFailed,
 			check: func(t *testing.T, err error) {
 				var me *mi.Error
-				const want = `at breakpoint "request": -stack-list-frames: gdb: -stack-list-frames: Cannot access memory at address 0x7ff0`
+				const want = `at breakpoint "request": -stack-list-frames: gdb: -stack-list-frames 0 31: Cannot access memory at address 0x7ff0`
 				if err == nil || err.Error() != want || !errors.As(err, &me) {
 					t.Errorf("got %v, want the *mi.Error %q", err, want)
 				}
@@ -460,7 +462,7 @@ func TestLoopAroundCallFailed(t *testing.T) {
 	if err != nil || m.Status != StatusCompleted {
 		t.Errorf("run ended with %v, status %q; want nil, completed", err, m.Status)
 	}
-	checkSent(t, fake, cmds(firstStop,
+	checkSent(t, fake, cmds(aroundStop,
 		"-gdb-show scheduler-locking", "-gdb-set scheduler-locking on",
 		"-exec-finish",
 		"-gdb-set scheduler-locking replay", "-exec-continue"))
@@ -490,11 +492,11 @@ func TestLoopAroundCallCutShort(t *testing.T) {
 		phases   []string
 	}{
 		{name: "exit", finishes: []string{exitedNormally},
-			sent:   cmds(firstStop, "-gdb-show scheduler-locking", lock, unlock),
+			sent:   cmds(aroundStop, "-gdb-show scheduler-locking", lock, unlock),
 			reason: "exited-normally", events: []string{"around-call-cut-short"},
 			phases: []string{"request 1 hit on"}},
 		{name: "signal", finishes: []string{signalRecord("SIGUSR1")}, stops: []string{exitedNormally},
-			sent: cmds(firstStop, "-gdb-show scheduler-locking", lock, unlock, "-break-after 1 1",
+			sent: cmds(aroundStop, "-gdb-show scheduler-locking", lock, unlock, "-break-after 1 1",
 				"-stack-list-frames", "-exec-continue"),
 			reason: "signal-received", events: []string{"around-call-cut-short", "signal"},
 			phases: []string{"request 1 hit on"}},
@@ -503,8 +505,8 @@ func TestLoopAroundCallCutShort(t *testing.T) {
 		// fake's thread list has no thread 2, so gdb is asked for it
 		// at each of its stops.
 		{name: "hit in another thread", finishes: []string{hitInThread2, finished}, stops: []string{exitedNormally},
-			sent: cmds(firstStop, "-gdb-show scheduler-locking", lock, unlock, "-break-after 1 1",
-				firstStop, lock, "-thread-info", "monitor detailed_snapshot", unlock, "-break-after 1 1", "-exec-continue"),
+			sent: cmds(aroundStop, "-gdb-show scheduler-locking", lock, unlock, "-break-after 1 1",
+				aroundStop, lock, "-thread-info", "monitor detailed_snapshot", unlock, "-break-after 1 1", "-exec-continue"),
 			reason: "breakpoint-hit", events: []string{"around-call-cut-short"},
 			phases: []string{"request 1 hit on", "request 3 hit on", "request 3 return on"}},
 	} {
@@ -553,7 +555,7 @@ func TestLoopSchedulerLocking(t *testing.T) {
 	aroundCall := func(first, show bool, mode string) []string {
 		out := laterStop
 		if first {
-			out = firstStop
+			out = aroundStop
 		}
 		if show {
 			out = cmds(out, "-gdb-show scheduler-locking")
