@@ -109,6 +109,14 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The checks take a second or more before valgrind starts: the
+	// status line says so from the start.
+	var status *statusLine
+	if opts.Status != nil {
+		status = newStatusLine(opts.Status, time.Now(), plan)
+		status.setPhase("checking the tools and the plan")
+		defer status.clear()
+	}
 	// gdb checks the breakpoint locations while the tools and the binary
 	// are checked: both take about as long as gdb takes to start. The
 	// tools' errors come first.
@@ -127,6 +135,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			return nil, fmt.Errorf("checking the tools: %w", ErrInterrupted)
 		}
 		return nil, err
+	}
+	if status != nil && len(env.Warnings) > 0 {
+		status.clear()
 	}
 	for _, w := range env.Warnings {
 		fmt.Fprintf(opts.Warn, "warning: %s\n", w)
@@ -148,6 +159,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	s := newSession(opts, plan, tools, binary, dir)
+	if status != nil {
+		s.status = status // the one on screen since the checks
+	}
 	return s.run(ctx)
 }
 
@@ -191,6 +205,9 @@ type session struct {
 	groups processGroups
 	an     *analysis
 	status *statusLine
+	// console carries the target's output to the status line's terminal;
+	// nil without a status line.
+	console *console
 }
 
 // bpState is one plan breakpoint during the run.
@@ -307,15 +324,19 @@ func (s *session) classify(parent, runCtx context.Context, err error) error {
 func (s *session) startAndLoop(ctx context.Context) error {
 	vargs := s.valgrindArgs()
 	s.m.Valgrind = append([]string{s.tools.valgrind}, vargs...)
+	stdout, stderr := s.targetOutput()
 	vg, err := startValgrind(valgrindConfig{
 		Path:   s.tools.valgrind,
 		Args:   vargs,
 		Dir:    s.cwd,
 		Env:    append(os.Environ(), s.plan.Target.Env...),
-		Stdout: s.opts.Stdout,
-		Stderr: s.opts.Stderr,
+		Stdout: stdout,
+		Stderr: stderr,
 		Log:    filepath.Join(s.dir, valgrindLog),
 	})
+	if s.console != nil {
+		s.console.started()
+	}
 	if err != nil {
 		return err
 	}
@@ -332,6 +353,9 @@ func (s *session) startAndLoop(ctx context.Context) error {
 		// vgdb or valgrind may die between the connection and the
 		// start: say which, not only what gdb answered.
 		return s.explain(ctx, err)
+	}
+	if s.status != nil {
+		s.status.setPhase("")
 	}
 	err = s.loop(ctx)
 	if s.m.Target.ExitCode != nil || s.m.Target.Signal != nil {
@@ -584,6 +608,9 @@ func (s *session) teardown() {
 	if s.vg != nil {
 		exited := s.m.Target.ExitCode != nil || s.m.Target.Signal != nil
 		s.vg.stop(s.opts.Grace, exited)
+	}
+	if s.console != nil {
+		s.console.close(s.opts.Grace)
 	}
 	if s.status != nil {
 		s.status.clear()

@@ -3,10 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/snapctl/snapctl/internal/term"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -159,11 +159,7 @@ func loadSnapshotSpec(spec string) (snapshotSpec, error) {
 	return snapshotSpec{path: path, snap: s}, nil
 }
 
-// colorFor reports whether output to w may be coloured: w is a terminal
-// and NO_COLOR is not set to a non-empty value (https://no-color.org).
-func colorFor(w io.Writer) bool {
-	if v, ok := os.LookupEnv("NO_COLOR"); ok && v != "" {
-		return false
-	}
-	return isTerminal(w)
-}
+// colorFor reports whether output to w may be coloured: w is a terminal,
+// not a dumb one, and NO_COLOR is not set to a non-empty value
+// (https://no-color.org).
+func colorFor(w io.Writer) bool { return term.Color(w) }
