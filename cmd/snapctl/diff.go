@@ -73,6 +73,8 @@ stack has a matching frame; --focus keeps only those whose stack has one.`,
 	f.IntVar(&opts.top, "top", 0, "show at most `N` sites, the largest changes (0: all)")
 	f.IntVar(&opts.frames, "frames", 8, "show at most `N` callers per stack in text and markdown (0: all)")
 	f.BoolVar(&opts.tree, "tree", false, "print the tree of signed deltas, frame by frame, instead of the sites (text only; --depth limits its depth)")
+	enumFlag(cmd, "format", "text", "markdown", "json")
+	enumFlag(cmd, "group-by", "site", "function", "stack")
 	return cmd
 }
 

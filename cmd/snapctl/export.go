@@ -52,6 +52,7 @@ output, except a pprof profile when standard output is a terminal.`,
 	cmd.Flags().StringVar(&opts.format, "format", "pprof", "output format: pprof or folded")
 	cmd.Flags().StringVarP(&opts.output, "output", "o", "-", "write to `OUT`; - is standard output")
 	cmd.Flags().BoolVar(&opts.lines, "lines", false, "folded: name frames with their file:line")
+	enumFlag(cmd, "format", "pprof", "folded")
 	return cmd
 }
 

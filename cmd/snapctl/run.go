@@ -78,6 +78,9 @@ plan.yaml, run.json, report.md, valgrind.log and snapshots/.`,
 	f.StringVar(&opts.Valgrind, "valgrind", "", "valgrind executable (default: valgrind on PATH)")
 	f.StringVar(&opts.GDB, "gdb", "", "gdb executable (default: gdb on PATH)")
 	f.StringVar(&opts.KeepSnapshots, "keep-snapshots", "", `snapshot files to keep: all, or changed (drop a snapshot whose tree equals the breakpoint's previous kept one); overrides the plan's keep_snapshots`)
+	enumFlag(cmd, "format", "text", "markdown", "json")
+	enumFlag(cmd, "keep-snapshots", "all", "changed")
+	cmd.SetUsageTemplate(cmd.UsageTemplate() + exitCodeHelp())
 	return cmd
 }
 
