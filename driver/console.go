@@ -113,6 +113,7 @@ func (s *session) targetOutput() (stdout, stderr io.Writer) {
 	}
 	con, stdout, stderr, err := openConsole(s.status, s.opts.Stdout, s.opts.Stderr)
 	if err != nil {
+		s.status.clear()
 		s.status = nil
 		return s.opts.Stdout, s.opts.Stderr
 	}

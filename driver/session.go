@@ -34,7 +34,9 @@ type Options struct {
 	// Stdout and Stderr receive the target's output (nil discards it).
 	Stdout, Stderr io.Writer
 	// Status receives the one-line progress display, rewritten with \r;
-	// nil for none. The caller decides whether it is a terminal.
+	// nil for none. The caller decides whether it is a terminal. With a
+	// status line, Stdout and Stderr that are terminals get the target's
+	// output through a pseudo-terminal (see console.go).
 	Status io.Writer
 	// Warn receives warnings such as a binary without debug info; nil
 	// discards them.

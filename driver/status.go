@@ -104,8 +104,7 @@ func (s *statusLine) output(w io.Writer, p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.drawn > 0 {
-		s.erase()
-		s.dirty = true
+		s.erase() // drawn again by the next stop or tick
 	}
 	if len(p) > 0 {
 		s.midLine, s.lastOut = p[len(p)-1] != '\n', w
