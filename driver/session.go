@@ -34,7 +34,9 @@ type Options struct {
 	// Stdout and Stderr receive the target's output (nil discards it).
 	Stdout, Stderr io.Writer
 	// Status receives the one-line progress display, rewritten with \r;
-	// nil for none. The caller decides whether it is a terminal.
+	// nil for none. The caller decides whether it is a terminal. With a
+	// status line, Stdout and Stderr that are terminals get the target's
+	// output through a pseudo-terminal (see console.go).
 	Status io.Writer
 	// Warn receives warnings such as a binary without debug info; nil
 	// discards them.
@@ -132,6 +134,14 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The checks take a second or more before valgrind starts: the
+	// status line says so from the start.
+	var status *statusLine
+	if opts.Status != nil {
+		status = newStatusLine(opts.Status, time.Now(), plan)
+		status.setPhase("checking the tools and the plan")
+		defer status.clear()
+	}
 	// gdb checks the breakpoint locations while the tools and the binary
 	// are checked: both take about as long as gdb takes to start. The
 	// tools' errors come first.
@@ -150,6 +160,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			return nil, fmt.Errorf("checking the tools: %w", ErrInterrupted)
 		}
 		return nil, err
+	}
+	if status != nil && len(env.Warnings) > 0 {
+		status.clear()
 	}
 	for _, w := range env.Warnings {
 		fmt.Fprintf(opts.Warn, "warning: %s\n", w)
@@ -171,6 +184,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	s := newSession(opts, plan, tools, binary, dir)
+	if status != nil {
+		s.status = status // the one on screen since the checks
+	}
 	return s.run(ctx)
 }
 
@@ -217,6 +233,9 @@ type session struct {
 	groups processGroups
 	an     *analysis
 	status *statusLine
+	// console carries the target's output to the status line's terminal;
+	// nil without a status line.
+	console *console
 }
 
 // bpState is one plan breakpoint during the run.
@@ -335,15 +354,19 @@ func (s *session) classify(parent, runCtx context.Context, err error) error {
 func (s *session) startAndLoop(ctx context.Context) error {
 	vargs := s.valgrindArgs()
 	s.m.Valgrind = append([]string{s.tools.valgrind}, vargs...)
+	stdout, stderr := s.targetOutput()
 	vg, err := startValgrind(valgrindConfig{
 		Path:   s.tools.valgrind,
 		Args:   vargs,
 		Dir:    s.cwd,
 		Env:    append(s.childEnv(), s.plan.Target.Env...),
-		Stdout: s.opts.Stdout,
-		Stderr: s.opts.Stderr,
+		Stdout: stdout,
+		Stderr: stderr,
 		Log:    filepath.Join(s.dir, valgrindLog),
 	})
+	if s.console != nil {
+		s.console.started()
+	}
 	if err != nil {
 		return err
 	}
@@ -360,6 +383,9 @@ func (s *session) startAndLoop(ctx context.Context) error {
 		// vgdb or valgrind may die between the connection and the
 		// start: say which, not only what gdb answered.
 		return s.explain(ctx, err)
+	}
+	if s.status != nil {
+		s.status.setPhase("")
 	}
 	err = s.loop(ctx)
 	if s.m.Target.ExitCode != nil || s.m.Target.Signal != nil {
@@ -617,6 +643,9 @@ func (s *session) teardown() {
 	// What left the children's process groups: a target that called
 	// daemon() or setsid() under valgrind, a vgdb in a session of its own.
 	s.sweep()
+	if s.console != nil {
+		s.console.close(s.opts.Grace)
+	}
 	if s.status != nil {
 		s.status.clear()
 	}

@@ -27,8 +27,11 @@ func TestStatusLine(t *testing.T) {
 		}
 	}
 	s.clear()
-	if !strings.HasSuffix(buf.String(), "\r\x1b[K") {
+	if want := "\r" + strings.Repeat(" ", len(last)-1) + "\r"; !strings.HasSuffix(buf.String(), want) {
 		t.Errorf("clear did not erase the line: %q", buf.String())
+	}
+	if strings.Contains(buf.String(), "\x1b") {
+		t.Errorf("escape sequence in the status line: %q", buf.String())
 	}
 	n := buf.Len()
 	s.clear()
@@ -51,7 +54,7 @@ func TestStatusLineDrawsFinalStateBeforeClear(t *testing.T) {
 		t.Fatalf("the throttle did not hold the second stop back: %q", out)
 	}
 	s.clear()
-	out := strings.TrimSuffix(buf.String(), "\r\x1b[K")
+	out := strings.TrimRight(buf.String(), " \r")
 	last := out[strings.LastIndex(out, "\r"):]
 	for _, want := range []string{"request: 2", "heap 2.0 KiB", "(+1.0 KiB)"} {
 		if !strings.Contains(last, want) {
@@ -89,3 +92,62 @@ func TestStatusLineTicksBetweenStops(t *testing.T) {
 	s.update("request", phaseHit, 2048)
 	s.clear()
 }
+
+// The program's output erases the line first; a line the program left
+// unfinished keeps the status line off until it ends, and snapctl ends it
+// at the end of the run.
+func TestStatusLineGivesWayToOutput(t *testing.T) {
+	plan := &breakpoints.Plan{Breakpoints: []breakpoints.Breakpoint{{Name: "request"}}}
+	var status, prog bytes.Buffer
+	// Both buffers stand for one terminal: the test interleaves them by
+	// recording each write in order.
+	var screen strings.Builder
+	s := newStatusLine(writerFunc(func(p []byte) { status.Write(p); screen.Write(p) }), time.Now(), plan)
+	s.minGap = 0
+	s.tick = time.Hour
+	out := writerFunc(func(p []byte) { prog.Write(p); screen.Write(p) })
+
+	s.update("request", phaseHit, 1024)
+	s.output(out, []byte("request 1 done\n"))
+	s.update("request", phaseHit, 1056)
+	s.output(out, []byte("prompt> "))
+	s.update("request", phaseHit, 1088) // not drawn: the line is unfinished
+	s.clear()
+	s.endOutput()
+
+	const line1 = "0s  request: 1  heap 1.0 KiB (0 B)"
+	const line2 = "0s  request: 2  heap 1.0 KiB (+32 B)"
+	want := "\r" + line1 + "\r" + strings.Repeat(" ", len(line1)) + "\r" +
+		"request 1 done\n" +
+		"\r" + line2 + "\r" + strings.Repeat(" ", len(line2)) + "\r" +
+		"prompt> " + "\n"
+	if got := screen.String(); got != want {
+		t.Errorf("screen:\n got %q\nwant %q", got, want)
+	}
+	if got := prog.String(); got != "request 1 done\nprompt> \n" {
+		t.Errorf("the program's output reached the terminal as %q", got)
+	}
+}
+
+// The line shows what snapctl does before the program runs, and is cut to
+// the terminal's width.
+func TestStatusLinePhaseAndWidth(t *testing.T) {
+	plan := &breakpoints.Plan{Breakpoints: []breakpoints.Breakpoint{{Name: "request"}}}
+	var buf bytes.Buffer
+	s := newStatusLine(&buf, time.Now(), plan)
+	s.tick = time.Hour
+	s.setPhase("starting valgrind")
+	s.width = 12
+	s.setPhase("")
+	s.clear()
+	want := "\r0s  starting valgrind..." +
+		"\r0s  request" + strings.Repeat(" ", len("0s  starting valgrind...")-len("0s  request")) +
+		"\r" + strings.Repeat(" ", len("0s  request")) + "\r"
+	if got := buf.String(); got != want {
+		t.Errorf("wrote\n %q\nwant %q", got, want)
+	}
+}
+
+type writerFunc func([]byte)
+
+func (f writerFunc) Write(p []byte) (int, error) { f(p); return len(p), nil }

@@ -3,10 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/snapctl/snapctl/internal/term"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -73,6 +73,8 @@ stack has a matching frame; --focus keeps only those whose stack has one.`,
 	f.IntVar(&opts.top, "top", 0, "show at most `N` sites, the largest changes (0: all)")
 	f.IntVar(&opts.frames, "frames", 8, "show at most `N` callers per stack in text and markdown (0: all)")
 	f.BoolVar(&opts.tree, "tree", false, "print the tree of signed deltas, frame by frame, instead of the sites (text only; --depth limits its depth)")
+	enumFlag(cmd, "format", "text", "markdown", "json")
+	enumFlag(cmd, "group-by", "site", "function", "stack")
 	return cmd
 }
 
@@ -159,11 +161,7 @@ func loadSnapshotSpec(spec string) (snapshotSpec, error) {
 	return snapshotSpec{path: path, snap: s}, nil
 }
 
-// colorFor reports whether output to w may be coloured: w is a terminal
-// and NO_COLOR is not set to a non-empty value (https://no-color.org).
-func colorFor(w io.Writer) bool {
-	if v, ok := os.LookupEnv("NO_COLOR"); ok && v != "" {
-		return false
-	}
-	return isTerminal(w)
-}
+// colorFor reports whether output to w may be coloured: w is a terminal,
+// not a dumb one, and NO_COLOR is not set to a non-empty value
+// (https://no-color.org).
+func colorFor(w io.Writer) bool { return term.Color(w) }

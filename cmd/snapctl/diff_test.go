@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/snapctl/snapctl/internal/term"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -182,13 +183,22 @@ func TestColorFor(t *testing.T) {
 	if colorFor(f) {
 		t.Error("colour for a regular file")
 	}
-	// A terminal is a character device; so is /dev/null, which every
-	// machine has.
-	tty, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	// /dev/null is a character device but no terminal.
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer null.Close()
+	if colorFor(null) {
+		t.Error("colour for /dev/null")
+	}
+	master, tty, err := term.OpenPTY(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer master.Close()
 	defer tty.Close()
+	t.Setenv("TERM", "xterm")
 	t.Setenv("NO_COLOR", "")
 	if !colorFor(tty) {
 		t.Error("no colour for a terminal")
@@ -196,6 +206,11 @@ func TestColorFor(t *testing.T) {
 	t.Setenv("NO_COLOR", "1")
 	if colorFor(tty) {
 		t.Error("colour for a terminal with NO_COLOR=1")
+	}
+	t.Setenv("NO_COLOR", "")
+	t.Setenv("TERM", "dumb")
+	if colorFor(tty) {
+		t.Error("colour for TERM=dumb")
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/driver"
@@ -23,6 +24,35 @@ const (
 	exitTimeout     = 124 // --timeout expired (as timeout(1))
 	exitInterrupted = 130 // SIGINT, SIGTERM or SIGHUP (128+SIGINT, as shells report it)
 )
+
+// exitCodes are the codes with what each means, as `snapctl run --help`
+// lists them; README.md's "Exit codes" table has the same codes.
+var exitCodes = []struct {
+	code    int
+	meaning string
+}{
+	{exitOK, "the run completed, every declared breakpoint hit, no fail_on limit exceeded"},
+	{exitFailure, "snapctl or one of its tools (gdb, vgdb, valgrind) failed, or an I/O error"},
+	{exitUsage, "bad command line"},
+	{exitPlan, "the plan is invalid, or names a location gdb cannot resolve"},
+	{exitEnvironment, "a required tool is missing or unusable"},
+	{exitInput, "the target binary cannot be used, or the run directory is not empty"},
+	{exitLeak, "a report.fail_on limit was exceeded: a leak, for CI"},
+	{exitNeverHit, "a declared breakpoint never hit"},
+	{exitCrashed, "the target crashed"},
+	{exitTimeout, "--timeout expired"},
+	{exitInterrupted, "interrupted by SIGINT, SIGTERM or SIGHUP"},
+}
+
+// exitCodeHelp is the "Exit codes" section of `snapctl run --help`.
+func exitCodeHelp() string {
+	var b strings.Builder
+	b.WriteString("\nExit codes:\n")
+	for _, e := range exitCodes {
+		fmt.Fprintf(&b, "  %3d  %s\n", e.code, e.meaning)
+	}
+	return b.String()
+}
 
 // usageError marks an error in the command line itself.
 type usageError struct{ err error }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/snapctl/snapctl/internal/term"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -33,7 +35,7 @@ graph; --format folded writes folded stacks ("main;handle_request;make_payload
 FILE picks the last detailed snapshot, FILE#N snapshot N, FILE#peak the peak.
 An xtmemory .ms file exports every event it has as a sample type
 (inuse_space, inuse_objects, alloc_space, ...). -o - writes to standard
-output.`,
+output, except a pprof profile when standard output is a terminal.`,
 		Example: `  snapctl export --format pprof massif.out.4242#peak -o peak.pb.gz
   go tool pprof -http=: -diff_base a.pb.gz b.pb.gz
   snapctl export --format folded massif.out.4242 -o - | flamegraph.pl > heap.svg`,
@@ -50,6 +52,7 @@ output.`,
 	cmd.Flags().StringVar(&opts.format, "format", "pprof", "output format: pprof or folded")
 	cmd.Flags().StringVarP(&opts.output, "output", "o", "-", "write to `OUT`; - is standard output")
 	cmd.Flags().BoolVar(&opts.lines, "lines", false, "folded: name frames with their file:line")
+	enumFlag(cmd, "format", "pprof", "folded")
 	return cmd
 }
 
@@ -64,6 +67,11 @@ func runExport(stdout io.Writer, stdin io.Reader, spec string, opts *exportOptio
 		}
 	default:
 		return usageError{fmt.Errorf("--format %q: want pprof or folded", opts.format)}
+	}
+	// As gzip does: compressed bytes on a terminal help no one and can
+	// upset it.
+	if opts.output == "-" && opts.format == "pprof" && term.IsTerminal(stdout) {
+		return usageError{errors.New("not writing a gzipped pprof profile to a terminal: give -o FILE, or redirect standard output")}
 	}
 	path, sel := snapshots.SplitSpec(spec)
 	in, name, closeIn, err := openMassif(path, stdin)

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/snapctl/snapctl/internal/term"
 )
 
 func TestExportPprof(t *testing.T) {
@@ -79,5 +83,42 @@ func TestExportErrors(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("failed exports left %d files", len(entries))
+	}
+}
+
+// A gzipped profile is not written to a terminal (exit 2, nothing
+// written); folded stacks are text and are, and a pipe or file takes both.
+func TestExportRefusesGzipToTerminal(t *testing.T) {
+	master, tty, err := term.OpenPTY(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer master.Close()
+	defer tty.Close()
+	go io.Copy(io.Discard, master)
+	spec := recordedMassif + "taskpool.massif#peak"
+	run := func(stdout io.Writer, args ...string) error {
+		root := newRootCmd("test")
+		root.SetOut(stdout)
+		root.SetErr(&bytes.Buffer{})
+		root.SetArgs(append([]string{"export"}, args...))
+		return root.Execute()
+	}
+	for _, args := range [][]string{{spec}, {"--format", "pprof", spec, "-o", "-"}} {
+		err := run(tty, args...)
+		code, msg := describe(err)
+		if code != exitUsage || !strings.Contains(msg, "not writing a gzipped pprof profile to a terminal") {
+			t.Errorf("export %q to a terminal: exit %d %q, want %d and a refusal", args, code, msg, exitUsage)
+		}
+	}
+	if err := run(tty, "--format", "folded", spec); err != nil {
+		t.Errorf("folded stacks to a terminal: %v", err)
+	}
+	var buf bytes.Buffer
+	if err := run(&buf, spec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := profile.Parse(&buf); err != nil {
+		t.Errorf("export to a pipe: %v", err)
 	}
 }

@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version may be set at build time with -ldflags "-X main.version=...";
+// left empty, it comes from the build information Go records in the
+// binary (see versionOf).
+var version = ""
 
 func main() {
 	os.Exit(run())
@@ -25,7 +28,8 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 
-	root := newRootCmd(version)
+	bi, _ := debug.ReadBuildInfo()
+	root := newRootCmd(versionOf(version, bi))
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
@@ -35,4 +39,40 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "snapctl: %s\n", msg)
 	}
 	return code
+}
+
+// versionOf is the version --version prints: the one set at build time, or
+// else the module version Go stamped into the binary (a tagged release, or
+// for `go install ./cmd/snapctl` in a clone a pseudo-version naming the
+// commit, "+dirty" with uncommitted changes), or else the commit the
+// binary was built from, or "dev".
+func versionOf(set string, bi *debug.BuildInfo) string {
+	if set != "" {
+		return set
+	}
+	if bi == nil {
+		return "dev"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	if rev == "" {
+		return "dev"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if modified == "true" {
+		rev += "-dirty"
+	}
+	return "dev-" + rev
 }

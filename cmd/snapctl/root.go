@@ -21,14 +21,11 @@ between stops, with their stacks.
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		// The root runs (it prints the help) so that cobra validates its
-		// arguments with Args below: otherwise cobra reports an unknown
-		// subcommand with a plain error, and "snapctl foo" would exit 1
-		// instead of 2.
+		// The root runs so that cobra validates its arguments with Args
+		// below: otherwise cobra reports an unknown subcommand with a
+		// plain error, and "snapctl foo" would exit 1 instead of 2.
 		Args: unknownCommand,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cmd.Help()
-		},
+		RunE: needsCommand,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return usageError{err}
@@ -43,8 +40,60 @@ between stops, with their stacks.
 	// cobra adds its completion command lazily; add it now so its
 	// argument checks are wrapped below with the others.
 	root.InitDefaultCompletionCmd()
+	root.InitDefaultHelpCmd()
+	groupsOnly(root)
 	usageArgs(root)
 	return root
+}
+
+// groupsOnly makes every command that only groups others (completion) fail
+// as the root does when it is run without one of them or with one it does
+// not have, and "help" fail for a command snapctl does not have; cobra
+// would print the help and exit 0.
+func groupsOnly(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		if sub.HasSubCommands() && !sub.Runnable() {
+			sub.Args, sub.RunE = unknownCommand, needsCommand
+		}
+		if sub.Name() == "help" && sub.Parent() == cmd.Root() {
+			sub.Args = helpTopic
+		}
+		groupsOnly(sub)
+	}
+}
+
+// helpTopic rejects "snapctl help X" when X names no command; cobra would
+// print the root's help and exit 0.
+func helpTopic(cmd *cobra.Command, args []string) error {
+	if _, rest, err := cmd.Root().Find(args); err != nil || len(rest) > 0 {
+		return usageError{fmt.Errorf("unknown help topic %q", strings.Join(args, " "))}
+	}
+	return nil
+}
+
+// needsCommand is what a command that only groups others does when run
+// alone: print its usage to stderr and fail as a usage error (exit 2).
+func needsCommand(cmd *cobra.Command, _ []string) error {
+	fmt.Fprint(cmd.ErrOrStderr(), cmd.UsageString())
+	var names []string
+	for _, sub := range cmd.Commands() {
+		if sub.IsAvailableCommand() && sub.Name() != "help" {
+			names = append(names, sub.Name())
+		}
+	}
+	last := len(names) - 1
+	if last > 0 {
+		names[last-1] += " or " + names[last]
+		names = names[:last]
+	}
+	return usageError{fmt.Errorf("missing command for %q: %s", cmd.CommandPath(), strings.Join(names, ", "))}
+}
+
+// enumFlag makes the shell complete the values flag of cmd takes.
+func enumFlag(cmd *cobra.Command, flag string, values ...string) {
+	if err := cmd.RegisterFlagCompletionFunc(flag, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp)); err != nil {
+		panic(err) // a flag name misspelt here
+	}
 }
 
 // unknownCommand rejects arguments to the root: the first one names a

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snapctl/snapctl/driver"
+	"github.com/snapctl/snapctl/internal/term"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -77,6 +78,9 @@ plan.yaml, run.json, report.md, valgrind.log and snapshots/.`,
 	f.StringVar(&opts.Valgrind, "valgrind", "", "valgrind executable (default: valgrind on PATH)")
 	f.StringVar(&opts.GDB, "gdb", "", "gdb executable (default: gdb on PATH)")
 	f.StringVar(&opts.KeepSnapshots, "keep-snapshots", "", `snapshot files to keep: all, or changed (drop a snapshot whose tree equals the breakpoint's previous kept one); overrides the plan's keep_snapshots`)
+	enumFlag(cmd, "format", "text", "markdown", "json")
+	enumFlag(cmd, "keep-snapshots", "all", "changed")
+	cmd.SetUsageTemplate(cmd.UsageTemplate() + exitCodeHelp())
 	return cmd
 }
 
@@ -129,11 +133,13 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		dopts.Args = o.Args
 	}
 	dopts.KeepSnapshots = o.KeepSnapshots
-	if o.Format == "json" {
-		// stdout carries run.json alone.
+	if o.Format != "text" {
+		// stdout carries run.json or report.md alone.
 		dopts.Stdout = stderr
 	}
-	if !o.Quiet && isTerminal(stderr) {
+	// The status line rewrites itself with "\r", which a dumb terminal
+	// cannot be trusted with.
+	if !o.Quiet && term.IsTerminal(stderr) && !term.Dumb() {
 		dopts.Status = stderr
 	}
 	kill, stop := secondSignal(cmd.Context())
@@ -219,14 +225,4 @@ func secondSignal(ctx context.Context) (<-chan struct{}, func()) {
 		}
 	}()
 	return kill, func() { close(done) }
-}
-
-// isTerminal reports whether w is a character device, such as a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

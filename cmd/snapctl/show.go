@@ -44,6 +44,7 @@ standard input.`,
 	}
 	cmd.Flags().StringVar(&opts.format, "format", "text", "output format: text or json")
 	cmd.Flags().Float64Var(&opts.threshold, "threshold", 0, "fold tree lines below `PCT` percent of a snapshot's heap into one line (display only)")
+	enumFlag(cmd, "format", "text", "json")
 	return cmd
 }
 
