@@ -692,6 +692,9 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	if werr := writeReport(filepath.Join(s.dir, reportFile), res); werr != nil {
 		return res, errors.Join(err, werr)
 	}
+	if werr := s.writeHTML(res); werr != nil {
+		return res, errors.Join(err, werr)
+	}
 	if err != nil {
 		return res, err
 	}

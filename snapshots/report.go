@@ -19,6 +19,11 @@ type Report struct {
 	Breakpoints []string  `json:"-"`
 	Diffs       []*Diff   `json:"diffs"`
 	Suspects    []Suspect `json:"suspects"`
+	// Stops and Growth are what report.html draws besides the above: the
+	// heap at every stop, and per breakpoint the change between its first
+	// and last snapshot. The other formats leave them out.
+	Stops  []StopPoint `json:"-"`
+	Growth []Growth    `json:"-"`
 }
 
 // RenderOptions tune the text and Markdown renderers.

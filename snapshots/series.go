@@ -19,6 +19,7 @@ type Series struct {
 	prev       *summary
 	prevSeq    int
 	intervals  int
+	seqs       []int // every snapshot's stop, for Suspect.History
 	stats      map[string]*siteStats
 }
 
@@ -51,6 +52,15 @@ type Suspect struct {
 	Intervals        int `json:"intervals"`
 	// TotalGrowth is the site's change from the first hit to the last.
 	TotalGrowth int64 `json:"total_growth"`
+	// History is the site's bytes at every snapshot of its breakpoint, for
+	// report.html's charts; run.json leaves it out.
+	History []SitePoint `json:"-"`
+}
+
+// SitePoint is a site's bytes at one stop.
+type SitePoint struct {
+	Seq   int
+	Bytes int64
 }
 
 // NewSeries starts the series of one breakpoint.
@@ -70,6 +80,7 @@ func (s *Series) Add(seq int, snap *Snapshot) (*Diff, error) {
 	cur := s.an.summarize(snap.Tree, snap.HeapBytes)
 	prev, prevSeq := s.prev, s.prevSeq
 	s.prev, s.prevSeq = cur, seq
+	s.seqs = append(s.seqs, seq)
 	if prev == nil {
 		return nil, nil
 	}
@@ -126,7 +137,7 @@ func (s *Series) Suspects() []Suspect {
 	if n < 2 {
 		return out
 	}
-	for _, st := range s.stats {
+	for key, st := range s.stats {
 		var grew, maxGap int
 		var total, gross int64
 		last := -1
@@ -157,6 +168,7 @@ func (s *Series) Suspects() []Suspect {
 			GrowingIntervals: grew,
 			Intervals:        n,
 			TotalGrowth:      total,
+			History:          s.history(key, st),
 		})
 	}
 	SortSuspects(out)
@@ -199,4 +211,23 @@ func medianChange(changes []intervalChange, n int) int64 {
 		return v[n/2]
 	}
 	return (v[n/2-1] + v[n/2]) / 2
+}
+
+// history rebuilds a site's bytes at every snapshot from its bytes at the
+// last one and its changes per interval (interval i leads from snapshot i
+// to i+1).
+func (s *Series) history(key string, st *siteStats) []SitePoint {
+	var bytes int64
+	if e := s.prev.sites[key]; e != nil {
+		bytes = e.bytes
+	}
+	out := make([]SitePoint, len(s.seqs))
+	c := len(st.changes) - 1
+	for i := len(s.seqs) - 1; i >= 0; i-- {
+		out[i] = SitePoint{Seq: s.seqs[i], Bytes: bytes}
+		for ; c >= 0 && st.changes[c].interval == i-1; c-- {
+			bytes -= st.changes[c].delta
+		}
+	}
+	return out
 }

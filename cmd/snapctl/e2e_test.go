@@ -98,7 +98,7 @@ func TestLeakSingleThread(t *testing.T) {
 	if diff := cmp.Diff(want, res.Run.Suspects); diff != "" {
 		t.Errorf("suspects (-want +got):\n%s", diff)
 	}
-	for _, name := range []string{"plan.yaml", "report.md", "valgrind.log"} {
+	for _, name := range []string{"plan.yaml", "report.md", "report.html", "valgrind.log"} {
 		if _, err := os.Stat(filepath.Join(res.Out, name)); err != nil {
 			t.Errorf("run directory: %v", err)
 		}

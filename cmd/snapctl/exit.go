@@ -17,8 +17,8 @@ const (
 	exitUsage       = 2   // bad command line
 	exitPlan        = 3   // the plan is invalid or names a location gdb cannot resolve
 	exitEnvironment = 4   // a required tool is missing or unusable
-	exitInput       = 5   // the target binary or the output directory cannot be used
-	exitLeak        = 10  // a report.fail_on limit was exceeded
+	exitInput       = 5   // the target binary, the output directory or a run directory to compare cannot be used
+	exitLeak        = 10  // a report.fail_on limit was exceeded, or compare shows no fix
 	exitNeverHit    = 11  // a declared breakpoint never hit
 	exitCrashed     = 12  // the target crashed (fatal signal)
 	exitTimeout     = 124 // --timeout expired (as timeout(1))
@@ -74,6 +74,8 @@ func describe(err error) (int, string) {
 		crash    *driver.CrashError
 		neverHit *driver.NeverHitError
 		leak     *driver.LeakError
+		runDir   *runDirError
+		notFixed *notFixedError
 	)
 	switch {
 	case errors.As(err, &ue):
@@ -88,11 +90,11 @@ func describe(err error) (int, string) {
 		return exitPlan, err.Error()
 	case errors.As(err, &missing):
 		return exitEnvironment, err.Error()
-	case errors.As(err, &binErr), errors.As(err, &dirErr):
+	case errors.As(err, &binErr), errors.As(err, &dirErr), errors.As(err, &runDir):
 		return exitInput, err.Error()
 	case errors.As(err, &neverHit):
 		return exitNeverHit, err.Error()
-	case errors.As(err, &leak):
+	case errors.As(err, &leak), errors.As(err, &notFixed):
 		return exitLeak, err.Error()
 	}
 	return exitFailure, err.Error()

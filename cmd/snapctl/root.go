@@ -35,6 +35,7 @@ between stops, with their stacks.
 		newDiffCmd(),
 		newShowCmd(),
 		newExportCmd(),
+		newCompareCmd(),
 		newDoctorCmd(),
 	)
 	// cobra adds its completion command lazily; add it now so its

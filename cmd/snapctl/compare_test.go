@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/snapctl/snapctl/internal/testenv"
+)
+
+// compareDoc mirrors `snapctl compare --format json`, schema
+// snapctl.compare/v1.
+type compareDoc struct {
+	Schema      string            `json:"schema"`
+	Suspects    []comparedSuspect `json:"suspects"`
+	NotCompared []comparedSuspect `json:"not_compared"`
+	Notes       []string          `json:"notes"`
+}
+
+type comparedSuspect struct {
+	Frame              frame  `json:"frame"`
+	Breakpoint         string `json:"breakpoint"`
+	Status             string `json:"status"`
+	Match              string `json:"match"`
+	BeforeFrame        *frame `json:"before_frame"`
+	BeforeGrowthPerHit *int64 `json:"before_growth_per_hit"`
+	AfterGrowthPerHit  *int64 `json:"after_growth_per_hit"`
+	Reason             string `json:"reason"`
+}
+
+// snapctlCmd runs the snapctl binary with args and returns its exit code
+// and output.
+func snapctlCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(snapctlBinary(t), args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !(errors.As(err, &ee) && ee.Exited()) {
+		t.Fatalf("snapctl %v: %v", args, err)
+	}
+	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+}
+
+func ptr(n int64) *int64 { return &n }
+
+// A leaking build against two rebuilds of fixcheck.c, each profiled for
+// real: the partial fix keeps audit's 40-byte leak two lines lower (matched
+// by function), adds a 16-byte leak and removes remember's 24 bytes, under
+// a plan with one more breakpoint (not compared, and said so): exit 10.
+// The full fix leaves every suspect gone: exit 0.
+func TestCompareBeforeAndAfterAFix(t *testing.T) {
+	testenv.NoLeftovers(t)
+	src := fixtures + "fixcheck.c"
+	leaky, partial, fixed := testenv.Build(t, src), testenv.Build(t, src, "-DPARTIAL"), testenv.Build(t, src, "-DFIXED")
+	twoBreakpoints := requestPlan + "  - name: audit\n    location: audit\n"
+	a := mustRun(t, session{Plan: requestPlan, Bin: leaky, Args: []string{"5"}}, exitOK)
+	b := mustRun(t, session{Plan: twoBreakpoints, Bin: partial, Args: []string{"5"}}, exitOK)
+	c := mustRun(t, session{Plan: requestPlan, Bin: fixed, Args: []string{"5"}}, exitOK)
+
+	remember := frame{"remember", "fixcheck.c", lineOf(t, src, "remember: 24")}
+	auditBefore := frame{"audit", "fixcheck.c", lineOf(t, src, "audit: 40")}
+	auditAfter := frame{"audit", "fixcheck.c", lineOf(t, src, "audit, moved")}
+	added := frame{"handle_request", "fixcheck.c", lineOf(t, src, "new in the partial fix")}
+
+	code, stdout, stderr := snapctlCmd(t, "compare", "--format", "json", a.Out, b.Out)
+	if code != exitLeak {
+		t.Fatalf("compare exited %d, want %d\n%s%s", code, exitLeak, stdout, stderr)
+	}
+	var doc compareDoc
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	want := compareDoc{
+		Schema: "snapctl.compare/v1",
+		Suspects: []comparedSuspect{
+			{Frame: auditAfter, Breakpoint: "request", Status: "persists", Match: "function", BeforeFrame: &auditBefore,
+				BeforeGrowthPerHit: ptr(40), AfterGrowthPerHit: ptr(40)},
+			{Frame: added, Breakpoint: "request", Status: "new", AfterGrowthPerHit: ptr(16)},
+			{Frame: remember, Breakpoint: "request", Status: "gone", BeforeGrowthPerHit: ptr(24)},
+		},
+		NotCompared: []comparedSuspect{
+			{Frame: auditAfter, Breakpoint: "audit", AfterGrowthPerHit: ptr(40), Reason: "breakpoint in one plan only"},
+			{Frame: added, Breakpoint: "audit", AfterGrowthPerHit: ptr(16), Reason: "breakpoint in one plan only"},
+		},
+		Notes: []string{
+			`breakpoint "audit" is only in the after run's plan: its suspects are not compared`,
+			fmt.Sprintf(`audit at breakpoint "request": matched by function, line %d before and %d after`, auditBefore.Line, auditAfter.Line),
+		},
+	}
+	if diff := cmp.Diff(want, doc); diff != "" {
+		t.Errorf("compare (-want +got):\n%s", diff)
+	}
+
+	code, stdout, _ = snapctlCmd(t, "compare", a.Out, c.Out)
+	if code != exitOK || !strings.Contains(stdout, "Fixed: 2 suspects gone, none new.") {
+		t.Errorf("compare with the fixed build exited %d, want 0 and the suspects gone:\n%s", code, stdout)
+	}
+	code, stdout, _ = snapctlCmd(t, "compare", "--format", "markdown", c.Out, b.Out)
+	if code != exitLeak || !strings.Contains(stdout, fmt.Sprintf("| new | - | +40 B | request | <code>audit</code> fixcheck.c:%d |", auditAfter.Line)) {
+		t.Errorf("compare of the fixed build with the partial one exited %d, want 10 and audit new:\n%s", code, stdout)
+	}
+}
+
+// Arguments that are not completed run directories of a known schema exit
+// 5 with the reason; a wrong command line exits 2.
+func TestCompareBadInput(t *testing.T) {
+	testenv.NoLeftovers(t)
+	good := mustRun(t, session{Plan: requestPlan, Bin: testenv.Build(t, fixtures+"leak.c")}, exitOK).Out
+	dir := t.TempDir()
+	withManifest := func(name string, edit func(m map[string]any)) string {
+		data, err := os.ReadFile(filepath.Join(good, "run.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatal(err)
+		}
+		edit(m)
+		out := filepath.Join(dir, name)
+		data, _ = json.Marshal(m)
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(out, "run.json"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	interrupted := withManifest("interrupted", func(m map[string]any) { m["status"], m["error"] = "interrupted", "interrupted by SIGINT" })
+	future := withManifest("future", func(m map[string]any) { m["schema"] = "snapctl.run/v9" })
+	empty := filepath.Join(dir, "empty")
+	os.Mkdir(empty, 0o755)
+
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"compare", good, filepath.Join(dir, "missing")}, exitInput, "missing: no such run directory"},
+		{[]string{"compare", good, filepath.Join(good, "run.json")}, exitInput, "not a run directory (compare takes the directories"},
+		{[]string{"compare", empty, good}, exitInput, "empty: not a run directory: it has no run.json"},
+		{[]string{"compare", good, interrupted}, exitInput, "the run did not complete (status interrupted: interrupted by SIGINT)"},
+		{[]string{"compare", future, good}, exitInput, `run.json has schema "snapctl.run/v9"; this snapctl reads snapctl.run/v1`},
+		{[]string{"compare", good}, exitUsage, "compare takes two run directories RUN_A and RUN_B, got 1 arguments"},
+		{[]string{"compare", "--format", "html", good, good}, exitUsage, `--format: unknown format "html"`},
+		{[]string{"compare", good, good}, exitLeak, "1 suspect persists, is new or could not be judged"},
+	} {
+		code, stdout, stderr := snapctlCmd(t, tc.args...)
+		if code != tc.code || !strings.Contains(stderr, tc.msg) {
+			t.Errorf("snapctl %v: exit %d, stderr %q; want exit %d and %q\n%s", tc.args[1:], code, stderr, tc.code, tc.msg, stdout)
+		}
+	}
+}

@@ -1,0 +1,127 @@
+package driver
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/snapctl/snapctl/snapshots"
+)
+
+// htmlFile is report.html in the run directory.
+const htmlFile = "report.html"
+
+// writeHTML writes report.html: the report with what only the page draws,
+// the heap at every stop and each breakpoint's growth from its first
+// snapshot to its last. The stops are read back from the spool and the two
+// snapshots of each breakpoint from the run directory, so the session
+// holds none of it while the target runs.
+func (s *session) writeHTML(res *Result) error {
+	rep := *res.Report
+	var err error
+	rep.Stops, rep.Growth, err = s.timeline()
+	if err != nil {
+		return err
+	}
+	opts := snapshots.HTMLOptions{Facts: runFacts(res), MaxSites: shownSites, MaxFrames: res.MaxFrames()}
+	if more := moreDiffs(res); more != "" {
+		opts.Notes = append(opts.Notes, more)
+	}
+	return writeFileAtomicFunc(filepath.Join(s.dir, htmlFile), func(w io.Writer) error {
+		return snapshots.RenderReportHTML(w, &rep, opts)
+	})
+}
+
+// shownSites is how many sites report.html lists per diff.
+const shownSites = 20
+
+// runFacts is the header of report.html: what ran and how it ended.
+func runFacts(res *Result) []snapshots.Fact {
+	m := res.Manifest
+	facts := []snapshots.Fact{
+		{Label: "Command", Value: strings.Join(m.Target.Argv, " ")},
+		{Label: "Status", Value: string(m.Status) + exitNote(m)},
+	}
+	if m.Error != "" {
+		facts = append(facts, snapshots.Fact{Label: "Error", Value: m.Error})
+	}
+	facts = append(facts, snapshots.Fact{Label: "Stops", Value: strconv.Itoa(res.Stops)})
+	for _, b := range m.Breakpoints {
+		facts = append(facts, snapshots.Fact{Label: "Breakpoint " + b.Name,
+			Value: fmt.Sprintf("%s: %s, %s%s", b.Location, plural(b.Hits, "hit"), plural(b.Snapshots, "snapshot"), unchangedNote(b))})
+	}
+	return facts
+}
+
+// timeline reads the spooled stops into the page's points and diffs the
+// first and last hit snapshot of every breakpoint. A snapshot that cannot
+// be read leaves its breakpoint without a growth graph: the page is a view,
+// and run.json already says what went wrong.
+func (s *session) timeline() ([]snapshots.StopPoint, []snapshots.Growth, error) {
+	var points []snapshots.StopPoint
+	files := make(map[int]string) // seq -> snapshot file, for same_as_seq
+	type ends struct{ first, last int }
+	series := make(map[string]*ends)
+	err := s.stops.each(func(line []byte) error {
+		var st Stop
+		if err := json.Unmarshal(line, &st); err != nil {
+			return fmt.Errorf("reading spooled stop: %w", err)
+		}
+		thread := st.Thread.ID
+		if st.Thread.TargetID != "" {
+			thread += " (" + st.Thread.TargetID + ")"
+		}
+		points = append(points, snapshots.StopPoint{Seq: st.Seq, Breakpoint: st.Breakpoint, Hit: st.Hit, Phase: st.Phase,
+			Time: st.Time, Thread: thread, HeapBytes: st.HeapBytes, HeapExtraBytes: st.HeapExtraBytes, StacksBytes: st.StacksBytes})
+		file := st.Snapshot
+		if file == "" {
+			file = files[st.SameAsSeq]
+		}
+		files[st.Seq] = file
+		if st.Phase != "hit" {
+			return nil
+		}
+		if e := series[st.Breakpoint]; e != nil {
+			e.last = st.Seq
+		} else {
+			series[st.Breakpoint] = &ends{st.Seq, st.Seq}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	var growth []snapshots.Growth
+	for _, name := range s.an.order {
+		e := series[name]
+		if e == nil || e.first == e.last {
+			continue
+		}
+		first, err1 := s.snapshotTree(files[e.first])
+		last, err2 := s.snapshotTree(files[e.last])
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		growth = append(growth, snapshots.Growth{Breakpoint: name, FromSeq: e.first, ToSeq: e.last,
+			Root: snapshots.GrowthFlame(snapshots.DiffTree(first, last), s.an.opts)})
+	}
+	return points, growth, nil
+}
+
+// snapshotTree reads the tree of a kept snapshot file.
+func (s *session) snapshotTree(file string) (*snapshots.Node, error) {
+	if file == "" {
+		return nil, fmt.Errorf("no snapshot file")
+	}
+	f, err := snapshots.ParseFile(filepath.Join(s.dir, file))
+	if err != nil {
+		return nil, err
+	}
+	if len(f.Snapshots) == 0 || f.Snapshots[0].Tree == nil {
+		return nil, fmt.Errorf("%s holds no tree", file)
+	}
+	return f.Snapshots[0].Tree, nil
+}

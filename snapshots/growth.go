@@ -1,0 +1,192 @@
+package snapshots
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// StopPoint is one stop of a run as report.html draws it: where it was and
+// the heap's totals there.
+type StopPoint struct {
+	Seq        int
+	Breakpoint string
+	Hit        int
+	Phase      string // "hit", or "return" after finish
+	Time       string // as run.json writes it
+	Thread     string // "1 (Thread 4242)"
+
+	HeapBytes      int64
+	HeapExtraBytes int64
+	StacksBytes    int64
+}
+
+// Growth is how the heap of one breakpoint's series changed between its
+// first and its last snapshot, as a call tree for a flame graph.
+type Growth struct {
+	Breakpoint     string
+	FromSeq, ToSeq int
+	Root           *FlameNode
+}
+
+// FlameNode is one box of a growth flame graph: a frame, or a run of
+// library frames folded into one box, and the change of the allocations
+// made under it. Children are its callees, the largest change first; the
+// root stands for the whole heap.
+type FlameNode struct {
+	// Name is the box's label: the function without return type,
+	// parameters and template arguments; for folded library frames the
+	// outermost of them and how many more there are.
+	Name string
+	// Frames are the frames the box stands for, outermost first, in full.
+	Frames []Frame
+	// Library is set when the box folds library frames.
+	Library bool
+	// Grown and Shrunk sum the positive and the negative changes of the
+	// allocations under the box (Shrunk as a positive number): the box's
+	// width is their sum, its net change their difference.
+	Grown, Shrunk int64
+	Children      []*FlameNode
+	index         map[string]*FlameNode // children by flameBox.key
+}
+
+// Net is the box's net change.
+func (n *FlameNode) Net() int64 { return n.Grown - n.Shrunk }
+
+// GrowthFlame turns a tree of signed deltas (DiffTree of a series' first
+// and last snapshot) into a flame graph: each allocation stack read from
+// the outermost caller inwards, every run of consecutive library frames
+// (opts' library patterns) folded into one box, and stacks that fold alike
+// merged. Below-threshold buckets become "(below threshold)" boxes.
+func GrowthFlame(delta *Node, opts Options) *FlameNode {
+	root := &FlameNode{Name: "all"}
+	if delta == nil {
+		return root
+	}
+	lib := newLibrary(&opts)
+	var path []*Node
+	var walk func(n *Node)
+	walk = func(n *Node) {
+		self := n.Bytes
+		for _, c := range n.Children {
+			if c != nil {
+				self -= c.Bytes
+			}
+		}
+		if n != delta {
+			path = append(path, n)
+		}
+		if self != 0 {
+			root.add(foldStack(path, lib), self)
+		}
+		for _, c := range n.Children {
+			if c != nil {
+				walk(c)
+			}
+		}
+		if n != delta {
+			path = path[:len(path)-1]
+		}
+	}
+	walk(delta)
+	root.sort()
+	return root
+}
+
+// flameBox is one box of a folded stack before it is merged into the tree.
+type flameBox struct {
+	frames  []Frame
+	library bool
+	below   bool
+}
+
+// foldStack reads a tree path (allocator side first) from the outermost
+// caller inwards and folds runs of library frames.
+func foldStack(path []*Node, lib *library) []flameBox {
+	var out []flameBox
+	for i := len(path) - 1; i >= 0; i-- {
+		n := path[i]
+		if n.Below {
+			out = append(out, flameBox{below: true})
+			continue
+		}
+		f := n.Frame
+		f.Addr = ""
+		isLib := lib.is(f)
+		if isLib && len(out) > 0 && out[len(out)-1].library {
+			last := &out[len(out)-1]
+			last.frames = append(last.frames, f)
+			continue
+		}
+		out = append(out, flameBox{frames: []Frame{f}, library: isLib})
+	}
+	return out
+}
+
+// key identifies a box among its siblings.
+func (b flameBox) key() string {
+	if b.below {
+		return "\x00below"
+	}
+	var sb strings.Builder
+	if b.library {
+		sb.WriteString("\x00lib")
+	}
+	for _, f := range b.frames {
+		sb.WriteString(FrameString(f))
+		sb.WriteByte('\x00')
+	}
+	return sb.String()
+}
+
+func (b flameBox) name() string {
+	switch {
+	case b.below:
+		return "(below threshold)"
+	case len(b.frames) == 1:
+		return briefName(b.frames[0].Function)
+	}
+	return briefName(b.frames[0].Function) + " +" + strconv.Itoa(len(b.frames)-1) + " library"
+}
+
+// add adds a change of bytes along stack, outermost box first.
+func (n *FlameNode) add(stack []flameBox, bytes int64) {
+	n.count(bytes)
+	cur := n
+	for _, b := range stack {
+		k := b.key()
+		next := cur.index[k]
+		if next == nil {
+			next = &FlameNode{Name: b.name(), Frames: b.frames, Library: b.library}
+			if cur.index == nil {
+				cur.index = make(map[string]*FlameNode)
+			}
+			cur.index[k] = next
+			cur.Children = append(cur.Children, next)
+		}
+		next.count(bytes)
+		cur = next
+	}
+}
+
+func (n *FlameNode) count(bytes int64) {
+	if bytes > 0 {
+		n.Grown += bytes
+	} else {
+		n.Shrunk -= bytes
+	}
+}
+
+func (n *FlameNode) sort() {
+	sort.SliceStable(n.Children, func(i, j int) bool {
+		a, b := n.Children[i], n.Children[j]
+		if wa, wb := a.Grown+a.Shrunk, b.Grown+b.Shrunk; wa != wb {
+			return wa > wb
+		}
+		return a.Name < b.Name
+	})
+	n.index = nil
+	for _, c := range n.Children {
+		c.sort()
+	}
+}
