@@ -134,8 +134,9 @@ func newPrivateDir() (string, error) {
 		return "", fmt.Errorf("creating private directory: %w", err)
 	}
 	for _, r := range dir {
-		if r == ' ' || r == '\t' || r == '\n' {
-			// TMPDIR with a space: fall back to /tmp, which has none.
+		if r == ' ' || r == '\t' || r == '\n' || r == '%' {
+			// TMPDIR with a space, or a % that valgrind would expand
+			// in --vgdb-prefix: fall back to /tmp, which has none.
 			os.RemoveAll(dir)
 			dir, err = os.MkdirTemp("/tmp", "snapctl-")
 			if err != nil {

@@ -423,8 +423,8 @@ func (s *session) valgrindArgs() []string {
 		"--vgdb=yes",
 		"--vgdb-error=0",
 		"--vgdb-prefix=" + filepath.Join(s.priv, "vgdb"),
-		"--massif-out-file=" + filepath.Join(s.priv, "massif.out"),
-		"--log-file=" + filepath.Join(s.dir, valgrindLog),
+		"--massif-out-file=" + valgrindPath(filepath.Join(s.priv, "massif.out")),
+		"--log-file=" + valgrindPath(filepath.Join(s.dir, valgrindLog)),
 	}
 	// Without chasing, a block never crosses a call, so the pc that
 	// valgrind's gdbserver reports with a signal lies in the function
@@ -441,6 +441,13 @@ func (s *session) valgrindArgs() []string {
 	args = append(args, "--px-file-backed=unwindregs-at-mem-access")
 	args = append(args, s.plan.ValgrindArgs()...)
 	return append(args, s.argv...)
+}
+
+// valgrindPath escapes a path for the valgrind options that expand %p,
+// %q{VAR} and %% in file names (--log-file, --massif-out-file): a run
+// directory named "run 100% done" must reach valgrind as it is.
+func valgrindPath(path string) string {
+	return strings.ReplaceAll(path, "%", "%%")
 }
 
 // startGDB starts gdb on the binary, in MI mode with async execution.

@@ -165,3 +165,31 @@ func TestGdbKilledWhileConnecting(t *testing.T) {
 	}
 	checkPartial(t, res, "failed", 0)
 }
+
+// A run directory with % in its name works: valgrind would expand it in
+// --log-file and --massif-out-file.
+func TestPercentInRunDir(t *testing.T) {
+	bin := testenv.Build(t, fixtures+"ends.c")
+	out := filepath.Join(t.TempDir(), "run 100% done %p %q{HOME}")
+	res := parallelRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{"exit", "0"}, Out: out})
+	checkExit(t, res, 0, 2)
+	if _, err := os.Stat(filepath.Join(out, "valgrind.log")); err != nil {
+		t.Errorf("valgrind.log not in the run directory: %v", err)
+	}
+}
+
+// valgrind refusing its options before its log is open: the message says
+// what valgrind said.
+func TestValgrindSaysWhy(t *testing.T) {
+	bin := testenv.Build(t, fixtures+"ends.c")
+	plan := "valgrind:\n  args: [\"--max-snapshots=lots\"]\n" + requestPlan
+	res := parallelRun(t, session{Plan: plan, Bin: bin})
+	if res.Code != exitFailure {
+		t.Errorf("exit code %d, want %d\nstderr:\n%s", res.Code, exitFailure, res.Stderr)
+	}
+	if !strings.Contains(res.Stderr, "snapctl: valgrind: exited before its gdbserver was ready") ||
+		!strings.Contains(res.Stderr, "\n    valgrind: Bad option: --max-snapshots=lots\n") {
+		t.Errorf("the message does not quote valgrind:\n%s", res.Stderr)
+	}
+	checkPartial(t, res, "failed", 0)
+}
