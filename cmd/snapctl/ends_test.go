@@ -7,6 +7,7 @@ package main
 // (testenv.MarkRun).
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -113,4 +114,26 @@ breakpoints:
 		}
 	}
 	noneLike(t, "sleep 30")
+}
+
+// A target that replaces itself with exec: valgrind lets the new program
+// run natively, and the message says so instead of blaming vgdb. The
+// snapshots before the exec are kept, and the new program ends with the
+// run.
+func TestTargetExecs(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, fixtures+"ends.c")
+	mark := testenv.MarkRun(t)
+	res := runSnapctl(t, session{Plan: requestPlan, Bin: bin, Args: []string{"exec"}, Env: []string{mark}, Limit: time.Minute})
+	if res.Code != exitFailure {
+		t.Errorf("exit code %d, want %d\nstderr:\n%s", res.Code, exitFailure, res.Stderr)
+	}
+	msg := oneLine(t, res.Stderr)
+	if !regexp.MustCompile(`the target called exec and now runs (/usr)?/bin/sleep outside valgrind`).MatchString(msg) || !strings.Contains(msg, "--trace-children=yes") {
+		t.Errorf("message %q does not say that the target called exec", msg)
+	}
+	checkPartial(t, res, "failed", 2)
+	if left := testenv.Marked(mark, func(p testenv.Proc) bool { return p.Cmdline == "sleep 2" }); len(left) > 0 {
+		t.Errorf("the program the target exec'd outlives the run: %+v", left)
+	}
 }

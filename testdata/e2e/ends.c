@@ -3,7 +3,7 @@
 //
 //   exit CODE   call leave(CODE), which allocates 100 bytes and calls
 //               exit(CODE) from inside the call
-//   exec        replace itself with /bin/true (valgrind follows exec only
+//   exec        replace itself with `sleep 2` (valgrind follows exec only
 //               with --trace-children=yes)
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +28,7 @@ int main(int argc, char **argv)
 	handle_request(0);
 	handle_request(1);
 	if (strcmp(mode, "exec") == 0) {
-		execl("/bin/true", "true", (char *)NULL);
+		execl("/bin/sleep", "sleep", "2", (char *)NULL);
 		return 99; // exec failed
 	}
 	leave(argc > 2 ? atoi(argv[2]) : 0);
