@@ -64,7 +64,7 @@ func runExport(stdout io.Writer, stdin io.Reader, spec string, opts *exportOptio
 	default:
 		return usageError{fmt.Errorf("--format %q: want pprof or folded", opts.format)}
 	}
-	path, sel := snapshots.SplitSpec(spec)
+	path, sel := splitSpec(spec)
 	in, name, closeIn, err := openMassif(path, stdin)
 	if err != nil {
 		return err

@@ -86,3 +86,57 @@ func TestRunWritesThroughSymlinks(t *testing.T) {
 		}
 	}
 }
+
+// A massif file whose name holds # can be given bare; FILE#N still picks a
+// snapshot of a file whose name does not exist as written.
+func TestHashInFileName(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(recordedMassif + "leak.massif")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "massif#1.out")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bare, err := execute(t, "", "show", path)
+	if err != nil {
+		t.Fatalf("show %s: %v", path, err)
+	}
+	want, err := execute(t, "", "show", recordedMassif+"leak.massif")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.ReplaceAll(bare, path, recordedMassif+"leak.massif") != want {
+		t.Errorf("show of the file with # in its name differs from the original")
+	}
+	if _, err := execute(t, "", "diff", path, path+"#peak"); err != nil {
+		t.Errorf("diff %s %s#peak: %v", path, path, err)
+	}
+}
+
+// show --threshold NaN is a usage error, as any value outside 0..100.
+func TestShowThresholdNaN(t *testing.T) {
+	t.Parallel()
+	_, err := execute(t, "", "show", "--threshold", "NaN", recordedMassif+"leak.massif")
+	if code, _ := describe(err); code != exitUsage {
+		t.Errorf("show --threshold NaN = %v (exit %d), want a usage error", err, code)
+	}
+}
+
+// diff of files with 18-digit byte counts: an error naming the line, not
+// sums that wrapped around.
+func TestDiffHugeCounts(t *testing.T) {
+	t.Parallel()
+	file := "desc: x\ncmd: x\ntime_unit: i\n#-----------\nsnapshot=0\n#-----------\ntime=0\nmem_heap_B=0\nmem_heap_extra_B=0\nmem_stacks_B=0\nheap_tree=detailed\n" +
+		"n2: 900000000000000000 (heap allocation functions) malloc/new/new[], --alloc-fns, etc.\n" +
+		" n0: 450000000000000000 0x1: f (a.c:1)\n n0: 450000000000000000 0x2: g (a.c:2)\n"
+	path := filepath.Join(t.TempDir(), "huge.massif")
+	if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := execute(t, "", "diff", path, path)
+	if err == nil || !strings.Contains(err.Error(), "huge.massif:12: byte count 900000000000000000 is more than any 64-bit address space holds") {
+		t.Errorf("diff = %v, want the line of the huge count", err)
+	}
+}
