@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -319,10 +320,14 @@ func (s *session) sendBatch(ctx context.Context, cmds []mi.Command) ([]*mi.Resul
 func (s *session) flush() error {
 	pending := s.pending
 	s.pending = nil
-	for _, t := range pending {
+	for i, t := range pending {
 		snap, err := s.readSnapshot(t)
 		if err != nil {
-			return err
+			// run.json lists no stop from here on: their files go.
+			for _, u := range pending[i:] {
+				os.Remove(filepath.Join(s.dir, u.stop.Snapshot))
+			}
+			return s.diskFull(err)
 		}
 		s.addStop(t.stop)
 		if t.hitOf == nil {
@@ -338,6 +343,21 @@ func (s *session) flush() error {
 		}
 	}
 	return nil
+}
+
+// diskFull names a full file system as the cause of err, such as a
+// snapshot that could not be read: valgrind writes snapshots without reporting a failed
+// write, so a full TMPDIR (where massif writes them) or run directory
+// shows as a truncated file.
+func (s *session) diskFull(err error) error {
+	for _, dir := range []struct{ path, name string }{{s.priv, filepath.Dir(s.priv)}, {s.dir, s.dir}} {
+		var st syscall.Statfs_t
+		if dir.path != "" && syscall.Statfs(dir.path, &st) == nil && st.Bavail*uint64(st.Bsize) < 1<<20 {
+			// First: the message's first line is what run.json keeps.
+			return fmt.Errorf("%w in %s: %w", syscall.ENOSPC, dir.name, err)
+		}
+	}
+	return err
 }
 
 // readSnapshot parses a kept snapshot once and fills the stop's totals.

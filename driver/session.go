@@ -507,7 +507,9 @@ func (s *session) connect(ctx context.Context) error {
 		if verr := s.valgrindKilled(); verr != nil {
 			return verr
 		}
-		return &ToolError{Tool: "vgdb", Msg: "gdb cannot connect to valgrind", Err: err, Tail: logTail(filepath.Join(s.dir, valgrindLog), 8)}
+		// valgrind's gdbserver needs room in the private directory
+		// for the FIFOs' shared memory.
+		return s.diskFull(&ToolError{Tool: "vgdb", Msg: "gdb cannot connect to valgrind", Err: err, Tail: logTail(filepath.Join(s.dir, valgrindLog), 8)})
 	}
 	// gdb reads every argument of the stopped frame from the target to
 	// print it with each stop, and snapctl does not use them; breakpoint

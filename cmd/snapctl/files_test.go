@@ -5,10 +5,12 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/snapctl/snapctl/internal/testenv"
 )
@@ -138,5 +140,67 @@ func TestDiffHugeCounts(t *testing.T) {
 	_, err := execute(t, "", "diff", path, path)
 	if err == nil || !strings.Contains(err.Error(), "huge.massif:12: byte count 900000000000000000 is more than any 64-bit address space holds") {
 		t.Errorf("diff = %v, want the line of the huge count", err)
+	}
+}
+
+// A full TMPDIR, where massif writes each snapshot before snapctl moves it
+// into the run directory, from the start (valgrind's gdbserver cannot make
+// its FIFOs' shared memory there) and from the middle of a run: the run
+// fails saying the file system is full, and no file is left in
+// snapshots/ that run.json does not list. The full file system is a small
+// tmpfs (the test skips where it cannot mount one).
+func TestFullTmpdir(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		atStart bool
+	}{{"at start", true}, {"mid-run", false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			bin := testenv.Build(t, fixtures+"faults.c")
+			tmp := t.TempDir()
+			if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", tmp).CombinedOutput(); err != nil {
+				t.Skipf("cannot mount a tmpfs: %v %s", err, out)
+			}
+			t.Cleanup(func() { exec.Command("umount", "-l", tmp).Run() })
+			t.Parallel()
+			mark := testenv.MarkRun(t)
+			if tt.atStart {
+				fillUp(t, tmp)
+			}
+			r := startSnapctl(t, session{Plan: requestPlan, Bin: bin, Args: []string{"slow", "10"}, Env: []string{mark, "TMPDIR=" + tmp}, Limit: time.Minute})
+			if !tt.atStart {
+				waitFile(t, filepath.Join(r.out, "snapshots"), 30*time.Second)
+				fillUp(t, tmp)
+			}
+			res := r.wait()
+			if res.Code != exitFailure {
+				t.Errorf("exit code %d, want %d\nstderr:\n%s", res.Code, exitFailure, res.Stderr)
+			}
+			if msg := oneLine(t, res.Stderr); !strings.HasPrefix(msg, "snapctl: no space left on device in "+tmp+": ") {
+				t.Errorf("message %q does not say that %s is full", msg, tmp)
+			}
+			min := 1
+			if tt.atStart {
+				min = 0
+			}
+			checkPartial(t, res, "failed", min)
+			if res.Run != nil && !strings.HasPrefix(res.Run.Error, "no space left on device") {
+				t.Errorf("run.json error %q does not say the disk is full", res.Run.Error)
+			}
+		})
+	}
+}
+
+// fillUp fills the file system of dir.
+func fillUp(t *testing.T, dir string) {
+	t.Helper()
+	fill, err := os.Create(filepath.Join(dir, "fill"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fill.Close()
+	for block := make([]byte, 4096); ; {
+		if _, err := fill.Write(block); err != nil {
+			return
+		}
 	}
 }
