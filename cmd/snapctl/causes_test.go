@@ -68,7 +68,7 @@ func TestHugeCondition(t *testing.T) {
 	}
 }
 
-// A plan read from a FIFO that no one writes: SIGINT and SIGTERM end
+// A plan read from a FIFO whose writer never writes: SIGINT and SIGTERM end
 // snapctl at once with the interrupted exit code. /dev/zero as the plan is
 // refused as too large at once.
 func TestPlanNeverEnds(t *testing.T) {
@@ -81,7 +81,14 @@ func TestPlanNeverEnds(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := startPlanPath(t, fifo, bin)
-			time.Sleep(500 * time.Millisecond) // snapctl is blocked opening the FIFO
+			// Opening the FIFO for writing returns once snapctl has
+			// opened it for reading; it then waits for a plan that
+			// never comes, as from a pipe left open.
+			w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
 			r.signal(sig)
 			sent := time.Now()
 			res := r.wait()
