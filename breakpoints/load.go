@@ -27,10 +27,14 @@ const (
 	DefaultThreads          = ThreadsCurrent
 )
 
-// Load reads and parses the plan file at path. On failure the error is an
-// ErrorList of positioned *Error values.
+// MaxPlanSize bounds what Load reads: a plan is a few kilobytes, and a
+// path such as /dev/zero must not fill memory.
+const MaxPlanSize = 1 << 20
+
+// Load reads and parses the plan file at path, at most MaxPlanSize bytes.
+// On failure the error is an ErrorList of positioned *Error values.
 func Load(path string) (*Plan, error) {
-	data, err := os.ReadFile(path)
+	data, err := readPlan(path)
 	if err != nil {
 		msg := err.Error()
 		var pe *fs.PathError
@@ -39,7 +43,21 @@ func Load(path string) (*Plan, error) {
 		}
 		return nil, ErrorList{{File: path, Msg: "cannot read the plan: " + msg, Err: err}}
 	}
+	if len(data) > MaxPlanSize {
+		return nil, ErrorList{{File: path, Msg: fmt.Sprintf("larger than %d KiB; a plan is a few kilobytes", MaxPlanSize>>10)}}
+	}
 	return Parse(path, data)
+}
+
+// readPlan reads path up to one byte past MaxPlanSize, so that a larger
+// file is known to be too large without being read whole.
+func readPlan(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, MaxPlanSize+1))
 }
 
 // Parse decodes, validates and defaults a plan. name is used in error

@@ -59,6 +59,15 @@ type Target struct {
 	// snapctl's own. A relative path is taken relative to snapctl's working
 	// directory, as on the command line.
 	Cwd string
+	// CwdPos is where the cwd's value is in the plan (see CwdError).
+	CwdPos Pos
+}
+
+// CwdError returns a positioned plan error about target.cwd, for a
+// directory that cannot be used.
+func (t Target) CwdError(format string, args ...any) *Error {
+	return &Error{File: t.CwdPos.File, Line: t.CwdPos.Line, Column: t.CwdPos.Column,
+		Key: "target.cwd", Msg: fmt.Sprintf(format, args...)}
 }
 
 // Valgrind is the "valgrind" section: options for valgrind and massif.
@@ -198,6 +207,9 @@ type Breakpoint struct {
 	// LocationPos is where the location's value is in the plan, for
 	// errors about the location (see LocationError).
 	LocationPos Pos
+	// ConditionPos is where the condition's value is in the plan (see
+	// ConditionError).
+	ConditionPos Pos
 
 	index int // position in Plan.Breakpoints, for error keys
 }
@@ -251,6 +263,18 @@ func (b Breakpoint) LocationError(format string, args ...any) *Error {
 		Line:   b.LocationPos.Line,
 		Column: b.LocationPos.Column,
 		Key:    fmt.Sprintf("breakpoints[%d].location", b.index),
+		Msg:    fmt.Sprintf(format, args...),
+	}
+}
+
+// ConditionError returns a positioned plan error about the breakpoint's
+// condition, for one gdb cannot parse.
+func (b Breakpoint) ConditionError(format string, args ...any) *Error {
+	return &Error{
+		File:   b.ConditionPos.File,
+		Line:   b.ConditionPos.Line,
+		Column: b.ConditionPos.Column,
+		Key:    fmt.Sprintf("breakpoints[%d].condition", b.index),
 		Msg:    fmt.Sprintf(format, args...),
 	}
 }

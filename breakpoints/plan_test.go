@@ -58,7 +58,7 @@ func TestFullPlan(t *testing.T) {
 		Target: Target{
 			Args: []string{"--requests", "200", "two words", ""},
 			Env:  []string{"LANG=C", "PORT=8080", "EMPTY="},
-			Cwd:  "/tmp",
+			Cwd:  "/tmp", CwdPos: Pos{path, 8, 8},
 		},
 		Valgrind: Valgrind{
 			Threshold:   0.5,
@@ -80,7 +80,7 @@ func TestFullPlan(t *testing.T) {
 				Name: "request", Location: "handle_request", Condition: "id % 10 == 0",
 				Thread: 2, Skip: 5, Every: 3, MaxHits: 100, AroundCall: true,
 				Commands: []string{"print queue_len", "info locals"}, Optional: true, KeepSnapshots: "changed", Threads: "all",
-				Pos: Pos{path, 23, 5}, LocationPos: Pos{path, 24, 15}, index: 0,
+				Pos: Pos{path, 23, 5}, LocationPos: Pos{path, 24, 15}, ConditionPos: Pos{path, 25, 16}, index: 0,
 			},
 			{Name: "leak.c-15", Location: "leak.c:15", Every: 1, KeepSnapshots: "changed", Threads: "none", Pos: Pos{path, 34, 5}, LocationPos: Pos{path, 34, 15}, index: 1},
 			{Name: "submit", Location: "Scheduler::submit(int, char)", Every: 1, KeepSnapshots: "changed", Threads: "none", Pos: Pos{path, 35, 5}, LocationPos: Pos{path, 36, 15}, index: 2},

@@ -23,19 +23,36 @@ func (d *decoder) scalar(n *yaml.Node, path, want string) *yaml.Node {
 	return n
 }
 
-// str decodes a string. Numbers and booleans are taken as written, so
-// `location: 42` is the string "42".
+// MaxValue bounds every string value of a plan, and MaxLine every
+// single-line one (a location, a condition, a gdb command): gdb takes
+// them on one command line, and no real one comes near.
+const (
+	MaxValue = 64 << 10
+	MaxLine  = 4 << 10
+)
+
+// str decodes a string of at most MaxValue bytes. Numbers and booleans are
+// taken as written, so `location: 42` is the string "42".
 func (d *decoder) str(n *yaml.Node, path string) (string, bool) {
+	return d.bounded(n, path, MaxValue)
+}
+
+// bounded decodes a string of at most limit bytes.
+func (d *decoder) bounded(n *yaml.Node, path string, limit int) (string, bool) {
 	n = d.scalar(n, path, "a string")
 	if n == nil {
+		return "", false
+	}
+	if len(n.Value) > limit {
+		d.errorf(n, path, "%d bytes long, at most %d allowed", len(n.Value), limit)
 		return "", false
 	}
 	return n.Value, true
 }
 
-// line decodes a non-empty single-line string.
+// line decodes a non-empty single-line string of at most MaxLine bytes.
 func (d *decoder) line(n *yaml.Node, path string) (string, bool) {
-	s, ok := d.str(n, path)
+	s, ok := d.bounded(n, path, MaxLine)
 	switch {
 	case !ok:
 		return "", false

@@ -62,7 +62,11 @@ func (d *decoder) target(n *yaml.Node, kp string, t *Target) {
 	d.mapping(n, kp, []field{
 		{"args", func(v *yaml.Node, kp string) { t.Args = d.args(v, kp) }},
 		{"env", func(v *yaml.Node, kp string) { t.Env = d.env(v, kp) }},
-		{"cwd", func(v *yaml.Node, kp string) { t.Cwd, _ = d.line(v, kp) }},
+		{"cwd", func(v *yaml.Node, kp string) {
+			if s, ok := d.line(v, kp); ok {
+				t.Cwd, t.CwdPos = s, d.pos(v)
+			}
+		}},
 	})
 }
 
@@ -274,7 +278,11 @@ func (d *decoder) breakpoint(n *yaml.Node, kp string, index int) (Breakpoint, *y
 				b.LocationPos = d.pos(v)
 			}
 		}},
-		{"condition", func(v *yaml.Node, kp string) { b.Condition, _ = d.line(v, kp) }},
+		{"condition", func(v *yaml.Node, kp string) {
+			if s, ok := d.line(v, kp); ok {
+				b.Condition, b.ConditionPos = s, d.pos(v)
+			}
+		}},
 		{"thread", func(v *yaml.Node, kp string) { b.Thread, _ = d.integer(v, kp, 1) }},
 		{"skip", func(v *yaml.Node, kp string) { b.Skip, _ = d.integer(v, kp, 0) }},
 		{"every", func(v *yaml.Node, kp string) {

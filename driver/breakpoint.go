@@ -2,9 +2,12 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/snapctl/snapctl/breakpoints"
@@ -71,9 +74,18 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		return s.stopFailed(ctx, err)
 	}
 	stop.SchedulerLocking = s.plan.SchedulerLocking
-	stop.Commands = s.runCommands(sctx, st.bp.Commands)
+	var blocked string
+	stop.Commands, blocked = s.runCommands(sctx, st.bp.Commands)
 	if ctx.Err() != nil {
 		return false, ctx.Err()
+	}
+	if blocked != "" {
+		// A command held gdb past stop_timeout: it was interrupted,
+		// and the rest of the stop is given up. The target has not
+		// moved, so it is left as any stop is, with fresh time.
+		s.event(Event{Kind: "stop-abandoned", Thread: stop.Thread,
+			Message: fmt.Sprintf("breakpoint %q hit %d: gdb command %q did not finish within %v; interrupted, stop abandoned", st.bp.Name, hit, blocked, timeout)})
+		return s.leaveStop(ctx, context.WithoutCancel(ctx), st, hit, restore)
 	}
 	if !st.bp.AroundCall {
 		return s.leaveStop(ctx, sctx, st, hit, restore)
@@ -134,14 +146,57 @@ func returned(rec *mi.Record) bool {
 
 // leaveStop restores gdb's scheduler-locking mode, resumes the target and
 // then reads the stop's snapshots.
+//
+// A stop's commands may have run the target to its end (a breakpoint
+// command that continues, a call that exits): gdb then refuses both, and
+// the exit is the run's normal end.
 func (s *session) leaveStop(ctx, sctx context.Context, st *bpState, hit int, restore func(context.Context) error) (bool, error) {
 	if err := restore(sctx); err != nil {
+		if rec := s.exitedMeanwhile(); rec != nil {
+			return s.endAtStop(ctx, rec)
+		}
 		return s.stopFailed(ctx, err)
 	}
 	if err := s.resume(ctx, st, hit); err != nil {
+		if rec := s.exitedMeanwhile(); rec != nil {
+			return s.endAtStop(ctx, rec)
+		}
 		return false, err
 	}
 	return false, s.flush()
+}
+
+// exitedMeanwhile looks among the records gdb has sent for the target's
+// exit, waiting briefly for one that is still on its way, and returns it;
+// nil when the target has not exited. It is asked only once gdb refused
+// a command at a stop, so the other records it reads are not needed.
+func (s *session) exitedMeanwhile() *mi.Record {
+	wait := time.After(time.Second)
+	for {
+		select {
+		case rec, ok := <-s.gdb.Events():
+			if !ok {
+				return nil
+			}
+			s.noteThreads(rec)
+			if rec.Type == mi.TypeExec && rec.Class == "stopped" && exitRecord(rec) {
+				return rec
+			}
+		case <-s.gdb.Done():
+			return nil
+		case <-wait:
+			return nil
+		}
+	}
+}
+
+// endAtStop ends a stop at which the target exited (rec): it reads the
+// stop's snapshots and records the exit.
+func (s *session) endAtStop(ctx context.Context, rec *mi.Record) (bool, error) {
+	if err := s.flush(); err != nil {
+		return false, err
+	}
+	return s.handleStop(ctx, rec)
 }
 
 // otherStop leaves an around_call stop at which another stop (rec) came
@@ -149,20 +204,20 @@ func (s *session) leaveStop(ctx, sctx context.Context, st *bpState, hit int, res
 // applies every and max_hits for the hit, reads the stop's snapshots and
 // handles rec as the stop loop would.
 func (s *session) otherStop(ctx, sctx context.Context, st *bpState, hit int, restore func(context.Context) error, rec *mi.Record) (bool, error) {
+	if exitRecord(rec) {
+		// The call ended the program (exit() in it): there is no
+		// target left to restore a setting on.
+		return s.endAtStop(ctx, rec)
+	}
 	if err := restore(sctx); err != nil {
 		// gdb cannot take a setting while the target is stopped:
 		// resuming under the wrong mode, or at all, is no better.
 		return false, s.explain(ctx, err)
 	}
-	if !exitRecord(rec) {
-		if err := s.settle(sctx, st, hit); err != nil {
-			return false, s.explain(ctx, err)
-		}
+	if err := s.settle(sctx, st, hit); err != nil {
+		return false, s.explain(ctx, err)
 	}
-	if err := s.flush(); err != nil {
-		return false, err
-	}
-	return s.handleStop(ctx, rec)
+	return s.endAtStop(ctx, rec)
 }
 
 // backtraceDepth caps the frames a stop records of the stopped thread. The
@@ -306,10 +361,14 @@ func (s *session) sendBatch(ctx context.Context, cmds []mi.Command) ([]*mi.Resul
 func (s *session) flush() error {
 	pending := s.pending
 	s.pending = nil
-	for _, t := range pending {
+	for i, t := range pending {
 		snap, err := s.readSnapshot(t)
 		if err != nil {
-			return err
+			// run.json lists no stop from here on: their files go.
+			for _, u := range pending[i:] {
+				os.Remove(filepath.Join(s.dir, u.stop.Snapshot))
+			}
+			return s.diskFull(err)
 		}
 		s.addStop(t.stop)
 		if t.hitOf == nil {
@@ -325,6 +384,21 @@ func (s *session) flush() error {
 		}
 	}
 	return nil
+}
+
+// diskFull names a full file system as the cause of err, such as a
+// snapshot that could not be read: valgrind writes snapshots without reporting a failed
+// write, so a full TMPDIR (where massif writes them) or run directory
+// shows as a truncated file.
+func (s *session) diskFull(err error) error {
+	for _, dir := range []struct{ path, name string }{{s.priv, filepath.Dir(s.priv)}, {s.dir, s.dir}} {
+		var st syscall.Statfs_t
+		if dir.path != "" && syscall.Statfs(dir.path, &st) == nil && st.Bavail*uint64(st.Bsize) < 1<<20 {
+			// First: the message's first line is what run.json keeps.
+			return fmt.Errorf("%w in %s: %w", syscall.ENOSPC, dir.name, err)
+		}
+	}
+	return err
 }
 
 // readSnapshot parses a kept snapshot once and fills the stop's totals.
@@ -378,27 +452,58 @@ func (s *session) lockScheduler(ctx context.Context) (func(context.Context) erro
 
 // runCommands runs a breakpoint's gdb commands and records their output.
 // Frame arguments are printed as gdb's default does (see frameArguments).
-func (s *session) runCommands(ctx context.Context, cmds []string) []CommandOutput {
+// When a command still holds gdb as ctx's deadline passes (`shell sleep
+// 30`, a Python loop), gdb is interrupted, the commands after it are not
+// run, and blocked names it.
+func (s *session) runCommands(ctx context.Context, cmds []string) (out []CommandOutput, blocked string) {
 	if len(cmds) == 0 {
-		return nil
+		return nil, ""
 	}
-	out := make([]CommandOutput, 0, len(cmds))
+	out = make([]CommandOutput, 0, len(cmds))
 	for _, c := range cmds {
-		out = append(out, s.command(ctx, c))
+		o, err := s.command(ctx, c)
+		out = append(out, o)
+		if errors.Is(err, context.DeadlineExceeded) && context.Cause(ctx) == context.DeadlineExceeded {
+			s.interruptCommand()
+			return out, c
+		}
 	}
-	return out
+	return out, ""
 }
 
 // command runs one of a breakpoint's gdb commands and records its output.
-func (s *session) command(ctx context.Context, line string) CommandOutput {
+func (s *session) command(ctx context.Context, line string) (CommandOutput, error) {
 	out := CommandOutput{Command: line}
 	r, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote(line))
 	if err != nil {
 		out.Error = miMessage(err)
-		return out
+		return out, err
 	}
 	out.Output = r.Console() + r.Target()
-	return out
+	return out, nil
+}
+
+// interruptCommand ends a gdb command that blocks gdb, as Ctrl-C would in
+// a terminal: SIGINT to gdb's process group, which holds gdb and the
+// shell commands it runs (vgdb runs in a session of its own). gdb answers
+// the interrupted command with "Quit"; interruptCommand waits, bounded,
+// until gdb answers again.
+func (s *session) interruptCommand() {
+	if s.gdbPid <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		syscall.Kill(-s.gdbPid, syscall.SIGINT)
+		pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		_, err := s.gdb.Send(pctx, "-gdb-version")
+		pcancel()
+		var me *mi.Error
+		if err == nil || errors.As(err, &me) || errors.Is(err, mi.ErrExited) {
+			return // gdb answers again, if only with "Quit"
+		}
+	}
 }
 
 // resume applies every and max_hits after a hit and continues the target.

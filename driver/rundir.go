@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/snapctl/snapctl/internal/fsutil"
 )
 
 // Names inside a run directory (docs/design.md, "The run directory").
@@ -75,7 +77,9 @@ func prepareRunDir(dir string, force bool) (string, error) {
 
 // clearRunFiles removes the files an earlier run left in dir, which would
 // otherwise be taken for this run's output: snapctl's own files and the
-// snapshots it kept. Files snapctl does not write are left alone.
+// snapshots it kept. Files snapctl does not write are left alone, and so
+// is what is not a regular file under those names (a symlink, a FIFO):
+// the run writes through it.
 func clearRunFiles(dir string) error {
 	names := []string{manifestFile, reportFile, traceFile, agentTrace, valgrindLog}
 	snaps, err := filepath.Glob(filepath.Join(dir, snapshotDir, "*.massif"))
@@ -86,6 +90,9 @@ func clearRunFiles(dir string) error {
 		snaps = append(snaps, filepath.Join(dir, name))
 	}
 	for _, path := range snaps {
+		if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
@@ -106,33 +113,12 @@ func isEmptyDir(dir string) (bool, error) {
 	return false, err
 }
 
-// writeFileAtomicFunc writes what write streams to path through a temporary
-// file in the same directory and a rename, so a reader never sees half a
-// file: a run.json that exists is complete.
+// writeFileAtomicFunc writes what write streams to path: a regular file
+// is replaced through a temporary file and a rename, so a reader never
+// sees half a file (a run.json that exists is complete); what is not a
+// regular file is written through (see fsutil.WriteFile).
 func writeFileAtomicFunc(path string, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	err = write(f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
+	return fsutil.WriteFile(path, 0o644, write)
 }
 
 // newPrivateDir creates the session's private directory: mode 0700, owned by
@@ -144,8 +130,9 @@ func writeFileAtomicFunc(path string, write func(io.Writer) error) error {
 // removes it.
 func newPrivateDir() (dir string, release func(), err error) {
 	dir, err = makePrivateDir(os.TempDir())
-	for err == nil && strings.ContainsAny(dir, " \t\n") {
-		// TMPDIR with a space: fall back to /tmp, which has none.
+	for err == nil && strings.ContainsAny(dir, " \t\n%") {
+		// TMPDIR with a space, or a % that valgrind would expand in
+		// --vgdb-prefix: fall back to /tmp, which has neither.
 		os.RemoveAll(dir)
 		dir, err = makePrivateDir("/tmp")
 	}
@@ -173,8 +160,21 @@ func makePrivateDir(tmp string) (string, error) {
 }
 
 // moveFile renames src to dst, copying when they are on different file
-// systems (the private directory lives in TMPDIR, the run directory anywhere).
+// systems (the private directory lives in TMPDIR, the run directory
+// anywhere) or when dst is not a regular file, which is written through
+// (see fsutil.WriteFile).
 func moveFile(src, dst string) error {
+	if fi, err := os.Lstat(dst); err == nil && !fi.Mode().IsRegular() {
+		in, err := os.Open(src)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		if err := fsutil.WriteFile(dst, 0o644, func(w io.Writer) error { _, err := io.Copy(w, in); return err }); err != nil {
+			return err
+		}
+		return os.Remove(src)
+	}
 	if err := os.Rename(src, dst); err == nil {
 		return nil
 	}

@@ -126,8 +126,11 @@ type Result struct {
 // ErrTimeout, *CrashError, *ToolError, *NeverHitError, *LeakError.
 func Run(ctx context.Context, opts Options) (*Result, error) {
 	opts.defaults()
-	plan, err := breakpoints.Load(opts.PlanPath)
+	plan, err := loadPlan(ctx, opts.PlanPath)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkCwd(plan.Target); err != nil {
 		return nil, err
 	}
 	binary, err := filepath.Abs(opts.Binary)
@@ -190,6 +193,49 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	return s.run(ctx)
 }
 
+// loadPlan reads the plan as breakpoints.Load does, but gives up when ctx
+// ends: a plan given as a FIFO or a pipe may never reach its end, and
+// Ctrl-C must still end snapctl. The abandoned read ends with the process.
+func loadPlan(ctx context.Context, path string) (*breakpoints.Plan, error) {
+	type loaded struct {
+		plan *breakpoints.Plan
+		err  error
+	}
+	done := make(chan loaded, 1)
+	go func() {
+		p, err := breakpoints.Load(path)
+		done <- loaded{p, err}
+	}()
+	select {
+	case l := <-done:
+		return l.plan, l.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("reading the plan %s: %w", path, ErrInterrupted)
+	}
+}
+
+// checkCwd checks the plan's target.cwd before anything starts: a missing
+// directory would otherwise surface as valgrind failing to start.
+func checkCwd(t breakpoints.Target) error {
+	if t.Cwd == "" {
+		return nil
+	}
+	fi, err := os.Stat(t.Cwd)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return t.CwdError("directory %q does not exist", t.Cwd)
+	case err != nil:
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return t.CwdError("directory %q: %v", t.Cwd, err)
+	case !fi.IsDir():
+		return t.CwdError("%q is not a directory", t.Cwd)
+	}
+	return nil
+}
+
 // tools are the executables a session runs.
 type tools struct {
 	valgrind, vgdb, gdb string
@@ -210,6 +256,7 @@ type session struct {
 	vg      *valgrindProc
 	gdb     debugger
 	closeFn func()              // closes gdb
+	gdbPid  int                 // gdb's process (and group) id
 	bps     map[string]*bpState // by gdb breakpoint number
 	order   []*bpState          // plan order
 	seq     int
@@ -430,8 +477,8 @@ func (s *session) valgrindArgs() []string {
 		"--vgdb=yes",
 		"--vgdb-error=0",
 		"--vgdb-prefix=" + filepath.Join(s.priv, "vgdb"),
-		"--massif-out-file=" + filepath.Join(s.priv, "massif.out"),
-		"--log-file=" + filepath.Join(s.dir, valgrindLog),
+		"--massif-out-file=" + valgrindPath(filepath.Join(s.priv, "massif.out")),
+		"--log-file=" + valgrindPath(filepath.Join(s.dir, valgrindLog)),
 	}
 	// Without chasing, a block never crosses a call, so the pc that
 	// valgrind's gdbserver reports with a signal lies in the function
@@ -448,6 +495,13 @@ func (s *session) valgrindArgs() []string {
 	args = append(args, "--px-file-backed=unwindregs-at-mem-access")
 	args = append(args, s.plan.ValgrindArgs()...)
 	return append(args, s.argv...)
+}
+
+// valgrindPath escapes a path for the valgrind options that expand %p,
+// %q{VAR} and %% in file names (--log-file, --massif-out-file): a run
+// directory named "run 100% done" must reach valgrind as it is.
+func valgrindPath(path string) string {
+	return strings.ReplaceAll(path, "%", "%%")
 }
 
 // startGDB starts gdb on the binary, in MI mode with async execution.
@@ -477,7 +531,7 @@ func (s *session) startGDB(ctx context.Context) error {
 		}
 		return &ToolError{Tool: "gdb", Msg: "cannot start", Err: err}
 	}
-	s.gdb = c
+	s.gdb, s.gdbPid = c, c.Pid()
 	s.groups.add(c.Pid())
 	s.closeFn = func() {
 		c.Close()
@@ -502,10 +556,15 @@ func (s *session) connect(ctx context.Context) error {
 	// -target-select passes its arguments to the CLI unparsed: the pipe
 	// command must not be quoted.
 	if _, err := s.send(ctx, "-target-select", "remote", pipe); err != nil {
+		if s.gdbDied(err) {
+			return s.gdbGone()
+		}
 		if verr := s.valgrindKilled(); verr != nil {
 			return verr
 		}
-		return &ToolError{Tool: "vgdb", Msg: "gdb cannot connect to valgrind", Err: err, Tail: logTail(filepath.Join(s.dir, valgrindLog), 8)}
+		// valgrind's gdbserver needs room in the private directory
+		// for the FIFOs' shared memory.
+		return s.diskFull(&ToolError{Tool: "vgdb", Msg: "gdb cannot connect to valgrind", Err: err, Tail: logTail(filepath.Join(s.dir, valgrindLog), 8)})
 	}
 	// gdb reads every argument of the stopped frame from the target to
 	// print it with each stop, and snapctl does not use them; breakpoint
@@ -555,6 +614,21 @@ func (s *session) connect(ctx context.Context) error {
 		return fmt.Errorf("starting the target: %w", err)
 	}
 	return nil
+}
+
+// gdbDied reports whether err, which a command to gdb returned, means
+// that gdb itself is gone: when gdb dies while vgdb connects, vgdb dies
+// with it and the failed connection is gdb's doing.
+func (s *session) gdbDied(err error) bool {
+	if errors.Is(err, mi.ErrExited) {
+		return true
+	}
+	select {
+	case <-s.gdb.Done():
+		return true
+	case <-time.After(200 * time.Millisecond):
+		return false
+	}
 }
 
 // frameArguments is gdb's print frame-arguments mode for a session:
@@ -619,7 +693,7 @@ func validateLocations(ctx context.Context, gdbPath, binary string, plan *breakp
 			}
 			var me *mi.Error
 			if errors.As(err, &me) {
-				return bp.LocationError("gdb cannot resolve %q: %s", bp.Location, me.Msg)
+				return locationOrCondition(ctx, c, bp, me.Msg, timeout)
 			}
 			return &ToolError{Tool: "gdb", Msg: "checking breakpoint locations", Err: err}
 		}
@@ -628,6 +702,27 @@ func validateLocations(ctx context.Context, gdbPath, binary string, plan *breakp
 		}
 	}
 	return nil
+}
+
+// locationOrCondition says which of a breakpoint's location and condition
+// gdb refused with msg: the location when it does not resolve without the
+// condition either, else the condition.
+func locationOrCondition(ctx context.Context, c *mi.Client, bp *breakpoints.Breakpoint, msg string, timeout time.Duration) error {
+	if bp.GdbCondition() == "" {
+		return bp.LocationError("gdb cannot resolve %q: %s", bp.Location, msg)
+	}
+	plain := *bp
+	plain.Condition, plain.Thread = "", 0
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if _, err := c.Send(cctx, "-break-insert", insertArgs(&plain, false)...); err != nil {
+		return bp.LocationError("gdb cannot resolve %q: %s", bp.Location, msg)
+	}
+	if bp.Condition == "" {
+		// Only the thread restriction was added; gdb refused it.
+		return bp.LocationError("gdb cannot set a thread condition at %q: %s", bp.Location, msg)
+	}
+	return bp.ConditionError("gdb cannot parse the condition at %q: %s", bp.Location, msg)
 }
 
 // teardown ends gdb, vgdb and valgrind: gdb first (which ends vgdb), then

@@ -103,7 +103,39 @@ func (s *session) targetLost(what string) error {
 		return err
 	}
 	what = strings.TrimSpace(what)
+	if exe := s.execed(); exe != "" {
+		return &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("the target called exec and now runs %s outside valgrind (gdb: %q): valgrind does not follow exec without --trace-children=yes; run snapctl on that program instead", exe, what)}
+	}
+	if s.vg.exited() {
+		code := -1
+		if st := childState(s.vg.err); s.vg.err == nil {
+			code = 0
+		} else if st != nil && st.Exited() {
+			code = st.ExitCode()
+		}
+		if code >= 0 {
+			// Valgrind reports the target's exit to gdb; a process
+			// that exited without that report was either cut off
+			// from gdb or no longer valgrind.
+			return &ToolError{Tool: "vgdb", Msg: fmt.Sprintf("the connection to valgrind was lost (gdb: %q) and the target's process exited with status %d: vgdb exited or was killed, or the target called exec (valgrind follows exec only with --trace-children=yes)", what, code)}
+		}
+	}
 	return &ToolError{Tool: "vgdb", Msg: fmt.Sprintf("the connection to valgrind was lost (gdb: %q); vgdb exited or was killed", what)}
+}
+
+// execed returns the executable that valgrind's process runs when it is no
+// longer valgrind: the target called exec, and valgrind, which follows
+// exec only with --trace-children=yes, let the new program run natively.
+// It returns "" while valgrind still runs, or once the process is gone.
+func (s *session) execed() string {
+	if s.vg.exited() {
+		return ""
+	}
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", s.vg.Pid()))
+	if err != nil || exe == s.tools.valgrind || strings.Contains(exe, "/valgrind/") || strings.HasPrefix(filepath.Base(exe), "massif-") {
+		return ""
+	}
+	return exe
 }
 
 // valgrindKilled returns the error that names valgrind when a signal

@@ -31,10 +31,12 @@ type valgrindConfig struct {
 
 // valgrindProc is valgrind running the target, in its own process group.
 type valgrindProc struct {
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{} // closed once Wait returned
-	err  error         // Wait's result, valid after done
+	cmd *exec.Cmd
+	log string
+	// stderr keeps what valgrind last wrote on its stderr, for messages.
+	stderr *tailWriter
+	done   chan struct{} // closed once Wait returned
+	err    error         // Wait's result, valid after done
 }
 
 // startValgrind starts valgrind in its own process group. The process is
@@ -44,7 +46,8 @@ func startValgrind(cfg valgrindConfig) (*valgrindProc, error) {
 	cmd.Dir = cfg.Dir
 	cmd.Env = cfg.Env
 	cmd.Stdout = cfg.Stdout
-	cmd.Stderr = cfg.Stderr
+	stderr := newTailWriter(cfg.Stderr, 4096)
+	cmd.Stderr = stderr
 	// No stdin: valgrind runs in a background process group, where reading
 	// the terminal would stop it with SIGTTIN.
 	cmd.Stdin = nil
@@ -60,7 +63,7 @@ func startValgrind(cfg valgrindConfig) (*valgrindProc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, &ToolError{Tool: "valgrind", Msg: "cannot start", Err: err}
 	}
-	p := &valgrindProc{cmd: cmd, log: cfg.Log, done: make(chan struct{})}
+	p := &valgrindProc{cmd: cmd, log: cfg.Log, stderr: stderr, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
@@ -95,7 +98,7 @@ func (p *valgrindProc) waitReady(ctx context.Context, timeout time.Duration) err
 		}
 		select {
 		case <-p.done:
-			return &ToolError{Tool: "valgrind", Msg: "exited before its gdbserver was ready", Err: exitErr(p.err), Tail: logTail(p.log, 12)}
+			return &ToolError{Tool: "valgrind", Msg: "exited before its gdbserver was ready", Err: exitErr(p.err), Tail: p.said(12)}
 		case <-deadline.C:
 			return &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("gdbserver not ready after %v", timeout), Tail: logTail(p.log, 12)}
 		case <-ctx.Done():
@@ -103,6 +106,16 @@ func (p *valgrindProc) waitReady(ctx context.Context, timeout time.Duration) err
 		case <-tick.C:
 		}
 	}
+}
+
+// said returns the last n lines valgrind wrote to its log, or to its
+// stderr when the log holds nothing: valgrind reports there what keeps it
+// from starting at all.
+func (p *valgrindProc) said(n int) string {
+	if t := strings.TrimSpace(logTail(p.log, n)); t != "" {
+		return t
+	}
+	return p.stderr.lines(n)
 }
 
 // stop ends valgrind and everything in its process group. When the target

@@ -179,6 +179,9 @@ func (r *Reader) snapshot() (*Snapshot, error) {
 		if *f.dst, ok = parseInt(v); !ok {
 			return nil, r.errorf(r.line, "expected a byte count after %q, got %s", f.key, quoteLine(v))
 		}
+		if *f.dst > MaxBytes {
+			return nil, r.errorf(r.line, "%s%d is more than any 64-bit address space holds (%d bytes)", f.key, *f.dst, int64(MaxBytes))
+		}
 	}
 	if v, err = r.field("heap_tree="); err != nil {
 		return nil, err
@@ -292,6 +295,13 @@ func isTreeLine(line []byte) bool {
 	}
 	return i+1 < len(line) && line[i] == 'n' && line[i+1] >= '0' && line[i+1] <= '9'
 }
+
+// MaxBytes is the largest byte count a massif file may give: 64 PiB, the
+// user address space of a 64-bit machine with 5-level page tables. Nothing
+// real comes near it, and the sums the diffs and series make of such
+// counts stay far from int64's limit, where they would wrap around into
+// nonsense; a larger count is a corrupt file, refused with its line.
+const MaxBytes = 1 << 56
 
 // parseInt parses a non-negative decimal integer without allocating.
 func parseInt(b []byte) (int64, bool) {

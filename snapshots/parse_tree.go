@@ -217,6 +217,9 @@ func (r *Reader) parseTreeLine(line []byte, l *treeLine) error {
 	if !ok || j >= len(line) || line[j] != ' ' {
 		return r.errorf(r.line, "expected a byte count and a space after %q, got %s", line[:i], quoteLine(line))
 	}
+	if n > MaxBytes {
+		return r.errorf(r.line, "byte count %d is more than any 64-bit address space holds (%d bytes)", n, int64(MaxBytes))
+	}
 	l.kids, l.bytes, l.text = int(k), n, line[j+1:]
 	if depth == 0 {
 		// The root: "(heap allocation functions) malloc/new/new[], --alloc-fns, etc.",

@@ -98,7 +98,7 @@ type showWriter interface {
 // newShowWriter returns the writer for opts.Format; header gives the header
 // as known when the first snapshot is written.
 func newShowWriter(w io.Writer, opts ShowOptions, header func() *File) (showWriter, error) {
-	if opts.Threshold < 0 || opts.Threshold > 100 {
+	if !(opts.Threshold >= 0 && opts.Threshold <= 100) { // also NaN
 		return nil, fmt.Errorf("threshold %g%% is not between 0 and 100", opts.Threshold)
 	}
 	bw := bufio.NewWriterSize(w, 256<<10)

@@ -2,8 +2,10 @@ package snapshots
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
 )
 
 // The JSON document of `snapctl show --format json`, schema
@@ -29,24 +31,15 @@ import (
 // below-threshold bucket, has "below_places" and no frame. The header comes
 // last because heaptrack writes it after the snapshots.
 type showJSONSnapshot struct {
-	Index          int           `json:"index"`
-	Time           int64         `json:"time"`
-	TimeText       string        `json:"time_text,omitempty"`
-	HeapBytes      int64         `json:"heap_bytes"`
-	HeapExtraBytes int64         `json:"heap_extra_bytes"`
-	StacksBytes    int64         `json:"stacks_bytes"`
-	Kind           string        `json:"kind"`
-	Event          string        `json:"event,omitempty"`
-	Tree           *showJSONNode `json:"tree,omitempty"`
-}
-
-type showJSONNode struct {
-	Bytes       int64           `json:"bytes"`
-	Function    string          `json:"function,omitempty"` // the root's text only
-	Address     string          `json:"address,omitempty"`
-	Frame       *Frame          `json:"frame,omitempty"`
-	BelowPlaces int             `json:"below_places,omitempty"`
-	Children    []*showJSONNode `json:"children,omitempty"`
+	Index          int    `json:"index"`
+	Time           int64  `json:"time"`
+	TimeText       string `json:"time_text,omitempty"`
+	HeapBytes      int64  `json:"heap_bytes"`
+	HeapExtraBytes int64  `json:"heap_extra_bytes"`
+	StacksBytes    int64  `json:"stacks_bytes"`
+	Kind           string `json:"kind"`
+	Event          string `json:"event,omitempty"`
+	// The tree is written after these by writeNode.
 }
 
 type showJSON struct {
@@ -82,9 +75,6 @@ func (j *showJSON) snapshot(s *Snapshot) {
 		Kind:           s.Kind.String(),
 		Event:          s.Event,
 	}
-	if s.Tree != nil {
-		out.Tree = j.node(s.Tree, s.Tree.Bytes, true)
-	}
 	data, err := json.MarshalIndent(out, "    ", "  ")
 	if err != nil {
 		j.err = err
@@ -95,29 +85,83 @@ func (j *showJSON) snapshot(s *Snapshot) {
 	}
 	j.count++
 	j.w.WriteString("\n    ")
-	j.w.Write(data)
+	if s.Tree == nil {
+		j.w.Write(data)
+		return
+	}
+	// The tree is the last field: written by hand after the others, as
+	// MarshalIndent would, but in time linear in its depth.
+	j.w.Write(bytes.TrimSuffix(data, []byte("\n    }")))
+	j.w.WriteString(",\n      \"tree\": ")
+	j.writeNode(s.Tree, s.Tree.Bytes, true, 2)
+	j.w.WriteString("\n    }")
 }
 
-func (j *showJSON) node(n *Node, total int64, root bool) *showJSONNode {
-	out := &showJSONNode{Bytes: n.Bytes}
+// maxIndent is the deepest nesting that showJSON indents: a deeper node
+// is indented as one at this level, so that a tree thousands of frames
+// deep makes output proportional to its size, not to the square of its
+// depth. JSON readers ignore the difference.
+const maxIndent = 64
+
+// indent is the line start of a field at nesting level lvl, as
+// MarshalIndent(v, "    ", "  ") writes it.
+func indent(lvl int) string {
+	return "\n    " + strings.Repeat("  ", min(lvl, maxIndent))
+}
+
+// writeNode writes one tree node, its fields at nesting level lvl, and
+// its children.
+func (j *showJSON) writeNode(n *Node, total int64, root bool, lvl int) {
+	w, in := j.w, indent(lvl)
+	w.WriteString("{" + in + `"bytes": ` + strconv.FormatInt(n.Bytes, 10))
 	switch {
 	case root:
-		out.Function = n.Frame.Function
+		if n.Frame.Function != "" {
+			w.WriteString("," + in + `"function": ` + jsonString(n.Frame.Function))
+		}
 	case n.Below:
-		out.BelowPlaces = n.Places
+		if n.Places != 0 {
+			w.WriteString("," + in + `"below_places": ` + strconv.Itoa(n.Places))
+		}
 	default:
 		f := n.Frame
-		out.Address, f.Addr = f.Addr, ""
-		out.Frame = &f
+		if f.Addr != "" {
+			w.WriteString("," + in + `"address": ` + jsonString(f.Addr))
+		}
+		fin := indent(lvl + 1)
+		w.WriteString("," + in + `"frame": {` + fin + `"function": ` + jsonString(f.Function))
+		if f.File != "" {
+			w.WriteString("," + fin + `"file": ` + jsonString(f.File))
+		}
+		if f.Line != 0 {
+			w.WriteString("," + fin + `"line": ` + strconv.Itoa(f.Line))
+		}
+		if f.Object != "" {
+			w.WriteString("," + fin + `"object": ` + jsonString(f.Object))
+		}
+		w.WriteString(in + "}")
 	}
 	kids, folded, places := foldChildren(n, total, j.opts.Threshold)
-	for _, c := range kids {
-		out.Children = append(out.Children, j.node(c, total, false))
+	if len(kids) > 0 || places > 0 {
+		w.WriteString("," + in + `"children": [`)
+		cin := indent(lvl + 1)
+		for i, c := range kids {
+			if i > 0 {
+				w.WriteByte(',')
+			}
+			w.WriteString(cin)
+			j.writeNode(c, total, false, lvl+2)
+		}
+		if places > 0 {
+			if len(kids) > 0 {
+				w.WriteByte(',')
+			}
+			w.WriteString(cin)
+			j.writeNode(&Node{Bytes: folded, Below: true, Places: places}, total, false, lvl+2)
+		}
+		w.WriteString(in + "]")
 	}
-	if places > 0 {
-		out.Children = append(out.Children, &showJSONNode{Bytes: folded, BelowPlaces: places})
-	}
-	return out
+	w.WriteString(indent(lvl-1) + "}")
 }
 
 func (j *showJSON) end(h *File) {

@@ -146,7 +146,7 @@ func (s snapshotSpec) ref() *snapshots.SnapshotRef {
 
 // loadSnapshotSpec reads FILE, FILE#N or FILE#peak.
 func loadSnapshotSpec(spec string) (snapshotSpec, error) {
-	path, sel := snapshots.SplitSpec(spec)
+	path, sel := splitSpec(spec)
 	f, err := snapshots.ParseFile(path)
 	if err != nil {
 		return snapshotSpec{}, err

@@ -5,11 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/snapctl/snapctl/internal/fsutil"
 	"github.com/snapctl/snapctl/internal/term"
 	"github.com/snapctl/snapctl/snapshots"
 )
@@ -73,7 +72,7 @@ func runExport(stdout io.Writer, stdin io.Reader, spec string, opts *exportOptio
 	if opts.output == "-" && opts.format == "pprof" && term.IsTerminal(stdout) {
 		return usageError{errors.New("not writing a gzipped pprof profile to a terminal: give -o FILE, or redirect standard output")}
 	}
-	path, sel := snapshots.SplitSpec(spec)
+	path, sel := splitSpec(spec)
 	in, name, closeIn, err := openMassif(path, stdin)
 	if err != nil {
 		return err
@@ -93,33 +92,8 @@ func runExport(stdout io.Writer, stdin io.Reader, spec string, opts *exportOptio
 		}
 		return bw.Flush()
 	}
-	return writeExport(opts.output, func(w io.Writer) error { return render(w, f, s) })
-}
-
-// writeExport writes path through a temporary file in the same folder
-// and renames it into place, so a failed export never leaves half a file.
-func writeExport(path string, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	bw := bufio.NewWriter(tmp)
-	err = write(bw)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
+	// A regular file is replaced atomically, so a failed export never
+	// leaves half a file; a FIFO, a device or a symlink's target is
+	// written through.
+	return fsutil.WriteFile(opts.output, 0o644, func(w io.Writer) error { return render(w, f, s) })
 }

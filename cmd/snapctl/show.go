@@ -53,10 +53,10 @@ func runShow(w io.Writer, stdin io.Reader, spec string, opts *showOptions) error
 	if sopts.Format != "text" && sopts.Format != "json" {
 		return usageError{fmt.Errorf("--format %q: want text or json", opts.format)}
 	}
-	if sopts.Threshold < 0 || sopts.Threshold > 100 {
+	if !(sopts.Threshold >= 0 && sopts.Threshold <= 100) { // also NaN
 		return usageError{fmt.Errorf("--threshold %g: want a percentage between 0 and 100", opts.threshold)}
 	}
-	path, sel := snapshots.SplitSpec(spec)
+	path, sel := splitSpec(spec)
 	in, name, closeIn, err := openMassif(path, stdin)
 	if err != nil {
 		return err
