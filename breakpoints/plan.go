@@ -45,6 +45,11 @@ type Plan struct {
 	Breakpoints []Breakpoint
 	// Report controls the analysis and the CI gate (key "report").
 	Report Report
+	// Workload is a command and its arguments (key "workload", a list;
+	// no shell) that snapctl starts once the target runs with its
+	// breakpoints in place. When it exits, snapctl ends the target and the
+	// run; for a server, which has no end of its own.
+	Workload []string
 }
 
 // Target is the "target" section: how the profiled program is started.
@@ -191,6 +196,15 @@ type Breakpoint struct {
 	// Optional lets the breakpoint never hit without failing the run (key
 	// "optional"; default false).
 	Optional bool
+	// EndRunAfter ends the run after this many snapshots of the
+	// breakpoint (key "end_run_after"; 0, the default, never): snapctl
+	// ends the target as after a workload.
+	EndRunAfter int
+	// Pending lets the location resolve only once a library loaded at run
+	// time (dlopen) defines it (key "pending"; default false). Without
+	// it, a location that neither the program nor the libraries it links
+	// define is a plan error.
+	Pending bool
 	// KeepSnapshots is KeepAll or KeepChanged (key "keep_snapshots";
 	// default the plan's). With KeepChanged a snapshot whose allocation
 	// tree equals the previous kept one of the same breakpoint and phase
@@ -286,7 +300,23 @@ func (b Breakpoint) ShouldSnapshot(hit int) bool {
 	if every < 1 {
 		every = 1
 	}
-	return hit >= 1 && (hit-1)%every == 0 && (b.MaxHits == 0 || hit <= b.MaxHits)
+	limit := b.HitLimit()
+	return hit >= 1 && (hit-1)%every == 0 && (limit == 0 || hit <= limit)
+}
+
+// HitLimit is the last hit (counted after Skip) that may take a snapshot:
+// MaxHits, or the hit of the EndRunAfter-th snapshot when that comes
+// first; 0 for no limit. The stop paths use it where the plan says
+// max_hits.
+func (b Breakpoint) HitLimit() int {
+	limit := b.MaxHits
+	if b.EndRunAfter > 0 {
+		every := max(b.Every, 1)
+		if last := 1 + (b.EndRunAfter-1)*every; limit == 0 || last < limit {
+			limit = last
+		}
+	}
+	return limit
 }
 
 // Done reports whether the breakpoint is finished after hit (1-based,
@@ -298,20 +328,23 @@ func (b Breakpoint) Done(hit int) bool {
 	if every < 1 {
 		every = 1
 	}
-	if b.MaxHits == 0 {
+	limit := b.HitLimit()
+	if limit == 0 {
 		return false
 	}
 	next := hit + every - (hit-1)%every // the next hit that would snapshot
-	return hit >= b.MaxHits || next > b.MaxHits
+	return hit >= limit || next > limit
 }
 
 // NextIgnore returns the ignore count the driver may set (MI -break-after)
-// after a snapshot hit so that gdb does not stop on the hits that take no
-// snapshot: Every-1. A driver that uses it sees hits 1, 1+Every, ... only,
-// and must add the ignored hits to its own count.
-func (b Breakpoint) NextIgnore() int {
-	if b.Every <= 1 {
+// after hit (1-based, counted after Skip) so that gdb does not stop on the
+// hits before the next one that takes a snapshot: Every-1 after a snapshot
+// hit, fewer after a hit in between (another thread's, reported while a
+// stop's actions ran). A driver that uses it must add the ignored hits to
+// its own count.
+func (b Breakpoint) NextIgnore(hit int) int {
+	if b.Every <= 1 || hit < 1 {
 		return 0
 	}
-	return b.Every - 1
+	return b.Every - 1 - (hit-1)%b.Every
 }

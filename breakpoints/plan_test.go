@@ -215,8 +215,15 @@ func TestHits(t *testing.T) {
 		if diff := cmp.Diff(tt.snapshots, snaps, cmpopts.EquateEmpty()); diff != "" || done != tt.done {
 			t.Errorf("every %d max_hits %d: snapshots (-want +got):\n%s done after %d, want %d", tt.every, tt.maxHits, diff, done, tt.done)
 		}
-		if got, want := b.NextIgnore(), tt.every-1; got != want {
-			t.Errorf("every %d: NextIgnore() = %d, want %d", tt.every, got, want)
+		for hit := 1; hit <= 12; hit++ {
+			// gdb stops next at the next hit that takes a snapshot.
+			next := hit + 1
+			for !b.ShouldSnapshot(next) && next < 100 && (b.HitLimit() == 0 || next <= b.HitLimit()) {
+				next++
+			}
+			if got, want := b.NextIgnore(hit), next-hit-1; b.ShouldSnapshot(next) && got != want {
+				t.Errorf("every %d: NextIgnore(%d) = %d, want %d", tt.every, hit, got, want)
+			}
 		}
 	}
 }

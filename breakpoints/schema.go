@@ -39,6 +39,12 @@ func (d *decoder) plan(root *yaml.Node, p *Plan) {
 			p.Breakpoints = d.breakpoints(v, kp)
 		}},
 		{"report", func(v *yaml.Node, kp string) { d.report(v, kp, &p.Report) }},
+		{"workload", func(v *yaml.Node, kp string) {
+			p.Workload = d.args(v, kp)
+			if p.Workload != nil && (len(p.Workload) == 0 || p.Workload[0] == "") {
+				d.errorf(v, kp, "expected a command and its arguments, as a list: [curl, -s, http://127.0.0.1:8080/]")
+			}
+		}},
 	})
 	if !ok {
 		if n := d.deref(root); n != nil && n.Kind != yaml.MappingNode {
@@ -296,6 +302,8 @@ func (d *decoder) breakpoint(n *yaml.Node, kp string, index int) (Breakpoint, *y
 		{"optional", func(v *yaml.Node, kp string) { b.Optional, _ = d.boolean(v, kp) }},
 		{"keep_snapshots", func(v *yaml.Node, kp string) { b.KeepSnapshots, _ = d.enum(v, kp, KeepAll, KeepChanged) }},
 		{"threads", func(v *yaml.Node, kp string) { b.Threads, _ = d.enum(v, kp, ThreadsNone, ThreadsCurrent, ThreadsAll) }},
+		{"end_run_after", func(v *yaml.Node, kp string) { b.EndRunAfter, _ = d.integer(v, kp, 1) }},
+		{"pending", func(v *yaml.Node, kp string) { b.Pending, _ = d.boolean(v, kp) }},
 	})
 	if !ok {
 		return b, nil, false

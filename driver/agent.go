@@ -167,7 +167,7 @@ type agentSpec struct {
 // quoting a location and a condition for MI and Python at once.
 func (s *session) insertAgentBreakpoint(ctx context.Context, st *bpState) error {
 	data, err := json.Marshal(agentSpec{Location: st.bp.Location, Condition: st.bp.GdbCondition(),
-		Skip: st.bp.Skip, Every: st.bp.Every, MaxHits: st.bp.MaxHits, Threads: st.bp.Threads, Depth: backtraceDepth})
+		Skip: st.bp.Skip, Every: st.bp.Every, MaxHits: st.bp.HitLimit(), Threads: st.bp.Threads, Depth: backtraceDepth})
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,11 @@ type taken struct {
 // are read and analysed once the target runs again.
 func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record) (bool, error) {
 	hit := st.hits + st.step
+	if st.times > 0 {
+		// gdb's own count, which also holds when another thread hit the
+		// breakpoint while an earlier stop's actions ran.
+		hit = max(st.times-st.bp.Skip, 1)
+	}
 	st.hits, st.sum.Hits = hit, hit
 	if !st.bp.ShouldSnapshot(hit) {
 		return false, s.resume(ctx, st, hit)
@@ -178,7 +183,7 @@ func (s *session) exitedMeanwhile() *mi.Record {
 			if !ok {
 				return nil
 			}
-			s.noteThreads(rec)
+			s.note(rec)
 			if rec.Type == mi.TypeExec && rec.Class == "stopped" && exitRecord(rec) {
 				return rec
 			}
@@ -338,12 +343,24 @@ func (s *session) knownThreads(tid string, frame Frame) []Thread {
 	return s.threads
 }
 
-// noteThreads forgets the known thread list when gdb announces that a
-// thread started or ended.
-func (s *session) noteThreads(rec *mi.Record) {
-	if rec.Type == mi.TypeNotify && (rec.Class == "thread-created" || rec.Class == "thread-exited") {
+// note keeps what gdb announces between stops: a thread that started or
+// ended makes the known thread list stale; a breakpoint's new hit count
+// (gdb's "times", sent with every hit, ignored ones included) numbers the
+// next stop of that breakpoint as gdb counts its hits.
+func (s *session) note(rec *mi.Record) {
+	if rec.Type != mi.TypeNotify {
+		return
+	}
+	switch rec.Class {
+	case "thread-created", "thread-exited":
 		s.threadsKnown = false
 		clear(s.current)
+	case "breakpoint-modified":
+		if st := s.bps[rec.String("bkpt.number")]; st != nil && !st.agent {
+			if n, err := strconv.Atoi(rec.String("bkpt.times")); err == nil {
+				st.times = n
+			}
+		}
 	}
 }
 
@@ -414,6 +431,12 @@ func (s *session) readSnapshot(t *taken) (*snapshots.Snapshot, error) {
 	snap := f.Snapshots[0]
 	t.stop.HeapBytes, t.stop.HeapExtraBytes, t.stop.StacksBytes = snap.HeapBytes, snap.HeapExtraBytes, snap.StacksBytes
 	t.bp.sum.Snapshots++
+	if t.stop.Phase == phaseHit {
+		t.bp.hitSnapshots++
+		if n := t.bp.bp.EndRunAfter; n > 0 && t.bp.hitSnapshots == n {
+			s.endTarget(fmt.Sprintf("breakpoint %q took %d snapshots (end_run_after)", t.bp.bp.Name, n))
+		}
+	}
 	s.dropUnchanged(t, path)
 	return snap, nil
 }
@@ -531,7 +554,7 @@ func resumeCmds(st *bpState, hit int) []mi.Command {
 	var cmds []mi.Command
 	if st.bp.Done(hit) {
 		cmds = append(cmds, mi.Command{Name: "-break-delete", Args: []string{st.number}})
-	} else if n := st.bp.NextIgnore(); n > 0 {
+	} else if n := st.bp.NextIgnore(hit); n > 0 {
 		// gdb skips the hits that take no snapshot, so each stop stands
 		// for Every hits. The ignore count is re-armed after every stop.
 		cmds = append(cmds, mi.Command{Name: "-break-after", Args: []string{st.number, strconv.Itoa(n)}})
@@ -541,6 +564,7 @@ func resumeCmds(st *bpState, hit int) []mi.Command {
 
 // resumed checks gdb's answers to resumeCmds and records their effect.
 func (s *session) resumed(st *bpState, cmds []mi.Command, errs []error) error {
+	st.step = 1 // unless gdb is told to ignore hits
 	for i, c := range cmds {
 		switch err := errs[i]; {
 		case c.Name == "-break-delete" && err != nil:
@@ -551,7 +575,8 @@ func (s *session) resumed(st *bpState, cmds []mi.Command, errs []error) error {
 		case c.Name == "-break-after" && err != nil:
 			return fmt.Errorf("setting the ignore count of %q: %w", st.bp.Name, err)
 		case c.Name == "-break-after":
-			st.step = st.bp.NextIgnore() + 1
+			n, _ := strconv.Atoi(c.Args[1])
+			st.step = n + 1
 		case err != nil:
 			return fmt.Errorf("resuming the target: %w", err)
 		}

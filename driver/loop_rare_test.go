@@ -299,7 +299,7 @@ func TestLoopStopFails(t *testing.T) {
 			},
 			sent: cmds(firstStop, "-exec-continue"), status: StatusFailed,
 			check: func(t *testing.T, err error) {
-				want := &ToolError{Tool: "vgdb", Msg: `the connection to valgrind was lost (gdb: "Remote communication error.  Target disconnected.: Connection reset by peer."); vgdb exited or was killed`}
+				want := &ToolError{Tool: "vgdb", Msg: `the connection to valgrind was lost (gdb: "Remote communication error.  Target disconnected.: Connection reset by peer.") and the target's process exited with status 0: vgdb exited or was killed, or the target called exec (valgrind follows exec only with --trace-children=yes)`}
 				if diff := cmp.Diff(want, err); diff != "" {
 					t.Errorf("(-want +got):\n%s", diff)
 				}
@@ -422,7 +422,7 @@ func TestLoopChildGone(t *testing.T) {
 		{"connection lost, valgrind exited", func(t *testing.T, s *session, fake *fakeGDB) {
 			valgrindEnded(s, nil)
 			fake.events <- lost
-		}, vgdbLost},
+		}, &ToolError{Tool: "vgdb", Msg: `the connection to valgrind was lost (gdb: "Remote connection closed") and the target's process exited with status 0: vgdb exited or was killed, or the target called exec (valgrind follows exec only with --trace-children=yes)`}},
 		{"connection lost, valgrind killed", func(t *testing.T, s *session, fake *fakeGDB) {
 			if err := os.WriteFile(filepath.Join(s.dir, valgrindLog), []byte(valgrindLogText), 0o644); err != nil {
 				t.Fatal(err)
@@ -492,7 +492,8 @@ func TestLoopAroundCallCutShort(t *testing.T) {
 		phases   []string
 	}{
 		{name: "exit", finishes: []string{exitedNormally},
-			sent:   cmds(aroundStop, "-gdb-show scheduler-locking", lock, unlock),
+			// The target is gone: gdb's mode is not restored on it.
+			sent:   cmds(aroundStop, "-gdb-show scheduler-locking", lock),
 			reason: "exited-normally", events: []string{"around-call-cut-short"},
 			phases: []string{"request 1 hit on"}},
 		{name: "signal", finishes: []string{signalRecord("SIGUSR1")}, stops: []string{exitedNormally},

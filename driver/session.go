@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -255,8 +256,18 @@ type session struct {
 	m       *Manifest
 	vg      *valgrindProc
 	gdb     debugger
-	closeFn func()              // closes gdb
-	gdbPid  int                 // gdb's process (and group) id
+	closeFn func() // closes gdb
+	gdbPid  int    // gdb's process (and group) id
+	// workload is the plan's workload; workloadDone receives its end and
+	// is nil once that has been handled (or when there is none).
+	workload     *exec.Cmd
+	workloadDone chan error
+	// ending says why snapctl is ending the target (endTarget), "" until
+	// it does; endKill sends the SIGKILL after the grace period; endErr is
+	// the run's error once the target has ended (a failed workload).
+	ending  string
+	endKill *time.Timer
+	endErr  error
 	bps     map[string]*bpState // by gdb breakpoint number
 	order   []*bpState          // plan order
 	seq     int
@@ -292,6 +303,11 @@ type bpState struct {
 	number string // gdb's number
 	hits   int    // hits counted as the plan counts them
 	step   int    // hits one stop stands for (Every when gdb ignores the others)
+	// hitSnapshots counts the hit-phase snapshots read, for end_run_after.
+	hitSnapshots int
+	// times is gdb's hit count as its last =breakpoint-modified gave it
+	// (MI breakpoints; 0 until one came).
+	times int
 	// agent is set when gdb's agent takes the breakpoint's stops.
 	agent bool
 	// kept are the last kept snapshots of the hit and return phases,
@@ -434,12 +450,36 @@ func (s *session) startAndLoop(ctx context.Context) error {
 	if s.status != nil {
 		s.status.setPhase("")
 	}
-	err = s.loop(ctx)
-	if s.m.Target.ExitCode != nil || s.m.Target.Signal != nil {
-		s.countHits(ctx)
-		s.agentHits(ctx)
+	if len(s.plan.Workload) > 0 {
+		if err := s.startWorkload(stdout, stderr); err != nil {
+			// The target still ends cleanly, its snapshots kept.
+			s.endErr = err
+			s.endTarget("the workload could not start")
+		}
 	}
+	err = s.loop(ctx)
+	s.finalHits(ctx)
 	return err
+}
+
+// finalHits reads from gdb how often each breakpoint was hit, however the
+// run ended: with every > 1 gdb's ignore count swallows the hits after
+// the last snapshot, and a run ended by Ctrl-C or --timeout was hit after
+// its last snapshot too. gdb is asked even when the run's context has
+// ended, with a deadline of its own.
+func (s *session) finalHits(ctx context.Context) {
+	if s.gdb == nil {
+		return
+	}
+	select {
+	case <-s.gdb.Done():
+		return
+	default:
+	}
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	s.countHits(hctx)
+	s.agentHits(hctx)
 }
 
 // countHits sets each breakpoint's hits to the number of times the target
@@ -735,6 +775,10 @@ func (s *session) teardown() {
 		exited := s.m.Target.ExitCode != nil || s.m.Target.Signal != nil
 		s.vg.stop(s.opts.Grace, exited)
 	}
+	if s.endKill != nil {
+		s.endKill.Stop()
+	}
+	s.stopWorkload()
 	// What left the children's process groups: a target that called
 	// daemon() or setsid() under valgrind, a vgdb in a session of its own.
 	s.sweep()

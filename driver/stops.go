@@ -47,9 +47,14 @@ func (s *session) loop(ctx context.Context) error {
 			return context.Cause(ctx)
 		case <-s.gdb.Done():
 			return s.gdbGone()
+		case err := <-s.workloadDone:
+			s.workloadEnded(err)
 		case <-vgDone:
 			// The exit record normally follows at once; if it does not,
 			// valgrind died under gdb's feet.
+			if s.killedAtEnd() {
+				return s.endErr
+			}
 			vgDone = nil
 			vgGone = time.After(3 * time.Second)
 		case <-vgGone:
@@ -62,7 +67,7 @@ func (s *session) loop(ctx context.Context) error {
 			if rec.Type == mi.TypeLog && lostTarget(rec.Text) {
 				return s.targetLost(rec.Text)
 			}
-			s.noteThreads(rec)
+			s.note(rec)
 			if rec.Type != mi.TypeExec || rec.Class != "stopped" {
 				continue
 			}
@@ -71,7 +76,7 @@ func (s *session) loop(ctx context.Context) error {
 				return s.explain(ctx, err)
 			}
 			if done {
-				return nil
+				return s.endErr
 			}
 		}
 	}
@@ -99,6 +104,9 @@ func lostTarget(msg string) bool {
 // it was killed, else vgdb (valgrind still runs, or it ran the target to
 // its end once vgdb was gone).
 func (s *session) targetLost(what string) error {
+	if s.killedAtEnd() {
+		return s.endErr
+	}
 	if err := s.valgrindKilled(); err != nil {
 		return err
 	}
@@ -128,7 +136,7 @@ func (s *session) targetLost(what string) error {
 // exec only with --trace-children=yes, let the new program run natively.
 // It returns "" while valgrind still runs, or once the process is gone.
 func (s *session) execed() string {
-	if s.vg.exited() {
+	if s.vg.exited() || s.vg.Pid() == 0 {
 		return ""
 	}
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", s.vg.Pid()))
@@ -208,6 +216,9 @@ func (s *session) handleStop(ctx context.Context, rec *mi.Record) (done bool, er
 		return true, nil
 	case "exited-signalled":
 		sig := rec.String("signal-name")
+		if s.endedBySnapctl(sig) {
+			return true, nil
+		}
 		s.m.Target.Signal = &sig
 		ce := &CrashError{Signal: sig}
 		if c := s.m.Target.Crash; c != nil && c.Signal == sig {
@@ -258,7 +269,7 @@ func (s *session) waitStopped(ctx context.Context) (*mi.Record, error) {
 			if !ok {
 				return nil, s.gdbGone()
 			}
-			s.noteThreads(rec)
+			s.note(rec)
 			if rec.Type == mi.TypeExec && rec.Class == "stopped" {
 				return rec, nil
 			}

@@ -73,7 +73,12 @@ func startValgrind(cfg valgrindConfig) (*valgrindProc, error) {
 
 // Pid is valgrind's process id, which is also the target's: valgrind runs
 // the program in its own process.
-func (p *valgrindProc) Pid() int { return p.cmd.Process.Pid }
+func (p *valgrindProc) Pid() int {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0 // a stop loop driven by a script, with no valgrind
+	}
+	return p.cmd.Process.Pid
+}
 
 // exited reports whether valgrind has ended.
 func (p *valgrindProc) exited() bool {

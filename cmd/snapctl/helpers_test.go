@@ -27,11 +27,17 @@ import (
 // "run.json, schema snapctl.run/v1"). Fields the tests do not look at are
 // left out; unknown fields are ignored, since the schema allows additions.
 type runFile struct {
-	Schema   string       `json:"schema"`
-	Status   string       `json:"status"`
-	Error    string       `json:"error"` // why a run did not complete
-	Target   runTarget    `json:"target"`
-	GdbAgent bool         `json:"gdb_agent"`
+	Schema      string    `json:"schema"`
+	Status      string    `json:"status"`
+	Error       string    `json:"error"` // why a run did not complete
+	Target      runTarget `json:"target"`
+	GdbAgent    bool      `json:"gdb_agent"`
+	Breakpoints []struct {
+		Name      string `json:"name"`
+		Hits      int    `json:"hits"`
+		Snapshots int    `json:"snapshots"`
+		Deleted   bool   `json:"deleted"`
+	} `json:"breakpoints"`
 	Stops    []runStop    `json:"stops"`
 	Events   []runEvent   `json:"events"`
 	Diffs    []runDiff    `json:"diffs"`

@@ -1,0 +1,129 @@
+package driver
+
+import (
+	"fmt"
+	"io"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// endGrace is how long a target that snapctl ends (after its workload, or
+// after end_run_after snapshots) has between SIGTERM and SIGKILL: a server
+// usually shuts down cleanly on SIGTERM.
+const endGrace = 5 * time.Second
+
+// WorkloadError reports a plan workload that could not start or exited
+// with a failure. The target's snapshots up to then are kept.
+type WorkloadError struct {
+	Argv []string
+	Err  error
+}
+
+func (e *WorkloadError) Error() string {
+	why := e.Err.Error()
+	if st := childState(e.Err); st != nil {
+		why = describeState(st)
+	}
+	return fmt.Sprintf("workload %q failed: %s", strings.Join(e.Argv, " "), why)
+}
+
+func (e *WorkloadError) Unwrap() error { return e.Err }
+
+// startWorkload starts the plan's workload, once the target runs with its
+// breakpoints in place, in the target's directory and environment plus
+// SNAPCTL_TARGET_PID, in a process group of its own. Its end arrives on
+// s.workloadDone.
+func (s *session) startWorkload(stdout, stderr io.Writer) error {
+	argv := s.plan.Workload
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = s.cwd
+	cmd.Env = append(append(s.childEnv(), s.plan.Target.Env...), "SNAPCTL_TARGET_PID="+strconv.Itoa(s.vg.Pid()))
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = 2 * time.Second
+	if err := cmd.Start(); err != nil {
+		return &WorkloadError{Argv: argv, Err: err}
+	}
+	s.groups.add(cmd.Process.Pid)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	s.workload, s.workloadDone = cmd, done
+	return nil
+}
+
+// workloadEnded ends the target once the workload has ended: a workload
+// that failed makes the run fail, with its error, once the target is gone.
+func (s *session) workloadEnded(err error) {
+	s.workloadDone = nil
+	if err != nil {
+		s.endErr = &WorkloadError{Argv: s.plan.Workload, Err: err}
+		s.endTarget("the workload failed")
+		return
+	}
+	s.endTarget("the workload finished")
+}
+
+// stopWorkload ends a workload still running when the run ends: SIGTERM to
+// its group, SIGKILL after the grace period.
+func (s *session) stopWorkload() {
+	if s.workload == nil || s.workloadDone == nil {
+		return
+	}
+	pg := -s.workload.Process.Pid
+	syscall.Kill(pg, syscall.SIGTERM)
+	select {
+	case <-s.workloadDone:
+	case <-time.After(s.opts.Grace):
+		syscall.Kill(pg, syscall.SIGKILL)
+		<-s.workloadDone
+	}
+	s.workloadDone = nil
+}
+
+// endTarget ends the target on snapctl's own account (why says what
+// happened): SIGTERM now, SIGKILL after endGrace. A target ended this way
+// completes the run normally.
+func (s *session) endTarget(why string) {
+	if s.ending != "" || s.vg == nil {
+		return
+	}
+	s.ending = why
+	s.event(Event{Kind: "target-ended", Message: fmt.Sprintf("%s: snapctl ends the target with SIGTERM (SIGKILL after %v)", why, endGrace)})
+	pid := s.vg.Pid()
+	syscall.Kill(pid, syscall.SIGTERM)
+	s.endKill = time.AfterFunc(endGrace, func() { syscall.Kill(pid, syscall.SIGKILL) })
+}
+
+// endedBySnapctl reports whether the target's end was snapctl's doing: it
+// was told to end, and it died of the signal it was sent. It records the
+// signal as the target's.
+func (s *session) endedBySnapctl(sig string) bool {
+	if s.ending == "" || (sig != "SIGTERM" && sig != "SIGKILL") {
+		return false
+	}
+	s.m.Target.Signal = &sig
+	return true
+}
+
+// killedAtEnd reports whether valgrind, gone under gdb's feet, died of a
+// signal that endTarget sent (SIGKILL after the grace period); the run
+// then ends as snapctl meant it to.
+func (s *session) killedAtEnd() bool {
+	if s.ending == "" || s.vg == nil {
+		return false
+	}
+	select {
+	case <-s.vg.done:
+	case <-time.After(s.opts.Grace):
+		return false
+	}
+	if st := childState(s.vg.err); st != nil {
+		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return s.endedBySnapctl(signalName(ws.Signal()))
+		}
+	}
+	return false
+}
