@@ -193,6 +193,7 @@ type session struct {
 	m       *Manifest
 	vg      *valgrindProc
 	gdb     debugger
+	gdbPid  int                 // gdb's process id, for diagnose
 	closeFn func()              // closes gdb
 	bps     map[string]*bpState // by gdb breakpoint number
 	order   []*bpState          // plan order
@@ -447,7 +448,7 @@ func (s *session) startGDB(ctx context.Context) error {
 		}
 		return &ToolError{Tool: "gdb", Msg: "cannot start", Err: err}
 	}
-	s.gdb = c
+	s.gdb, s.gdbPid = c, c.Pid()
 	s.groups.add(c.Pid())
 	s.closeFn = func() {
 		c.Close()
@@ -469,6 +470,15 @@ func (s *session) send(ctx context.Context, cmd string, args ...string) (*mi.Res
 // plan's gdb init commands, inserts the breakpoints and starts the target.
 func (s *session) connect(ctx context.Context) error {
 	pipe := fmt.Sprintf("| %s --vgdb-prefix=%s --pid=%d", s.tools.vgdb, filepath.Join(s.priv, "vgdb"), s.vg.Pid())
+	// gdb gives up on a reply that takes longer than remotetimeout (2s by
+	// default) and goes on reading the late one as the next packet's
+	// answer: on a loaded machine valgrind's gdbserver can take that long,
+	// and gdb then fails to connect or, mid-run, loses track of the
+	// target for good (docs/design.md, fact 28). snapctl's own deadlines
+	// bound every exchange instead, so gdb waits longer than any of them.
+	if _, err := s.send(ctx, "-gdb-set", "remotetimeout", remoteTimeout(s.opts.CommandTimeout, s.stopTimeout())); err != nil {
+		return fmt.Errorf("setting up gdb: %w", err)
+	}
 	// -target-select passes its arguments to the CLI unparsed: the pipe
 	// command must not be quoted.
 	if _, err := s.send(ctx, "-target-select", "remote", pipe); err != nil {

@@ -38,6 +38,9 @@ func (s *session) loop(ctx context.Context) error {
 			if err := s.readAgent(); err != nil {
 				return s.explain(ctx, err)
 			}
+			if err := s.checkAgentStop(); err != nil {
+				return err
+			}
 		case <-ctx.Done():
 			// The run ends whatever stopped the target; an exit that
 			// came first is still recorded.
@@ -138,6 +141,9 @@ func (s *session) explain(ctx context.Context, err error) error {
 		return s.gdbGone()
 	case errors.As(err, &me) && lostTarget(me.Msg):
 		return s.targetLost(me.Msg)
+	case errors.Is(err, context.DeadlineExceeded):
+		// gdb did not answer in time: say who held it up.
+		return s.stalled(err.Error())
 	}
 	return err
 }
@@ -295,6 +301,11 @@ func (s *session) afterInterrupt(ctx context.Context, rec *mi.Record) (done bool
 // when the context ended or gdb is gone, else a recorded event and the run
 // goes on. It reports whether the target has exited meanwhile.
 func (s *session) stopFailed(ctx context.Context, err error) (done bool, _ error) {
+	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && s.diagnose().stuck {
+		// No interrupt can reach a target through a stopped or dead
+		// process.
+		return false, s.stalled(err.Error())
+	}
 	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		s.event(Event{Kind: "stop-abandoned", Message: err.Error()})
 		return s.afterInterrupt(ctx, s.interrupt())
