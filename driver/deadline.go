@@ -56,24 +56,58 @@ func (a *agentState) overdue(now time.Time, limit time.Duration) (bp string, las
 	return bp, lasted, true
 }
 
-// checkAgentStop ends the run when one of the agent's stops has lasted
-// longer than the plan's stop_timeout. gdb resumes the target after the
-// agent's stops without a word to snapctl, so nothing else would ever
-// end such a stop: the loop would wait forever.
-func (s *session) checkAgentStop() error {
-	if s.agent == nil {
-		return nil
+// stallWatch follows what can hold a run up for good without a word
+// from gdb: an agent stop that does not end, and gdb, vgdb or valgrind
+// stopped by a signal.
+type stallWatch struct {
+	vgdb     procState            // vgdb as last found, pid 0 until then
+	lookedUp time.Time            // when vgdb was last looked for
+	stopped  map[string]time.Time // since when each tool has been seen stopped
+}
+
+// checkStalls ends the run when one of the agent's stops has lasted
+// longer than the plan's stop_timeout, or gdb, vgdb or valgrind has been
+// stopped (SIGSTOP, SIGTSTP) that long. gdb resumes the target after the
+// agent's stops without a word to snapctl, and a stopped process says
+// nothing either: without this the loop would wait forever.
+func (s *session) checkStalls() error {
+	now := time.Now()
+	limit := s.stopTimeout()
+	if s.agent != nil {
+		if bp, lasted, ok := s.agent.overdue(now, limit); ok {
+			name := "number " + bp
+			if st := s.bps[bp]; st != nil {
+				name = strconv.Quote(st.bp.Name)
+			}
+			return s.stalled(fmt.Sprintf("the stop at breakpoint %s has not ended after %v (stop_timeout %v)",
+				name, lasted.Round(100*time.Millisecond), limit))
+		}
 	}
-	bp, lasted, ok := s.agent.overdue(time.Now(), s.stopTimeout())
-	if !ok {
-		return nil
+	if s.gdbPid == 0 {
+		return nil // a scripted gdb, in tests
 	}
-	name := "number " + bp
-	if st := s.bps[bp]; st != nil {
-		name = strconv.Quote(st.bp.Name)
+	w := &s.watch
+	if w.stopped == nil {
+		w.stopped = make(map[string]time.Time)
 	}
-	return s.stalled(fmt.Sprintf("the stop at breakpoint %s has not ended after %v (stop_timeout %v)",
-		name, lasted.Round(100*time.Millisecond), s.stopTimeout()))
+	if !w.vgdb.ok && now.Sub(w.lookedUp) >= time.Second {
+		w.vgdb, w.lookedUp = gdbChild(s.gdbPid), now
+	}
+	for name, pid := range map[string]int{"gdb": s.gdbPid, "vgdb": w.vgdb.pid, "valgrind": s.vg.Pid()} {
+		if pid == 0 || readProcState(pid).state != 'T' {
+			delete(w.stopped, name)
+			continue
+		}
+		since, seen := w.stopped[name]
+		if !seen {
+			w.stopped[name] = now
+			continue
+		}
+		if lasted := now.Sub(since); lasted >= limit {
+			return s.stalled(fmt.Sprintf("the run has not moved for %v (stop_timeout %v)", lasted.Round(100*time.Millisecond), limit))
+		}
+	}
+	return nil
 }
 
 // stalled records a stop-stalled event for what, which did not end in
@@ -83,7 +117,7 @@ func (s *session) checkAgentStop() error {
 func (s *session) stalled(what string) error {
 	d := s.diagnose()
 	s.event(Event{Kind: "stop-stalled", Message: fmt.Sprintf("%s: %s %s (%s)", what, d.tool, d.why, d.states)})
-	return &ToolError{Tool: d.tool, Msg: fmt.Sprintf("%s; %s (%s)", d.why, what, d.states)}
+	return &ToolError{Tool: d.tool, Msg: fmt.Sprintf("%s; %s; %s", d.why, what, d.states)}
 }
 
 // procState is what /proc says about a process: its state letter (R, S,

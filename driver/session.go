@@ -213,6 +213,8 @@ type session struct {
 	stops *spool
 	// groups are the process groups of the children, for Options.Kill.
 	groups processGroups
+	// watch finds stalls that nothing reports (see checkStalls).
+	watch  stallWatch
 	an     *analysis
 	status *statusLine
 }

@@ -26,19 +26,21 @@ var fatalSignals = map[string]bool{
 func (s *session) loop(ctx context.Context) error {
 	vgDone := s.vg.done
 	var vgGone <-chan time.Time
-	var poll <-chan time.Time
+	// The agent's records are read every agentPoll; without the agent,
+	// stalls are looked for every second.
+	every := time.Second
 	if s.agent != nil {
-		t := time.NewTicker(agentPoll)
-		defer t.Stop()
-		poll = t.C
+		every = agentPoll
 	}
+	poll := time.NewTicker(every)
+	defer poll.Stop()
 	for {
 		select {
-		case <-poll:
+		case <-poll.C:
 			if err := s.readAgent(); err != nil {
 				return s.explain(ctx, err)
 			}
-			if err := s.checkAgentStop(); err != nil {
+			if err := s.checkStalls(); err != nil {
 				return err
 			}
 		case <-ctx.Done():
