@@ -314,6 +314,10 @@ func (s *session) agentStop(rec *agentRecord) error {
 			Message: fmt.Sprintf("breakpoint %q: gdb cannot evaluate its condition: %s", st.bp.Name, rec.Error)})
 		return nil
 	default:
+		if lostTarget(rec.Error) {
+			// valgrind or vgdb died under the agent's stop.
+			return s.targetLost(rec.Error)
+		}
 		return fmt.Errorf("gdb's agent failed at breakpoint %q: %s", st.bp.Name, rec.Error)
 	}
 	st.hits, st.sum.Hits = rec.Hit, rec.Hit
