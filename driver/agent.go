@@ -38,7 +38,10 @@ var agentSource string
 const (
 	agentScript  = "agent.py"
 	agentRecords = "agent.jsonl"
-	agentBp      = "agent-breakpoint.json"
+	// agentBusy is where the agent marks the stop it is in (see
+	// agentState.overdue).
+	agentBusy = "agent-busy"
+	agentBp   = "agent-breakpoint.json"
 	// agentFailed starts the line the agent's loader prints when Python
 	// cannot load it.
 	agentFailed = "snapctl: agent failed: "
@@ -52,6 +55,11 @@ const (
 type agentState struct {
 	f       *os.File
 	partial []byte // a record not yet whole
+	// busy is the agent's busy file; mark is what it said at the last
+	// look, a stop under way since at least since, or "" between stops.
+	busy  *os.File
+	mark  string
+	since time.Time
 }
 
 // agentOwns reports whether the agent can take bp's stops: nothing in
@@ -81,35 +89,47 @@ func (s *session) startAgent(ctx context.Context) error {
 	if err := os.WriteFile(records, nil, 0o600); err != nil {
 		return fmt.Errorf("creating the agent's records: %w", err)
 	}
+	busy := filepath.Join(s.priv, agentBusy)
+	if err := os.WriteFile(busy, nil, 0o600); err != nil {
+		return fmt.Errorf("creating the agent's busy file: %w", err)
+	}
 	f, err := os.Open(records)
 	if err != nil {
 		return fmt.Errorf("opening the agent's records: %w", err)
 	}
+	bf, err := os.Open(busy)
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("opening the agent's busy file: %w", err)
+	}
 	r, err = s.send(ctx, "-interpreter-exec", "console", mi.Quote(agentLoader(script, records, s.priv)))
 	if err != nil {
 		f.Close()
+		bf.Close()
 		return fmt.Errorf("loading gdb's agent: %w", err)
 	}
 	if _, why, failed := strings.Cut(r.Console(), agentFailed); failed {
 		// A gdb whose Python is broken still drives the run over MI.
 		f.Close()
+		bf.Close()
 		fmt.Fprintf(s.opts.Warn, "warning: gdb's Python cannot load snapctl's agent (%s); every stop goes over GDB/MI, which is slower\n", strings.TrimSpace(why))
 		return nil
 	}
-	s.agent = &agentState{f: f}
+	s.agent = &agentState{f: f, busy: bf}
 	s.m.GdbAgent = true
 	return nil
 }
 
 // agentLoader is the gdb command that loads agent.py from script and
-// creates the agent, snapctl_agent, which records into records and has
-// valgrind write snapshots into snapdir. It loads inside a try, so that
+// creates the agent, snapctl_agent, which records into records, marks its
+// stops in snapdir's busy file and has valgrind write snapshots into
+// snapdir. It loads inside a try, so that
 // Python's own words reach snapctl after agentFailed: gdb would only
 // answer "Error while executing Python code".
 func agentLoader(script, records, snapdir string) string {
 	load := "try:\n" +
 		"    exec(compile(open(" + pyString(script) + ").read(), " + pyString(script) + ", 'exec'), globals())\n" +
-		"    snapctl_agent = Agent(" + pyString(records) + ", " + pyString(snapdir) + ")\n" +
+		"    snapctl_agent = Agent(" + pyString(records) + ", " + pyString(snapdir) + ", " + pyString(filepath.Join(snapdir, agentBusy)) + ")\n" +
 		"except Exception as e:\n" +
 		"    print('" + agentFailed + "%s' % e)\n"
 	return "python exec(" + pyString(load) + ")"
@@ -299,6 +319,10 @@ func (s *session) agentStop(rec *agentRecord) error {
 			Message: fmt.Sprintf("breakpoint %q: gdb cannot evaluate its condition: %s", st.bp.Name, rec.Error)})
 		return nil
 	default:
+		if lostTarget(rec.Error) {
+			// valgrind or vgdb died under the agent's stop.
+			return s.targetLost(rec.Error)
+		}
 		return fmt.Errorf("gdb's agent failed at breakpoint %q: %s", st.bp.Name, rec.Error)
 	}
 	st.hits, st.sum.Hits = rec.Hit, rec.Hit
@@ -372,6 +396,7 @@ func (s *session) closeAgent() {
 		return
 	}
 	s.agent.f.Close()
+	s.agent.busy.Close()
 	if s.opts.Trace {
 		if data, err := os.ReadFile(filepath.Join(s.priv, agentRecords)); err == nil {
 			if err := os.WriteFile(filepath.Join(s.dir, agentTrace), data, 0o644); err != nil {

@@ -74,9 +74,21 @@ def thread_record(thread, details):
     return rec
 
 
+# BUSY_WIDTH is the length of every line of the busy file: each one
+# overwrites the whole of the last.
+BUSY_WIDTH = 32
+
+
 class Agent:
-    def __init__(self, records, snapdir):
+    def __init__(self, records, snapdir, busy):
         self.fd = os.open(records, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        # The busy file says whether a stop is under way, "N BP" for the
+        # Nth stop, at breakpoint BP, or "-" between stops: snapctl reads
+        # it to find a stop that does not end (a stalled vgdb or
+        # valgrind), which would otherwise leave it waiting forever.
+        self.busy = os.open(busy, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        self.mark("-")
+        self.calls = 0
         self.snapdir = snapdir
         self.taken = 0
         self.breakpoints = []
@@ -101,6 +113,13 @@ class Agent:
         """Prints how often each breakpoint's condition held, skipped hits
         included (gdb's "times"), as a JSON object by gdb number."""
         print(json.dumps({str(bp.number): bp.times for bp in self.breakpoints if bp.is_valid()}))
+
+    def mark(self, text):
+        os.pwrite(self.busy, (text.ljust(BUSY_WIDTH - 1) + "\n").encode(), 0)
+
+    def begin(self, bp):
+        self.calls += 1
+        self.mark("%d %d" % (self.calls, bp.number))
 
     def write(self, rec):
         os.write(self.fd, (json.dumps(rec, separators=(",", ":")) + "\n").encode())
@@ -200,6 +219,13 @@ class SnapBreakpoint(gdb.Breakpoint):
         self.times = 0
 
     def stop(self):
+        self.agent.begin(self)
+        try:
+            return self.take()
+        finally:
+            self.agent.mark("-")
+
+    def take(self):
         # A condition gdb cannot evaluate counts as true, as gdb counts it
         # for its own conditions, and the record says why.
         try:

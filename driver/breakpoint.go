@@ -44,10 +44,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 	if !st.bp.ShouldSnapshot(hit) {
 		return false, s.resume(ctx, st, hit)
 	}
-	timeout := s.plan.StopTimeout
-	if timeout <= 0 {
-		timeout = breakpoints.DefaultStopTimeout
-	}
+	timeout := s.stopTimeout()
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 

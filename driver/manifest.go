@@ -189,7 +189,8 @@ type Event struct {
 	Time string `json:"time"`
 	// Kind is one of "signal", "unexpected-stop", "stop-abandoned",
 	// "around-call-cut-short", "around-call-failed", "condition-error",
-	// "analysis-error" (docs/design.md, "run.json, schema snapctl.run/v1").
+	// "stop-stalled", "analysis-error" (docs/design.md, "run.json, schema
+	// snapctl.run/v1").
 	Kind   string `json:"kind"`
 	Signal string `json:"signal,omitempty"`
 	Reason string `json:"reason,omitempty"` // gdb's stop reason

@@ -257,7 +257,7 @@ type session struct {
 	vg      *valgrindProc
 	gdb     debugger
 	closeFn func() // closes gdb
-	gdbPid  int    // gdb's process (and group) id
+	gdbPid  int    // gdb's process (and group) id, for diagnose
 	// workload is the plan's workload; workloadDone receives its end and
 	// is nil once that has been handled (or when there is none).
 	workload     *exec.Cmd
@@ -289,6 +289,8 @@ type session struct {
 	stops *spool
 	// groups are the process groups of the children, for Options.Kill.
 	groups processGroups
+	// watch finds stalls that nothing reports (see checkStalls).
+	watch  stallWatch
 	an     *analysis
 	status *statusLine
 	// console carries the target's output to the status line's terminal;
@@ -593,6 +595,15 @@ func (s *session) send(ctx context.Context, cmd string, args ...string) (*mi.Res
 // plan's gdb init commands, inserts the breakpoints and starts the target.
 func (s *session) connect(ctx context.Context) error {
 	pipe := fmt.Sprintf("| %s --vgdb-prefix=%s --pid=%d", s.tools.vgdb, filepath.Join(s.priv, "vgdb"), s.vg.Pid())
+	// gdb gives up on a reply that takes longer than remotetimeout (2s by
+	// default) and goes on reading the late one as the next packet's
+	// answer: on a loaded machine valgrind's gdbserver can take that long,
+	// and gdb then fails to connect or, mid-run, loses track of the
+	// target for good (docs/design.md, fact 28). snapctl's own deadlines
+	// bound every exchange instead, so gdb waits longer than any of them.
+	if _, err := s.send(ctx, "-gdb-set", "remotetimeout", remoteTimeout(s.opts.CommandTimeout, s.stopTimeout())); err != nil {
+		return fmt.Errorf("setting up gdb: %w", err)
+	}
 	// -target-select passes its arguments to the CLI unparsed: the pipe
 	// command must not be quoted.
 	if _, err := s.send(ctx, "-target-select", "remote", pipe); err != nil {

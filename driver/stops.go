@@ -26,17 +26,22 @@ var fatalSignals = map[string]bool{
 func (s *session) loop(ctx context.Context) error {
 	vgDone := s.vg.done
 	var vgGone <-chan time.Time
-	var poll <-chan time.Time
+	// The agent's records are read every agentPoll; without the agent,
+	// stalls are looked for every second.
+	every := time.Second
 	if s.agent != nil {
-		t := time.NewTicker(agentPoll)
-		defer t.Stop()
-		poll = t.C
+		every = agentPoll
 	}
+	poll := time.NewTicker(every)
+	defer poll.Stop()
 	for {
 		select {
-		case <-poll:
+		case <-poll.C:
 			if err := s.readAgent(); err != nil {
 				return s.explain(ctx, err)
+			}
+			if err := s.checkStalls(); err != nil {
+				return err
 			}
 		case <-ctx.Done():
 			// The run ends whatever stopped the target; an exit that
@@ -178,6 +183,9 @@ func (s *session) explain(ctx context.Context, err error) error {
 		return s.gdbGone()
 	case errors.As(err, &me) && lostTarget(me.Msg):
 		return s.targetLost(me.Msg)
+	case errors.Is(err, context.DeadlineExceeded):
+		// gdb did not answer in time: say who held it up.
+		return s.stalled(err.Error())
 	}
 	return err
 }
@@ -338,6 +346,11 @@ func (s *session) afterInterrupt(ctx context.Context, rec *mi.Record) (done bool
 // when the context ended or gdb is gone, else a recorded event and the run
 // goes on. It reports whether the target has exited meanwhile.
 func (s *session) stopFailed(ctx context.Context, err error) (done bool, _ error) {
+	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && s.diagnose().stuck {
+		// No interrupt can reach a target through a stopped or dead
+		// process.
+		return false, s.stalled(err.Error())
+	}
 	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		s.event(Event{Kind: "stop-abandoned", Message: err.Error()})
 		return s.afterInterrupt(ctx, s.interrupt())

@@ -1,0 +1,247 @@
+package driver
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/snapctl/snapctl/breakpoints"
+)
+
+// stopTimeout bounds the actions at one stop, on either path: the plan's
+// stop_timeout.
+func (s *session) stopTimeout() time.Duration {
+	if s.plan.StopTimeout > 0 {
+		return s.plan.StopTimeout
+	}
+	return breakpoints.DefaultStopTimeout
+}
+
+// remoteTimeout is gdb's remotetimeout, in whole seconds, for snapctl's
+// deadlines: longer than any of them, so that a slow reply through vgdb
+// meets snapctl's deadline, which names what stalled, and never gdb's,
+// which gives the reply up and reads it as the next packet's.
+func remoteTimeout(deadlines ...time.Duration) string {
+	longest := time.Duration(0)
+	for _, d := range deadlines {
+		longest = max(longest, d)
+	}
+	return strconv.Itoa(int(longest.Round(time.Second)/time.Second) + 1)
+}
+
+// overdue reads the agent's busy file and reports the stop that has been
+// under way for longer than limit, by the gdb number of its breakpoint
+// and how long it has lasted. A stop is timed from the first look that
+// found it, at most one poll after it began.
+func (a *agentState) overdue(now time.Time, limit time.Duration) (bp string, lasted time.Duration, ok bool) {
+	buf := make([]byte, 64)
+	n, _ := a.busy.ReadAt(buf, 0)
+	mark := strings.TrimSpace(string(buf[:n]))
+	if mark == "" || mark == "-" {
+		a.mark = ""
+		return "", 0, false
+	}
+	if mark != a.mark {
+		a.mark, a.since = mark, now
+		return "", 0, false
+	}
+	if lasted = now.Sub(a.since); lasted < limit {
+		return "", 0, false
+	}
+	_, bp, _ = strings.Cut(mark, " ")
+	return bp, lasted, true
+}
+
+// stallWatch follows what can hold a run up for good without a word
+// from gdb: an agent stop that does not end, and gdb, vgdb or valgrind
+// stopped by a signal.
+type stallWatch struct {
+	vgdb     procState            // vgdb as last found, pid 0 until then
+	lookedUp time.Time            // when vgdb was last looked for
+	stopped  map[string]time.Time // since when each tool has been seen stopped
+}
+
+// checkStalls ends the run when one of the agent's stops has lasted
+// longer than the plan's stop_timeout, or gdb, vgdb or valgrind has been
+// stopped (SIGSTOP, SIGTSTP) that long. gdb resumes the target after the
+// agent's stops without a word to snapctl, and a stopped process says
+// nothing either: without this the loop would wait forever.
+func (s *session) checkStalls() error {
+	now := time.Now()
+	limit := s.stopTimeout()
+	if s.agent != nil {
+		if bp, lasted, ok := s.agent.overdue(now, limit); ok {
+			name := "number " + bp
+			if st := s.bps[bp]; st != nil {
+				name = strconv.Quote(st.bp.Name)
+			}
+			return s.stalled(fmt.Sprintf("the stop at breakpoint %s has not ended after %v (stop_timeout %v)",
+				name, lasted.Round(100*time.Millisecond), limit))
+		}
+	}
+	if s.gdbPid == 0 {
+		return nil // a scripted gdb, in tests
+	}
+	w := &s.watch
+	if w.stopped == nil {
+		w.stopped = make(map[string]time.Time)
+	}
+	if !w.vgdb.ok && now.Sub(w.lookedUp) >= time.Second {
+		w.vgdb, w.lookedUp = gdbChild(s.gdbPid), now
+	}
+	for name, pid := range map[string]int{"gdb": s.gdbPid, "vgdb": w.vgdb.pid, "valgrind": s.vg.Pid()} {
+		if pid == 0 || readProcState(pid).state != 'T' {
+			delete(w.stopped, name)
+			continue
+		}
+		since, seen := w.stopped[name]
+		if !seen {
+			w.stopped[name] = now
+			continue
+		}
+		if lasted := now.Sub(since); lasted >= limit {
+			return s.stalled(fmt.Sprintf("the run has not moved for %v (stop_timeout %v)", lasted.Round(100*time.Millisecond), limit))
+		}
+	}
+	return nil
+}
+
+// stalled records a stop-stalled event for what, which did not end in
+// time, and returns the error that ends the run: it names the process
+// that holds the stop up, and says what state each of gdb, vgdb and
+// valgrind is in.
+func (s *session) stalled(what string) error {
+	d := s.diagnose()
+	s.event(Event{Kind: "stop-stalled", Message: fmt.Sprintf("%s: %s %s (%s)", what, d.tool, d.why, d.states)})
+	return &ToolError{Tool: d.tool, Msg: fmt.Sprintf("%s; %s; %s", d.why, what, d.states)}
+}
+
+// procState is what /proc says about a process: its state letter (R, S,
+// D, T, t, Z...) and its parent's pid; ok is false once it is gone.
+type procState struct {
+	pid   int
+	state byte
+	ppid  int
+	ok    bool
+}
+
+func readProcState(pid int) procState {
+	ps := procState{pid: pid}
+	if pid <= 0 {
+		return ps
+	}
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return ps
+	}
+	// "pid (comm) S ppid ...": comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 || i+2 >= len(data) {
+		return ps
+	}
+	fields := strings.Fields(string(data[i+2:]))
+	if len(fields) < 2 {
+		return ps
+	}
+	ps.state = fields[0][0]
+	ps.ppid, _ = strconv.Atoi(fields[1])
+	ps.ok = true
+	return ps
+}
+
+// describe says in a word what state a process is in.
+func (p procState) describe() string {
+	switch {
+	case !p.ok || p.state == 'X':
+		return "gone"
+	case p.state == 'Z':
+		return "exited"
+	case p.state == 'T':
+		return "stopped"
+	case p.state == 't':
+		return "stopped by a tracer"
+	case p.state == 'R':
+		return "running"
+	case p.state == 'D':
+		return "in uninterruptible sleep"
+	}
+	return "waiting"
+}
+
+// gdbChild returns the vgdb that gdb runs: gdb's child named vgdb.
+func gdbChild(gdbPid int) procState {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if err != nil || strings.TrimSpace(string(comm)) != "vgdb" {
+			continue
+		}
+		if ps := readProcState(pid); ps.ok && ps.ppid == gdbPid {
+			return ps
+		}
+	}
+	return procState{}
+}
+
+// diagnosis names the process that holds a stop up.
+type diagnosis struct {
+	tool   string // "gdb", "vgdb" or "valgrind"
+	why    string // "is stopped (...)", "has exited", ...
+	states string // the state of each of the three
+	// stuck is set when the tool is stopped or gone: no interrupt gets
+	// through it to the target.
+	stuck bool
+}
+
+// diagnose names the process that holds a stop up and why, and lists the
+// state of gdb, vgdb and valgrind. A process that is stopped (SIGSTOP,
+// SIGTSTP) or gone is the culprit, vgdb first, since it sits between the
+// other two; else valgrind when it is busy, since gdb waits for its
+// answer; else gdb, which runs the stop while the others wait.
+func (s *session) diagnose() diagnosis {
+	if s.gdbPid == 0 {
+		// A scripted gdb, in tests: no process to look at.
+		return diagnosis{tool: "gdb", why: "did not answer in time", states: "gdb scripted"}
+	}
+	gdb := readProcState(s.gdbPid)
+	vgdb := gdbChild(gdb.pid)
+	vg := procState{}
+	if s.vg != nil {
+		vg = readProcState(s.vg.Pid())
+	}
+	procs := []struct {
+		name string
+		ps   procState
+	}{{"vgdb", vgdb}, {"valgrind", vg}, {"gdb", gdb}}
+	var list []string
+	for _, p := range procs {
+		d := p.ps.describe()
+		if p.ps.ok {
+			d = fmt.Sprintf("%s %d %s", p.name, p.ps.pid, d)
+		} else {
+			d = p.name + " " + d
+		}
+		list = append(list, d)
+	}
+	states := strings.Join(list, ", ")
+	for _, p := range procs {
+		switch {
+		case !p.ps.ok || p.ps.state == 'Z' || p.ps.state == 'X':
+			return diagnosis{tool: p.name, why: "has exited", states: states, stuck: true}
+		case p.ps.state == 'T':
+			return diagnosis{tool: p.name, why: "is stopped (it was sent SIGSTOP or SIGTSTP)", states: states, stuck: true}
+		}
+	}
+	if vg.state == 'R' || vg.state == 'D' {
+		return diagnosis{tool: "valgrind", why: "does not answer gdb", states: states}
+	}
+	return diagnosis{tool: "gdb", why: "does not finish the stop", states: states}
+}

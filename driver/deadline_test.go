@@ -1,0 +1,83 @@
+package driver
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/snapctl/snapctl/internal/testenv"
+)
+
+func TestRemoteTimeout(t *testing.T) {
+	for _, tt := range []struct {
+		deadlines []time.Duration
+		want      string
+	}{
+		{[]time.Duration{30 * time.Second, 30 * time.Second}, "31"},
+		{[]time.Duration{30 * time.Second, 2 * time.Minute}, "121"},
+		{[]time.Duration{1500 * time.Millisecond, 100 * time.Millisecond}, "3"},
+	} {
+		if got := remoteTimeout(tt.deadlines...); got != tt.want {
+			t.Errorf("remoteTimeout(%v) = %q, want %q", tt.deadlines, got, tt.want)
+		}
+	}
+}
+
+// The agent's busy file, written by agent.py in gdb and read by
+// agentState.overdue: a stop under way is overdue once the same mark has
+// been seen for the limit; a new stop, or none, starts over.
+func TestAgentBusyFile(t *testing.T) {
+	testenv.MustHave(t, "gdb")
+	dir := t.TempDir()
+	script := filepath.Join(dir, agentScript)
+	if err := os.WriteFile(script, []byte(agentSource), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	busy := filepath.Join(dir, agentBusy)
+	// agent runs py in gdb with agent.py loaded, a an Agent whose busy
+	// file is busy and B a breakpoint numbered 7.
+	agent := func(py string) {
+		t.Helper()
+		cmds := filepath.Join(dir, "cmds")
+		text := "python\nclass B:\n    number = 7\n" +
+			"a = Agent(" + pyString(filepath.Join(dir, agentRecords)) + ", " + pyString(dir) + ", " + pyString(busy) + ")\n" +
+			py + "\nend\n"
+		if err := os.WriteFile(cmds, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("gdb", "-batch", "-nx", "-x", script, "-x", cmds).CombinedOutput(); err != nil {
+			t.Fatalf("gdb: %v\n%s", err, out)
+		}
+	}
+	f, err := os.Create(busy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	a := &agentState{busy: f}
+	t0 := time.Unix(1790000000, 0)
+	check := func(at time.Duration, wantBp string, wantOK bool) {
+		t.Helper()
+		bp, _, ok := a.overdue(t0.Add(at), 2*time.Second)
+		if bp != wantBp || ok != wantOK {
+			t.Errorf("overdue at +%v = %q, %v; want %q, %v", at, bp, ok, wantBp, wantOK)
+		}
+	}
+
+	agent("a.begin(B())\na.begin(B())")
+	if data, _ := os.ReadFile(busy); string(data) != fmt.Sprintf("%-31s\n", "2 7") {
+		t.Errorf("busy file %q, want \"2 7\" padded to 32 bytes", data)
+	}
+	check(0, "", false) // first seen
+	check(time.Second, "", false)
+	check(2*time.Second, "7", true)
+	agent("a.begin(B())\na.begin(B())\na.begin(B())")
+	check(3*time.Second, "", false) // another stop: timed from here
+	check(4*time.Second, "", false)
+	check(5*time.Second, "7", true)
+	agent("a.begin(B())\na.mark('-')")
+	check(9*time.Second, "", false)
+}
