@@ -17,6 +17,7 @@ const (
 	reportFile   = "report.md"
 	snapshotDir  = "snapshots"
 	valgrindLog  = "valgrind.log"
+	massifOut    = "massif.out"
 	traceFile    = "gdb-mi.log"
 	agentTrace   = "gdb-agent.jsonl"
 )
@@ -76,7 +77,7 @@ func prepareRunDir(dir string, force bool) (string, error) {
 // otherwise be taken for this run's output: snapctl's own files and the
 // snapshots it kept. Files snapctl does not write are left alone.
 func clearRunFiles(dir string) error {
-	names := []string{manifestFile, reportFile, traceFile, agentTrace, valgrindLog}
+	names := []string{manifestFile, reportFile, traceFile, agentTrace, valgrindLog, massifOut}
 	snaps, err := filepath.Glob(filepath.Join(dir, snapshotDir, "*.massif"))
 	if err != nil {
 		return err

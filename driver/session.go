@@ -376,7 +376,10 @@ func (s *session) valgrindArgs() []string {
 		"--vgdb=yes",
 		"--vgdb-error=0",
 		"--vgdb-prefix=" + filepath.Join(s.priv, "vgdb"),
-		"--massif-out-file=" + filepath.Join(s.priv, "massif.out"),
+		// massif's own periodic profile, the heap over time that ms_print
+		// and massif-visualizer show; valgrind expands %p and %q{VAR} in
+		// the name, so a literal % is written %%.
+		"--massif-out-file=" + strings.ReplaceAll(filepath.Join(s.dir, massifOut), "%", "%%"),
 		"--log-file=" + filepath.Join(s.dir, valgrindLog),
 	}
 	// Without chasing, a block never crosses a call, so the pc that

@@ -147,10 +147,18 @@ func TestRunLeak(t *testing.T) {
 					t.Errorf("diff %d: sites %+v, want keep (leak.c:15) +16", i, d.Sites)
 				}
 			}
-			for _, name := range []string{planFile, reportFile, valgrindLog} {
+			for _, name := range []string{planFile, reportFile, valgrindLog, massifOut} {
 				if _, err := os.Stat(filepath.Join(res.Dir, name)); err != nil {
 					t.Error(err)
 				}
+			}
+			// A snapshot names massif's own profile, which the run keeps.
+			snap, err := os.ReadFile(filepath.Join(res.Dir, m.Stops[0].Snapshot))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := "--massif-out-file=" + filepath.Join(res.Dir, massifOut); !strings.Contains(string(snap), want) {
+				t.Errorf("snapshot's desc does not name %s:\n%.300s", want, snap)
 			}
 		})
 	}
