@@ -39,7 +39,13 @@ type Manifest struct {
 	Schema string `json:"schema"`
 	Status Status `json:"status"`
 	// Error is the one-line reason a run did not complete, if any.
-	Error      string    `json:"error,omitempty"`
+	Error string `json:"error,omitempty"`
+	// ExitCode is the code snapctl exits with (see ExitStatus), null while
+	// the run is going or when snapctl was killed outright; ExitReason says
+	// why in one word: "ok", "fail-on-exceeded", "breakpoint-never-hit",
+	// "target-crashed", "timeout", "interrupted", "failed"...
+	ExitCode   *int      `json:"exit_code"`
+	ExitReason string    `json:"exit_reason,omitempty"`
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`
 	// Plan is the copy of the plan in the run directory, relative to it.

@@ -628,19 +628,22 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	}
 	res.Report = rep
 	res.Stops, res.Diffs = s.stops.len(), s.an.diffs.len()
+	if err == nil {
+		// A completed run still fails for CI on a breakpoint that never
+		// hit, then on a fail_on limit.
+		if err = s.neverHit(); err == nil {
+			err = gate(s.plan.Report.FailOn, rep.Suspects)
+		}
+	}
+	code, reason := ExitStatus(err)
+	s.m.ExitCode, s.m.ExitReason = &code, reason
 	if werr := writeManifest(s.dir, s.m, s.stops, s.an.diffs); werr != nil {
 		return res, errors.Join(err, werr)
 	}
 	if werr := writeReport(filepath.Join(s.dir, reportFile), res); werr != nil {
 		return res, errors.Join(err, werr)
 	}
-	if err != nil {
-		return res, err
-	}
-	if nh := s.neverHit(); nh != nil {
-		return res, nh
-	}
-	return res, gate(s.plan.Report.FailOn, rep.Suspects)
+	return res, err
 }
 
 // closeSpools removes the spooled stops and diffs.

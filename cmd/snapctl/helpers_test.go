@@ -29,6 +29,9 @@ type runFile struct {
 	Schema   string       `json:"schema"`
 	Status   string       `json:"status"`
 	Error    string       `json:"error"` // why a run did not complete
+	// ExitCode and ExitReason are what snapctl exited with, and why.
+	ExitCode   *int   `json:"exit_code"`
+	ExitReason string `json:"exit_reason"`
 	Target   runTarget    `json:"target"`
 	GdbAgent bool         `json:"gdb_agent"`
 	Stops    []runStop    `json:"stops"`
@@ -339,6 +342,9 @@ func mustRun(t testing.TB, s session, code int) *result {
 	}
 	if res.Run == nil {
 		t.Fatalf("no run.json in %s\nstderr:\n%s", res.Out, res.Stderr)
+	}
+	if res.Run.ExitCode == nil || *res.Run.ExitCode != code || res.Run.ExitReason == "" {
+		t.Fatalf("run.json exit_code %v (%q), want %d and a reason", res.Run.ExitCode, res.Run.ExitReason, code)
 	}
 	return res
 }
