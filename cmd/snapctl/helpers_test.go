@@ -26,18 +26,18 @@ import (
 // leaves behind"). Fields the tests do not look at are left out; unknown
 // fields are ignored, since the schema allows additions.
 type runFile struct {
-	Schema   string       `json:"schema"`
-	Status   string       `json:"status"`
-	Error    string       `json:"error"` // why a run did not complete
+	Schema string `json:"schema"`
+	Status string `json:"status"`
+	Error  string `json:"error"` // why a run did not complete
 	// ExitCode and ExitReason are what snapctl exited with, and why.
-	ExitCode   *int   `json:"exit_code"`
-	ExitReason string `json:"exit_reason"`
-	Target   runTarget    `json:"target"`
-	GdbAgent bool         `json:"gdb_agent"`
-	Stops    []runStop    `json:"stops"`
-	Events   []runEvent   `json:"events"`
-	Diffs    []runDiff    `json:"diffs"`
-	Suspects []runSuspect `json:"suspects"`
+	ExitCode   *int         `json:"exit_code"`
+	ExitReason string       `json:"exit_reason"`
+	Target     runTarget    `json:"target"`
+	GdbAgent   bool         `json:"gdb_agent"`
+	Stops      []runStop    `json:"stops"`
+	Events     []runEvent   `json:"events"`
+	Diffs      []runDiff    `json:"diffs"`
+	Suspects   []runSuspect `json:"suspects"`
 }
 
 type runTarget struct {
