@@ -272,7 +272,7 @@ func (s *session) flush() error {
 		}
 		s.addStop(t.stop)
 		if t.hitOf == nil {
-			s.an.addHit(t.stop.Breakpoint, t.stop.Seq, snap, t.same)
+			s.an.addHit(t.stop.Breakpoint, t.stop.Seq, t.stop.Hit, snap, t.same)
 			if t.bp.bp.AroundCall {
 				t.snap = snap
 			}

@@ -45,7 +45,7 @@ func growthReport(t *testing.T) *Report {
 	s := NewSeries("request", Options{})
 	r := &Report{Title: "snapctl run: growth", Breakpoints: []string{"request", "submit"}}
 	for i := 1; i <= 7; i++ {
-		d, err := s.Add(i, loadSnapshot(t, fmt.Sprintf("growth/hit-%d.ms", i)))
+		d, err := s.Add(i, i, loadSnapshot(t, fmt.Sprintf("growth/hit-%d.ms", i)))
 		if err != nil {
 			t.Fatal(err)
 		}

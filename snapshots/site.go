@@ -91,7 +91,7 @@ type Site struct {
 // the sites of DiffTree(a, b) are the differences of the sites of a and b.
 func Sites(tree *Node, opts Options) []Site {
 	an := newAnalyzer(opts)
-	sum := an.summarize(tree, 0)
+	sum := an.summarize(tree, 0, false)
 	out := make([]Site, 0, len(sum.sites))
 	for _, e := range sum.sites {
 		out = append(out, Site{Frame: e.frame, Stack: e.heaviest(nil).frames, Library: e.library, Bytes: e.bytes})
@@ -170,6 +170,7 @@ func (an *analyzer) id(f Frame) uint32 {
 // series holds only the previous snapshot's summary.
 type summary struct {
 	heapBytes     int64 // mem_heap_B
+	blocks        bool  // the tree had block counts
 	treeBytes     int64 // the root's bytes
 	belowBytes    int64 // below-threshold buckets not inside any site
 	filteredBytes int64 // dropped by Ignore or Focus
@@ -185,6 +186,7 @@ type siteSum struct {
 	libKey   string // the path key of library
 	libBytes int64  // the largest bytes emitted along library
 	bytes    int64
+	blocks   int64 // live blocks, when the summary has them
 	chains   map[string]*chainSum
 	// parents are the path keys of the tree nodes under which this site's
 	// key was completed; a bucket at one of them or above can hide it.
@@ -194,6 +196,25 @@ type siteSum struct {
 type chainSum struct {
 	frames []Frame // site first, then callers
 	bytes  int64
+}
+
+// stacks counts the call paths into a site that hold bytes on either side
+// of a diff (other may be nil).
+func (s *siteSum) stacks(other *siteSum) int {
+	n := 0
+	for k, c := range s.chains {
+		if c.bytes != 0 || (other != nil && other.chains[k] != nil && other.chains[k].bytes != 0) {
+			n++
+		}
+	}
+	if other != nil {
+		for k, c := range other.chains {
+			if s.chains[k] == nil && c.bytes != 0 {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // heaviest returns the call path with the largest bytes, or, given the
@@ -230,9 +251,12 @@ type walker struct {
 	kbuf []byte   // scratch for site keys
 }
 
-func (an *analyzer) summarize(tree *Node, heapBytes int64) *summary {
+// summarize cuts a tree into sites; blocks says whether its nodes carry
+// block counts (Node.Blocks).
+func (an *analyzer) summarize(tree *Node, heapBytes int64, blocks bool) *summary {
 	sum := &summary{
 		heapBytes: heapBytes,
+		blocks:    blocks,
 		sites:     make(map[string]*siteSum),
 		buckets:   make(map[string]struct{}),
 	}
@@ -277,7 +301,7 @@ func (w *walker) bucket(c *Node, site int, ignored, focused bool) {
 	}
 	// Callers folded into a bucket: the bytes stay with the site, on the
 	// call path that ends here.
-	w.emit(site, c.Bytes, ignored, focused)
+	w.emit(site, c.Bytes, c.Blocks, ignored, focused)
 }
 
 func (w *walker) node(n *Node, site int, ignored, focused bool) {
@@ -291,22 +315,23 @@ func (w *walker) node(n *Node, site int, ignored, focused bool) {
 	ignored = ignored || fl&flagIgnored != 0
 	focused = focused || fl&flagFocused != 0
 
-	var childBytes int64
+	var childBytes, childBlocks int64
 	for _, c := range n.Children {
 		if c != nil {
 			childBytes += c.Bytes
+			childBlocks += c.Blocks
 		}
 	}
-	if self := n.Bytes - childBytes; self != 0 {
-		w.emit(site, self, ignored, focused)
+	if self, selfBlocks := n.Bytes-childBytes, n.Blocks-childBlocks; self != 0 || selfBlocks != 0 {
+		w.emit(site, self, selfBlocks, ignored, focused)
 	}
 	w.children(n, site, ignored, focused)
 	w.path = w.path[:len(w.path)-1]
 	w.key = w.key[:len(w.key)-4]
 }
 
-// emit adds bytes allocated along the current path.
-func (w *walker) emit(site int, bytes int64, ignored, focused bool) {
+// emit adds bytes (and blocks) allocated along the current path.
+func (w *walker) emit(site int, bytes, blocks int64, ignored, focused bool) {
 	if ignored || (w.an.focused && !focused) {
 		w.sum.filteredBytes += bytes
 		return
@@ -345,6 +370,7 @@ func (w *walker) emit(site int, bytes int64, ignored, focused bool) {
 		w.sum.sites[string(kb)] = e
 	}
 	e.bytes += bytes
+	e.blocks += blocks
 	parent := w.key[:4*(keyEnd-1)]
 	if _, ok := e.parents[string(parent)]; !ok {
 		e.parents[string(parent)] = struct{}{}
