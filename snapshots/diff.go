@@ -108,6 +108,8 @@ func DiffSnapshots(a, b *Snapshot, opts Options) (*Diff, error) {
 		return nil, fmt.Errorf("diffing: second %w", err)
 	}
 	an := newAnalyzer(opts)
+	an.detectWrappers(a.Tree)
+	an.detectWrappers(b.Tree)
 	return an.diff(an.summarize(a.Tree, a.HeapBytes, a.Blocks), an.summarize(b.Tree, b.HeapBytes, b.Blocks)), nil
 }
 

@@ -157,7 +157,7 @@ func TestRenderColor(t *testing.T) {
 	if strings.Contains(plain.String(), "\x1b[") {
 		t.Errorf("colour without Color:\n%q", plain.String())
 	}
-	if !strings.Contains(color.String(), ansiRed+"+193.4 KiB"+ansiReset) || !strings.Contains(color.String(), ansiGreen) {
+	if !strings.Contains(color.String(), ansiRed+"+195.3 KiB"+ansiReset) || !strings.Contains(color.String(), ansiGreen) {
 		t.Errorf("no red growth or green shrinkage with Color:\n%q", color.String())
 	}
 }

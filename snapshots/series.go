@@ -18,10 +18,13 @@ type Series struct {
 	breakpoint string
 	an         *analyzer
 	prev       *summary
-	prevSeq    int
-	prevHit    int
-	firstHit   int
-	intervals  int
+	// prevSnap is the previous snapshot, kept until the next one in case
+	// a wrapper found in the next changes how its sites are cut.
+	prevSnap  *Snapshot
+	prevSeq   int
+	prevHit   int
+	firstHit  int
+	intervals int
 	// spans holds the hits each interval spans, by interval.
 	spans []int
 	stats map[string]*siteStats
@@ -112,9 +115,14 @@ func (s *Series) Add(seq, hit int, snap *Snapshot) (*Diff, error) {
 	if err := checkTree(snap); err != nil {
 		return nil, fmt.Errorf("series %q, stop %d: %w", s.breakpoint, seq, err)
 	}
+	if s.an.detectWrappers(snap.Tree) && s.prevSnap != nil {
+		// The previous snapshot was cut into sites before the new
+		// wrapper was known: cut it again, so both sides agree.
+		s.prev = s.an.summarize(s.prevSnap.Tree, s.prevSnap.HeapBytes, s.prevSnap.Blocks)
+	}
 	cur := s.an.summarize(snap.Tree, snap.HeapBytes, snap.Blocks)
 	prev, prevSeq, prevHit := s.prev, s.prevSeq, s.prevHit
-	s.prev, s.prevSeq, s.prevHit = cur, seq, hit
+	s.prev, s.prevSeq, s.prevHit, s.prevSnap = cur, seq, hit, snap
 	if prev == nil {
 		s.firstHit = hit
 		return nil, nil
