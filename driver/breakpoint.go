@@ -171,7 +171,7 @@ func (s *session) otherStop(ctx, sctx context.Context, st *bpState, hit int, res
 // with gdb. It fills stop's threads, frames and snapshot file and returns
 // the threads.
 func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Stop, tid string, backtrace bool, hitOf *taken, then []mi.Command) ([]Thread, error) {
-	tmp := filepath.Join(s.priv, "snap.massif")
+	tmp := filepath.Join(s.priv, "snap"+snapshotExt)
 	var cmds []mi.Command
 	if backtrace {
 		cmds = append(cmds, mi.Command{Name: "-stack-list-frames"})
@@ -181,7 +181,7 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 		cmds = append(cmds, mi.Command{Name: "-thread-info"})
 	}
 	snap := len(cmds)
-	cmds = append(cmds, mi.Command{Name: "-interpreter-exec", Args: []string{"console", mi.Quote("monitor detailed_snapshot " + tmp)}})
+	cmds = append(cmds, mi.Command{Name: "-interpreter-exec", Args: []string{"console", mi.Quote(snapshotMonitor + " " + tmp)}})
 	cmds = append(cmds, then...)
 	res, errs := s.sendBatch(ctx, cmds)
 	for i, err := range errs[:snap+1] {
@@ -204,9 +204,8 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 		threads[0].Frame = &f
 	}
 	stop.Thread, stop.Threads = findThread(threads, tid), threads
-	// Success prints nothing; errors come back as target-stream text with
-	// a ^done (fact 5).
-	if msg := res[snap].Target(); msg != "" {
+	// Errors come back as target-stream text with a ^done (fact 5).
+	if msg := snapshotFailure(res[snap].Target()); msg != "" {
 		return nil, &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("snapshot at breakpoint %q failed", st.bp.Name), Tail: msg}
 	}
 	// The agent's stops since the last one came before this snapshot,
@@ -289,14 +288,10 @@ func (s *session) flush() error {
 // readSnapshot parses a kept snapshot once and fills the stop's totals.
 func (s *session) readSnapshot(t *taken) (*snapshots.Snapshot, error) {
 	path := filepath.Join(s.dir, t.stop.Snapshot)
-	f, err := s.parseSnapshot(t, path)
+	snap, err := s.parseSnapshot(t, path)
 	if err != nil {
 		return nil, fmt.Errorf("reading snapshot: %w", err)
 	}
-	if len(f.Snapshots) == 0 {
-		return nil, fmt.Errorf("snapshot %s holds no snapshot", t.stop.Snapshot)
-	}
-	snap := f.Snapshots[0]
 	t.stop.HeapBytes, t.stop.HeapExtraBytes, t.stop.StacksBytes = snap.HeapBytes, snap.HeapExtraBytes, snap.StacksBytes
 	t.bp.sum.Snapshots++
 	s.dropUnchanged(t, path)

@@ -19,8 +19,8 @@ import (
 
 // fakeGDB answers the stop loop's MI commands from a script, standing in for
 // gdb attached to valgrind: each -exec-continue delivers the next *stopped
-// record, and each monitor detailed_snapshot writes a massif file whose heap
-// grows by 16 bytes at keep (leak.c:15).
+// record, and each snapshot command writes an xtmemory file whose heap
+// grows by 16 bytes, one block, at keep (leak.c:15).
 type fakeGDB struct {
 	t      *testing.T
 	events chan *mi.Record
@@ -53,17 +53,21 @@ func (f *fakeGDB) Send(ctx context.Context, cmd string, args ...string) (*mi.Res
 	case "-stack-list-frames":
 		return f.result(`^done,stack=[frame={level="0",addr="0x10",func="handle_request",file="/src/leak.c",fullname="/src/leak.c",line="23"},frame={level="1",addr="0x20",func="main",file="leak.c",line="35"}]`), nil
 	case "-interpreter-exec":
-		const mon = `"monitor detailed_snapshot `
+		mon := `"` + snapshotMonitor + " "
 		if strings.HasPrefix(args[1], mon) {
 			f.snap++
 			path := strings.TrimSuffix(strings.TrimPrefix(args[1], mon), `"`)
 			n := 16 * f.snap
-			massif := fmt.Sprintf("desc: --threshold=0\ncmd: ./leak\ntime_unit: i\n#-----------\nsnapshot=0\n#-----------\ntime=%d\nmem_heap_B=%d\nmem_heap_extra_B=8\nmem_stacks_B=0\nheap_tree=detailed\n"+
-				"n1: %d (heap allocation functions) malloc/new/new[], --alloc-fns, etc.\n n1: %d 0x1091E0: keep (leak.c:15)\n  n0: %d 0x109236: main (leak.c:31)\n", f.snap, n, n, n, n)
+			event := func(i int, name string, v int) string {
+				return fmt.Sprintf("#-----------\nsnapshot=%d\n#-----------\ntime=%d\nmem_heap_B=%d\nmem_heap_extra_B=0\nmem_stacks_B=0\nheap_tree=detailed\n"+
+					"n1: %d %s\n n1: %d 0x1091E0: keep (leak.c:15)\n  n0: %d 0x109236: main (leak.c:31)\n", i, f.snap, v, v, name, v, v)
+			}
+			massif := "desc: xtree.produce_report\ncmd: ./leak\ntime_unit: ms\n" +
+				event(0, "curB : currently allocated Bytes", n) + event(1, "curBk : currently allocated Blocks", f.snap)
 			if err := os.WriteFile(path, []byte(massif), 0o600); err != nil {
 				f.t.Error(err)
 			}
-			line = "monitor detailed_snapshot"
+			line = snapshotMonitor
 		}
 	case "-exec-interrupt":
 		f.sent = append(f.sent, line)

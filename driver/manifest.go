@@ -132,9 +132,13 @@ type Stop struct {
 	Snapshot  string `json:"snapshot"`
 	SameAsSeq int    `json:"same_as_seq,omitempty"`
 
+	// HeapBytes is the bytes the program holds from the allocator.
+	// HeapExtraBytes (allocator overhead) and StacksBytes are only known
+	// from a detailed snapshot; the xtmemory files snapctl takes do not
+	// have them (massif.out in the run directory does, over time).
 	HeapBytes      int64 `json:"heap_bytes"`
-	HeapExtraBytes int64 `json:"heap_extra_bytes"`
-	StacksBytes    int64 `json:"stacks_bytes"`
+	HeapExtraBytes int64 `json:"heap_extra_bytes,omitempty"`
+	StacksBytes    int64 `json:"stacks_bytes,omitempty"`
 
 	// Commands are the breakpoint's gdb commands and what they printed.
 	Commands []CommandOutput `json:"commands,omitempty"`

@@ -395,6 +395,10 @@ func (s *session) valgrindArgs() []string {
 	// around_call's finish waits at the caller's caller. Keeping the
 	// unwinding registers exact costs a few per cent of run time.
 	args = append(args, "--px-file-backed=unwindregs-at-mem-access")
+	// The snapshot command needs it (heapsnap.go). At exit valgrind also
+	// writes the whole run's tree, by default into the target's directory
+	// as xtmemory.kcg.PID: it goes to the private directory instead.
+	args = append(args, xtreeOption, "--xtree-memory-file="+filepath.Join(s.priv, "xtmemory.kcg"))
 	args = append(args, s.plan.ValgrindArgs()...)
 	return append(args, s.argv...)
 }
