@@ -198,11 +198,31 @@ func TestQualifiedName(t *testing.T) {
 		"std::ostream& std::operator<< <std::char_traits<char> >(std::ostream&, char const*)":    "std::operator<< <std::char_traits<char> >",
 		"(anonymous namespace)::load(int)":       "(anonymous namespace)::load",
 		"main::{lambda()#1}::operator()() const": "main::{lambda()#1}::operator()",
+		// The template arguments after operator[] are not a return type.
+		"YAML::Node const YAML::Node::operator[]<char [8]>(char const (&) [8]) const": "YAML::Node::operator[]<char [8]>",
+		"bool operator==<int>(Box<int> const&, Box<int> const&)":                      "operator==<int>",
+		"operator delete[](void*)": "operator delete[]",
 	}
 	for in, want := range tests {
 		if got := qualifiedName(in); got != want {
 			t.Errorf("qualifiedName(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// The text report prints a C++ name whole, without its return type and
+// with template arguments folded.
+func TestShortNameOperatorTemplate(t *testing.T) {
+	for in, want := range map[string]string{
+		"YAML::Node const YAML::Node::operator[]<char [8]>(char const (&) [8]) const": "YAML::Node::operator[]<…>(char const (&) [8]) const",
+		"boost::shared_ptr<int> boost::make_shared<int>()":                            "boost::make_shared<…>()",
+	} {
+		if got := shortName(in); got != want {
+			t.Errorf("shortName(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if !newLibrary(&Options{}).is(Frame{Function: "boost::detail::sp_counted_impl_p<int>::sp_counted_impl_p(int*)", File: "sp_counted_impl.hpp", Line: 53}) {
+		t.Error("boost:: frames are not library frames by default")
 	}
 }
 
