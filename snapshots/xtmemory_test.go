@@ -131,3 +131,26 @@ func TestReadHeapErrors(t *testing.T) {
 		})
 	}
 }
+
+// With blocks, the text and Markdown tables of a diff gain a blocks
+// column.
+func TestRenderDiffBlocks(t *testing.T) {
+	d, err := DiffSnapshots(xtSnap(t, "24", "1"), xtSnap(t, "72", "3"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text, md strings.Builder
+	if err := RenderDiffText(&text, d, RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := RenderDiffMarkdown(&md, d, RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wantText := "DELTA  BLOCKS  BEFORE  AFTER  CHANGE  SITE\n+48 B      +2    24 B   72 B  grown   f (s.c:1)\n"
+	if !strings.Contains(text.String(), wantText) {
+		t.Errorf("text:\n%s\nwant it to contain:\n%s", text.String(), wantText)
+	}
+	if !strings.Contains(md.String(), "| Δ | Δ blocks | Before | After | Change | Site |") || !strings.Contains(md.String(), "| +48 B | +2 | 24 B | 72 B | grown |") {
+		t.Errorf("markdown:\n%s", md.String())
+	}
+}
