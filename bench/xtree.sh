@@ -36,10 +36,10 @@ gcc -g -O0 -o "$work/stops" "$root/bench/stops/stops.c"
 
 # cpu CMD...: runs CMD and prints its children's user+sys CPU seconds.
 cpu() {
-	local before after
-	before=$(awk '{print $16+$17}' /proc/$BASHPID/stat)
+	local before after self=$BASHPID
+	before=$(awk '{print $16+$17}' "/proc/$self/stat")
 	"$@"
-	after=$(awk '{print $16+$17}' /proc/$BASHPID/stat)
+	after=$(awk '{print $16+$17}' "/proc/$self/stat")
 	echo "scale=2; ($after - $before) / $(getconf CLK_TCK)" | bc
 }
 
