@@ -6,8 +6,8 @@
 #       whose breakpoint `commands` only take the snapshot and continue, and
 #   (b) `snapctl run` with the equivalent plan (bench/stops/plan.yaml),
 # both started the same way (valgrind --vgdb=yes --vgdb-error=0, massif
-# --threshold=0 --fair-sched=yes), and prints both wall times and the ratio
-# b/a. The target is a ratio of at most 1.3.
+# --threshold=0 --fair-sched=yes --xtree-memory=allocs), and prints both
+# wall times and the ratio b/a. The target is a ratio of at most 1.3.
 #
 # Usage: bench/stops.sh [N [ROUNDS]]   (from anywhere; needs go, gcc, gdb, valgrind)
 #
@@ -45,7 +45,8 @@ echo "building snapctl and the target..." >&2
 (cd "$root" && go build -o "$work/snapctl" ./cmd/snapctl)
 gcc -g -O0 -o "$work/stops" "$root/bench/stops/stops.c"
 
-# (a) The manual way, scripted.
+# (a) The manual way, scripted, taking the snapshots snapctl takes
+# (xtmemory under --xtree-memory=allocs: bytes and live blocks per site).
 cat >"$work/stops.gdb" <<GDB
 set pagination off
 set confirm off
@@ -54,7 +55,7 @@ break f
 commands
 silent
 set \$n = \$n + 1
-eval "monitor detailed_snapshot $work/gdb/s%d.massif", \$n
+eval "monitor xtmemory $work/gdb/s%d.ms", \$n
 continue
 end
 continue
@@ -66,7 +67,7 @@ run_gdb() {
 	rm -f "$work/valgrind.log"
 	local t0 t1 got
 	t0=$(now)
-	valgrind --tool=massif --threshold=0 --fair-sched=yes --vgdb=yes --vgdb-error=0 \
+	valgrind --tool=massif --threshold=0 --fair-sched=yes --xtree-memory=allocs --xtree-memory-file="$work/xt.kcg" --vgdb=yes --vgdb-error=0 \
 		--vgdb-prefix="$work/vgdb" --massif-out-file="$work/massif.out" \
 		--log-file="$work/valgrind.log" "$work/stops" "$n" &
 	vgpid=$!

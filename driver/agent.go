@@ -123,13 +123,14 @@ func (s *session) startAgent(ctx context.Context) error {
 // agentLoader is the gdb command that loads agent.py from script and
 // creates the agent, snapctl_agent, which records into records, marks its
 // stops in snapdir's busy file and has valgrind write snapshots into
-// snapdir. It loads inside a try, so that
+// snapdir with the command of heapsnap.go. It loads inside a try, so that
 // Python's own words reach snapctl after agentFailed: gdb would only
 // answer "Error while executing Python code".
 func agentLoader(script, records, snapdir string) string {
 	load := "try:\n" +
 		"    exec(compile(open(" + pyString(script) + ").read(), " + pyString(script) + ", 'exec'), globals())\n" +
-		"    snapctl_agent = Agent(" + pyString(records) + ", " + pyString(snapdir) + ", " + pyString(filepath.Join(snapdir, agentBusy)) + ")\n" +
+		"    snapctl_agent = Agent(" + pyString(records) + ", " + pyString(snapdir) + ", " + pyString(filepath.Join(snapdir, agentBusy)) + ", " +
+		pyString(snapshotMonitor) + ", " + pyString(snapshotExt) + ", " + pyString(xtreeReport) + ")\n" +
 		"except Exception as e:\n" +
 		"    print('" + agentFailed + "%s' % e)\n"
 	return "python exec(" + pyString(load) + ")"

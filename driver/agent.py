@@ -80,7 +80,7 @@ BUSY_WIDTH = 32
 
 
 class Agent:
-    def __init__(self, records, snapdir, busy):
+    def __init__(self, records, snapdir, busy, monitor, ext, report):
         self.fd = os.open(records, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         # The busy file says whether a stop is under way, "N BP" for the
         # Nth stop, at breakpoint BP, or "-" between stops: snapctl reads
@@ -90,6 +90,9 @@ class Agent:
         self.mark("-")
         self.calls = 0
         self.snapdir = snapdir
+        # The snapshot command, its file's extension and the line valgrind
+        # prints on success: snapctl's heapsnap.go spells them.
+        self.monitor, self.ext, self.report = monitor, ext, report
         self.taken = 0
         self.breakpoints = []
         # The one thread of the last stop, as (number, details), while the
@@ -172,11 +175,13 @@ class Agent:
 
     def snapshot(self, bp, hit):
         self.taken += 1
-        path = "%s/%d.massif" % (self.snapdir, self.taken)
-        # Success prints nothing; valgrind's errors come back as text.
-        msg = gdb.execute("monitor detailed_snapshot " + path, to_string=True)
-        if msg.strip():
-            return {"bp": str(bp.number), "kind": "snapshot", "error": msg.strip()}
+        path = "%s/%d%s" % (self.snapdir, self.taken, self.ext)
+        # Success prints only the report line; valgrind's errors come back
+        # as text.
+        out = gdb.execute("%s %s" % (self.monitor, path), to_string=True)
+        msg = "\n".join(l.strip() for l in out.splitlines() if l.strip() and self.report not in l)
+        if msg:
+            return {"bp": str(bp.number), "kind": "snapshot", "error": msg}
         rec = {
             "bp": str(bp.number),
             "hit": hit,

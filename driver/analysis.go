@@ -46,17 +46,18 @@ func newAnalysis(plan *breakpoints.Plan) *analysis {
 	return a
 }
 
-// addHit feeds the hit-phase snapshot of breakpoint bp taken at stop seq;
+// addHit feeds the hit-phase snapshot of breakpoint bp taken at stop seq,
+// its hit number hit;
 // from the second hit on it adds a between-hits diff. With same, the
 // snapshot's tree is known to equal the previous hit's: the series still
 // counts the interval, but the empty diff is not kept.
-func (a *analysis) addHit(bp string, seq int, snap *snapshots.Snapshot, same bool) {
+func (a *analysis) addHit(bp string, seq, hit int, snap *snapshots.Snapshot, same bool) {
 	s := a.series[bp]
 	if s == nil {
 		s = snapshots.NewSeries(bp, a.opts)
 		a.series[bp] = s
 	}
-	d, err := s.Add(seq, snap)
+	d, err := s.Add(seq, hit, snap)
 	if err != nil {
 		a.problems = append(a.problems, err.Error())
 		return

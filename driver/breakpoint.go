@@ -234,7 +234,7 @@ const backtraceDepth = 32
 // do), all in one exchange with gdb. It fills stop's threads, frames and
 // snapshot file and returns the threads.
 func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Stop, tid string, backtrace bool, hitOf *taken, then []mi.Command) ([]Thread, error) {
-	tmp := filepath.Join(s.priv, "snap.massif")
+	tmp := filepath.Join(s.priv, "snap"+snapshotExt)
 	mode := st.bp.Threads
 	if st.bp.AroundCall {
 		// Whether another thread ran during the call is told from
@@ -264,7 +264,7 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 		}
 	}
 	snap := len(cmds)
-	cmds = append(cmds, mi.Command{Name: "-interpreter-exec", Args: []string{"console", mi.Quote("monitor detailed_snapshot " + tmp)}})
+	cmds = append(cmds, mi.Command{Name: "-interpreter-exec", Args: []string{"console", mi.Quote(snapshotMonitor + " " + tmp)}})
 	cmds = append(cmds, then...)
 	res, errs := s.sendBatch(ctx, cmds)
 	for i, err := range errs[:snap+1] {
@@ -301,9 +301,9 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 		stop.Thread = findThread(threads, tid)
 	}
 	stop.Threads = threads
-	// Success prints nothing; errors come back as target-stream text with
-	// a ^done (docs/design.md, fact 5).
-	if msg := res[snap].Target(); msg != "" {
+	// Errors come back as target-stream text with a ^done
+	// (docs/design.md, fact 5).
+	if msg := snapshotFailure(res[snap].Target()); msg != "" {
 		return nil, &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("snapshot at breakpoint %q failed", st.bp.Name), Tail: msg}
 	}
 	// The agent's stops since the last one came before this snapshot,
@@ -386,7 +386,7 @@ func (s *session) flush() error {
 		}
 		s.addStop(t.stop)
 		if t.hitOf == nil {
-			s.an.addHit(t.stop.Breakpoint, t.stop.Seq, snap, t.same)
+			s.an.addHit(t.stop.Breakpoint, t.stop.Seq, t.stop.Hit, snap, t.same)
 			if t.bp.bp.AroundCall {
 				t.snap = snap
 			}
@@ -418,14 +418,10 @@ func (s *session) diskFull(err error) error {
 // readSnapshot parses a kept snapshot once and fills the stop's totals.
 func (s *session) readSnapshot(t *taken) (*snapshots.Snapshot, error) {
 	path := filepath.Join(s.dir, t.stop.Snapshot)
-	f, err := s.parseSnapshot(t, path)
+	snap, err := s.parseSnapshot(t, path)
 	if err != nil {
 		return nil, fmt.Errorf("reading snapshot: %w", err)
 	}
-	if len(f.Snapshots) == 0 {
-		return nil, fmt.Errorf("snapshot %s holds no snapshot", t.stop.Snapshot)
-	}
-	snap := f.Snapshots[0]
 	t.stop.HeapBytes, t.stop.HeapExtraBytes, t.stop.StacksBytes = snap.HeapBytes, snap.HeapExtraBytes, snap.StacksBytes
 	t.bp.sum.Snapshots++
 	if t.stop.Phase == phaseHit {

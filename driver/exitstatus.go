@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"syscall"
 
+	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/driver/mi"
 )
 
@@ -58,4 +59,72 @@ func gdbExit(err error) (string, string) {
 		return "exited during the run", ee.Stderr
 	}
 	return "exited during the run", ""
+}
+
+// Exit codes of snapctl. They are documented in README.md ("Exit codes");
+// CI jobs rely on them, so a code never changes meaning. ExitStatus maps an
+// error to one, for the command's exit and run.json's exit_code alike.
+const (
+	ExitOK          = 0
+	ExitFailure     = 1   // snapctl or one of its tools failed (gdb, vgdb or valgrind died, I/O error)
+	ExitUsage       = 2   // bad command line
+	ExitPlan        = 3   // the plan is invalid or names a location gdb cannot resolve
+	ExitEnvironment = 4   // a required tool is missing or unusable
+	ExitInput       = 5   // the target binary or the output directory cannot be used
+	ExitLeak        = 10  // a report.fail_on limit was exceeded
+	ExitNeverHit    = 11  // a declared breakpoint never hit
+	ExitCrashed     = 12  // the target crashed (fatal signal)
+	ExitTimeout     = 124 // --timeout expired (as timeout(1))
+	ExitInterrupted = 130 // SIGINT, SIGTERM or SIGHUP (128+SIGINT, as shells report it)
+)
+
+// The reasons run.json's exit_reason gives for its exit_code.
+const (
+	ReasonOK          = "ok"
+	ReasonFailed      = "failed"
+	ReasonPlan        = "plan-error"
+	ReasonEnvironment = "tool-missing"
+	ReasonInput       = "bad-input"
+	ReasonLeak        = "fail-on-exceeded"
+	ReasonNeverHit    = "breakpoint-never-hit"
+	ReasonCrashed     = "target-crashed"
+	ReasonTimeout     = "timeout"
+	ReasonInterrupted = "interrupted"
+)
+
+// ExitStatus maps the error a run ended with (nil for success) to snapctl's
+// exit code and the reason run.json names. The order matters where an
+// error wraps several kinds: the cause that ended the run wins.
+func ExitStatus(err error) (code int, reason string) {
+	var (
+		planErr  *breakpoints.Error
+		planErrs breakpoints.ErrorList
+		missing  *MissingToolError
+		binErr   *BinaryError
+		dirErr   *OutputDirError
+		crash    *CrashError
+		neverHit *NeverHitError
+		leak     *LeakError
+	)
+	switch {
+	case err == nil:
+		return ExitOK, ReasonOK
+	case errors.Is(err, ErrInterrupted):
+		return ExitInterrupted, ReasonInterrupted
+	case errors.Is(err, ErrTimeout):
+		return ExitTimeout, ReasonTimeout
+	case errors.As(err, &crash):
+		return ExitCrashed, ReasonCrashed
+	case errors.As(err, &planErrs), errors.As(err, &planErr):
+		return ExitPlan, ReasonPlan
+	case errors.As(err, &missing):
+		return ExitEnvironment, ReasonEnvironment
+	case errors.As(err, &binErr), errors.As(err, &dirErr):
+		return ExitInput, ReasonInput
+	case errors.As(err, &neverHit):
+		return ExitNeverHit, ReasonNeverHit
+	case errors.As(err, &leak):
+		return ExitLeak, ReasonLeak
+	}
+	return ExitFailure, ReasonFailed
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/snapctl/snapctl/snapshots"
 )
 
-// treeSum identifies a snapshot file's allocation tree: a hash of the file
-// without its time= line, the only line that differs between two
+// treeSum identifies a snapshot file's allocation trees: a hash of the file
+// without its time= lines, the only lines that differ between two
 // snapshots of the same heap in one run.
 type treeSum [sha256.Size]byte
 
@@ -22,25 +22,35 @@ type keptSnapshot struct {
 
 // parseSnapshot reads a kept snapshot file. Under keep_snapshots: changed
 // it also sums the file's tree into t.tree.
-func (s *session) parseSnapshot(t *taken, path string) (*snapshots.File, error) {
+func (s *session) parseSnapshot(t *taken, path string) (*snapshots.Snapshot, error) {
 	if t.bp.bp.KeepSnapshots != breakpoints.KeepChanged {
-		return snapshots.ParseFile(path)
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		return snapshots.ReadHeap(f, path)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	t.tree = sumTree(data)
-	return snapshots.Parse(bytes.NewReader(data), path)
+	return snapshots.ReadHeap(bytes.NewReader(data), path)
 }
 
-// sumTree hashes a massif file but for its time= line.
+// sumTree hashes a massif file but for its time= lines (an xtmemory file
+// has one per event).
 func sumTree(data []byte) treeSum {
 	h := sha256.New()
 	rest := data
-	if i := bytes.Index(data, []byte("\ntime=")); i >= 0 {
-		h.Write(data[:i+1])
-		rest = data[i+1:]
+	for {
+		i := bytes.Index(rest, []byte("\ntime="))
+		if i < 0 {
+			break
+		}
+		h.Write(rest[:i+1])
+		rest = rest[i+1:]
 		if j := bytes.IndexByte(rest, '\n'); j >= 0 {
 			rest = rest[j+1:]
 		} else {

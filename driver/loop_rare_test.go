@@ -48,9 +48,9 @@ var (
 // asked for the stopped thread's details) and afterwards; and of an
 // around_call hit, which asks for every thread.
 var (
-	firstStop  = []string{"-stack-list-frames 0 31", "-thread-info 1", "monitor detailed_snapshot"}
-	laterStop  = []string{"-stack-list-frames 0 31", "monitor detailed_snapshot"}
-	aroundStop = []string{"-stack-list-frames 0 31", "-thread-info", "monitor detailed_snapshot"}
+	firstStop  = []string{"-stack-list-frames 0 31", "-thread-info 1", snapshotMonitor}
+	laterStop  = []string{"-stack-list-frames 0 31", snapshotMonitor}
+	aroundStop = []string{"-stack-list-frames 0 31", "-thread-info", snapshotMonitor}
 )
 
 // cmds joins commands and lists of commands into one list.
@@ -253,7 +253,7 @@ func TestLoopStopFails(t *testing.T) {
 		check  func(t *testing.T, err error)
 	}{
 		{name: "run ends", plan: withCommands,
-			fake: func(_ *session, f *fakeGDB) { f.hang = map[string]bool{"monitor detailed_snapshot": true} },
+			fake: func(_ *session, f *fakeGDB) { f.hang = map[string]bool{snapshotMonitor: true} },
 			ctx: func() (context.Context, context.CancelFunc) {
 				return context.WithTimeoutCause(context.Background(), 50*time.Millisecond, ErrTimeout)
 			},
@@ -279,7 +279,7 @@ func TestLoopStopFails(t *testing.T) {
 				}
 			}},
 		{name: "gdb dies", plan: plain,
-			fake: func(_ *session, f *fakeGDB) { f.dieAt, f.dieWith = "monitor detailed_snapshot", gdbKilled },
+			fake: func(_ *session, f *fakeGDB) { f.dieAt, f.dieWith = snapshotMonitor, gdbKilled },
 			sent: firstStop, status: StatusFailed,
 			check: func(t *testing.T, err error) {
 				want := &ToolError{Tool: "gdb", Msg: "was killed by SIGKILL during the run", Tail: "Fatal signal: Segmentation fault"}
@@ -293,7 +293,7 @@ func TestLoopStopFails(t *testing.T) {
 				// was gone.
 				valgrindEnded(s, nil)
 				f.fail = map[string]string{
-					"monitor detailed_snapshot": "Remote communication error.  Target disconnected.: Connection reset by peer.",
+					snapshotMonitor: "Remote communication error.  Target disconnected.: Connection reset by peer.",
 					"-exec-continue":            "The program is not being run.",
 				}
 			},
@@ -359,7 +359,7 @@ func TestLoopStopAbandoned(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, fake := fakeSession(t, mustPlan(t, plan), tc.stops...)
-			fake.hang = map[string]bool{"monitor detailed_snapshot": true}
+			fake.hang = map[string]bool{snapshotMonitor: true}
 			fake.interrupts = []string{tc.interrupt}
 			fake.events <- mustRecord(t, hitRecord)
 			loopErr := runLoop(t, s, context.Background())
@@ -507,7 +507,7 @@ func TestLoopAroundCallCutShort(t *testing.T) {
 		// at each of its stops.
 		{name: "hit in another thread", finishes: []string{hitInThread2, finished}, stops: []string{exitedNormally},
 			sent: cmds(aroundStop, "-gdb-show scheduler-locking", lock, unlock, "-break-after 1 1",
-				aroundStop, lock, "-thread-info", "monitor detailed_snapshot", unlock, "-break-after 1 1", "-exec-continue"),
+				aroundStop, lock, "-thread-info", snapshotMonitor, unlock, "-break-after 1 1", "-exec-continue"),
 			reason: "breakpoint-hit", events: []string{"around-call-cut-short"},
 			phases: []string{"request 1 hit on", "request 3 hit on", "request 3 return on"}},
 	} {
@@ -562,9 +562,9 @@ func TestLoopSchedulerLocking(t *testing.T) {
 			out = cmds(out, "-gdb-show scheduler-locking")
 		}
 		if mode == "" {
-			return cmds(out, "-exec-finish", "monitor detailed_snapshot", "-exec-continue")
+			return cmds(out, "-exec-finish", snapshotMonitor, "-exec-continue")
 		}
-		return cmds(out, "-gdb-set scheduler-locking "+mode, "-exec-finish", "monitor detailed_snapshot",
+		return cmds(out, "-gdb-set scheduler-locking "+mode, "-exec-finish", snapshotMonitor,
 			"-gdb-set scheduler-locking replay", "-exec-continue")
 	}
 	for _, tc := range []struct {

@@ -19,9 +19,8 @@ import (
 
 // fakeGDB answers the stop loop's MI commands from a script, standing in for
 // gdb attached to valgrind: each -exec-continue delivers the next *stopped
-// record, and each monitor detailed_snapshot writes a massif file whose heap
-// grows by 16 bytes at keep (leak.c:15). gdb's own scheduler-locking mode is
-// "replay", its default.
+// record, and each snapshot command writes an xtmemory file whose heap
+// grows by 16 bytes, one block, at keep (leak.c:15).
 type fakeGDB struct {
 	t      *testing.T
 	events chan *mi.Record
@@ -45,7 +44,7 @@ type fakeGDB struct {
 	dieWith error
 
 	mu   sync.Mutex
-	sent []string // every command gdb received, "monitor detailed_snapshot" for a snapshot
+	sent []string // every command gdb received, snapshotMonitor for a snapshot
 	snap int
 	gone error // why gdb died, once done is closed
 }
@@ -90,11 +89,11 @@ func (f *fakeGDB) Send(ctx context.Context, cmd string, args ...string) (*mi.Res
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("mi: %s: %w", full, err)
 	}
-	const mon = `"monitor detailed_snapshot `
+	mon := `"` + snapshotMonitor + " "
 	snapshot := cmd == "-interpreter-exec" && strings.HasPrefix(args[1], mon)
 	line := full
 	if snapshot {
-		line = "monitor detailed_snapshot"
+		line = snapshotMonitor
 	}
 	f.sent = append(f.sent, line)
 	switch {
@@ -124,8 +123,12 @@ func (f *fakeGDB) Send(ctx context.Context, cmd string, args ...string) (*mi.Res
 			f.snap++
 			path := strings.TrimSuffix(strings.TrimPrefix(args[1], mon), `"`)
 			n := 16 * f.snap
-			massif := fmt.Sprintf("desc: --threshold=0\ncmd: ./leak\ntime_unit: i\n#-----------\nsnapshot=0\n#-----------\ntime=%d\nmem_heap_B=%d\nmem_heap_extra_B=8\nmem_stacks_B=0\nheap_tree=detailed\n"+
-				"n1: %d (heap allocation functions) malloc/new/new[], --alloc-fns, etc.\n n1: %d 0x1091E0: keep (leak.c:15)\n  n0: %d 0x109236: main (leak.c:31)\n", f.snap, n, n, n, n)
+			event := func(i int, name string, v int) string {
+				return fmt.Sprintf("#-----------\nsnapshot=%d\n#-----------\ntime=%d\nmem_heap_B=%d\nmem_heap_extra_B=0\nmem_stacks_B=0\nheap_tree=detailed\n"+
+					"n1: %d %s\n n1: %d 0x1091E0: keep (leak.c:15)\n  n0: %d 0x109236: main (leak.c:31)\n", i, f.snap, v, v, name, v, v)
+			}
+			massif := "desc: xtree.produce_report\ncmd: ./leak\ntime_unit: ms\n" +
+				event(0, "curB : currently allocated Bytes", n) + event(1, "curBk : currently allocated Blocks", f.snap)
 			if err := os.WriteFile(path, []byte(massif), 0o600); err != nil {
 				f.t.Error(err)
 			}

@@ -39,7 +39,13 @@ type Manifest struct {
 	Schema string `json:"schema"`
 	Status Status `json:"status"`
 	// Error is the one-line reason a run did not complete, if any.
-	Error      string    `json:"error,omitempty"`
+	Error string `json:"error,omitempty"`
+	// ExitCode is the code snapctl exits with (see ExitStatus), null while
+	// the run is going or when snapctl was killed outright; ExitReason says
+	// why in one word: "ok", "fail-on-exceeded", "breakpoint-never-hit",
+	// "target-crashed", "timeout", "interrupted", "failed"...
+	ExitCode   *int      `json:"exit_code"`
+	ExitReason string    `json:"exit_reason,omitempty"`
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`
 	// Plan is the copy of the plan in the run directory, relative to it.
@@ -126,9 +132,13 @@ type Stop struct {
 	Snapshot  string `json:"snapshot"`
 	SameAsSeq int    `json:"same_as_seq,omitempty"`
 
+	// HeapBytes is the bytes the program holds from the allocator.
+	// HeapExtraBytes (allocator overhead) and StacksBytes are only known
+	// from a detailed snapshot; the xtmemory files snapctl takes do not
+	// have them (massif.out in the run directory does, over time).
 	HeapBytes      int64 `json:"heap_bytes"`
-	HeapExtraBytes int64 `json:"heap_extra_bytes"`
-	StacksBytes    int64 `json:"stacks_bytes"`
+	HeapExtraBytes int64 `json:"heap_extra_bytes,omitempty"`
+	StacksBytes    int64 `json:"stacks_bytes,omitempty"`
 
 	// Commands are the breakpoint's gdb commands and what they printed.
 	Commands []CommandOutput `json:"commands,omitempty"`

@@ -10,13 +10,14 @@ import (
 	"github.com/snapctl/snapctl/snapshots"
 )
 
-// WriteText prints the run's report for the terminal: how the run ended,
-// the stops per breakpoint, then the suspects and the diffs with the
+// WriteText prints the run's report for the terminal: the verdict, how the
+// run ended, the stops per breakpoint, then the suspects and the diffs with the
 // largest heap changes as the snapshots package renders them, and how many
 // more diffs run.json holds.
 func WriteText(w io.Writer, res *Result, opts snapshots.RenderOptions) error {
 	bw := bufio.NewWriter(w)
 	m := res.Manifest
+	fmt.Fprintf(bw, "%s\n", verdict(res))
 	fmt.Fprintf(bw, "snapctl run: %s\n", strings.Join(m.Target.Argv, " "))
 	fmt.Fprintf(bw, "status: %s%s\n", m.Status, exitNote(m))
 	for _, b := range m.Breakpoints {
@@ -32,11 +33,44 @@ func WriteText(w io.Writer, res *Result, opts snapshots.RenderOptions) error {
 	if err := snapshots.RenderReportText(w, res.Report, opts); err != nil {
 		return err
 	}
-	if more := moreDiffs(res); more != "" {
+	more := moreDiffs(res)
+	if opts.MaxDiffs > 0 && opts.MaxDiffs < shownDiffs && res.Diffs > opts.MaxDiffs {
+		more = fmt.Sprintf("Shown: the %d largest heap changes of each breakpoint; report.md has up to %d, run.json all %s.",
+			opts.MaxDiffs, shownDiffs, plural(res.Diffs, "diff"))
+	}
+	if more != "" {
 		_, err := fmt.Fprintf(w, "\n%s\n", more)
 		return err
 	}
 	return nil
+}
+
+// verdict is the report's first line: whether sites grew, the fastest
+// suspect, and the exit code when it is not 0.
+func verdict(res *Result) string {
+	m := res.Manifest
+	var v string
+	switch sus := suspectsOf(res); {
+	case len(sus) == 0 && m.Status == StatusCompleted:
+		v = "verdict: no leak found: no site grew between hits"
+	case len(sus) == 0:
+		v = fmt.Sprintf("verdict: no leak found in what ran (%s)", m.Status)
+	default:
+		s := sus[0]
+		v = fmt.Sprintf("verdict: %s; fastest %s %s per hit at breakpoint %s", plural(len(sus), "suspect"),
+			snapshots.FrameString(s.Frame), snapshots.FormatDelta(s.GrowthPerHit), s.Breakpoint)
+	}
+	if m.ExitCode != nil && *m.ExitCode != 0 {
+		v += fmt.Sprintf(" (exit %d: %s)", *m.ExitCode, m.ExitReason)
+	}
+	return v
+}
+
+func suspectsOf(res *Result) []snapshots.Suspect {
+	if res.Report == nil {
+		return nil
+	}
+	return res.Report.Suspects
 }
 
 // moreDiffs says how many diffs the report leaves out, or "".

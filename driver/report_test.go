@@ -37,11 +37,13 @@ func TestReportBounded(t *testing.T) {
 	for i := 1; i < hits; i++ {
 		// Deltas of both signs and with ties, in no order.
 		d := &snapshots.Diff{Kind: "between-hits", Breakpoint: "request", FromSeq: i, ToSeq: i + 1, DeltaBytes: int64((i*37)%23-11) * 8}
+		d.Sites = []snapshots.SiteDelta{{Frame: snapshots.Frame{Function: "f"}, Delta: d.DeltaBytes}}
 		a.add(d)
 		between = append(between, change{d.ToSeq, d.DeltaBytes})
 	}
 	for i := 1; i <= 3; i++ {
-		a.add(&snapshots.Diff{Kind: "within-call", Breakpoint: "request", FromSeq: 100 + 2*i, ToSeq: 101 + 2*i, DeltaBytes: 16})
+		a.add(&snapshots.Diff{Kind: "within-call", Breakpoint: "request", FromSeq: 100 + 2*i, ToSeq: 101 + 2*i, DeltaBytes: 16,
+			Sites: []snapshots.SiteDelta{{Frame: snapshots.Frame{Function: "f"}, After: 16, Delta: 16}}})
 	}
 	rep := a.report("")
 
@@ -102,7 +104,8 @@ func TestReportShort(t *testing.T) {
 	a.diffs.dir = t.TempDir()
 	defer a.diffs.close()
 	for i := 1; i <= shownDiffs; i++ {
-		a.add(&snapshots.Diff{Kind: "between-hits", Breakpoint: "b", FromSeq: i, ToSeq: i + 1, DeltaBytes: 16})
+		a.add(&snapshots.Diff{Kind: "between-hits", Breakpoint: "b", FromSeq: i, ToSeq: i + 1, DeltaBytes: 16,
+			Sites: []snapshots.SiteDelta{{Frame: snapshots.Frame{Function: "f"}, After: int64(16 * i), Delta: 16, Change: snapshots.ChangeGrown}}})
 	}
 	res := &Result{Manifest: &Manifest{}, Report: a.report(""), Diffs: a.diffs.len()}
 	var out bytes.Buffer
@@ -111,6 +114,27 @@ func TestReportShort(t *testing.T) {
 	}
 	if n := strings.Count(out.String(), "(between hits)"); n != shownDiffs || strings.Contains(out.String(), "more in run.json") {
 		t.Errorf("%d diffs shown, want all %d and no \"more\" line:\n%s", n, shownDiffs, out.String())
+	}
+}
+
+// Intervals in which no site changed fold into one line, and the verdict
+// leads the report.
+func TestReportFoldsUnchanged(t *testing.T) {
+	a := newAnalysis(&breakpoints.Plan{})
+	a.diffs.dir = t.TempDir()
+	defer a.diffs.close()
+	for i := 1; i <= 4; i++ {
+		a.add(&snapshots.Diff{Kind: "between-hits", Breakpoint: "b", FromSeq: i, ToSeq: i + 1, Sites: []snapshots.SiteDelta{}})
+	}
+	res := &Result{Manifest: &Manifest{Status: StatusCompleted}, Report: a.report(""), Diffs: a.diffs.len()}
+	var out bytes.Buffer
+	if err := WriteText(&out, res, snapshots.RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	if !strings.HasPrefix(got, "verdict: no leak found: no site grew between hits\n") ||
+		!strings.Contains(got, "\n  stops 1 → 2 … 4 → 5 (between hits): no site changed in 4 intervals\n") || strings.Count(got, "no site changed") != 1 {
+		t.Errorf("report:\n%s", got)
 	}
 }
 

@@ -20,6 +20,7 @@ const (
 	reportFile   = "report.md"
 	snapshotDir  = "snapshots"
 	valgrindLog  = "valgrind.log"
+	massifOut    = "massif.out"
 	traceFile    = "gdb-mi.log"
 	agentTrace   = "gdb-agent.jsonl"
 )
@@ -81,7 +82,7 @@ func prepareRunDir(dir string, force bool) (string, error) {
 // is what is not a regular file under those names (a symlink, a FIFO):
 // the run writes through it.
 func clearRunFiles(dir string) error {
-	names := []string{manifestFile, reportFile, traceFile, agentTrace, valgrindLog}
+	names := []string{manifestFile, reportFile, traceFile, agentTrace, valgrindLog, massifOut}
 	snaps, err := filepath.Glob(filepath.Join(dir, snapshotDir, "*.massif"))
 	if err != nil {
 		return err

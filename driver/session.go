@@ -519,7 +519,9 @@ func (s *session) valgrindArgs() []string {
 		"--vgdb=yes",
 		"--vgdb-error=0",
 		"--vgdb-prefix=" + filepath.Join(s.priv, "vgdb"),
-		"--massif-out-file=" + valgrindPath(filepath.Join(s.priv, "massif.out")),
+		// massif's own periodic profile, the heap over time that ms_print
+		// and massif-visualizer show.
+		"--massif-out-file=" + valgrindPath(filepath.Join(s.dir, massifOut)),
 		"--log-file=" + valgrindPath(filepath.Join(s.dir, valgrindLog)),
 	}
 	// Without chasing, a block never crosses a call, so the pc that
@@ -535,6 +537,10 @@ func (s *session) valgrindArgs() []string {
 	// around_call's finish waits at the caller's caller. Keeping the
 	// unwinding registers exact costs a few per cent of run time.
 	args = append(args, "--px-file-backed=unwindregs-at-mem-access")
+	// The snapshot command needs it (heapsnap.go). At exit valgrind also
+	// writes the whole run's tree, by default into the target's directory
+	// as xtmemory.kcg.PID: it goes to the private directory instead.
+	args = append(args, xtreeOption, "--xtree-memory-file="+filepath.Join(s.priv, "xtmemory.kcg"))
 	args = append(args, s.plan.ValgrindArgs()...)
 	return append(args, s.argv...)
 }
@@ -836,6 +842,15 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	}
 	res.Report = rep
 	res.Stops, res.Diffs = s.stops.len(), s.an.diffs.len()
+	if err == nil {
+		// A completed run still fails for CI on a breakpoint that never
+		// hit, then on a fail_on limit.
+		if err = s.neverHit(); err == nil {
+			err = gate(s.plan.Report.FailOn, rep.Suspects)
+		}
+	}
+	code, reason := ExitStatus(err)
+	s.m.ExitCode, s.m.ExitReason = &code, reason
 	if werr := writeManifest(s.dir, s.m, s.stops, s.an.diffs); werr != nil {
 		return res, errors.Join(err, werr)
 	}
@@ -845,13 +860,7 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	if werr := s.writeHTML(res); werr != nil {
 		return res, errors.Join(err, werr)
 	}
-	if err != nil {
-		return res, err
-	}
-	if nh := s.neverHit(); nh != nil {
-		return res, nh
-	}
-	return res, gate(s.plan.Report.FailOn, rep.Suspects)
+	return res, err
 }
 
 // closeSpools removes the spooled stops and diffs.

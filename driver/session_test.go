@@ -14,6 +14,7 @@ import (
 
 	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/snapshots"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
@@ -61,6 +62,17 @@ func runPlanDir(t *testing.T, opts Options, plan, binary string, args ...string)
 }
 
 // readManifest reads run.json back as a user would.
+// mustOpen opens a file that the test closes at its end.
+func mustOpen(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
 func readManifest(t *testing.T, dir string) *Manifest {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(dir, manifestFile))
@@ -132,7 +144,10 @@ func TestRunLeak(t *testing.T) {
 						Function string `json:"function"`
 						Line     int    `json:"line"`
 					} `json:"frame"`
-					Delta int64 `json:"delta"`
+					Delta        int64  `json:"delta"`
+					BeforeBlocks *int64 `json:"before_blocks"`
+					AfterBlocks  *int64 `json:"after_blocks"`
+					DeltaBlocks  *int64 `json:"delta_blocks"`
 				} `json:"sites"`
 			}
 			raw, _ := json.Marshal(m.Diffs)
@@ -148,12 +163,29 @@ func TestRunLeak(t *testing.T) {
 				}
 				if len(d.Sites) != 1 || d.Sites[0].Frame.Function != "keep" || d.Sites[0].Frame.Line != 15 || d.Sites[0].Delta != 16 {
 					t.Errorf("diff %d: sites %+v, want keep (leak.c:15) +16", i, d.Sites)
+					continue
+				}
+				// One 16-byte block per call: i blocks before, i+1 after.
+				if b := d.Sites[0]; b.BeforeBlocks == nil || b.AfterBlocks == nil || b.DeltaBlocks == nil ||
+					*b.BeforeBlocks != int64(i) || *b.AfterBlocks != int64(i+1) || *b.DeltaBlocks != 1 {
+					t.Errorf("diff %d: blocks %+v, want %d → %d (+1)", i, b, i, i+1)
 				}
 			}
-			for _, name := range []string{planFile, reportFile, valgrindLog} {
+			for _, name := range []string{planFile, reportFile, valgrindLog, massifOut} {
 				if _, err := os.Stat(filepath.Join(res.Dir, name)); err != nil {
 					t.Error(err)
 				}
+			}
+			// valgrind's end-of-run xtree stays out of the target's directory.
+			if left, _ := filepath.Glob("xtmemory.kcg.*"); len(left) > 0 {
+				t.Errorf("valgrind left %v in the target's directory", left)
+			}
+			// massif's own profile is kept in the run directory.
+			if want := "--massif-out-file=" + filepath.Join(res.Dir, massifOut); !slices.Contains(m.Valgrind, want) {
+				t.Errorf("valgrind %q, want %s", m.Valgrind, want)
+			}
+			if prof, err := snapshots.ParseTotals(mustOpen(t, filepath.Join(res.Dir, massifOut)), massifOut); err != nil || len(prof.Snapshots) == 0 {
+				t.Errorf("massif.out: %v", err)
 			}
 		})
 	}

@@ -42,6 +42,19 @@ type SiteDelta struct {
 	After   int64   `json:"after"`
 	Delta   int64   `json:"delta"`
 	Change  Change  `json:"change"`
+	// Stacks counts the call paths merged into this row when there are
+	// several (Stack is the one whose bytes changed most); 0 otherwise.
+	Stacks int `json:"stacks,omitempty"`
+	// SiteBlocks holds the live blocks on both sides when both snapshots
+	// carry block counts (xtmemory files), else nil.
+	*SiteBlocks
+}
+
+// SiteBlocks is a site's number of live blocks on both sides of a diff.
+type SiteBlocks struct {
+	BeforeBlocks int64 `json:"before_blocks"`
+	AfterBlocks  int64 `json:"after_blocks"`
+	DeltaBlocks  int64 `json:"delta_blocks"`
 }
 
 // SnapshotRef names the snapshot on one side of a diff.
@@ -95,7 +108,9 @@ func DiffSnapshots(a, b *Snapshot, opts Options) (*Diff, error) {
 		return nil, fmt.Errorf("diffing: second %w", err)
 	}
 	an := newAnalyzer(opts)
-	return an.diff(an.summarize(a.Tree, a.HeapBytes), an.summarize(b.Tree, b.HeapBytes)), nil
+	an.detectWrappers(a.Tree)
+	an.detectWrappers(b.Tree)
+	return an.diff(an.summarize(a.Tree, a.HeapBytes, a.Blocks), an.summarize(b.Tree, b.HeapBytes, b.Blocks)), nil
 }
 
 // SnapshotError says which snapshot could not be used.
@@ -157,6 +172,27 @@ func (an *analyzer) diffKeys(a, b *summary, each func(key string, s *SiteDelta))
 			}
 		}
 		s.Delta = s.After - s.Before
+		if a.blocks && b.blocks {
+			s.SiteBlocks = &SiteBlocks{}
+			if ea != nil {
+				s.BeforeBlocks = ea.blocks
+			}
+			if eb != nil {
+				s.AfterBlocks = eb.blocks
+			}
+			s.DeltaBlocks = s.AfterBlocks - s.BeforeBlocks
+		}
+		switch {
+		case ea != nil && eb != nil:
+			s.Stacks = eb.stacks(ea)
+		case ea != nil:
+			s.Stacks = ea.stacks(nil)
+		default:
+			s.Stacks = eb.stacks(nil)
+		}
+		if s.Stacks < 2 {
+			s.Stacks = 0
+		}
 		d.SitesDeltaBytes += s.Delta
 		if each != nil {
 			each(key, &s)

@@ -73,7 +73,7 @@ func BenchmarkSeriesAdd(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t := trees[i%2]
-		if _, err := s.Add(i+1, &Snapshot{Kind: TreeDetailed, Tree: t, HeapBytes: t.Bytes}); err != nil {
+		if _, err := s.Add(i+1, i+1, &Snapshot{Kind: TreeDetailed, Tree: t, HeapBytes: t.Bytes}); err != nil {
 			b.Fatal(err)
 		}
 	}

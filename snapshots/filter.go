@@ -119,6 +119,27 @@ func withoutReturnType(fn string) string {
 	return fn[start:]
 }
 
+// operators are the C++ operator tokens that follow "operator", longest
+// first so that a match is the longest one.
+var operators = []string{
+	"<<=", ">>=", "<=>", "->*",
+	"<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "++", "--", "+=", "-=", "*=", "/=", "%=", "^=", "&=", "|=", "->", "[]", "()",
+	",", "<", ">", "=", "!", "+", "-", "*", "/", "%", "^", "&", "|", "~",
+}
+
+// operatorToken returns the length of the operator token at the start of
+// s (what follows "operator"), 0 for none (operator new, a conversion
+// operator). Only one token is taken: in "operator[]<char [8]>(...)" the
+// '<' opens template arguments.
+func operatorToken(s string) int {
+	for _, op := range operators {
+		if strings.HasPrefix(s, op) {
+			return len(op)
+		}
+	}
+	return 0
+}
+
 // qualifiedSpan returns where the qualified name of fn starts and ends.
 func qualifiedSpan(fn string) (start, end int) {
 	depth := 0
@@ -131,12 +152,7 @@ func qualifiedSpan(fn string) (start, end int) {
 		}
 		if strings.HasPrefix(fn[i:], "operator") && (i == 0 || fn[i-1] == ':' || fn[i-1] == ' ') {
 			i += len("operator")
-			if strings.HasPrefix(fn[i:], "()") {
-				i += 2
-			}
-			for i < len(fn) && strings.IndexByte("<>=!+-*/%^&|~[],", fn[i]) >= 0 {
-				i++
-			}
+			i += operatorToken(fn[i:])
 			opEnd = i
 			i--
 			continue

@@ -51,12 +51,19 @@ type Snapshot struct {
 	// empty one. The root is the "(heap allocation functions) ..." line; its
 	// children are the allocation call sites, their children the callers.
 	Tree *Node
+	// Blocks is set when the tree's nodes carry live block counts
+	// (Node.Blocks): a snapshot read with ReadHeap from an xtmemory file,
+	// whose curBk tree was merged into its curB tree.
+	Blocks bool
 }
 
 // Node is one line of a massif allocation tree (`nK: BYTES FRAME`). Bytes is
 // signed so that a diff of two trees is itself a tree of deltas.
 type Node struct {
-	Bytes    int64
+	Bytes int64
+	// Blocks is the number of live blocks when the snapshot has them
+	// (Snapshot.Blocks), else 0.
+	Blocks   int64
 	Frame    Frame
 	Children []*Node
 	// Below is set for the "in K places, below massif's threshold" bucket;

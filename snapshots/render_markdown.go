@@ -64,7 +64,15 @@ func (m *mdWriter) diff(d *Diff, opts RenderOptions) {
 		m.printf("No site changed.\n\n")
 		return
 	}
-	m.printf("| Δ | Before | After | Change | Site |\n|---:|---:|---:|---|---|\n")
+	blocks := false
+	for _, s := range sites {
+		blocks = blocks || s.SiteBlocks != nil
+	}
+	if blocks {
+		m.printf("| Δ | Δ blocks | Before | After | Change | Site |\n|---:|---:|---:|---:|---|---|\n")
+	} else {
+		m.printf("| Δ | Before | After | Change | Site |\n|---:|---:|---:|---|---|\n")
+	}
 	for _, s := range sites {
 		before, after := FormatBytes(s.Before), FormatBytes(s.After)
 		switch s.Change {
@@ -73,7 +81,19 @@ func (m *mdWriter) diff(d *Diff, opts RenderOptions) {
 		case ChangeRevealed:
 			before = "?"
 		}
-		m.printf("| %s | %s | %s | %s | %s |\n", FormatDelta(s.Delta), before, after, s.Change, siteCell(s.Frame))
+		site := siteCell(s.Frame)
+		if s.Stacks > 1 {
+			site += fmt.Sprintf(" (%d stacks)", s.Stacks)
+		}
+		if blocks {
+			b := ""
+			if s.SiteBlocks != nil {
+				b = formatCount(s.DeltaBlocks)
+			}
+			m.printf("| %s | %s | %s | %s | %s | %s |\n", FormatDelta(s.Delta), b, before, after, s.Change, site)
+			continue
+		}
+		m.printf("| %s | %s | %s | %s | %s |\n", FormatDelta(s.Delta), before, after, s.Change, site)
 	}
 	m.printf("\n")
 	if more > 0 {
@@ -126,11 +146,19 @@ func RenderReportMarkdown(w io.Writer, r *Report, opts RenderOptions) error {
 	if len(r.Suspects) == 0 {
 		m.printf("No site grew steadily between hits.\n\n")
 	} else {
-		m.printf("Sites that grew in most intervals between consecutive hits of a breakpoint, and still grew at the end.\n\n")
-		m.printf("| # | Site | Breakpoint | Growth/hit | Growing intervals | Total growth |\n|---:|---|---|---:|---:|---:|\n")
+		m.printf("Sites that grew between consecutive hits of a breakpoint: steadily (in most intervals, and still at the end), in steps that never went down (stepwise), or in the only interval there was (single-interval). Growth and blocks per hit are per hit of the breakpoint.\n\n")
+		m.printf("| # | Site | Breakpoint | Growth/hit | Blocks/hit | Growing intervals | Pattern | Total growth |\n|---:|---|---|---:|---:|---:|---|---:|\n")
 		for i, s := range r.Suspects {
-			m.printf("| %d | %s | %s | %s | %d/%d | %s |\n", i+1, siteCell(s.Frame), mdCell(s.Breakpoint),
-				FormatDelta(s.GrowthPerHit), s.GrowingIntervals, s.Intervals, FormatDelta(s.TotalGrowth))
+			blocks := ""
+			if s.BlocksPerHit != nil {
+				blocks = formatBlocks(*s.BlocksPerHit)
+			}
+			site := siteCell(s.Frame)
+			if s.Stacks > 1 {
+				site += fmt.Sprintf(" (%d stacks)", s.Stacks)
+			}
+			m.printf("| %d | %s | %s | %s | %s | %d/%d | %s | %s |\n", i+1, site, mdCell(s.Breakpoint),
+				FormatDelta(s.GrowthPerHit), blocks, s.GrowingIntervals, s.Intervals, s.Pattern, FormatDelta(s.TotalGrowth))
 		}
 		m.printf("\n")
 		for i, s := range r.Suspects {

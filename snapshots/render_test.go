@@ -45,7 +45,7 @@ func growthReport(t *testing.T) *Report {
 	s := NewSeries("request", Options{})
 	r := &Report{Title: "snapctl run: growth", Breakpoints: []string{"request", "submit"}}
 	for i := 1; i <= 7; i++ {
-		d, err := s.Add(i, loadSnapshot(t, fmt.Sprintf("growth/hit-%d.ms", i)))
+		d, err := s.Add(i, i, loadSnapshot(t, fmt.Sprintf("growth/hit-%d.ms", i)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +158,7 @@ func TestRenderColor(t *testing.T) {
 	if strings.Contains(plain.String(), "\x1b[") {
 		t.Errorf("colour without Color:\n%q", plain.String())
 	}
-	if !strings.Contains(color.String(), ansiRed+"+193.4 KiB"+ansiReset) || !strings.Contains(color.String(), ansiGreen) {
+	if !strings.Contains(color.String(), ansiRed+"+195.3 KiB"+ansiReset) || !strings.Contains(color.String(), ansiGreen) {
 		t.Errorf("no red growth or green shrinkage with Color:\n%q", color.String())
 	}
 }

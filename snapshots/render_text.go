@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -24,6 +25,12 @@ const (
 type textWriter struct {
 	w     *bufio.Writer
 	color bool
+	// In a report, stacks counts how often each stack (stackKey) appears
+	// in the rows shown; labels numbers those shown more than once, and
+	// shown marks those already printed. nil for a single diff.
+	stacks map[string]int
+	labels map[string]int
+	shown  map[string]bool
 }
 
 func newTextWriter(w io.Writer, color bool) *textWriter {
@@ -114,6 +121,7 @@ func heapLine(d *Diff) string {
 }
 
 // diffTable writes the rows of one diff, each line prefixed by indent.
+// With blocks in the diff a BLOCKS column gives the change in live blocks.
 func (t *textWriter) diffTable(d *Diff, opts RenderOptions, indent string) {
 	sites, more := limitSites(d.Sites, opts.MaxSites)
 	if len(sites) == 0 {
@@ -124,32 +132,37 @@ func (t *textWriter) diffTable(d *Diff, opts RenderOptions, indent string) {
 		t.printf(".\n")
 		return
 	}
-	head := []string{"DELTA", "BEFORE", "AFTER", "CHANGE"}
-	rows := make([][4]string, len(sites))
-	width := [4]int{}
-	for i, h := range head {
-		width[i] = utf8.RuneCountInString(h)
+	blocks := false
+	for _, s := range sites {
+		blocks = blocks || s.SiteBlocks != nil
 	}
+	head := []string{"DELTA", "BEFORE", "AFTER", "CHANGE"}
+	if blocks {
+		head = []string{"DELTA", "BLOCKS", "BEFORE", "AFTER", "CHANGE"}
+	}
+	rows := make([][]string, len(sites))
 	for i, s := range sites {
-		rows[i] = [4]string{FormatDelta(s.Delta), FormatBytes(s.Before), FormatBytes(s.After), string(s.Change)}
+		before, after := FormatBytes(s.Before), FormatBytes(s.After)
 		switch s.Change {
 		case ChangeHidden:
-			rows[i][2] = "?"
+			after = "?"
 		case ChangeRevealed:
-			rows[i][1] = "?"
+			before = "?"
 		}
-		for j, c := range rows[i] {
-			width[j] = max(width[j], utf8.RuneCountInString(c))
+		rows[i] = []string{FormatDelta(s.Delta), before, after, string(s.Change)}
+		if blocks {
+			b := ""
+			if s.SiteBlocks != nil {
+				b = formatCount(s.DeltaBlocks)
+			}
+			rows[i] = []string{rows[i][0], b, before, after, string(s.Change)}
 		}
 	}
-	lead := indent + strings.Repeat(" ", width[0]+width[1]+width[2]+width[3]+8)
-	t.printf("%s%s  %s  %s  %s  %s\n", indent, alignRight(head[0], width[0]), alignRight(head[1], width[1]),
-		alignRight(head[2], width[2]), alignLeft(head[3], width[3]), "SITE")
+	width, lead := columns(head, rows, indent)
+	t.header(indent, head, width)
 	for i, s := range sites {
-		r := rows[i]
-		t.printf("%s%s  %s  %s  %s  %s\n", indent, t.delta(alignRight(r[0], width[0]), s.Delta),
-			alignRight(r[1], width[1]), alignRight(r[2], width[2]), alignLeft(r[3], width[3]), shortFrame(s.Frame))
-		t.stack(lead, s.Library, s.Stack, opts.MaxFrames)
+		t.printf("%s%s  %s%s\n", indent, t.delta(alignRight(rows[i][0], width[0]), s.Delta), t.cells(rows[i][1:], width[1:]), t.siteText(s.Frame, s.Stacks, s.Library, s.Stack))
+		t.stackOnce(lead, s.Library, s.Stack, opts.MaxFrames)
 	}
 	if more > 0 {
 		t.printf("%s… %s more\n", indent, countOf(more, "site", "sites"))
@@ -160,6 +173,115 @@ func (t *textWriter) diffTable(d *Diff, opts RenderOptions, indent string) {
 	for _, n := range changeNote(sites) {
 		t.printf("%s%s\n", indent, t.style(n, ansiDim))
 	}
+}
+
+// columns returns the width of each column (the last is left-aligned
+// text, the others numbers) and the blank lead that puts a line under the
+// SITE column.
+func columns(head []string, rows [][]string, indent string) ([]int, string) {
+	width := make([]int, len(head))
+	for i, h := range head {
+		width[i] = utf8.RuneCountInString(h)
+	}
+	for _, r := range rows {
+		for j, c := range r {
+			width[j] = max(width[j], utf8.RuneCountInString(c))
+		}
+	}
+	n := len(indent)
+	for _, w := range width {
+		n += w + 2
+	}
+	return width, strings.Repeat(" ", n)
+}
+
+// header writes the column names; the last column is left-aligned.
+func (t *textWriter) header(indent string, head []string, width []int) {
+	t.printf("%s%s  %sSITE\n", indent, alignRight(head[0], width[0]), t.cells(head[1:], width[1:]))
+}
+
+// cells pads row cells to their widths, each followed by two spaces: the
+// last left-aligned, the others right-aligned.
+func (t *textWriter) cells(row []string, width []int) string {
+	var b strings.Builder
+	for i, c := range row {
+		if i == len(row)-1 {
+			b.WriteString(alignLeft(c, width[i]))
+		} else {
+			b.WriteString(alignRight(c, width[i]))
+		}
+		b.WriteString("  ")
+	}
+	return b.String()
+}
+
+// siteText is a row's SITE cell: the frame, how many stacks the row adds
+// up when more than one, and the label of its stack when the report shows
+// that stack more than once.
+func (t *textWriter) siteText(f Frame, stacks int, lib, stack []Frame) string {
+	s := shortFrame(f)
+	if stacks > 1 {
+		s += t.style(fmt.Sprintf(" (%d stacks)", stacks), ansiDim)
+	}
+	if label := t.stackLabel(lib, stack); label != "" {
+		s += " " + t.style(label, ansiDim)
+	}
+	return s
+}
+
+// formatCount prints a signed count: "+3", "-1", "0".
+func formatCount(n int64) string {
+	if n > 0 {
+		return "+" + strconv.FormatInt(n, 10)
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// stackKey identifies a site's library frames and stack for printing each
+// distinct stack once.
+func stackKey(lib, stack []Frame) string {
+	var b strings.Builder
+	for _, f := range lib {
+		b.WriteString(FrameString(f))
+		b.WriteByte('\n')
+	}
+	b.WriteByte('|')
+	for _, f := range stack {
+		b.WriteString(FrameString(f))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// stackLabel returns "[sN]" for a stack the report shows more than once
+// (see countStacks), "" otherwise.
+func (t *textWriter) stackLabel(lib, stack []Frame) string {
+	if t.stacks == nil {
+		return ""
+	}
+	k := stackKey(lib, stack)
+	if t.stacks[k] < 2 {
+		return ""
+	}
+	n, ok := t.labels[k]
+	if !ok {
+		n = len(t.labels) + 1
+		t.labels[k] = n
+	}
+	return fmt.Sprintf("[s%d]", n)
+}
+
+// stackOnce writes a site's stack the first time the report shows it; a
+// stack already shown is named by its label on the site's line instead.
+func (t *textWriter) stackOnce(lead string, lib, stack []Frame, maxFrames int) {
+	if t.stacks != nil {
+		k := stackKey(lib, stack)
+		if t.shown[k] {
+			return
+		}
+		t.shown[k] = true
+	}
+	t.stack(lead, lib, stack, maxFrames)
 }
 
 // stack writes the lines under a site: its library frames on one line
@@ -186,57 +308,155 @@ func (t *textWriter) stack(lead string, lib, stack []Frame, maxFrames int) {
 	}
 }
 
-// RenderReportText writes a run's analysis for a terminal: the suspects,
-// then every diff, grouped by breakpoint.
+// RenderReportText writes a run's analysis for a terminal, short enough
+// to read on one screen for one leak: the suspects first, then per
+// breakpoint at most opts.MaxDiffs diffs (the largest heap changes, in
+// order), with the intervals in which no site changed folded into one
+// line. Each distinct stack is printed once; a stack shown again is named
+// by its label ([s1]).
 func RenderReportText(w io.Writer, r *Report, opts RenderOptions) error {
 	if r == nil {
 		r = &Report{}
 	}
 	t := newTextWriter(w, opts.Color)
-	t.printf("%s\n", t.style("Suspects: sites that grow on most hits", ansiBold))
+	names, byName := r.sections()
+	for _, name := range names {
+		byName[name] = largestDiffs(byName[name], opts.MaxDiffs)
+	}
+	t.countStacks(r, byName, opts)
+	t.printf("%s\n", t.style("Suspects: sites that grow between hits", ansiBold))
 	if len(r.Suspects) == 0 {
 		t.printf("  none: no site grew steadily between hits.\n")
 	} else {
 		t.suspectTable(r.Suspects, opts)
 	}
-	names, byName := r.sections()
 	for _, name := range names {
 		diffs := byName[name]
 		if len(diffs) == 0 {
 			continue
 		}
-		label := sectionLabel(name)
-		t.printf("\n%s\n", t.style("Breakpoint "+label, ansiBold))
-		for _, d := range diffs {
-			title := stopTitle("stop", d)
-			t.printf("\n  %s: %s\n", title, heapLine(d))
+		t.printf("\n%s\n", t.style("Breakpoint "+sectionLabel(name), ansiBold))
+		for i := 0; i < len(diffs); i++ {
+			d := diffs[i]
+			if len(d.Sites) == 0 {
+				j := i
+				for j+1 < len(diffs) && len(diffs[j+1].Sites) == 0 && diffs[j+1].Kind == d.Kind {
+					j++
+				}
+				if j > i {
+					t.printf("\n  %s\n", foldedTitle(d, diffs[j], j-i+1))
+					i = j
+					continue
+				}
+			}
+			t.printf("\n  %s: %s\n", stopTitle("stop", d), heapLine(d))
 			t.diffTable(d, opts, "  ")
 		}
 	}
 	return t.done()
 }
 
-func (t *textWriter) suspectTable(sus []Suspect, opts RenderOptions) {
-	head := []string{"GROWTH/HIT", "GROWING", "TOTAL", "BREAKPOINT"}
-	rows := make([][4]string, len(sus))
-	width := [4]int{}
-	for i, h := range head {
-		width[i] = utf8.RuneCountInString(h)
+// foldedTitle is the one line of a run of n diffs, first to last, in
+// which no site changed.
+func foldedTitle(first, last *Diff, n int) string {
+	s := fmt.Sprintf("stops %d → %d … %d → %d", first.FromSeq, first.ToSeq, last.FromSeq, last.ToSeq)
+	if first.Kind != "" {
+		s += " (" + strings.ReplaceAll(first.Kind, "-", " ") + ")"
 	}
-	for i, s := range sus {
-		rows[i] = [4]string{FormatDelta(s.GrowthPerHit), fmt.Sprintf("%d/%d", s.GrowingIntervals, s.Intervals),
-			FormatDelta(s.TotalGrowth), s.Breakpoint}
-		for j, c := range rows[i] {
-			width[j] = max(width[j], utf8.RuneCountInString(c))
+	return s + fmt.Sprintf(": no site changed in %d intervals", n)
+}
+
+// largestDiffs keeps the n diffs with the largest heap change, in their
+// order; n <= 0 keeps all.
+func largestDiffs(diffs []*Diff, n int) []*Diff {
+	if n <= 0 || len(diffs) <= n {
+		return diffs
+	}
+	idx := make([]int, len(diffs))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool {
+		return absBytes(diffs[idx[a]].DeltaBytes) > absBytes(diffs[idx[b]].DeltaBytes)
+	})
+	keep := idx[:n]
+	sort.Ints(keep)
+	out := make([]*Diff, 0, n)
+	for _, i := range keep {
+		out = append(out, diffs[i])
+	}
+	return out
+}
+
+// countStacks counts the stacks of the rows the report will show.
+func (t *textWriter) countStacks(r *Report, byName map[string][]*Diff, opts RenderOptions) {
+	t.stacks, t.labels, t.shown = map[string]int{}, map[string]int{}, map[string]bool{}
+	for _, s := range r.Suspects {
+		t.stacks[stackKey(s.Library, s.Stack)]++
+	}
+	for _, diffs := range byName {
+		for _, d := range diffs {
+			sites, _ := limitSites(d.Sites, opts.MaxSites)
+			for _, s := range sites {
+				t.stacks[stackKey(s.Library, s.Stack)]++
+			}
 		}
 	}
-	lead := "  " + strings.Repeat(" ", width[0]+width[1]+width[2]+width[3]+8)
-	t.printf("  %s  %s  %s  %s  %s\n", alignRight(head[0], width[0]), alignRight(head[1], width[1]),
-		alignRight(head[2], width[2]), alignLeft(head[3], width[3]), "SITE")
-	for i, s := range sus {
-		r := rows[i]
-		t.printf("  %s  %s  %s  %s  %s\n", t.delta(alignRight(r[0], width[0]), s.GrowthPerHit), alignRight(r[1], width[1]),
-			alignRight(r[2], width[2]), alignLeft(r[3], width[3]), shortFrame(s.Frame))
-		t.stack(lead, s.Library, s.Stack, opts.MaxFrames)
+}
+
+// suspectTable writes the suspects: growth per hit, live blocks per hit
+// when known, how many intervals grew, the total, and the site. A
+// stepwise suspect shows "steps" after its count, one seen in a single
+// interval "once".
+func (t *textWriter) suspectTable(sus []Suspect, opts RenderOptions) {
+	blocks := false
+	for _, s := range sus {
+		blocks = blocks || s.BlocksPerHit != nil
 	}
+	head := []string{"GROWTH/HIT", "GROWING", "TOTAL", "BREAKPOINT"}
+	if blocks {
+		head = []string{"GROWTH/HIT", "BLOCKS/HIT", "GROWING", "TOTAL", "BREAKPOINT"}
+	}
+	rows := make([][]string, len(sus))
+	var stepwise, single bool
+	for i, s := range sus {
+		growing := fmt.Sprintf("%d/%d", s.GrowingIntervals, s.Intervals)
+		switch s.Pattern {
+		case PatternStepwise:
+			growing += " steps"
+			stepwise = true
+		case PatternSingle:
+			growing += " once"
+			single = true
+		}
+		rows[i] = []string{FormatDelta(s.GrowthPerHit), growing, FormatDelta(s.TotalGrowth), s.Breakpoint}
+		if blocks {
+			b := ""
+			if s.BlocksPerHit != nil {
+				b = formatBlocks(*s.BlocksPerHit)
+			}
+			rows[i] = []string{rows[i][0], b, growing, rows[i][2], s.Breakpoint}
+		}
+	}
+	width, lead := columns(head, rows, "  ")
+	t.header("  ", head, width)
+	for i, s := range sus {
+		t.printf("  %s  %s%s\n", t.delta(alignRight(rows[i][0], width[0]), s.GrowthPerHit), t.cells(rows[i][1:], width[1:]), t.siteText(s.Frame, s.Stacks, s.Library, s.Stack))
+		t.stackOnce(lead, s.Library, s.Stack, opts.MaxFrames)
+	}
+	if stepwise {
+		t.printf("  %s\n", t.style("steps: its bytes never went down and rose in steps, as a container that doubles its buffer does", ansiDim))
+	}
+	if single {
+		t.printf("  %s\n", t.style("once: seen in a single interval (two snapshots); a leak and a warm-up look alike", ansiDim))
+	}
+}
+
+// formatBlocks prints blocks per hit: "+1", "+0.5", "0".
+func formatBlocks(v float64) string {
+	s := strconv.FormatFloat(v, 'f', -1, 64)
+	if v > 0 {
+		return "+" + s
+	}
+	return s
 }

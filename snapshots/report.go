@@ -36,6 +36,9 @@ type RenderOptions struct {
 	MaxSites int
 	// MaxFrames limits the callers shown per stack; 0 shows all.
 	MaxFrames int
+	// MaxDiffs limits the diffs the text report shows per breakpoint (the
+	// largest heap changes); 0 shows all.
+	MaxDiffs int
 }
 
 // Format is an output format of `snapctl diff`.

@@ -33,7 +33,7 @@ func (f *File) Select(sel string) (*Snapshot, error) {
 	switch sel {
 	case "":
 		for _, s := range f.Snapshots {
-			if s.Event == "curB" {
+			if s.Event == eventBytes {
 				return s, nil
 			}
 		}
@@ -72,6 +72,21 @@ func (f *File) Select(sel string) (*Snapshot, error) {
 		return nil, fmt.Errorf("xtmemory file %s has no event %q (it has %s)", f.Name, sel, strings.Join(events, ", "))
 	}
 	return nil, fmt.Errorf("massif file %s: bad snapshot selector %q (want a snapshot number or \"peak\")", f.Name, sel)
+}
+
+// MergeBlocks merges the live blocks of f's curBk event, if it has one,
+// into s when s is its curB event, setting s.Blocks; other snapshots are
+// left as they are. It changes s's tree.
+func (f *File) MergeBlocks(s *Snapshot) error {
+	if s.Blocks || s.Event != eventBytes {
+		return nil
+	}
+	for _, b := range f.Snapshots {
+		if b.Event == eventBlocks {
+			return mergeBlocks(s, b, f.Name)
+		}
+	}
+	return nil
 }
 
 func (f *File) indexRange() string {

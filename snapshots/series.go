@@ -2,6 +2,7 @@ package snapshots
 
 import (
 	"fmt"
+	"math"
 	"sort"
 )
 
@@ -11,47 +12,93 @@ import (
 // which its bytes changed, never the trees.
 //
 //	s := snapshots.NewSeries("request", opts)
-//	for each hit { d, err := s.Add(seq, snap) }   // d is nil for the first
+//	for each hit { d, err := s.Add(seq, hit, snap) }   // d is nil for the first
 //	suspects := s.Suspects()
 type Series struct {
 	breakpoint string
 	an         *analyzer
 	prev       *summary
-	prevSeq    int
-	intervals  int
-	seqs       []int // every snapshot's stop, for Suspect.History
-	stats      map[string]*siteStats
+	// prevSnap is the previous snapshot, kept until the next one in case
+	// a wrapper found in the next changes how its sites are cut.
+	prevSnap  *Snapshot
+	prevSeq   int
+	prevHit   int
+	firstHit  int
+	intervals int
+	// spans holds the hits each interval spans, by interval.
+	spans []int
+	seqs  []int // every snapshot's stop, for Suspect.History
+	stats map[string]*siteStats
 }
 
 // siteStats is what a series remembers of one site: its latest frame and
-// stack and its non-zero changes by interval.
+// stack, its bytes before its first change, and its non-zero changes by
+// interval.
 type siteStats struct {
 	frame   Frame
 	stack   []Frame
 	library []Frame
+	stacks  int   // call paths merged into the site, at its latest change
+	start   int64 // bytes before the first change
+	blocks  bool  // every change carried block counts
 	changes []intervalChange
 }
 
 type intervalChange struct {
 	interval int // 0-based
 	delta    int64
+	blocks   int64 // the change in live blocks, when known
 }
 
-// Suspect is a site that grows steadily over a breakpoint's hits.
+// The growth patterns of a suspect (Suspect.Pattern).
+const (
+	// PatternSteady: the site grew in most intervals and still grows.
+	PatternSteady = "steady"
+	// PatternStepwise: the site's bytes never went down and rose in steps
+	// to well above where they started, as a container that doubles its
+	// buffer does.
+	PatternStepwise = "stepwise"
+	// PatternSingle: the series has one interval (two snapshots), and the
+	// site grew in it. One interval cannot tell a leak from a warm-up.
+	PatternSingle = "single-interval"
+)
+
+// Suspect is a site that grows over a breakpoint's hits.
 type Suspect struct {
 	Frame      Frame   `json:"frame"`
 	Stack      []Frame `json:"stack"`
 	Library    []Frame `json:"library,omitempty"`
 	Breakpoint string  `json:"breakpoint"`
-	// GrowthPerHit is the median of the site's change over all intervals
-	// (zeros included; the mean of the two middle values for an even count).
+	// Pattern is how it grew: PatternSteady, PatternStepwise or
+	// PatternSingle.
+	Pattern string `json:"pattern"`
+	// GrowthPerHit is bytes per hit of the breakpoint: for a steady
+	// suspect the median over the intervals of the interval's change
+	// divided by the hits it spans (zeros included); for a stepwise or
+	// single-interval one its whole growth divided by the hits the series
+	// spans. Rounded to whole bytes.
 	GrowthPerHit int64 `json:"growth_per_hit"`
+	// GrowthPerInterval is the same per interval between two snapshots
+	// (with every: N, one interval is N hits): the median change for a
+	// steady suspect, the mean for the others.
+	GrowthPerInterval int64 `json:"growth_per_interval"`
+	// BlocksPerHit is the live blocks the site gains per hit, computed as
+	// GrowthPerHit is; nil when the snapshots had no block counts. One
+	// object per request gives 1; a buffer that grows gives 0.
+	BlocksPerHit *float64 `json:"blocks_per_hit,omitempty"`
 	// GrowingIntervals counts the intervals in which the site grew, out of
-	// Intervals (hits - 1).
+	// Intervals (snapshots - 1), which span Hits hits.
 	GrowingIntervals int `json:"growing_intervals"`
 	Intervals        int `json:"intervals"`
-	// TotalGrowth is the site's change from the first hit to the last.
+	Hits             int `json:"hits"`
+	// TotalGrowth is the site's change from the first snapshot to the last.
 	TotalGrowth int64 `json:"total_growth"`
+	// TotalBlocks is the same in live blocks, when known.
+	TotalBlocks *int64 `json:"total_blocks,omitempty"`
+	// Stacks counts the distinct call paths merged into the site's row
+	// (more than 1: the row adds up several stacks; Stack is the one whose
+	// bytes changed most).
+	Stacks int `json:"stacks,omitempty"`
 	// History is the site's bytes at every snapshot of its breakpoint, for
 	// report.html's charts; run.json leaves it out.
 	History []SitePoint `json:"-"`
@@ -68,26 +115,34 @@ func NewSeries(breakpoint string, opts Options) *Series {
 	return &Series{breakpoint: breakpoint, an: newAnalyzer(opts), stats: make(map[string]*siteStats)}
 }
 
-// Add takes the snapshot of the next hit, with its stop's sequence number,
-// and returns its diff against the previous hit: a Diff of kind
-// "between-hits" with Breakpoint, FromSeq and ToSeq filled. It returns nil
-// for the first hit. A snapshot without a tree is an error and leaves the
-// series as it was.
-func (s *Series) Add(seq int, snap *Snapshot) (*Diff, error) {
+// Add takes the snapshot of the next hit, with its stop's sequence number
+// and hit number, and returns its diff against the previous hit: a Diff of
+// kind "between-hits" with Breakpoint, FromSeq and ToSeq filled. It returns
+// nil for the first hit. A snapshot without a tree is an error and leaves
+// the series as it was. An interval spans hit minus the previous hit, at
+// least 1.
+func (s *Series) Add(seq, hit int, snap *Snapshot) (*Diff, error) {
 	if err := checkTree(snap); err != nil {
 		return nil, fmt.Errorf("series %q, stop %d: %w", s.breakpoint, seq, err)
 	}
-	cur := s.an.summarize(snap.Tree, snap.HeapBytes)
-	prev, prevSeq := s.prev, s.prevSeq
-	s.prev, s.prevSeq = cur, seq
+	if s.an.detectWrappers(snap.Tree) && s.prevSnap != nil {
+		// The previous snapshot was cut into sites before the new
+		// wrapper was known: cut it again, so both sides agree.
+		s.prev = s.an.summarize(s.prevSnap.Tree, s.prevSnap.HeapBytes, s.prevSnap.Blocks)
+	}
+	cur := s.an.summarize(snap.Tree, snap.HeapBytes, snap.Blocks)
+	prev, prevSeq, prevHit := s.prev, s.prevSeq, s.prevHit
+	s.prev, s.prevSeq, s.prevHit, s.prevSnap = cur, seq, hit, snap
 	s.seqs = append(s.seqs, seq)
 	if prev == nil {
+		s.firstHit = hit
 		return nil, nil
 	}
 	d := s.an.diffKeys(prev, cur, func(key string, sd *SiteDelta) {
 		s.record(key, sd)
 	})
 	s.intervals++
+	s.spans = append(s.spans, max(hit-prevHit, 1))
 	d.Kind = "between-hits"
 	d.Breakpoint = s.breakpoint
 	d.FromSeq = prevSeq
@@ -103,18 +158,25 @@ func (s *Series) record(key string, sd *SiteDelta) {
 	}
 	st := s.stats[key]
 	if st == nil {
-		st = &siteStats{}
+		st = &siteStats{start: sd.Before, blocks: true}
 		s.stats[key] = st
 	}
-	st.frame, st.stack, st.library = sd.Frame, sd.Stack, sd.Library
-	st.changes = append(st.changes, intervalChange{interval: s.intervals, delta: sd.Delta})
+	st.frame, st.stack, st.library, st.stacks = sd.Frame, sd.Stack, sd.Library, sd.Stacks
+	c := intervalChange{interval: s.intervals, delta: sd.Delta}
+	if sd.SiteBlocks != nil {
+		c.blocks = sd.DeltaBlocks
+	} else {
+		st.blocks = false
+	}
+	st.changes = append(st.changes, c)
 }
 
 // Intervals returns the number of diffs so far (hits - 1).
 func (s *Series) Intervals() int { return s.intervals }
 
-// Suspects returns the sites that grow steadily, the fastest first. With
-// n intervals (hits - 1), a site is a suspect when all of these hold:
+// Suspects returns the sites that grow, the fastest per hit first. With n
+// intervals (snapshots - 1), a site is a steady suspect when all of these
+// hold:
 //
 //   - n >= 2;
 //   - it grew in at least half of the n intervals;
@@ -126,53 +188,145 @@ func (s *Series) Intervals() int { return s.intervals }
 //   - shrinking did not undo most of it: its total growth is at least half
 //     the sum of its growths (a site that allocates and frees in turn fails
 //     here);
-//   - its GrowthPerHit, the median change over the n intervals, is
-//     positive.
+//   - its median change per interval is positive.
+//
+// A site that is not is a stepwise suspect when its bytes never went down,
+// it grew in at least two intervals, it ends at least twice as big as it
+// started, and the flat run that ends the series is at most twice as long
+// as the one before its last growth: a container that doubles its buffer
+// as it fills at a steady pace grows on ever rarer hits, each flat run
+// about twice the one before, while a warm-up grows on the first hits and
+// then stays put for good. Churn, which shrinks, never is.
+//
+// With a single interval, every site that grew in it is a suspect of
+// pattern PatternSingle.
 //
 // Suspects are ranked by GrowthPerHit, then TotalGrowth, then
 // GrowingIntervals.
 func (s *Series) Suspects() []Suspect {
 	n := s.intervals
 	out := []Suspect{}
-	if n < 2 {
+	if n < 1 {
 		return out
 	}
+	hits := 0
+	for _, h := range s.spans {
+		hits += h
+	}
 	for key, st := range s.stats {
-		var grew, maxGap int
+		var grew, maxGap, lastGap int
 		var total, gross int64
+		shrank := false
 		last := -1
 		for _, c := range st.changes { // in interval order
 			total += c.delta
+			if c.delta < 0 {
+				shrank = true
+			}
 			if c.delta <= 0 {
 				continue
 			}
 			grew++
 			gross += c.delta
 			if last >= 0 {
-				maxGap = max(maxGap, c.interval-last-1)
+				lastGap = c.interval - last - 1
+				maxGap = max(maxGap, lastGap)
 			}
 			last = c.interval
 		}
+		if grew == 0 {
+			continue
+		}
 		trailing := n - 1 - last
-		if 2*grew < n || trailing > maxGap || 2*total < gross {
-			continue
-		}
-		med := medianChange(st.changes, n)
-		if med <= 0 {
-			continue
-		}
-		out = append(out, Suspect{
+		sus := Suspect{
 			Frame: st.frame, Stack: st.stack, Library: st.library,
 			Breakpoint:       s.breakpoint,
-			GrowthPerHit:     med,
 			GrowingIntervals: grew,
 			Intervals:        n,
+			Hits:             hits,
 			TotalGrowth:      total,
 			History:          s.history(key, st),
-		})
+		}
+		if st.stacks > 1 {
+			sus.Stacks = st.stacks
+		}
+		switch {
+		case n == 1:
+			sus.Pattern = PatternSingle
+		case 2*grew >= n && trailing <= maxGap && 2*total >= gross && medianChange(st.changes, n) > 0:
+			sus.Pattern = PatternSteady
+		case !shrank && grew >= 2 && total >= st.start && trailing <= 2*lastGap:
+			// total >= start: it ends at least twice as big as it started.
+			sus.Pattern = PatternStepwise
+		default:
+			continue
+		}
+		s.rates(&sus, st)
+		if sus.GrowthPerHit <= 0 && sus.GrowthPerInterval <= 0 {
+			continue
+		}
+		out = append(out, sus)
 	}
 	SortSuspects(out)
 	return out
+}
+
+// rates fills a suspect's figures per hit and per interval.
+func (s *Series) rates(sus *Suspect, st *siteStats) {
+	n := s.intervals
+	var totalBlocks int64
+	for _, c := range st.changes {
+		totalBlocks += c.blocks
+	}
+	if st.blocks {
+		sus.TotalBlocks = &totalBlocks
+	}
+	if sus.Pattern != PatternSteady {
+		sus.GrowthPerHit = roundDiv(float64(sus.TotalGrowth), float64(sus.Hits))
+		sus.GrowthPerInterval = roundDiv(float64(sus.TotalGrowth), float64(n))
+		if st.blocks {
+			b := roundBlocks(float64(totalBlocks) / float64(sus.Hits))
+			sus.BlocksPerHit = &b
+		}
+		return
+	}
+	sus.GrowthPerInterval = medianChange(st.changes, n)
+	perHit := make([]float64, n)
+	blocks := make([]float64, n)
+	for _, c := range st.changes {
+		perHit[c.interval] = float64(c.delta) / float64(s.spans[c.interval])
+		blocks[c.interval] = float64(c.blocks) / float64(s.spans[c.interval])
+	}
+	sus.GrowthPerHit = roundDiv(median(perHit), 1)
+	if st.blocks {
+		b := roundBlocks(median(blocks))
+		sus.BlocksPerHit = &b
+	}
+}
+
+// roundDiv returns a/b rounded to the nearest integer.
+func roundDiv(a, b float64) int64 {
+	if b == 0 {
+		return 0
+	}
+	return int64(math.Round(a / b))
+}
+
+// roundBlocks keeps two decimals of a block count per hit.
+func roundBlocks(v float64) float64 { return math.Round(v*100) / 100 }
+
+// median returns the median of v (the mean of the two middle values for an
+// even count), sorting v.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	sort.Float64s(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
 }
 
 // SortSuspects orders suspects as Suspects does, so that a run's suspects

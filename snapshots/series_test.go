@@ -43,7 +43,7 @@ func growthSeries(t *testing.T, paths []string) (*Series, []*Diff) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := s.Add(i+1, snap)
+		d, err := s.Add(i+1, i+1, snap)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +161,7 @@ func seriesOf(t *testing.T, sizes map[int][]int64) *Series {
 			lines = append(lines, fmt.Sprintf(" %d f (s.c:%d)", v[i], line), fmt.Sprintf("  %d main (s.c:99)", v[i]))
 		}
 		lines[0] = fmt.Sprintf("%d %s", total, heapRoot)
-		if _, err := s.Add(i+1, buildSnap(t, lines...)); err != nil {
+		if _, err := s.Add(i+1, i+1, buildSnap(t, lines...)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -185,7 +185,11 @@ func TestSuspectRule(t *testing.T) {
 		{"leak trimmed now and then", []int64{0, 24, 48, 72, 24, 48, 72, 96, 48, 72, 96}, &suspectRow{"f (s.c:1)", 24, 96, 8, 10}},
 		{"shrinking", []int64{100, 90, 80, 70, 60}, nil},
 		{"constant", []int64{100, 100, 100, 100}, nil},
-		{"too few hits", []int64{0, 24}, nil},
+		{"one interval", []int64{0, 24}, &suspectRow{"f (s.c:1)", 24, 24, 1, 1}},
+		{"one interval, shrunk", []int64{24, 0}, nil},
+		{"stepwise: a vector doubling as it fills", []int64{16, 32, 64, 64, 128, 128, 128, 128, 256, 256, 256, 256, 256, 256}, &suspectRow{"f (s.c:1)", 18, 240, 4, 13}},
+		{"stepwise, flat for too long since", []int64{16, 32, 64, 64, 128, 128, 128, 128, 256, 256, 256, 256, 256, 256, 256, 256, 256}, nil},
+		{"stepwise, one step only", []int64{0, 0, 0, 0, 0, 128, 128, 128}, nil},
 		{"starts late, grows to the end", []int64{0, 0, 0, 0, 24, 48, 72, 96, 120, 144}, &suspectRow{"f (s.c:1)", 24, 144, 6, 9}},
 	}
 	for _, tt := range tests {
@@ -220,10 +224,35 @@ func TestSuspectsRanked(t *testing.T) {
 
 func TestSeriesRejectsEmptySnapshot(t *testing.T) {
 	s := NewSeries("bp", Options{})
-	if _, err := s.Add(1, &Snapshot{Index: 4}); err == nil {
+	if _, err := s.Add(1, 1, &Snapshot{Index: 4}); err == nil {
 		t.Fatal("Add of a totals-only snapshot succeeded")
 	}
-	if d, err := s.Add(2, buildSnap(t, "0 "+heapRoot)); d != nil || err != nil {
+	if d, err := s.Add(2, 2, buildSnap(t, "0 "+heapRoot)); d != nil || err != nil {
 		t.Errorf("first good snapshot after a bad one: %v, %v; want nil, nil", d, err)
+	}
+}
+
+// With every: 10 an interval spans ten hits: growth per hit is the
+// interval's growth divided by them, and the interval's own figure keeps
+// its name.
+func TestSuspectPerHit(t *testing.T) {
+	s := NewSeries("bp", Options{})
+	for i := 0; i < 4; i++ {
+		total := int64(480 * i)
+		snap := buildSnap(t, fmt.Sprintf("%d %s", total, heapRoot), fmt.Sprintf(" %d f (s.c:1)", total), fmt.Sprintf("  %d main (s.c:99)", total))
+		if _, err := s.Add(i+1, 1+10*i, snap); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := s.Suspects()
+	if len(got) != 1 {
+		t.Fatalf("%d suspects, want 1", len(got))
+	}
+	g := got[0]
+	if g.Pattern != PatternSteady || g.GrowthPerHit != 48 || g.GrowthPerInterval != 480 || g.Hits != 30 || g.Intervals != 3 || g.TotalGrowth != 1440 {
+		t.Errorf("suspect %+v, want steady 48 B per hit, 480 B per interval, 30 hits in 3 intervals, 1440 B", g)
+	}
+	if g.BlocksPerHit != nil || g.TotalBlocks != nil {
+		t.Errorf("blocks %v %v from snapshots without block counts", g.BlocksPerHit, g.TotalBlocks)
 	}
 }

@@ -68,6 +68,10 @@ type Options struct {
 	FocusFrames []Frame
 	// Unchanged keeps sites whose bytes did not change in a diff's Sites.
 	Unchanged bool
+	// NoWrappers turns off the detection of allocation wrappers (see
+	// analyzer.detectWrappers): the site is then always the first frame
+	// outside library code.
+	NoWrappers bool
 }
 
 // maxStack bounds the frames kept for a stack; massif's own --depth
@@ -91,7 +95,8 @@ type Site struct {
 // the sites of DiffTree(a, b) are the differences of the sites of a and b.
 func Sites(tree *Node, opts Options) []Site {
 	an := newAnalyzer(opts)
-	sum := an.summarize(tree, 0)
+	an.detectWrappers(tree)
+	sum := an.summarize(tree, 0, false)
 	out := make([]Site, 0, len(sum.sites))
 	for _, e := range sum.sites {
 		out = append(out, Site{Frame: e.frame, Stack: e.heaviest(nil).frames, Library: e.library, Bytes: e.bytes})
@@ -117,6 +122,15 @@ type analyzer struct {
 	frames  []Frame
 	flags   []frameFlags // by id
 	focused bool         // a focus is set
+	// fnOf maps a frame id to its function's number in fns (function and
+	// file, or function and object): wrappers are functions, whatever
+	// the line.
+	fnOf []int
+	fns  map[Frame]int
+	// wrappers are the functions found to be allocation wrappers (see
+	// detectWrappers), by number; candidates what the trees said so far.
+	wrappers   map[int]bool
+	candidates map[int]*wrapperCandidate
 }
 
 type frameFlags uint8
@@ -129,12 +143,15 @@ const (
 
 func newAnalyzer(opts Options) *analyzer {
 	return &analyzer{
-		opts:    opts,
-		lib:     newLibrary(&opts),
-		ignore:  compilePatterns(opts.Ignore),
-		focus:   compilePatterns(opts.Focus),
-		ids:     make(map[Frame]uint32),
-		focused: len(opts.Focus) > 0 || len(opts.FocusFrames) > 0,
+		opts:       opts,
+		lib:        newLibrary(&opts),
+		ignore:     compilePatterns(opts.Ignore),
+		focus:      compilePatterns(opts.Focus),
+		ids:        make(map[Frame]uint32),
+		focused:    len(opts.Focus) > 0 || len(opts.FocusFrames) > 0,
+		fns:        make(map[Frame]int),
+		wrappers:   make(map[int]bool),
+		candidates: make(map[int]*wrapperCandidate),
 	}
 }
 
@@ -163,13 +180,116 @@ func (an *analyzer) id(f Frame) uint32 {
 		}
 	}
 	an.flags = append(an.flags, fl)
+	fn := Frame{Function: f.Function, File: f.File}
+	if f.File == "" {
+		fn.Object = f.Object
+	}
+	n, ok := an.fns[fn]
+	if !ok {
+		n = len(an.fns)
+		an.fns[fn] = n
+	}
+	an.fnOf = append(an.fnOf, n)
 	return id
+}
+
+// passes reports whether the frame id passes allocations on to its caller
+// rather than being a site: library code, or a detected wrapper.
+func (an *analyzer) passes(id uint32) bool {
+	return an.flags[id]&flagLibrary != 0 || an.wrappers[an.fnOf[id]]
+}
+
+// detectWrappers finds the program's allocation wrappers in tree and adds
+// them to an.wrappers; it reports whether it found any new one.
+//
+// A wrapper (mg_malloc, jv_mem_alloc, xmalloc) gets an allocation from the
+// allocator and hands it to its caller, for many callers: reporting it as
+// the site would merge unrelated allocations into one row. Over the trees
+// the analyzer has seen (both sides of a diff, every hit of a series so
+// far), a function is a wrapper when
+//
+//   - it calls the allocator itself: its frame is a child of the tree's
+//     root (or of a wrapper's frame). A function that allocates through
+//     library code, a std::vector's push_back, owns what it grows and
+//     stays the site;
+//   - all its allocations come from one line: a function that allocates on
+//     several lines does more than pass one allocation on;
+//   - that line is reached from at least two distinct callers (function
+//     and line) that are not library code: with one caller there is
+//     nothing to tell apart, and the function stays the site;
+//
+// so the site becomes each caller. Wrappers of wrappers are found by
+// repeating the search. Once found, a function stays a wrapper for the
+// analyzer's life, so that the sites of a series keep their keys; its
+// frame is listed with the library frames of the sites it serves.
+// Massif's --alloc-fn (the plan's alloc_fns) removes a wrapper that this
+// misses, e.g. one called from a single place.
+func (an *analyzer) detectWrappers(tree *Node) bool {
+	if tree == nil || an.opts.NoWrappers {
+		return false
+	}
+	grew := false
+	for round := 0; round < 4; round++ {
+		var walk func(n *Node)
+		walk = func(n *Node) {
+			for _, c := range n.Children {
+				if c == nil || c.Below {
+					continue
+				}
+				id := an.id(c.Frame)
+				if an.wrappers[an.fnOf[id]] {
+					walk(c)
+					continue
+				}
+				if an.flags[id]&flagLibrary != 0 {
+					continue
+				}
+				fn := an.fnOf[id]
+				cd := an.candidates[fn]
+				if cd == nil {
+					cd = &wrapperCandidate{lines: make(map[uint32]bool), callers: make(map[uint32]bool)}
+					an.candidates[fn] = cd
+				}
+				cd.lines[id] = true
+				for _, cc := range c.Children {
+					if cc == nil || cc.Below {
+						continue
+					}
+					if cid := an.id(cc.Frame); an.flags[cid]&flagLibrary == 0 {
+						cd.callers[cid] = true
+					}
+				}
+			}
+		}
+		walk(tree)
+		found := false
+		for fn, cd := range an.candidates {
+			if !an.wrappers[fn] && len(cd.lines) == 1 && len(cd.callers) >= 2 {
+				an.wrappers[fn] = true
+				found = true
+			}
+		}
+		if !found {
+			break
+		}
+		grew = true
+	}
+	return grew
+}
+
+// wrapperCandidate is what the trees an analyzer has seen say of a
+// function that calls the allocator directly: its allocating lines and
+// their callers.
+type wrapperCandidate struct {
+	lines   map[uint32]bool
+	callers map[uint32]bool
 }
 
 // summary is one snapshot cut into sites. It keeps no tree, so that a
 // series holds only the previous snapshot's summary.
 type summary struct {
 	heapBytes     int64 // mem_heap_B
+	blocks        bool  // the tree had block counts
 	treeBytes     int64 // the root's bytes
 	belowBytes    int64 // below-threshold buckets not inside any site
 	filteredBytes int64 // dropped by Ignore or Focus
@@ -185,6 +305,7 @@ type siteSum struct {
 	libKey   string // the path key of library
 	libBytes int64  // the largest bytes emitted along library
 	bytes    int64
+	blocks   int64 // live blocks, when the summary has them
 	chains   map[string]*chainSum
 	// parents are the path keys of the tree nodes under which this site's
 	// key was completed; a bucket at one of them or above can hide it.
@@ -194,6 +315,25 @@ type siteSum struct {
 type chainSum struct {
 	frames []Frame // site first, then callers
 	bytes  int64
+}
+
+// stacks counts the call paths into a site that hold bytes on either side
+// of a diff (other may be nil).
+func (s *siteSum) stacks(other *siteSum) int {
+	n := 0
+	for k, c := range s.chains {
+		if c.bytes != 0 || (other != nil && other.chains[k] != nil && other.chains[k].bytes != 0) {
+			n++
+		}
+	}
+	if other != nil {
+		for k, c := range other.chains {
+			if s.chains[k] == nil && c.bytes != 0 {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // heaviest returns the call path with the largest bytes, or, given the
@@ -230,9 +370,12 @@ type walker struct {
 	kbuf []byte   // scratch for site keys
 }
 
-func (an *analyzer) summarize(tree *Node, heapBytes int64) *summary {
+// summarize cuts a tree into sites; blocks says whether its nodes carry
+// block counts (Node.Blocks).
+func (an *analyzer) summarize(tree *Node, heapBytes int64, blocks bool) *summary {
 	sum := &summary{
 		heapBytes: heapBytes,
+		blocks:    blocks,
 		sites:     make(map[string]*siteSum),
 		buckets:   make(map[string]struct{}),
 	}
@@ -277,7 +420,7 @@ func (w *walker) bucket(c *Node, site int, ignored, focused bool) {
 	}
 	// Callers folded into a bucket: the bytes stay with the site, on the
 	// call path that ends here.
-	w.emit(site, c.Bytes, ignored, focused)
+	w.emit(site, c.Bytes, c.Blocks, ignored, focused)
 }
 
 func (w *walker) node(n *Node, site int, ignored, focused bool) {
@@ -285,28 +428,29 @@ func (w *walker) node(n *Node, site int, ignored, focused bool) {
 	w.path = append(w.path, id)
 	w.key = binary.LittleEndian.AppendUint32(w.key, id)
 	fl := w.an.flags[id]
-	if site < 0 && fl&flagLibrary == 0 {
+	if site < 0 && !w.an.passes(id) {
 		site = len(w.path) - 1
 	}
 	ignored = ignored || fl&flagIgnored != 0
 	focused = focused || fl&flagFocused != 0
 
-	var childBytes int64
+	var childBytes, childBlocks int64
 	for _, c := range n.Children {
 		if c != nil {
 			childBytes += c.Bytes
+			childBlocks += c.Blocks
 		}
 	}
-	if self := n.Bytes - childBytes; self != 0 {
-		w.emit(site, self, ignored, focused)
+	if self, selfBlocks := n.Bytes-childBytes, n.Blocks-childBlocks; self != 0 || selfBlocks != 0 {
+		w.emit(site, self, selfBlocks, ignored, focused)
 	}
 	w.children(n, site, ignored, focused)
 	w.path = w.path[:len(w.path)-1]
 	w.key = w.key[:len(w.key)-4]
 }
 
-// emit adds bytes allocated along the current path.
-func (w *walker) emit(site int, bytes int64, ignored, focused bool) {
+// emit adds bytes (and blocks) allocated along the current path.
+func (w *walker) emit(site int, bytes, blocks int64, ignored, focused bool) {
 	if ignored || (w.an.focused && !focused) {
 		w.sum.filteredBytes += bytes
 		return
@@ -345,6 +489,7 @@ func (w *walker) emit(site int, bytes int64, ignored, focused bool) {
 		w.sum.sites[string(kb)] = e
 	}
 	e.bytes += bytes
+	e.blocks += blocks
 	parent := w.key[:4*(keyEnd-1)]
 	if _, ok := e.parents[string(parent)]; !ok {
 		e.parents[string(parent)] = struct{}{}

@@ -17,6 +17,9 @@ var DefaultLibrary = []string{
 	"__gnu_cxx::*",
 	"__cxxabiv1::*",
 	"__cxa_*",
+	// Boost, header-only for the most part: its containers and smart
+	// pointers allocate for the caller.
+	"boost::*",
 	// C library allocation wrappers that allocate on the caller's behalf.
 	"fn:malloc",
 	"fn:calloc",

@@ -127,7 +127,7 @@ func TestSitesSkipLibraryFrames(t *testing.T) {
 	}
 
 	// With only the user's patterns, every root child is a site.
-	bare := siteBytes(Sites(tr, Options{NoDefaultLibrary: true}))
+	bare := siteBytes(Sites(tr, Options{NoDefaultLibrary: true, NoWrappers: true}))
 	if got := bare["std::__new_allocator<Job>::allocate(unsigned long, void const*) (new_allocator.h:137)"]; got != 200 {
 		t.Errorf("without default library patterns, allocate holds %d bytes, want 200", got)
 	}
@@ -150,7 +150,8 @@ func TestSitesKeyIgnoresAddress(t *testing.T) {
 		" 7 0x12: helper (in /opt/app/libapp.so)",
 		"  7 0x13: main (a.c:11)",
 	)
-	got := siteBytes(Sites(tr, Options{}))
+	// make (a.c:5) would be a wrapper (one line, two callers).
+	got := siteBytes(Sites(tr, Options{NoWrappers: true}))
 	want := map[string]int64{"make (a.c:5)": 30, "helper (in /opt/app/libapp.so)": 7}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("sites (-want +got):\n%s", diff)
@@ -197,11 +198,31 @@ func TestQualifiedName(t *testing.T) {
 		"std::ostream& std::operator<< <std::char_traits<char> >(std::ostream&, char const*)":    "std::operator<< <std::char_traits<char> >",
 		"(anonymous namespace)::load(int)":       "(anonymous namespace)::load",
 		"main::{lambda()#1}::operator()() const": "main::{lambda()#1}::operator()",
+		// The template arguments after operator[] are not a return type.
+		"YAML::Node const YAML::Node::operator[]<char [8]>(char const (&) [8]) const": "YAML::Node::operator[]<char [8]>",
+		"bool operator==<int>(Box<int> const&, Box<int> const&)":                      "operator==<int>",
+		"operator delete[](void*)": "operator delete[]",
 	}
 	for in, want := range tests {
 		if got := qualifiedName(in); got != want {
 			t.Errorf("qualifiedName(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// The text report prints a C++ name whole, without its return type and
+// with template arguments folded.
+func TestShortNameOperatorTemplate(t *testing.T) {
+	for in, want := range map[string]string{
+		"YAML::Node const YAML::Node::operator[]<char [8]>(char const (&) [8]) const": "YAML::Node::operator[]<…>(char const (&) [8]) const",
+		"boost::shared_ptr<int> boost::make_shared<int>()":                            "boost::make_shared<…>()",
+	} {
+		if got := shortName(in); got != want {
+			t.Errorf("shortName(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if !newLibrary(&Options{}).is(Frame{Function: "boost::detail::sp_counted_impl_p<int>::sp_counted_impl_p(int*)", File: "sp_counted_impl.hpp", Line: 53}) {
+		t.Error("boost:: frames are not library frames by default")
 	}
 }
 
@@ -216,5 +237,75 @@ func TestFoldTemplates(t *testing.T) {
 		if got := foldTemplates(in); got != want {
 			t.Errorf("foldTemplates(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// An allocation wrapper (one allocating line, called from two places) is
+// passed through: its callers are the sites, with the wrapper listed among
+// their library frames. A wrapper of a wrapper is found too; a function
+// that allocates on two lines, or has one caller, stays the site.
+func TestSitesWrappers(t *testing.T) {
+	tr := buildTree(t,
+		"1134 "+heapRoot,
+		" 1060 0x1: mg_malloc (mg.c:5)",
+		"  1000 0x2: read_request (srv.c:10)",
+		"   1000 0x3: main (srv.c:40)",
+		"  50 0x4: mg_strdup (mg.c:9)",
+		"   30 0x5: add_header (srv.c:20)",
+		"    30 0x6: main (srv.c:41)",
+		"   20 0x7: set_name (srv.c:25)",
+		"    20 0x8: main (srv.c:42)",
+		"  10 0x9: session_new (srv.c:30)",
+		"   10 0x13: handler (srv.c:70)",
+		"    6 0xA: main (srv.c:43)",
+		"    4 0xB: main (srv.c:44)",
+		" 48 0xC: cache_put (srv.c:50)",
+		"  48 0xD: main (srv.c:45)",
+		" 26 0xE: two_lines (srv.c:60)",
+		"  13 0xF: main (srv.c:46)",
+		"  13 0x10: main (srv.c:47)",
+		" 0 0x11: two_lines (srv.c:61)",
+		"  0 0x12: main (srv.c:48)",
+	)
+	sites := Sites(tr, Options{})
+	want := map[string]int64{
+		"read_request (srv.c:10)": 1000,
+		"add_header (srv.c:20)":   30,
+		"set_name (srv.c:25)":     20,
+		"session_new (srv.c:30)":  10,
+		"cache_put (srv.c:50)":    48,
+		"two_lines (srv.c:60)":    26,
+	}
+	if diff := cmp.Diff(want, siteBytes(sites)); diff != "" {
+		t.Errorf("sites (-want +got):\n%s", diff)
+	}
+	for _, s := range sites {
+		if s.Frame.Function != "add_header" {
+			continue
+		}
+		var lib []string
+		for _, f := range s.Library {
+			lib = append(lib, FrameString(f))
+		}
+		if diff := cmp.Diff([]string{"mg_malloc (mg.c:5)", "mg_strdup (mg.c:9)"}, lib); diff != "" {
+			t.Errorf("library frames of add_header (-want +got):\n%s", diff)
+		}
+	}
+	// session_new's row adds up two stacks (handler called from main:43
+	// and main:44).
+	d, err := DiffSnapshots(&Snapshot{Kind: TreeDetailed, Tree: buildTree(t, "0 "+heapRoot)}, &Snapshot{Kind: TreeDetailed, Tree: tr}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stacks := map[string]int{}
+	for _, s := range d.Sites {
+		stacks[FrameString(s.Frame)] = s.Stacks
+	}
+	if stacks["session_new (srv.c:30)"] != 2 || stacks["read_request (srv.c:10)"] != 0 {
+		t.Errorf("stacks per row %v, want 2 for session_new and 0 (one) for read_request", stacks)
+	}
+	// Off, the wrapper is the site.
+	if got := siteBytes(Sites(tr, Options{NoWrappers: true}))["mg_malloc (mg.c:5)"]; got != 1060 {
+		t.Errorf("without wrappers, mg_malloc holds %d bytes, want 1060", got)
 	}
 }

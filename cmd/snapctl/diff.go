@@ -155,6 +155,9 @@ func loadSnapshotSpec(spec string) (snapshotSpec, error) {
 	if err != nil {
 		return snapshotSpec{}, err
 	}
+	if err := f.MergeBlocks(s); err != nil {
+		return snapshotSpec{}, err
+	}
 	if s.Tree == nil {
 		return snapshotSpec{}, fmt.Errorf("%s: snapshot %d of %s has totals only; diff needs a detailed snapshot (run massif with --detailed-freq=1, or pick one with FILE#N)", spec, s.Index, path)
 	}

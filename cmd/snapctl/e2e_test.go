@@ -463,6 +463,9 @@ func TestNeverHitBreakpoint(t *testing.T) {
 	if !strings.Contains(res.Stderr, "flush") {
 		t.Errorf("stderr = %q, want the breakpoint's name", res.Stderr)
 	}
+	if res.Run.Status != "completed" || res.Run.ExitReason != "breakpoint-never-hit" {
+		t.Errorf("run.json status %q exit_reason %q, want completed, breakpoint-never-hit", res.Run.Status, res.Run.ExitReason)
+	}
 	if got := len(res.Run.stopsOf("request")); got != 3 {
 		t.Errorf("%d stops of request, want 3", got)
 	}
@@ -479,11 +482,12 @@ func TestFailOn(t *testing.T) {
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"leak.c")
 	for _, tt := range []struct {
-		limit string
-		code  int
+		limit  string
+		code   int
+		reason string
 	}{
-		{"16", exitLeak},
-		{"1KiB", exitOK},
+		{"16", exitLeak, "fail-on-exceeded"},
+		{"1KiB", exitOK, "ok"},
 	} {
 		t.Run(tt.limit, func(t *testing.T) {
 			t.Parallel()
@@ -493,6 +497,9 @@ func TestFailOn(t *testing.T) {
 			checkCompleted(t, res)
 			if len(res.Run.Suspects) != 1 || res.Run.Suspects[0].GrowthPerHit != 24 {
 				t.Errorf("suspects = %+v, want the 24-byte leak", res.Run.Suspects)
+			}
+			if res.Run.ExitReason != tt.reason {
+				t.Errorf("run.json exit_reason %q, want %q", res.Run.ExitReason, tt.reason)
 			}
 			if tt.code == exitLeak && !strings.Contains(res.Stderr, "handle_request") {
 				t.Errorf("stderr = %q, want the suspect that exceeded the limit", res.Stderr)

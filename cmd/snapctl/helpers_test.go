@@ -27,9 +27,12 @@ import (
 // "run.json, schema snapctl.run/v1"). Fields the tests do not look at are
 // left out; unknown fields are ignored, since the schema allows additions.
 type runFile struct {
-	Schema      string    `json:"schema"`
-	Status      string    `json:"status"`
-	Error       string    `json:"error"` // why a run did not complete
+	Schema string `json:"schema"`
+	Status string `json:"status"`
+	Error  string `json:"error"` // why a run did not complete
+	// ExitCode and ExitReason are what snapctl exited with, and why.
+	ExitCode    *int      `json:"exit_code"`
+	ExitReason  string    `json:"exit_reason"`
 	Target      runTarget `json:"target"`
 	GdbAgent    bool      `json:"gdb_agent"`
 	Breakpoints []struct {
@@ -378,6 +381,9 @@ func mustRun(t testing.TB, s session, code int) *result {
 	}
 	if res.Run == nil {
 		t.Fatalf("no run.json in %s\nstderr:\n%s", res.Out, res.Stderr)
+	}
+	if res.Run.ExitCode == nil || *res.Run.ExitCode != code || res.Run.ExitReason == "" {
+		t.Fatalf("run.json exit_code %v (%q), want %d and a reason", res.Run.ExitCode, res.Run.ExitReason, code)
 	}
 	return res
 }

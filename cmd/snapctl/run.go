@@ -168,7 +168,8 @@ func printReport(w io.Writer, format string, res *driver.Result) error {
 	case "markdown":
 		return copyFile(w, filepath.Join(res.Dir, "report.md"))
 	}
-	return driver.WriteText(w, res, snapshots.RenderOptions{Color: color, MaxSites: 10, MaxFrames: res.MaxFrames()})
+	// One screen for one leak: the three largest diffs per breakpoint.
+	return driver.WriteText(w, res, snapshots.RenderOptions{Color: color, MaxSites: 10, MaxFrames: res.MaxFrames(), MaxDiffs: 3})
 }
 
 // copyFile writes the file at path to w.
