@@ -293,8 +293,8 @@ func TestLoopStopFails(t *testing.T) {
 				// was gone.
 				valgrindEnded(s, nil)
 				f.fail = map[string]string{
-					snapshotMonitor: "Remote communication error.  Target disconnected.: Connection reset by peer.",
-					"-exec-continue":            "The program is not being run.",
+					snapshotMonitor:  "Remote communication error.  Target disconnected.: Connection reset by peer.",
+					"-exec-continue": "The program is not being run.",
 				}
 			},
 			sent: cmds(firstStop, "-exec-continue"), status: StatusFailed,
