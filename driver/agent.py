@@ -210,10 +210,10 @@ class Agent:
 
 class SnapBreakpoint(gdb.Breakpoint):
     def __init__(self, agent, spec):
+        # A location in a library not loaded yet is pending until the
+        # library loads: snapctl checked before the run that the program,
+        # a library it links, or (pending: true) a later one defines it.
         super().__init__(spec["location"])
-        if self.pending:
-            self.delete()
-            raise gdb.GdbError("no code location matches %s" % spec["location"])
         self.agent = agent
         self.cond = spec.get("condition", "")
         self.skip = spec.get("skip", 0)

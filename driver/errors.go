@@ -76,13 +76,20 @@ func (e *CrashError) Error() string {
 // NeverHitError lists declared, non-optional breakpoints that never hit.
 type NeverHitError struct {
 	Breakpoints []string
+	// Unresolved are those whose location no library loaded during the
+	// run defined (pending breakpoints).
+	Unresolved []string
 }
 
 func (e *NeverHitError) Error() string {
+	msg := fmt.Sprintf("breakpoints %s never hit", quoteList(e.Breakpoints))
 	if len(e.Breakpoints) == 1 {
-		return fmt.Sprintf("breakpoint %q never hit", e.Breakpoints[0])
+		msg = fmt.Sprintf("breakpoint %q never hit", e.Breakpoints[0])
 	}
-	return fmt.Sprintf("breakpoints %s never hit", quoteList(e.Breakpoints))
+	if len(e.Unresolved) > 0 {
+		msg += fmt.Sprintf("; the location of %s never resolved: no library loaded during the run defines it", quoteList(e.Unresolved))
+	}
+	return msg
 }
 
 // LeakError reports suspects growing faster than the plan's

@@ -103,6 +103,9 @@ type BreakpointSummary struct {
 	// Snapshots counts the stops with a snapshot (hit and return phases).
 	Snapshots int  `json:"snapshots"`
 	Optional  bool `json:"optional,omitempty"`
+	// Unresolved says that the location never resolved: no library loaded
+	// during the run defined it (a pending breakpoint).
+	Unresolved bool `json:"unresolved,omitempty"`
 	// KeepSnapshots is the breakpoint's keep_snapshots when not "all".
 	KeepSnapshots string `json:"keep_snapshots,omitempty"`
 	// Unchanged counts the snapshots taken but not kept because their tree

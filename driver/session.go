@@ -499,7 +499,12 @@ func (s *session) countHits(ctx context.Context) {
 	}
 	for _, v := range r.List("BreakpointTable.body") {
 		st := s.bps[v.String("number")]
-		if st == nil || st.agent {
+		if st == nil {
+			continue
+		}
+		// A location no library loaded during the run defined.
+		st.sum.Unresolved = v.String("addr") == "<PENDING>"
+		if st.agent {
 			continue
 		}
 		times, err := strconv.Atoi(v.String("times"))
@@ -719,7 +724,12 @@ func (s *session) drainEvents() {
 // only matters in the running target.
 func insertArgs(bp *breakpoints.Breakpoint, live bool) []string {
 	if live {
-		return bp.InsertArgs()
+		// -f: a location in a library not loaded yet (valgrind stops
+		// the target before the dynamic loader runs, and a plugin comes
+		// with dlopen) is a pending breakpoint that gdb resolves when
+		// the library loads. The check on the bare binary has ruled
+		// out the locations that nothing defines.
+		return append([]string{"-f"}, bp.InsertArgs()...)
 	}
 	b := *bp
 	b.Skip = 0
@@ -739,26 +749,54 @@ func validateLocations(ctx context.Context, gdbPath, binary string, plan *breakp
 		return &ToolError{Tool: "gdb", Msg: "cannot start", Err: err}
 	}
 	defer c.Close()
+	libsLoaded := false
 	for i := range plan.Breakpoints {
 		bp := &plan.Breakpoints[i]
-		cctx, cancel := context.WithTimeout(ctx, timeout)
-		r, err := c.Send(cctx, "-break-insert", insertArgs(bp, false)...)
-		cancel()
+		insert := func() (*mi.Result, error) {
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			return c.Send(cctx, "-break-insert", insertArgs(bp, false)...)
+		}
+		r, err := insert()
+		if (err != nil || pendingResult(r)) && !libsLoaded && ctx.Err() == nil {
+			// The location may be in a library the program links,
+			// static functions included: gdb sees those only once
+			// their symbols are loaded.
+			libsLoaded = true
+			loadLibrarySymbols(ctx, c, binary, plan.Target.Cwd, env, timeout)
+			r, err = insert()
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("checking breakpoint locations: %w", ErrInterrupted)
 			}
 			var me *mi.Error
 			if errors.As(err, &me) {
+				if bp.Pending {
+					continue // resolved, or refused, once a library loads it
+				}
 				return locationOrCondition(ctx, c, bp, me.Msg, timeout)
 			}
 			return &ToolError{Tool: "gdb", Msg: "checking breakpoint locations", Err: err}
 		}
-		if r.String("bkpt.pending") != "" || r.String("bkpt.addr") == "<PENDING>" {
-			return bp.LocationError("gdb cannot resolve %q: no code location matches", bp.Location)
+		if pendingResult(r) && !bp.Pending {
+			return unresolvedError(bp, "no code location matches")
 		}
 	}
 	return nil
+}
+
+// unresolvedError is the plan error for a location that neither the
+// program nor the libraries it links define; msg is gdb's word for it.
+func unresolvedError(bp *breakpoints.Breakpoint, msg string) error {
+	return bp.LocationError("gdb cannot resolve %q in the program or the libraries it links: %s; if a library the program loads later (dlopen) defines it, add `pending: true` to the breakpoint",
+		bp.Location, strings.TrimSuffix(msg, "."))
+}
+
+// pendingResult reports whether gdb made -break-insert's breakpoint a
+// pending one: no code location matches yet.
+func pendingResult(r *mi.Result) bool {
+	return r != nil && (r.String("bkpt.pending") != "" || r.String("bkpt.addr") == "<PENDING>")
 }
 
 // locationOrCondition says which of a breakpoint's location and condition
@@ -766,14 +804,14 @@ func validateLocations(ctx context.Context, gdbPath, binary string, plan *breakp
 // condition either, else the condition.
 func locationOrCondition(ctx context.Context, c *mi.Client, bp *breakpoints.Breakpoint, msg string, timeout time.Duration) error {
 	if bp.GdbCondition() == "" {
-		return bp.LocationError("gdb cannot resolve %q: %s", bp.Location, msg)
+		return unresolvedError(bp, msg)
 	}
 	plain := *bp
 	plain.Condition, plain.Thread = "", 0
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if _, err := c.Send(cctx, "-break-insert", insertArgs(&plain, false)...); err != nil {
-		return bp.LocationError("gdb cannot resolve %q: %s", bp.Location, msg)
+		return unresolvedError(bp, msg)
 	}
 	if bp.Condition == "" {
 		// Only the thread restriction was added; gdb refused it.
@@ -871,14 +909,17 @@ func (s *session) closeSpools() {
 
 // neverHit reports the non-optional breakpoints without a single hit.
 func (s *session) neverHit() error {
-	var names []string
+	var names, unresolved []string
 	for _, st := range s.order {
 		if st.hits == 0 && !st.bp.Optional {
 			names = append(names, st.bp.Name)
+			if st.sum.Unresolved {
+				unresolved = append(unresolved, st.bp.Name)
+			}
 		}
 	}
 	if names == nil {
 		return nil
 	}
-	return &NeverHitError{Breakpoints: names}
+	return &NeverHitError{Breakpoints: names, Unresolved: unresolved}
 }

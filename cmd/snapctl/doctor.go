@@ -154,6 +154,7 @@ func runDoctor(ctx context.Context, w io.Writer, opts *doctorOptions) error {
 
 	if opts.Binary != "" {
 		checkBinary(r, opts.Binary)
+		checkLibraries(ctx, r, opts.Binary)
 	}
 
 	if len(r.failed) > 0 {
@@ -223,6 +224,36 @@ func checkBinary(r *doctorReport, path string) {
 		r.line(checkOK, "debug info", "in "+info.DebugFile)
 	default:
 		r.line(checkOK, "debug info", "DWARF with line tables")
+	}
+}
+
+// checkLibraries checks the debug info of the libraries the binary links
+// that are not the system's: a breakpoint or a call site in one needs it as
+// much as in the program.
+func checkLibraries(ctx context.Context, r *doctorReport, binary string) {
+	system := 0
+	for _, lib := range driver.LinkedLibraries(ctx, binary, "", nil) {
+		if driver.SystemLibrary(lib) {
+			system++
+			continue
+		}
+		info, err := driver.InspectBinary(lib)
+		switch {
+		case err != nil:
+			r.line(checkWarn, "library", lib, clauses(err.Error())...)
+		case len(info.Warnings) > 0:
+			for _, w := range info.Warnings {
+				summary, explain, _ := strings.Cut(w, ": ")
+				r.line(checkWarn, "library", summary, clauses(explain)...)
+			}
+		case info.DebugFile != "":
+			r.line(checkOK, "library", fmt.Sprintf("%s: debug info in %s", lib, info.DebugFile))
+		default:
+			r.line(checkOK, "library", lib+": DWARF with line tables")
+		}
+	}
+	if system > 0 {
+		r.line(checkOK, "library", fmt.Sprintf("%d system libraries, not checked (their debug info comes from -dbg packages or debuginfod)", system))
 	}
 }
 

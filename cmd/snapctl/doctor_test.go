@@ -241,3 +241,33 @@ func TestDoctorTooManyArguments(t *testing.T) {
 		t.Errorf("describe(%v) = %d, %q", err, code, msg)
 	}
 }
+
+// doctor BINARY checks the debug info of the libraries the program links
+// that are not the system's, and counts the system's.
+func TestDoctorLibraries(t *testing.T) {
+	lib := testenv.Build(t, filepath.Join(fixtures, "libkeep.c"), "-shared", "-fPIC")
+	bare := testenv.Build(t, filepath.Join(fixtures, "libkeep.c"), "-shared", "-fPIC", "-g0")
+	for _, tc := range []struct {
+		name, lib, want string
+	}{
+		{"with debug info", lib, "OK    library     " + lib + ": DWARF with line tables"},
+		{"without", bare, "WARN  library     " + bare + " has no debug info"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bin := testenv.Build(t, filepath.Join(fixtures, "libmain.c"), "-Wl,--no-as-needed", tc.lib, "-ldl")
+			lines, err := runDoctorCmd(t, bin)
+			if err != nil {
+				t.Fatalf("doctor: %v\n%s", err, strings.Join(lines, "\n"))
+			}
+			var libs []string
+			for _, l := range lines {
+				if strings.Contains(l, "library") {
+					libs = append(libs, l)
+				}
+			}
+			if len(libs) != 2 || libs[0] != tc.want || !strings.Contains(libs[1], "system libraries, not checked") {
+				t.Errorf("library lines:\n%s\nwant %q, then the system libraries", strings.Join(libs, "\n"), tc.want)
+			}
+		})
+	}
+}
