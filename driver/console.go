@@ -18,7 +18,7 @@ import (
 type console struct {
 	status  *statusLine
 	masters []*os.File
-	slaves  []*os.File // closed once the target has them
+	slaves  []*os.File // snapctl's copies, closed at the end (closeSlaves)
 	copies  sync.WaitGroup
 }
 
@@ -73,9 +73,10 @@ func (c *console) copy(w io.Writer, master *os.File) {
 	}
 }
 
-// started closes snapctl's copies of the slaves once the target holds
-// them, so the copies end when the target's last process closes them.
-func (c *console) started() {
+// closeSlaves closes snapctl's copies of the slaves, so the copies end when
+// the target's last process closes them. It waits for close: valgrind's
+// stderr reaches a slave through snapctl until valgrind has exited.
+func (c *console) closeSlaves() {
 	for _, s := range c.slaves {
 		s.Close()
 	}
@@ -86,7 +87,7 @@ func (c *console) started() {
 // output, then closes the masters. A process the target left behind that
 // still holds a slave loses what it writes later.
 func (c *console) close(grace time.Duration) {
-	c.started()
+	c.closeSlaves()
 	done := make(chan struct{})
 	go func() {
 		c.copies.Wait()

@@ -429,9 +429,9 @@ func (s *session) startAndLoop(ctx context.Context) error {
 		Stderr: stderr,
 		Log:    filepath.Join(s.dir, valgrindLog),
 	})
-	if s.console != nil {
-		s.console.started()
-	}
+	// The console keeps its ends of the terminals open until teardown:
+	// valgrind's stderr reaches them through snapctl (startValgrind keeps
+	// the tail of what valgrind says), so they must outlive valgrind.
 	if err != nil {
 		return err
 	}

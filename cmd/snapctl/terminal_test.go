@@ -160,7 +160,7 @@ func TestTerminalOutput(t *testing.T) {
 			}
 			// The report starts on a line of its own after the
 			// program's unfinished last line.
-			if i := indexOf(lines, program[len(program)-1]); i < 0 || i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "snapctl run: ") {
+			if i := indexOf(lines, program[len(program)-1]); i < 0 || i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "verdict: ") {
 				t.Errorf("the report does not start on the line after the program's last:\n%s", strings.Join(lines, "\n"))
 			}
 			for _, l := range lines {
