@@ -140,13 +140,31 @@ func (h *htmlWriter) suspects(r *Report) {
 	}
 	h.printf("<p class=\"verdict\">%s grew steadily: in most intervals between consecutive hits of a breakpoint, and still at the end.</p>\n",
 		esc(countOf(len(r.Suspects), "site", "sites")))
-	h.printf("<table class=\"suspects\">\n<thead><tr><th class=\"num\">#</th><th>Site and stack</th><th>Breakpoint</th>" +
-		"<th class=\"num\">Growth/hit</th><th class=\"num\">Growing</th><th class=\"num\">Total</th><th>Bytes over the stops</th></tr></thead>\n<tbody>\n")
+	// Blocks per hit tell one object per request from one buffer that
+	// grew; a snapshot without block counts has none.
+	blocks := false
+	for _, s := range r.Suspects {
+		blocks = blocks || s.BlocksPerHit != nil
+	}
+	blocksHead := ""
+	if blocks {
+		blocksHead = "<th class=\"num\">Blocks/hit</th>"
+	}
+	h.printf("<table class=\"suspects\">\n<thead><tr><th class=\"num\">#</th><th>Site and stack</th><th>Breakpoint</th>"+
+		"<th class=\"num\">Growth/hit</th>%s<th class=\"num\">Growing</th><th class=\"num\">Total</th><th>Bytes over the stops</th></tr></thead>\n<tbody>\n", blocksHead)
 	for i, s := range r.Suspects {
 		h.printf("<tr id=\"suspect-%d\"><td class=\"num\">%d</td><td><details><summary>%s</summary>\n", i+1, i+1, htmlSite(s.Frame))
 		h.stack(s.Library, s.Stack)
-		h.printf("</details></td><td>%s</td><td class=\"num\">%s</td><td class=\"num\">%d/%d</td><td class=\"num\">%s</td><td>",
-			esc(sectionLabel(s.Breakpoint)), esc(FormatDelta(s.GrowthPerHit)), s.GrowingIntervals, s.Intervals, esc(FormatDelta(s.TotalGrowth)))
+		h.printf("</details></td><td>%s</td><td class=\"num\">%s</td>", esc(sectionLabel(s.Breakpoint)), esc(FormatDelta(s.GrowthPerHit)))
+		if blocks {
+			b := ""
+			if s.BlocksPerHit != nil {
+				b = formatBlocks(*s.BlocksPerHit)
+			}
+			h.printf("<td class=\"num\">%s</td>", esc(b))
+		}
+		h.printf("<td class=\"num\">%d/%d</td><td class=\"num\">%s</td><td>",
+			s.GrowingIntervals, s.Intervals, esc(FormatDelta(s.TotalGrowth)))
 		h.sparkline(s)
 		h.printf("</td></tr>\n")
 	}
@@ -511,7 +529,15 @@ func (h *htmlWriter) diff(d *Diff) {
 		h.printf("<p>No site changed.</p>\n")
 		return
 	}
-	h.printf("<table>\n<thead><tr><th class=\"num\">Δ</th><th class=\"num\">Before</th><th class=\"num\">After</th><th>Change</th><th>Site</th></tr></thead>\n<tbody>\n")
+	blocks := false
+	for _, s := range sites {
+		blocks = blocks || s.SiteBlocks != nil
+	}
+	blocksHead := ""
+	if blocks {
+		blocksHead = "<th class=\"num\">Blocks</th>"
+	}
+	h.printf("<table>\n<thead><tr><th class=\"num\">Δ</th>%s<th class=\"num\">Before</th><th class=\"num\">After</th><th>Change</th><th>Site</th></tr></thead>\n<tbody>\n", blocksHead)
 	for _, s := range sites {
 		before, after := FormatBytes(s.Before), FormatBytes(s.After)
 		switch s.Change {
@@ -520,8 +546,16 @@ func (h *htmlWriter) diff(d *Diff) {
 		case ChangeRevealed:
 			before = "?"
 		}
-		h.printf("<tr><td class=\"num\">%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td><td>%s</td><td title=\"%s\">%s</td></tr>\n",
-			esc(FormatDelta(s.Delta)), esc(before), esc(after), esc(string(s.Change)), esc(stackTip(s.Library, s.Stack)), htmlSite(s.Frame))
+		h.printf("<tr><td class=\"num\">%s</td>", esc(FormatDelta(s.Delta)))
+		if blocks {
+			b := ""
+			if s.SiteBlocks != nil {
+				b = formatCount(s.DeltaBlocks)
+			}
+			h.printf("<td class=\"num\">%s</td>", esc(b))
+		}
+		h.printf("<td class=\"num\">%s</td><td class=\"num\">%s</td><td>%s</td><td title=\"%s\">%s</td></tr>\n",
+			esc(before), esc(after), esc(string(s.Change)), esc(stackTip(s.Library, s.Stack)), htmlSite(s.Frame))
 	}
 	h.printf("</tbody>\n</table>\n")
 	if more > 0 {

@@ -33,6 +33,8 @@ func TestReportHTMLInBrowser(t *testing.T) {
 	for _, want := range []string{
 		fmt.Sprintf("<code>handle_request</code> leak.c:%d", line),
 		"+24 B", fmt.Sprintf("%d/%d", n-1, n-1), fmt.Sprintf("+%d B", 24*(n-1)),
+		// One 24-byte block per hit.
+		`<th class="num">Blocks/hit</th>`, `<td class="num">+1</td>`,
 		fmt.Sprintf("site %d B</title>", 24*(n-1)),
 	} {
 		if !strings.Contains(suspects, want) {
