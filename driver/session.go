@@ -55,6 +55,10 @@ type Options struct {
 	// (default 2s).
 	Grace time.Duration
 
+	// ManifestEvery is how often, at most, run.json is rewritten while
+	// stops come in (default 10s), for a snapctl killed before the end.
+	ManifestEvery time.Duration
+
 	// Env is added to the environment of every process the session
 	// starts: gdb (and the vgdb it runs), valgrind and the target, before
 	// the plan's target.env. Tests mark their processes with it.
@@ -92,6 +96,9 @@ func (o *Options) defaults() {
 	}
 	if o.Grace <= 0 {
 		o.Grace = 2 * time.Second
+	}
+	if o.ManifestEvery <= 0 {
+		o.ManifestEvery = 10 * time.Second
 	}
 	if o.Stdout == nil {
 		o.Stdout = io.Discard
@@ -268,9 +275,13 @@ type session struct {
 	ending  string
 	endKill *time.Timer
 	endErr  error
-	bps     map[string]*bpState // by gdb breakpoint number
-	order   []*bpState          // plan order
-	seq     int
+	// written is when run.json was last written during the run, with
+	// writtenStops stops (refreshManifest).
+	written      time.Time
+	writtenStops int
+	bps          map[string]*bpState // by gdb breakpoint number
+	order        []*bpState          // plan order
+	seq          int
 	// schedMode is gdb's own scheduler-locking mode, read at the first
 	// stop that needs it.
 	schedMode string
@@ -370,10 +381,13 @@ func (s *session) run(ctx context.Context) (*Result, error) {
 		return s.finish(res, fmt.Errorf("copying the plan: %w", err))
 	}
 	// Write a failed manifest at once: if snapctl itself is killed, the run
-	// directory says the run did not complete.
+	// directory says the run did not complete. The loop rewrites it as
+	// stops come (refreshManifest), so that it also lists them.
+	s.m.Error = unfinished
 	if err := writeManifest(s.dir, s.m, nil, nil); err != nil {
 		return s.finish(res, err)
 	}
+	s.written = time.Now()
 
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -870,6 +884,7 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	default:
 		s.m.Status = StatusFailed
 	}
+	s.m.Error = ""
 	if err != nil {
 		s.m.Error = strings.SplitN(err.Error(), "\n", 2)[0]
 	}
@@ -899,6 +914,24 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 		return res, errors.Join(err, werr)
 	}
 	return res, err
+}
+
+// unfinished is run.json's error until the run ends: what a reader of a
+// snapctl killed outright finds.
+const unfinished = "the run had not ended when run.json was last written: snapctl was killed, or is still running"
+
+// refreshManifest rewrites run.json, status failed, with the stops and
+// diffs so far, when some came since it was last written and its interval
+// (Options.ManifestEvery) has passed: a snapctl killed with SIGKILL cannot write it at the end, and
+// run.json then still accounts for the snapshots in the run directory.
+// Best effort: the final write says how the run ended.
+func (s *session) refreshManifest() {
+	if n := s.stops.len(); n == s.writtenStops || time.Since(s.written) < s.opts.ManifestEvery {
+		return
+	}
+	if writeManifest(s.dir, s.m, s.stops, s.an.diffs) == nil {
+		s.written, s.writtenStops = time.Now(), s.stops.len()
+	}
 }
 
 // closeSpools removes the spooled stops and diffs.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -385,5 +386,59 @@ func TestRunHitsCountIgnoredHits(t *testing.T) {
 				t.Errorf("breakpoints' hits and snapshots (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// run.json lists the stops while the run goes on, so that a snapctl killed
+// outright leaves a run directory that accounts for its snapshots: a
+// program that ticks 50 times and then blocks has its five snapshots in
+// run.json, with status failed and the reason, before the run ends.
+func TestRunManifestDuringRun(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, "../testdata/e2e/ticks.c")
+	dir := t.TempDir()
+	planPath := filepath.Join(dir, "plan.yaml")
+	if err := os.WriteFile(planPath, []byte("breakpoints:\n  - name: tick\n    location: tick\n    every: 10\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "run")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, Options{PlanPath: planPath, Binary: bin, Args: []string{"50"}, OutDir: out,
+			ManifestEvery: 50 * time.Millisecond, Env: []string{testenv.ScopeEnv(t)}})
+		done <- err
+	}()
+	var m Manifest
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if data, err := os.ReadFile(filepath.Join(out, manifestFile)); err == nil && json.Unmarshal(data, &m) == nil && len(m.Stops) == 5 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the run ended (%v) before run.json listed its 5 stops", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run.json never listed 5 stops during the run: %+v", m.Stops)
+		}
+	}
+	if m.Status != StatusFailed || !strings.Contains(m.Error, "had not ended") {
+		t.Errorf("status %q, error %q during the run; want failed and why", m.Status, m.Error)
+	}
+	for _, st := range m.Stops {
+		if _, err := os.Stat(filepath.Join(out, st.Snapshot)); err != nil {
+			t.Errorf("stop %d: %v", st.Seq, err)
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, ErrInterrupted) {
+		t.Errorf("Run = %v, want ErrInterrupted", err)
+	}
+	if final := readManifest(t, out); final.Status != StatusInterrupt || final.Error == unfinished {
+		t.Errorf("final status %q, error %q", final.Status, final.Error)
 	}
 }

@@ -43,6 +43,7 @@ func (s *session) loop(ctx context.Context) error {
 			if err := s.checkStalls(); err != nil {
 				return err
 			}
+			s.refreshManifest()
 		case <-ctx.Done():
 			// The run ends whatever stopped the target; an exit that
 			// came first is still recorded.
