@@ -422,6 +422,7 @@ func (s *session) readSnapshot(t *taken) (*snapshots.Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading snapshot: %w", err)
 	}
+	s.inlined().rename(snap.Tree)
 	t.stop.HeapBytes, t.stop.HeapExtraBytes, t.stop.StacksBytes = snap.HeapBytes, snap.HeapExtraBytes, snap.StacksBytes
 	t.bp.sum.Snapshots++
 	if t.stop.Phase == phaseHit {

@@ -123,5 +123,6 @@ func (s *session) snapshotTree(file string) (*snapshots.Node, error) {
 	if len(f.Snapshots) == 0 || f.Snapshots[0].Tree == nil {
 		return nil, fmt.Errorf("%s holds no tree", file)
 	}
+	s.inlined().rename(f.Snapshots[0].Tree)
 	return f.Snapshots[0].Tree, nil
 }

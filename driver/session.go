@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/snapctl/snapctl/breakpoints"
@@ -275,6 +276,10 @@ type session struct {
 	ending  string
 	endKill *time.Timer
 	endErr  error
+	// inline qualifies the bare names valgrind gives inlined C++ frames;
+	// read once (inlined).
+	inline     *inlineNames
+	inlineOnce sync.Once
 	// written is when run.json was last written during the run, with
 	// writtenStops stops (refreshManifest).
 	written      time.Time

@@ -81,3 +81,26 @@ func TestUnresolvedLibraryLocations(t *testing.T) {
 		}
 	})
 }
+
+// At -O2, Cache::add and std::vector's code are inlined into handle():
+// valgrind names those frames by their bare names, and snapctl puts their
+// scope back from the program's DWARF, so the site is store::Cache::add
+// and the inlined std:: frames are library frames, not sites.
+func TestInlinedFramesKeepQualifiedNames(t *testing.T) {
+	t.Parallel()
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, fixtures+"inlined.cpp", "-O2")
+	plan := "breakpoints:\n  - name: handle\n    location: handle\n"
+	res := mustRun(t, session{Plan: plan, Bin: bin, Args: []string{"6"}}, exitOK)
+	checkCompleted(t, res)
+	if len(res.Run.Suspects) == 0 || res.Run.Suspects[0].Frame.Function != "store::Cache::add" {
+		t.Fatalf("suspects %+v, want store::Cache::add first", res.Run.Suspects)
+	}
+	for _, d := range res.Run.Diffs {
+		for _, s := range d.changed() {
+			if f := s.Frame.Function; !strings.Contains(f, "::") && !strings.Contains(f, "(") && f != "main" {
+				t.Errorf("diff %d→%d: site %q has a bare name", d.FromSeq, d.ToSeq, f)
+			}
+		}
+	}
+}
