@@ -153,8 +153,9 @@ func runDoctor(ctx context.Context, w io.Writer, opts *doctorOptions) error {
 	}
 
 	if opts.Binary != "" {
-		checkBinary(r, opts.Binary)
-		checkLibraries(ctx, r, opts.Binary)
+		if checkBinary(r, opts.Binary) {
+			checkLibraries(ctx, r, opts.Binary)
+		}
 	}
 
 	if len(r.failed) > 0 {
@@ -197,17 +198,18 @@ func checkMassif(ctx context.Context, r *doctorReport, valgrind string) {
 	r.line(checkOK, "massif", "valgrind runs a program under massif")
 }
 
-// checkBinary prints what snapctl needs to know about the target binary.
-func checkBinary(r *doctorReport, path string) {
+// checkBinary prints what snapctl needs to know about the target binary,
+// and reports whether it can be profiled.
+func checkBinary(r *doctorReport, path string) bool {
 	info, err := driver.InspectBinary(path)
 	if err != nil {
 		var be *driver.BinaryError
 		if errors.As(err, &be) {
 			r.fail("binary", be.Path, err, clauses(strings.TrimPrefix(be.Error(), "binary "+be.Path+" "))...)
-			return
+			return false
 		}
 		r.fail("binary", path, err, err.Error())
-		return
+		return false
 	}
 	r.line(checkOK, "binary", fmt.Sprintf("%s: ELF %s %s", info.Path, info.Machine, info.Kind))
 	switch {
@@ -225,6 +227,7 @@ func checkBinary(r *doctorReport, path string) {
 	default:
 		r.line(checkOK, "debug info", "DWARF with line tables")
 	}
+	return true
 }
 
 // checkLibraries checks the debug info of the libraries the binary links

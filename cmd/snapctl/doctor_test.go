@@ -86,6 +86,8 @@ func TestDoctorGoodBinary(t *testing.T) {
 	want := []string{
 		"OK    binary      " + bin + ": ELF x86-64 position-independent executable",
 		"OK    debug info  DWARF with line tables",
+		// libc, the system's
+		"OK    library     1 system libraries, not checked (their debug info comes from -dbg packages or debuginfod)",
 	}
 	if diff := cmp.Diff(want, binaryLines(lines)); diff != "" {
 		t.Errorf("binary lines (-want +got):\n%s", diff)
@@ -114,6 +116,7 @@ func TestDoctorNoDebugInfo(t *testing.T) {
 		"WARN  debug info  has no debug info",
 		"                  gdb cannot resolve file:line breakpoints and reports show no source lines",
 		"                  rebuild it with -g (and -O0 for exact lines)",
+		"OK    library     1 system libraries, not checked (their debug info comes from -dbg packages or debuginfod)",
 	}
 	if diff := cmp.Diff(want, binaryLines(lines)); diff != "" {
 		t.Errorf("binary lines (-want +got):\n%s", diff)

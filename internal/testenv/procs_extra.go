@@ -33,10 +33,11 @@ func (p Proc) Kind() Tool {
 		return Gdb
 	case base == "vgdb":
 		return Vgdb
-	case strings.HasPrefix(base, "valgrind"), strings.HasPrefix(base, "massif-"),
-		strings.Contains(p.Cmdline, "--tool=massif"):
+	case strings.HasPrefix(base, "massif-"), strings.Contains(p.Cmdline, "--tool="):
 		// Debian's launcher is /usr/bin/valgrind.bin, which execs the tool
-		// binary (massif-amd64-linux) but keeps its own argv.
+		// binary (massif-amd64-linux) but keeps its own argv. A valgrind
+		// without a tool (valgrind --version, as preflight runs it) runs
+		// no program and is not the run's valgrind.
 		return Valgrind
 	}
 	return ""
