@@ -1,0 +1,14 @@
+# The hand-written baseline for bench/stops/plan.yaml: break at f, take a
+# detailed snapshot, continue. Snapshot paths are relative to the target's
+# working directory (the benchmark runs valgrind in the snapshot folder).
+set pagination off
+set confirm off
+set $n = 0
+break f
+commands
+silent
+set $n = $n + 1
+eval "monitor detailed_snapshot s%d.massif", $n
+continue
+end
+continue
