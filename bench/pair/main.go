@@ -23,7 +23,10 @@
 // log every 10 ms from here, as snapctl does for itself. snapctl's peak
 // memory is its VmHWM in /proc/PID/status, read every 10 ms from here (a
 // read, no fork); getrusage cannot give it, since a process's ru_maxrss
-// covers its children, and valgrind is snapctl's child.
+// covers its children, and valgrind is snapctl's child. Each round also
+// splits the CPU time: gdb and vgdb (gdb's rusage, which covers vgdb) against
+// valgrind on the script's side, snapctl's own process (its /proc/PID/stat,
+// read with VmHWM) against its children on snapctl's.
 //
 // Every side has a deadline (-timeout): past it, pair kills the side's
 // whole process tree, says so, and counts a hang. On SIGINT, SIGTERM or
@@ -81,9 +84,13 @@ type config struct {
 type sample struct {
 	wall, cpu time.Duration
 	peakKiB   int64 // snapctl's VmHWM, 0 for the gdb side
-	dirBytes  int64 // snapctl's run folder, or the gdb side's snapshots
-	hung      bool
-	stops     int
+	// own is the CPU time of the side's driving process alone: gdb and
+	// vgdb for the script, snapctl for snapctl (the rest is valgrind,
+	// and gdb and vgdb under snapctl).
+	own      time.Duration
+	dirBytes int64 // snapctl's run folder, or the gdb side's snapshots
+	hung     bool
+	stops    int
 }
 
 // bench holds the state shared with the signal handler.
@@ -231,6 +238,8 @@ func (b *bench) pairs() error {
 		fmt.Printf("round %d: gdb %7.2f s wall %7.2f s cpu | snapctl %7.2f s wall %7.2f s cpu %6.1f MiB peak | ratio wall %.2f cpu %.2f\n",
 			r, g.wall.Seconds(), g.cpu.Seconds(), s.wall.Seconds(), s.cpu.Seconds(), mib(s.peakKiB*1024),
 			ratio(s.wall, g.wall), ratio(s.cpu, g.cpu))
+		fmt.Printf("         cpu split: gdb+vgdb %.2f s, rest (valgrind) %.2f s | snapctl itself %.2f s, rest (valgrind, gdb, vgdb) %.2f s\n",
+			g.own.Seconds(), (g.cpu - g.own).Seconds(), s.own.Seconds(), (s.cpu - s.own).Seconds())
 	}
 	var walls, cpus []float64
 	var peak int64
@@ -266,7 +275,7 @@ func (b *bench) hangs() error {
 			fmt.Printf("run %d: FAILED: %v\n", r, err)
 		default:
 			done++
-			fmt.Printf("run %d: completed, %d stops, %.2f s wall, %.2f s cpu\n", r, s.stops, s.wall.Seconds(), s.cpu.Seconds())
+			fmt.Printf("run %d: completed, %d stops, %.2f s wall, %.2f s cpu, %.1f MiB peak\n", r, s.stops, s.wall.Seconds(), s.cpu.Seconds(), mib(s.peakKiB*1024))
 		}
 	}
 	fmt.Printf("completed: %d of %d\n", done, c.hangs)
@@ -340,6 +349,9 @@ func (b *bench) gdbSide() (sample, error) {
 	wall := time.Since(t0)
 	b.sweep()
 	s := sample{wall: wall, cpu: childrenCPU() - before, hung: hung}
+	if gdb.ProcessState != nil {
+		s.own = gdb.ProcessState.UserTime() + gdb.ProcessState.SystemTime()
+	}
 	s.stops, s.dirBytes = countFiles(snaps)
 	switch {
 	case hung:
@@ -378,13 +390,13 @@ func (b *bench) snapctlSide(round int) (sample, error) {
 		return sample{}, err
 	}
 	done := waitIn(cmd)
-	var peak atomic.Int64
+	var peak, ownTicks atomic.Int64
 	stopPoll := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		pollHWM(cmd.Process.Pid, &peak, stopPoll)
+		pollProc(cmd.Process.Pid, &peak, &ownTicks, stopPoll)
 	}()
 	hung := false
 	timer := time.NewTimer(b.cfg.timeout)
@@ -404,7 +416,8 @@ func (b *bench) snapctlSide(round int) (sample, error) {
 	wg.Wait()
 	wall := time.Since(t0)
 	b.sweep()
-	s := sample{wall: wall, cpu: childrenCPU() - before, peakKiB: peak.Load(), hung: hung}
+	s := sample{wall: wall, cpu: childrenCPU() - before, peakKiB: peak.Load(), hung: hung,
+		own: time.Duration(ownTicks.Load()) * time.Second / clockTicks}
 	s.dirBytes = dirBytes(out)
 	if hung {
 		s.stops, _ = countFiles(filepath.Join(out, "snapshots"))
@@ -455,12 +468,33 @@ func waitReady(logFile string, exited chan error, deadline time.Time) error {
 	}
 }
 
-// pollHWM records the highest VmHWM of pid until stop is closed.
-func pollHWM(pid int, peak *atomic.Int64, stop chan struct{}) {
+// clockTicks is the unit of utime and stime in /proc/PID/stat (USER_HZ,
+// 100 on Linux).
+const clockTicks = 100
+
+// pollProc records, until stop is closed, the highest VmHWM of pid and
+// its own user+system time in clock ticks (the last reading, at most 10 ms
+// before it exited).
+func pollProc(pid int, peak, ticks *atomic.Int64, stop chan struct{}) {
 	path := fmt.Sprintf("/proc/%d/status", pid)
+	statPath := fmt.Sprintf("/proc/%d/stat", pid)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		if data, err := os.ReadFile(statPath); err == nil {
+			// pid (comm) state ppid ...: utime and stime are the 14th and
+			// 15th fields, the 12th and 13th after the comm.
+			if i := bytes.LastIndexByte(data, ')'); i >= 0 {
+				f := strings.Fields(string(data[i+1:]))
+				if len(f) > 12 {
+					u, _ := strconv.ParseInt(f[11], 10, 64)
+					st, _ := strconv.ParseInt(f[12], 10, 64)
+					if u+st > ticks.Load() {
+						ticks.Store(u + st)
+					}
+				}
+			}
+		}
 		if data, err := os.ReadFile(path); err == nil {
 			if i := bytes.Index(data, []byte("VmHWM:")); i >= 0 {
 				f := strings.Fields(string(data[i+len("VmHWM:"):]))
