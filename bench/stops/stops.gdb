@@ -1,0 +1,15 @@
+# The hand-written baseline for bench/stops/plan.yaml: break at f, take a
+# snapshot of live bytes and blocks per stack (monitor xtmemory, what snapctl
+# takes), continue. Snapshot paths are relative to the target's
+# working directory (the benchmark runs valgrind in the snapshot folder).
+set pagination off
+set confirm off
+set $n = 0
+break f
+commands
+silent
+set $n = $n + 1
+eval "monitor xtmemory s%d.ms", $n
+continue
+end
+continue
