@@ -300,7 +300,10 @@ func (b *bench) gdbSide() (sample, error) {
 	// --xtree-memory=allocs: the script takes the snapshot snapctl takes
 	// (monitor xtmemory, live bytes and blocks per stack).
 	vgArgs := []string{"--tool=massif", "--threshold=0", "--fair-sched=yes", "--xtree-memory=allocs", "--vgdb=yes", "--vgdb-error=0",
-		"--vgdb-prefix=" + prefix, "--massif-out-file=" + filepath.Join(dir, "massif.out"), "--log-file=" + logFile}
+		"--vgdb-prefix=" + prefix, "--massif-out-file=" + filepath.Join(dir, "massif.out"), "--log-file=" + logFile,
+		// At exit valgrind writes the xtree report, by default into the
+		// target's folder, where the snapshots are counted.
+		"--xtree-memory-file=" + filepath.Join(dir, "xtmemory.kcg")}
 	vgArgs = append(vgArgs, b.cfg.gdbExtra...)
 	vgArgs = append(append(vgArgs, b.binary), b.cfg.args...)
 	var gdbOut bytes.Buffer
