@@ -1,0 +1,167 @@
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/snapctl/snapctl/internal/testenv"
+)
+
+// runNative runs plan (whose backend is native) on binary with args.
+func runNative(t *testing.T, opts Options, plan, binary string, args ...string) (*Result, *Manifest, error) {
+	t.Helper()
+	testenv.MustHave(t, "gdb")
+	testenv.NoLeftovers(t)
+	dir := t.TempDir()
+	planPath := filepath.Join(dir, "plan.yaml")
+	if err := os.WriteFile(planPath, []byte(plan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts.PlanPath, opts.Binary, opts.Args, opts.OutDir = planPath, binary, args, filepath.Join(dir, "run dir")
+	opts.Env = append(opts.Env, testenv.ScopeEnv(t))
+	res, err := Run(context.Background(), opts)
+	if res == nil {
+		t.Fatalf("no run: %v", err)
+	}
+	return res, readManifest(t, res.Dir), err
+}
+
+const roundPlan = "backend: native\nbreakpoints:\n  - name: round\n    location: round_done\n"
+
+// TestNativeLeak: 100 blocks of 100 bytes per round are 100 chunks of 112
+// bytes in glibc's in-use heap, and the free heap gives them up.
+func TestNativeLeak(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/leak.c")
+	for _, p := range stopPaths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			res, m, err := runNative(t, Options{NoAgent: p.noAgent}, roundPlan, bin, "100")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Backend != BackendNative || m.Native == nil || m.Native.TrimProbe || m.Valgrind != nil {
+				t.Errorf("backend %q, native %+v, valgrind %v", m.Backend, m.Native, m.Valgrind)
+			}
+			if len(m.Stops) != 6 {
+				t.Fatalf("%d stops, want 6", len(m.Stops))
+			}
+			for _, s := range m.Stops {
+				mem := s.Memory
+				if mem == nil || mem.HeapInUseBytes == nil || mem.HeapFreeBytes == nil || mem.MmapBytes == nil || mem.Arenas == nil {
+					t.Fatalf("stop %d: memory %+v", s.Seq, mem)
+				}
+				if mem.RSSBytes <= 0 || mem.AnonRSSBytes <= 0 || mem.AnonRSSBytes > mem.RSSBytes || *mem.Arenas != 1 || *mem.MmapBytes != 0 {
+					t.Errorf("stop %d: memory %+v", s.Seq, *mem)
+				}
+				if s.Snapshot != "" {
+					t.Errorf("stop %d: snapshot %q", s.Seq, s.Snapshot)
+				}
+			}
+			if len(m.Diffs) != 5 {
+				t.Fatalf("%d diffs, want 5", len(m.Diffs))
+			}
+			diffs := nativeDiffs(t, res.Dir)
+			for _, d := range diffs {
+				if d.Kind != "between-hits" || *d.MemoryDelta.HeapInUseBytes != 100*112 || *d.MemoryDelta.HeapFreeBytes != -100*112 {
+					t.Errorf("diff %d..%d: %s %+v; want in-use +11200, free -11200", d.FromSeq, d.ToSeq, d.Kind, d.MemoryDelta)
+				}
+			}
+			if len(m.Verdicts) != 1 {
+				t.Fatalf("verdicts %+v", m.Verdicts)
+			}
+			v := m.Verdicts[0]
+			if v.Verdict != VerdictLeak || *v.Figures.InUseGrowth != 5*11200 || *v.Figures.InUsePerHit != 11200 || v.Figures.InUseIntervals != 5 {
+				t.Errorf("verdict %+v, figures %+v", v, v.Figures)
+			}
+			if !strings.Contains(v.Sentence, "--backend massif") {
+				t.Errorf("sentence %q does not say to rerun with massif", v.Sentence)
+			}
+			report, _ := os.ReadFile(filepath.Join(res.Dir, reportFile))
+			if !strings.Contains(string(report), "**verdict: leak at breakpoint round") || !strings.Contains(string(report), massifNote) {
+				t.Errorf("report.md:\n%s", report)
+			}
+		})
+	}
+}
+
+// nativeDiffs reads run.json's diffs as the native backend writes them.
+func nativeDiffs(t *testing.T, dir string) []MemoryDiff {
+	t.Helper()
+	var m struct{ Diffs []MemoryDiff }
+	readJSON(t, filepath.Join(dir, manifestFile), &m)
+	return m.Diffs
+}
+
+// TestNativeRetention: freed small blocks below a live one stay with the
+// allocator. With trim_probe, malloc_trim(0) gives most of them back.
+func TestNativeRetention(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/retain.c")
+	_, m, err := runNative(t, Options{}, roundPlan, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Verdicts) != 1 || m.Verdicts[0].Verdict != VerdictRetention {
+		t.Fatalf("verdicts %+v", m.Verdicts)
+	}
+	f := m.Verdicts[0].Figures
+	// One 256-byte block (a 272-byte chunk) kept per round; about 2 MiB
+	// more resident and free per round.
+	if *f.InUseGrowth > 5*272+4096 || f.RSSGrowth < 9<<20 || *f.FreeGrowth < 9<<20 {
+		t.Errorf("figures %+v: in-use %d, free %d", f, *f.InUseGrowth, *f.FreeGrowth)
+	}
+	if !strings.Contains(m.Verdicts[0].Sentence, "MALLOC_ARENA_MAX") || !strings.Contains(m.Verdicts[0].Sentence, "native.trim_probe") {
+		t.Errorf("sentence %q", m.Verdicts[0].Sentence)
+	}
+
+	_, m, err = runNative(t, Options{}, "native:\n  trim_probe: true\n"+roundPlan, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Native == nil || !m.Native.TrimProbe {
+		t.Errorf("native %+v: trim_probe not recorded", m.Native)
+	}
+	for _, s := range m.Stops {
+		// The round's freed chunks: (r+1) * 8192 blocks of 256 bytes,
+		// 272-byte chunks, and the array of their pointers, 8 bytes a
+		// block; all but the pages that hold live chunks' edges go back.
+		n := int64(s.Hit) * 8192
+		want := n * (272 + 8)
+		if got := s.Memory.TrimReleasedBytes; got == nil || *got > want || *got < want-64<<10 {
+			t.Errorf("stop %d: trim_released_bytes %d, want %d less at most 64 KiB", s.Seq, deref(got), want)
+		}
+	}
+}
+
+// TestNativeOutsideHeap: memory mapped outside malloc.
+func TestNativeOutsideHeap(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/mapped.c")
+	_, m, err := runNative(t, Options{}, roundPlan, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Verdicts) != 1 || m.Verdicts[0].Verdict != VerdictOutsideHeap {
+		t.Fatalf("verdicts %+v", m.Verdicts)
+	}
+	f := m.Verdicts[0].Figures
+	if *f.InUseGrowth != 0 || *f.FreeGrowth != 0 || f.RSSGrowth < 5<<20 || f.RSSGrowth > 5<<20+64<<10 {
+		t.Errorf("figures %+v: in-use %d, free %d", f, *f.InUseGrowth, *f.FreeGrowth)
+	}
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatal(err)
+	}
+}
