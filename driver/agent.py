@@ -332,8 +332,21 @@ def native_memory(trim):
     return rec
 
 
-def measure_native(path, trim):
-    """Writes the native measurement of the stopped target to path."""
-    rec = native_memory(trim)
+def measure_native(path, trim, lock=None):
+    """Writes the native measurement of the stopped target to path. With
+    lock (gdb's scheduler-locking mode, "on" at an around_call stop), only
+    the stopped thread runs during the inferior calls, so that no other
+    thread allocates between the readings of a call's hit and return;
+    without it every thread runs during the calls, and one that holds an
+    arena's lock releases it."""
+    prev = None
+    if lock:
+        prev = gdb.parameter("scheduler-locking")
+        gdb.execute("set scheduler-locking %s" % lock)
+    try:
+        rec = native_memory(trim)
+    finally:
+        if prev is not None:
+            gdb.execute("set scheduler-locking %s" % prev)
     with open(path, "w") as f:
         json.dump(rec, f)

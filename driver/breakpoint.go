@@ -94,6 +94,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 	}
 
 	// around_call: run to the return of the function and snapshot again.
+	switches := s.taskSwitches()
 	if _, err := s.send(sctx, "-exec-finish"); err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
@@ -110,6 +111,34 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		// The call does not return in time (blocked, or waiting for a
 		// thread that valgrind does not schedule): give this stop up.
 		irec := s.interrupt()
+		released := false
+		if irec != nil && ownStop(irec) && s.native != nil && stop.SchedulerLocking == "on" {
+			// Natively the lock holds: the call may wait for a
+			// thread that the lock keeps stopped. The deadline
+			// releases it and the call goes on with every thread.
+			released, rec2, err = s.releaseLock(ctx, st, stop, hit, restore)
+			if err != nil {
+				return s.stopFailed(ctx, err)
+			}
+			restore = func(context.Context) error { return nil }
+		}
+		if released && returned(rec2) {
+			ret := &Stop{Breakpoint: st.bp.Name, Hit: hit, Phase: phaseReturn, SchedulerLocking: stop.SchedulerLocking, SchedulerLockReleased: true}
+			if f := recFrame(rec2); f != nil {
+				ret.Frame = *f
+			}
+			after, err := s.inspectAndSnapshot(ctx, st, ret, stop.Thread.ID, false, s.pending[len(s.pending)-1], nil)
+			if err != nil {
+				return s.stopFailed(ctx, err)
+			}
+			changed := append(threadsChanged(stop.Thread.ID, threads, after), "scheduler-locking released")
+			ran := true
+			ret.OtherThreadsRan, ret.ThreadsChanged = &ran, changed
+			return s.leaveStop(ctx, ctx, st, hit, restore)
+		}
+		if released {
+			irec = rec2
+		}
 		s.event(Event{Kind: "stop-abandoned", Thread: stop.Thread,
 			Message: fmt.Sprintf("breakpoint %q hit %d: the call did not return within %v; stop abandoned", st.bp.Name, hit, timeout)})
 		if irec == nil || ownStop(irec) || returned(irec) {
@@ -134,6 +163,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		return s.stopFailed(ctx, err)
 	}
 	changed := threadsChanged(stop.Thread.ID, threads, after)
+	changed = append(changed, s.threadsRan(switches, stop.Thread)...)
 	ran := len(changed) > 0
 	ret.OtherThreadsRan, ret.ThreadsChanged = &ran, changed
 	return s.leaveStop(ctx, sctx, st, hit, restore)

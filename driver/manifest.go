@@ -178,6 +178,11 @@ type Stop struct {
 	// SchedulerLocking is the gdb mode in force while the stop's actions
 	// ran, when they resumed the target.
 	SchedulerLocking string `json:"scheduler_locking,omitempty"`
+	// SchedulerLockReleased is set on a return-phase stop whose call did
+	// not return within stop_timeout under scheduler-locking (native
+	// backend): the lock was released and the call finished with every
+	// thread running.
+	SchedulerLockReleased bool `json:"scheduler_lock_released,omitempty"`
 }
 
 // Thread is one target thread as gdb names it.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -20,6 +22,9 @@ import (
 type nativeBackend struct {
 	// trim calls malloc_trim(0) at each stop (native.trim_probe).
 	trim bool
+	// lock is the plan's scheduler-locking mode, for the measurements
+	// over MI.
+	lock string
 	// attach is the process snapctl attach attached to, 0 when gdb
 	// started the program.
 	attach int
@@ -156,12 +161,19 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
+// measureCommand is the measurement of a stop over MI (a breakpoint with
+// commands or around_call), whose calls run under the plan's
+// scheduler-locking mode (see measure_native).
 func (b *nativeBackend) measureCommand(path string) string {
 	trim := "False"
 	if b.trim {
 		trim = "True"
 	}
-	return "python measure_native(" + pyString(path) + ", " + trim + ")"
+	lock := "None"
+	if b.lock != "" {
+		lock = pyString(b.lock)
+	}
+	return "python measure_native(" + pyString(path) + ", " + trim + ", " + lock + ")"
 }
 
 func (*nativeBackend) ext() string { return ".json" }
@@ -248,4 +260,99 @@ func hasFeature(r *mi.Result, name string) bool {
 		}
 	}
 	return false
+}
+
+// releaseLock goes on with an around_call whose call did not return
+// within stop_timeout under scheduler-locking, and which an interrupt has
+// stopped inside: it restores gdb's mode (every thread runs), records an
+// event, and finishes the call's frame. It returns the stop that followed
+// (the return, or whatever came first) or released false when the call's
+// frame is not on the stack any more.
+func (s *session) releaseLock(ctx context.Context, st *bpState, stop *Stop, hit int, restore func(context.Context) error) (released bool, rec *mi.Record, err error) {
+	lctx, cancel := context.WithTimeout(ctx, s.stopTimeout())
+	defer cancel()
+	if err := restore(lctx); err != nil {
+		return false, nil, err
+	}
+	r, err := s.send(lctx, "-stack-list-frames", "--thread", stop.Thread.ID)
+	if err != nil {
+		return false, nil, err
+	}
+	level := ""
+	for _, f := range r.List("stack") {
+		if f.String("func") == stop.Frame.Function {
+			level = f.String("level") // the outermost: the call itself
+		}
+	}
+	s.event(Event{Kind: "scheduler-lock-released", Thread: stop.Thread,
+		Message: fmt.Sprintf("breakpoint %q hit %d: the call did not return within %v with only its thread running; scheduler-locking released, every thread runs until it returns", st.bp.Name, hit, s.stopTimeout())})
+	if level == "" {
+		return false, nil, nil
+	}
+	if _, err := s.send(lctx, "-exec-finish", "--thread", stop.Thread.ID, "--frame", level); err != nil {
+		return false, nil, err
+	}
+	rec, err = s.waitStopped(lctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, nil, err
+		}
+		return true, s.interrupt(), nil
+	}
+	return true, rec, nil
+}
+
+// taskSwitches returns the context switches of every thread of a native
+// target by thread id (LWP), nil under massif: a thread that ran between
+// two readings switched at least once.
+func (s *session) taskSwitches() map[string]int64 {
+	if s.native == nil || s.targetPid == 0 {
+		return nil
+	}
+	dir := fmt.Sprintf("/proc/%d/task", s.targetPid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	out := make(map[string]int64, len(ents))
+	for _, e := range ents {
+		st, err := procStatus(mustAtoi(e.Name()))
+		if err != nil {
+			continue
+		}
+		var v, n int64
+		fmt.Sscan(st["voluntary_ctxt_switches"], &v)
+		fmt.Sscan(st["nonvoluntary_ctxt_switches"], &n)
+		out[e.Name()] = v + n
+	}
+	return out
+}
+
+// threadsRan names the threads other than self whose context switches
+// changed since before (taskSwitches): they ran.
+func (s *session) threadsRan(before map[string]int64, self Thread) []string {
+	if before == nil {
+		return nil
+	}
+	after := s.taskSwitches()
+	lwp := ""
+	if i := strings.Index(self.TargetID, "LWP "); i >= 0 {
+		lwp = strings.TrimSuffix(self.TargetID[i+4:], ")")
+	}
+	var ran []string
+	for tid, n := range after {
+		if tid == lwp {
+			continue
+		}
+		if m, ok := before[tid]; !ok || m != n {
+			ran = append(ran, "LWP "+tid+": ran (context switches)")
+		}
+	}
+	sort.Strings(ran)
+	return ran
+}
+
+func mustAtoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }

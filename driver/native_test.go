@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -163,5 +164,77 @@ func readJSON(t *testing.T, path string, v any) {
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNativeLockedCall: natively gdb honours scheduler-locking, so the
+// within-call delta of keep_one is its own 4000-byte block (a 4016-byte
+// chunk) while another thread allocates, and no other thread ran.
+func TestNativeLockedCall(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/locked.c")
+	res, m, err := runNative(t, Options{}, "backend: native\nscheduler_locking: on\nbreakpoints:\n  - name: keep\n    location: keep_one\n    around_call: true\n", bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var within []MemoryDiff
+	for _, d := range nativeDiffs(t, res.Dir) {
+		if d.Kind == "within-call" {
+			within = append(within, d)
+		}
+	}
+	if len(within) != 4 {
+		t.Fatalf("%d within-call diffs, want 4", len(within))
+	}
+	for _, d := range within {
+		if got := *d.MemoryDelta.HeapInUseBytes; got != 4016 {
+			t.Errorf("call %d..%d: in-use delta %d, want 4016", d.FromSeq, d.ToSeq, got)
+		}
+	}
+	for _, s := range m.Stops {
+		if s.Phase != phaseReturn {
+			continue
+		}
+		if s.OtherThreadsRan == nil || *s.OtherThreadsRan || s.SchedulerLocking != "on" {
+			t.Errorf("return stop %d: other_threads_ran %v (%v), scheduler_locking %q", s.Seq, s.OtherThreadsRan, s.ThreadsChanged, s.SchedulerLocking)
+		}
+	}
+}
+
+// TestNativeLockReleased: a call that waits for another thread never
+// returns while the lock keeps that thread stopped; at stop_timeout the
+// lock is released, the call returns and the run goes on.
+func TestNativeLockReleased(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/locked.c")
+	_, m, err := runNative(t, Options{}, "backend: native\nstop_timeout: 1s\nbreakpoints:\n  - name: wait\n    location: wait_for_other\n    around_call: true\n", bin, "block")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Status != StatusCompleted || len(m.Stops) != 2 {
+		t.Fatalf("status %s, %d stops, events %+v", m.Status, len(m.Stops), m.Events)
+	}
+	ret := m.Stops[1]
+	if ret.Phase != phaseReturn || !ret.SchedulerLockReleased || ret.OtherThreadsRan == nil || !*ret.OtherThreadsRan {
+		t.Errorf("return stop %+v", ret)
+	}
+	if !slices.ContainsFunc(m.Events, func(e Event) bool { return e.Kind == "scheduler-lock-released" }) {
+		t.Errorf("events %+v: no scheduler-lock-released", m.Events)
+	}
+}
+
+// TestNativeUnlockedCallSeesOtherThreads: without the lock the other
+// thread runs during the call, and the return stop says so.
+func TestNativeUnlockedCallSeesOtherThreads(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/locked.c")
+	_, m, err := runNative(t, Options{}, "backend: native\nscheduler_locking: off\nbreakpoints:\n  - name: keep\n    location: keep_one\n    around_call: true\n", bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range m.Stops {
+		if s.Phase == phaseReturn && (s.OtherThreadsRan == nil || !*s.OtherThreadsRan) {
+			t.Errorf("return stop %d: other_threads_ran %v with scheduler_locking off", s.Seq, s.OtherThreadsRan)
+		}
 	}
 }
