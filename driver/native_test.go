@@ -3,11 +3,16 @@ package driver
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/snapctl/snapctl/internal/testenv"
 )
@@ -236,5 +241,115 @@ func TestNativeUnlockedCallSeesOtherThreads(t *testing.T) {
 		if s.Phase == phaseReturn && (s.OtherThreadsRan == nil || !*s.OtherThreadsRan) {
 			t.Errorf("return stop %d: other_threads_ran %v with scheduler_locking off", s.Seq, s.OtherThreadsRan)
 		}
+	}
+}
+
+// startLoop starts the attach fixture, which runs until killed, and
+// kills it at the end of the test.
+func startLoop(t *testing.T) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(testenv.Build(t, "testdata/native/loop.c"))
+	cmd.Env = append(os.Environ(), testenv.ScopeEnv(t))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd
+}
+
+// switches is the process's context switches: they grow while it runs.
+func switches(t *testing.T, pid int) int64 {
+	t.Helper()
+	st, err := procStatus(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	fmt.Sscan(st["voluntary_ctxt_switches"], &n)
+	return n
+}
+
+// TestNativeAttach attaches to a running process, takes max_hits stops,
+// deletes the breakpoint and detaches: the process goes on running,
+// untraced.
+func TestNativeAttach(t *testing.T) {
+	t.Parallel()
+	loop := startLoop(t)
+	pid := loop.Process.Pid
+	res, m, err := runNative(t, Options{AttachPID: pid}, "backend: native\nbreakpoints:\n  - name: tick\n    location: tick\n    max_hits: 5\n", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Status != StatusCompleted || len(m.Stops) != 5 || m.Native == nil || m.Native.AttachedPid != pid || !m.Native.Detached {
+		t.Fatalf("status %s, %d stops, native %+v", m.Status, len(m.Stops), m.Native)
+	}
+	// 100 bytes leaked per tick: one 112-byte chunk between stops.
+	for _, d := range nativeDiffs(t, res.Dir) {
+		if *d.MemoryDelta.HeapInUseBytes != 112 {
+			t.Errorf("diff %d..%d: in-use delta %d, want 112", d.FromSeq, d.ToSeq, *d.MemoryDelta.HeapInUseBytes)
+		}
+	}
+	st, err := procStatus(pid)
+	if err != nil || st["TracerPid"] != "0" || strings.HasPrefix(st["State"], "t") || strings.HasPrefix(st["State"], "Z") {
+		t.Fatalf("after the run: %v, state %q, tracer %q", err, st["State"], st["TracerPid"])
+	}
+	before := switches(t, pid)
+	time.Sleep(200 * time.Millisecond)
+	if after := switches(t, pid); after <= before {
+		t.Errorf("the process does not run after the detach: %d context switches, then %d", before, after)
+	}
+}
+
+// TestNativeAttachRefused: no such process, and one already traced, each
+// with its message and exit code; nothing is started.
+func TestNativeAttachRefused(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb")
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "plan.yaml")
+	if err := os.WriteFile(plan, []byte("backend: native\nbreakpoints:\n  - location: tick\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	attach := func(pid int) error {
+		res, err := Run(context.Background(), Options{PlanPath: plan, AttachPID: pid, OutDir: filepath.Join(dir, "out")})
+		if res != nil {
+			t.Errorf("a run directory for a refused attach")
+		}
+		return err
+	}
+	// A process that has exited and been reaped.
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	err := attach(gone.Process.Pid)
+	if code, _ := ExitStatus(err); code != ExitNoProcess || !strings.Contains(fmt.Sprint(err), "no such process") {
+		t.Errorf("gone process: %v (exit %d)", err, code)
+	}
+
+	loop := startLoop(t)
+	// This test traces it: a process has one tracer.
+	traced := make(chan error)
+	release := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		err := syscall.PtraceAttach(loop.Process.Pid)
+		traced <- err
+		<-release
+		if err == nil {
+			syscall.PtraceDetach(loop.Process.Pid)
+		}
+	}()
+	defer close(release)
+	if err := <-traced; err != nil {
+		t.Skipf("cannot trace the fixture: %v", err)
+	}
+	err = attach(loop.Process.Pid)
+	if code, _ := ExitStatus(err); code != ExitTraced || !strings.Contains(fmt.Sprint(err), fmt.Sprintf("already traced by process %d", os.Getpid())) {
+		t.Errorf("traced process: %v (exit %d)", err, code)
 	}
 }
