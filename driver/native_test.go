@@ -353,3 +353,54 @@ func TestNativeAttachRefused(t *testing.T) {
 		t.Errorf("traced process: %v (exit %d)", err, code)
 	}
 }
+
+// TestNativeNoAllocator: a program without glibc has no allocator state
+// to read: the run says so once and records resident memory only.
+func TestNativeNoAllocator(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/nolibc.c", "-static", "-nostdlib")
+	var warn testenv.Buffer
+	_, m, err := runNative(t, Options{Warn: &warn}, roundPlan, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Stops) != 3 {
+		t.Fatalf("%d stops", len(m.Stops))
+	}
+	for _, s := range m.Stops {
+		if s.Memory == nil || s.Memory.RSSBytes <= 0 || s.Memory.HeapInUseBytes != nil || s.Memory.HeapFreeBytes != nil {
+			t.Errorf("stop %d: memory %+v", s.Seq, s.Memory)
+		}
+	}
+	n := 0
+	for _, e := range m.Events {
+		if e.Kind == "no-allocator-state" {
+			n++
+		}
+	}
+	if n != 1 || strings.Count(warn.String(), "allocator cannot be read") != 1 {
+		t.Errorf("%d no-allocator-state events, warnings %q", n, warn.String())
+	}
+}
+
+// TestNativeWithoutLibcDebugInfo: without libc's debug info gdb does not
+// know struct mallinfo2; the call through a cast reads the same figures,
+// and the number of arenas is unknown.
+func TestNativeWithoutLibcDebugInfo(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/leak.c")
+	res, m, err := runNative(t, Options{}, "gdb:\n  init: [\"set debug-file-directory /nonexistent\"]\n"+roundPlan, bin, "100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range m.Stops {
+		if s.Memory == nil || s.Memory.HeapInUseBytes == nil || s.Memory.Arenas != nil {
+			t.Errorf("stop %d: memory %+v", s.Seq, s.Memory)
+		}
+	}
+	for _, d := range nativeDiffs(t, res.Dir) {
+		if *d.MemoryDelta.HeapInUseBytes != 100*112 {
+			t.Errorf("diff %d..%d: in-use delta %d, want 11200", d.FromSeq, d.ToSeq, *d.MemoryDelta.HeapInUseBytes)
+		}
+	}
+}
