@@ -44,6 +44,12 @@ func CheckAttach(pid int) error {
 	}
 	if t := strings.TrimSpace(status["TracerPid"]); t != "" && t != "0" {
 		tracer, _ := strconv.Atoi(t)
+		// TracerPid is the tracing thread; its process is named.
+		if ts, err := procStatus(tracer); err == nil {
+			if tg, err := strconv.Atoi(ts["Tgid"]); err == nil {
+				tracer = tg
+			}
+		}
 		return &AttachError{Pid: pid, Kind: AttachTraced, Msg: fmt.Sprintf("it is already traced by process %d (%s): a process has one tracer; detach that debugger first", tracer, procName(tracer))}
 	}
 	return nil

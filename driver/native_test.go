@@ -404,3 +404,23 @@ func TestNativeWithoutLibcDebugInfo(t *testing.T) {
 		}
 	}
 }
+
+// TestNativeAttachWorkload: attached, the run ends with its workload and
+// the process is left running.
+func TestNativeAttachWorkload(t *testing.T) {
+	t.Parallel()
+	loop := startLoop(t)
+	pid := loop.Process.Pid
+	_, m, err := runNative(t, Options{AttachPID: pid}, "backend: native\nworkload: [sleep, \"0.5\"]\nbreakpoints:\n  - name: tick\n    location: tick\n", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Status != StatusCompleted || len(m.Stops) < 5 || !m.Native.Detached || m.Target.Signal != nil {
+		t.Fatalf("status %s, %d stops, native %+v, signal %v", m.Status, len(m.Stops), m.Native, m.Target.Signal)
+	}
+	before := switches(t, pid)
+	time.Sleep(200 * time.Millisecond)
+	if after := switches(t, pid); after <= before {
+		t.Errorf("the process does not run after the detach")
+	}
+}

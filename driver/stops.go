@@ -46,6 +46,9 @@ func (s *session) loop(ctx context.Context) error {
 			if err := s.checkStalls(); err != nil {
 				return err
 			}
+			if s.attachedDone() {
+				return s.endErr
+			}
 		case <-ctx.Done():
 			// The run ends whatever stopped the target; an exit that
 			// came first is still recorded.
@@ -57,6 +60,9 @@ func (s *session) loop(ctx context.Context) error {
 			return s.gdbGone()
 		case err := <-s.workloadDone:
 			s.workloadEnded(err)
+			if s.attachedDone() {
+				return s.endErr
+			}
 		case <-vgDone:
 			// The exit record normally follows at once; if it does not,
 			// valgrind died under gdb's feet.
@@ -436,11 +442,15 @@ func findThread(threads []Thread, id string) Thread {
 }
 
 // attachedDone reports whether a run attached to a process has nothing
-// left to do: every breakpoint reached its max_hits and was deleted. The
+// left to do: every breakpoint reached its max_hits and was deleted, or
+// the workload or end_run_after ended the run (endTarget). The
 // process is left running (see nativeBackend.beforeClose).
 func (s *session) attachedDone() bool {
 	if s.opts.AttachPID == 0 {
 		return false
+	}
+	if s.ending != "" {
+		return true // the workload ended, or end_run_after
 	}
 	for _, st := range s.order {
 		if !st.sum.Deleted {

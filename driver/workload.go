@@ -90,6 +90,13 @@ func (s *session) endTarget(why string) {
 	if s.ending != "" || s.pid() == 0 {
 		return
 	}
+	if s.opts.AttachPID != 0 {
+		// A process snapctl attached to is not snapctl's to end: the
+		// run ends and gdb detaches (see attachedDone).
+		s.ending = why
+		s.event(Event{Kind: "run-ended", Message: why + ": snapctl detaches from the process, which goes on running"})
+		return
+	}
 	s.ending = why
 	s.event(Event{Kind: "target-ended", Message: fmt.Sprintf("%s: snapctl ends the target with SIGTERM (SIGKILL after %v)", why, endGrace)})
 	pid := s.pid()
