@@ -278,6 +278,20 @@ def proc_status(pid):
 MALLINFO2 = ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")
 
 
+# FUNCS caches the allocator's functions as gdb values, by process:
+# looking a name up in libc's debug info at every stop costs more than the
+# call itself.
+FUNCS = {}
+
+
+def func(expr):
+    """The gdb value of expr, a function, in the current process."""
+    key = (gdb.selected_inferior().pid, expr)
+    if key not in FUNCS:
+        FUNCS[key] = gdb.parse_and_eval(expr)
+    return FUNCS[key]
+
+
 def mallinfo2():
     """glibc's mallinfo2() as a dict. With libc's debug info gdb knows the
     struct; without it the function is called through a cast with the
@@ -286,14 +300,15 @@ def mallinfo2():
     below the stack pointer, past the red zone and the call's own frames,
     which the call overwrites and nothing reads."""
     try:
-        v = gdb.parse_and_eval("mallinfo2()")
+        v = func("mallinfo2")()
         return {f: int(v[f]) for f in MALLINFO2}
     except gdb.error as e:
         if "mallinfo2" in str(e) and "No symbol" in str(e):
             raise
     sp = int(gdb.parse_and_eval("(unsigned long)$sp"))
     buf = (sp - 16384) & ~15
-    gdb.parse_and_eval("((void *(*)(void *))mallinfo2)((void *)%d)" % buf)
+    voidp = gdb.lookup_type("void").pointer()
+    func("*(void *(*)(void *))mallinfo2")(gdb.Value(buf).cast(voidp))
     data = gdb.selected_inferior().read_memory(buf, 8 * len(MALLINFO2)).tobytes()
     return dict(zip(MALLINFO2, struct.unpack("<%dQ" % len(MALLINFO2), data)))
 
@@ -327,7 +342,7 @@ def native_memory(trim):
     if n is not None:
         rec["arenas"] = n
     if trim:
-        gdb.parse_and_eval("((int (*)(unsigned long))malloc_trim)(0)")
+        func("*(int (*)(unsigned long))malloc_trim")(0)
         rec["trim_released_bytes"] = rss - proc_status(pid)[0]
     return rec
 
