@@ -127,6 +127,10 @@ func TestParseErrors(t *testing.T) {
 			`plan.yaml:2:15: valgrind.fair_sched: must be "no", "yes" or "try", got "always"`}},
 		{"group_by", "report:\n  group_by: stak\n" + bp, []string{
 			`plan.yaml:2:13: report.group_by: must be "site", "function" or "stack", got "stak" (did you mean "stack"?)`}},
+		{"backend", "backend: nativ\n" + bp, []string{
+			`plan.yaml:1:10: backend: must be "massif" or "native", got "nativ" (did you mean "native"?)`}},
+		{"trim_probe", "native:\n  trim_probe: maybe\n" + bp, []string{
+			`plan.yaml:2:15: native.trim_probe: expected true or false, got "maybe"`}},
 		{"threshold range", "valgrind:\n  threshold: 101\n" + bp, []string{
 			`plan.yaml:2:14: valgrind.threshold: must be between 0 and 100, got 101`}},
 		{"threshold string", "valgrind:\n  threshold: \"1%\"\n" + bp, []string{

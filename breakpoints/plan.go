@@ -19,6 +19,13 @@ type Plan struct {
 	// Target describes how to start the profiled program. The command line
 	// overrides it: arguments after BINARY replace Args.
 	Target Target
+	// Backend is how memory is measured (key "backend"): "massif"
+	// (default: valgrind's massif, per allocation call site) or "native"
+	// (the program runs natively under gdb; the kernel's and glibc's
+	// figures at each stop).
+	Backend string
+	// Native holds the native backend's options (key "native").
+	Native Native
 	// Valgrind holds the massif options (key "valgrind").
 	Valgrind Valgrind
 	// Gdb holds gdb settings (key "gdb").
@@ -73,6 +80,14 @@ type Target struct {
 func (t Target) CwdError(format string, args ...any) *Error {
 	return &Error{File: t.CwdPos.File, Line: t.CwdPos.Line, Column: t.CwdPos.Column,
 		Key: "target.cwd", Msg: fmt.Sprintf(format, args...)}
+}
+
+// Native is the "native" section: options of the native backend.
+type Native struct {
+	// TrimProbe calls malloc_trim(0) at each stop and records what
+	// resident memory dropped by (key "trim_probe"; default false). It
+	// changes the program's state.
+	TrimProbe bool
 }
 
 // Valgrind is the "valgrind" section: options for valgrind and massif.

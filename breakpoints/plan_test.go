@@ -20,6 +20,7 @@ func TestDefaults(t *testing.T) {
 	want := &Plan{
 		File:             "plan.yaml",
 		Source:           []byte("breakpoints:\n  - location: handle_request\n"),
+		Backend:          "massif",
 		Valgrind:         Valgrind{Threshold: 0, FairSched: "yes"},
 		SchedulerLocking: "on",
 		KeepSnapshots:    "all",
@@ -60,6 +61,7 @@ func TestFullPlan(t *testing.T) {
 			Env:  []string{"LANG=C", "PORT=8080", "EMPTY="},
 			Cwd:  "/tmp", CwdPos: Pos{path, 8, 8},
 		},
+		Backend: "massif",
 		Valgrind: Valgrind{
 			Threshold:   0.5,
 			PagesAsHeap: true,

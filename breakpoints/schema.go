@@ -12,6 +12,20 @@ func (d *decoder) plan(root *yaml.Node, p *Plan) {
 	sawBreakpoints := false
 	ok := d.mapping(root, "", []field{
 		{"target", func(v *yaml.Node, kp string) { d.target(v, kp, &p.Target) }},
+		{"backend", func(v *yaml.Node, kp string) {
+			if s, ok := d.enum(v, kp, "massif", "native"); ok {
+				p.Backend = s
+			}
+		}},
+		{"native", func(v *yaml.Node, kp string) {
+			d.mapping(v, kp, []field{
+				{"trim_probe", func(v *yaml.Node, kp string) {
+					if b, ok := d.boolean(v, kp); ok {
+						p.Native.TrimProbe = b
+					}
+				}},
+			})
+		}},
 		{"valgrind", func(v *yaml.Node, kp string) { d.valgrind(v, kp, &p.Valgrind) }},
 		{"gdb", func(v *yaml.Node, kp string) { d.gdb(v, kp, &p.Gdb) }},
 		{"scheduler_locking", func(v *yaml.Node, kp string) {

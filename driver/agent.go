@@ -102,7 +102,7 @@ func (s *session) startAgent(ctx context.Context) error {
 		f.Close()
 		return fmt.Errorf("opening the agent's busy file: %w", err)
 	}
-	r, err = s.send(ctx, "-interpreter-exec", "console", mi.Quote(agentLoader(script, records, s.priv)))
+	r, err = s.send(ctx, "-interpreter-exec", "console", mi.Quote(agentLoader(script, records, s.priv, s.backend.agentMeasure())))
 	if err != nil {
 		f.Close()
 		bf.Close()
@@ -122,15 +122,15 @@ func (s *session) startAgent(ctx context.Context) error {
 
 // agentLoader is the gdb command that loads agent.py from script and
 // creates the agent, snapctl_agent, which records into records, marks its
-// stops in snapdir's busy file and has valgrind write snapshots into
-// snapdir with the command of heapsnap.go. It loads inside a try, so that
+// stops in snapdir's busy file and takes its measurements into snapdir
+// as measure, the backend's agentMeasure, says. It loads inside a try, so that
 // Python's own words reach snapctl after agentFailed: gdb would only
 // answer "Error while executing Python code".
-func agentLoader(script, records, snapdir string) string {
+func agentLoader(script, records, snapdir, measure string) string {
 	load := "try:\n" +
 		"    exec(compile(open(" + pyString(script) + ").read(), " + pyString(script) + ", 'exec'), globals())\n" +
 		"    snapctl_agent = Agent(" + pyString(records) + ", " + pyString(snapdir) + ", " + pyString(filepath.Join(snapdir, agentBusy)) + ", " +
-		pyString(snapshotMonitor) + ", " + pyString(snapshotExt) + ", " + pyString(xtreeReport) + ")\n" +
+		measure + ")\n" +
 		"except Exception as e:\n" +
 		"    print('" + agentFailed + "%s' % e)\n"
 	return "python exec(" + pyString(load) + ")"
@@ -152,7 +152,7 @@ func CheckAgent(ctx context.Context, gdb string) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, gdb, "--nx", "--batch",
-		"-ex", agentLoader(script, filepath.Join(dir, agentRecords), dir),
+		"-ex", agentLoader(script, filepath.Join(dir, agentRecords), dir, massifBackend{}.agentMeasure()),
 		"-ex", "python print('"+loaded+"')")
 	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()
@@ -344,9 +344,8 @@ func (s *session) agentStop(rec *agentRecord) error {
 	stop.Seq = s.seq
 	sec, frac := math.Modf(rec.Time)
 	stop.Time = stamp(time.Unix(int64(sec), int64(frac*1e9)))
-	stop.Snapshot = snapshotName(s.seq, st.bp.Name, stop.Hit, stop.Phase)
-	if err := moveFile(rec.Snapshot, filepath.Join(s.dir, stop.Snapshot)); err != nil {
-		return fmt.Errorf("keeping snapshot %s: %w", stop.Snapshot, err)
+	if err := s.backend.keep(s, rec.Snapshot, stop); err != nil {
+		return err
 	}
 	s.pending = append(s.pending, &taken{stop: stop, bp: st})
 	return nil

@@ -18,6 +18,7 @@
 
 import json
 import os
+import struct
 import time
 
 import gdb
@@ -80,7 +81,7 @@ BUSY_WIDTH = 32
 
 
 class Agent:
-    def __init__(self, records, snapdir, busy, monitor, ext, report):
+    def __init__(self, records, snapdir, busy, measure):
         self.fd = os.open(records, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         # The busy file says whether a stop is under way, "N BP" for the
         # Nth stop, at breakpoint BP, or "-" between stops: snapctl reads
@@ -90,9 +91,12 @@ class Agent:
         self.mark("-")
         self.calls = 0
         self.snapdir = snapdir
-        # The snapshot command, its file's extension and the line valgrind
-        # prints on success: snapctl's heapsnap.go spells them.
-        self.monitor, self.ext, self.report = monitor, ext, report
+        # How a stop is measured, as snapctl's backend says (backend.go):
+        # massif's snapshot command, its file's extension and the line
+        # valgrind prints on success; or the native backend's reading of
+        # /proc and glibc's allocator, written as JSON.
+        self.measure = measure
+        self.ext = measure["ext"]
         self.taken = 0
         self.breakpoints = []
         # The one thread of the last stop, as (number, details), while the
@@ -176,12 +180,16 @@ class Agent:
     def snapshot(self, bp, hit):
         self.taken += 1
         path = "%s/%d%s" % (self.snapdir, self.taken, self.ext)
-        # Success prints only the report line; valgrind's errors come back
-        # as text.
-        out = gdb.execute("%s %s" % (self.monitor, path), to_string=True)
-        msg = "\n".join(l.strip() for l in out.splitlines() if l.strip() and self.report not in l)
-        if msg:
-            return {"bp": str(bp.number), "kind": "snapshot", "error": msg}
+        if self.measure["kind"] == "native":
+            measure_native(path, self.measure.get("trim", False))
+        else:
+            # Success prints only the report line; valgrind's errors come
+            # back as text.
+            out = gdb.execute("%s %s" % (self.measure["monitor"], path), to_string=True)
+            report = self.measure["report"]
+            msg = "\n".join(l.strip() for l in out.splitlines() if l.strip() and report not in l)
+            if msg:
+                return {"bp": str(bp.number), "kind": "snapshot", "error": msg}
         rec = {
             "bp": str(bp.number),
             "hit": hit,
@@ -248,3 +256,112 @@ class SnapBreakpoint(gdb.Breakpoint):
             rec = {"bp": str(self.number), "kind": "agent", "error": "%s: %s" % (type(e).__name__, e)}
         self.agent.write(rec)
         return "error" in rec or rec["done"]
+
+
+# The native backend's measurement (snapctl's native.go reads it). Nothing
+# here allocates in the target or writes to its streams: /proc is read by
+# gdb, and the allocator answers through mallinfo2(), which only reads.
+
+
+def proc_status(pid):
+    """VmRSS and RssAnon of process pid, in bytes, from /proc."""
+    out = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "RssAnon"):
+                out[key] = int(rest.split()[0]) * 1024
+    return out.get("VmRSS", 0), out.get("RssAnon", 0)
+
+
+# MALLINFO2 are struct mallinfo2's fields, ten size_t, in order.
+MALLINFO2 = ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")
+
+
+# FUNCS caches the allocator's functions as gdb values, by process:
+# looking a name up in libc's debug info at every stop costs more than the
+# call itself.
+FUNCS = {}
+
+
+def func(expr):
+    """The gdb value of expr, a function, in the current process."""
+    key = (gdb.selected_inferior().pid, expr)
+    if key not in FUNCS:
+        FUNCS[key] = gdb.parse_and_eval(expr)
+    return FUNCS[key]
+
+
+def mallinfo2():
+    """glibc's mallinfo2() as a dict. With libc's debug info gdb knows the
+    struct; without it the function is called through a cast with the
+    address for its result (the x86-64 ABI returns a large struct through
+    a hidden pointer in the first argument register), a scratch area well
+    below the stack pointer, past the red zone and the call's own frames,
+    which the call overwrites and nothing reads."""
+    try:
+        v = func("mallinfo2")()
+        return {f: int(v[f]) for f in MALLINFO2}
+    except gdb.error as e:
+        if "mallinfo2" in str(e) and "No symbol" in str(e):
+            raise
+    sp = int(gdb.parse_and_eval("(unsigned long)$sp"))
+    buf = (sp - 16384) & ~15
+    voidp = gdb.lookup_type("void").pointer()
+    func("*(void *(*)(void *))mallinfo2")(gdb.Value(buf).cast(voidp))
+    data = gdb.selected_inferior().read_memory(buf, 8 * len(MALLINFO2)).tobytes()
+    return dict(zip(MALLINFO2, struct.unpack("<%dQ" % len(MALLINFO2), data)))
+
+
+def arenas():
+    """The number of glibc's arenas, walking main_arena's ring (a read of
+    memory, no call); None without libc's debug info."""
+    try:
+        first = gdb.parse_and_eval("&main_arena")
+        n, p = 1, first["next"]
+        while int(p) != int(first) and n < 100000:
+            n, p = n + 1, p["next"]
+        return n
+    except gdb.error:
+        return None
+
+
+def native_memory(trim):
+    pid = gdb.selected_inferior().pid
+    rss, anon = proc_status(pid)
+    rec = {"rss_bytes": rss, "anon_rss_bytes": anon}
+    try:
+        mi = mallinfo2()
+    except gdb.error as e:
+        # A static binary, or a libc that is not glibc.
+        rec["allocator_error"] = str(e)
+        return rec
+    rec.update(heap_in_use_bytes=mi["uordblks"], heap_free_bytes=mi["fordblks"],
+               mmap_bytes=mi["hblkhd"], arena_bytes=mi["arena"])
+    n = arenas()
+    if n is not None:
+        rec["arenas"] = n
+    if trim:
+        func("*(int (*)(unsigned long))malloc_trim")(0)
+        rec["trim_released_bytes"] = rss - proc_status(pid)[0]
+    return rec
+
+
+def measure_native(path, trim, lock=None):
+    """Writes the native measurement of the stopped target to path. With
+    lock (gdb's scheduler-locking mode, "on" at an around_call stop), only
+    the stopped thread runs during the inferior calls, so that no other
+    thread allocates between the readings of a call's hit and return;
+    without it every thread runs during the calls, and one that holds an
+    arena's lock releases it."""
+    prev = None
+    if lock:
+        prev = gdb.parameter("scheduler-locking")
+        gdb.execute("set scheduler-locking %s" % lock)
+    try:
+        rec = native_memory(trim)
+    finally:
+        if prev is not None:
+            gdb.execute("set scheduler-locking %s" % prev)
+    with open(path, "w") as f:
+        json.dump(rec, f)

@@ -94,6 +94,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 	}
 
 	// around_call: run to the return of the function and snapshot again.
+	switches := s.taskSwitches()
 	if _, err := s.send(sctx, "-exec-finish"); err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
@@ -110,6 +111,34 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		// The call does not return in time (blocked, or waiting for a
 		// thread that valgrind does not schedule): give this stop up.
 		irec := s.interrupt()
+		released := false
+		if irec != nil && ownStop(irec) && s.native != nil && stop.SchedulerLocking == "on" {
+			// Natively the lock holds: the call may wait for a
+			// thread that the lock keeps stopped. The deadline
+			// releases it and the call goes on with every thread.
+			released, rec2, err = s.releaseLock(ctx, st, stop, hit, restore)
+			if err != nil {
+				return s.stopFailed(ctx, err)
+			}
+			restore = func(context.Context) error { return nil }
+		}
+		if released && returned(rec2) {
+			ret := &Stop{Breakpoint: st.bp.Name, Hit: hit, Phase: phaseReturn, SchedulerLocking: stop.SchedulerLocking, SchedulerLockReleased: true}
+			if f := recFrame(rec2); f != nil {
+				ret.Frame = *f
+			}
+			after, err := s.inspectAndSnapshot(ctx, st, ret, stop.Thread.ID, false, s.pending[len(s.pending)-1], nil)
+			if err != nil {
+				return s.stopFailed(ctx, err)
+			}
+			changed := append(threadsChanged(stop.Thread.ID, threads, after), "scheduler-locking released")
+			ran := true
+			ret.OtherThreadsRan, ret.ThreadsChanged = &ran, changed
+			return s.leaveStop(ctx, ctx, st, hit, restore)
+		}
+		if released {
+			irec = rec2
+		}
 		s.event(Event{Kind: "stop-abandoned", Thread: stop.Thread,
 			Message: fmt.Sprintf("breakpoint %q hit %d: the call did not return within %v; stop abandoned", st.bp.Name, hit, timeout)})
 		if irec == nil || ownStop(irec) || returned(irec) {
@@ -134,6 +163,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		return s.stopFailed(ctx, err)
 	}
 	changed := threadsChanged(stop.Thread.ID, threads, after)
+	changed = append(changed, s.threadsRan(switches, stop.Thread)...)
 	ran := len(changed) > 0
 	ret.OtherThreadsRan, ret.ThreadsChanged = &ran, changed
 	return s.leaveStop(ctx, sctx, st, hit, restore)
@@ -234,7 +264,7 @@ const backtraceDepth = 32
 // do), all in one exchange with gdb. It fills stop's threads, frames and
 // snapshot file and returns the threads.
 func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Stop, tid string, backtrace bool, hitOf *taken, then []mi.Command) ([]Thread, error) {
-	tmp := filepath.Join(s.priv, "snap"+snapshotExt)
+	tmp := filepath.Join(s.priv, "snap"+s.backend.ext())
 	mode := st.bp.Threads
 	if st.bp.AroundCall {
 		// Whether another thread ran during the call is told from
@@ -264,7 +294,7 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 		}
 	}
 	snap := len(cmds)
-	cmds = append(cmds, mi.Command{Name: "-interpreter-exec", Args: []string{"console", mi.Quote(snapshotMonitor + " " + tmp)}})
+	cmds = append(cmds, mi.Command{Name: "-interpreter-exec", Args: []string{"console", mi.Quote(s.backend.measureCommand(tmp))}})
 	cmds = append(cmds, then...)
 	res, errs := s.sendBatch(ctx, cmds)
 	for i, err := range errs[:snap+1] {
@@ -303,7 +333,7 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 	stop.Threads = threads
 	// Errors come back as target-stream text with a ^done
 	// (docs/design.md, fact 5).
-	if msg := snapshotFailure(res[snap].Target()); msg != "" {
+	if msg := s.backend.failure(res[snap]); msg != "" {
 		return nil, &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("snapshot at breakpoint %q failed", st.bp.Name), Tail: msg}
 	}
 	// The agent's stops since the last one came before this snapshot,
@@ -315,9 +345,8 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 	s.seq++
 	stop.Seq = s.seq
 	stop.Time = stamp(time.Now())
-	stop.Snapshot = snapshotName(s.seq, st.bp.Name, stop.Hit, stop.Phase)
-	if err := moveFile(tmp, filepath.Join(s.dir, stop.Snapshot)); err != nil {
-		return nil, fmt.Errorf("keeping snapshot %s: %w", stop.Snapshot, err)
+	if err := s.backend.keep(s, tmp, stop); err != nil {
+		return nil, err
 	}
 	s.pending = append(s.pending, &taken{stop: stop, bp: st, hitOf: hitOf})
 	if len(then) > 0 {
@@ -376,25 +405,14 @@ func (s *session) flush() error {
 	pending := s.pending
 	s.pending = nil
 	for i, t := range pending {
-		snap, err := s.readSnapshot(t)
-		if err != nil {
+		if err := s.backend.record(s, t); err != nil {
 			// run.json lists no stop from here on: their files go.
 			for _, u := range pending[i:] {
-				os.Remove(filepath.Join(s.dir, u.stop.Snapshot))
+				if u.stop.Snapshot != "" {
+					os.Remove(filepath.Join(s.dir, u.stop.Snapshot))
+				}
 			}
 			return s.diskFull(err)
-		}
-		s.addStop(t.stop)
-		if t.hitOf == nil {
-			s.an.addHit(t.stop.Breakpoint, t.stop.Seq, t.stop.Hit, snap, t.same)
-			if t.bp.bp.AroundCall {
-				t.snap = snap
-			}
-			continue
-		}
-		if t.hitOf.snap != nil && !sameCall(t) {
-			s.an.addReturn(t.stop.Breakpoint, t.hitOf.stop.Seq, t.hitOf.snap, t.stop.Seq, snap)
-			t.hitOf.snap = nil
 		}
 	}
 	return nil

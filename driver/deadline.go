@@ -93,7 +93,11 @@ func (s *session) checkStalls() error {
 	if !w.vgdb.ok && now.Sub(w.lookedUp) >= time.Second {
 		w.vgdb, w.lookedUp = gdbChild(s.gdbPid), now
 	}
-	for name, pid := range map[string]int{"gdb": s.gdbPid, "vgdb": w.vgdb.pid, "valgrind": s.vg.Pid()} {
+	vgPid := 0
+	if s.vg != nil {
+		vgPid = s.vg.Pid()
+	}
+	for name, pid := range map[string]int{"gdb": s.gdbPid, "vgdb": w.vgdb.pid, "valgrind": vgPid} {
 		if pid == 0 || readProcState(pid).state != 'T' {
 			delete(w.stopped, name)
 			continue

@@ -43,8 +43,7 @@ func TestAgentBusyFile(t *testing.T) {
 		t.Helper()
 		cmds := filepath.Join(dir, "cmds")
 		text := "python\nclass B:\n    number = 7\n" +
-			"a = Agent(" + pyString(filepath.Join(dir, agentRecords)) + ", " + pyString(dir) + ", " + pyString(busy) + ", " +
-			pyString(snapshotMonitor) + ", " + pyString(snapshotExt) + ", " + pyString(xtreeReport) + ")\n" +
+			"a = Agent(" + pyString(filepath.Join(dir, agentRecords)) + ", " + pyString(dir) + ", " + pyString(busy) + ", " + massifBackend{}.agentMeasure() + ")\n" +
 			py + "\nend\n"
 		if err := os.WriteFile(cmds, []byte(text), 0o600); err != nil {
 			t.Fatal(err)

@@ -71,6 +71,9 @@ const (
 	ExitPlan        = 3   // the plan is invalid or names a location gdb cannot resolve
 	ExitEnvironment = 4   // a required tool is missing or unusable
 	ExitInput       = 5   // the target binary or the output directory cannot be used
+	ExitNoProcess   = 6   // snapctl attach: no such process
+	ExitNotTracable = 7   // snapctl attach: the process is not ours, or ptrace is refused
+	ExitTraced      = 8   // snapctl attach: the process is already traced
 	ExitLeak        = 10  // a report.fail_on limit was exceeded
 	ExitNeverHit    = 11  // a declared breakpoint never hit
 	ExitCrashed     = 12  // the target crashed (fatal signal)
@@ -85,6 +88,9 @@ const (
 	ReasonPlan        = "plan-error"
 	ReasonEnvironment = "tool-missing"
 	ReasonInput       = "bad-input"
+	ReasonNoProcess   = AttachNoProcess
+	ReasonNotTracable = AttachNotPermitted
+	ReasonTraced      = AttachTraced
 	ReasonLeak        = "fail-on-exceeded"
 	ReasonNeverHit    = "breakpoint-never-hit"
 	ReasonCrashed     = "target-crashed"
@@ -105,6 +111,7 @@ func ExitStatus(err error) (code int, reason string) {
 		crash    *CrashError
 		neverHit *NeverHitError
 		leak     *LeakError
+		attach   *AttachError
 	)
 	switch {
 	case err == nil:
@@ -119,6 +126,14 @@ func ExitStatus(err error) (code int, reason string) {
 		return ExitPlan, ReasonPlan
 	case errors.As(err, &missing):
 		return ExitEnvironment, ReasonEnvironment
+	case errors.As(err, &attach):
+		switch attach.Kind {
+		case AttachNoProcess:
+			return ExitNoProcess, ReasonNoProcess
+		case AttachTraced:
+			return ExitTraced, ReasonTraced
+		}
+		return ExitNotTracable, ReasonNotTracable
 	case errors.As(err, &binErr), errors.As(err, &dirErr):
 		return ExitInput, ReasonInput
 	case errors.As(err, &neverHit):

@@ -52,6 +52,10 @@ type Manifest struct {
 	Plan string `json:"plan"`
 	// Target is the profiled program and how it ended.
 	Target Target `json:"target"`
+	// Backend is how memory was measured: "massif" or "native".
+	Backend string `json:"backend"`
+	// Native holds the native backend's settings, nil with massif.
+	Native *NativeSettings `json:"native,omitempty"`
 	// Valgrind is valgrind's command line, for reproducing the run by hand.
 	Valgrind []string `json:"valgrind"`
 	// GdbAgent says whether gdb's agent took the stops of the breakpoints
@@ -69,6 +73,22 @@ type Manifest struct {
 	Diffs []*snapshots.Diff `json:"diffs"`
 	// Suspects are the sites that grew steadily, the fastest first.
 	Suspects []snapshots.Suspect `json:"suspects"`
+	// Verdicts say, per breakpoint, whether memory leaked, stayed with
+	// the allocator, grew outside the heap or stayed flat (native
+	// backend only).
+	Verdicts []Verdict `json:"verdicts,omitempty"`
+}
+
+// NativeSettings is run.json's "native".
+type NativeSettings struct {
+	// TrimProbe says that every stop called malloc_trim(0), which changes
+	// the program's state.
+	TrimProbe bool `json:"trim_probe"`
+	// AttachedPid is the process snapctl attach attached to, 0 when gdb
+	// started the program; Detached says that gdb detached from it at
+	// the end and left it running.
+	AttachedPid int  `json:"attached_pid,omitempty"`
+	Detached    bool `json:"detached,omitempty"`
 }
 
 // Target is run.json's "target".
@@ -139,9 +159,11 @@ type Stop struct {
 	// HeapExtraBytes (allocator overhead) and StacksBytes are only known
 	// from a detailed snapshot; the xtmemory files snapctl takes do not
 	// have them (massif.out in the run directory does, over time).
-	HeapBytes      int64 `json:"heap_bytes"`
-	HeapExtraBytes int64 `json:"heap_extra_bytes,omitempty"`
-	StacksBytes    int64 `json:"stacks_bytes,omitempty"`
+	HeapBytes int64 `json:"heap_bytes"`
+	// Memory is what the native backend read at the stop.
+	Memory         *Memory `json:"memory,omitempty"`
+	HeapExtraBytes int64   `json:"heap_extra_bytes,omitempty"`
+	StacksBytes    int64   `json:"stacks_bytes,omitempty"`
 
 	// Commands are the breakpoint's gdb commands and what they printed.
 	Commands []CommandOutput `json:"commands,omitempty"`
@@ -156,6 +178,11 @@ type Stop struct {
 	// SchedulerLocking is the gdb mode in force while the stop's actions
 	// ran, when they resumed the target.
 	SchedulerLocking string `json:"scheduler_locking,omitempty"`
+	// SchedulerLockReleased is set on a return-phase stop whose call did
+	// not return within stop_timeout under scheduler-locking (native
+	// backend): the lock was released and the call finished with every
+	// thread running.
+	SchedulerLockReleased bool `json:"scheduler_lock_released,omitempty"`
 }
 
 // Thread is one target thread as gdb names it.

@@ -22,6 +22,9 @@ type PreflightOptions struct {
 	Valgrind string
 	// Binary is the program to profile; empty skips the binary checks.
 	Binary string
+	// NoValgrind skips valgrind and vgdb: the native backend runs the
+	// program under gdb alone.
+	NoValgrind bool
 }
 
 // Environment is what Preflight found: the tools a session runs and what
@@ -55,7 +58,9 @@ func Preflight(ctx context.Context, opts PreflightOptions) (*Environment, error)
 	} else if env.GdbVersion, err = ToolVersion(ctx, "gdb", env.Gdb); err != nil {
 		errs = append(errs, err)
 	}
-	if env.Valgrind, err = FindTool("valgrind", opts.Valgrind); err != nil {
+	if opts.NoValgrind {
+		// Nothing to look for.
+	} else if env.Valgrind, err = FindTool("valgrind", opts.Valgrind); err != nil {
 		errs = append(errs, err)
 	} else {
 		if env.ValgrindVersion, err = ToolVersion(ctx, "valgrind", env.Valgrind); err != nil {

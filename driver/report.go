@@ -17,6 +17,9 @@ import (
 func WriteText(w io.Writer, res *Result, opts snapshots.RenderOptions) error {
 	bw := bufio.NewWriter(w)
 	m := res.Manifest
+	if m.Backend == BackendNative {
+		return writeNativeText(bw, res)
+	}
 	fmt.Fprintf(bw, "%s\n", verdict(res))
 	fmt.Fprintf(bw, "snapctl run: %s\n", strings.Join(m.Target.Argv, " "))
 	fmt.Fprintf(bw, "status: %s%s\n", m.Status, exitNote(m))
@@ -108,6 +111,9 @@ func writeReport(path string, res *Result) error {
 	return writeFileAtomicFunc(path, func(w io.Writer) error {
 		bw := bufio.NewWriter(w)
 		m := res.Manifest
+		if m.Backend == BackendNative {
+			return writeNativeMarkdown(bw, res)
+		}
 		fmt.Fprintf(bw, "# snapctl run\n\n")
 		fmt.Fprintf(bw, "- Command: `%s`\n", strings.Join(m.Target.Argv, " "))
 		fmt.Fprintf(bw, "- Status: **%s**%s\n", m.Status, exitNote(m))
@@ -155,4 +161,70 @@ func plural(n int, word string) string {
 		return "1 " + word
 	}
 	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// massifNote is what the native backend's reports say instead of site
+// tables.
+const massifNote = "Per-site diffs are the massif backend's job: rerun with --backend massif to see which call sites hold the memory."
+
+// nativeVerdicts are the lines the native backend's reports lead with.
+func nativeVerdicts(m *Manifest) []string {
+	var out []string
+	for _, v := range m.Verdicts {
+		out = append(out, "verdict: "+v.Sentence)
+	}
+	if out == nil {
+		out = []string{"verdict: no breakpoint stopped twice: nothing to compare"}
+	}
+	if m.ExitCode != nil && *m.ExitCode != 0 {
+		out[0] += fmt.Sprintf(" (exit %d: %s)", *m.ExitCode, m.ExitReason)
+	}
+	return out
+}
+
+// writeNativeText is the terminal report of the native backend: the
+// verdicts first, then how the run ended and each breakpoint's stops.
+func writeNativeText(bw *bufio.Writer, res *Result) error {
+	m := res.Manifest
+	for _, v := range nativeVerdicts(m) {
+		fmt.Fprintf(bw, "%s\n", v)
+	}
+	fmt.Fprintf(bw, "snapctl run (native): %s\n", strings.Join(m.Target.Argv, " "))
+	fmt.Fprintf(bw, "status: %s%s\n", m.Status, exitNote(m))
+	for _, b := range m.Breakpoints {
+		fmt.Fprintf(bw, "breakpoint %s (%s): %s, %s\n", b.Name, b.Location, plural(b.Hits, "hit"), plural(b.Snapshots, "measurement"))
+	}
+	fmt.Fprintf(bw, "run directory: %s\n\n%s\n", res.Dir, massifNote)
+	return bw.Flush()
+}
+
+// writeNativeMarkdown is report.md of the native backend.
+func writeNativeMarkdown(bw *bufio.Writer, res *Result) error {
+	m := res.Manifest
+	fmt.Fprintf(bw, "# snapctl run (native)\n\n")
+	for _, v := range nativeVerdicts(m) {
+		fmt.Fprintf(bw, "**%s**\n\n", v)
+	}
+	fmt.Fprintf(bw, "- Command: `%s`\n", strings.Join(m.Target.Argv, " "))
+	fmt.Fprintf(bw, "- Status: **%s**%s\n", m.Status, exitNote(m))
+	if m.Error != "" {
+		fmt.Fprintf(bw, "- Error: %s\n", m.Error)
+	}
+	if m.Native != nil && m.Native.TrimProbe {
+		fmt.Fprintf(bw, "- native.trim_probe: on (every stop called malloc_trim(0))\n")
+	}
+	fmt.Fprintf(bw, "- Stops: %d\n\n", res.Stops)
+	fmt.Fprintf(bw, "| Breakpoint | Verdict | Stops | RSS growth | In-use heap growth | Free heap growth |\n|---|---|---:|---:|---:|---:|\n")
+	for _, v := range m.Verdicts {
+		f := v.Figures
+		opt := func(p *int64) string {
+			if p == nil {
+				return "n/a"
+			}
+			return snapshots.FormatDelta(*p)
+		}
+		fmt.Fprintf(bw, "| %s | %s | %d | %s | %s | %s |\n", v.Breakpoint, v.Verdict, f.Stops, snapshots.FormatDelta(f.RSSGrowth), opt(f.InUseGrowth), opt(f.FreeGrowth))
+	}
+	fmt.Fprintf(bw, "\n%s\n", massifNote)
+	return bw.Flush()
 }

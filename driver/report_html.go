@@ -20,6 +20,11 @@ const htmlFile = "report.html"
 // snapshots of each breakpoint from the run directory, so the session
 // holds none of it while the target runs.
 func (s *session) writeHTML(res *Result) error {
+	if s.native != nil {
+		// The page draws massif's sites; report.md and run.json hold
+		// the native backend's figures.
+		return nil
+	}
 	rep := *res.Report
 	var err error
 	rep.Stops, rep.Growth, err = s.timeline()

@@ -65,6 +65,14 @@ type Options struct {
 	// the plan's target.env. Tests mark their processes with it.
 	Env []string
 
+	// Backend, when set ("massif" or "native"), overrides the plan's
+	// backend.
+	Backend string
+	// AttachPID, when set, attaches gdb to that running process instead
+	// of starting Binary (native backend only): snapctl attach. The
+	// process goes on running when the run ends.
+	AttachPID int
+
 	// NoAgent drives every stop over MI, as when gdb has no Python,
 	// instead of letting gdb's agent take the plain ones (see agent.go).
 	NoAgent bool
@@ -142,6 +150,26 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err := checkCwd(plan.Target); err != nil {
 		return nil, err
 	}
+	if opts.Backend != "" {
+		plan.Backend = opts.Backend
+	}
+	if _, err := newBackend(plan.Backend); err != nil {
+		return nil, err
+	}
+	native := plan.Backend == BackendNative
+	if opts.AttachPID != 0 {
+		if !native {
+			return nil, errors.New("attaching to a process needs the native backend")
+		}
+		if err := CheckAttach(opts.AttachPID); err != nil {
+			return nil, err
+		}
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", opts.AttachPID))
+		if err != nil {
+			return nil, &AttachError{Pid: opts.AttachPID, Kind: AttachNotPermitted, Msg: fmt.Sprintf("cannot read its executable: %v", err)}
+		}
+		opts.Binary = exe
+	}
 	binary, err := filepath.Abs(opts.Binary)
 	if err != nil {
 		return nil, err
@@ -163,7 +191,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	} else {
 		located <- err
 	}
-	env, err := Preflight(ctx, PreflightOptions{Gdb: opts.GDB, Valgrind: opts.Valgrind, Binary: opts.Binary})
+	env, err := Preflight(ctx, PreflightOptions{Gdb: opts.GDB, Valgrind: opts.Valgrind, Binary: opts.Binary, NoValgrind: native})
 	if err != nil {
 		<-located
 		// A tool that failed because the user stopped snapctl is not
@@ -262,10 +290,18 @@ type session struct {
 	cwd     string
 	start   time.Time
 	m       *Manifest
-	vg      *valgrindProc
-	gdb     debugger
-	closeFn func() // closes gdb
-	gdbPid  int    // gdb's process (and group) id, for diagnose
+	backend backend
+	// native makes the native backend's diffs and verdicts; nil with
+	// massif.
+	native *nativeAnalysis
+	// targetPid is the target's process id once known.
+	targetPid int
+	// stdout and stderr receive the target's output (see targetOutput).
+	stdout, stderr io.Writer
+	vg             *valgrindProc
+	gdb            debugger
+	closeFn        func() // closes gdb
+	gdbPid         int    // gdb's process (and group) id, for diagnose
 	// workload is the plan's workload; workloadDone receives its end and
 	// is nil once that has been handled (or when there is none).
 	workload     *exec.Cmd
@@ -348,12 +384,29 @@ func newSession(opts Options, plan *breakpoints.Plan, t tools, binary, dir strin
 		an:      newAnalysis(plan),
 		stops:   newSpool("stops-*.jsonl"),
 	}
+	name := plan.Backend
+	if opts.Backend != "" {
+		name = opts.Backend
+	}
+	s.backend, _ = newBackend(name) // Run checked the name
+	if s.backend == nil {
+		s.backend = massifBackend{}
+	}
 	s.m = &Manifest{
+		Backend:   s.backend.name(),
 		Schema:    Schema,
 		Status:    StatusFailed,
 		StartedAt: s.start.UTC(),
 		Plan:      planFile,
 		Target:    Target{Argv: argv, Cwd: plan.Target.Cwd},
+	}
+	if nb, ok := s.backend.(*nativeBackend); ok {
+		nb.trim, nb.attach, nb.lock = plan.Native.TrimProbe, opts.AttachPID, plan.SchedulerLocking
+		s.native = newNativeAnalysis(plan, s.an.diffs)
+		s.m.Native = &NativeSettings{TrimProbe: nb.trim, AttachedPid: nb.attach}
+		if nb.attach != 0 {
+			s.m.Target.Argv = []string{binary}
+		}
 	}
 	for i := range plan.Breakpoints {
 		bp := &plan.Breakpoints[i]
@@ -433,39 +486,21 @@ func (s *session) classify(parent, runCtx context.Context, err error) error {
 	return err
 }
 
-// startAndLoop starts valgrind and gdb and runs the stop loop until the
-// target exits, the context ends or something fails.
+// startAndLoop starts the target and gdb as the backend says, inserts the
+// breakpoints and runs the stop loop until the target exits, the context
+// ends or something fails.
 func (s *session) startAndLoop(ctx context.Context) error {
-	vargs := s.valgrindArgs()
-	s.m.Valgrind = append([]string{s.tools.valgrind}, vargs...)
 	stdout, stderr := s.targetOutput()
-	vg, err := startValgrind(valgrindConfig{
-		Path:   s.tools.valgrind,
-		Args:   vargs,
-		Dir:    s.cwd,
-		Env:    append(s.childEnv(), s.plan.Target.Env...),
-		Stdout: stdout,
-		Stderr: stderr,
-		Log:    filepath.Join(s.dir, valgrindLog),
-	})
-	// The console keeps its ends of the terminals open until teardown:
-	// valgrind's stderr reaches them through snapctl (startValgrind keeps
-	// the tail of what valgrind says), so they must outlive valgrind.
-	if err != nil {
+	s.stdout, s.stderr = stdout, stderr
+	if err := s.backend.launch(ctx, s); err != nil {
 		return err
 	}
-	s.vg = vg
-	s.groups.add(vg.Pid())
-	// gdb starts and reads the binary while valgrind gets ready.
-	if err := s.startGDB(ctx); err != nil {
-		return err
-	}
-	if err := vg.waitReady(ctx, s.opts.ReadyTimeout); err != nil {
-		return err
-	}
-	if err := s.connect(ctx); err != nil {
+	if err := s.setup(ctx); err != nil {
 		// vgdb or valgrind may die between the connection and the
 		// start: say which, not only what gdb answered.
+		return s.explain(ctx, err)
+	}
+	if err := s.backend.start(ctx, s); err != nil {
 		return s.explain(ctx, err)
 	}
 	if s.status != nil {
@@ -478,7 +513,7 @@ func (s *session) startAndLoop(ctx context.Context) error {
 			s.endTarget("the workload could not start")
 		}
 	}
-	err = s.loop(ctx)
+	err := s.loop(ctx)
 	s.finalHits(ctx)
 	return err
 }
@@ -536,48 +571,9 @@ func (s *session) countHits(ctx context.Context) {
 	}
 }
 
-// valgrindArgs is valgrind's command line after the executable.
-func (s *session) valgrindArgs() []string {
-	args := []string{
-		"--tool=massif",
-		"--vgdb=yes",
-		"--vgdb-error=0",
-		"--vgdb-prefix=" + filepath.Join(s.priv, "vgdb"),
-		// massif's own periodic profile, the heap over time that ms_print
-		// and massif-visualizer show.
-		"--massif-out-file=" + valgrindPath(filepath.Join(s.dir, massifOut)),
-		"--log-file=" + valgrindPath(filepath.Join(s.dir, valgrindLog)),
-	}
-	// Without chasing, a block never crosses a call, so the pc that
-	// valgrind's gdbserver reports with a signal lies in the function
-	// that faulted: crash stacks start where the program died. A plan may
-	// turn chasing back on in valgrind.args, which come later.
-	args = append(args, "--vex-guest-chase=no")
-	// Valgrind's gdbserver reports the guest registers as its JIT last
-	// stored them, and by default it keeps only the stack pointer exact
-	// in the program's own code: at a breakpoint in a leaf function the
-	// frame pointer can still hold the caller's value. gdb then unwinds
-	// one frame too far: the caller vanishes from the backtrace and
-	// around_call's finish waits at the caller's caller. Keeping the
-	// unwinding registers exact costs a few per cent of run time.
-	args = append(args, "--px-file-backed=unwindregs-at-mem-access")
-	// The snapshot command needs it (heapsnap.go). At exit valgrind also
-	// writes the whole run's tree, by default into the target's directory
-	// as xtmemory.kcg.PID: it goes to the private directory instead.
-	args = append(args, xtreeOption, "--xtree-memory-file="+filepath.Join(s.priv, "xtmemory.kcg"))
-	args = append(args, s.plan.ValgrindArgs()...)
-	return append(args, s.argv...)
-}
-
-// valgrindPath escapes a path for the valgrind options that expand %p,
-// %q{VAR} and %% in file names (--log-file, --massif-out-file): a run
-// directory named "run 100% done" must reach valgrind as it is.
-func valgrindPath(path string) string {
-	return strings.ReplaceAll(path, "%", "%%")
-}
-
-// startGDB starts gdb on the binary, in MI mode with async execution.
-func (s *session) startGDB(ctx context.Context) error {
+// startGDB starts gdb with args (the binary), in MI mode with async
+// execution, with environment env.
+func (s *session) startGDB(ctx context.Context, args, env []string) error {
 	var trace io.Writer
 	var traceOut *os.File
 	if s.opts.Trace {
@@ -591,9 +587,9 @@ func (s *session) startGDB(ctx context.Context) error {
 	defer cancel()
 	c, err := mi.Start(sctx, mi.Options{
 		Path:  s.tools.gdb,
-		Args:  []string{s.binary},
+		Args:  args,
 		Dir:   s.cwd,
-		Env:   s.childEnv(),
+		Env:   env,
 		Trace: trace,
 		Async: true,
 	})
@@ -621,32 +617,10 @@ func (s *session) send(ctx context.Context, cmd string, args ...string) (*mi.Res
 	return s.gdb.Send(ctx, cmd, args...)
 }
 
-// connect attaches gdb to valgrind's gdbserver through vgdb, runs the
-// plan's gdb init commands, inserts the breakpoints and starts the target.
-func (s *session) connect(ctx context.Context) error {
-	pipe := fmt.Sprintf("| %s --vgdb-prefix=%s --pid=%d", s.tools.vgdb, filepath.Join(s.priv, "vgdb"), s.vg.Pid())
-	// gdb gives up on a reply that takes longer than remotetimeout (2s by
-	// default) and goes on reading the late one as the next packet's
-	// answer: on a loaded machine valgrind's gdbserver can take that long,
-	// and gdb then fails to connect or, mid-run, loses track of the
-	// target for good (docs/design.md, fact 28). snapctl's own deadlines
-	// bound every exchange instead, so gdb waits longer than any of them.
-	if _, err := s.send(ctx, "-gdb-set", "remotetimeout", remoteTimeout(s.opts.CommandTimeout, s.stopTimeout())); err != nil {
-		return fmt.Errorf("setting up gdb: %w", err)
-	}
-	// -target-select passes its arguments to the CLI unparsed: the pipe
-	// command must not be quoted.
-	if _, err := s.send(ctx, "-target-select", "remote", pipe); err != nil {
-		if s.gdbDied(err) {
-			return s.gdbGone()
-		}
-		if verr := s.valgrindKilled(); verr != nil {
-			return verr
-		}
-		// valgrind's gdbserver needs room in the private directory
-		// for the FIFOs' shared memory.
-		return s.diskFull(&ToolError{Tool: "vgdb", Msg: "gdb cannot connect to valgrind", Err: err, Tail: logTail(filepath.Join(s.dir, valgrindLog), 8)})
-	}
+// setup runs the session's gdb settings and the plan's gdb init
+// commands, loads gdb's agent and inserts the breakpoints in the target
+// the backend launched.
+func (s *session) setup(ctx context.Context) error {
 	// gdb reads every argument of the stopped frame from the target to
 	// print it with each stop, and snapctl does not use them; breakpoint
 	// commands such as bt and frame do. The mode is set once for the
@@ -688,11 +662,6 @@ func (s *session) connect(ctx context.Context) error {
 		st.number = r.String("bkpt.number")
 		st.sum.Number = st.number
 		s.bps[st.number] = st
-	}
-	// The stop that connecting produced is not a breakpoint's.
-	s.drainEvents()
-	if _, err := s.send(ctx, "-exec-continue"); err != nil {
-		return fmt.Errorf("starting the target: %w", err)
 	}
 	return nil
 }
@@ -842,6 +811,7 @@ func locationOrCondition(ctx context.Context, c *mi.Client, bp *breakpoints.Brea
 // teardown ends gdb, vgdb and valgrind: gdb first (which ends vgdb), then
 // valgrind's process group, with a grace period before signals.
 func (s *session) teardown() {
+	s.backend.beforeClose(s)
 	if s.closeFn != nil {
 		s.closeFn()
 	}
@@ -899,12 +869,19 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 		s.m.Events = append(s.m.Events, Event{Time: stamp(time.Now()), Kind: "analysis-error", Message: p})
 	}
 	res.Report = rep
+	if s.native != nil {
+		s.m.Verdicts = s.native.verdicts(s.plan.Native.TrimProbe)
+	}
 	res.Stops, res.Diffs = s.stops.len(), s.an.diffs.len()
 	if err == nil {
 		// A completed run still fails for CI on a breakpoint that never
 		// hit, then on a fail_on limit.
 		if err = s.neverHit(); err == nil {
-			err = gate(s.plan.Report.FailOn, rep.Suspects)
+			if s.native != nil {
+				err = nativeGate(s.plan.Report.FailOn, s.m.Verdicts)
+			} else {
+				err = gate(s.plan.Report.FailOn, rep.Suspects)
+			}
 		}
 	}
 	code, reason := ExitStatus(err)

@@ -24,7 +24,10 @@ var fatalSignals = map[string]bool{
 // loop handles gdb's *stopped records until the target exits, the context
 // ends or a child fails.
 func (s *session) loop(ctx context.Context) error {
-	vgDone := s.vg.done
+	var vgDone <-chan struct{}
+	if s.vg != nil {
+		vgDone = s.vg.done
+	}
 	var vgGone <-chan time.Time
 	// The agent's records are read every agentPoll; without the agent,
 	// stalls are looked for every second.
@@ -44,6 +47,9 @@ func (s *session) loop(ctx context.Context) error {
 				return err
 			}
 			s.refreshManifest()
+			if s.attachedDone() {
+				return s.endErr
+			}
 		case <-ctx.Done():
 			// The run ends whatever stopped the target; an exit that
 			// came first is still recorded.
@@ -55,6 +61,9 @@ func (s *session) loop(ctx context.Context) error {
 			return s.gdbGone()
 		case err := <-s.workloadDone:
 			s.workloadEnded(err)
+			if s.attachedDone() {
+				return s.endErr
+			}
 		case <-vgDone:
 			// The exit record normally follows at once; if it does not,
 			// valgrind died under gdb's feet.
@@ -81,7 +90,7 @@ func (s *session) loop(ctx context.Context) error {
 			if err != nil {
 				return s.explain(ctx, err)
 			}
-			if done {
+			if done || s.attachedDone() {
 				return s.endErr
 			}
 		}
@@ -112,6 +121,9 @@ func lostTarget(msg string) bool {
 func (s *session) targetLost(what string) error {
 	if s.killedAtEnd() {
 		return s.endErr
+	}
+	if s.vg == nil {
+		return &ToolError{Tool: "gdb", Msg: fmt.Sprintf("lost the target: %s", strings.TrimSpace(what))}
 	}
 	if err := s.valgrindKilled(); err != nil {
 		return err
@@ -156,6 +168,9 @@ func (s *session) execed() string {
 // killed it, waiting briefly for it to be reaped; else nil. A connection
 // through vgdb that fails may be valgrind's death seen from gdb's side.
 func (s *session) valgrindKilled() error {
+	if s.vg == nil {
+		return nil
+	}
 	select {
 	case <-s.vg.done:
 	case <-time.After(500 * time.Millisecond):
@@ -425,4 +440,23 @@ func findThread(threads []Thread, id string) Thread {
 		}
 	}
 	return Thread{ID: id}
+}
+
+// attachedDone reports whether a run attached to a process has nothing
+// left to do: every breakpoint reached its max_hits and was deleted, or
+// the workload or end_run_after ended the run (endTarget). The
+// process is left running (see nativeBackend.beforeClose).
+func (s *session) attachedDone() bool {
+	if s.opts.AttachPID == 0 {
+		return false
+	}
+	if s.ending != "" {
+		return true // the workload ended, or end_run_after
+	}
+	for _, st := range s.order {
+		if !st.sum.Deleted {
+			return false
+		}
+	}
+	return true
 }

@@ -40,7 +40,7 @@ func (s *session) startWorkload(stdout, stderr io.Writer) error {
 	argv := s.plan.Workload
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = s.cwd
-	cmd.Env = append(append(s.childEnv(), s.plan.Target.Env...), "SNAPCTL_TARGET_PID="+strconv.Itoa(s.vg.Pid()))
+	cmd.Env = append(append(s.childEnv(), s.plan.Target.Env...), "SNAPCTL_TARGET_PID="+strconv.Itoa(s.pid()))
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.WaitDelay = 2 * time.Second
@@ -87,12 +87,19 @@ func (s *session) stopWorkload() {
 // happened): SIGTERM now, SIGKILL after endGrace. A target ended this way
 // completes the run normally.
 func (s *session) endTarget(why string) {
-	if s.ending != "" || s.vg == nil {
+	if s.ending != "" || s.pid() == 0 {
+		return
+	}
+	if s.opts.AttachPID != 0 {
+		// A process snapctl attached to is not snapctl's to end: the
+		// run ends and gdb detaches (see attachedDone).
+		s.ending = why
+		s.event(Event{Kind: "run-ended", Message: why + ": snapctl detaches from the process, which goes on running"})
 		return
 	}
 	s.ending = why
 	s.event(Event{Kind: "target-ended", Message: fmt.Sprintf("%s: snapctl ends the target with SIGTERM (SIGKILL after %v)", why, endGrace)})
-	pid := s.vg.Pid()
+	pid := s.pid()
 	syscall.Kill(pid, syscall.SIGTERM)
 	s.endKill = time.AfterFunc(endGrace, func() { syscall.Kill(pid, syscall.SIGKILL) })
 }
@@ -126,4 +133,13 @@ func (s *session) killedAtEnd() bool {
 		}
 	}
 	return false
+}
+
+// pid is the target's process id: valgrind's, which runs the program in
+// its own process, or the one gdb started or attached to; 0 when unknown.
+func (s *session) pid() int {
+	if s.vg != nil {
+		return s.vg.Pid()
+	}
+	return s.targetPid
 }

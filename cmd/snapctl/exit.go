@@ -18,6 +18,9 @@ const (
 	exitPlan        = driver.ExitPlan
 	exitEnvironment = driver.ExitEnvironment
 	exitInput       = driver.ExitInput
+	exitNoProcess   = driver.ExitNoProcess
+	exitNotTracable = driver.ExitNotTracable
+	exitTraced      = driver.ExitTraced
 	exitLeak        = driver.ExitLeak
 	exitNeverHit    = driver.ExitNeverHit
 	exitCrashed     = driver.ExitCrashed
@@ -37,6 +40,9 @@ var exitCodes = []struct {
 	{exitPlan, "the plan is invalid, or names a location gdb cannot resolve"},
 	{exitEnvironment, "a required tool is missing or unusable"},
 	{exitInput, "the target binary cannot be used, or the run directory is not empty"},
+	{exitNoProcess, "snapctl attach: no such process"},
+	{exitNotTracable, "snapctl attach: the process is another user's, or ptrace is refused"},
+	{exitTraced, "snapctl attach: the process is already traced by a debugger"},
 	{exitLeak, "a report.fail_on limit was exceeded: a leak, for CI"},
 	{exitNeverHit, "a declared breakpoint never hit"},
 	{exitCrashed, "the target crashed"},

@@ -97,7 +97,7 @@ func TestCommandAlone(t *testing.T) {
 		args       []string
 		msg, lists string
 	}{
-		{nil, `missing command for "snapctl": compare, completion, diff, doctor, export, run or show`, "Available Commands:"},
+		{nil, `missing command for "snapctl": attach, compare, completion, diff, doctor, export, run or show`, "Available Commands:"},
 		{[]string{"completion"}, `missing command for "snapctl completion": bash, fish, powershell or zsh`, "bash"},
 	} {
 		root := newRootCmd("dev")

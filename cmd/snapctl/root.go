@@ -32,6 +32,7 @@ between stops, with their stacks.
 	})
 	root.AddCommand(
 		newRunCmd(),
+		newAttachCmd(),
 		newDiffCmd(),
 		newShowCmd(),
 		newExportCmd(),

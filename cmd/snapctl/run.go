@@ -31,6 +31,10 @@ type runOptions struct {
 	// KeepSnapshots overrides the plan's keep_snapshots: "all" or
 	// "changed"; "" keeps the plan's.
 	KeepSnapshots string
+	// Backend overrides the plan's backend: "massif" or "native".
+	Backend string
+	// Pid is the process snapctl attach attaches to.
+	Pid int
 
 	Plan   string
 	Binary string
@@ -78,8 +82,10 @@ plan.yaml, run.json, report.md, valgrind.log and snapshots/.`,
 	f.StringVar(&opts.Valgrind, "valgrind", "", "valgrind executable (default: valgrind on PATH)")
 	f.StringVar(&opts.GDB, "gdb", "", "gdb executable (default: gdb on PATH)")
 	f.StringVar(&opts.KeepSnapshots, "keep-snapshots", "", `snapshot files to keep: all, or changed (drop a snapshot whose tree equals the breakpoint's previous kept one); overrides the plan's keep_snapshots`)
+	f.StringVar(&opts.Backend, "backend", "", "how memory is measured: massif (per call site, under valgrind) or native (the allocator's and the kernel's figures, at native speed); overrides the plan's backend")
 	enumFlag(cmd, "format", "text", "markdown", "json")
 	enumFlag(cmd, "keep-snapshots", "all", "changed")
+	enumFlag(cmd, "backend", "massif", "native")
 	cmd.SetUsageTemplate(cmd.UsageTemplate() + exitCodeHelp())
 	return cmd
 }
@@ -107,10 +113,23 @@ func (o *runOptions) parseArgs(cmd *cobra.Command, args []string) error {
 	default:
 		return usageError{fmt.Errorf("--keep-snapshots %q: want all or changed", o.KeepSnapshots)}
 	}
+	if err := o.check(); err != nil {
+		return err
+	}
+	o.Plan, o.Binary, o.Args = args[0], args[1], args[2:]
+	return nil
+}
+
+// check checks the flags shared by run and attach.
+func (o *runOptions) check() error {
+	switch o.Backend {
+	case "", "massif", "native":
+	default:
+		return usageError{fmt.Errorf("--backend %q: want massif or native", o.Backend)}
+	}
 	if o.Timeout < 0 {
 		return usageError{fmt.Errorf("--timeout %v: must not be negative", o.Timeout)}
 	}
-	o.Plan, o.Binary, o.Args = args[0], args[1], args[2:]
 	return nil
 }
 
@@ -133,6 +152,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		dopts.Args = o.Args
 	}
 	dopts.KeepSnapshots = o.KeepSnapshots
+	dopts.Backend, dopts.AttachPID = o.Backend, o.Pid
 	if o.Format != "text" {
 		// stdout carries run.json or report.md alone.
 		dopts.Stdout = stderr

@@ -49,6 +49,8 @@ func TestRunFlags(t *testing.T) {
 			runOptions{Format: "text", Valgrind: "/opt/vg", GDB: "gdb-multiarch", Plan: "p", Binary: "b", Args: []string{}}},
 		{"keep snapshots", []string{"--keep-snapshots", "changed", "p", "b"},
 			runOptions{Format: "text", KeepSnapshots: "changed", Plan: "p", Binary: "b", Args: []string{}}},
+		{"backend", []string{"--backend", "native", "p", "b"},
+			runOptions{Format: "text", Backend: "native", Plan: "p", Binary: "b", Args: []string{}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,10 +73,32 @@ func TestRunUsageErrors(t *testing.T) {
 		{"--no-such-flag", "plan.yaml", "./bin"},
 		{"--timeout", "-1s", "plan.yaml", "./bin"},
 		{"--keep-snapshots", "some", "plan.yaml", "./bin"},
+		{"--backend", "memcheck", "plan.yaml", "./bin"},
 	} {
 		_, err := parseRun(t, args...)
 		if code, _ := describe(err); code != exitUsage {
 			t.Errorf("run %q: exit code %d (%v), want %d", args, code, err, exitUsage)
+		}
+	}
+}
+
+// TestAttachUsageErrors: attach takes a PLAN and a PID, and only the
+// native backend.
+func TestAttachUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"plan.yaml"},
+		{"plan.yaml", "notapid"},
+		{"plan.yaml", "0"},
+		{"plan.yaml", "42", "extra"},
+		{"--backend", "massif", "plan.yaml", "42"},
+	} {
+		root := newRootCmd("dev")
+		root.SetOut(&bytes.Buffer{})
+		root.SetErr(&bytes.Buffer{})
+		root.SetArgs(append([]string{"attach"}, args...))
+		err := root.Execute()
+		if code, _ := describe(err); code != exitUsage {
+			t.Errorf("attach %q: exit code %d (%v), want %d", args, code, err, exitUsage)
 		}
 	}
 }

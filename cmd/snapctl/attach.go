@@ -1,0 +1,38 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+)
+
+// newAttachCmd is `snapctl attach [flags] PLAN PID`: the native backend,
+// attached to a running process. Its flags are run's.
+func newAttachCmd() *cobra.Command {
+	cmd := newRunCmdWith(func(cmd *cobra.Command, o *runOptions) error {
+		pid, err := strconv.Atoi(o.Binary)
+		if err != nil || pid <= 0 || len(o.Args) > 0 {
+			return usageError{fmt.Errorf("attach needs a PLAN and a PID: snapctl attach PLAN PID (got %q)", append([]string{o.Binary}, o.Args...))}
+		}
+		if o.Backend == "massif" {
+			return usageError{errors.New("attach: the massif backend cannot attach to a running process, it must start the program; attach uses the native backend")}
+		}
+		o.Pid, o.Backend, o.Binary = pid, "native", ""
+		return runRun(cmd, o)
+	})
+	cmd.Use = "attach [flags] PLAN PID"
+	cmd.Short = "Attach to a running process, measure its memory at the plan's breakpoints, then detach"
+	cmd.Long = `attach attaches gdb to the running process PID (the native backend: no
+valgrind), inserts the breakpoints of PLAN and records at every stop the
+process's resident memory and glibc's allocator state. The run ends when
+every breakpoint has reached its max_hits, --timeout passes, Ctrl-C is
+pressed or the plan's workload ends; snapctl then deletes its breakpoints and
+detaches, and the process goes on running as before.
+
+Attaching needs ptrace permission over the process: it must be yours and not
+traced already, and kernel.yama.ptrace_scope must allow it (see snapctl doctor).`
+	cmd.Example = `  snapctl attach --timeout 5m plan.yaml $(pidof server)`
+	return cmd
+}

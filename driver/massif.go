@@ -1,0 +1,172 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/snapctl/snapctl/driver/mi"
+)
+
+// massifBackend runs the target under valgrind's massif, which gdb reaches
+// through vgdb, and takes an xtmemory snapshot at each stop (heapsnap.go):
+// the heap per allocation call site.
+type massifBackend struct{}
+
+func (massifBackend) name() string { return BackendMassif }
+
+// launch starts valgrind and gdb and connects gdb to valgrind's gdbserver
+// through vgdb. gdb starts and reads the binary while valgrind gets
+// ready.
+func (massifBackend) launch(ctx context.Context, s *session) error {
+	vargs := s.valgrindArgs()
+	s.m.Valgrind = append([]string{s.tools.valgrind}, vargs...)
+	vg, err := startValgrind(valgrindConfig{
+		Path:   s.tools.valgrind,
+		Args:   vargs,
+		Dir:    s.cwd,
+		Env:    append(s.childEnv(), s.plan.Target.Env...),
+		Stdout: s.stdout,
+		Stderr: s.stderr,
+		Log:    filepath.Join(s.dir, valgrindLog),
+	})
+	// The console keeps its ends of the terminals open until teardown:
+	// valgrind's stderr reaches them through snapctl (startValgrind keeps
+	// the tail of what valgrind says), so they must outlive valgrind.
+	if err != nil {
+		return err
+	}
+	s.vg = vg
+	s.groups.add(vg.Pid())
+	if err := s.startGDB(ctx, []string{s.binary}, s.childEnv()); err != nil {
+		return err
+	}
+	if err := vg.waitReady(ctx, s.opts.ReadyTimeout); err != nil {
+		return err
+	}
+	if err := s.connectVgdb(ctx); err != nil {
+		return s.explain(ctx, err)
+	}
+	return nil
+}
+
+// start resumes the target, which valgrind holds at its first
+// instruction until gdb says so.
+func (massifBackend) start(ctx context.Context, s *session) error {
+	// The stop that connecting produced is not a breakpoint's.
+	s.drainEvents()
+	if _, err := s.send(ctx, "-exec-continue"); err != nil {
+		return fmt.Errorf("starting the target: %w", err)
+	}
+	return nil
+}
+
+func (massifBackend) measureCommand(path string) string { return snapshotMonitor + " " + path }
+func (massifBackend) beforeClose(*session)              {}
+func (massifBackend) ext() string                       { return snapshotExt }
+func (massifBackend) failure(r *mi.Result) string       { return snapshotFailure(r.Target()) }
+
+// keep moves the snapshot into the run directory's snapshots/.
+func (massifBackend) keep(s *session, path string, stop *Stop) error {
+	stop.Snapshot = snapshotName(stop.Seq, stop.Breakpoint, stop.Hit, stop.Phase)
+	if err := moveFile(path, filepath.Join(s.dir, stop.Snapshot)); err != nil {
+		return fmt.Errorf("keeping snapshot %s: %w", stop.Snapshot, err)
+	}
+	return nil
+}
+
+func (massifBackend) agentMeasure() string {
+	return pyDict("kind", BackendMassif, "monitor", snapshotMonitor, "ext", snapshotExt, "report", xtreeReport)
+}
+
+// record reads a taken stop's snapshot, records the stop in run.json and
+// feeds the analysis: between-hits diffs, and around_call's within-call
+// diff once the return's snapshot is read.
+func (massifBackend) record(s *session, t *taken) error {
+	snap, err := s.readSnapshot(t)
+	if err != nil {
+		return err
+	}
+	s.addStop(t.stop)
+	if t.hitOf == nil {
+		s.an.addHit(t.stop.Breakpoint, t.stop.Seq, t.stop.Hit, snap, t.same)
+		if t.bp.bp.AroundCall {
+			t.snap = snap
+		}
+		return nil
+	}
+	if t.hitOf.snap != nil && !sameCall(t) {
+		s.an.addReturn(t.stop.Breakpoint, t.hitOf.stop.Seq, t.hitOf.snap, t.stop.Seq, snap)
+		t.hitOf.snap = nil
+	}
+	return nil
+}
+
+// connectVgdb attaches gdb to valgrind's gdbserver through vgdb.
+func (s *session) connectVgdb(ctx context.Context) error {
+	pipe := fmt.Sprintf("| %s --vgdb-prefix=%s --pid=%d", s.tools.vgdb, filepath.Join(s.priv, "vgdb"), s.vg.Pid())
+	// gdb gives up on a reply that takes longer than remotetimeout (2s by
+	// default) and goes on reading the late one as the next packet's
+	// answer: on a loaded machine valgrind's gdbserver can take that long,
+	// and gdb then fails to connect or, mid-run, loses track of the
+	// target for good (docs/design.md, fact 28). snapctl's own deadlines
+	// bound every exchange instead, so gdb waits longer than any of them.
+	if _, err := s.send(ctx, "-gdb-set", "remotetimeout", remoteTimeout(s.opts.CommandTimeout, s.stopTimeout())); err != nil {
+		return fmt.Errorf("setting up gdb: %w", err)
+	}
+	// -target-select passes its arguments to the CLI unparsed: the pipe
+	// command must not be quoted.
+	if _, err := s.send(ctx, "-target-select", "remote", pipe); err != nil {
+		if s.gdbDied(err) {
+			return s.gdbGone()
+		}
+		if verr := s.valgrindKilled(); verr != nil {
+			return verr
+		}
+		// valgrind's gdbserver needs room in the private directory
+		// for the FIFOs' shared memory.
+		return s.diskFull(&ToolError{Tool: "vgdb", Msg: "gdb cannot connect to valgrind", Err: err, Tail: logTail(filepath.Join(s.dir, valgrindLog), 8)})
+	}
+	return nil
+}
+
+// valgrindArgs is valgrind's command line after the executable.
+func (s *session) valgrindArgs() []string {
+	args := []string{
+		"--tool=massif",
+		"--vgdb=yes",
+		"--vgdb-error=0",
+		"--vgdb-prefix=" + filepath.Join(s.priv, "vgdb"),
+		// massif's own periodic profile, the heap over time that ms_print
+		// and massif-visualizer show.
+		"--massif-out-file=" + valgrindPath(filepath.Join(s.dir, massifOut)),
+		"--log-file=" + valgrindPath(filepath.Join(s.dir, valgrindLog)),
+	}
+	// Without chasing, a block never crosses a call, so the pc that
+	// valgrind's gdbserver reports with a signal lies in the function
+	// that faulted: crash stacks start where the program died. A plan may
+	// turn chasing back on in valgrind.args, which come later.
+	args = append(args, "--vex-guest-chase=no")
+	// Valgrind's gdbserver reports the guest registers as its JIT last
+	// stored them, and by default it keeps only the stack pointer exact
+	// in the program's own code: at a breakpoint in a leaf function the
+	// frame pointer can still hold the caller's value. gdb then unwinds
+	// one frame too far: the caller vanishes from the backtrace and
+	// around_call's finish waits at the caller's caller. Keeping the
+	// unwinding registers exact costs a few per cent of run time.
+	args = append(args, "--px-file-backed=unwindregs-at-mem-access")
+	// The snapshot command needs it (heapsnap.go). At exit valgrind also
+	// writes the whole run's tree, by default into the target's directory
+	// as xtmemory.kcg.PID: it goes to the private directory instead.
+	args = append(args, xtreeOption, "--xtree-memory-file="+filepath.Join(s.priv, "xtmemory.kcg"))
+	args = append(args, s.plan.ValgrindArgs()...)
+	return append(args, s.argv...)
+}
+
+// valgrindPath escapes a path for the valgrind options that expand %p,
+// %q{VAR} and %% in file names (--log-file, --massif-out-file): a run
+// directory named "run 100% done" must reach valgrind as it is.
+func valgrindPath(path string) string {
+	return strings.ReplaceAll(path, "%", "%%")
+}

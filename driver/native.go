@@ -1,0 +1,358 @@
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/snapctl/snapctl/driver/mi"
+)
+
+// nativeBackend runs the program natively under gdb, or attaches gdb to a
+// running process, and at each stop reads what the kernel and glibc's
+// allocator say (agent.py's measure_native): resident memory from
+// /proc/PID/status, and mallinfo2() through an inferior call. No valgrind,
+// no vgdb, no per-site snapshot: per-site diffs are massif's job.
+type nativeBackend struct {
+	// trim calls malloc_trim(0) at each stop (native.trim_probe).
+	trim bool
+	// lock is the plan's scheduler-locking mode, for the measurements
+	// over MI.
+	lock string
+	// attach is the process snapctl attach attached to, 0 when gdb
+	// started the program.
+	attach int
+	// attached is set once gdb is attached, until it has detached.
+	attached bool
+	// noAllocator is gdb's word for why the allocator cannot be read (a
+	// static binary, a libc that is not glibc), once said.
+	noAllocator string
+}
+
+func (*nativeBackend) name() string { return BackendNative }
+
+// nativeOut and nativeErr are the FIFOs that carry the target's output
+// from the process gdb starts to snapctl: gdb's own stdout is the MI
+// channel.
+const (
+	nativeOut = "target-stdout"
+	nativeErr = "target-stderr"
+)
+
+// launch starts gdb on the binary, or on nothing when it attaches, and
+// loads agent.py, whose measure_native takes the measurements.
+func (b *nativeBackend) launch(ctx context.Context, s *session) error {
+	var args []string
+	if b.attach == 0 {
+		args = []string{s.binary}
+	}
+	if err := s.startGDB(ctx, args, append(s.childEnv(), s.plan.Target.Env...)); err != nil {
+		return err
+	}
+	r, err := s.send(ctx, "-list-features")
+	if err != nil {
+		return fmt.Errorf("asking gdb for its features: %w", err)
+	}
+	if !hasFeature(r, "python") {
+		return &ToolError{Tool: "gdb", Msg: "has no Python: the native backend reads the allocator through gdb's Python; install Debian's gdb package (not gdb-minimal) or use the massif backend"}
+	}
+	script := filepath.Join(s.priv, agentScript)
+	if err := os.WriteFile(script, []byte(agentSource), 0o600); err != nil {
+		return fmt.Errorf("writing gdb's agent: %w", err)
+	}
+	if _, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote("source "+script)); err != nil {
+		return fmt.Errorf("loading gdb's agent: %w", err)
+	}
+	if b.attach != 0 {
+		return b.attachTo(ctx, s)
+	}
+	return nil
+}
+
+// attachTo attaches gdb to the process snapctl attach names. gdb stops
+// it; start resumes it once the breakpoints are in.
+func (b *nativeBackend) attachTo(ctx context.Context, s *session) error {
+	if _, err := s.send(ctx, "-target-attach", fmt.Sprint(b.attach)); err != nil {
+		return attachError(b.attach, miMessage(err))
+	}
+	b.attached = true
+	s.targetPid = b.attach
+	return nil
+}
+
+// start runs the program (or resumes the one attached to). Its standard
+// streams are FIFOs that snapctl copies to the target's writers; its
+// stdin is /dev/null, as under valgrind.
+func (b *nativeBackend) start(ctx context.Context, s *session) error {
+	s.drainEvents()
+	if b.attach != 0 {
+		if _, err := s.send(ctx, "-exec-continue"); err != nil {
+			return fmt.Errorf("resuming the process: %w", err)
+		}
+		return nil
+	}
+	outPath, errPath := filepath.Join(s.priv, nativeOut), filepath.Join(s.priv, nativeErr)
+	for _, p := range []string{outPath, errPath} {
+		if err := syscall.Mkfifo(p, 0o600); err != nil {
+			return fmt.Errorf("creating the target's output pipe: %w", err)
+		}
+	}
+	s.copyFIFO(outPath, s.stdout)
+	s.copyFIFO(errPath, s.stderr)
+	// gdb starts the program through the shell, which also opens the
+	// redirections; the arguments are quoted for it.
+	args := make([]string, 0, len(s.argv)+2)
+	for _, a := range s.argv[1:] {
+		args = append(args, shellQuote(a))
+	}
+	args = append(args, "</dev/null", ">"+shellQuote(outPath), "2>"+shellQuote(errPath))
+	if _, err := s.send(ctx, "-exec-arguments", args...); err != nil {
+		return fmt.Errorf("setting the program's arguments: %w", err)
+	}
+	if _, err := s.send(ctx, "-exec-run"); err != nil {
+		return fmt.Errorf("starting the target: %w", err)
+	}
+	if r, err := s.send(ctx, "-list-thread-groups"); err == nil {
+		for _, g := range r.List("groups") {
+			if pid := g.String("pid"); pid != "" {
+				fmt.Sscan(pid, &s.targetPid)
+			}
+		}
+	}
+	return nil
+}
+
+// copyFIFO copies what the target writes into the FIFO at path to w,
+// until the target's last process closes it.
+func (s *session) copyFIFO(path string, w interface{ Write([]byte) (int, error) }) {
+	go func() {
+		f, err := os.Open(path)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		buf := make([]byte, 32*1024)
+		for {
+			n, err := f.Read(buf)
+			if n > 0 {
+				w.Write(buf[:n])
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r == '=' || r == ',' || r == ':' ||
+			r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// measureCommand is the measurement of a stop over MI (a breakpoint with
+// commands or around_call), whose calls run under the plan's
+// scheduler-locking mode (see measure_native).
+func (b *nativeBackend) measureCommand(path string) string {
+	trim := "False"
+	if b.trim {
+		trim = "True"
+	}
+	lock := "None"
+	if b.lock != "" {
+		lock = pyString(b.lock)
+	}
+	return "python measure_native(" + pyString(path) + ", " + trim + ", " + lock + ")"
+}
+
+func (*nativeBackend) ext() string { return ".json" }
+
+// failure is always "": measure_native's errors reach snapctl as gdb's
+// ^error.
+func (*nativeBackend) failure(*mi.Result) string { return "" }
+
+func (b *nativeBackend) agentMeasure() string {
+	return pyDict("kind", BackendNative, "ext", b.ext(), "trim", b.trim)
+}
+
+// keep reads the measurement into the stop; the file goes.
+func (b *nativeBackend) keep(s *session, path string, stop *Stop) error {
+	data, err := os.ReadFile(path)
+	os.Remove(path)
+	if err != nil {
+		return fmt.Errorf("reading the measurement at stop %d: %w", stop.Seq, err)
+	}
+	var m Memory
+	if err := json.Unmarshal(data, &m); err != nil {
+		return fmt.Errorf("reading the measurement at stop %d: %w", stop.Seq, err)
+	}
+	if m.AllocatorError != "" && b.noAllocator == "" {
+		b.noAllocator = m.AllocatorError
+		s.event(Event{Kind: "no-allocator-state", Message: fmt.Sprintf(
+			"glibc's allocator cannot be read (%s): a static binary, or a C library that is not glibc; only resident memory is recorded", m.AllocatorError)})
+		fmt.Fprintf(s.opts.Warn, "warning: glibc's allocator cannot be read in this program (%s): only resident memory is recorded\n", m.AllocatorError)
+	}
+	m.AllocatorError = ""
+	stop.Memory = &m
+	if m.HeapInUseBytes != nil {
+		stop.HeapBytes = *m.HeapInUseBytes
+	}
+	return nil
+}
+
+// record records the stop and makes its memory diffs: between this hit
+// and the breakpoint's previous one, and within an around_call's call.
+func (b *nativeBackend) record(s *session, t *taken) error {
+	t.bp.sum.Snapshots++
+	if t.stop.Phase == phaseHit {
+		t.bp.hitSnapshots++
+		if n := t.bp.bp.EndRunAfter; n > 0 && t.bp.hitSnapshots == n {
+			s.endTarget(fmt.Sprintf("breakpoint %q took %d snapshots (end_run_after)", t.bp.bp.Name, n))
+		}
+	}
+	s.addStop(t.stop)
+	s.native.add(t)
+	return nil
+}
+
+// beforeClose detaches gdb from a process it attached to: its breakpoints
+// go first, and the process goes on running as before.
+func (b *nativeBackend) beforeClose(s *session) {
+	if !b.attached || s.gdb == nil {
+		return
+	}
+	select {
+	case <-s.gdb.Done():
+		return
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*s.opts.Grace)
+	defer cancel()
+	// gdb detaches from a stopped process only.
+	s.gdb.Send(ctx, "-exec-interrupt")
+	wctx, wcancel := context.WithTimeout(ctx, 2*s.opts.Grace)
+	s.waitStopped(wctx)
+	wcancel()
+	s.gdb.Send(ctx, "-break-delete")
+	if _, err := s.gdb.Send(ctx, "-target-detach"); err != nil {
+		fmt.Fprintf(s.opts.Warn, "warning: detaching from process %d: %s\n", b.attach, miMessage(err))
+		return
+	}
+	b.attached = false
+	s.m.Native.Detached = true
+}
+
+func hasFeature(r *mi.Result, name string) bool {
+	for _, v := range r.List("features") {
+		if v.String("") == name {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseLock goes on with an around_call whose call did not return
+// within stop_timeout under scheduler-locking, and which an interrupt has
+// stopped inside: it restores gdb's mode (every thread runs), records an
+// event, and finishes the call's frame. It returns the stop that followed
+// (the return, or whatever came first) or released false when the call's
+// frame is not on the stack any more.
+func (s *session) releaseLock(ctx context.Context, st *bpState, stop *Stop, hit int, restore func(context.Context) error) (released bool, rec *mi.Record, err error) {
+	lctx, cancel := context.WithTimeout(ctx, s.stopTimeout())
+	defer cancel()
+	if err := restore(lctx); err != nil {
+		return false, nil, err
+	}
+	r, err := s.send(lctx, "-stack-list-frames", "--thread", stop.Thread.ID)
+	if err != nil {
+		return false, nil, err
+	}
+	level := ""
+	for _, f := range r.List("stack") {
+		if f.String("func") == stop.Frame.Function {
+			level = f.String("level") // the outermost: the call itself
+		}
+	}
+	s.event(Event{Kind: "scheduler-lock-released", Thread: stop.Thread,
+		Message: fmt.Sprintf("breakpoint %q hit %d: the call did not return within %v with only its thread running; scheduler-locking released, every thread runs until it returns", st.bp.Name, hit, s.stopTimeout())})
+	if level == "" {
+		return false, nil, nil
+	}
+	if _, err := s.send(lctx, "-exec-finish", "--thread", stop.Thread.ID, "--frame", level); err != nil {
+		return false, nil, err
+	}
+	rec, err = s.waitStopped(lctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, nil, err
+		}
+		return true, s.interrupt(), nil
+	}
+	return true, rec, nil
+}
+
+// taskSwitches returns the context switches of every thread of a native
+// target by thread id (LWP), nil under massif: a thread that ran between
+// two readings switched at least once.
+func (s *session) taskSwitches() map[string]int64 {
+	if s.native == nil || s.targetPid == 0 {
+		return nil
+	}
+	dir := fmt.Sprintf("/proc/%d/task", s.targetPid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	out := make(map[string]int64, len(ents))
+	for _, e := range ents {
+		st, err := procStatus(mustAtoi(e.Name()))
+		if err != nil {
+			continue
+		}
+		var v, n int64
+		fmt.Sscan(st["voluntary_ctxt_switches"], &v)
+		fmt.Sscan(st["nonvoluntary_ctxt_switches"], &n)
+		out[e.Name()] = v + n
+	}
+	return out
+}
+
+// threadsRan names the threads other than self whose context switches
+// changed since before (taskSwitches): they ran.
+func (s *session) threadsRan(before map[string]int64, self Thread) []string {
+	if before == nil {
+		return nil
+	}
+	after := s.taskSwitches()
+	lwp := ""
+	if i := strings.Index(self.TargetID, "LWP "); i >= 0 {
+		lwp = strings.TrimSuffix(self.TargetID[i+4:], ")")
+	}
+	var ran []string
+	for tid, n := range after {
+		if tid == lwp {
+			continue
+		}
+		if m, ok := before[tid]; !ok || m != n {
+			ran = append(ran, "LWP "+tid+": ran (context switches)")
+		}
+	}
+	sort.Strings(ran)
+	return ran
+}
+
+func mustAtoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}

@@ -1,0 +1,426 @@
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/snapctl/snapctl/internal/testenv"
+)
+
+// runNative runs plan (whose backend is native) on binary with args.
+func runNative(t *testing.T, opts Options, plan, binary string, args ...string) (*Result, *Manifest, error) {
+	t.Helper()
+	testenv.MustHave(t, "gdb")
+	testenv.NoLeftovers(t)
+	dir := t.TempDir()
+	planPath := filepath.Join(dir, "plan.yaml")
+	if err := os.WriteFile(planPath, []byte(plan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts.PlanPath, opts.Binary, opts.Args, opts.OutDir = planPath, binary, args, filepath.Join(dir, "run dir")
+	opts.Env = append(opts.Env, testenv.ScopeEnv(t))
+	res, err := Run(context.Background(), opts)
+	if res == nil {
+		t.Fatalf("no run: %v", err)
+	}
+	return res, readManifest(t, res.Dir), err
+}
+
+const roundPlan = "backend: native\nbreakpoints:\n  - name: round\n    location: round_done\n"
+
+// TestNativeLeak: 100 blocks of 100 bytes per round are 100 chunks of 112
+// bytes in glibc's in-use heap, and the free heap gives them up.
+func TestNativeLeak(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/leak.c")
+	for _, p := range stopPaths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			res, m, err := runNative(t, Options{NoAgent: p.noAgent}, roundPlan, bin, "100")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Backend != BackendNative || m.Native == nil || m.Native.TrimProbe || m.Valgrind != nil {
+				t.Errorf("backend %q, native %+v, valgrind %v", m.Backend, m.Native, m.Valgrind)
+			}
+			if len(m.Stops) != 6 {
+				t.Fatalf("%d stops, want 6", len(m.Stops))
+			}
+			for _, s := range m.Stops {
+				mem := s.Memory
+				if mem == nil || mem.HeapInUseBytes == nil || mem.HeapFreeBytes == nil || mem.MmapBytes == nil || mem.Arenas == nil {
+					t.Fatalf("stop %d: memory %+v", s.Seq, mem)
+				}
+				if mem.RSSBytes <= 0 || mem.AnonRSSBytes <= 0 || mem.AnonRSSBytes > mem.RSSBytes || *mem.Arenas != 1 || *mem.MmapBytes != 0 {
+					t.Errorf("stop %d: memory %+v", s.Seq, *mem)
+				}
+				if s.Snapshot != "" {
+					t.Errorf("stop %d: snapshot %q", s.Seq, s.Snapshot)
+				}
+			}
+			if len(m.Diffs) != 5 {
+				t.Fatalf("%d diffs, want 5", len(m.Diffs))
+			}
+			diffs := nativeDiffs(t, res.Dir)
+			for _, d := range diffs {
+				if d.Kind != "between-hits" || *d.MemoryDelta.HeapInUseBytes != 100*112 || *d.MemoryDelta.HeapFreeBytes != -100*112 {
+					t.Errorf("diff %d..%d: %s %+v; want in-use +11200, free -11200", d.FromSeq, d.ToSeq, d.Kind, d.MemoryDelta)
+				}
+			}
+			if len(m.Verdicts) != 1 {
+				t.Fatalf("verdicts %+v", m.Verdicts)
+			}
+			v := m.Verdicts[0]
+			if v.Verdict != VerdictLeak || *v.Figures.InUseGrowth != 5*11200 || *v.Figures.InUsePerHit != 11200 || v.Figures.InUseIntervals != 5 {
+				t.Errorf("verdict %+v, figures %+v", v, v.Figures)
+			}
+			if !strings.Contains(v.Sentence, "--backend massif") {
+				t.Errorf("sentence %q does not say to rerun with massif", v.Sentence)
+			}
+			report, _ := os.ReadFile(filepath.Join(res.Dir, reportFile))
+			if !strings.Contains(string(report), "**verdict: leak at breakpoint round") || !strings.Contains(string(report), massifNote) {
+				t.Errorf("report.md:\n%s", report)
+			}
+		})
+	}
+}
+
+// nativeDiffs reads run.json's diffs as the native backend writes them.
+func nativeDiffs(t *testing.T, dir string) []MemoryDiff {
+	t.Helper()
+	var m struct{ Diffs []MemoryDiff }
+	readJSON(t, filepath.Join(dir, manifestFile), &m)
+	return m.Diffs
+}
+
+// TestNativeRetention: freed small blocks below a live one stay with the
+// allocator. With trim_probe, malloc_trim(0) gives most of them back.
+func TestNativeRetention(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/retain.c")
+	_, m, err := runNative(t, Options{}, roundPlan, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Verdicts) != 1 || m.Verdicts[0].Verdict != VerdictRetention {
+		t.Fatalf("verdicts %+v", m.Verdicts)
+	}
+	f := m.Verdicts[0].Figures
+	// One 256-byte block (a 272-byte chunk) kept per round; about 2 MiB
+	// more resident and free per round.
+	if *f.InUseGrowth > 5*272+4096 || f.RSSGrowth < 9<<20 || *f.FreeGrowth < 9<<20 {
+		t.Errorf("figures %+v: in-use %d, free %d", f, *f.InUseGrowth, *f.FreeGrowth)
+	}
+	if !strings.Contains(m.Verdicts[0].Sentence, "MALLOC_ARENA_MAX") || !strings.Contains(m.Verdicts[0].Sentence, "native.trim_probe") {
+		t.Errorf("sentence %q", m.Verdicts[0].Sentence)
+	}
+
+	_, m, err = runNative(t, Options{}, "native:\n  trim_probe: true\n"+roundPlan, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Native == nil || !m.Native.TrimProbe {
+		t.Errorf("native %+v: trim_probe not recorded", m.Native)
+	}
+	for _, s := range m.Stops {
+		// The round's freed chunks: (r+1) * 8192 blocks of 256 bytes,
+		// 272-byte chunks, and the array of their pointers, 8 bytes a
+		// block; all but the pages that hold live chunks' edges go back.
+		n := int64(s.Hit) * 8192
+		want := n * (272 + 8)
+		if got := s.Memory.TrimReleasedBytes; got == nil || *got > want || *got < want-64<<10 {
+			t.Errorf("stop %d: trim_released_bytes %d, want %d less at most 64 KiB", s.Seq, deref(got), want)
+		}
+	}
+}
+
+// TestNativeOutsideHeap: memory mapped outside malloc.
+func TestNativeOutsideHeap(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/mapped.c")
+	_, m, err := runNative(t, Options{}, roundPlan, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Verdicts) != 1 || m.Verdicts[0].Verdict != VerdictOutsideHeap {
+		t.Fatalf("verdicts %+v", m.Verdicts)
+	}
+	f := m.Verdicts[0].Figures
+	if *f.InUseGrowth != 0 || *f.FreeGrowth != 0 || f.RSSGrowth < 5<<20 || f.RSSGrowth > 5<<20+64<<10 {
+		t.Errorf("figures %+v: in-use %d, free %d", f, *f.InUseGrowth, *f.FreeGrowth)
+	}
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNativeLockedCall: natively gdb honours scheduler-locking, so the
+// within-call delta of keep_one is its own 4000-byte block (a 4016-byte
+// chunk) while another thread allocates, and no other thread ran.
+func TestNativeLockedCall(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/locked.c")
+	res, m, err := runNative(t, Options{}, "backend: native\nscheduler_locking: on\nbreakpoints:\n  - name: keep\n    location: keep_one\n    around_call: true\n", bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var within []MemoryDiff
+	for _, d := range nativeDiffs(t, res.Dir) {
+		if d.Kind == "within-call" {
+			within = append(within, d)
+		}
+	}
+	if len(within) != 4 {
+		t.Fatalf("%d within-call diffs, want 4", len(within))
+	}
+	for _, d := range within {
+		if got := *d.MemoryDelta.HeapInUseBytes; got != 4016 {
+			t.Errorf("call %d..%d: in-use delta %d, want 4016", d.FromSeq, d.ToSeq, got)
+		}
+	}
+	for _, s := range m.Stops {
+		if s.Phase != phaseReturn {
+			continue
+		}
+		if s.OtherThreadsRan == nil || *s.OtherThreadsRan || s.SchedulerLocking != "on" {
+			t.Errorf("return stop %d: other_threads_ran %v (%v), scheduler_locking %q", s.Seq, s.OtherThreadsRan, s.ThreadsChanged, s.SchedulerLocking)
+		}
+	}
+}
+
+// TestNativeLockReleased: a call that waits for another thread never
+// returns while the lock keeps that thread stopped; at stop_timeout the
+// lock is released, the call returns and the run goes on.
+func TestNativeLockReleased(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/locked.c")
+	_, m, err := runNative(t, Options{}, "backend: native\nstop_timeout: 1s\nbreakpoints:\n  - name: wait\n    location: wait_for_other\n    around_call: true\n", bin, "block")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Status != StatusCompleted || len(m.Stops) != 2 {
+		t.Fatalf("status %s, %d stops, events %+v", m.Status, len(m.Stops), m.Events)
+	}
+	ret := m.Stops[1]
+	if ret.Phase != phaseReturn || !ret.SchedulerLockReleased || ret.OtherThreadsRan == nil || !*ret.OtherThreadsRan {
+		t.Errorf("return stop %+v", ret)
+	}
+	if !slices.ContainsFunc(m.Events, func(e Event) bool { return e.Kind == "scheduler-lock-released" }) {
+		t.Errorf("events %+v: no scheduler-lock-released", m.Events)
+	}
+}
+
+// TestNativeUnlockedCallSeesOtherThreads: without the lock the other
+// thread runs during the call, and the return stop says so.
+func TestNativeUnlockedCallSeesOtherThreads(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/locked.c")
+	_, m, err := runNative(t, Options{}, "backend: native\nscheduler_locking: off\nbreakpoints:\n  - name: keep\n    location: keep_one\n    around_call: true\n", bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range m.Stops {
+		if s.Phase == phaseReturn && (s.OtherThreadsRan == nil || !*s.OtherThreadsRan) {
+			t.Errorf("return stop %d: other_threads_ran %v with scheduler_locking off", s.Seq, s.OtherThreadsRan)
+		}
+	}
+}
+
+// startLoop starts the attach fixture, which runs until killed, and
+// kills it at the end of the test.
+func startLoop(t *testing.T) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(testenv.Build(t, "testdata/native/loop.c"))
+	cmd.Env = append(os.Environ(), testenv.ScopeEnv(t))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd
+}
+
+// switches is the process's context switches: they grow while it runs.
+func switches(t *testing.T, pid int) int64 {
+	t.Helper()
+	st, err := procStatus(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	fmt.Sscan(st["voluntary_ctxt_switches"], &n)
+	return n
+}
+
+// TestNativeAttach attaches to a running process, takes max_hits stops,
+// deletes the breakpoint and detaches: the process goes on running,
+// untraced.
+func TestNativeAttach(t *testing.T) {
+	t.Parallel()
+	loop := startLoop(t)
+	pid := loop.Process.Pid
+	res, m, err := runNative(t, Options{AttachPID: pid}, "backend: native\nbreakpoints:\n  - name: tick\n    location: tick\n    max_hits: 5\n", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Status != StatusCompleted || len(m.Stops) != 5 || m.Native == nil || m.Native.AttachedPid != pid || !m.Native.Detached {
+		t.Fatalf("status %s, %d stops, native %+v", m.Status, len(m.Stops), m.Native)
+	}
+	// 100 bytes leaked per tick: one 112-byte chunk between stops.
+	for _, d := range nativeDiffs(t, res.Dir) {
+		if *d.MemoryDelta.HeapInUseBytes != 112 {
+			t.Errorf("diff %d..%d: in-use delta %d, want 112", d.FromSeq, d.ToSeq, *d.MemoryDelta.HeapInUseBytes)
+		}
+	}
+	st, err := procStatus(pid)
+	if err != nil || st["TracerPid"] != "0" || strings.HasPrefix(st["State"], "t") || strings.HasPrefix(st["State"], "Z") {
+		t.Fatalf("after the run: %v, state %q, tracer %q", err, st["State"], st["TracerPid"])
+	}
+	before := switches(t, pid)
+	time.Sleep(200 * time.Millisecond)
+	if after := switches(t, pid); after <= before {
+		t.Errorf("the process does not run after the detach: %d context switches, then %d", before, after)
+	}
+}
+
+// TestNativeAttachRefused: no such process, and one already traced, each
+// with its message and exit code; nothing is started.
+func TestNativeAttachRefused(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb")
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "plan.yaml")
+	if err := os.WriteFile(plan, []byte("backend: native\nbreakpoints:\n  - location: tick\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	attach := func(pid int) error {
+		res, err := Run(context.Background(), Options{PlanPath: plan, AttachPID: pid, OutDir: filepath.Join(dir, "out")})
+		if res != nil {
+			t.Errorf("a run directory for a refused attach")
+		}
+		return err
+	}
+	// A process that has exited and been reaped.
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	err := attach(gone.Process.Pid)
+	if code, _ := ExitStatus(err); code != ExitNoProcess || !strings.Contains(fmt.Sprint(err), "no such process") {
+		t.Errorf("gone process: %v (exit %d)", err, code)
+	}
+
+	loop := startLoop(t)
+	// This test traces it: a process has one tracer.
+	traced := make(chan error)
+	release := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		err := syscall.PtraceAttach(loop.Process.Pid)
+		traced <- err
+		<-release
+		if err == nil {
+			syscall.PtraceDetach(loop.Process.Pid)
+		}
+	}()
+	defer close(release)
+	if err := <-traced; err != nil {
+		t.Skipf("cannot trace the fixture: %v", err)
+	}
+	err = attach(loop.Process.Pid)
+	if code, _ := ExitStatus(err); code != ExitTraced || !strings.Contains(fmt.Sprint(err), fmt.Sprintf("already traced by process %d", os.Getpid())) {
+		t.Errorf("traced process: %v (exit %d)", err, code)
+	}
+}
+
+// TestNativeNoAllocator: a program without glibc has no allocator state
+// to read: the run says so once and records resident memory only.
+func TestNativeNoAllocator(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/nolibc.c", "-static", "-nostdlib")
+	var warn testenv.Buffer
+	_, m, err := runNative(t, Options{Warn: &warn}, roundPlan, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Stops) != 3 {
+		t.Fatalf("%d stops", len(m.Stops))
+	}
+	for _, s := range m.Stops {
+		if s.Memory == nil || s.Memory.RSSBytes <= 0 || s.Memory.HeapInUseBytes != nil || s.Memory.HeapFreeBytes != nil {
+			t.Errorf("stop %d: memory %+v", s.Seq, s.Memory)
+		}
+	}
+	n := 0
+	for _, e := range m.Events {
+		if e.Kind == "no-allocator-state" {
+			n++
+		}
+	}
+	if n != 1 || strings.Count(warn.String(), "allocator cannot be read") != 1 {
+		t.Errorf("%d no-allocator-state events, warnings %q", n, warn.String())
+	}
+}
+
+// TestNativeWithoutLibcDebugInfo: without libc's debug info gdb does not
+// know struct mallinfo2; the call through a cast reads the same figures,
+// and the number of arenas is unknown.
+func TestNativeWithoutLibcDebugInfo(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/leak.c")
+	res, m, err := runNative(t, Options{}, "gdb:\n  init: [\"set debug-file-directory /nonexistent\"]\n"+roundPlan, bin, "100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range m.Stops {
+		if s.Memory == nil || s.Memory.HeapInUseBytes == nil || s.Memory.Arenas != nil {
+			t.Errorf("stop %d: memory %+v", s.Seq, s.Memory)
+		}
+	}
+	for _, d := range nativeDiffs(t, res.Dir) {
+		if *d.MemoryDelta.HeapInUseBytes != 100*112 {
+			t.Errorf("diff %d..%d: in-use delta %d, want 11200", d.FromSeq, d.ToSeq, *d.MemoryDelta.HeapInUseBytes)
+		}
+	}
+}
+
+// TestNativeAttachWorkload: attached, the run ends with its workload and
+// the process is left running.
+func TestNativeAttachWorkload(t *testing.T) {
+	t.Parallel()
+	loop := startLoop(t)
+	pid := loop.Process.Pid
+	_, m, err := runNative(t, Options{AttachPID: pid}, "backend: native\nworkload: [sleep, \"0.5\"]\nbreakpoints:\n  - name: tick\n    location: tick\n", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Status != StatusCompleted || len(m.Stops) < 5 || !m.Native.Detached || m.Target.Signal != nil {
+		t.Fatalf("status %s, %d stops, native %+v, signal %v", m.Status, len(m.Stops), m.Native, m.Target.Signal)
+	}
+	before := switches(t, pid)
+	time.Sleep(200 * time.Millisecond)
+	if after := switches(t, pid); after <= before {
+		t.Errorf("the process does not run after the detach")
+	}
+}
