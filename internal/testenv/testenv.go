@@ -13,12 +13,14 @@ package testenv
 
 import (
 	"bytes"
+	"flag"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +40,16 @@ var (
 // removes the fixture cache afterwards and fails the package if any process
 // the tests started is still alive.
 func Main(m *testing.M) int {
+	// The tests against the real tools mostly wait: for valgrind to start,
+	// for a target's sleeps, for a stop_timeout to pass. Unless -parallel
+	// is given, twice as many run at once as there are processors (at
+	// least 4): on two cores that halves cmd/snapctl's time.
+	flag.Parse()
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		flag.Set("test.parallel", strconv.Itoa(max(4, 2*runtime.GOMAXPROCS(0))))
+	}
 	// PR_SET_CHILD_SUBREAPER = 36.
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, 36, 1, 0); errno != 0 {
 		fmt.Fprintf(os.Stderr, "testenv: cannot become child subreaper: %v\n", errno)
