@@ -345,10 +345,7 @@ func (s *session) agentStop(rec *agentRecord) error {
 	sec, frac := math.Modf(rec.Time)
 	stop.Time = stamp(time.Unix(int64(sec), int64(frac*1e9)))
 	stop.Snapshot = snapshotName(s.seq, st.bp.Name, stop.Hit, stop.Phase)
-	if err := moveFile(rec.Snapshot, filepath.Join(s.dir, stop.Snapshot)); err != nil {
-		return fmt.Errorf("keeping snapshot %s: %w", stop.Snapshot, err)
-	}
-	s.pending = append(s.pending, &taken{stop: stop, bp: st})
+	s.pending = append(s.pending, &taken{stop: stop, bp: st, raw: rec.Snapshot})
 	return nil
 }
 

@@ -15,14 +15,16 @@ import (
 	"github.com/snapctl/snapctl/snapshots"
 )
 
-// taken is a stop whose snapshot file is in the run directory but not yet
-// read: reading it waits until the target runs again, so snapctl's own work
-// overlaps the target's. Taken stops wait in session.pending; flush reads
-// them, also when a run ends in the middle of a stop, so every kept
-// snapshot has its stop in run.json.
+// taken is a stop whose snapshot file massif wrote in the private
+// directory but that is not yet read nor kept: reading it, and compressing
+// it into the run directory, waits until the target runs again, so
+// snapctl's own work overlaps the target's. Taken stops wait in
+// session.pending; flush reads them, also when a run ends in the middle of
+// a stop, so every kept snapshot has its stop in run.json.
 type taken struct {
 	stop  *Stop
 	bp    *bpState
+	raw   string              // the snapshot file massif wrote
 	hitOf *taken              // for a return-phase stop, its hit
 	snap  *snapshots.Snapshot // a hit's snapshot, until its return is read
 	// tree and same serve keep_snapshots: changed (see keep.go).
@@ -316,10 +318,13 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 	stop.Seq = s.seq
 	stop.Time = stamp(time.Now())
 	stop.Snapshot = snapshotName(s.seq, st.bp.Name, stop.Hit, stop.Phase)
-	if err := moveFile(tmp, filepath.Join(s.dir, stop.Snapshot)); err != nil {
+	// The next stop's snapshot goes to tmp again: this one waits for
+	// flush under its own name.
+	raw := filepath.Join(s.priv, fmt.Sprintf("stop-%d%s", s.seq, snapshotExt))
+	if err := os.Rename(tmp, raw); err != nil {
 		return nil, fmt.Errorf("keeping snapshot %s: %w", stop.Snapshot, err)
 	}
-	s.pending = append(s.pending, &taken{stop: stop, bp: st, hitOf: hitOf})
+	s.pending = append(s.pending, &taken{stop: stop, bp: st, hitOf: hitOf, raw: raw})
 	if len(then) > 0 {
 		if err := s.resumed(st, then, errs[snap+1:]); err != nil {
 			return nil, err
@@ -380,7 +385,7 @@ func (s *session) flush() error {
 		if err != nil {
 			// run.json lists no stop from here on: their files go.
 			for _, u := range pending[i:] {
-				os.Remove(filepath.Join(s.dir, u.stop.Snapshot))
+				os.Remove(u.raw)
 			}
 			return s.diskFull(err)
 		}
@@ -415,12 +420,13 @@ func (s *session) diskFull(err error) error {
 	return err
 }
 
-// readSnapshot parses a kept snapshot once and fills the stop's totals.
+// readSnapshot keeps a stop's snapshot in the run directory, parsing it on
+// the way, and fills the stop's totals.
 func (s *session) readSnapshot(t *taken) (*snapshots.Snapshot, error) {
 	path := filepath.Join(s.dir, t.stop.Snapshot)
-	snap, err := s.parseSnapshot(t, path)
+	snap, err := s.keepSnapshot(t, path)
 	if err != nil {
-		return nil, fmt.Errorf("reading snapshot: %w", err)
+		return nil, err
 	}
 	t.stop.HeapBytes, t.stop.HeapExtraBytes, t.stop.StacksBytes = snap.HeapBytes, snap.HeapExtraBytes, snap.StacksBytes
 	t.bp.sum.Snapshots++

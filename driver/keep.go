@@ -3,6 +3,9 @@ package driver
 import (
 	"bytes"
 	"crypto/sha256"
+	"fmt"
+	"hash"
+	"io"
 	"os"
 
 	"github.com/snapctl/snapctl/breakpoints"
@@ -10,8 +13,7 @@ import (
 )
 
 // treeSum identifies a snapshot file's allocation trees: a hash of the file
-// without its time= lines, the only lines that differ between two
-// snapshots of the same heap in one run.
+// without its time= lines (see treeHash).
 type treeSum [sha256.Size]byte
 
 // keptSnapshot is the last kept snapshot of a breakpoint in one phase.
@@ -20,46 +22,75 @@ type keptSnapshot struct {
 	tree treeSum
 }
 
-// parseSnapshot reads a kept snapshot file. Under keep_snapshots: changed
-// it also sums the file's tree into t.tree.
-func (s *session) parseSnapshot(t *taken, path string) (*snapshots.Snapshot, error) {
-	if t.bp.bp.KeepSnapshots != breakpoints.KeepChanged {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, err
+// keepSnapshot compresses the stop's snapshot into path and parses it in
+// the same pass. Under keep_snapshots: changed it also sums the file's
+// tree into t.tree.
+func (s *session) keepSnapshot(t *taken, path string) (*snapshots.Snapshot, error) {
+	var snap *snapshots.Snapshot
+	var sum *treeHash
+	var readErr error
+	err := keepSnapshot(t.raw, path, func(r io.Reader) error {
+		if t.bp.bp.KeepSnapshots == breakpoints.KeepChanged {
+			sum = newTreeHash()
+			r = io.TeeReader(r, sum)
 		}
-		defer f.Close()
-		return snapshots.ReadHeap(f, path)
+		snap, readErr = snapshots.ReadHeap(r, path)
+		if readErr == nil && sum != nil {
+			// ReadHeap stops after the last tree; the sum covers
+			// the whole file.
+			_, readErr = io.Copy(io.Discard, r)
+		}
+		return readErr
+	})
+	switch {
+	case readErr != nil:
+		return nil, fmt.Errorf("reading snapshot: %w", readErr)
+	case err != nil:
+		return nil, fmt.Errorf("keeping snapshot %s: %w", t.stop.Snapshot, err)
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
+	if sum != nil {
+		t.tree = sum.sum()
 	}
-	t.tree = sumTree(data)
-	return snapshots.ReadHeap(bytes.NewReader(data), path)
+	return snap, nil
 }
 
-// sumTree hashes a massif file but for its time= lines (an xtmemory file
-// has one per event).
-func sumTree(data []byte) treeSum {
-	h := sha256.New()
-	rest := data
-	for {
-		i := bytes.Index(rest, []byte("\ntime="))
+// treeHash hashes a massif file as it is written to it, but for its time=
+// lines (an xtmemory file has one per event), the only lines that differ
+// between two snapshots of the same heap in one run.
+type treeHash struct {
+	h       hash.Hash
+	partial []byte // the start of a line the next Write ends
+}
+
+func newTreeHash() *treeHash { return &treeHash{h: sha256.New()} }
+
+func (t *treeHash) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
+			t.partial = append(t.partial, p...)
 			break
 		}
-		h.Write(rest[:i+1])
-		rest = rest[i+1:]
-		if j := bytes.IndexByte(rest, '\n'); j >= 0 {
-			rest = rest[j+1:]
-		} else {
-			rest = nil
+		line := p[:i+1]
+		if len(t.partial) > 0 {
+			line = append(t.partial, line...)
+			t.partial = t.partial[:0]
 		}
+		if !bytes.HasPrefix(line, []byte("time=")) {
+			t.h.Write(line)
+		}
+		p = p[i+1:]
 	}
-	h.Write(rest)
+	return n, nil
+}
+
+func (t *treeHash) sum() treeSum {
+	if !bytes.HasPrefix(t.partial, []byte("time=")) {
+		t.h.Write(t.partial)
+	}
 	var sum treeSum
-	h.Sum(sum[:0])
+	t.h.Sum(sum[:0])
 	return sum
 }
 

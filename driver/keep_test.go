@@ -33,9 +33,9 @@ func TestRunKeepChanged(t *testing.T) {
 		got = append(got, stop{s.Seq, s.Snapshot, s.SameAsSeq, s.HeapBytes})
 	}
 	want := []stop{
-		{1, "snapshots/0001-tick-1.massif", 0, 100},
+		{1, "snapshots/0001-tick-1.massif.gz", 0, 100},
 		{2, "", 1, 100},
-		{3, "snapshots/0003-tick-3.massif", 0, 132},
+		{3, "snapshots/0003-tick-3.massif.gz", 0, 132},
 		{4, "", 3, 132},
 		{5, "", 3, 132},
 	}
@@ -114,8 +114,8 @@ func TestRunKeepChangedAroundCall(t *testing.T) {
 		got = append(got, stop{s.Seq, s.Phase, s.Snapshot, s.SameAsSeq, s.HeapBytes})
 	}
 	want := []stop{
-		{1, "hit", "snapshots/0001-tick-1.massif", 0, 100},
-		{2, "return", "snapshots/0002-tick-1-return.massif", 0, 100},
+		{1, "hit", "snapshots/0001-tick-1.massif.gz", 0, 100},
+		{2, "return", "snapshots/0002-tick-1-return.massif.gz", 0, 100},
 		{3, "hit", "", 1, 100},
 		{4, "return", "", 2, 100},
 		{5, "hit", "", 1, 100},

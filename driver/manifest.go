@@ -216,13 +216,18 @@ type Event struct {
 
 // snapshotName is the file name of a stop's snapshot inside snapshots/:
 // sequence, breakpoint and hit, plus "-return" for the return phase.
+// Kept snapshots are gzipped (keepSnapshot): snapctl's commands read them
+// as they are; `gunzip -k` gives ms_print its plain file.
 func snapshotName(seq int, bp string, hit int, phase string) string {
 	name := fmt.Sprintf("%04d-%s-%d", seq, bp, hit)
 	if phase == phaseReturn {
 		name += "-return"
 	}
-	return filepath.Join(snapshotDir, name+".massif")
+	return filepath.Join(snapshotDir, name+snapshotKeptExt)
 }
+
+// snapshotKeptExt ends the name of a kept snapshot.
+const snapshotKeptExt = ".massif.gz"
 
 const (
 	phaseHit    = "hit"

@@ -1,6 +1,8 @@
 package driver
 
 import (
+	"bufio"
+	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -83,9 +85,13 @@ func prepareRunDir(dir string, force bool) (string, error) {
 // the run writes through it.
 func clearRunFiles(dir string) error {
 	names := []string{manifestFile, reportFile, traceFile, agentTrace, valgrindLog, massifOut}
-	snaps, err := filepath.Glob(filepath.Join(dir, snapshotDir, "*.massif"))
-	if err != nil {
-		return err
+	var snaps []string
+	for _, pattern := range []string{"*.massif", "*.massif.gz"} {
+		more, err := filepath.Glob(filepath.Join(dir, snapshotDir, pattern))
+		if err != nil {
+			return err
+		}
+		snaps = append(snaps, more...)
 	}
 	for _, name := range names {
 		snaps = append(snaps, filepath.Join(dir, name))
@@ -160,42 +166,68 @@ func makePrivateDir(tmp string) (string, error) {
 	return dir, nil
 }
 
-// moveFile renames src to dst, copying when they are on different file
-// systems (the private directory lives in TMPDIR, the run directory
-// anywhere) or when dst is not a regular file, which is written through
-// (see fsutil.WriteFile).
-func moveFile(src, dst string) error {
-	if fi, err := os.Lstat(dst); err == nil && !fi.Mode().IsRegular() {
-		in, err := os.Open(src)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		if err := fsutil.WriteFile(dst, 0o644, func(w io.Writer) error { _, err := io.Copy(w, in); return err }); err != nil {
-			return err
-		}
-		return os.Remove(src)
-	}
-	if err := os.Rename(src, dst); err == nil {
-		return nil
-	}
-	in, err := os.Open(src)
+// keepSnapshot compresses the snapshot file raw, which massif wrote in the
+// private directory, into dst in the run directory with gzip, and removes
+// raw. read gets raw's bytes as they are compressed (the analysis parses
+// them in the same pass) and may stop before the end: the rest is still
+// kept. dst is created, or written through when it exists and is not a
+// regular file (see fsutil.WriteFile); on an error no partial file stays.
+func keepSnapshot(raw, dst string, read func(io.Reader) error) error {
+	in, err := os.Open(raw)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, err := os.Create(dst)
+	write := func(w io.Writer) error {
+		zw, err := gzip.NewWriterLevel(w, snapshotLevel)
+		if err != nil {
+			return err
+		}
+		tee := io.TeeReader(in, zw)
+		if err := read(tee); err != nil {
+			return err
+		}
+		if _, err := io.Copy(io.Discard, tee); err != nil {
+			return err
+		}
+		return zw.Close()
+	}
+	if fi, err := os.Lstat(dst); err == nil && !fi.Mode().IsRegular() {
+		err = fsutil.WriteFile(dst, 0o644, write)
+	} else {
+		err = createFile(dst, write)
+	}
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		os.Remove(dst)
+	return os.Remove(raw)
+}
+
+// snapshotLevel is the gzip level of kept snapshots: a massif tree repeats
+// its frame texts, and the fastest level already shrinks it about tenfold
+// for a fraction of the CPU of the default (bench/large.sh).
+const snapshotLevel = gzip.BestSpeed
+
+// createFile writes what write streams to a new file at path, replacing
+// one that is there, and removes it when writing fails. Unlike
+// fsutil.WriteFile it does not sync: a snapshot is one of many files of a
+// run, and run.json, written last and atomically, is what says a run
+// completed.
+func createFile(path string, write func(io.Writer) error) error {
+	out, err := os.Create(path)
+	if err != nil {
 		return err
 	}
-	if err := out.Close(); err != nil {
-		os.Remove(dst)
-		return err
+	bw := bufio.NewWriterSize(out, 64<<10)
+	err = write(bw)
+	if err == nil {
+		err = bw.Flush()
 	}
-	return os.Remove(src)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
 }

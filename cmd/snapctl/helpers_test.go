@@ -7,10 +7,12 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -424,12 +426,12 @@ func snapshotFiles(t testing.TB, out string) []string {
 }
 
 // checkSnapshotsKept fails the test unless every stop's snapshot file exists
-// and holds a massif snapshot.
+// and holds a gzip-compressed massif snapshot.
 func checkSnapshotsKept(t testing.TB, res *result) {
 	t.Helper()
 	for _, s := range res.Run.Stops {
 		path := filepath.Join(res.Out, s.Snapshot)
-		data, err := os.ReadFile(path)
+		data, err := gunzipFile(path)
 		if err != nil {
 			t.Errorf("stop %d: %v", s.Seq, err)
 			continue
@@ -438,4 +440,19 @@ func checkSnapshotsKept(t testing.TB, res *result) {
 			t.Errorf("stop %d: %s is not a massif snapshot:\n%s", s.Seq, path, data)
 		}
 	}
+}
+
+// gunzipFile returns what the gzip file at path holds, and an error when it
+// is not gzip.
+func gunzipFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return io.ReadAll(zr)
 }
