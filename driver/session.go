@@ -874,7 +874,8 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 		s.m.Error = strings.SplitN(err.Error(), "\n", 2)[0]
 	}
 	rep := s.an.report("snapctl run: " + strings.Join(s.argv, " "))
-	s.m.Suspects = rep.Suspects
+	s.m.Suspects = s.an.stacks.InternSuspects(rep.Suspects)
+	s.m.Stacks = s.an.stacks.Stacks()
 	for _, p := range s.an.problems {
 		s.m.Events = append(s.m.Events, Event{Time: stamp(time.Now()), Kind: "analysis-error", Message: p})
 	}

@@ -83,6 +83,9 @@ func readManifest(t *testing.T, dir string) *Manifest {
 	if err := json.Unmarshal(data, &m); err != nil {
 		t.Fatalf("run.json: %v", err)
 	}
+	if err := m.ResolveStacks(); err != nil {
+		t.Fatalf("run.json: %v", err)
+	}
 	return &m
 }
 

@@ -65,8 +65,10 @@ const (
 
 // Suspect is a site that grows over a breakpoint's hits.
 type Suspect struct {
-	Frame      Frame   `json:"frame"`
-	Stack      []Frame `json:"stack"`
+	Frame Frame   `json:"frame"`
+	Stack []Frame `json:"stack,omitempty"`
+	// StackID replaces Stack in run.json (see SiteDelta.StackID).
+	StackID    *int    `json:"stack_id,omitempty"`
 	Library    []Frame `json:"library,omitempty"`
 	Breakpoint string  `json:"breakpoint"`
 	// Pattern is how it grew: PatternSteady, PatternStepwise or
