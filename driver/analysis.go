@@ -70,6 +70,24 @@ func (a *analysis) addHit(bp string, seq, hit int, snap *snapshots.Snapshot, sam
 	}
 }
 
+// addSameHit feeds a hit-phase snapshot that was not parsed because its
+// tree equals the previous hit's (see session.readTree); same is addHit's.
+func (a *analysis) addSameHit(bp string, seq, hit int, same bool) {
+	s := a.series[bp]
+	if s == nil {
+		a.problems = append(a.problems, fmt.Sprintf("series %q, stop %d: no earlier snapshot", bp, seq))
+		return
+	}
+	d, err := s.AddSame(seq, hit)
+	if err != nil {
+		a.problems = append(a.problems, err.Error())
+		return
+	}
+	if !same {
+		a.add(d)
+	}
+}
+
 // addReturn adds the within-call diff of an around_call breakpoint.
 func (a *analysis) addReturn(bp string, hitSeq int, hit *snapshots.Snapshot, retSeq int, ret *snapshots.Snapshot) {
 	d, err := snapshots.DiffSnapshots(hit, ret, a.opts)

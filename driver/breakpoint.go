@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -390,6 +391,10 @@ func (s *session) flush() error {
 			return s.diskFull(err)
 		}
 		s.addStop(t.stop)
+		if t.hitOf == nil && snap == nil {
+			s.an.addSameHit(t.stop.Breakpoint, t.stop.Seq, t.stop.Hit, t.same)
+			continue
+		}
 		if t.hitOf == nil {
 			s.an.addHit(t.stop.Breakpoint, t.stop.Seq, t.stop.Hit, snap, t.same)
 			if t.bp.bp.AroundCall {
@@ -421,14 +426,38 @@ func (s *session) diskFull(err error) error {
 }
 
 // readSnapshot keeps a stop's snapshot in the run directory, parsing it on
-// the way, and fills the stop's totals.
+// the way unless its tree is known (see readTree), and fills the stop's
+// totals. The snapshot is nil when it was not parsed.
 func (s *session) readSnapshot(t *taken) (*snapshots.Snapshot, error) {
 	path := filepath.Join(s.dir, t.stop.Snapshot)
-	snap, err := s.keepSnapshot(t, path)
+	parse, keep, err := s.readTree(t)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("keeping snapshot %s: %w", t.stop.Snapshot, err)
 	}
-	t.stop.HeapBytes, t.stop.HeapExtraBytes, t.stop.StacksBytes = snap.HeapBytes, snap.HeapExtraBytes, snap.StacksBytes
+	var snap *snapshots.Snapshot
+	switch {
+	case parse:
+		if snap, err = s.parseSnapshot(t, path, keep); err != nil {
+			return nil, err
+		}
+		t.stop.HeapBytes, t.stop.HeapExtraBytes, t.stop.StacksBytes = snap.HeapBytes, snap.HeapExtraBytes, snap.StacksBytes
+	default:
+		if keep {
+			err = keepSnapshot(t.raw, path, func(io.Reader) error { return nil })
+		} else {
+			err = os.Remove(t.raw)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("keeping snapshot %s: %w", t.stop.Snapshot, err)
+		}
+		// The same tree: the same totals.
+		from := t.bp.last[phaseIndex(t.stop.Phase)]
+		if t.stop.Phase == phaseReturn {
+			h := t.hitOf.stop
+			from = lastSnapshot{heap: h.HeapBytes, extra: h.HeapExtraBytes, stacks: h.StacksBytes}
+		}
+		t.stop.HeapBytes, t.stop.HeapExtraBytes, t.stop.StacksBytes = from.heap, from.extra, from.stacks
+	}
 	t.bp.sum.Snapshots++
 	if t.stop.Phase == phaseHit {
 		t.bp.hitSnapshots++
@@ -436,7 +465,7 @@ func (s *session) readSnapshot(t *taken) (*snapshots.Snapshot, error) {
 			s.endTarget(fmt.Sprintf("breakpoint %q took %d snapshots (end_run_after)", t.bp.bp.Name, n))
 		}
 	}
-	s.dropUnchanged(t, path)
+	s.remember(t, keep)
 	return snap, nil
 }
 

@@ -312,9 +312,9 @@ type bpState struct {
 	times int
 	// agent is set when gdb's agent takes the breakpoint's stops.
 	agent bool
-	// kept are the last kept snapshots of the hit and return phases,
-	// under keep_snapshots: changed.
-	kept [2]keptSnapshot
+	// last are the last snapshots read of the hit and return phases
+	// (see phaseIndex).
+	last [2]lastSnapshot
 }
 
 func newSession(opts Options, plan *breakpoints.Plan, t tools, binary, dir string) *session {

@@ -152,6 +152,27 @@ func (s *Series) Add(seq, hit int, snap *Snapshot) (*Diff, error) {
 	return d, nil
 }
 
+// AddSame adds the snapshot of stop seq, hit hit, known to hold the same
+// allocation tree as the last one added (its file was byte for byte the
+// same but for times), without the snapshot: nothing is parsed, and the
+// interval and its diff, in which no site changed, are what Add would
+// have made of it. It fails before any snapshot was added.
+func (s *Series) AddSame(seq, hit int) (*Diff, error) {
+	if s.prev == nil {
+		return nil, fmt.Errorf("series %q, stop %d: no earlier snapshot to be the same as", s.breakpoint, seq)
+	}
+	d := s.an.diffKeys(s.prev, s.prev, func(string, *SiteDelta) {})
+	s.intervals++
+	s.spans = append(s.spans, max(hit-s.prevHit, 1))
+	d.Kind = "between-hits"
+	d.Breakpoint = s.breakpoint
+	d.FromSeq = s.prevSeq
+	d.ToSeq = seq
+	s.prevSeq, s.prevHit = seq, hit
+	s.seqs = append(s.seqs, seq)
+	return d, nil
+}
+
 // record remembers one site's change in the current interval. Hidden and
 // revealed sites changed by an unknown amount, so they count as no change.
 func (s *Series) record(key string, sd *SiteDelta) {
