@@ -345,7 +345,11 @@ func (s *session) agentStop(rec *agentRecord) error {
 	sec, frac := math.Modf(rec.Time)
 	stop.Time = stamp(time.Unix(int64(sec), int64(frac*1e9)))
 	stop.Snapshot = snapshotName(s.seq, st.bp.Name, stop.Hit, stop.Phase)
-	s.pending = append(s.pending, &taken{stop: stop, bp: st, raw: rec.Snapshot})
+	raw, err := s.stageSnapshot(rec.Snapshot, stop)
+	if err != nil {
+		return err
+	}
+	s.pending = append(s.pending, &taken{stop: stop, bp: st, raw: raw})
 	return nil
 }
 

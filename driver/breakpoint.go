@@ -16,16 +16,16 @@ import (
 	"github.com/snapctl/snapctl/snapshots"
 )
 
-// taken is a stop whose snapshot file massif wrote in the private
-// directory but that is not yet read nor kept: reading it, and compressing
-// it into the run directory, waits until the target runs again, so
-// snapctl's own work overlaps the target's. Taken stops wait in
+// taken is a stop whose snapshot file massif wrote and snapctl moved into
+// the run directory under a staging name (stageSnapshot), not yet read nor
+// compressed: that waits until the target runs again, so snapctl's own
+// work overlaps the target's. Taken stops wait in
 // session.pending; flush reads them, also when a run ends in the middle of
 // a stop, so every kept snapshot has its stop in run.json.
 type taken struct {
 	stop  *Stop
 	bp    *bpState
-	raw   string              // the snapshot file massif wrote
+	raw   string              // the snapshot file massif wrote, staged
 	hitOf *taken              // for a return-phase stop, its hit
 	snap  *snapshots.Snapshot // a hit's snapshot, until its return is read
 	// tree and same serve keep_snapshots: changed (see keep.go).
@@ -319,11 +319,9 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 	stop.Seq = s.seq
 	stop.Time = stamp(time.Now())
 	stop.Snapshot = snapshotName(s.seq, st.bp.Name, stop.Hit, stop.Phase)
-	// The next stop's snapshot goes to tmp again: this one waits for
-	// flush under its own name.
-	raw := filepath.Join(s.priv, fmt.Sprintf("stop-%d%s", s.seq, snapshotExt))
-	if err := os.Rename(tmp, raw); err != nil {
-		return nil, fmt.Errorf("keeping snapshot %s: %w", stop.Snapshot, err)
+	raw, err := s.stageSnapshot(tmp, stop)
+	if err != nil {
+		return nil, err
 	}
 	s.pending = append(s.pending, &taken{stop: stop, bp: st, hitOf: hitOf, raw: raw})
 	if len(then) > 0 {

@@ -80,13 +80,13 @@ func prepareRunDir(dir string, force bool) (string, error) {
 
 // clearRunFiles removes the files an earlier run left in dir, which would
 // otherwise be taken for this run's output: snapctl's own files and the
-// snapshots it kept. Files snapctl does not write are left alone, and so
+// snapshots it kept or staged. Files snapctl does not write are left alone, and so
 // is what is not a regular file under those names (a symlink, a FIFO):
 // the run writes through it.
 func clearRunFiles(dir string) error {
 	names := []string{manifestFile, reportFile, traceFile, agentTrace, valgrindLog, massifOut}
 	var snaps []string
-	for _, pattern := range []string{"*.massif", "*.massif.gz"} {
+	for _, pattern := range []string{"*.massif", "*.massif.gz", ".*" + snapshotExt} {
 		more, err := filepath.Glob(filepath.Join(dir, snapshotDir, pattern))
 		if err != nil {
 			return err
@@ -166,9 +166,21 @@ func makePrivateDir(tmp string) (string, error) {
 	return dir, nil
 }
 
-// keepSnapshot compresses the snapshot file raw, which massif wrote in the
-// private directory, into dst in the run directory with gzip, and removes
-// raw. read gets raw's bytes as they are compressed (the analysis parses
+// stageSnapshot moves the snapshot file massif wrote in the private
+// directory (in TMPDIR) into the run directory under a staging name,
+// snapshots/.SEQ.ms, as soon as its stop is numbered, so that TMPDIR holds
+// no more than the snapshot being written; flush compresses it under the
+// stop's name later (keepSnapshot). It returns the staging path.
+func (s *session) stageSnapshot(raw string, stop *Stop) (string, error) {
+	staged := filepath.Join(s.dir, snapshotDir, fmt.Sprintf(".%04d%s", stop.Seq, snapshotExt))
+	if err := moveFile(raw, staged); err != nil {
+		return "", fmt.Errorf("keeping snapshot %s: %w", stop.Snapshot, err)
+	}
+	return staged, nil
+}
+
+// keepSnapshot compresses the snapshot file raw (staged by stageSnapshot)
+// into dst with gzip, and removes raw. read gets raw's bytes as they are compressed (the analysis parses
 // them in the same pass) and may stop before the end: the rest is still
 // kept. dst is created, or written through when it exists and is not a
 // regular file (see fsutil.WriteFile); on an error no partial file stays.
@@ -230,4 +242,44 @@ func createFile(path string, write func(io.Writer) error) error {
 		os.Remove(path)
 	}
 	return err
+}
+
+// moveFile renames src to dst, copying when they are on different file
+// systems (the private directory lives in TMPDIR, the run directory
+// anywhere) or when dst is not a regular file, which is written through
+// (see fsutil.WriteFile).
+func moveFile(src, dst string) error {
+	if fi, err := os.Lstat(dst); err == nil && !fi.Mode().IsRegular() {
+		in, err := os.Open(src)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		if err := fsutil.WriteFile(dst, 0o644, func(w io.Writer) error { _, err := io.Copy(w, in); return err }); err != nil {
+			return err
+		}
+		return os.Remove(src)
+	}
+	if err := os.Rename(src, dst); err == nil {
+		return nil
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		os.Remove(dst)
+		return err
+	}
+	if err := out.Close(); err != nil {
+		os.Remove(dst)
+		return err
+	}
+	return os.Remove(src)
 }
