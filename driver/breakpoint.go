@@ -19,9 +19,9 @@ import (
 // taken is a stop whose snapshot file massif wrote and snapctl moved into
 // the run directory under a staging name (stageSnapshot), not yet read nor
 // compressed: that waits until the target runs again, so snapctl's own
-// work overlaps the target's. Taken stops wait in
-// session.pending; flush reads them, also when a run ends in the middle of
-// a stop, so every kept snapshot has its stop in run.json.
+// work overlaps the target's. Taken stops wait in session.pending; flush
+// reads them, also when a run ends in the middle of a stop, so every kept
+// snapshot has its stop in run.json.
 type taken struct {
 	stop  *Stop
 	bp    *bpState

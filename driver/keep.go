@@ -30,12 +30,11 @@ type lastSnapshot struct {
 
 // readTree sums the tree of the stop's snapshot file into t.tree, and
 // decides from it what reading the snapshot takes: parse reports whether
-// it must be parsed, keep whether its file is kept (see readSnapshot).
-// A hit whose tree equals the previous hit's of the same breakpoint is
-// not parsed (the series counts it with AddSame), nor under
-// keep_snapshots: changed a return whose tree equals its own hit's (see
-// sameCall); but an around_call hit is, since its return is diffed
-// against it. Under
+// it must be parsed, keep whether its file is kept (see readSnapshot). A
+// hit whose tree equals the previous hit's of the same breakpoint is not
+// parsed (the series counts it with AddSame), nor under keep_snapshots:
+// changed a return whose tree equals its own hit's (see sameCall); but an
+// around_call hit is, since its return is diffed against it. Under
 // keep_snapshots: changed, a file whose tree equals the last one of its
 // breakpoint and phase is not kept.
 func (s *session) readTree(t *taken) (parse, keep bool, err error) {
