@@ -344,10 +344,11 @@ func (s *session) agentStop(rec *agentRecord) error {
 	stop.Seq = s.seq
 	sec, frac := math.Modf(rec.Time)
 	stop.Time = stamp(time.Unix(int64(sec), int64(frac*1e9)))
-	if err := s.backend.keep(s, rec.Snapshot, stop); err != nil {
+	raw, err := s.backend.keep(s, rec.Snapshot, stop)
+	if err != nil {
 		return err
 	}
-	s.pending = append(s.pending, &taken{stop: stop, bp: st})
+	s.pending = append(s.pending, &taken{stop: stop, bp: st, raw: raw})
 	return nil
 }
 

@@ -114,7 +114,7 @@ func TestReadAgentWholeRecords(t *testing.T) {
 		Frame:     Frame{Function: "handle_request", File: "leak.c", FullName: "/src/leak.c", Line: 23, Addr: "0x0000000000109154"},
 		Backtrace: []Frame{{Function: "handle_request", File: "leak.c", FullName: "/src/leak.c", Line: 23, Addr: "0x0000000000109154"}, {Function: "main", File: "leak.c", Line: 35, Addr: "0x00000000001091ea"}},
 		Threads:   []Thread{{ID: "1", TargetID: "Thread 7", State: "stopped", Frame: &Frame{Function: "handle_request", File: "leak.c", Line: 23}}},
-		Snapshot:  "snapshots/0002-request-2.massif", HeapBytes: 32, HeapExtraBytes: 8}
+		Snapshot:  "snapshots/0002-request-2.massif.gz", HeapBytes: 32, HeapExtraBytes: 8}
 	if diff := cmp.Diff(want, stops[1]); diff != "" {
 		t.Errorf("stop 2 (-want +got):\n%s", diff)
 	}
@@ -289,7 +289,7 @@ func TestReadAgentBadRecords(t *testing.T) {
 		{"not JSON", "{\"bp\":\n", "reading the agent's records"},
 		{"unknown breakpoint", `{"bp":"9","hit":1}` + "\n", "breakpoint 9, which is not the plan's"},
 		{"agent failure", `{"bp":"1","kind":"agent","error":"KeyError: 'x'"}` + "\n", `gdb's agent failed at breakpoint "request": KeyError: 'x'`},
-		{"lost snapshot", `{"bp":"1","hit":1,"snapshot":"/nonexistent/1.massif"}` + "\n", "keeping snapshot snapshots/0001-request-1.massif"},
+		{"lost snapshot", `{"bp":"1","hit":1,"snapshot":"/nonexistent/1.massif"}` + "\n", "keeping snapshot snapshots/0001-request-1.massif.gz"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := scriptedSession(t, mustPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n"), newFakeGDB(t))

@@ -21,7 +21,10 @@ type analysis struct {
 	// diffs holds every diff for run.json; shown the largest of each
 	// breakpoint and kind, for the reports.
 	diffs *spool
-	shown map[shownKey][]*snapshots.Diff
+	// stacks numbers the distinct stacks of the spooled diffs and of the
+	// suspects: run.json stores each once (its "stacks").
+	stacks *snapshots.StackTable
+	shown  map[shownKey][]*snapshots.Diff
 	// problems are diffs that could not be made (a snapshot without a
 	// tree), kept as events.
 	problems []string
@@ -39,7 +42,7 @@ func newAnalysis(plan *breakpoints.Plan) *analysis {
 		opts.Depth = plan.Report.Depth
 	}
 	a := &analysis{opts: opts, series: make(map[string]*snapshots.Series),
-		diffs: newSpool("diffs-*.jsonl"), shown: make(map[shownKey][]*snapshots.Diff)}
+		diffs: newSpool("diffs-*.jsonl"), stacks: snapshots.NewStackTable(), shown: make(map[shownKey][]*snapshots.Diff)}
 	for _, bp := range plan.Breakpoints {
 		a.order = append(a.order, bp.Name)
 	}
@@ -67,6 +70,24 @@ func (a *analysis) addHit(bp string, seq, hit int, snap *snapshots.Snapshot, sam
 	}
 }
 
+// addSameHit feeds a hit-phase snapshot that was not parsed because its
+// tree equals the previous hit's (see session.readTree); same is addHit's.
+func (a *analysis) addSameHit(bp string, seq, hit int, same bool) {
+	s := a.series[bp]
+	if s == nil {
+		a.problems = append(a.problems, fmt.Sprintf("series %q, stop %d: no earlier snapshot", bp, seq))
+		return
+	}
+	d, err := s.AddSame(seq, hit)
+	if err != nil {
+		a.problems = append(a.problems, err.Error())
+		return
+	}
+	if !same {
+		a.add(d)
+	}
+}
+
 // addReturn adds the within-call diff of an around_call breakpoint.
 func (a *analysis) addReturn(bp string, hitSeq int, hit *snapshots.Snapshot, retSeq int, ret *snapshots.Snapshot) {
 	d, err := snapshots.DiffSnapshots(hit, ret, a.opts)
@@ -88,7 +109,9 @@ type shownKey struct{ breakpoint, kind string }
 // add spools d for run.json and keeps it for the reports when it is among
 // the shownDiffs largest heap changes of its breakpoint and kind.
 func (a *analysis) add(d *snapshots.Diff) {
-	a.diffs.add(d)
+	spooled := *d
+	spooled.Sites = a.stacks.InternSites(d.Sites)
+	a.diffs.add(&spooled)
 	k := shownKey{d.Breakpoint, d.Kind}
 	kept := a.shown[k]
 	if len(kept) < shownDiffs {

@@ -31,9 +31,10 @@ type backend interface {
 	// wrong, "" when it succeeded.
 	failure(r *mi.Result) string
 	// keep takes the measurement file at path, written at stop (numbered,
-	// with its time), for the stop: massif moves it into the run
-	// directory.
-	keep(s *session, path string, stop *Stop) error
+	// with its time), for the stop: massif stages it in the run directory
+	// and returns where (the taken stop's raw file, compressed and read
+	// once the target runs again); native reads it at once and returns "".
+	keep(s *session, path string, stop *Stop) (string, error)
 	// agentMeasure is the measurement as agent.py's Agent takes it, a
 	// Python dict literal.
 	agentMeasure() string

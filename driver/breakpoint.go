@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,14 +16,16 @@ import (
 	"github.com/snapctl/snapctl/snapshots"
 )
 
-// taken is a stop whose snapshot file is in the run directory but not yet
-// read: reading it waits until the target runs again, so snapctl's own work
-// overlaps the target's. Taken stops wait in session.pending; flush reads
-// them, also when a run ends in the middle of a stop, so every kept
+// taken is a stop whose snapshot file massif wrote and snapctl moved into
+// the run directory under a staging name (stageSnapshot), not yet read nor
+// compressed: that waits until the target runs again, so snapctl's own
+// work overlaps the target's. Taken stops wait in session.pending; flush
+// reads them, also when a run ends in the middle of a stop, so every kept
 // snapshot has its stop in run.json.
 type taken struct {
 	stop  *Stop
 	bp    *bpState
+	raw   string              // the snapshot file massif wrote, staged
 	hitOf *taken              // for a return-phase stop, its hit
 	snap  *snapshots.Snapshot // a hit's snapshot, until its return is read
 	// tree and same serve keep_snapshots: changed (see keep.go).
@@ -345,10 +348,11 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 	s.seq++
 	stop.Seq = s.seq
 	stop.Time = stamp(time.Now())
-	if err := s.backend.keep(s, tmp, stop); err != nil {
+	raw, err := s.backend.keep(s, tmp, stop)
+	if err != nil {
 		return nil, err
 	}
-	s.pending = append(s.pending, &taken{stop: stop, bp: st, hitOf: hitOf})
+	s.pending = append(s.pending, &taken{stop: stop, bp: st, hitOf: hitOf, raw: raw})
 	if len(then) > 0 {
 		if err := s.resumed(st, then, errs[snap+1:]); err != nil {
 			return nil, err
@@ -408,8 +412,8 @@ func (s *session) flush() error {
 		if err := s.backend.record(s, t); err != nil {
 			// run.json lists no stop from here on: their files go.
 			for _, u := range pending[i:] {
-				if u.stop.Snapshot != "" {
-					os.Remove(filepath.Join(s.dir, u.stop.Snapshot))
+				if u.raw != "" {
+					os.Remove(u.raw)
 				}
 			}
 			return s.diskFull(err)
@@ -433,15 +437,40 @@ func (s *session) diskFull(err error) error {
 	return err
 }
 
-// readSnapshot parses a kept snapshot once and fills the stop's totals.
+// readSnapshot keeps a stop's snapshot in the run directory, parsing it on
+// the way unless its tree is known (see readTree), and fills the stop's
+// totals. The snapshot is nil when it was not parsed.
 func (s *session) readSnapshot(t *taken) (*snapshots.Snapshot, error) {
 	path := filepath.Join(s.dir, t.stop.Snapshot)
-	snap, err := s.parseSnapshot(t, path)
+	parse, keep, err := s.readTree(t)
 	if err != nil {
-		return nil, fmt.Errorf("reading snapshot: %w", err)
+		return nil, fmt.Errorf("keeping snapshot %s: %w", t.stop.Snapshot, err)
 	}
-	s.inlined().rename(snap.Tree)
-	t.stop.HeapBytes, t.stop.HeapExtraBytes, t.stop.StacksBytes = snap.HeapBytes, snap.HeapExtraBytes, snap.StacksBytes
+	var snap *snapshots.Snapshot
+	switch {
+	case parse:
+		if snap, err = s.parseSnapshot(t, path, keep); err != nil {
+			return nil, err
+		}
+		s.inlined().rename(snap.Tree)
+		t.stop.HeapBytes, t.stop.HeapExtraBytes, t.stop.StacksBytes = snap.HeapBytes, snap.HeapExtraBytes, snap.StacksBytes
+	default:
+		if keep {
+			err = keepSnapshot(t.raw, path, func(io.Reader) error { return nil })
+		} else {
+			err = os.Remove(t.raw)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("keeping snapshot %s: %w", t.stop.Snapshot, err)
+		}
+		// The same tree: the same totals.
+		from := t.bp.last[phaseIndex(t.stop.Phase)]
+		if t.stop.Phase == phaseReturn {
+			h := t.hitOf.stop
+			from = lastSnapshot{heap: h.HeapBytes, extra: h.HeapExtraBytes, stacks: h.StacksBytes}
+		}
+		t.stop.HeapBytes, t.stop.HeapExtraBytes, t.stop.StacksBytes = from.heap, from.extra, from.stacks
+	}
 	t.bp.sum.Snapshots++
 	if t.stop.Phase == phaseHit {
 		t.bp.hitSnapshots++
@@ -449,7 +478,7 @@ func (s *session) readSnapshot(t *taken) (*snapshots.Snapshot, error) {
 			s.endTarget(fmt.Sprintf("breakpoint %q took %d snapshots (end_run_after)", t.bp.bp.Name, n))
 		}
 	}
-	s.dropUnchanged(t, path)
+	s.remember(t, keep)
 	return snap, nil
 }
 

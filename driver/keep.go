@@ -3,6 +3,9 @@ package driver
 import (
 	"bytes"
 	"crypto/sha256"
+	"fmt"
+	"hash"
+	"io"
 	"os"
 
 	"github.com/snapctl/snapctl/breakpoints"
@@ -10,88 +13,155 @@ import (
 )
 
 // treeSum identifies a snapshot file's allocation trees: a hash of the file
-// without its time= lines, the only lines that differ between two
-// snapshots of the same heap in one run.
+// without its time= lines (see treeHash). Summing a file costs a few per
+// cent of parsing it, and spares the parse of a snapshot that did not
+// change.
 type treeSum [sha256.Size]byte
 
-// keptSnapshot is the last kept snapshot of a breakpoint in one phase.
-type keptSnapshot struct {
+// lastSnapshot is the last snapshot read of a breakpoint in one phase.
+type lastSnapshot struct {
+	// seq is the stop whose file holds the tree: that snapshot's own, or
+	// under keep_snapshots: changed the last one kept.
 	seq  int
 	tree treeSum
+	// The totals, for a stop whose snapshot is not parsed again.
+	heap, extra, stacks int64
 }
 
-// parseSnapshot reads a kept snapshot file. Under keep_snapshots: changed
-// it also sums the file's tree into t.tree.
-func (s *session) parseSnapshot(t *taken, path string) (*snapshots.Snapshot, error) {
-	if t.bp.bp.KeepSnapshots != breakpoints.KeepChanged {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		return snapshots.ReadHeap(f, path)
-	}
-	data, err := os.ReadFile(path)
+// readTree sums the tree of the stop's snapshot file into t.tree, and
+// decides from it what reading the snapshot takes: parse reports whether
+// it must be parsed, keep whether its file is kept (see readSnapshot). A
+// hit whose tree equals the previous hit's of the same breakpoint is not
+// parsed (the series counts it with AddSame), nor under keep_snapshots:
+// changed a return whose tree equals its own hit's (see sameCall); but an
+// around_call hit is, since its return is diffed against it. Under
+// keep_snapshots: changed, a file whose tree equals the last one of its
+// breakpoint and phase is not kept.
+func (s *session) readTree(t *taken) (parse, keep bool, err error) {
+	f, err := os.Open(t.raw)
 	if err != nil {
-		return nil, err
+		return false, false, err
 	}
-	t.tree = sumTree(data)
-	return snapshots.ReadHeap(bytes.NewReader(data), path)
+	defer f.Close()
+	sum := newTreeHash()
+	if _, err := io.Copy(sum, f); err != nil {
+		return false, false, err
+	}
+	t.tree = sum.sum()
+	last := t.bp.last[phaseIndex(t.stop.Phase)]
+	same := last.seq != 0 && last.tree == t.tree
+	switch t.stop.Phase {
+	case phaseHit:
+		parse = !same || t.bp.bp.AroundCall
+	default:
+		parse = !sameCall(t)
+	}
+	keep = !same || t.bp.bp.KeepSnapshots != breakpoints.KeepChanged
+	return parse, keep, nil
 }
 
-// sumTree hashes a massif file but for its time= lines (an xtmemory file
-// has one per event).
-func sumTree(data []byte) treeSum {
-	h := sha256.New()
-	rest := data
-	for {
-		i := bytes.Index(rest, []byte("\ntime="))
+// parseSnapshot reads the stop's snapshot file and, with keep, compresses
+// it into path in the same pass (keepSnapshot); without, removes it.
+func (s *session) parseSnapshot(t *taken, path string, keep bool) (*snapshots.Snapshot, error) {
+	var snap *snapshots.Snapshot
+	var readErr error
+	read := func(r io.Reader) error {
+		snap, readErr = snapshots.ReadHeap(r, path)
+		return readErr
+	}
+	var err error
+	if keep {
+		err = keepSnapshot(t.raw, path, read)
+	} else if err = readFile(t.raw, read); err == nil {
+		err = os.Remove(t.raw)
+	}
+	switch {
+	case readErr != nil:
+		return nil, fmt.Errorf("reading snapshot: %w", readErr)
+	case err != nil:
+		return nil, fmt.Errorf("keeping snapshot %s: %w", t.stop.Snapshot, err)
+	}
+	return snap, nil
+}
+
+// readFile opens path and passes it to read.
+func readFile(path string, read func(io.Reader) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return read(f)
+}
+
+// treeHash hashes a massif file as it is written to it, but for its time=
+// lines (an xtmemory file has one per event), the only lines that differ
+// between two snapshots of the same heap in one run.
+type treeHash struct {
+	h       hash.Hash
+	partial []byte // the start of a line the next Write ends
+}
+
+func newTreeHash() *treeHash { return &treeHash{h: sha256.New()} }
+
+func (t *treeHash) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
+			t.partial = append(t.partial, p...)
 			break
 		}
-		h.Write(rest[:i+1])
-		rest = rest[i+1:]
-		if j := bytes.IndexByte(rest, '\n'); j >= 0 {
-			rest = rest[j+1:]
-		} else {
-			rest = nil
+		line := p[:i+1]
+		if len(t.partial) > 0 {
+			line = append(t.partial, line...)
+			t.partial = t.partial[:0]
 		}
+		if !bytes.HasPrefix(line, []byte("time=")) {
+			t.h.Write(line)
+		}
+		p = p[i+1:]
 	}
-	h.Write(rest)
+	return n, nil
+}
+
+func (t *treeHash) sum() treeSum {
+	if !bytes.HasPrefix(t.partial, []byte("time=")) {
+		t.h.Write(t.partial)
+	}
 	var sum treeSum
-	h.Sum(sum[:0])
+	t.h.Sum(sum[:0])
 	return sum
 }
 
-// dropUnchanged applies keep_snapshots: changed to a stop whose snapshot
-// was just read: when its tree equals the last kept snapshot of the same
-// breakpoint and phase, the file is removed and the stop names the stop
-// whose file holds the same tree (run.json "snapshot": "" and
-// "same_as_seq"). Its totals stay in the stop.
-func (s *session) dropUnchanged(t *taken, path string) {
-	if t.bp.bp.KeepSnapshots != breakpoints.KeepChanged {
+// remember records the stop just read as the last of its breakpoint and
+// phase, or, under keep_snapshots: changed when its file was not kept,
+// names the stop whose file holds the same tree (run.json "snapshot": ""
+// and "same_as_seq"). Its totals stay in the stop.
+func (s *session) remember(t *taken, kept bool) {
+	last := &t.bp.last[phaseIndex(t.stop.Phase)]
+	if !kept {
+		t.same = true
+		t.stop.Snapshot, t.stop.SameAsSeq = "", last.seq
+		t.bp.sum.Unchanged++
 		return
 	}
-	last := &t.bp.kept[0]
-	if t.stop.Phase == phaseReturn {
-		last = &t.bp.kept[1]
+	*last = lastSnapshot{seq: t.stop.Seq, tree: t.tree,
+		heap: t.stop.HeapBytes, extra: t.stop.HeapExtraBytes, stacks: t.stop.StacksBytes}
+}
+
+// phaseIndex indexes bpState.last: 0 for the hit phase, 1 for the return.
+func phaseIndex(phase string) int {
+	if phase == phaseReturn {
+		return 1
 	}
-	if last.seq == 0 || last.tree != t.tree {
-		*last = keptSnapshot{seq: t.stop.Seq, tree: t.tree}
-		return
-	}
-	if err := os.Remove(path); err != nil {
-		// The file stays; the stop still names it.
-		return
-	}
-	t.same = true
-	t.stop.Snapshot, t.stop.SameAsSeq = "", last.seq
-	t.bp.sum.Unchanged++
+	return 0
 }
 
 // sameCall reports whether the return-phase stop t is known to have the
-// same tree as its hit, so that their within-call diff is empty and not
-// kept.
+// same tree as its hit under keep_snapshots: changed, so that their
+// within-call diff is empty and not kept (run.json keeps every diff of
+// the default keep_snapshots: all, empty ones too).
 func sameCall(t *taken) bool {
 	return t.bp.bp.KeepSnapshots == breakpoints.KeepChanged && t.hitOf != nil && t.tree == t.hitOf.tree
 }

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/snapshots"
 )
 
 // keep_snapshots: changed keeps a snapshot file only when the breakpoint's
@@ -33,9 +35,9 @@ func TestRunKeepChanged(t *testing.T) {
 		got = append(got, stop{s.Seq, s.Snapshot, s.SameAsSeq, s.HeapBytes})
 	}
 	want := []stop{
-		{1, "snapshots/0001-tick-1.massif", 0, 100},
+		{1, "snapshots/0001-tick-1.massif.gz", 0, 100},
 		{2, "", 1, 100},
-		{3, "snapshots/0003-tick-3.massif", 0, 132},
+		{3, "snapshots/0003-tick-3.massif.gz", 0, 132},
 		{4, "", 3, 132},
 		{5, "", 3, 132},
 	}
@@ -114,8 +116,8 @@ func TestRunKeepChangedAroundCall(t *testing.T) {
 		got = append(got, stop{s.Seq, s.Phase, s.Snapshot, s.SameAsSeq, s.HeapBytes})
 	}
 	want := []stop{
-		{1, "hit", "snapshots/0001-tick-1.massif", 0, 100},
-		{2, "return", "snapshots/0002-tick-1-return.massif", 0, 100},
+		{1, "hit", "snapshots/0001-tick-1.massif.gz", 0, 100},
+		{2, "return", "snapshots/0002-tick-1-return.massif.gz", 0, 100},
 		{3, "hit", "", 1, 100},
 		{4, "return", "", 2, 100},
 		{5, "hit", "", 1, 100},
@@ -127,5 +129,58 @@ func TestRunKeepChangedAroundCall(t *testing.T) {
 	names, _ := filepath.Glob(filepath.Join(res.Dir, snapshotDir, "*"))
 	if len(names) != 2 || len(m.Diffs) != 0 || m.Breakpoints[0].Unchanged != 4 || m.Breakpoints[0].Snapshots != 6 {
 		t.Errorf("%d files, %d diffs, summary %+v; want 2 files, no diff, 6 snapshots of which 4 unchanged", len(names), len(m.Diffs), m.Breakpoints[0])
+	}
+}
+
+// A snapshot whose tree equals the previous hit's is not parsed: its
+// totals and its empty diff come from the previous one. The proof: the
+// repeat's time= line is garbage, which the parser refuses and the tree
+// sum leaves out.
+func TestUnchangedSnapshotNotParsed(t *testing.T) {
+	plan := mustPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n")
+	s := scriptedSession(t, plan, newFakeGDB(t))
+	st := s.order[0]
+	st.agent = true
+	records := filepath.Join(s.priv, agentRecords)
+	if err := os.WriteFile(records, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s.agent = &agentState{f: f}
+	var lines string
+	for hit, tm := range []string{"1", "not a time", "3"} {
+		snap := filepath.Join(s.priv, fmt.Sprintf("%d.ms", hit+1))
+		massif := "desc: --threshold=0\ncmd: ./leak\ntime_unit: i\n#-----------\nsnapshot=0\n#-----------\ntime=" + tm + "\nmem_heap_B=48\nmem_heap_extra_B=8\nmem_stacks_B=0\nheap_tree=detailed\n" +
+			"n1: 48 (heap allocation functions) malloc/new/new[], --alloc-fns, etc.\n n0: 48 0x1091E0: keep (leak.c:15)\n"
+		if err := os.WriteFile(snap, []byte(massif), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		lines += fmt.Sprintf(`{"bp":"1","hit":%d,"time":1790000000.25,"snapshot":%q,"thread":{"id":"1"},"done":false}`+"\n", hit+1, snap)
+	}
+	appendRecords(t, records, lines)
+	if err := s.readAgent(); err != nil {
+		t.Fatalf("readAgent = %v; the repeat was parsed", err)
+	}
+	stops := spooled[Stop](t, s.stops)
+	diffs := spooled[snapshots.Diff](t, s.an.diffs)
+	if len(stops) != 3 || len(diffs) != 2 {
+		t.Fatalf("%d stops, %d diffs; want 3, 2", len(stops), len(diffs))
+	}
+	for _, stop := range stops {
+		if stop.HeapBytes != 48 || stop.HeapExtraBytes != 8 || stop.Snapshot == "" {
+			t.Errorf("stop %d: heap %d + %d, file %q; want 48 + 8 and a file", stop.Seq, stop.HeapBytes, stop.HeapExtraBytes, stop.Snapshot)
+		}
+		if _, err := os.Stat(filepath.Join(s.dir, stop.Snapshot)); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, d := range diffs {
+		if d.DeltaBytes != 0 || len(d.Sites) != 0 || d.UnchangedSites != 1 || d.BeforeBytes != 48 {
+			t.Errorf("diff %d..%d: %+v, want 48 B before and one site unchanged", d.FromSeq, d.ToSeq, d)
+		}
 	}
 }

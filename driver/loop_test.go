@@ -404,5 +404,8 @@ func finishRun(t *testing.T, s *session, loopErr error) (*Manifest, error) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		t.Fatal(err)
 	}
+	if err := m.ResolveStacks(); err != nil {
+		t.Fatal(err)
+	}
 	return &m, err
 }

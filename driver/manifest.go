@@ -13,7 +13,12 @@ import (
 )
 
 // Schema is the value of run.json's "schema" field.
-const Schema = "snapctl.run/v1"
+//
+// v2 (this one) stores each distinct stack once, in "stacks", and has
+// diffs[].sites[] and suspects[] name theirs by "stack_id" instead of
+// holding a "stack": a reader of v1 would find no stack, so the version
+// changed.
+const Schema = "snapctl.run/v2"
 
 // Status says how a run ended (run.json "status").
 type Status string
@@ -28,8 +33,9 @@ const (
 )
 
 // Manifest is run.json: what was run, every stop, and the analysis. The
-// field names are those of schema snapctl.run/v1 (docs/design.md,
-// "run.json, schema snapctl.run/v1"); fields are only ever added.
+// field names are those of schema snapctl.run/v2 (docs/design.md,
+// "run.json, schema snapctl.run/v2"); fields are only ever added within a
+// schema version.
 //
 // A session does not hold its stops and diffs in memory: it spools them to
 // disk and streams them into run.json. In Result.Manifest, Stops and Diffs
@@ -77,6 +83,10 @@ type Manifest struct {
 	// the allocator, grew outside the heap or stayed flat (native
 	// backend only).
 	Verdicts []Verdict `json:"verdicts,omitempty"`
+	// Stacks holds every distinct stack of the diffs' sites and of the
+	// suspects once; each of those names its stack by its index here
+	// (stack_id) instead of repeating it. ResolveStacks puts them back.
+	Stacks [][]snapshots.Frame `json:"stacks"`
 }
 
 // NativeSettings is run.json's "native".
@@ -89,6 +99,31 @@ type NativeSettings struct {
 	// the end and left it running.
 	AttachedPid int  `json:"attached_pid,omitempty"`
 	Detached    bool `json:"detached,omitempty"`
+}
+
+// ResolveStacks fills the Stack of every diff site and suspect read back
+// from run.json with the stack its StackID names in m.Stacks, and clears
+// the StackIDs, so that a reader sees the stacks as the reports print them.
+func (m *Manifest) ResolveStacks() error {
+	for _, d := range m.Diffs {
+		for i := range d.Sites {
+			site := &d.Sites[i]
+			stack, err := snapshots.ResolveStack(m.Stacks, site.StackID, site.Stack)
+			if err != nil {
+				return fmt.Errorf("diff %d..%d of %q: %w", d.FromSeq, d.ToSeq, d.Breakpoint, err)
+			}
+			site.Stack, site.StackID = stack, nil
+		}
+	}
+	for i := range m.Suspects {
+		s := &m.Suspects[i]
+		stack, err := snapshots.ResolveStack(m.Stacks, s.StackID, s.Stack)
+		if err != nil {
+			return fmt.Errorf("suspect %s: %w", snapshots.FrameString(s.Frame), err)
+		}
+		s.Stack, s.StackID = stack, nil
+	}
+	return nil
 }
 
 // Target is run.json's "target".
@@ -243,13 +278,18 @@ type Event struct {
 
 // snapshotName is the file name of a stop's snapshot inside snapshots/:
 // sequence, breakpoint and hit, plus "-return" for the return phase.
+// Kept snapshots are gzipped (keepSnapshot): snapctl's commands read them
+// as they are; `gunzip -k` gives ms_print its plain file.
 func snapshotName(seq int, bp string, hit int, phase string) string {
 	name := fmt.Sprintf("%04d-%s-%d", seq, bp, hit)
 	if phase == phaseReturn {
 		name += "-return"
 	}
-	return filepath.Join(snapshotDir, name+".massif")
+	return filepath.Join(snapshotDir, name+snapshotKeptExt)
 }
+
+// snapshotKeptExt ends the name of a kept snapshot.
+const snapshotKeptExt = ".massif.gz"
 
 const (
 	phaseHit    = "hit"
@@ -265,6 +305,9 @@ func writeManifest(dir string, m *Manifest, stops, diffs *spool) error {
 	mm.Stops, mm.Diffs = []Stop{}, []*snapshots.Diff{}
 	if mm.Suspects == nil {
 		mm.Suspects = []snapshots.Suspect{}
+	}
+	if mm.Stacks == nil {
+		mm.Stacks = [][]snapshots.Frame{}
 	}
 	data, err := json.MarshalIndent(&mm, "", "  ")
 	if err != nil {

@@ -23,7 +23,8 @@ func TestWriteManifestStreams(t *testing.T) {
 		Plan: planFile, Target: Target{Argv: []string{"./leak", "a <b>"}, ExitCode: &code},
 		Breakpoints: []BreakpointSummary{{Name: "request", Location: "handle_request", Hits: 3, Snapshots: 3, Unchanged: 1, KeepSnapshots: "changed"}},
 		Events:      []Event{{Kind: "signal", Message: "a\n  \"stops\": []"}},
-		Suspects:    []snapshots.Suspect{{Breakpoint: "request", GrowthPerHit: 16}},
+		Suspects:    []snapshots.Suspect{{Breakpoint: "request", GrowthPerHit: 16, StackID: new(0)}},
+		Stacks:      [][]snapshots.Frame{{{Function: "keep"}, {Function: "main"}}},
 	}
 	stops, diffs := newSpool("stops-*"), newSpool("diffs-*")
 	stops.dir, diffs.dir = t.TempDir(), t.TempDir()
@@ -74,5 +75,81 @@ func TestWriteManifestStreams(t *testing.T) {
 	// The spools can be streamed again: run.json is rewritten on every end.
 	if stops.len() != 3 || diffs.len() != 2 {
 		t.Errorf("spools hold %d stops and %d diffs, want 3 and 2", stops.len(), diffs.len())
+	}
+}
+
+// run.json stores each distinct stack once: the analysis spools diffs whose
+// sites name their stack by stack_id, the reports keep the stacks, and
+// ResolveStacks gives a reader back what the analysis made.
+func TestManifestStacksOnce(t *testing.T) {
+	plan := mustPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n")
+	a := newAnalysis(plan)
+	a.diffs.dir = t.TempDir()
+	defer a.diffs.close()
+	keep := []snapshots.Frame{{Function: "keep", File: "leak.c", Line: 12, Addr: "0x1"}, {Function: "main", File: "leak.c", Line: 30}}
+	other := []snapshots.Frame{{Function: "other", File: "leak.c", Line: 20}, {Function: "main", File: "leak.c", Line: 31}}
+	var made []*snapshots.Diff
+	for i := 1; i <= 3; i++ {
+		d := &snapshots.Diff{Kind: "between-hits", Breakpoint: "request", FromSeq: i, ToSeq: i + 1, DeltaBytes: 48,
+			Sites: []snapshots.SiteDelta{
+				{Frame: keep[0], Stack: keep, Delta: 32},
+				{Frame: other[0], Stack: other, Delta: 16},
+			}}
+		a.add(d)
+		made = append(made, d)
+	}
+	if a.stacks.Len() != 2 {
+		t.Fatalf("%d stacks in the table, want 2", a.stacks.Len())
+	}
+	for _, d := range a.shown[shownKey{"request", "between-hits"}] {
+		if d.Sites[0].Stack == nil || d.Sites[0].StackID != nil {
+			t.Errorf("diff %d..%d for the reports lost its stack: %+v", d.FromSeq, d.ToSeq, d.Sites[0])
+		}
+	}
+	m := &Manifest{Schema: Schema, Suspects: a.stacks.InternSuspects([]snapshots.Suspect{{Frame: other[0], Stack: other, Breakpoint: "request"}}),
+		Stacks: a.stacks.Stacks()}
+	stops := newSpool("stops-*")
+	stops.dir = t.TempDir()
+	defer stops.close()
+	dir := t.TempDir()
+	if err := writeManifest(dir, m, stops, a.diffs); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, manifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sites keep their own frame inline; their callers are only in
+	// the table.
+	if n := bytes.Count(data, []byte(`"line": 30`)); n != 1 {
+		t.Errorf("keep's caller is written %d times, want once, in stacks:\n%s", n, data)
+	}
+	if n := bytes.Count(data, []byte(`"stack_id": 1`)); n != 4 {
+		t.Errorf("%d references to stack 1, want 4 (three diffs and the suspect)", n)
+	}
+	var got Manifest
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := got.ResolveStacks(); err != nil {
+		t.Fatal(err)
+	}
+	keep[0].Addr = "" // run.json never held addresses
+	for i, d := range got.Diffs {
+		if diff := cmp.Diff(made[i].Sites[1].Stack, d.Sites[1].Stack); diff != "" || d.Sites[0].StackID != nil {
+			t.Errorf("diff %d site 1 stack (-want +got):\n%s", i, diff)
+		}
+		if diff := cmp.Diff(keep, d.Sites[0].Stack); diff != "" {
+			t.Errorf("diff %d site 0 stack (-want +got):\n%s", i, diff)
+		}
+	}
+	if diff := cmp.Diff(other, got.Suspects[0].Stack); diff != "" {
+		t.Errorf("suspect stack (-want +got):\n%s", diff)
+	}
+
+	// A stack_id out of the table is an error, not a panic.
+	got.Suspects[0].Stack, got.Suspects[0].StackID = nil, new(7)
+	if err := got.ResolveStacks(); err == nil {
+		t.Error("ResolveStacks accepted stack_id 7 of 2 stacks")
 	}
 }

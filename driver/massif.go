@@ -68,12 +68,9 @@ func (massifBackend) ext() string                       { return snapshotExt }
 func (massifBackend) failure(r *mi.Result) string       { return snapshotFailure(r.Target()) }
 
 // keep moves the snapshot into the run directory's snapshots/.
-func (massifBackend) keep(s *session, path string, stop *Stop) error {
+func (massifBackend) keep(s *session, path string, stop *Stop) (string, error) {
 	stop.Snapshot = snapshotName(stop.Seq, stop.Breakpoint, stop.Hit, stop.Phase)
-	if err := moveFile(path, filepath.Join(s.dir, stop.Snapshot)); err != nil {
-		return fmt.Errorf("keeping snapshot %s: %w", stop.Snapshot, err)
-	}
-	return nil
+	return s.stageSnapshot(path, stop)
 }
 
 func (massifBackend) agentMeasure() string {
@@ -89,6 +86,11 @@ func (massifBackend) record(s *session, t *taken) error {
 		return err
 	}
 	s.addStop(t.stop)
+	if t.hitOf == nil && snap == nil {
+		// The same tree as the previous hit's: not parsed again.
+		s.an.addSameHit(t.stop.Breakpoint, t.stop.Seq, t.stop.Hit, t.same)
+		return nil
+	}
 	if t.hitOf == nil {
 		s.an.addHit(t.stop.Breakpoint, t.stop.Seq, t.stop.Hit, snap, t.same)
 		if t.bp.bp.AroundCall {

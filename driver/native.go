@@ -187,15 +187,15 @@ func (b *nativeBackend) agentMeasure() string {
 }
 
 // keep reads the measurement into the stop; the file goes.
-func (b *nativeBackend) keep(s *session, path string, stop *Stop) error {
+func (b *nativeBackend) keep(s *session, path string, stop *Stop) (string, error) {
 	data, err := os.ReadFile(path)
 	os.Remove(path)
 	if err != nil {
-		return fmt.Errorf("reading the measurement at stop %d: %w", stop.Seq, err)
+		return "", fmt.Errorf("reading the measurement at stop %d: %w", stop.Seq, err)
 	}
 	var m Memory
 	if err := json.Unmarshal(data, &m); err != nil {
-		return fmt.Errorf("reading the measurement at stop %d: %w", stop.Seq, err)
+		return "", fmt.Errorf("reading the measurement at stop %d: %w", stop.Seq, err)
 	}
 	if m.AllocatorError != "" && b.noAllocator == "" {
 		b.noAllocator = m.AllocatorError
@@ -208,7 +208,7 @@ func (b *nativeBackend) keep(s *session, path string, stop *Stop) error {
 	if m.HeapInUseBytes != nil {
 		stop.HeapBytes = *m.HeapInUseBytes
 	}
-	return nil
+	return "", nil
 }
 
 // record records the stop and makes its memory diffs: between this hit

@@ -1,6 +1,8 @@
 package driver
 
 import (
+	"bufio"
+	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -78,14 +80,18 @@ func prepareRunDir(dir string, force bool) (string, error) {
 
 // clearRunFiles removes the files an earlier run left in dir, which would
 // otherwise be taken for this run's output: snapctl's own files and the
-// snapshots it kept. Files snapctl does not write are left alone, and so
+// snapshots it kept or staged. Files snapctl does not write are left alone, and so
 // is what is not a regular file under those names (a symlink, a FIFO):
 // the run writes through it.
 func clearRunFiles(dir string) error {
 	names := []string{manifestFile, reportFile, traceFile, agentTrace, valgrindLog, massifOut}
-	snaps, err := filepath.Glob(filepath.Join(dir, snapshotDir, "*.massif"))
-	if err != nil {
-		return err
+	var snaps []string
+	for _, pattern := range []string{"*.massif", "*.massif.gz", ".*" + snapshotExt} {
+		more, err := filepath.Glob(filepath.Join(dir, snapshotDir, pattern))
+		if err != nil {
+			return err
+		}
+		snaps = append(snaps, more...)
 	}
 	for _, name := range names {
 		snaps = append(snaps, filepath.Join(dir, name))
@@ -158,6 +164,84 @@ func makePrivateDir(tmp string) (string, error) {
 		return "", err
 	}
 	return dir, nil
+}
+
+// stageSnapshot moves the snapshot file massif wrote in the private
+// directory (in TMPDIR) into the run directory under a staging name,
+// snapshots/.SEQ.ms, as soon as its stop is numbered, so that TMPDIR holds
+// no more than the snapshot being written; flush compresses it under the
+// stop's name later (keepSnapshot). It returns the staging path.
+func (s *session) stageSnapshot(raw string, stop *Stop) (string, error) {
+	staged := filepath.Join(s.dir, snapshotDir, fmt.Sprintf(".%04d%s", stop.Seq, snapshotExt))
+	if err := moveFile(raw, staged); err != nil {
+		return "", fmt.Errorf("keeping snapshot %s: %w", stop.Snapshot, err)
+	}
+	return staged, nil
+}
+
+// keepSnapshot compresses the snapshot file raw (staged by stageSnapshot)
+// into dst with gzip, and removes raw. read gets raw's bytes as they are compressed (the analysis parses
+// them in the same pass) and may stop before the end: the rest is still
+// kept. dst is created, or written through when it exists and is not a
+// regular file (see fsutil.WriteFile); on an error no partial file stays.
+func keepSnapshot(raw, dst string, read func(io.Reader) error) error {
+	in, err := os.Open(raw)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	write := func(w io.Writer) error {
+		zw, err := gzip.NewWriterLevel(w, snapshotLevel)
+		if err != nil {
+			return err
+		}
+		tee := io.TeeReader(in, zw)
+		if err := read(tee); err != nil {
+			return err
+		}
+		if _, err := io.Copy(io.Discard, tee); err != nil {
+			return err
+		}
+		return zw.Close()
+	}
+	if fi, err := os.Lstat(dst); err == nil && !fi.Mode().IsRegular() {
+		err = fsutil.WriteFile(dst, 0o644, write)
+	} else {
+		err = createFile(dst, write)
+	}
+	if err != nil {
+		return err
+	}
+	return os.Remove(raw)
+}
+
+// snapshotLevel is the gzip level of kept snapshots: a massif tree repeats
+// its frame texts, and the fastest level already shrinks it about tenfold
+// for a fraction of the CPU of the default (bench/large.sh).
+const snapshotLevel = gzip.BestSpeed
+
+// createFile writes what write streams to a new file at path, replacing
+// one that is there, and removes it when writing fails. Unlike
+// fsutil.WriteFile it does not sync: a snapshot is one of many files of a
+// run, and run.json, written last and atomically, is what says a run
+// completed.
+func createFile(path string, write func(io.Writer) error) error {
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(out, 64<<10)
+	err = write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
 }
 
 // moveFile renames src to dst, copying when they are on different file

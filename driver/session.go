@@ -364,9 +364,9 @@ type bpState struct {
 	times int
 	// agent is set when gdb's agent takes the breakpoint's stops.
 	agent bool
-	// kept are the last kept snapshots of the hit and return phases,
-	// under keep_snapshots: changed.
-	kept [2]keptSnapshot
+	// last are the last snapshots read of the hit and return phases
+	// (see phaseIndex).
+	last [2]lastSnapshot
 }
 
 func newSession(opts Options, plan *breakpoints.Plan, t tools, binary, dir string) *session {
@@ -864,7 +864,8 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 		s.m.Error = strings.SplitN(err.Error(), "\n", 2)[0]
 	}
 	rep := s.an.report("snapctl run: " + strings.Join(s.argv, " "))
-	s.m.Suspects = rep.Suspects
+	s.m.Suspects = s.an.stacks.InternSuspects(rep.Suspects)
+	s.m.Stacks = s.an.stacks.Stacks()
 	for _, p := range s.an.problems {
 		s.m.Events = append(s.m.Events, Event{Time: stamp(time.Now()), Kind: "analysis-error", Message: p})
 	}

@@ -84,6 +84,9 @@ func readManifest(t *testing.T, dir string) *Manifest {
 	if err := json.Unmarshal(data, &m); err != nil {
 		t.Fatalf("run.json: %v", err)
 	}
+	if err := m.ResolveStacks(); err != nil {
+		t.Fatalf("run.json: %v", err)
+	}
 	return &m
 }
 
@@ -125,10 +128,10 @@ func TestRunLeak(t *testing.T) {
 				}
 			}
 			want := []stop{
-				{1, 1, "hit", "handle_request", 23, "snapshots/0001-request-1.massif", 32},
-				{2, 2, "hit", "handle_request", 23, "snapshots/0002-request-2.massif", 48},
-				{3, 3, "hit", "handle_request", 23, "snapshots/0003-request-3.massif", 64},
-				{4, 4, "hit", "handle_request", 23, "snapshots/0004-request-4.massif", 80},
+				{1, 1, "hit", "handle_request", 23, "snapshots/0001-request-1.massif.gz", 32},
+				{2, 2, "hit", "handle_request", 23, "snapshots/0002-request-2.massif.gz", 48},
+				{3, 3, "hit", "handle_request", 23, "snapshots/0003-request-3.massif.gz", 64},
+				{4, 4, "hit", "handle_request", 23, "snapshots/0004-request-4.massif.gz", 80},
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("stops (-want +got):\n%s", diff)

@@ -32,8 +32,11 @@ const (
 type SiteDelta struct {
 	Frame Frame `json:"frame"`
 	// Stack runs from the site outwards (site first, then its callers),
-	// along the call path whose bytes changed most.
-	Stack []Frame `json:"stack"`
+	// along the call path whose bytes changed most. In run.json it is
+	// left out and StackID names it in the document's stack table
+	// (StackTable).
+	Stack   []Frame `json:"stack,omitempty"`
+	StackID *int    `json:"stack_id,omitempty"`
 	// Library are the library frames between the allocator and the site,
 	// the allocator's caller first; empty when the allocator's caller is
 	// the site itself.

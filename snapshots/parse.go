@@ -42,6 +42,9 @@ type Reader struct {
 	line int    // number of the line last returned by readLine
 	long []byte // holds a line longer than br's buffer
 	eof  bool
+	// sniffed is set once the first bytes were checked for gzip's magic
+	// (see unzip).
+	sniffed bool
 
 	// unread makes the next readLine return the current line again.
 	unread  bool
@@ -57,7 +60,9 @@ type Reader struct {
 }
 
 // NewReader returns a Reader of the massif file in r; name is used in error
-// messages and as File.Name.
+// messages and as File.Name. A gzip-compressed file (as snapctl run keeps
+// its snapshots) is read as the file it holds, whatever its name: it is
+// told by gzip's magic bytes.
 func NewReader(r io.Reader, name string, opts ReadOptions) *Reader {
 	return &Reader{
 		name:   name,
@@ -262,6 +267,12 @@ func (r *Reader) readLine() ([]byte, error) {
 	}
 	if r.eof {
 		return nil, io.EOF
+	}
+	if !r.sniffed {
+		r.sniffed = true
+		if err := r.unzip(); err != nil {
+			return nil, err
+		}
 	}
 	line, err := r.br.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {

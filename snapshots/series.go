@@ -65,8 +65,10 @@ const (
 
 // Suspect is a site that grows over a breakpoint's hits.
 type Suspect struct {
-	Frame      Frame   `json:"frame"`
-	Stack      []Frame `json:"stack"`
+	Frame Frame   `json:"frame"`
+	Stack []Frame `json:"stack,omitempty"`
+	// StackID replaces Stack in run.json (see SiteDelta.StackID).
+	StackID    *int    `json:"stack_id,omitempty"`
 	Library    []Frame `json:"library,omitempty"`
 	Breakpoint string  `json:"breakpoint"`
 	// Pattern is how it grew: PatternSteady, PatternStepwise or
@@ -147,6 +149,27 @@ func (s *Series) Add(seq, hit int, snap *Snapshot) (*Diff, error) {
 	d.Breakpoint = s.breakpoint
 	d.FromSeq = prevSeq
 	d.ToSeq = seq
+	return d, nil
+}
+
+// AddSame adds the snapshot of stop seq, hit hit, known to hold the same
+// allocation tree as the last one added (its file was byte for byte the
+// same but for times), without the snapshot: nothing is parsed, and the
+// interval and its diff, in which no site changed, are what Add would
+// have made of it. It fails before any snapshot was added.
+func (s *Series) AddSame(seq, hit int) (*Diff, error) {
+	if s.prev == nil {
+		return nil, fmt.Errorf("series %q, stop %d: no earlier snapshot to be the same as", s.breakpoint, seq)
+	}
+	d := s.an.diffKeys(s.prev, s.prev, func(string, *SiteDelta) {})
+	s.intervals++
+	s.spans = append(s.spans, max(hit-s.prevHit, 1))
+	d.Kind = "between-hits"
+	d.Breakpoint = s.breakpoint
+	d.FromSeq = s.prevSeq
+	d.ToSeq = seq
+	s.prevSeq, s.prevHit = seq, hit
+	s.seqs = append(s.seqs, seq)
 	return d, nil
 }
 

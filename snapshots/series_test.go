@@ -256,3 +256,42 @@ func TestSuspectPerHit(t *testing.T) {
 		t.Errorf("blocks %v %v from snapshots without block counts", g.BlocksPerHit, g.TotalBlocks)
 	}
 }
+
+// AddSame counts a snapshot known to equal the previous one exactly as Add
+// counts that snapshot parsed again: the same diff (no site changed), the
+// same suspects, also when the repeat spans several hits.
+func TestSeriesAddSame(t *testing.T) {
+	parsed, skipped := NewSeries("request", Options{}), NewSeries("request", Options{})
+	if _, err := skipped.AddSame(1, 1); err == nil {
+		t.Error("AddSame on an empty series succeeded")
+	}
+	type step struct {
+		seq, hit, file int
+		same           bool
+	}
+	for _, st := range []step{{1, 1, 1, false}, {2, 2, 2, false}, {3, 3, 2, true}, {4, 5, 2, true}, {5, 6, 3, false}, {6, 7, 4, false}, {7, 8, 4, true}} {
+		snap := loadSnapshot(t, fmt.Sprintf("growth/hit-%d.ms", st.file))
+		want, err := parsed.Add(st.seq, st.hit, snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got *Diff
+		if st.same {
+			got, err = skipped.AddSame(st.seq, st.hit)
+		} else {
+			got, err = skipped.Add(st.seq, st.hit, snap)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("stop %d: diff (-Add +AddSame):\n%s", st.seq, diff)
+		}
+		if st.same && (got.DeltaBytes != 0 || len(got.Sites) != 0 || got.UnchangedSites == 0) {
+			t.Errorf("stop %d: a repeat's diff %+v, want no change", st.seq, got)
+		}
+	}
+	if diff := cmp.Diff(parsed.Suspects(), skipped.Suspects()); diff != "" {
+		t.Errorf("suspects (-Add +AddSame):\n%s", diff)
+	}
+}

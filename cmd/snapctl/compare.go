@@ -111,6 +111,9 @@ type runManifest struct {
 	Suspects []snapshots.Suspect `json:"suspects"`
 }
 
+// schemaV1 is run.json's schema before the stacks moved into a table.
+const schemaV1 = "snapctl.run/v1"
+
 // loadRun reads a run directory's run.json for a comparison. It must be a
 // completed run of a schema this snapctl knows.
 func loadRun(dir string) (snapshots.CompareRun, error) {
@@ -134,8 +137,11 @@ func loadRun(dir string) (snapshots.CompareRun, error) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		return snapshots.CompareRun{}, &runDirError{dir, fmt.Sprintf("run.json is not valid JSON: %v", err)}
 	}
-	if m.Schema != driver.Schema {
-		return snapshots.CompareRun{}, &runDirError{dir, fmt.Sprintf("run.json has schema %q; this snapctl reads %s", m.Schema, driver.Schema)}
+	// A comparison reads the suspects' frames and growth, which v1 and
+	// v2 spell alike (v2 only moved the stacks into a table): a run
+	// recorded before the upgrade still compares with one after.
+	if m.Schema != driver.Schema && m.Schema != schemaV1 {
+		return snapshots.CompareRun{}, &runDirError{dir, fmt.Sprintf("run.json has schema %q; this snapctl reads %s and %s", m.Schema, schemaV1, driver.Schema)}
 	}
 	if m.Status != string(driver.StatusCompleted) {
 		msg := fmt.Sprintf("the run did not complete (status %s", m.Status)

@@ -138,6 +138,18 @@ func TestCompareBadInput(t *testing.T) {
 	}
 	interrupted := withManifest("interrupted", func(m map[string]any) { m["status"], m["error"] = "interrupted", "interrupted by SIGINT" })
 	future := withManifest("future", func(m map[string]any) { m["schema"] = "snapctl.run/v9" })
+	// A run of the snapctl before stacks moved into a table: suspects
+	// with their stack inline.
+	v1 := withManifest("v1", func(m map[string]any) {
+		m["schema"] = "snapctl.run/v1"
+		stacks := m["stacks"].([]any)
+		for _, s := range m["suspects"].([]any) {
+			s := s.(map[string]any)
+			s["stack"] = stacks[int(s["stack_id"].(float64))]
+			delete(s, "stack_id")
+		}
+		delete(m, "stacks")
+	})
 	empty := filepath.Join(dir, "empty")
 	os.Mkdir(empty, 0o755)
 
@@ -150,7 +162,8 @@ func TestCompareBadInput(t *testing.T) {
 		{[]string{"compare", good, filepath.Join(good, "run.json")}, exitInput, "not a run directory (compare takes the directories"},
 		{[]string{"compare", empty, good}, exitInput, "empty: not a run directory: it has no run.json"},
 		{[]string{"compare", good, interrupted}, exitInput, "the run did not complete (status interrupted: interrupted by SIGINT)"},
-		{[]string{"compare", future, good}, exitInput, `run.json has schema "snapctl.run/v9"; this snapctl reads snapctl.run/v1`},
+		{[]string{"compare", future, good}, exitInput, `run.json has schema "snapctl.run/v9"; this snapctl reads snapctl.run/v1 and snapctl.run/v2`},
+		{[]string{"compare", v1, good}, exitLeak, "1 suspect persists, is new or could not be judged"},
 		{[]string{"compare", good}, exitUsage, "compare takes two run directories RUN_A and RUN_B, got 1 arguments"},
 		{[]string{"compare", "--format", "html", good, good}, exitUsage, `--format: unknown format "html"`},
 		{[]string{"compare", good, good}, exitLeak, "1 suspect persists, is new or could not be judged"},

@@ -30,8 +30,8 @@ const requestPlan = `breakpoints:
 // exited with status 0.
 func checkCompleted(t *testing.T, res *result) {
 	t.Helper()
-	if res.Run.Schema != "snapctl.run/v1" {
-		t.Errorf("schema = %q, want snapctl.run/v1", res.Run.Schema)
+	if res.Run.Schema != "snapctl.run/v2" {
+		t.Errorf("schema = %q, want snapctl.run/v2", res.Run.Schema)
 	}
 	if res.Run.Status != "completed" {
 		t.Errorf("status = %q, want completed\nstderr:\n%s", res.Run.Status, res.Stderr)
@@ -514,15 +514,19 @@ func TestFormatJSON(t *testing.T) {
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"leak.c")
 	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{"3"}, Flags: []string{"--format", "json"}}, exitOK)
-	var printed runFile
+	var raw json.RawMessage
 	dec := json.NewDecoder(strings.NewReader(res.Stdout))
-	if err := dec.Decode(&printed); err != nil {
+	if err := dec.Decode(&raw); err != nil {
 		t.Fatalf("stdout is not JSON: %v\n%s", err, res.Stdout)
+	}
+	printed, err := readRunFile(raw)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if dec.More() {
 		t.Errorf("stdout holds more than one JSON value:\n%s", res.Stdout)
 	}
-	if diff := cmp.Diff(*res.Run, printed); diff != "" {
+	if diff := cmp.Diff(*res.Run, *printed); diff != "" {
 		t.Errorf("printed JSON differs from run.json (-file +stdout):\n%s", diff)
 	}
 	file, err := os.ReadFile(filepath.Join(res.Out, "run.json"))

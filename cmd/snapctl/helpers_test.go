@@ -7,10 +7,12 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,9 +25,11 @@ import (
 	"github.com/snapctl/snapctl/internal/testenv"
 )
 
-// runFile mirrors run.json, schema snapctl.run/v1 (docs/design.md,
-// "run.json, schema snapctl.run/v1"). Fields the tests do not look at are
+// runFile mirrors run.json, schema snapctl.run/v2 (docs/design.md,
+// "run.json, schema snapctl.run/v2"). Fields the tests do not look at are
 // left out; unknown fields are ignored, since the schema allows additions.
+// Sites and suspects name their stacks in Stacks by stack_id; readRunFile
+// puts the stacks in their place.
 type runFile struct {
 	Schema string `json:"schema"`
 	Status string `json:"status"`
@@ -45,6 +49,46 @@ type runFile struct {
 	Events   []runEvent   `json:"events"`
 	Diffs    []runDiff    `json:"diffs"`
 	Suspects []runSuspect `json:"suspects"`
+	Stacks   [][]frame    `json:"stacks"`
+}
+
+// readRunFile decodes run.json and resolves every stack_id. A site or
+// suspect that repeats its stack inline, or names none, is an error: v2
+// stores each stack once.
+func readRunFile(data []byte) (*runFile, error) {
+	run := new(runFile)
+	if err := json.Unmarshal(data, run); err != nil {
+		return nil, err
+	}
+	resolve := func(what string, id *int, stack *[]frame) error {
+		switch {
+		case *stack != nil:
+			return fmt.Errorf("%s repeats its stack inline", what)
+		case id == nil:
+			return fmt.Errorf("%s has no stack_id", what)
+		case *id < 0 || *id >= len(run.Stacks):
+			return fmt.Errorf("%s: stack_id %d out of %d stacks", what, *id, len(run.Stacks))
+		}
+		*stack = run.Stacks[*id]
+		return nil
+	}
+	for i := range run.Diffs {
+		for j := range run.Diffs[i].Sites {
+			site := &run.Diffs[i].Sites[j]
+			if err := resolve(fmt.Sprintf("diffs[%d].sites[%d]", i, j), site.StackID, &site.Stack); err != nil {
+				return nil, err
+			}
+			site.StackID = nil
+		}
+	}
+	for i := range run.Suspects {
+		s := &run.Suspects[i]
+		if err := resolve(fmt.Sprintf("suspects[%d]", i), s.StackID, &s.Stack); err != nil {
+			return nil, err
+		}
+		s.StackID = nil
+	}
+	return run, nil
 }
 
 type runTarget struct {
@@ -116,16 +160,19 @@ type runDiff struct {
 }
 
 type runSite struct {
-	Frame  frame   `json:"frame"`
-	Stack  []frame `json:"stack"`
-	Before int64   `json:"before"`
-	After  int64   `json:"after"`
-	Delta  int64   `json:"delta"`
+	Frame frame   `json:"frame"`
+	Stack []frame `json:"stack"`
+	// StackID names Stack in runFile.Stacks; nil once resolved.
+	StackID *int  `json:"stack_id"`
+	Before  int64 `json:"before"`
+	After   int64 `json:"after"`
+	Delta   int64 `json:"delta"`
 }
 
 type runSuspect struct {
 	Frame            frame   `json:"frame"`
 	Stack            []frame `json:"stack"`
+	StackID          *int    `json:"stack_id"` // nil once resolved
 	Breakpoint       string  `json:"breakpoint"`
 	GrowthPerHit     int64   `json:"growth_per_hit"`
 	GrowingIntervals int     `json:"growing_intervals"`
@@ -356,8 +403,7 @@ func (r *running) wait() *result {
 	if r.out != "" {
 		data, err := os.ReadFile(filepath.Join(r.out, "run.json"))
 		if err == nil {
-			res.Run = new(runFile)
-			if err := json.Unmarshal(data, res.Run); err != nil {
+			if res.Run, err = readRunFile(data); err != nil {
 				r.t.Fatalf("run.json: %v\n%s", err, data)
 			}
 		}
@@ -424,12 +470,12 @@ func snapshotFiles(t testing.TB, out string) []string {
 }
 
 // checkSnapshotsKept fails the test unless every stop's snapshot file exists
-// and holds a massif snapshot.
+// and holds a gzip-compressed massif snapshot.
 func checkSnapshotsKept(t testing.TB, res *result) {
 	t.Helper()
 	for _, s := range res.Run.Stops {
 		path := filepath.Join(res.Out, s.Snapshot)
-		data, err := os.ReadFile(path)
+		data, err := gunzipFile(path)
 		if err != nil {
 			t.Errorf("stop %d: %v", s.Seq, err)
 			continue
@@ -438,4 +484,19 @@ func checkSnapshotsKept(t testing.TB, res *result) {
 			t.Errorf("stop %d: %s is not a massif snapshot:\n%s", s.Seq, path, data)
 		}
 	}
+}
+
+// gunzipFile returns what the gzip file at path holds, and an error when it
+// is not gzip.
+func gunzipFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return io.ReadAll(zr)
 }

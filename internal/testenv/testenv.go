@@ -13,9 +13,9 @@ package testenv
 
 import (
 	"bytes"
-	"flag"
 	"crypto/sha256"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
