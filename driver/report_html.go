@@ -20,11 +20,6 @@ const htmlFile = "report.html"
 // snapshots of each breakpoint from the run directory, so the session
 // holds none of it while the target runs.
 func (s *session) writeHTML(res *Result) error {
-	if s.native != nil {
-		// The page draws massif's sites; report.md and run.json hold
-		// the native backend's figures.
-		return nil
-	}
 	rep := *res.Report
 	var err error
 	rep.Stops, rep.Growth, err = s.timeline()
@@ -34,6 +29,17 @@ func (s *session) writeHTML(res *Result) error {
 	opts := snapshots.HTMLOptions{Facts: runFacts(res), MaxSites: shownSites, MaxFrames: res.MaxFrames()}
 	if more := moreDiffs(res); more != "" {
 		opts.Notes = append(opts.Notes, more)
+	}
+	if s.native != nil {
+		// The verdicts lead, as in the other reports; per-site diffs are
+		// massif's.
+		var lead []snapshots.Fact
+		for _, v := range res.Manifest.Verdicts {
+			lead = append(lead, snapshots.Fact{Label: "Verdict", Value: sentence(v, s.plan.Native.TrimProbe)})
+		}
+		opts.Facts = append(lead, opts.Facts...)
+		opts.NoSites = true
+		opts.Notes = append(opts.Notes, "The native backend measures resident memory and glibc's allocator at each stop; per-site diffs are massif's job: rerun with --backend massif for the call sites.")
 	}
 	return writeFileAtomicFunc(filepath.Join(s.dir, htmlFile), func(w io.Writer) error {
 		return snapshots.RenderReportHTML(w, &rep, opts)
@@ -79,8 +85,12 @@ func (s *session) timeline() ([]snapshots.StopPoint, []snapshots.Growth, error) 
 		if st.Thread.TargetID != "" {
 			thread += " (" + st.Thread.TargetID + ")"
 		}
-		points = append(points, snapshots.StopPoint{Seq: st.Seq, Breakpoint: st.Breakpoint, Hit: st.Hit, Phase: st.Phase,
-			Time: st.Time, Thread: thread, HeapBytes: st.HeapBytes, HeapExtraBytes: st.HeapExtraBytes, StacksBytes: st.StacksBytes})
+		p := snapshots.StopPoint{Seq: st.Seq, Breakpoint: st.Breakpoint, Hit: st.Hit, Phase: st.Phase,
+			Time: st.Time, Thread: thread, HeapBytes: st.HeapBytes, HeapExtraBytes: st.HeapExtraBytes, StacksBytes: st.StacksBytes}
+		if m := st.Memory; m != nil {
+			p.Memory = &snapshots.MemoryPoint{RSSBytes: m.RSSBytes, HeapInUseBytes: m.HeapInUseBytes, HeapFreeBytes: m.HeapFreeBytes}
+		}
+		points = append(points, p)
 		file := st.Snapshot
 		if file == "" {
 			file = files[st.SameAsSeq]

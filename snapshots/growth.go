@@ -19,6 +19,17 @@ type StopPoint struct {
 	HeapBytes      int64
 	HeapExtraBytes int64
 	StacksBytes    int64
+	// Memory is what the native backend read at the stop; nil under
+	// massif.
+	Memory *MemoryPoint
+}
+
+// MemoryPoint is the native backend's figures at one stop: resident memory,
+// and glibc's heap in use and held free when the allocator could be read.
+type MemoryPoint struct {
+	RSSBytes       int64
+	HeapInUseBytes *int64
+	HeapFreeBytes  *int64
 }
 
 // Growth is how the heap of one breakpoint's series changed between its

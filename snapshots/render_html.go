@@ -22,6 +22,9 @@ type HTMLOptions struct {
 	MaxSites int
 	// MaxFrames limits the callers shown per stack; 0 shows all.
 	MaxFrames int
+	// NoSites says the run measured no call sites (the native backend):
+	// the page has no suspects section.
+	NoSites bool
 }
 
 // Fact is one line of a report's header.
@@ -70,7 +73,9 @@ func RenderReportHTML(w io.Writer, r *Report, opts HTMLOptions) error {
 		}
 		h.printf("</dl>\n")
 	}
-	h.suspects(r)
+	if !h.opts.NoSites {
+		h.suspects(r)
+	}
 	names, byName := r.sections()
 	for _, name := range h.breakpoints(r, names) {
 		h.breakpoint(r, name, byName[name])
@@ -225,7 +230,10 @@ func (h *htmlWriter) breakpoint(r *Report, name string, diffs []*Diff) {
 		return
 	}
 	h.printf("<h2 id=\"bp-%s\">Breakpoint <code>%s</code></h2>\n", esc(anchor(name)), esc(sectionLabel(name)))
-	if len(stops) > 0 {
+	switch {
+	case len(stops) > 0 && stops[0].Memory != nil:
+		h.memoryChart(stops)
+	case len(stops) > 0:
 		h.heapChart(stops)
 	}
 	if growth != nil {
@@ -360,6 +368,49 @@ func stopTip(s StopPoint, what string, v int64) string {
 		t += " · " + s.Time
 	}
 	return t + " · " + what + " " + FormatBytes(v)
+}
+
+// memoryChart draws the native backend's figures at every stop of one
+// breakpoint: resident memory, and the heap in use and held free by glibc's
+// allocator, which together tell a leak from the allocator's retention.
+func (h *htmlWriter) memoryChart(stops []StopPoint) {
+	rss := chartLine{class: "heap", label: "resident memory"}
+	inUse := chartLine{class: "extra", label: "heap in use"}
+	free := chartLine{class: "stacks", label: "heap held free"}
+	c := chart{width: chartWidth, height: chartHeight, maxMarks: maxChartMarks, axes: true}
+	heap := true
+	for _, s := range stops {
+		m := s.Memory
+		rss.values = append(rss.values, m.RSSBytes)
+		if m.HeapInUseBytes == nil || m.HeapFreeBytes == nil {
+			heap = false
+		} else {
+			inUse.values = append(inUse.values, *m.HeapInUseBytes)
+			free.values = append(free.values, *m.HeapFreeBytes)
+		}
+		tip := stopTip(s, "resident", m.RSSBytes)
+		if m.HeapInUseBytes != nil && m.HeapFreeBytes != nil {
+			tip += fmt.Sprintf(" · in use %s · free %s", FormatBytes(*m.HeapInUseBytes), FormatBytes(*m.HeapFreeBytes))
+		}
+		c.tips = append(c.tips, tip)
+		class := "hit"
+		if s.Phase == "return" {
+			class = "return"
+		}
+		c.markClass = append(c.markClass, class)
+	}
+	c.lines = []chartLine{rss}
+	legend := "resident memory (solid)"
+	if heap {
+		c.lines = append(c.lines, inUse, free)
+		legend += ", heap in use (dashed), heap held free by the allocator (dotted)"
+	}
+	c.first = fmt.Sprintf("stop %d (hit %d)", stops[0].Seq, stops[0].Hit)
+	last := stops[len(stops)-1]
+	c.last = fmt.Sprintf("stop %d (hit %d)", last.Seq, last.Hit)
+	h.printf("<h3>Memory over the stops</h3>\n")
+	h.drawChart(c)
+	h.printf("<p class=\"legend\">%s; one mark per stop (filled: after the call returned), hover for its hit, thread, time and figures.</p>\n", esc(legend))
 }
 
 // heapChart draws the heap at every stop of one breakpoint.

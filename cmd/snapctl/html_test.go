@@ -1,12 +1,15 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/snapshots"
 )
 
 // report.html of a real run opens in a real browser: headless Chromium
@@ -69,4 +72,54 @@ func between(s, from, to string) string {
 		return s[i:]
 	}
 	return s[i : i+j+len(to)]
+}
+
+// report.html of a native run: the verdict leads the page, each breakpoint
+// draws resident memory and the heap in use and free over its stops, with
+// the exact in-use figures in the marks, and there is no suspects section
+// (per-site diffs are massif's).
+func TestNativeReportHTMLInBrowser(t *testing.T) {
+	testenv.NoLeftovers(t)
+	testenv.Chromium(t)
+	bin := testenv.Build(t, "../../driver/testdata/native/leak.c")
+	plan := "backend: native\nbreakpoints:\n  - name: round\n    location: round_done\n"
+	res := mustRun(t, session{Plan: plan, Bin: bin, Args: []string{"100"}}, exitOK)
+	dom, console := testenv.LoadPage(t, filepath.Join(res.Out, "report.html"))
+	if len(console) > 0 {
+		t.Errorf("console messages:\n%s", strings.Join(console, "\n"))
+	}
+	for _, want := range []string{"leak at breakpoint round", "Memory over the stops", "heap in use (dashed)", "rerun with --backend massif"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if strings.Contains(dom, `id="suspects"`) {
+		t.Error("a native run's page has a suspects section")
+	}
+	// Each mark carries the stop's exact in-use figure, and each round
+	// keeps 100 chunks of 112 bytes.
+	data, err := os.ReadFile(filepath.Join(res.Out, "run.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run struct {
+		Stops []struct {
+			Memory struct {
+				InUse int64 `json:"heap_in_use_bytes"`
+			} `json:"memory"`
+		} `json:"stops"`
+	}
+	if err := json.Unmarshal(data, &run); err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range run.Stops {
+		if want := "in use " + snapshots.FormatBytes(st.Memory.InUse); !strings.Contains(dom, want) {
+			t.Errorf("stop %d: no mark says %q", i+1, want)
+		}
+		if i > 0 {
+			if d := st.Memory.InUse - run.Stops[i-1].Memory.InUse; d != 100*112 {
+				t.Errorf("stop %d: in-use heap grew %d bytes, want %d", i+1, d, 100*112)
+			}
+		}
+	}
 }
