@@ -1,8 +1,6 @@
 package driver
 
 import (
-	"bufio"
-	"os"
 	"strings"
 	"testing"
 
@@ -13,31 +11,6 @@ import (
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/snapshots"
 )
-
-// fixtureLine returns the number of the only line of src containing
-// marker.
-func fixtureLine(t *testing.T, src, marker string) int {
-	t.Helper()
-	f, err := os.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	found := 0
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		if strings.Contains(sc.Text(), marker) {
-			if found != 0 {
-				t.Fatalf("%s: %q on lines %d and %d", src, marker, found, n)
-			}
-			found = n
-		}
-	}
-	if found == 0 {
-		t.Fatalf("%s: no line has %q", src, marker)
-	}
-	return found
-}
 
 // suspectFigures is what the growth tests compare of a suspect.
 type suspectFigures struct {
@@ -77,7 +50,7 @@ func figuresOf(sus []snapshots.Suspect) []suspectFigures {
 func TestRunWrapperEveryTwo(t *testing.T) {
 	const src = "testdata/wrapper.c"
 	bin := testenv.Build(t, src)
-	session, token := fixtureLine(t, src, "leak: session"), fixtureLine(t, src, "leak: token")
+	session, token := testenv.LineOf(t, src, "leak: session"), testenv.LineOf(t, src, "leak: token")
 	for _, p := range stopPaths {
 		t.Run(p.name, func(t *testing.T) {
 			res, err := runPlanOpts(t, Options{NoAgent: p.noAgent}, "breakpoints:\n  - name: request\n    location: handle_request\n    every: 2\n", bin, "9")
@@ -135,7 +108,7 @@ func TestRunWrapperEveryTwo(t *testing.T) {
 func TestRunTwoSnapshots(t *testing.T) {
 	const src = "testdata/wrapper.c"
 	bin := testenv.Build(t, src)
-	session, token := fixtureLine(t, src, "leak: session"), fixtureLine(t, src, "leak: token")
+	session, token := testenv.LineOf(t, src, "leak: session"), testenv.LineOf(t, src, "leak: token")
 	res, err := runPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n    every: 2\n", bin, "3")
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +131,7 @@ func TestRunTwoSnapshots(t *testing.T) {
 func TestRunStepwiseVector(t *testing.T) {
 	const src = "testdata/vector.cpp"
 	bin := testenv.Build(t, src)
-	push := fixtureLine(t, src, "grows in steps")
+	push := testenv.LineOf(t, src, "grows in steps")
 	res, err := runPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n", bin, "20")
 	if err != nil {
 		t.Fatal(err)

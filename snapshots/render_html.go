@@ -122,18 +122,7 @@ func (h *htmlWriter) printf(format string, args ...any) { fmt.Fprintf(h.w, forma
 func esc(s string) string { return html.EscapeString(s) }
 
 // htmlSite prints a frame as <code>function</code> file:line.
-func htmlSite(f Frame) string {
-	fn := "<code>" + esc(shortName(f.Function)) + "</code>"
-	switch {
-	case f.File != "" && f.Line > 0:
-		return fmt.Sprintf("%s %s:%d", fn, esc(f.File), f.Line)
-	case f.File != "":
-		return fn + " " + esc(f.File)
-	case f.Object != "":
-		return fn + " in " + esc(f.Object)
-	}
-	return fn
-}
+func htmlSite(f Frame) string { return codeSite(f, esc) }
 
 // suspects writes the verdict and the suspects' table: per suspect its
 // figures, a chart of its bytes over the stops and its stack.

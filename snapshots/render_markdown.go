@@ -22,15 +22,19 @@ func mdCell(s string) string {
 }
 
 // siteCell prints a frame as <code>function</code> file:line.
-func siteCell(f Frame) string {
-	fn := "<code>" + mdCell(shortName(f.Function)) + "</code>"
+func siteCell(f Frame) string { return codeSite(f, mdCell) }
+
+// codeSite prints a frame as <code>function</code> file:line, each part
+// escaped by esc for the format at hand (Markdown, HTML).
+func codeSite(f Frame, esc func(string) string) string {
+	fn := "<code>" + esc(shortName(f.Function)) + "</code>"
 	switch {
 	case f.File != "" && f.Line > 0:
-		return fmt.Sprintf("%s %s:%d", fn, mdCell(f.File), f.Line)
+		return fmt.Sprintf("%s %s:%d", fn, esc(f.File), f.Line)
 	case f.File != "":
-		return fn + " " + mdCell(f.File)
+		return fn + " " + esc(f.File)
 	case f.Object != "":
-		return fn + " in " + mdCell(f.Object)
+		return fn + " in " + esc(f.Object)
 	}
 	return fn
 }

@@ -66,10 +66,10 @@ func TestCompareBeforeAndAfterAFix(t *testing.T) {
 	b := mustRun(t, session{Plan: twoBreakpoints, Bin: partial, Args: []string{"5"}}, exitOK)
 	c := mustRun(t, session{Plan: requestPlan, Bin: fixed, Args: []string{"5"}}, exitOK)
 
-	remember := frame{"remember", "fixcheck.c", lineOf(t, src, "remember: 24")}
-	auditBefore := frame{"audit", "fixcheck.c", lineOf(t, src, "audit: 40")}
-	auditAfter := frame{"audit", "fixcheck.c", lineOf(t, src, "audit, moved")}
-	added := frame{"handle_request", "fixcheck.c", lineOf(t, src, "new in the partial fix")}
+	remember := frame{"remember", "fixcheck.c", testenv.LineOf(t, src, "remember: 24")}
+	auditBefore := frame{"audit", "fixcheck.c", testenv.LineOf(t, src, "audit: 40")}
+	auditAfter := frame{"audit", "fixcheck.c", testenv.LineOf(t, src, "audit, moved")}
+	added := frame{"handle_request", "fixcheck.c", testenv.LineOf(t, src, "new in the partial fix")}
 
 	code, stdout, stderr := snapctlCmd(t, "compare", "--format", "json", a.Out, b.Out)
 	if code != exitLeak {

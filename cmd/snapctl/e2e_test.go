@@ -53,8 +53,8 @@ func TestLeakSingleThread(t *testing.T) {
 	testenv.NoLeftovers(t)
 	src := fixtures + "leak.c"
 	bin := testenv.Build(t, src)
-	leak := frame{"handle_request", "leak.c", lineOf(t, src, "the leak: 24")}
-	caller := frame{"main", "leak.c", lineOf(t, src, "handle_request(i);")}
+	leak := frame{"handle_request", "leak.c", testenv.LineOf(t, src, "the leak: 24")}
+	caller := frame{"main", "leak.c", testenv.LineOf(t, src, "handle_request(i);")}
 	const n = 5
 
 	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{fmt.Sprint(n)}}, exitOK)
@@ -117,11 +117,11 @@ func TestLeakAmongNoiseThreads(t *testing.T) {
 	testenv.NoLeftovers(t)
 	src := fixtures + "threads.c"
 	bin := testenv.Build(t, src)
-	leak := frame{"open_session", "threads.c", lineOf(t, src, "the leak: 40")}
-	noise := frame{"noise", "threads.c", lineOf(t, src, "noise: freed at once")}
+	leak := frame{"open_session", "threads.c", testenv.LineOf(t, src, "the leak: 40")}
+	noise := frame{"noise", "threads.c", testenv.LineOf(t, src, "noise: freed at once")}
 	stack := []frame{leak,
-		{"handle_request", "threads.c", lineOf(t, src, "= open_session(id)")},
-		{"main", "threads.c", lineOf(t, src, "handle_request(i);")}}
+		{"handle_request", "threads.c", testenv.LineOf(t, src, "= open_session(id)")},
+		{"main", "threads.c", testenv.LineOf(t, src, "handle_request(i);")}}
 	// Ten hits make nine intervals. The two noise threads hold at most
 	// 128 bytes between them, so their site cannot grow in most intervals
 	// and keep that growth, whatever valgrind's scheduler does.
@@ -171,10 +171,10 @@ func TestLeakThroughUnorderedMap(t *testing.T) {
 	testenv.NoLeftovers(t)
 	src := fixtures + "registry.cpp"
 	bin := testenv.Build(t, src)
-	add := frame{"Registry::add(int)", "registry.cpp", lineOf(t, src, "the leak: one 16-byte node")}
+	add := frame{"Registry::add(int)", "registry.cpp", testenv.LineOf(t, src, "the leak: one 16-byte node")}
 	stack := []frame{add,
-		{"handle_request(int)", "registry.cpp", lineOf(t, src, "registry->add(id);")},
-		{"main", "registry.cpp", lineOf(t, src, "handle_request(i);")}}
+		{"handle_request(int)", "registry.cpp", testenv.LineOf(t, src, "registry->add(id);")},
+		{"main", "registry.cpp", testenv.LineOf(t, src, "handle_request(i);")}}
 	const n = 5
 
 	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{fmt.Sprint(n)}}, exitOK)
@@ -270,8 +270,8 @@ func TestAroundCall(t *testing.T) {
 	testenv.NoLeftovers(t)
 	src := fixtures + "around.c"
 	bin := testenv.Build(t, src)
-	body := frame{"build_reply", "around.c", lineOf(t, src, "kept by the caller")}
-	caller := frame{"main", "around.c", lineOf(t, src, "= build_reply(i);")}
+	body := frame{"build_reply", "around.c", testenv.LineOf(t, src, "kept by the caller")}
+	caller := frame{"main", "around.c", testenv.LineOf(t, src, "= build_reply(i);")}
 	const n = 4
 	plan := `breakpoints:
   - name: reply
@@ -329,8 +329,8 @@ func TestAroundCallLeaf(t *testing.T) {
 	testenv.NoLeftovers(t)
 	src := fixtures + "around.c"
 	bin := testenv.Build(t, src)
-	leaf := frame{"note", "around.c", lineOf(t, src, "note's only line")}
-	caller := frame{"main", "around.c", lineOf(t, src, "the leaf call")}
+	leaf := frame{"note", "around.c", testenv.LineOf(t, src, "note's only line")}
+	caller := frame{"main", "around.c", testenv.LineOf(t, src, "the leaf call")}
 	const n = 3
 	plan := `breakpoints:
   - name: note

@@ -5,7 +5,6 @@ package main
 // fixtures under valgrind and gdb, and read back the run directory.
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -432,31 +431,6 @@ func mustRun(t testing.TB, s session, code int) *result {
 		t.Fatalf("run.json exit_code %v (%q), want %d and a reason", res.Run.ExitCode, res.Run.ExitReason, code)
 	}
 	return res
-}
-
-// lineOf returns the number of the only line of the fixture src that
-// contains marker, so tests do not hard-code line numbers.
-func lineOf(t testing.TB, src, marker string) int {
-	t.Helper()
-	f, err := os.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	found := 0
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		if strings.Contains(sc.Text(), marker) {
-			if found != 0 {
-				t.Fatalf("%s: %q on lines %d and %d", src, marker, found, n)
-			}
-			found = n
-		}
-	}
-	if found == 0 {
-		t.Fatalf("%s: no line contains %q", src, marker)
-	}
-	return found
 }
 
 // snapshotFiles lists the massif files kept in a run directory.

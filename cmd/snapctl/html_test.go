@@ -31,7 +31,7 @@ func TestReportHTMLInBrowser(t *testing.T) {
 	if len(console) > 0 {
 		t.Errorf("console messages:\n%s", strings.Join(console, "\n"))
 	}
-	line := lineOf(t, src, "the leak: 24")
+	line := testenv.LineOf(t, src, "the leak: 24")
 	suspects := between(dom, `<table class="suspects">`, `</table>`)
 	for _, want := range []string{
 		fmt.Sprintf("<code>handle_request</code> leak.c:%d", line),

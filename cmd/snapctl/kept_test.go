@@ -19,7 +19,7 @@ func TestKeptSnapshotsCompressed(t *testing.T) {
 	testenv.NoLeftovers(t)
 	src := fixtures + "leak.c"
 	bin := testenv.Build(t, src)
-	leak := fmt.Sprintf("handle_request (leak.c:%d)", lineOf(t, src, "the leak: 24"))
+	leak := fmt.Sprintf("handle_request (leak.c:%d)", testenv.LineOf(t, src, "the leak: 24"))
 
 	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{"3"}}, exitOK)
 	checkCompleted(t, res) // every stop's file is gzip

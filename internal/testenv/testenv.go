@@ -244,3 +244,27 @@ func readProcs() []Proc {
 	}
 	return out
 }
+
+// LineOf returns the number of the only line of the fixture src that
+// contains marker, so tests do not hard-code line numbers. It fails the
+// test when no line or more than one does.
+func LineOf(t testing.TB, src, marker string) int {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for n, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, marker) {
+			if found != 0 {
+				t.Fatalf("%s: %q on lines %d and %d", src, marker, found, n+1)
+			}
+			found = n + 1
+		}
+	}
+	if found == 0 {
+		t.Fatalf("%s: no line contains %q", src, marker)
+	}
+	return found
+}
