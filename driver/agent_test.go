@@ -70,16 +70,7 @@ func TestReadAgentWholeRecords(t *testing.T) {
 	s := scriptedSession(t, plan, newFakeGDB(t))
 	st := s.order[0]
 	st.agent = true
-	records := filepath.Join(s.priv, agentRecords)
-	if err := os.WriteFile(records, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(records)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	s.agent = &agentState{f: f}
+	records := openAgentRecords(t, s)
 
 	var lines []string
 	for hit := 1; hit <= 2; hit++ {
@@ -309,4 +300,21 @@ func TestReadAgentBadRecords(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openAgentRecords creates the agent's empty records file in s's private
+// directory and has s read it, as startAgent does; it returns its path.
+func openAgentRecords(t *testing.T, s *session) string {
+	t.Helper()
+	records := filepath.Join(s.priv, agentRecords)
+	if err := os.WriteFile(records, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	s.agent = &agentState{f: f}
+	return records
 }

@@ -141,16 +141,7 @@ func TestUnchangedSnapshotNotParsed(t *testing.T) {
 	s := scriptedSession(t, plan, newFakeGDB(t))
 	st := s.order[0]
 	st.agent = true
-	records := filepath.Join(s.priv, agentRecords)
-	if err := os.WriteFile(records, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(records)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	s.agent = &agentState{f: f}
+	records := openAgentRecords(t, s)
 	var lines string
 	for hit, tm := range []string{"1", "not a time", "3"} {
 		snap := filepath.Join(s.priv, fmt.Sprintf("%d.ms", hit+1))

@@ -21,15 +21,7 @@ import (
 func runNative(t *testing.T, opts Options, plan, binary string, args ...string) (*Result, *Manifest, error) {
 	t.Helper()
 	testenv.MustHave(t, "gdb")
-	testenv.NoLeftovers(t)
-	dir := t.TempDir()
-	planPath := filepath.Join(dir, "plan.yaml")
-	if err := os.WriteFile(planPath, []byte(plan), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	opts.PlanPath, opts.Binary, opts.Args, opts.OutDir = planPath, binary, args, filepath.Join(dir, "run dir")
-	opts.Env = append(opts.Env, testenv.ScopeEnv(t))
-	res, err := Run(context.Background(), opts)
+	res, err := runSession(t, opts, plan, binary, args...)
 	if res == nil {
 		t.Fatalf("no run: %v", err)
 	}

@@ -51,15 +51,31 @@ func runPlanOpts(t *testing.T, opts Options, plan, binary string, args ...string
 func runPlanDir(t *testing.T, opts Options, plan, binary string, args ...string) (*Result, error) {
 	t.Helper()
 	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
+	return runSession(t, opts, plan, binary, args...)
+}
+
+// runSession runs a session on binary with args, its plan written into a
+// temporary directory and its run directory a path with a space in it, its
+// processes marked as the test's and checked for leftovers.
+func runSession(t *testing.T, opts Options, plan, binary string, args ...string) (*Result, error) {
+	t.Helper()
 	testenv.NoLeftovers(t)
-	dir := t.TempDir()
-	planPath := filepath.Join(dir, "plan.yaml")
-	if err := os.WriteFile(planPath, []byte(plan), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, planPath := writePlan(t, plan)
 	opts.PlanPath, opts.Binary, opts.Args, opts.OutDir = planPath, binary, args, filepath.Join(dir, "run dir")
 	opts.Env = append(opts.Env, testenv.ScopeEnv(t))
 	return Run(context.Background(), opts)
+}
+
+// writePlan writes plan as plan.yaml into a new temporary directory and
+// returns both.
+func writePlan(t *testing.T, plan string) (dir, path string) {
+	t.Helper()
+	dir = t.TempDir()
+	path = filepath.Join(dir, "plan.yaml")
+	if err := os.WriteFile(path, []byte(plan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, path
 }
 
 // readManifest reads run.json back as a user would.
@@ -336,11 +352,7 @@ func TestRunInterruptedBeforeStart(t *testing.T) {
 	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, "testdata/leak.c")
-	dir := t.TempDir()
-	planPath := filepath.Join(dir, "plan.yaml")
-	if err := os.WriteFile(planPath, []byte("breakpoints:\n  - name: request\n    location: handle_request\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, planPath := writePlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	res, err := Run(ctx, Options{PlanPath: planPath, Binary: bin, OutDir: filepath.Join(dir, "run")})
@@ -401,11 +413,7 @@ func TestRunManifestDuringRun(t *testing.T) {
 	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, "../testdata/e2e/ticks.c")
-	dir := t.TempDir()
-	planPath := filepath.Join(dir, "plan.yaml")
-	if err := os.WriteFile(planPath, []byte("breakpoints:\n  - name: tick\n    location: tick\n    every: 10\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, planPath := writePlan(t, "breakpoints:\n  - name: tick\n    location: tick\n    every: 10\n")
 	out := filepath.Join(dir, "run")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
