@@ -42,7 +42,7 @@ func newAnalysis(plan *breakpoints.Plan) *analysis {
 		opts.Depth = plan.Report.Depth
 	}
 	a := &analysis{opts: opts, series: make(map[string]*snapshots.Series),
-		diffs: newSpool("diffs-*.jsonl"), stacks: snapshots.NewStackTable(), shown: make(map[shownKey][]*snapshots.Diff)}
+		diffs: newSpool(".diffs-*.jsonl"), stacks: snapshots.NewStackTable(), shown: make(map[shownKey][]*snapshots.Diff)}
 	for _, bp := range plan.Breakpoints {
 		a.order = append(a.order, bp.Name)
 	}

@@ -176,7 +176,10 @@ func (p procState) describe() string {
 	return "waiting"
 }
 
-// gdbChild returns the vgdb that gdb runs: gdb's child named vgdb.
+// gdbChild returns the vgdb that gdb runs: the process named vgdb whose
+// parent, or an ancestor up to three levels up, is gdb. snapctl execs
+// vgdb from gdb's shell, but a shell that forks (docs/design.md, fact
+// 30) would put one in between.
 func gdbChild(gdbPid int) procState {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -188,8 +191,12 @@ func gdbChild(gdbPid int) procState {
 		if err != nil || strings.TrimSpace(string(comm)) != "vgdb" {
 			continue
 		}
-		if ps := readProcState(pid); ps.ok && ps.ppid == gdbPid {
-			return ps
+		ps := readProcState(pid)
+		for up, ppid := 0, ps.ppid; ps.ok && up < 3 && ppid > 1; up++ {
+			if ppid == gdbPid {
+				return ps
+			}
+			ppid = readProcState(ppid).ppid
 		}
 	}
 	return procState{}

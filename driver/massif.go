@@ -107,7 +107,13 @@ func (massifBackend) record(s *session, t *taken) error {
 
 // connectVgdb attaches gdb to valgrind's gdbserver through vgdb.
 func (s *session) connectVgdb(ctx context.Context) error {
-	pipe := fmt.Sprintf("| %s --vgdb-prefix=%s --pid=%d", s.tools.vgdb, filepath.Join(s.priv, "vgdb"), s.vg.Pid())
+	// gdb runs the pipe command with $SHELL -c, or /bin/sh when SHELL is
+	// unset. bash execs a lone command, but Debian's /bin/sh (dash) forks
+	// it and waits: vgdb would be gdb's grandchild, behind a shell that
+	// neither a signal to gdb's child nor the stall watch reaches
+	// (docs/design.md, fact 30). exec makes vgdb gdb's child in every
+	// shell.
+	pipe := fmt.Sprintf("| exec %s --vgdb-prefix=%s --pid=%d", s.tools.vgdb, filepath.Join(s.priv, "vgdb"), s.vg.Pid())
 	// gdb gives up on a reply that takes longer than remotetimeout (2s by
 	// default) and goes on reading the late one as the next packet's
 	// answer: on a loaded machine valgrind's gdbserver can take that long,

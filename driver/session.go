@@ -382,8 +382,12 @@ func newSession(opts Options, plan *breakpoints.Plan, t tools, binary, dir strin
 		bps:     make(map[string]*bpState),
 		current: make(map[string]Thread),
 		an:      newAnalysis(plan),
-		stops:   newSpool("stops-*.jsonl"),
+		stops:   newSpool(".stops-*.jsonl"),
 	}
+	// The spools sit in the run directory, not the private one: a full
+	// TMPDIR stops the snapshots, but the stops already taken still reach
+	// run.json.
+	s.stops.dir, s.an.diffs.dir = dir, dir
 	name := plan.Backend
 	if opts.Backend != "" {
 		name = opts.Backend
@@ -461,7 +465,6 @@ func (s *session) run(ctx context.Context) (*Result, error) {
 	}
 	defer release()
 	s.priv = priv
-	s.stops.dir, s.an.diffs.dir = priv, priv
 	defer os.RemoveAll(priv)
 	defer s.closeAgent()
 

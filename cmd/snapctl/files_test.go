@@ -190,17 +190,40 @@ func TestFullTmpdir(t *testing.T) {
 	}
 }
 
-// fillUp fills the file system of dir.
+// fillUp fills the file system of dir, and keeps it full until the test
+// ends: snapctl removes each staged snapshot once it is kept, and without
+// this the next one would fit in the pages that freed.
 func fillUp(t *testing.T, dir string) {
 	t.Helper()
 	fill, err := os.Create(filepath.Join(dir, "fill"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fill.Close()
-	for block := make([]byte, 4096); ; {
+	block := make([]byte, 4096)
+	for {
 		if _, err := fill.Write(block); err != nil {
-			return
+			break
 		}
 	}
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			for {
+				if _, err := fill.Write(block[:512]); err != nil {
+					break
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		close(done)
+		<-stopped
+		fill.Close()
+	})
 }

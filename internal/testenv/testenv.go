@@ -50,6 +50,11 @@ func Main(m *testing.M) int {
 	if !parallelSet {
 		flag.Set("test.parallel", strconv.Itoa(max(4, 2*runtime.GOMAXPROCS(0))))
 	}
+	// gdb runs vgdb through $SHELL (docs/design.md, fact 30). Sessions
+	// and CI machines often have no SHELL, so gdb falls back to /bin/sh:
+	// the tests run with that, the shell that does not exec a lone
+	// command, wherever they are started from.
+	os.Setenv("SHELL", "/bin/sh")
 	// PR_SET_CHILD_SUBREAPER = 36.
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, 36, 1, 0); errno != 0 {
 		fmt.Fprintf(os.Stderr, "testenv: cannot become child subreaper: %v\n", errno)
