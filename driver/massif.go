@@ -29,11 +29,13 @@ func (massifBackend) launch(ctx context.Context, s *session) error {
 		Env:    append(s.childEnv(), s.plan.Target.Env...),
 		Stdout: s.stdout,
 		Stderr: s.stderr,
+		Tail:   s.consoleTail(),
 		Log:    filepath.Join(s.dir, valgrindLog),
 	})
 	// The console keeps its ends of the terminals open until teardown:
-	// valgrind's stderr reaches them through snapctl (startValgrind keeps
-	// the tail of what valgrind says), so they must outlive valgrind.
+	// valgrind's stderr may reach them through snapctl (startValgrind
+	// keeps the tail of what valgrind says), so they must outlive
+	// valgrind.
 	if err != nil {
 		return err
 	}

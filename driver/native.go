@@ -97,21 +97,30 @@ func (b *nativeBackend) start(ctx context.Context, s *session) error {
 		}
 		return nil
 	}
+	// stdout and stderr bound for one place share one FIFO, so that their
+	// order holds.
 	outPath, errPath := filepath.Join(s.priv, nativeOut), filepath.Join(s.priv, nativeErr)
-	for _, p := range []string{outPath, errPath} {
+	fifos := []string{outPath, errPath}
+	errRedirect := "2>" + shellQuote(errPath)
+	if sameFile(s.stdout, s.stderr) {
+		fifos, errRedirect = fifos[:1], "2>&1"
+	}
+	for _, p := range fifos {
 		if err := syscall.Mkfifo(p, 0o600); err != nil {
 			return fmt.Errorf("creating the target's output pipe: %w", err)
 		}
 	}
 	s.copyFIFO(outPath, s.stdout)
-	s.copyFIFO(errPath, s.stderr)
+	if len(fifos) == 2 {
+		s.copyFIFO(errPath, s.stderr)
+	}
 	// gdb starts the program through the shell, which also opens the
 	// redirections; the arguments are quoted for it.
 	args := make([]string, 0, len(s.argv)+2)
 	for _, a := range s.argv[1:] {
 		args = append(args, shellQuote(a))
 	}
-	args = append(args, "</dev/null", ">"+shellQuote(outPath), "2>"+shellQuote(errPath))
+	args = append(args, "</dev/null", ">"+shellQuote(outPath), errRedirect)
 	if _, err := s.send(ctx, "-exec-arguments", args...); err != nil {
 		return fmt.Errorf("setting the program's arguments: %w", err)
 	}

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"io"
+	"os"
 	"strings"
 	"sync"
 )
@@ -17,6 +18,9 @@ type tailWriter struct {
 	mu   sync.Mutex
 	tail []byte
 }
+
+// tailMax is how much of a child's stderr a tailWriter keeps.
+const tailMax = 4096
 
 func newTailWriter(w io.Writer, max int) *tailWriter {
 	return &tailWriter{w: w, max: max}
@@ -41,4 +45,20 @@ func (t *tailWriter) lines(n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// sameFile reports whether a and b write to the same place: the same
+// writer, or open files on one inode (a shell's 2>&1).
+func sameFile(a, b io.Writer) bool {
+	if a == b {
+		return true
+	}
+	fa, oka := a.(*os.File)
+	fb, okb := b.(*os.File)
+	if !oka || !okb || fa == nil || fb == nil {
+		return false
+	}
+	sa, erra := fa.Stat()
+	sb, errb := fb.Stat()
+	return erra == nil && errb == nil && os.SameFile(sa, sb)
 }

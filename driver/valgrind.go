@@ -26,7 +26,12 @@ type valgrindConfig struct {
 	Env    []string // the target's full environment
 	Stdout io.Writer
 	Stderr io.Writer
-	Log    string // valgrind's --log-file, read for readiness and messages
+	// Tail, when set, already keeps what valgrind writes to Stderr (the
+	// console's shared pseudo-terminal): Stderr is then handed to valgrind
+	// as it is, the same terminal as Stdout, and the order of the two
+	// holds.
+	Tail *tailWriter
+	Log  string // valgrind's --log-file, read for readiness and messages
 }
 
 // valgrindProc is valgrind running the target, in its own process group.
@@ -45,9 +50,21 @@ func startValgrind(cfg valgrindConfig) (*valgrindProc, error) {
 	cmd := exec.Command(cfg.Path, cfg.Args...)
 	cmd.Dir = cfg.Dir
 	cmd.Env = cfg.Env
-	cmd.Stdout = cfg.Stdout
-	stderr := newTailWriter(cfg.Stderr, 4096)
-	cmd.Stderr = stderr
+	// valgrind's stderr goes through a tailWriter, so that a message can
+	// quote what valgrind said before its log was open. When stdout and
+	// stderr go to one place, one writer takes both: exec then gives
+	// valgrind a single pipe for the two, and their order holds.
+	stderr := cfg.Tail
+	switch {
+	case stderr != nil:
+		cmd.Stdout, cmd.Stderr = cfg.Stdout, cfg.Stderr
+	case sameFile(cfg.Stdout, cfg.Stderr):
+		stderr = newTailWriter(cfg.Stderr, tailMax)
+		cmd.Stdout, cmd.Stderr = stderr, stderr
+	default:
+		stderr = newTailWriter(cfg.Stderr, tailMax)
+		cmd.Stdout, cmd.Stderr = cfg.Stdout, stderr
+	}
 	// No stdin: valgrind runs in a background process group, where reading
 	// the terminal would stop it with SIGTTIN.
 	cmd.Stdin = nil

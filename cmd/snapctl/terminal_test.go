@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -210,5 +211,34 @@ func TestRunMarkdownKeepsProgramOffStdout(t *testing.T) {
 		if !strings.Contains(res.Stderr, want) {
 			t.Errorf("stderr lacks the program's %q:\n%s", want, res.Stderr)
 		}
+	}
+}
+
+// valgrind writes straight to the target's terminal, so that its lines
+// keep their order with the program's; what it says before its log is
+// open (a bad option) still reaches snapctl's message, with a status line
+// or without.
+func TestTerminalValgrindSaysWhy(t *testing.T) {
+	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, fixtures+"chatty.c")
+	plan := filepath.Join(t.TempDir(), "plan.yaml")
+	if err := os.WriteFile(plan, []byte("valgrind:\n  args: [\"--max-snapshots=lots\"]\n"+requestPlan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"xterm-256color", "dumb"} {
+		t.Run(name, func(t *testing.T) {
+			out, code := onTerminal(t, []string{"TERM=" + name, "NO_COLOR=1"}, "run", "--out", filepath.Join(t.TempDir(), "run"), plan, bin, "1")
+			if code != exitFailure {
+				t.Errorf("exit code %d, want %d:\n%s", code, exitFailure, out)
+			}
+			lines := screen(out)
+			at := slices.IndexFunc(lines, func(l string) bool {
+				return strings.HasPrefix(l, "snapctl: valgrind: exited before its gdbserver was ready")
+			})
+			if at < 0 || !slices.Contains(lines[at:], "    valgrind: Bad option: --max-snapshots=lots") {
+				t.Errorf("the message does not quote valgrind:\n%s", strings.Join(lines, "\n"))
+			}
+		})
 	}
 }
