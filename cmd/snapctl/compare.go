@@ -51,7 +51,7 @@ because its breakpoint took too few snapshots in RUN_B.`,
 			return runCompareCmd(cmd.OutOrStdout(), args[0], args[1], opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.format, "format", "text", "output format: text, markdown or json")
+	formatFlag(cmd, &opts.format, "output format", "text", "markdown", "json")
 	return cmd
 }
 

@@ -165,7 +165,7 @@ func TestCompareBadInput(t *testing.T) {
 		{[]string{"compare", future, good}, exitInput, `run.json has schema "snapctl.run/v9"; this snapctl reads snapctl.run/v1 and snapctl.run/v2`},
 		{[]string{"compare", v1, good}, exitLeak, "1 suspect persists, is new or could not be judged"},
 		{[]string{"compare", good}, exitUsage, "compare takes two run directories RUN_A and RUN_B, got 1 arguments"},
-		{[]string{"compare", "--format", "html", good, good}, exitUsage, `--format: unknown format "html"`},
+		{[]string{"compare", "--format", "html", good, good}, exitUsage, `invalid argument "html" for "--format" flag: want text, markdown or json`},
 		{[]string{"compare", good, good}, exitLeak, "1 suspect persists, is new or could not be judged"},
 	} {
 		code, stdout, stderr := snapctlCmd(t, tc.args...)

@@ -62,7 +62,7 @@ stack has a matching frame; --focus keeps only those whose stack has one.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.format, "format", "text", "output format: text, markdown or json")
+	formatFlag(cmd, &opts.format, "output format", "text", "markdown", "json")
 	f.StringVar(&opts.groupBy, "group-by", "site", "rows by call `site`, function, or stack")
 	f.IntVar(&opts.depth, "depth", 0, "with --group-by stack, the callers that tell stacks apart (0: all)")
 	f.StringArrayVar(&opts.ignore, "ignore", nil, "drop allocations whose stack has a frame matching `PAT` (repeatable)")
@@ -73,7 +73,6 @@ stack has a matching frame; --focus keeps only those whose stack has one.`,
 	f.IntVar(&opts.top, "top", 0, "show at most `N` sites, the largest changes (0: all)")
 	f.IntVar(&opts.frames, "frames", 8, "show at most `N` callers per stack in text and markdown (0: all)")
 	f.BoolVar(&opts.tree, "tree", false, "print the tree of signed deltas, frame by frame, instead of the sites (text only; --depth limits its depth)")
-	enumFlag(cmd, "format", "text", "markdown", "json")
 	enumFlag(cmd, "group-by", "site", "function", "stack")
 	return cmd
 }

@@ -152,7 +152,7 @@ func TestDiffCommandErrors(t *testing.T) {
 		msg  string
 	}{
 		{[]string{a}, exitUsage, "two snapshots"},
-		{[]string{"--format", "xml", a, b}, exitUsage, "unknown format"},
+		{[]string{"--format", "xml", a, b}, exitUsage, `invalid argument "xml" for "--format" flag: want text, markdown or json`},
 		{[]string{"--group-by", "file", a, b}, exitUsage, "unknown grouping"},
 		{[]string{"--top", "-1", a, b}, exitUsage, "negative"},
 		{[]string{a, analysisFile("no-such.ms")}, exitFailure, "no-such.ms"},

@@ -67,7 +67,7 @@ func TestExportErrors(t *testing.T) {
 		want     string
 		wantCode int
 	}{
-		{[]string{"export", "--format", "svg", recordedMassif + "leak.massif"}, `--format "svg": want pprof or folded`, exitUsage},
+		{[]string{"export", "--format", "svg", recordedMassif + "leak.massif"}, `invalid argument "svg" for "--format" flag: want pprof or folded`, exitUsage},
 		{[]string{"export", recordedMassif + "leak.default.massif#0", "-o", filepath.Join(dir, "x")}, "snapshot 0 has totals only", exitFailure},
 		{[]string{"export", recordedMassif + "inline.massif#peak", "-o", filepath.Join(dir, "x")}, "has no peak snapshot", exitFailure},
 		{[]string{"export", recordedMassif + "leak.massif", "-o", filepath.Join(dir, "no/such/dir/x")}, "writing", exitFailure},

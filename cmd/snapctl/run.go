@@ -75,7 +75,7 @@ plan.yaml, run.json, report.md, valgrind.log and snapshots/.`,
 	f := cmd.Flags()
 	f.StringVarP(&opts.Out, "out", "o", "", "run directory (default: a new folder under ./snapctl-runs/)")
 	f.BoolVar(&opts.Force, "force", false, "write into an existing, non-empty run directory")
-	f.StringVar(&opts.Format, "format", "text", "report printed on stdout: text, markdown or json (run.json)")
+	formatFlag(cmd, &opts.Format, "report printed on stdout (json: run.json)", "text", "markdown", "json")
 	f.BoolVarP(&opts.Quiet, "quiet", "q", false, "no status line on stderr")
 	f.BoolVar(&opts.Trace, "trace", false, "keep the GDB/MI transcript as gdb-mi.log in the run directory")
 	f.DurationVar(&opts.Timeout, "timeout", 0, "stop the whole run after this long (e.g. 10m); 0 for none")
@@ -83,7 +83,6 @@ plan.yaml, run.json, report.md, valgrind.log and snapshots/.`,
 	f.StringVar(&opts.GDB, "gdb", "", "gdb executable (default: gdb on PATH)")
 	f.StringVar(&opts.KeepSnapshots, "keep-snapshots", "", `snapshot files to keep: all, or changed (drop a snapshot whose tree equals the breakpoint's previous kept one); overrides the plan's keep_snapshots`)
 	f.StringVar(&opts.Backend, "backend", "", "how memory is measured: massif (per call site, under valgrind) or native (the allocator's and the kernel's figures, at native speed); overrides the plan's backend")
-	enumFlag(cmd, "format", "text", "markdown", "json")
 	enumFlag(cmd, "keep-snapshots", "all", "changed")
 	enumFlag(cmd, "backend", "massif", "native")
 	cmd.SetUsageTemplate(cmd.UsageTemplate() + exitCodeHelp())
@@ -102,11 +101,6 @@ func (o *runOptions) parseArgs(cmd *cobra.Command, args []string) error {
 	}
 	if len(args) < 2 {
 		return usageError{errors.New("run needs a PLAN and a BINARY: snapctl run PLAN BINARY [ARGS...]")}
-	}
-	switch o.Format {
-	case "text", "markdown", "json":
-	default:
-		return usageError{fmt.Errorf("--format %q: want text, markdown or json", o.Format)}
 	}
 	switch o.KeepSnapshots {
 	case "", "all", "changed":

@@ -42,17 +42,13 @@ standard input.`,
 			return runShow(cmd.OutOrStdout(), cmd.InOrStdin(), args[0], opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.format, "format", "text", "output format: text or json")
+	formatFlag(cmd, &opts.format, "output format", "text", "json")
 	cmd.Flags().Float64Var(&opts.threshold, "threshold", 0, "fold tree lines below `PCT` percent of a snapshot's heap into one line (display only)")
-	enumFlag(cmd, "format", "text", "json")
 	return cmd
 }
 
 func runShow(w io.Writer, stdin io.Reader, spec string, opts *showOptions) error {
 	sopts := snapshots.ShowOptions{Format: opts.format, Threshold: opts.threshold}
-	if sopts.Format != "text" && sopts.Format != "json" {
-		return usageError{fmt.Errorf("--format %q: want text or json", opts.format)}
-	}
 	if !(sopts.Threshold >= 0 && sopts.Threshold <= 100) { // also NaN
 		return usageError{fmt.Errorf("--threshold %g: want a percentage between 0 and 100", opts.threshold)}
 	}

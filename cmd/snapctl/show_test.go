@@ -83,7 +83,7 @@ func TestShowCommandErrors(t *testing.T) {
 		wantCode int
 	}{
 		{[]string{"show"}, "show takes one massif file, got 0 arguments", exitUsage},
-		{[]string{"show", "--format", "xml", recordedMassif + "leak.massif"}, `--format "xml": want text or json`, exitUsage},
+		{[]string{"show", "--format", "xml", recordedMassif + "leak.massif"}, `invalid argument "xml" for "--format" flag: want text or json`, exitUsage},
 		{[]string{"show", "--threshold", "200", recordedMassif + "leak.massif"}, "--threshold 200", exitUsage},
 		{[]string{"show", "nonexistent.massif"}, "massif file nonexistent.massif does not exist", exitFailure},
 		{[]string{"show", recordedMassif + "leak.massif#99"}, "has no snapshot 99", exitFailure},
