@@ -316,7 +316,7 @@ func (s *session) agentStop(rec *agentRecord) error {
 	case "snapshot":
 		return &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("snapshot at breakpoint %q failed", st.bp.Name), Tail: rec.Error}
 	case "condition":
-		s.event(Event{Kind: "condition-error",
+		s.event(Event{Kind: EventConditionError,
 			Message: fmt.Sprintf("breakpoint %q: gdb cannot evaluate its condition: %s", st.bp.Name, rec.Error)})
 		return nil
 	default:

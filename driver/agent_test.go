@@ -194,7 +194,7 @@ func TestRunConditionError(t *testing.T) {
 			if p.noAgent {
 				return
 			}
-			if len(m.Events) != 2 || m.Events[0].Kind != "condition-error" || !strings.Contains(m.Events[0].Message, "Cannot access memory at address 0x0") {
+			if len(m.Events) != 2 || m.Events[0].Kind != EventConditionError || !strings.Contains(m.Events[0].Message, "Cannot access memory at address 0x0") {
 				t.Errorf("events %+v, want two condition-error events with gdb's words", m.Events)
 			}
 		})

@@ -88,7 +88,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		// A command held gdb past stop_timeout: it was interrupted,
 		// and the rest of the stop is given up. The target has not
 		// moved, so it is left as any stop is, with fresh time.
-		s.event(Event{Kind: "stop-abandoned", Thread: stop.Thread,
+		s.event(Event{Kind: EventStopAbandoned, Thread: stop.Thread,
 			Message: fmt.Sprintf("breakpoint %q hit %d: gdb command %q did not finish within %v; interrupted, stop abandoned", st.bp.Name, hit, blocked, timeout)})
 		return s.leaveStop(ctx, context.WithoutCancel(ctx), st, hit, restore)
 	}
@@ -102,7 +102,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}
-		s.event(Event{Kind: "around-call-failed", Thread: stop.Thread,
+		s.event(Event{Kind: EventAroundCallFailed, Thread: stop.Thread,
 			Message: fmt.Sprintf("breakpoint %q hit %d: finish: %s", st.bp.Name, hit, miMessage(err))})
 		return s.leaveStop(ctx, sctx, st, hit, restore)
 	}
@@ -142,7 +142,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		if released {
 			irec = rec2
 		}
-		s.event(Event{Kind: "stop-abandoned", Thread: stop.Thread,
+		s.event(Event{Kind: EventStopAbandoned, Thread: stop.Thread,
 			Message: fmt.Sprintf("breakpoint %q hit %d: the call did not return within %v; stop abandoned", st.bp.Name, hit, timeout)})
 		if irec == nil || ownStop(irec) || returned(irec) {
 			return s.leaveStop(ctx, context.WithoutCancel(ctx), st, hit, restore)
@@ -153,7 +153,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 	if r := rec2.String("reason"); !returned(rec2) {
 		// Another stop came first: a breakpoint in another thread, a
 		// signal, the exit. The return snapshot of this hit is lost.
-		s.event(Event{Kind: "around-call-cut-short", Reason: r, Thread: stop.Thread,
+		s.event(Event{Kind: EventAroundCallCutShort, Reason: r, Thread: stop.Thread,
 			Message: fmt.Sprintf("breakpoint %q hit %d: %s before the call returned", st.bp.Name, hit, r)})
 		return s.otherStop(ctx, context.WithoutCancel(sctx), st, hit, restore, rec2)
 	}

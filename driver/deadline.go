@@ -120,7 +120,7 @@ func (s *session) checkStalls() error {
 // valgrind is in.
 func (s *session) stalled(what string) error {
 	d := s.diagnose()
-	s.event(Event{Kind: "stop-stalled", Message: fmt.Sprintf("%s: %s %s (%s)", what, d.tool, d.why, d.states)})
+	s.event(Event{Kind: EventStopStalled, Message: fmt.Sprintf("%s: %s %s (%s)", what, d.tool, d.why, d.states)})
 	return &ToolError{Tool: d.tool, Msg: fmt.Sprintf("%s; %s; %s", d.why, what, d.states)}
 }
 

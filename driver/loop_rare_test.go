@@ -138,13 +138,13 @@ func TestLoopUnexpectedStop(t *testing.T) {
 	}{
 		{"unknown breakpoint",
 			`*stopped,reason="breakpoint-hit",disp="keep",bkptno="7",frame={addr="0x30",func="other",args=[],file="other.c",line="5"},thread-id="2",stopped-threads="all"`,
-			Event{Kind: "unexpected-stop", Reason: "breakpoint-hit", Thread: Thread{ID: "2"}, Frame: otherFrame, Message: "breakpoint 7 is not the plan's"}},
+			Event{Kind: EventUnexpectedStop, Reason: "breakpoint-hit", Thread: Thread{ID: "2"}, Frame: otherFrame, Message: "breakpoint 7 is not the plan's"}},
 		{"watchpoint",
 			`*stopped,reason="watchpoint-trigger",wpt={number="3",exp="x"},value={old="1",new="2"},frame={addr="0x30",func="other",args=[],file="other.c",line="5"},thread-id="1",stopped-threads="all"`,
-			Event{Kind: "unexpected-stop", Reason: "watchpoint-trigger", Thread: Thread{ID: "1"}, Frame: otherFrame}},
+			Event{Kind: EventUnexpectedStop, Reason: "watchpoint-trigger", Thread: Thread{ID: "1"}, Frame: otherFrame}},
 		{"no reason",
 			`*stopped,frame={addr="0x30",func="other",args=[],file="other.c",line="5"},thread-id="1",stopped-threads="all"`,
-			Event{Kind: "unexpected-stop", Thread: Thread{ID: "1"}, Frame: otherFrame}},
+			Event{Kind: EventUnexpectedStop, Thread: Thread{ID: "1"}, Frame: otherFrame}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, fake := fakeSession(t, mustPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n    optional: true\n"), exitedNormally)
@@ -175,7 +175,7 @@ func TestLoopSignal(t *testing.T) {
 	}
 	sigEvent := func(sig string, bt []Frame) Event {
 		f := signalFrame
-		return Event{Kind: "signal", Signal: sig, Reason: "signal-received", Thread: Thread{ID: "1"}, Frame: &f, Backtrace: bt}
+		return Event{Kind: EventSignal, Signal: sig, Reason: "signal-received", Thread: Thread{ID: "1"}, Frame: &f, Backtrace: bt}
 	}
 	for _, tc := range []struct {
 		name   string
@@ -373,7 +373,7 @@ func TestLoopStopAbandoned(t *testing.T) {
 			checkSent(t, fake, tc.sent)
 			var kinds []string
 			for _, e := range m.Events {
-				kinds = append(kinds, e.Kind)
+				kinds = append(kinds, string(e.Kind))
 			}
 			if diff := cmp.Diff(tc.events, kinds); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
@@ -466,7 +466,7 @@ func TestLoopAroundCallFailed(t *testing.T) {
 		"-gdb-show scheduler-locking", "-gdb-set scheduler-locking on",
 		"-exec-finish",
 		"-gdb-set scheduler-locking replay", "-exec-continue"))
-	checkEvents(t, m, []Event{{Kind: "around-call-failed", Thread: hitThread,
+	checkEvents(t, m, []Event{{Kind: EventAroundCallFailed, Thread: hitThread,
 		Message: `breakpoint "request" hit 1: finish: "finish" not meaningful in the outermost frame.`}})
 	if diff := cmp.Diff([]string{"request 1 hit on"}, phases(m)); diff != "" {
 		t.Errorf("stops (-want +got):\n%s", diff)
@@ -526,12 +526,12 @@ func TestLoopAroundCallCutShort(t *testing.T) {
 			checkSent(t, fake, tc.sent)
 			var kinds []string
 			for _, e := range m.Events {
-				kinds = append(kinds, e.Kind)
+				kinds = append(kinds, string(e.Kind))
 			}
 			if diff := cmp.Diff(tc.events, kinds); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
 			}
-			want := Event{Kind: "around-call-cut-short", Reason: tc.reason, Thread: hitThread,
+			want := Event{Kind: EventAroundCallCutShort, Reason: tc.reason, Thread: hitThread,
 				Message: `breakpoint "request" hit 1: ` + tc.reason + ` before the call returned`}
 			if diff := cmp.Diff(want, eventsOf(m)[0]); diff != "" {
 				t.Errorf("event (-want +got):\n%s", diff)

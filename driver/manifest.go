@@ -73,7 +73,9 @@ type Manifest struct {
 	Stops       []Stop              `json:"stops"`
 	// Events are stops that were not declared breakpoints: signals the
 	// target received, unexpected stops, stops that were abandoned.
-	Events []Event `json:"events,omitempty"`
+	// They are spooled like the stops (session.events) and written as
+	// a list always, empty when nothing happened.
+	Events []Event `json:"events"`
 	// Diffs are the between-hits diffs of each breakpoint and the
 	// within-call diffs of around_call breakpoints, in the order made.
 	Diffs []*snapshots.Diff `json:"diffs"`
@@ -258,19 +260,56 @@ type CommandOutput struct {
 	Error   string `json:"error,omitempty"`
 }
 
+// EventKind says what an event of run.json is (docs/design.md, "run.json").
+type EventKind string
+
+// The kinds of event a run records.
+const (
+	// EventSignal: the target received a signal.
+	EventSignal EventKind = "signal"
+	// EventUnexpectedStop: gdb stopped the target where no breakpoint of
+	// the plan is.
+	EventUnexpectedStop EventKind = "unexpected-stop"
+	// EventStopAbandoned: a stop failed part way and the run went on
+	// without its snapshot.
+	EventStopAbandoned EventKind = "stop-abandoned"
+	// EventAroundCallCutShort: the call of an around_call stop did not
+	// return (the target exited, or another stop came first).
+	EventAroundCallCutShort EventKind = "around-call-cut-short"
+	// EventAroundCallFailed: the return of an around_call stop could not
+	// be set up.
+	EventAroundCallFailed EventKind = "around-call-failed"
+	// EventConditionError: gdb could not evaluate a breakpoint's
+	// condition at a hit.
+	EventConditionError EventKind = "condition-error"
+	// EventStopStalled: a stop, or gdb, vgdb or valgrind, did not move
+	// within stop_timeout; the run ends.
+	EventStopStalled EventKind = "stop-stalled"
+	// EventAnalysisError: a snapshot could not be analysed.
+	EventAnalysisError EventKind = "analysis-error"
+	// EventNoAllocatorState: the native backend cannot read glibc's
+	// allocator in this process and records resident memory only.
+	EventNoAllocatorState EventKind = "no-allocator-state"
+	// EventSchedulerLockReleased: a locked around_call blocked, and the
+	// stop deadline let the other threads run.
+	EventSchedulerLockReleased EventKind = "scheduler-lock-released"
+	// EventRunEnded: the run ended by the workload or end_run_after, and
+	// snapctl detached from the process.
+	EventRunEnded EventKind = "run-ended"
+	// EventTargetEnded: the run ended by the workload or end_run_after,
+	// and snapctl ended the target.
+	EventTargetEnded EventKind = "target-ended"
+)
+
 // Event is a stop that was not a declared breakpoint's, or a problem at a
 // stop that the run survived.
 type Event struct {
-	Time string `json:"time"`
-	// Kind is one of "signal", "unexpected-stop", "stop-abandoned",
-	// "around-call-cut-short", "around-call-failed", "condition-error",
-	// "stop-stalled", "analysis-error" (docs/design.md, "run.json, schema
-	// snapctl.run/v1").
-	Kind   string `json:"kind"`
-	Signal string `json:"signal,omitempty"`
-	Reason string `json:"reason,omitempty"` // gdb's stop reason
-	Thread Thread `json:"thread,omitempty"`
-	Frame  *Frame `json:"frame,omitempty"`
+	Time   string    `json:"time"`
+	Kind   EventKind `json:"kind"`
+	Signal string    `json:"signal,omitempty"`
+	Reason string    `json:"reason,omitempty"` // gdb's stop reason
+	Thread Thread    `json:"thread,omitempty"`
+	Frame  *Frame    `json:"frame,omitempty"`
 	// Backtrace for a signal, innermost first.
 	Backtrace []Frame `json:"backtrace,omitempty"`
 	Message   string  `json:"message,omitempty"`
@@ -296,13 +335,19 @@ const (
 	phaseReturn = "return"
 )
 
-// writeManifest writes run.json atomically, with the stops and diffs
-// streamed from their spools (nil for none) in between m's other fields.
-// The bytes are those json.MarshalIndent would give for the whole
-// manifest, without ever holding every stop.
-func writeManifest(dir string, m *Manifest, stops, diffs *spool) error {
+// manifestSpools are the spools run.json's lists are streamed from; nil
+// for an empty list.
+type manifestSpools struct {
+	stops, events, diffs *spool
+}
+
+// writeManifest writes run.json atomically, with the stops, events and
+// diffs streamed from their spools in between m's other fields. The bytes
+// are those json.MarshalIndent would give for the whole manifest, without
+// ever holding every stop.
+func writeManifest(dir string, m *Manifest, sp manifestSpools) error {
 	mm := *m
-	mm.Stops, mm.Diffs = []Stop{}, []*snapshots.Diff{}
+	mm.Stops, mm.Events, mm.Diffs = []Stop{}, []Event{}, []*snapshots.Diff{}
 	if mm.Suspects == nil {
 		mm.Suspects = []snapshots.Suspect{}
 	}
@@ -321,7 +366,7 @@ func writeManifest(dir string, m *Manifest, stops, diffs *spool) error {
 		for _, part := range []struct {
 			key string
 			sp  *spool
-		}{{"stops", stops}, {"diffs", diffs}} {
+		}{{"stops", sp.stops}, {"events", sp.events}, {"diffs", sp.diffs}} {
 			mark := []byte("\n  \"" + part.key + "\": [")
 			i := bytes.Index(rest, append(mark, ']'))
 			if i < 0 {

@@ -22,15 +22,19 @@ func TestWriteManifestStreams(t *testing.T) {
 		Schema: Schema, Status: StatusCompleted, StartedAt: time.Unix(1, 0).UTC(), FinishedAt: time.Unix(2, 0).UTC(),
 		Plan: planFile, Target: Target{Argv: []string{"./leak", "a <b>"}, ExitCode: &code},
 		Breakpoints: []BreakpointSummary{{Name: "request", Location: "handle_request", Hits: 3, Snapshots: 3, Unchanged: 1, KeepSnapshots: "changed"}},
-		Events:      []Event{{Kind: "signal", Message: "a\n  \"stops\": []"}},
 		Suspects:    []snapshots.Suspect{{Breakpoint: "request", GrowthPerHit: 16, StackID: new(0)}},
 		Stacks:      [][]snapshots.Frame{{{Function: "keep"}, {Function: "main"}}},
 	}
-	stops, diffs := newSpool("stops-*"), newSpool("diffs-*")
-	stops.dir, diffs.dir = t.TempDir(), t.TempDir()
+	stops, events, diffs := newSpool("stops-*"), newSpool("events-*"), newSpool("diffs-*")
+	stops.dir, events.dir, diffs.dir = t.TempDir(), t.TempDir(), t.TempDir()
 	defer stops.close()
+	defer events.close()
 	defer diffs.close()
 	whole := *m
+	// A message that looks like one of the lists' own lines.
+	ev := Event{Kind: EventSignal, Message: "a\n  \"stops\": []"}
+	events.add(&ev)
+	whole.Events = []Event{ev}
 	for i := 1; i <= 3; i++ {
 		st := Stop{Seq: i, Breakpoint: "request", Hit: i, Phase: phaseHit, Snapshot: snapshotName(i, "request", i, phaseHit),
 			Backtrace: []Frame{{Function: "f", File: "leak.c", Line: 3}}, HeapBytes: int64(16 * i)}
@@ -47,15 +51,15 @@ func TestWriteManifestStreams(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		name         string
-		stops, diffs *spool
-		want         *Manifest
+		name   string
+		spools manifestSpools
+		want   *Manifest
 	}{
-		{"full", stops, diffs, &whole},
-		{"empty", nil, nil, m},
+		{"full", manifestSpools{stops: stops, events: events, diffs: diffs}, &whole},
+		{"empty", manifestSpools{}, m},
 	} {
 		dir := t.TempDir()
-		if err := writeManifest(dir, m, tc.stops, tc.diffs); err != nil {
+		if err := writeManifest(dir, m, tc.spools); err != nil {
 			t.Fatal(err)
 		}
 		got, err := os.ReadFile(filepath.Join(dir, manifestFile))
@@ -64,7 +68,7 @@ func TestWriteManifestStreams(t *testing.T) {
 		}
 		w := *tc.want
 		if w.Stops == nil {
-			w.Stops, w.Diffs = []Stop{}, []*snapshots.Diff{}
+			w.Stops, w.Events, w.Diffs = []Stop{}, []Event{}, []*snapshots.Diff{}
 		}
 		want, _ := json.MarshalIndent(&w, "", "  ")
 		want = append(want, '\n')
@@ -112,7 +116,7 @@ func TestManifestStacksOnce(t *testing.T) {
 	stops.dir = t.TempDir()
 	defer stops.close()
 	dir := t.TempDir()
-	if err := writeManifest(dir, m, stops, a.diffs); err != nil {
+	if err := writeManifest(dir, m, manifestSpools{stops: stops, diffs: a.diffs}); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(filepath.Join(dir, manifestFile))

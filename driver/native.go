@@ -208,7 +208,7 @@ func (b *nativeBackend) keep(s *session, path string, stop *Stop) (string, error
 	}
 	if m.AllocatorError != "" && b.noAllocator == "" {
 		b.noAllocator = m.AllocatorError
-		s.event(Event{Kind: "no-allocator-state", Message: fmt.Sprintf(
+		s.event(Event{Kind: EventNoAllocatorState, Message: fmt.Sprintf(
 			"glibc's allocator cannot be read (%s): a static binary, or a C library that is not glibc; only resident memory is recorded", m.AllocatorError)})
 		fmt.Fprintf(s.opts.Warn, "warning: glibc's allocator cannot be read in this program (%s): only resident memory is recorded\n", m.AllocatorError)
 	}
@@ -293,7 +293,7 @@ func (s *session) releaseLock(ctx context.Context, st *bpState, stop *Stop, hit 
 			level = f.String("level") // the outermost: the call itself
 		}
 	}
-	s.event(Event{Kind: "scheduler-lock-released", Thread: stop.Thread,
+	s.event(Event{Kind: EventSchedulerLockReleased, Thread: stop.Thread,
 		Message: fmt.Sprintf("breakpoint %q hit %d: the call did not return within %v with only its thread running; scheduler-locking released, every thread runs until it returns", st.bp.Name, hit, s.stopTimeout())})
 	if level == "" {
 		return false, nil, nil

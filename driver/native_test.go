@@ -215,7 +215,7 @@ func TestNativeLockReleased(t *testing.T) {
 	if ret.Phase != phaseReturn || !ret.SchedulerLockReleased || ret.OtherThreadsRan == nil || !*ret.OtherThreadsRan {
 		t.Errorf("return stop %+v", ret)
 	}
-	if !slices.ContainsFunc(m.Events, func(e Event) bool { return e.Kind == "scheduler-lock-released" }) {
+	if !slices.ContainsFunc(m.Events, func(e Event) bool { return e.Kind == EventSchedulerLockReleased }) {
 		t.Errorf("events %+v: no scheduler-lock-released", m.Events)
 	}
 }
@@ -366,7 +366,7 @@ func TestNativeNoAllocator(t *testing.T) {
 	}
 	n := 0
 	for _, e := range m.Events {
-		if e.Kind == "no-allocator-state" {
+		if e.Kind == EventNoAllocatorState {
 			n++
 		}
 	}

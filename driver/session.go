@@ -337,8 +337,8 @@ type session struct {
 	pending []*taken
 	// agent reads the records of gdb's agent; nil when it does not run.
 	agent *agentState
-	// stops spools the stop records for run.json.
-	stops *spool
+	// stops spools the stop records for run.json, events its events.
+	stops, events *spool
 	// groups are the process groups of the children, for Options.Kill.
 	groups processGroups
 	// watch finds stalls that nothing reports (see checkStalls).
@@ -383,11 +383,12 @@ func newSession(opts Options, plan *breakpoints.Plan, t tools, binary, dir strin
 		current: make(map[string]Thread),
 		an:      newAnalysis(plan),
 		stops:   newSpool(".stops-*.jsonl"),
+		events:  newSpool(".events-*.jsonl"),
 	}
 	// The spools sit in the run directory, not the private one: a full
 	// TMPDIR stops the snapshots, but the stops already taken still reach
 	// run.json.
-	s.stops.dir, s.an.diffs.dir = dir, dir
+	s.stops.dir, s.events.dir, s.an.diffs.dir = dir, dir, dir
 	name := plan.Backend
 	if opts.Backend != "" {
 		name = opts.Backend
@@ -446,7 +447,7 @@ func (s *session) run(ctx context.Context) (*Result, error) {
 	// directory says the run did not complete. The loop rewrites it as
 	// stops come (refreshManifest), so that it also lists them.
 	s.m.Error = unfinished
-	if err := writeManifest(s.dir, s.m, nil, nil); err != nil {
+	if err := writeManifest(s.dir, s.m, manifestSpools{}); err != nil {
 		return s.finish(res, err)
 	}
 	s.written = time.Now()
@@ -870,7 +871,7 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	s.m.Suspects = s.an.stacks.InternSuspects(rep.Suspects)
 	s.m.Stacks = s.an.stacks.Stacks()
 	for _, p := range s.an.problems {
-		s.m.Events = append(s.m.Events, Event{Time: stamp(time.Now()), Kind: "analysis-error", Message: p})
+		s.events.add(&Event{Time: stamp(time.Now()), Kind: EventAnalysisError, Message: p})
 	}
 	res.Report = rep
 	if s.native != nil {
@@ -890,7 +891,7 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	}
 	code, reason := ExitStatus(err)
 	s.m.ExitCode, s.m.ExitReason = &code, reason
-	if werr := writeManifest(s.dir, s.m, s.stops, s.an.diffs); werr != nil {
+	if werr := writeManifest(s.dir, s.m, manifestSpools{stops: s.stops, events: s.events, diffs: s.an.diffs}); werr != nil {
 		return res, errors.Join(err, werr)
 	}
 	if werr := writeReport(filepath.Join(s.dir, reportFile), res); werr != nil {
@@ -915,7 +916,7 @@ func (s *session) refreshManifest() {
 	if n := s.stops.len(); n == s.writtenStops || time.Since(s.written) < s.opts.ManifestEvery {
 		return
 	}
-	if writeManifest(s.dir, s.m, s.stops, s.an.diffs) == nil {
+	if writeManifest(s.dir, s.m, manifestSpools{stops: s.stops, events: s.events, diffs: s.an.diffs}) == nil {
 		s.written, s.writtenStops = time.Now(), s.stops.len()
 	}
 }
@@ -923,6 +924,7 @@ func (s *session) refreshManifest() {
 // closeSpools removes the spooled stops and diffs.
 func (s *session) closeSpools() {
 	s.stops.close()
+	s.events.close()
 	s.an.diffs.close()
 }
 

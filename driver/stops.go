@@ -217,7 +217,7 @@ func (s *session) handleStop(ctx context.Context, rec *mi.Record) (done bool, er
 	case "breakpoint-hit":
 		st := s.bps[rec.String("bkptno")]
 		if st == nil {
-			s.event(Event{Kind: "unexpected-stop", Reason: reason, Thread: Thread{ID: rec.String("thread-id")}, Frame: recFrame(rec),
+			s.event(Event{Kind: EventUnexpectedStop, Reason: reason, Thread: Thread{ID: rec.String("thread-id")}, Frame: recFrame(rec),
 				Message: "breakpoint " + rec.String("bkptno") + " is not the plan's"})
 			return false, s.cont(ctx)
 		}
@@ -252,7 +252,7 @@ func (s *session) handleStop(ctx context.Context, rec *mi.Record) (done bool, er
 	case "signal-received":
 		return false, s.onSignal(ctx, rec)
 	default:
-		s.event(Event{Kind: "unexpected-stop", Reason: reason, Thread: Thread{ID: rec.String("thread-id")}, Frame: recFrame(rec)})
+		s.event(Event{Kind: EventUnexpectedStop, Reason: reason, Thread: Thread{ID: rec.String("thread-id")}, Frame: recFrame(rec)})
 		return false, s.cont(ctx)
 	}
 }
@@ -262,7 +262,7 @@ func (s *session) handleStop(ctx context.Context, rec *mi.Record) (done bool, er
 // the crash site.
 func (s *session) onSignal(ctx context.Context, rec *mi.Record) error {
 	sig := rec.String("signal-name")
-	ev := Event{Kind: "signal", Signal: sig, Reason: "signal-received", Thread: Thread{ID: rec.String("thread-id")}, Frame: recFrame(rec)}
+	ev := Event{Kind: EventSignal, Signal: sig, Reason: "signal-received", Thread: Thread{ID: rec.String("thread-id")}, Frame: recFrame(rec)}
 	if r, err := s.send(ctx, "-stack-list-frames"); err == nil {
 		ev.Backtrace = framesOf(r.List("stack"))
 	}
@@ -368,7 +368,7 @@ func (s *session) stopFailed(ctx context.Context, err error) (done bool, _ error
 		return false, s.stalled(err.Error())
 	}
 	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		s.event(Event{Kind: "stop-abandoned", Message: err.Error()})
+		s.event(Event{Kind: EventStopAbandoned, Message: err.Error()})
 		return s.afterInterrupt(ctx, s.interrupt())
 	}
 	return false, s.explain(ctx, err)
@@ -383,9 +383,9 @@ func (s *session) addStop(st *Stop) {
 
 func (s *session) event(ev Event) {
 	ev.Time = stamp(time.Now())
-	s.m.Events = append(s.m.Events, ev)
+	s.events.add(&ev)
 	switch ev.Kind {
-	case "stop-abandoned", "around-call-cut-short", "around-call-failed":
+	case EventStopAbandoned, EventAroundCallCutShort, EventAroundCallFailed:
 		// Not prefixed "snapctl:": that line is kept for the one
 		// message that says how the run ended.
 		s.clearStatus()

@@ -94,11 +94,11 @@ func (s *session) endTarget(why string) {
 		// A process snapctl attached to is not snapctl's to end: the
 		// run ends and gdb detaches (see attachedDone).
 		s.ending = why
-		s.event(Event{Kind: "run-ended", Message: why + ": snapctl detaches from the process, which goes on running"})
+		s.event(Event{Kind: EventRunEnded, Message: why + ": snapctl detaches from the process, which goes on running"})
 		return
 	}
 	s.ending = why
-	s.event(Event{Kind: "target-ended", Message: fmt.Sprintf("%s: snapctl ends the target with SIGTERM (SIGKILL after %v)", why, endGrace)})
+	s.event(Event{Kind: EventTargetEnded, Message: fmt.Sprintf("%s: snapctl ends the target with SIGTERM (SIGKILL after %v)", why, endGrace)})
 	pid := s.pid()
 	syscall.Kill(pid, syscall.SIGTERM)
 	s.endKill = time.AfterFunc(endGrace, func() { syscall.Kill(pid, syscall.SIGKILL) })
