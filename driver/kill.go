@@ -1,33 +1,5 @@
 package driver
 
-import (
-	"sync"
-	"syscall"
-)
-
-// processGroups records the process groups of a session's children (each
-// child leads its own) so that they can all be killed from another
-// goroutine.
-type processGroups struct {
-	mu   sync.Mutex
-	pids []int
-}
-
-func (g *processGroups) add(pid int) {
-	g.mu.Lock()
-	g.pids = append(g.pids, pid)
-	g.mu.Unlock()
-}
-
-// kill sends SIGKILL to every group.
-func (g *processGroups) kill() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, pid := range g.pids {
-		syscall.Kill(-pid, syscall.SIGKILL)
-	}
-}
-
 // killOn kills every child when kill is closed, until the returned
 // function is called.
 func (s *session) killOn(kill <-chan struct{}) (stop func()) {
@@ -38,7 +10,7 @@ func (s *session) killOn(kill <-chan struct{}) (stop func()) {
 	go func() {
 		select {
 		case <-kill:
-			s.groups.kill()
+			s.groups.Kill()
 			s.sweep()
 		case <-done:
 		}

@@ -291,7 +291,7 @@ func TestLoopStopFails(t *testing.T) {
 			fake: func(s *session, f *fakeGDB) {
 				// valgrind ran the target to its end once vgdb
 				// was gone.
-				valgrindEnded(s, nil)
+				valgrindEnded(t, s, false)
 				f.fail = map[string]string{
 					snapshotMonitor:  "Remote communication error.  Target disconnected.: Connection reset by peer.",
 					"-exec-continue": "The program is not being run.",
@@ -420,14 +420,14 @@ func TestLoopChildGone(t *testing.T) {
 			fake.events <- lost
 		}, vgdbLost},
 		{"connection lost, valgrind exited", func(t *testing.T, s *session, fake *fakeGDB) {
-			valgrindEnded(s, nil)
+			valgrindEnded(t, s, false)
 			fake.events <- lost
 		}, &ToolError{Tool: "vgdb", Msg: `the connection to valgrind was lost (gdb: "Remote connection closed") and the target's process exited with status 0: vgdb exited or was killed, or the target called exec (valgrind follows exec only with --trace-children=yes)`}},
 		{"connection lost, valgrind killed", func(t *testing.T, s *session, fake *fakeGDB) {
 			if err := os.WriteFile(filepath.Join(s.dir, valgrindLog), []byte(valgrindLogText), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			valgrindEnded(s, killed)
+			valgrindEnded(t, s, true)
 			fake.events <- lost
 		}, &ToolError{Tool: "valgrind", Msg: "was killed by SIGKILL during the run", Tail: strings.TrimSpace(valgrindLogText)}},
 	} {

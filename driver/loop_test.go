@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/internal/child"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -293,7 +295,7 @@ func scriptedSession(t *testing.T, plan *breakpoints.Plan, d debugger) *session 
 	s.priv = t.TempDir()
 	s.gdb = d
 	t.Cleanup(s.closeSpools)
-	s.vg = &valgrindProc{done: make(chan struct{})}
+	s.vg = &valgrindProc{} // no process: never done, pid 0
 	st := s.order[0]
 	st.number, st.sum.Number = "1", "1"
 	s.bps["1"] = st
@@ -384,11 +386,23 @@ func TestFrameArgumentsOncePerSession(t *testing.T) {
 	}
 }
 
-// valgrindEnded makes a scripted session's valgrind end with the Wait
-// error err (nil for exit status 0).
-func valgrindEnded(s *session, err error) {
-	s.vg.err = err
-	close(s.vg.done)
+// valgrindEnded gives a scripted session a valgrind that has ended: a
+// real process that exited with status 0, or that SIGKILL killed.
+func valgrindEnded(t *testing.T, s *session, killed bool) {
+	t.Helper()
+	argv := []string{"true"}
+	if killed {
+		argv = []string{"sleep", "60"}
+	}
+	p, err := child.Start("valgrind", exec.Command(argv[0], argv[1:]...), child.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if killed {
+		p.Kill()
+	}
+	p.Wait()
+	s.vg.proc = p
 }
 
 // finishRun ends a scripted session as a run does once its stop loop has

@@ -40,7 +40,7 @@ func (massifBackend) launch(ctx context.Context, s *session) error {
 		return err
 	}
 	s.vg = vg
-	s.groups.add(vg.Pid())
+	s.groups.Add(vg.proc)
 	if err := s.startGDB(ctx, []string{s.binary}, s.childEnv()); err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/internal/child"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -304,8 +304,8 @@ type session struct {
 	gdbPid         int    // gdb's process (and group) id, for diagnose
 	// workload is the plan's workload; workloadDone receives its end and
 	// is nil once that has been handled (or when there is none).
-	workload     *exec.Cmd
-	workloadDone chan error
+	workload     *child.Process
+	workloadDone <-chan struct{}
 	// ending says why snapctl is ending the target (endTarget), "" until
 	// it does; endKill sends the SIGKILL after the grace period; endErr is
 	// the run's error once the target has ended (a failed workload).
@@ -340,7 +340,7 @@ type session struct {
 	// stops spools the stop records for run.json, events its events.
 	stops, events *spool
 	// groups are the process groups of the children, for Options.Kill.
-	groups processGroups
+	groups child.Group
 	// watch finds stalls that nothing reports (see checkStalls).
 	watch  stallWatch
 	an     *analysis
@@ -604,7 +604,9 @@ func (s *session) startGDB(ctx context.Context, args, env []string) error {
 		return &ToolError{Tool: "gdb", Msg: "cannot start", Err: err}
 	}
 	s.gdb, s.gdbPid = c, c.Pid()
-	s.groups.add(c.Pid())
+	if p := c.Process(); p != nil {
+		s.groups.Add(p)
+	}
 	s.closeFn = func() {
 		c.Close()
 		if traceOut != nil {

@@ -8,10 +8,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/internal/child"
 )
 
 // fatalSignals end the target unless it handles them; the frame where one
@@ -26,7 +26,7 @@ var fatalSignals = map[string]bool{
 func (s *session) loop(ctx context.Context) error {
 	var vgDone <-chan struct{}
 	if s.vg != nil {
-		vgDone = s.vg.done
+		vgDone = s.vg.done()
 	}
 	var vgGone <-chan time.Time
 	// The agent's records are read every agentPoll; without the agent,
@@ -59,8 +59,8 @@ func (s *session) loop(ctx context.Context) error {
 			return context.Cause(ctx)
 		case <-s.gdb.Done():
 			return s.gdbGone()
-		case err := <-s.workloadDone:
-			s.workloadEnded(err)
+		case <-s.workloadDone:
+			s.workloadEnded()
 			if s.attachedDone() {
 				return s.endErr
 			}
@@ -73,7 +73,7 @@ func (s *session) loop(ctx context.Context) error {
 			vgDone = nil
 			vgGone = time.After(3 * time.Second)
 		case <-vgGone:
-			return &ToolError{Tool: "valgrind", Msg: describeState(childState(s.vg.err)) + " without gdb reporting the target's exit",
+			return &ToolError{Tool: "valgrind", Msg: child.Describe(s.vg.state()) + " without gdb reporting the target's exit",
 				Tail: logTail(filepath.Join(s.dir, valgrindLog), 8)}
 		case rec, ok := <-s.gdb.Events():
 			if !ok {
@@ -134,9 +134,7 @@ func (s *session) targetLost(what string) error {
 	}
 	if s.vg.exited() {
 		code := -1
-		if st := childState(s.vg.err); s.vg.err == nil {
-			code = 0
-		} else if st != nil && st.Exited() {
+		if st := s.vg.state(); st != nil && st.Exited() {
 			code = st.ExitCode()
 		}
 		if code >= 0 {
@@ -172,16 +170,12 @@ func (s *session) valgrindKilled() error {
 		return nil
 	}
 	select {
-	case <-s.vg.done:
+	case <-s.vg.done():
 	case <-time.After(500 * time.Millisecond):
 	}
-	if s.vg.exited() {
-		if st := childState(s.vg.err); st != nil {
-			if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				return &ToolError{Tool: "valgrind", Msg: describeState(st) + " during the run",
-					Tail: logTail(filepath.Join(s.dir, valgrindLog), 8)}
-			}
-		}
+	if _, killed := child.Signaled(s.vg.state()); killed {
+		return &ToolError{Tool: "valgrind", Msg: child.Describe(s.vg.state()) + " during the run",
+			Tail: logTail(filepath.Join(s.dir, valgrindLog), 8)}
 	}
 	return nil
 }

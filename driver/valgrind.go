@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/snapctl/snapctl/internal/child"
 )
 
 // readyBanner is what valgrind writes to its log once its gdbserver accepts
@@ -36,12 +38,11 @@ type valgrindConfig struct {
 
 // valgrindProc is valgrind running the target, in its own process group.
 type valgrindProc struct {
-	cmd *exec.Cmd
-	log string
+	// proc is nil in a stop loop driven by a script, with no valgrind.
+	proc *child.Process
+	log  string
 	// stderr keeps what valgrind last wrote on its stderr, for messages.
 	stderr *tailWriter
-	done   chan struct{} // closed once Wait returned
-	err    error         // Wait's result, valid after done
 }
 
 // startValgrind starts valgrind in its own process group. The process is
@@ -68,43 +69,46 @@ func startValgrind(cfg valgrindConfig) (*valgrindProc, error) {
 	// No stdin: valgrind runs in a background process group, where reading
 	// the terminal would stop it with SIGTTIN.
 	cmd.Stdin = nil
-	// Pdeathsig: a snapctl killed with SIGKILL cannot tear down, and a
-	// valgrind left alone waits for gdb forever at startup or runs the
+	// DieWithParent: a snapctl killed with SIGKILL cannot tear down, and
+	// a valgrind left alone waits for gdb forever at startup or runs the
 	// target to its end. It survives exec (valgrind's launcher execs the
-	// tool), not fork: the sweep finds a target's own children by the mark.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	// Output copied through pipes (a non-*os.File writer) must not keep
-	// Wait blocked forever once valgrind is gone and a grandchild holds
-	// the pipe.
-	cmd.WaitDelay = 2 * time.Second
-	if err := cmd.Start(); err != nil {
+	// tool), not fork: the sweep finds a target's own children by the
+	// mark. WaitDelay: output copied through pipes (a non-*os.File
+	// writer) must not keep Wait blocked forever once valgrind is gone
+	// and a grandchild holds the pipe.
+	proc, err := child.Start("valgrind", cmd, child.Options{DieWithParent: true, WaitDelay: 2 * time.Second})
+	if err != nil {
 		return nil, &ToolError{Tool: "valgrind", Msg: "cannot start", Err: err}
 	}
-	p := &valgrindProc{cmd: cmd, log: cfg.Log, stderr: stderr, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
+	return &valgrindProc{proc: proc, log: cfg.Log, stderr: stderr}, nil
 }
 
 // Pid is valgrind's process id, which is also the target's: valgrind runs
 // the program in its own process.
 func (p *valgrindProc) Pid() int {
-	if p.cmd == nil || p.cmd.Process == nil {
+	if p.proc == nil {
 		return 0 // a stop loop driven by a script, with no valgrind
 	}
-	return p.cmd.Process.Pid
+	return p.proc.Pid()
+}
+
+// done is closed once valgrind has ended; never without valgrind.
+func (p *valgrindProc) done() <-chan struct{} {
+	if p.proc == nil {
+		return nil
+	}
+	return p.proc.Done()
 }
 
 // exited reports whether valgrind has ended.
-func (p *valgrindProc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
+func (p *valgrindProc) exited() bool { return p.proc != nil && p.proc.Exited() }
+
+// state is how valgrind ended; nil until it has.
+func (p *valgrindProc) state() *os.ProcessState {
+	if p.proc == nil {
+		return nil
 	}
+	return p.proc.State()
 }
 
 // waitReady polls valgrind's log until its gdbserver announces itself. It
@@ -119,8 +123,8 @@ func (p *valgrindProc) waitReady(ctx context.Context, timeout time.Duration) err
 			return nil
 		}
 		select {
-		case <-p.done:
-			return &ToolError{Tool: "valgrind", Msg: "exited before its gdbserver was ready", Err: exitErr(p.err), Tail: p.said(12)}
+		case <-p.done():
+			return &ToolError{Tool: "valgrind", Msg: "exited before its gdbserver was ready", Err: errors.New(p.proc.Ended()), Tail: p.said(12)}
 		case <-deadline.C:
 			return &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("gdbserver not ready after %v", timeout), Tail: logTail(p.log, 12)}
 		case <-ctx.Done():
@@ -145,30 +149,14 @@ func (p *valgrindProc) said(n int) string {
 // its own; then it sends SIGTERM, and after grace SIGKILL (a valgrind
 // waiting for gdb at startup ignores SIGTERM: docs/design.md, fact 11).
 func (p *valgrindProc) stop(grace time.Duration, exited bool) {
-	pgid := p.cmd.Process.Pid
-	defer syscall.Kill(-pgid, syscall.SIGKILL) // the target's own children, if any
+	if p.proc == nil {
+		return
+	}
 	sigs := []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL}
 	if exited {
 		sigs = append([]syscall.Signal{0}, sigs...)
 	}
-	for _, sig := range sigs {
-		if sig != 0 {
-			syscall.Kill(-pgid, sig)
-		}
-		select {
-		case <-p.done:
-			return
-		case <-time.After(grace):
-		}
-	}
-	<-p.done
-}
-
-func exitErr(err error) error {
-	if err == nil {
-		return errors.New("exit status 0")
-	}
-	return err
+	p.proc.Stop(grace, sigs...)
 }
 
 // logTail returns the last n lines of a file, for messages.

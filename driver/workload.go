@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/snapctl/snapctl/internal/child"
 )
 
 // endGrace is how long a target that snapctl ends (after its workload, or
@@ -24,8 +26,8 @@ type WorkloadError struct {
 
 func (e *WorkloadError) Error() string {
 	why := e.Err.Error()
-	if st := childState(e.Err); st != nil {
-		why = describeState(st)
+	if st := child.StateOf(e.Err); st != nil {
+		why = child.Describe(st)
 	}
 	return fmt.Sprintf("workload %q failed: %s", strings.Join(e.Argv, " "), why)
 }
@@ -42,23 +44,20 @@ func (s *session) startWorkload(stdout, stderr io.Writer) error {
 	cmd.Dir = s.cwd
 	cmd.Env = append(append(s.childEnv(), s.plan.Target.Env...), "SNAPCTL_TARGET_PID="+strconv.Itoa(s.pid()))
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.WaitDelay = 2 * time.Second
-	if err := cmd.Start(); err != nil {
+	proc, err := child.Start("workload", cmd, child.Options{DieWithParent: true, WaitDelay: 2 * time.Second})
+	if err != nil {
 		return &WorkloadError{Argv: argv, Err: err}
 	}
-	s.groups.add(cmd.Process.Pid)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	s.workload, s.workloadDone = cmd, done
+	s.groups.Add(proc)
+	s.workload, s.workloadDone = proc, proc.Done()
 	return nil
 }
 
 // workloadEnded ends the target once the workload has ended: a workload
 // that failed makes the run fail, with its error, once the target is gone.
-func (s *session) workloadEnded(err error) {
+func (s *session) workloadEnded() {
 	s.workloadDone = nil
-	if err != nil {
+	if err := s.workload.Wait(); err != nil {
 		s.endErr = &WorkloadError{Argv: s.plan.Workload, Err: err}
 		s.endTarget("the workload failed")
 		return
@@ -72,14 +71,7 @@ func (s *session) stopWorkload() {
 	if s.workload == nil || s.workloadDone == nil {
 		return
 	}
-	pg := -s.workload.Process.Pid
-	syscall.Kill(pg, syscall.SIGTERM)
-	select {
-	case <-s.workloadDone:
-	case <-time.After(s.opts.Grace):
-		syscall.Kill(pg, syscall.SIGKILL)
-		<-s.workloadDone
-	}
+	s.workload.Stop(s.opts.Grace, syscall.SIGTERM, syscall.SIGKILL)
 	s.workloadDone = nil
 }
 
@@ -123,14 +115,12 @@ func (s *session) killedAtEnd() bool {
 		return false
 	}
 	select {
-	case <-s.vg.done:
+	case <-s.vg.done():
 	case <-time.After(s.opts.Grace):
 		return false
 	}
-	if st := childState(s.vg.err); st != nil {
-		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return s.endedBySnapctl(signalName(ws.Signal()))
-		}
+	if sig, killed := child.Signaled(s.vg.state()); killed {
+		return s.endedBySnapctl(child.SignalName(sig))
 	}
 	return false
 }

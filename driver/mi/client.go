@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/snapctl/snapctl/internal/child"
 )
 
 // Client talks GDB/MI to one gdb. Its methods are safe for concurrent use.
@@ -142,7 +144,15 @@ func (c *Client) Pid() int {
 	if c.proc == nil {
 		return 0
 	}
-	return c.proc.pid
+	return c.proc.Pid()
+}
+
+// Process is gdb's process, nil for a client made by NewClient.
+func (c *Client) Process() *child.Process {
+	if c.proc == nil {
+		return nil
+	}
+	return c.proc.Process
 }
 
 // Send runs one MI command and returns its result. It writes
@@ -498,7 +508,7 @@ func (c *Client) Close() error {
 				}
 				cancel()
 			}
-			c.proc.kill()
+			c.proc.Kill()
 			<-c.done
 		} else {
 			if cl, ok := c.w.(io.Closer); ok {

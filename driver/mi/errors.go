@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"syscall"
+
+	"github.com/snapctl/snapctl/internal/child"
 )
 
 // Error is gdb's ^error answer to a command.
@@ -47,7 +48,7 @@ func (e *ExitError) Error() string {
 	var b strings.Builder
 	switch {
 	case e.State != nil:
-		fmt.Fprintf(&b, "gdb (pid %d) %s", e.Pid, describeState(e.State))
+		fmt.Fprintf(&b, "gdb (pid %d) %s", e.Pid, child.Describe(e.State))
 	case e.Err != nil:
 		fmt.Fprintf(&b, "gdb's output ended: %v", e.Err)
 	default:
@@ -79,10 +80,3 @@ func (e *ExitError) Is(target error) bool {
 
 // Unwrap returns the underlying error, if any.
 func (e *ExitError) Unwrap() error { return e.Err }
-
-func describeState(s *os.ProcessState) string {
-	if ws, ok := s.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return fmt.Sprintf("was killed by signal %d (%v)", int(ws.Signal()), ws.Signal())
-	}
-	return fmt.Sprintf("exited with status %d", s.ExitCode())
-}

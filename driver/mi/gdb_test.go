@@ -156,7 +156,7 @@ func TestGDBKilledUnderPendingSend(t *testing.T) {
 	if !errors.As(err, &ee) || !errors.Is(err, mi.ErrExited) || errors.Is(err, mi.ErrClosed) {
 		t.Fatalf("err = %v, want an *ExitError", err)
 	}
-	if ee.ExitCode() != -1 || ee.Pid != c.Pid() || !strings.Contains(err.Error(), "was killed by signal 9 (killed)") ||
+	if ee.ExitCode() != -1 || ee.Pid != c.Pid() || !strings.Contains(err.Error(), "was killed by SIGKILL") ||
 		!strings.Contains(err.Error(), "-thread-info") {
 		t.Errorf("err = %q (exit code %d)", err, ee.ExitCode())
 	}

@@ -9,8 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/snapctl/snapctl/internal/child"
 )
 
 const (
@@ -49,8 +50,7 @@ type Options struct {
 
 // process is the gdb that Start runs.
 type process struct {
-	cmd        *exec.Cmd
-	pid        int
+	*child.Process
 	stdin      *os.File // our end of gdb's stdin
 	stdout     *os.File // our end of gdb's stdout
 	stderr     *os.File // our end of gdb's stderr
@@ -107,8 +107,8 @@ func Start(ctx context.Context, opt Options) (*Client, error) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	cmd.Dir = opt.Dir
 	cmd.Env = opt.Env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	proc, err := child.Start("gdb", cmd, child.Options{})
+	if err != nil {
 		closeAll()
 		return nil, fmt.Errorf("starting gdb: %w", err)
 	}
@@ -122,8 +122,7 @@ func Start(ctx context.Context, opt Options) (*Client, error) {
 		c.closeGrace = opt.CloseGrace
 	}
 	p := &process{
-		cmd:        cmd,
-		pid:        cmd.Process.Pid,
+		Process:    proc,
 		stdin:      inW,
 		stdout:     outR,
 		stderr:     errR,
@@ -164,25 +163,21 @@ func Start(ctx context.Context, opt Options) (*Client, error) {
 // take gdb's last words and then ends the client.
 func (c *Client) wait() {
 	p := c.proc
-	err := p.cmd.Wait()
+	err := p.Wait()
 	var exitErr *exec.ExitError
 	if errors.As(err, &exitErr) {
 		err = nil // the state says it all
 	}
-	p.kill()
+	// gdb and everything it started without a group of its own, such as
+	// the vgdb of `target remote | vgdb`.
+	p.Kill()
 	p.stdout.SetReadDeadline(time.Now().Add(drainTime))
 	<-c.readerDone
 	p.stdout.Close()
 	p.stderr.SetReadDeadline(time.Now().Add(drainTime))
 	<-p.stderrDone
 	p.stderr.Close()
-	c.finish(&ExitError{Pid: p.pid, State: p.cmd.ProcessState, Stderr: p.stderrTail(), Err: err})
-}
-
-// kill sends SIGKILL to gdb's process group: gdb and everything it started
-// without a group of its own, such as the vgdb of `target remote | vgdb`.
-func (p *process) kill() {
-	syscall.Kill(-p.pid, syscall.SIGKILL)
+	c.finish(&ExitError{Pid: p.Pid(), State: p.State(), Stderr: p.stderrTail(), Err: err})
 }
 
 func (p *process) readStderr(t *tracer) {

@@ -1,0 +1,201 @@
+// Package child starts and ends the processes snapctl runs: valgrind with
+// the target, gdb (with the vgdb it runs), the native target's gdb and the
+// plan's workload. Each runs in a process group of its own, is waited for
+// in the background, is ended by its group, and is described the same way
+// however it went ("was killed by SIGKILL", "exited with status 1").
+package child
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Options say how Start runs a child.
+type Options struct {
+	// DieWithParent has the kernel send the child SIGKILL when snapctl
+	// dies: a snapctl killed with SIGKILL cannot end it. It survives exec,
+	// not fork.
+	DieWithParent bool
+	// WaitDelay bounds how long the child's output is still copied once it
+	// has exited: a grandchild may hold the pipe (see exec.Cmd.WaitDelay).
+	WaitDelay time.Duration
+}
+
+// Process is a child that Start runs in a process group of its own.
+type Process struct {
+	// Name says which tool it is in messages: "gdb", "valgrind", ...
+	Name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error // Wait's result, valid once done is closed
+}
+
+// Start starts cmd as the leader of a new process group and waits for it
+// in the background.
+func Start(name string, cmd *exec.Cmd, opts Options) (*Process, error) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	if opts.DieWithParent {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
+	if opts.WaitDelay > 0 {
+		cmd.WaitDelay = opts.WaitDelay
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &Process{Name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Pid is the child's process id, which is also its process group's.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed once the child has exited and been reaped.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exited reports whether the child has exited.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Wait waits for the child and returns Wait's error: nil for exit status
+// 0, an *exec.ExitError for any other end.
+func (p *Process) Wait() error {
+	<-p.done
+	return p.err
+}
+
+// State is how the child ended; nil until it has.
+func (p *Process) State() *os.ProcessState {
+	if !p.Exited() {
+		return nil
+	}
+	return p.cmd.ProcessState
+}
+
+// Signaled returns the signal that killed the child, if one did.
+func (p *Process) Signaled() (syscall.Signal, bool) {
+	return Signaled(p.State())
+}
+
+// Ended says how the child ended, as Describe does.
+func (p *Process) Ended() string { return Describe(p.State()) }
+
+// Signal sends sig to the child's process group: the child and whatever
+// it started without a group of its own.
+func (p *Process) Signal(sig syscall.Signal) {
+	syscall.Kill(-p.Pid(), sig)
+}
+
+// Kill sends SIGKILL to the child's process group.
+func (p *Process) Kill() { p.Signal(syscall.SIGKILL) }
+
+// Stop ends the child: each of sigs in turn goes to its process group (0
+// only waits), and the next follows when the child has not exited within
+// grace. After the last, Stop waits for the child, then kills what is
+// left in its group.
+func (p *Process) Stop(grace time.Duration, sigs ...syscall.Signal) {
+	defer p.Kill()
+	for _, sig := range sigs {
+		if sig != 0 {
+			p.Signal(sig)
+		}
+		select {
+		case <-p.done:
+			return
+		case <-time.After(grace):
+		}
+	}
+	<-p.done
+}
+
+// Group records children so that all can be killed at once, from any
+// goroutine (the second Ctrl-C).
+type Group struct {
+	mu    sync.Mutex
+	procs []*Process
+}
+
+// Add records p.
+func (g *Group) Add(p *Process) {
+	g.mu.Lock()
+	g.procs = append(g.procs, p)
+	g.mu.Unlock()
+}
+
+// Kill sends SIGKILL to every child's process group.
+func (g *Group) Kill() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, p := range g.procs {
+		p.Kill()
+	}
+}
+
+// Describe says how a process ended: "was killed by SIGKILL", "exited with
+// status 1"; "ended" when nothing is known.
+func Describe(st *os.ProcessState) string {
+	if st == nil {
+		return "ended"
+	}
+	if sig, ok := Signaled(st); ok {
+		return "was killed by " + SignalName(sig)
+	}
+	return fmt.Sprintf("exited with status %d", st.ExitCode())
+}
+
+// Signaled returns the signal that ended a process, if one did.
+func Signaled(st *os.ProcessState) (syscall.Signal, bool) {
+	if st == nil {
+		return 0, false
+	}
+	ws, ok := st.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() {
+		return 0, false
+	}
+	return ws.Signal(), true
+}
+
+// StateOf returns the state in a Wait error, nil when there is none.
+func StateOf(err error) *os.ProcessState {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ProcessState
+	}
+	return nil
+}
+
+// signalNames are the names of the signals a child is likely to die of.
+var signalNames = map[syscall.Signal]string{
+	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT",
+	syscall.SIGILL: "SIGILL", syscall.SIGTRAP: "SIGTRAP", syscall.SIGABRT: "SIGABRT",
+	syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE", syscall.SIGKILL: "SIGKILL",
+	syscall.SIGUSR1: "SIGUSR1", syscall.SIGSEGV: "SIGSEGV", syscall.SIGUSR2: "SIGUSR2",
+	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM",
+	syscall.SIGSYS: "SIGSYS", syscall.SIGXCPU: "SIGXCPU", syscall.SIGXFSZ: "SIGXFSZ",
+}
+
+// SignalName is a signal's name, "SIGSEGV", or "signal N" for one without.
+func SignalName(sig syscall.Signal) string {
+	if n, ok := signalNames[sig]; ok {
+		return n
+	}
+	return fmt.Sprintf("signal %d", int(sig))
+}

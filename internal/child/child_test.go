@@ -1,0 +1,102 @@
+package child
+
+import (
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestDescribe(t *testing.T) {
+	for _, tc := range []struct {
+		argv []string
+		kill syscall.Signal
+		want string
+	}{
+		{[]string{"true"}, 0, "exited with status 0"},
+		{[]string{"sh", "-c", "exit 3"}, 0, "exited with status 3"},
+		{[]string{"sleep", "60"}, syscall.SIGKILL, "was killed by SIGKILL"},
+		{[]string{"sleep", "60"}, syscall.SIGTERM, "was killed by SIGTERM"},
+		{[]string{"sleep", "60"}, syscall.Signal(40), "was killed by signal 40"},
+	} {
+		p, err := Start("tool", exec.Command(tc.argv[0], tc.argv[1:]...), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.kill != 0 {
+			p.Signal(tc.kill)
+		}
+		p.Wait()
+		if got := p.Ended(); got != tc.want {
+			t.Errorf("%v, %v: %q, want %q", tc.argv, tc.kill, got, tc.want)
+		}
+		if got := Describe(StateOf(p.Wait())); tc.want != "exited with status 0" && got != tc.want {
+			t.Errorf("%v: from Wait's error %q, want %q", tc.argv, got, tc.want)
+		}
+	}
+	if got := Describe(nil); got != "ended" {
+		t.Errorf("Describe(nil) = %q", got)
+	}
+}
+
+// Stop goes on to the next signal only when the child outlives the grace
+// period, and ends with the whole group killed: a grandchild that ignores
+// SIGTERM goes too.
+func TestStopEscalates(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "trap '' TERM; echo ready; sleep 60 & wait")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Start("tool", cmd, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := out.Read(make([]byte, 6)); err != nil { // the trap is set
+		t.Fatal(err)
+	}
+	start := time.Now()
+	p.Stop(200*time.Millisecond, syscall.SIGTERM, syscall.SIGKILL)
+	if !p.Exited() || !strings.Contains(p.Ended(), "SIGKILL") {
+		t.Errorf("after Stop: exited %v, %s", p.Exited(), p.Ended())
+	}
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Errorf("SIGKILL came after %v, before the grace period", d)
+	}
+	groupGone(t, p)
+}
+
+// groupGone waits for p's process group to be gone: its members are
+// reaped by init once killed.
+func groupGone(t *testing.T, p *Process) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); syscall.Kill(-p.Pid(), 0) != syscall.ESRCH; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process group %d still there", p.Pid())
+		}
+	}
+}
+
+// A Group kills every child's process group at once.
+func TestGroupKill(t *testing.T) {
+	var g Group
+	var procs []*Process
+	for range 2 {
+		p, err := Start("tool", exec.Command("sh", "-c", "sleep 60 & wait"), Options{DieWithParent: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Add(p)
+		procs = append(procs, p)
+	}
+	g.Kill()
+	for _, p := range procs {
+		select {
+		case <-p.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("pid %d still runs after Kill", p.Pid())
+		}
+		groupGone(t, p)
+	}
+}
