@@ -224,12 +224,16 @@ func lastLine(s string) string {
 }
 
 // agentRecord is one line of the agent's records: a stop it handled, or a
-// failure at a hit (then only Bp, Kind and Error are set).
+// failure at a hit (then only Bp, Kind and Error are set). The fields are
+// the contract of docs/design.md ("The agent's contract").
 type agentRecord struct {
-	Bp        string        `json:"bp"`
-	Hit       int           `json:"hit"`
-	Time      float64       `json:"time"`
-	Snapshot  string        `json:"snapshot"`
+	Bp       string  `json:"bp"`
+	Hit      int     `json:"hit"`
+	Time     float64 `json:"time"`
+	Snapshot string  `json:"snapshot"`
+	// Done is set at the breakpoint's last hit (max_hits): the agent then
+	// stops gdb, and snapctl deletes the breakpoint.
+	Done      bool          `json:"done"`
 	Thread    agentThread   `json:"thread"`
 	Backtrace []agentFrame  `json:"backtrace"`
 	Threads   []agentThread `json:"threads"`
@@ -325,6 +329,11 @@ func (s *session) agentStop(rec *agentRecord) error {
 			return s.targetLost(rec.Error)
 		}
 		return fmt.Errorf("gdb's agent failed at breakpoint %q: %s", st.bp.Name, rec.Error)
+	}
+	if rec.Done != st.bp.Done(rec.Hit) {
+		// The hit selection exists in both languages (docs/design.md,
+		// "The agent's contract"): a disagreement is snapctl's bug.
+		return fmt.Errorf("gdb's agent and snapctl disagree whether hit %d is breakpoint %q's last (agent: %v)", rec.Hit, st.bp.Name, rec.Done)
 	}
 	st.hits, st.sum.Hits = rec.Hit, rec.Hit
 	stop := &Stop{Breakpoint: st.bp.Name, Hit: rec.Hit, Phase: phaseHit}
