@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/snapctl/snapctl/preflight"
 )
 
 // AttachError says why snapctl attach cannot attach to a process. Kind
@@ -61,7 +63,7 @@ func attachError(pid int, msg string) error {
 	if err := CheckAttach(pid); err != nil {
 		return err
 	}
-	p := CheckPtrace()
+	p := preflight.CheckPtrace()
 	switch {
 	case p.Scope == 1 && !p.CapSysPtrace:
 		msg += "; kernel.yama.ptrace_scope=1 lets a process trace only its own descendants: allow attaching with `sudo sysctl kernel.yama.ptrace_scope=0`, or run snapctl with CAP_SYS_PTRACE"

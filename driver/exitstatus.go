@@ -6,6 +6,7 @@ import (
 	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/internal/child"
+	"github.com/snapctl/snapctl/preflight"
 )
 
 // gdbExit describes how gdb went, from the client's error.
@@ -64,8 +65,8 @@ func ExitStatus(err error) (code int, reason string) {
 	var (
 		planErr  *breakpoints.Error
 		planErrs breakpoints.ErrorList
-		missing  *MissingToolError
-		binErr   *BinaryError
+		missing  *preflight.MissingToolError
+		binErr   *preflight.BinaryError
 		dirErr   *OutputDirError
 		crash    *CrashError
 		neverHit *NeverHitError

@@ -15,6 +15,7 @@ import (
 	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/internal/child"
+	"github.com/snapctl/snapctl/preflight"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -186,12 +187,12 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	// are checked: both take about as long as gdb takes to start. The
 	// tools' errors come first.
 	located := make(chan error, 1)
-	if gdbPath, err := FindTool("gdb", opts.GDB); err == nil {
+	if gdbPath, err := preflight.FindTool("gdb", opts.GDB); err == nil {
 		go func() { located <- validateLocations(ctx, gdbPath, binary, plan, opts.childEnv(), opts.CommandTimeout) }()
 	} else {
 		located <- err
 	}
-	env, err := Preflight(ctx, PreflightOptions{Gdb: opts.GDB, Valgrind: opts.Valgrind, Binary: opts.Binary, NoValgrind: native})
+	env, err := preflight.Check(ctx, preflight.Options{Gdb: opts.GDB, Valgrind: opts.Valgrind, Binary: opts.Binary, NoValgrind: native})
 	if err != nil {
 		<-located
 		// A tool that failed because the user stopped snapctl is not

@@ -15,6 +15,7 @@ import (
 
 	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/preflight"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -367,7 +368,7 @@ func TestRunInterruptedBeforeStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gdb, err := FindTool("gdb", "")
+	gdb, err := preflight.FindTool("gdb", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/driver"
+	"github.com/snapctl/snapctl/preflight"
 	"github.com/spf13/cobra"
 )
 
@@ -57,7 +58,7 @@ profiled.`,
 
 // doctorError is returned when at least one check failed. It unwraps to
 // the failures, so the exit code follows the first typed one
-// (*driver.MissingToolError, *driver.BinaryError).
+// (*preflight.MissingToolError, *preflight.BinaryError).
 type doctorError struct {
 	failed []error
 }
@@ -99,9 +100,9 @@ func (r *doctorReport) fail(check, summary string, err error, explain ...string)
 	r.line(checkFail, check, summary, explain...)
 }
 
-// toolFailure prints a *driver.MissingToolError as a FAIL line.
+// toolFailure prints a *preflight.MissingToolError as a FAIL line.
 func (r *doctorReport) toolFailure(check string, err error) {
-	var me *driver.MissingToolError
+	var me *preflight.MissingToolError
 	if errors.As(err, &me) {
 		r.fail(check, me.Reason, err, fmt.Sprintf("install it with: sudo apt-get install %s", me.Package))
 		return
@@ -113,9 +114,9 @@ func (r *doctorReport) toolFailure(check string, err error) {
 func runDoctor(ctx context.Context, w io.Writer, opts *doctorOptions) error {
 	r := &doctorReport{w: w}
 
-	if gdb, err := driver.FindTool("gdb", opts.Gdb); err != nil {
+	if gdb, err := preflight.FindTool("gdb", opts.Gdb); err != nil {
 		r.toolFailure("gdb", err)
-	} else if v, err := driver.ToolVersion(ctx, "gdb", gdb); err != nil {
+	} else if v, err := preflight.ToolVersion(ctx, "gdb", gdb); err != nil {
 		r.toolFailure("gdb", err)
 	} else {
 		r.line(checkOK, "gdb", fmt.Sprintf("%s (%s)", v, gdb))
@@ -128,28 +129,29 @@ func runDoctor(ctx context.Context, w io.Writer, opts *doctorOptions) error {
 		}
 	}
 
-	valgrind, err := driver.FindTool("valgrind", opts.Valgrind)
+	valgrind, err := preflight.FindTool("valgrind", opts.Valgrind)
 	if err != nil {
 		r.toolFailure("valgrind", err)
 		r.fail("vgdb", "not checked: valgrind is missing", err, "vgdb comes with valgrind: sudo apt-get install valgrind")
 	} else {
-		if v, err := driver.ToolVersion(ctx, "valgrind", valgrind); err != nil {
+		if v, err := preflight.ToolVersion(ctx, "valgrind", valgrind); err != nil {
 			r.toolFailure("valgrind", err)
 		} else {
 			r.line(checkOK, "valgrind", fmt.Sprintf("%s (%s)", v, valgrind))
 			checkMassif(ctx, r, valgrind)
 		}
-		if vgdb, err := driver.FindVgdb(valgrind); err != nil {
+		if vgdb, err := preflight.FindVgdb(valgrind); err != nil {
 			r.toolFailure("vgdb", err)
 		} else {
 			r.line(checkOK, "vgdb", vgdb)
 		}
 	}
 
-	if p := driver.CheckPtrace(); p.Allowed() {
-		r.line(checkOK, "ptrace", p.String())
+	p := preflight.CheckPtrace()
+	if f, restricted := p.Finding(); restricted {
+		r.line(checkWarn, "ptrace", p.String(), append([]string{f.Summary}, f.Explain...)...)
 	} else {
-		r.line(checkWarn, "ptrace", p.String(), clauses(p.Problem())...)
+		r.line(checkOK, "ptrace", p.String())
 	}
 
 	if opts.Binary != "" {
@@ -201,9 +203,9 @@ func checkMassif(ctx context.Context, r *doctorReport, valgrind string) {
 // checkBinary prints what snapctl needs to know about the target binary,
 // and reports whether it can be profiled.
 func checkBinary(r *doctorReport, path string) bool {
-	info, err := driver.InspectBinary(path)
+	info, err := preflight.InspectBinary(path)
 	if err != nil {
-		var be *driver.BinaryError
+		var be *preflight.BinaryError
 		if errors.As(err, &be) {
 			r.fail("binary", be.Path, err, clauses(strings.TrimPrefix(be.Error(), "binary "+be.Path+" "))...)
 			return false
@@ -214,13 +216,8 @@ func checkBinary(r *doctorReport, path string) bool {
 	r.line(checkOK, "binary", fmt.Sprintf("%s: ELF %s %s", info.Path, info.Machine, info.Kind))
 	switch {
 	case len(info.Warnings) > 0:
-		for _, w := range info.Warnings {
-			summary, explain, _ := strings.Cut(w, ": ")
-			check := "debug info"
-			if strings.Contains(summary, "stripped") {
-				check = "symbols"
-			}
-			r.line(checkWarn, check, strings.TrimPrefix(summary, path+" "), clauses(explain)...)
+		for _, f := range info.Warnings {
+			r.line(checkWarn, f.Check, f.Summary, f.Explain...)
 		}
 	case info.DebugFile != "":
 		r.line(checkOK, "debug info", "in "+info.DebugFile)
@@ -235,19 +232,18 @@ func checkBinary(r *doctorReport, path string) bool {
 // much as in the program.
 func checkLibraries(ctx context.Context, r *doctorReport, binary string) {
 	system := 0
-	for _, lib := range driver.LinkedLibraries(ctx, binary, "", nil) {
-		if driver.SystemLibrary(lib) {
+	for _, lib := range preflight.LinkedLibraries(ctx, binary, "", nil) {
+		if preflight.SystemLibrary(lib) {
 			system++
 			continue
 		}
-		info, err := driver.InspectBinary(lib)
+		info, err := preflight.InspectBinary(lib)
 		switch {
 		case err != nil:
 			r.line(checkWarn, "library", lib, clauses(err.Error())...)
 		case len(info.Warnings) > 0:
-			for _, w := range info.Warnings {
-				summary, explain, _ := strings.Cut(w, ": ")
-				r.line(checkWarn, "library", summary, clauses(explain)...)
+			for _, f := range info.Warnings {
+				r.line(checkWarn, "library", f.Subject+" "+f.Summary, f.Explain...)
 			}
 		case info.DebugFile != "":
 			r.line(checkOK, "library", fmt.Sprintf("%s: debug info in %s", lib, info.DebugFile))

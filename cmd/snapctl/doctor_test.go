@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/snapctl/snapctl/driver"
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/preflight"
 )
 
 // runDoctorCmd runs `snapctl doctor args...` and returns its output split
@@ -132,7 +132,7 @@ func TestDoctorMissingGdb(t *testing.T) {
 	if diff := cmp.Diff(want, lines[:2]); diff != "" {
 		t.Errorf("gdb lines (-want +got):\n%s", diff)
 	}
-	var me *driver.MissingToolError
+	var me *preflight.MissingToolError
 	if !errors.As(err, &me) || me.Tool != "gdb" {
 		t.Fatalf("doctor error %v does not hold a *MissingToolError for gdb", err)
 	}
@@ -202,8 +202,8 @@ func TestDoctorScript(t *testing.T) {
 	if diff := cmp.Diff(want, binaryLines(lines)); diff != "" {
 		t.Errorf("binary lines (-want +got):\n%s", diff)
 	}
-	var be *driver.BinaryError
-	if !errors.As(err, &be) || be.Problem != driver.BinaryScript {
+	var be *preflight.BinaryError
+	if !errors.As(err, &be) || be.Problem != preflight.BinaryScript {
 		t.Fatalf("doctor error %v does not hold a *BinaryError for a script", err)
 	}
 	if code, _ := describe(err); code != exitInput {
@@ -228,8 +228,8 @@ func TestDoctorNotExecutable(t *testing.T) {
 	if diff := cmp.Diff(want, binaryLines(lines)); diff != "" {
 		t.Errorf("binary lines (-want +got):\n%s", diff)
 	}
-	var be *driver.BinaryError
-	if !errors.As(err, &be) || be.Problem != driver.BinaryNotExecutable {
+	var be *preflight.BinaryError
+	if !errors.As(err, &be) || be.Problem != preflight.BinaryNotExecutable {
 		t.Fatalf("doctor error %v does not hold a *BinaryError", err)
 	}
 }

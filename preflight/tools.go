@@ -1,4 +1,4 @@
-package driver
+package preflight
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// PreflightOptions says where the tools are and which program will run.
-type PreflightOptions struct {
+// Options says where the tools are and which program will run.
+type Options struct {
 	// Gdb is the gdb to use (--gdb); empty looks up "gdb" on PATH.
 	Gdb string
 	// Valgrind is the valgrind to use (--valgrind); empty looks up
@@ -27,28 +27,28 @@ type PreflightOptions struct {
 	NoValgrind bool
 }
 
-// Environment is what Preflight found: the tools a session runs and what
+// Environment is what Check found: the tools a session runs and what
 // it should warn the user about.
 type Environment struct {
 	Gdb, Valgrind, Vgdb string // absolute paths
 
 	GdbVersion, ValgrindVersion Version
 
-	// Binary describes PreflightOptions.Binary; nil when none was given.
+	// Binary describes Options.Binary; nil when none was given.
 	Binary *BinaryInfo
 	// Ptrace says whether vgdb may ptrace the target.
 	Ptrace Ptrace
-	// Warnings are problems that do not stop a session, one sentence
-	// each: no debug info, restricted ptrace.
-	Warnings []string
+	// Warnings are problems that do not stop a session: no debug info,
+	// restricted ptrace.
+	Warnings []Finding
 }
 
-// Preflight checks, before anything starts, that gdb, valgrind and vgdb
+// Check checks, before anything starts, that gdb, valgrind and vgdb
 // are present and recent enough, that the binary can be profiled and
 // whether ptrace is permitted. Errors are *MissingToolError (for every
 // missing tool at once, joined) or *BinaryError; warnings are returned in
 // Environment.Warnings.
-func Preflight(ctx context.Context, opts PreflightOptions) (*Environment, error) {
+func Check(ctx context.Context, opts Options) (*Environment, error) {
 	env := &Environment{Ptrace: CheckPtrace()}
 	var errs []error
 
@@ -79,8 +79,8 @@ func Preflight(ctx context.Context, opts PreflightOptions) (*Environment, error)
 			env.Warnings = append(env.Warnings, info.Warnings...)
 		}
 	}
-	if w := env.Ptrace.Problem(); w != "" {
-		env.Warnings = append(env.Warnings, w)
+	if f, ok := env.Ptrace.Finding(); ok {
+		env.Warnings = append(env.Warnings, f)
 	}
 	if len(errs) > 0 {
 		return env, errors.Join(errs...)

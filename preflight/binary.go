@@ -1,4 +1,4 @@
-package driver
+package preflight
 
 import (
 	"bytes"
@@ -111,7 +111,7 @@ type BinaryInfo struct {
 	// Symbols is true when the binary has a symbol table.
 	Symbols bool
 	// Warnings are problems that do not stop a session.
-	Warnings []string
+	Warnings []Finding
 }
 
 // InspectBinary checks that path is a native program snapctl can run
@@ -200,21 +200,23 @@ func InspectBinary(path string) (*BinaryInfo, error) {
 		info.DebugFile = separateDebugFile(ef, abs)
 		info.DebugInfo = info.DebugFile != ""
 	}
+	warn := func(check, summary string, explain ...string) {
+		info.Warnings = append(info.Warnings, Finding{Check: check, Subject: path, Summary: summary, Explain: explain})
+	}
+	const noLines = "gdb cannot resolve file:line breakpoints and reports show no source lines"
 	switch {
 	case !info.DebugInfo && debugLink(ef) != "":
-		info.Warnings = append(info.Warnings, fmt.Sprintf(
-			"%s keeps its debug info in a separate file (%s) that is not installed: gdb cannot resolve file:line breakpoints "+
-				"and reports show no source lines; install the matching -dbgsym/-dbg package or rebuild with -g", path, debugLink(ef)))
+		warn("debug info", fmt.Sprintf("keeps its debug info in a separate file (%s) that is not installed", debugLink(ef)),
+			noLines, "install the matching -dbgsym/-dbg package or rebuild with -g")
 	case !info.DebugInfo:
-		info.Warnings = append(info.Warnings, fmt.Sprintf(
-			"%s has no debug info: gdb cannot resolve file:line breakpoints and reports show no source lines; rebuild it with -g (and -O0 for exact lines)", path))
+		warn("debug info", "has no debug info", noLines, "rebuild it with -g (and -O0 for exact lines)")
 	case hasInfo && !hasLine:
-		info.Warnings = append(info.Warnings, fmt.Sprintf(
-			"%s has debug info without line tables (.debug_line): file:line breakpoints and source lines in reports will not work; rebuild it with -g", path))
+		warn("debug info", "has debug info without line tables (.debug_line)",
+			"file:line breakpoints and source lines in reports will not work", "rebuild it with -g")
 	}
 	if !info.Symbols && !info.DebugInfo {
-		info.Warnings = append(info.Warnings, fmt.Sprintf(
-			"%s is stripped (no symbol table): gdb can break only on *addresses and reports show ??? frames; build it without stripping", path))
+		warn("symbols", "is stripped (no symbol table)",
+			"gdb can break only on *addresses and reports show ??? frames", "build it without stripping")
 	}
 	return info, nil
 }

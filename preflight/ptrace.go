@@ -1,4 +1,4 @@
-package driver
+package preflight
 
 import (
 	"bufio"
@@ -110,22 +110,35 @@ func (p Ptrace) String() string {
 	return strings.Join(parts, ", ")
 }
 
-// Problem explains why ptrace is restricted and what it costs, or returns
-// "" when it is allowed.
-func (p Ptrace) Problem() string {
+// Finding explains why ptrace is restricted and what it costs; ok is false
+// when it is allowed.
+func (p Ptrace) Finding() (f Finding, ok bool) {
 	if p.Allowed() {
-		return ""
+		return Finding{}, false
 	}
 	const cost = "vgdb cannot wake a target blocked in a system call, so a stop may come late " +
 		"(when a blocked thread next returns from the kernel) and Ctrl-C may wait for it"
+	f = Finding{Check: "ptrace"}
 	switch {
 	case p.Scope >= 3:
-		return fmt.Sprintf("ptrace is disabled (kernel.yama.ptrace_scope=%d): %s; ptrace_scope 3 can only be lowered by a reboot", p.Scope, cost)
+		f.Summary = fmt.Sprintf("ptrace is disabled (kernel.yama.ptrace_scope=%d)", p.Scope)
+		f.Explain = []string{cost, "ptrace_scope 3 can only be lowered by a reboot"}
 	case p.Scope == 2:
-		return fmt.Sprintf("ptrace is restricted to administrators (kernel.yama.ptrace_scope=2) and snapctl lacks CAP_SYS_PTRACE: %s; "+
-			"allow it with: sudo sysctl kernel.yama.ptrace_scope=1", cost)
+		f.Summary = "ptrace is restricted to administrators (kernel.yama.ptrace_scope=2) and snapctl lacks CAP_SYS_PTRACE"
+		f.Explain = []string{cost, "allow it with: sudo sysctl kernel.yama.ptrace_scope=1"}
 	default:
-		return "snapctl runs in a container without CAP_SYS_PTRACE, where ptrace is usually blocked: " + cost +
-			"; start the container with --cap-add=SYS_PTRACE"
+		f.Summary = "snapctl runs in a container without CAP_SYS_PTRACE, where ptrace is usually blocked"
+		f.Explain = []string{cost, "start the container with --cap-add=SYS_PTRACE"}
 	}
+	return f, true
+}
+
+// Problem explains why ptrace is restricted and what it costs, in one
+// sentence, or returns "" when it is allowed.
+func (p Ptrace) Problem() string {
+	f, ok := p.Finding()
+	if !ok {
+		return ""
+	}
+	return f.String()
 }

@@ -1,4 +1,4 @@
-package driver
+package preflight
 
 import (
 	"context"
@@ -194,17 +194,19 @@ func TestInspectBinary(t *testing.T) {
 		}
 	}
 
+	noLines := []string{"gdb cannot resolve file:line breakpoints and reports show no source lines", "rebuild it with -g (and -O0 for exact lines)"}
 	for _, tt := range []struct {
 		path string
 		want BinaryInfo
 	}{
 		{good, BinaryInfo{Path: good, Kind: "position-independent executable", Machine: "x86-64", DebugInfo: true, Symbols: true}},
 		{noDebug, BinaryInfo{Path: noDebug, Kind: "position-independent executable", Machine: "x86-64", Symbols: true,
-			Warnings: []string{noDebug + " has no debug info: gdb cannot resolve file:line breakpoints and reports show no source lines; rebuild it with -g (and -O0 for exact lines)"}}},
+			Warnings: []Finding{{Check: "debug info", Subject: noDebug, Summary: "has no debug info", Explain: noLines}}}},
 		{stripped, BinaryInfo{Path: stripped, Kind: "position-independent executable", Machine: "x86-64",
-			Warnings: []string{
-				stripped + " has no debug info: gdb cannot resolve file:line breakpoints and reports show no source lines; rebuild it with -g (and -O0 for exact lines)",
-				stripped + " is stripped (no symbol table): gdb can break only on *addresses and reports show ??? frames; build it without stripping",
+			Warnings: []Finding{
+				{Check: "debug info", Subject: stripped, Summary: "has no debug info", Explain: noLines},
+				{Check: "symbols", Subject: stripped, Summary: "is stripped (no symbol table)",
+					Explain: []string{"gdb can break only on *addresses and reports show ??? frames", "build it without stripping"}},
 			}}},
 	} {
 		got, err := InspectBinary(tt.path)
@@ -215,6 +217,11 @@ func TestInspectBinary(t *testing.T) {
 		if diff := cmp.Diff(&tt.want, got); diff != "" {
 			t.Errorf("InspectBinary(%q) (-want +got):\n%s", tt.path, diff)
 		}
+	}
+	// snapctl run prints a finding as one sentence.
+	info, _ := InspectBinary(stripped)
+	if got, want := info.Warnings[1].String(), stripped+" is stripped (no symbol table): gdb can break only on *addresses and reports show ??? frames; build it without stripping"; got != want {
+		t.Errorf("warning sentence:\n got %s\nwant %s", got, want)
 	}
 }
 
@@ -254,8 +261,8 @@ func TestInspectBinarySeparateDebugInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{bin + " keeps its debug info in a separate file (prog.debug) that is not installed: gdb cannot resolve file:line breakpoints " +
-		"and reports show no source lines; install the matching -dbgsym/-dbg package or rebuild with -g"}
+	want := []Finding{{Check: "debug info", Subject: bin, Summary: "keeps its debug info in a separate file (prog.debug) that is not installed",
+		Explain: []string{"gdb cannot resolve file:line breakpoints and reports show no source lines", "install the matching -dbgsym/-dbg package or rebuild with -g"}}}
 	if info.DebugInfo || !cmp.Equal(info.Warnings, want) {
 		t.Errorf("without %s: DebugInfo %v, warnings (-want +got):\n%s", debug, info.DebugInfo, cmp.Diff(want, info.Warnings))
 	}
@@ -301,34 +308,34 @@ func TestCheckPtrace(t *testing.T) {
 	}
 }
 
-func TestPreflight(t *testing.T) {
+func TestCheck(t *testing.T) {
 	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
 	testenv.NoLeftovers(t)
 	ctx := context.Background()
 	bin := buildProgram(t, "-g0")
 
-	env, err := Preflight(ctx, PreflightOptions{Binary: bin})
+	env, err := Check(ctx, Options{Binary: bin})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if env.Gdb == "" || env.Valgrind == "" || env.Vgdb == "" || env.GdbVersion.Major == 0 || env.ValgrindVersion.Major != 3 {
-		t.Errorf("Preflight found %+v", env)
+		t.Errorf("Check found %+v", env)
 	}
-	if env.Binary == nil || env.Binary.Path != bin || len(env.Warnings) == 0 || !strings.Contains(env.Warnings[0], "has no debug info") {
-		t.Errorf("Preflight binary %+v, warnings %q", env.Binary, env.Warnings)
+	if env.Binary == nil || env.Binary.Path != bin || len(env.Warnings) == 0 || env.Warnings[0].Summary != "has no debug info" {
+		t.Errorf("Check binary %+v, warnings %q", env.Binary, env.Warnings)
 	}
 
 	// Every problem at once: both tools and the binary.
-	_, err = Preflight(ctx, PreflightOptions{Gdb: "/nonexistent/gdb", Valgrind: "/nonexistent/valgrind", Binary: "/nonexistent/prog"})
+	_, err = Check(ctx, Options{Gdb: "/nonexistent/gdb", Valgrind: "/nonexistent/valgrind", Binary: "/nonexistent/prog"})
 	want := "gdb not found at /nonexistent/gdb; install it with: sudo apt-get install gdb\n" +
 		"valgrind not found at /nonexistent/valgrind; install it with: sudo apt-get install valgrind\n" +
 		"binary /nonexistent/prog does not exist"
 	if err == nil || err.Error() != want {
-		t.Errorf("Preflight error:\n%v\nwant:\n%s", err, want)
+		t.Errorf("Check error:\n%v\nwant:\n%s", err, want)
 	}
 	var me *MissingToolError
 	var be *BinaryError
 	if !errors.As(err, &me) || me.Tool != "gdb" || !errors.As(err, &be) {
-		t.Errorf("Preflight error does not hold the typed errors: %#v", err)
+		t.Errorf("Check error does not hold the typed errors: %#v", err)
 	}
 }
