@@ -138,6 +138,8 @@ type Target struct {
 	// Crash is where the target was when the fatal signal arrived, when
 	// gdb saw it.
 	Crash *Crash `json:"crash,omitempty"`
+	// Exec is the program the target exec'd, which ended a native run.
+	Exec string `json:"exec,omitempty"`
 }
 
 // Crash is where a target died.
