@@ -193,3 +193,23 @@ func TestNativeAttachExec(t *testing.T) {
 		<-done
 	}
 }
+
+// TestNativeStaticGlibc: a static program carries glibc's allocator, and
+// mallinfo2 with it: its figures are read as in a dynamic one, with no
+// no-allocator-state event.
+func TestNativeStaticGlibc(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/leak.c", "-static")
+	res, m, err := runNative(t, Options{}, roundPlan, bin, "100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Stops) != 6 || len(m.Events) != 0 {
+		t.Fatalf("%d stops, events %+v", len(m.Stops), m.Events)
+	}
+	for _, d := range nativeDiffs(t, res.Dir) {
+		if d.MemoryDelta.HeapInUseBytes == nil || *d.MemoryDelta.HeapInUseBytes != 100*112 {
+			t.Errorf("diff %d..%d: in-use delta %v, want 11200", d.FromSeq, d.ToSeq, d.MemoryDelta.HeapInUseBytes)
+		}
+	}
+}
