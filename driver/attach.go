@@ -2,10 +2,14 @@ package driver
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"os/user"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/snapctl/snapctl/preflight"
 )
@@ -30,9 +34,10 @@ func (e *AttachError) Error() string {
 }
 
 // CheckAttach finds, before gdb starts, what would keep it from attaching
-// to pid: no such process, a process of another user, one that a debugger
-// or tracer already traces, or ptrace restrictions (as snapctl doctor
-// explains them). It returns nil when attaching should work.
+// to pid and can be told from /proc without the kernel's say: no such
+// process, or one that a debugger or tracer already traces (a process has
+// one tracer). It returns nil when attaching may work; whether snapctl
+// may ptrace the process is the kernel's decision (CheckAccess).
 func CheckAttach(pid int) error {
 	if pid <= 0 {
 		return &AttachError{Pid: pid, Kind: AttachNoProcess, Msg: "not a process id"}
@@ -40,9 +45,6 @@ func CheckAttach(pid int) error {
 	status, err := procStatus(pid)
 	if err != nil {
 		return &AttachError{Pid: pid, Kind: AttachNoProcess, Msg: "no such process"}
-	}
-	if uid := strings.Fields(status["Uid"]); len(uid) > 0 && uid[0] != strconv.Itoa(os.Getuid()) && os.Geteuid() != 0 {
-		return &AttachError{Pid: pid, Kind: AttachNotPermitted, Msg: fmt.Sprintf("the process belongs to user id %s, not to you (%d); run snapctl attach as that user", uid[0], os.Getuid())}
 	}
 	if t := strings.TrimSpace(status["TracerPid"]); t != "" && t != "0" {
 		tracer, _ := strconv.Atoi(t)
@@ -57,20 +59,117 @@ func CheckAttach(pid int) error {
 	return nil
 }
 
-// attachError explains gdb's refusal to attach (msg), as doctor explains
-// ptrace restrictions.
+// CheckAccess asks the kernel whether snapctl may ptrace pid, and returns
+// the program it runs. Reading /proc/PID/exe passes the kernel's ptrace
+// access check (the same user, real, effective and saved ids alike, or
+// CAP_SYS_PTRACE; a dumpable process), all of attaching's but Yama's,
+// which gdb meets: a refusal is explained by notPermitted.
+func CheckAccess(pid int) (string, error) {
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	switch {
+	case err == nil:
+		return exe, nil
+	case errors.Is(err, fs.ErrPermission):
+		return "", notPermitted(pid, "the kernel refuses snapctl ptrace access to it", false)
+	case errors.Is(err, fs.ErrNotExist):
+		if _, serr := procStatus(pid); serr != nil {
+			return "", &AttachError{Pid: pid, Kind: AttachNoProcess, Msg: "no such process"}
+		}
+		return "", &AttachError{Pid: pid, Kind: AttachNotPermitted, Msg: "it runs no program (a kernel thread, or a process exiting)"}
+	}
+	return "", &AttachError{Pid: pid, Kind: AttachNotPermitted, Msg: fmt.Sprintf("cannot read its executable: %v", err)}
+}
+
+// attachError explains gdb's refusal to attach (msg): the process ended
+// or got a tracer meanwhile, or ptrace was refused.
 func attachError(pid int, msg string) error {
 	if err := CheckAttach(pid); err != nil {
 		return err
 	}
+	return notPermitted(pid, "gdb: "+msg, true)
+}
+
+// notPermitted explains a refused ptrace access to pid (cause says who
+// refused) as snapctl doctor explains ptrace: whose the process is and
+// whose snapctl is, whether the process is dumpable, and the state doctor
+// reports. A refused attach (attaching) may also be Yama's doing, or a
+// container's, which do not restrict reading /proc/PID/exe.
+func notPermitted(pid int, cause string, attaching bool) error {
 	p := preflight.CheckPtrace()
-	switch {
-	case p.Scope == 1 && !p.CapSysPtrace:
-		msg += "; kernel.yama.ptrace_scope=1 lets a process trace only its own descendants: allow attaching with `sudo sysctl kernel.yama.ptrace_scope=0`, or run snapctl with CAP_SYS_PTRACE"
-	case !p.Allowed():
-		msg += "; " + p.Problem()
+	var why []string
+	if !p.CapSysPtrace {
+		st, _ := procStatus(pid)
+		if owner := otherOwner(st); owner != "" {
+			why = append(why, owner)
+		} else if !dumpable(pid, st) {
+			why = append(why, "the process is not dumpable (it called prctl(PR_SET_DUMPABLE, 0), or runs a setuid or file-capability program): only a tracer with CAP_SYS_PTRACE may attach to it; run snapctl attach as root with CAP_SYS_PTRACE")
+		}
+		switch {
+		case !attaching:
+		case p.Scope == 1:
+			why = append(why, "kernel.yama.ptrace_scope=1 lets a process trace only its own descendants: allow attaching with `sudo sysctl kernel.yama.ptrace_scope=0`, or run snapctl with CAP_SYS_PTRACE")
+		case p.Scope == 2:
+			why = append(why, "kernel.yama.ptrace_scope=2 lets only a tracer with CAP_SYS_PTRACE attach: run snapctl as root, or allow it with `sudo sysctl kernel.yama.ptrace_scope=1`")
+		case p.Container:
+			why = append(why, "snapctl runs in a container without CAP_SYS_PTRACE, where ptrace is usually blocked: start the container with --cap-add=SYS_PTRACE")
+		}
 	}
-	return &AttachError{Pid: pid, Kind: AttachNotPermitted, Msg: "gdb: " + msg}
+	if attaching && p.Scope >= 3 {
+		why = append(why, fmt.Sprintf("kernel.yama.ptrace_scope=%d disables attaching altogether; only a reboot lowers it", p.Scope))
+	}
+	msg := cause
+	if len(why) > 0 {
+		msg += ": " + strings.Join(why, "; ")
+	}
+	msg += " (ptrace here: " + p.String() + ", as snapctl doctor reports it)"
+	return &AttachError{Pid: pid, Kind: AttachNotPermitted, Msg: msg}
+}
+
+// otherOwner says whose the process with status st is, when its user or
+// group ids (real, effective and saved) are not all snapctl's real ones:
+// the kernel then lets only a tracer with CAP_SYS_PTRACE attach. It
+// returns "" when they are.
+func otherOwner(st map[string]string) string {
+	uids, gids := strings.Fields(st["Uid"]), strings.Fields(st["Gid"])
+	if len(uids) < 3 || len(gids) < 3 {
+		return ""
+	}
+	uid, gid := strconv.Itoa(os.Getuid()), strconv.Itoa(os.Getgid())
+	mismatch := func(ids []string, own string) bool {
+		return ids[0] != own || ids[1] != own || ids[2] != own
+	}
+	switch {
+	case mismatch(uids, uid):
+		return fmt.Sprintf("it runs as %s and snapctl as %s: a process may trace only processes of its own user (real, effective and saved ids alike) unless it holds CAP_SYS_PTRACE; run snapctl attach as that user, or as root with CAP_SYS_PTRACE",
+			userName(uids[1]), userName(uid))
+	case mismatch(gids, gid):
+		return fmt.Sprintf("it runs with group id %s (effective) and snapctl with %s: a process may trace only processes of its own user and group (real, effective and saved ids alike) unless it holds CAP_SYS_PTRACE; run snapctl attach as root with CAP_SYS_PTRACE",
+			gids[1], gid)
+	}
+	return ""
+}
+
+// userName is "user id N (name)", or "user id N" when the name is not
+// known.
+func userName(id string) string {
+	if u, err := user.LookupId(id); err == nil {
+		return fmt.Sprintf("user id %s (%s)", id, u.Username)
+	}
+	return "user id " + id
+}
+
+// dumpable reports whether the process is dumpable, as the kernel tells
+// it: the files under /proc/PID of a process that is not belong to root,
+// not to its effective user (the directory itself keeps its owner). A
+// process of root's own cannot be told.
+func dumpable(pid int, st map[string]string) bool {
+	uids := strings.Fields(st["Uid"])
+	fi, err := os.Stat(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil || len(uids) < 2 {
+		return true
+	}
+	sys, ok := fi.Sys().(*syscall.Stat_t)
+	return !ok || strconv.Itoa(int(sys.Uid)) == uids[1]
 }
 
 // procStatus reads /proc/PID/status into its fields.

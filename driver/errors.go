@@ -73,6 +73,27 @@ func (e *CrashError) Error() string {
 	return msg
 }
 
+// ExecError reports a target that called exec under the native backend:
+// the program the plan's breakpoints and the allocator probe refer to is
+// gone, so the run ends there with the stops taken before.
+type ExecError struct {
+	Pid     int
+	Program string // what the process runs now
+	Stops   int    // the stops taken before the exec
+	// Attached is set for snapctl attach: snapctl detaches and the
+	// process goes on running the new program; else gdb ends it.
+	Attached bool
+}
+
+func (e *ExecError) Error() string {
+	then := "snapctl ended it"
+	if e.Attached {
+		then = "snapctl detached and it goes on running"
+	}
+	return fmt.Sprintf("the target called exec: process %d now runs %s, and the plan's breakpoints and allocator probe belong to the program it replaced; the run ends with the %d stops taken before (%s); to measure the new program, run snapctl on it or attach to it",
+		e.Pid, e.Program, e.Stops, then)
+}
+
 // NeverHitError lists declared, non-optional breakpoints that never hit.
 type NeverHitError struct {
 	Breakpoints []string

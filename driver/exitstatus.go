@@ -34,6 +34,7 @@ const (
 	ExitNoProcess   = 6   // snapctl attach: no such process
 	ExitNotTracable = 7   // snapctl attach: the process is not ours, or ptrace is refused
 	ExitTraced      = 8   // snapctl attach: the process is already traced
+	ExitExec        = 9   // the target called exec (native backend)
 	ExitLeak        = 10  // a report.fail_on limit was exceeded
 	ExitNeverHit    = 11  // a declared breakpoint never hit
 	ExitCrashed     = 12  // the target crashed (fatal signal)
@@ -51,6 +52,7 @@ const (
 	ReasonNoProcess   = AttachNoProcess
 	ReasonNotTracable = AttachNotPermitted
 	ReasonTraced      = AttachTraced
+	ReasonExec        = "target-exec"
 	ReasonLeak        = "fail-on-exceeded"
 	ReasonNeverHit    = "breakpoint-never-hit"
 	ReasonCrashed     = "target-crashed"
@@ -72,6 +74,7 @@ func ExitStatus(err error) (code int, reason string) {
 		neverHit *NeverHitError
 		leak     *LeakError
 		attach   *AttachError
+		execed   *ExecError
 	)
 	switch {
 	case err == nil:
@@ -82,6 +85,8 @@ func ExitStatus(err error) (code int, reason string) {
 		return ExitTimeout, ReasonTimeout
 	case errors.As(err, &crash):
 		return ExitCrashed, ReasonCrashed
+	case errors.As(err, &execed):
+		return ExitExec, ReasonExec
 	case errors.As(err, &planErrs), errors.As(err, &planErr):
 		return ExitPlan, ReasonPlan
 	case errors.As(err, &missing):

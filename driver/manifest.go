@@ -140,6 +140,8 @@ type Target struct {
 	// Crash is where the target was when the fatal signal arrived, when
 	// gdb saw it.
 	Crash *Crash `json:"crash,omitempty"`
+	// Exec is the program the target exec'd, which ended a native run.
+	Exec string `json:"exec,omitempty"`
 }
 
 // Crash is where a target died.
@@ -299,6 +301,9 @@ const (
 	// EventTargetEnded: the run ended by the workload or end_run_after,
 	// and snapctl ended the target.
 	EventTargetEnded EventKind = "target-ended"
+	// EventTargetExec: the native target called exec; the run ends with
+	// the stops taken before it.
+	EventTargetExec EventKind = "target-exec"
 )
 
 // Event is a stop that was not a declared breakpoint's, or a problem at a

@@ -90,6 +90,9 @@ func (b *nativeBackend) attachTo(ctx context.Context, s *session) error {
 // streams are FIFOs that snapctl copies to the target's writers; its
 // stdin is /dev/null, as under valgrind.
 func (b *nativeBackend) start(ctx context.Context, s *session) error {
+	if err := followParent(ctx, s); err != nil {
+		return err
+	}
 	s.drainEvents()
 	if b.attach != 0 {
 		if _, err := s.send(ctx, "-exec-continue"); err != nil {
@@ -132,6 +135,28 @@ func (b *nativeBackend) start(ctx context.Context, s *session) error {
 			if pid := g.String("pid"); pid != "" {
 				fmt.Sscan(pid, &s.targetPid)
 			}
+		}
+	}
+	return nil
+}
+
+// followParent keeps gdb on the process snapctl measures across fork and
+// exec. At a fork gdb stays with the parent and detaches the child, its
+// breakpoints taken out of the child's copy of the code first, so the
+// child runs on untouched (gdb's defaults, set again after the plan's
+// init commands). An exec stops the target at a catchpoint: the image
+// the breakpoints and the allocator probe refer to is gone, and the run
+// ends there (see session.execStop). The shell that gdb starts the
+// program through execs it before the catchpoint counts.
+func followParent(ctx context.Context, s *session) error {
+	cmds := [][]string{
+		{"-gdb-set", "follow-fork-mode", "parent"},
+		{"-gdb-set", "detach-on-fork", "on"},
+		{"-interpreter-exec", "console", mi.Quote("catch exec")},
+	}
+	for _, c := range cmds {
+		if _, err := s.send(ctx, c[0], c[1:]...); err != nil {
+			return fmt.Errorf("setting up gdb for fork and exec: %w", err)
 		}
 	}
 	return nil
@@ -248,11 +273,14 @@ func (b *nativeBackend) beforeClose(s *session) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*s.opts.Grace)
 	defer cancel()
-	// gdb detaches from a stopped process only.
-	s.gdb.Send(ctx, "-exec-interrupt")
-	wctx, wcancel := context.WithTimeout(ctx, 2*s.opts.Grace)
-	s.waitStopped(wctx)
-	wcancel()
+	// gdb detaches from a stopped process only; one stopped at its
+	// exec is already.
+	if running(ctx, s.gdb) {
+		s.gdb.Send(ctx, "-exec-interrupt")
+		wctx, wcancel := context.WithTimeout(ctx, 2*s.opts.Grace)
+		s.waitStopped(wctx)
+		wcancel()
+	}
 	s.gdb.Send(ctx, "-break-delete")
 	if _, err := s.gdb.Send(ctx, "-target-detach"); err != nil {
 		fmt.Fprintf(s.opts.Warn, "warning: detaching from process %d: %s\n", b.attach, miMessage(err))
@@ -260,6 +288,21 @@ func (b *nativeBackend) beforeClose(s *session) {
 	}
 	b.attached = false
 	s.m.Native.Detached = true
+}
+
+// running reports whether a thread of the target runs, as gdb sees it;
+// true when gdb cannot say.
+func running(ctx context.Context, gdb debugger) bool {
+	r, err := gdb.Send(ctx, "-thread-info")
+	if err != nil {
+		return true
+	}
+	for _, t := range r.List("threads") {
+		if t.String("state") == "running" {
+			return true
+		}
+	}
+	return false
 }
 
 func hasFeature(r *mi.Result, name string) bool {

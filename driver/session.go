@@ -165,9 +165,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		if err := CheckAttach(opts.AttachPID); err != nil {
 			return nil, err
 		}
-		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", opts.AttachPID))
+		exe, err := CheckAccess(opts.AttachPID)
 		if err != nil {
-			return nil, &AttachError{Pid: opts.AttachPID, Kind: AttachNotPermitted, Msg: fmt.Sprintf("cannot read its executable: %v", err)}
+			return nil, err
 		}
 		opts.Binary = exe
 	}

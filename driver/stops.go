@@ -245,10 +245,24 @@ func (s *session) handleStop(ctx context.Context, rec *mi.Record) (done bool, er
 		return true, ce
 	case "signal-received":
 		return false, s.onSignal(ctx, rec)
+	case "exec":
+		return true, s.execStop(rec)
 	default:
 		s.event(Event{Kind: EventUnexpectedStop, Reason: reason, Thread: Thread{ID: rec.String("thread-id")}, Frame: recFrame(rec)})
 		return false, s.cont(ctx)
 	}
+}
+
+// execStop ends the run at the target's exec, which the native backend's
+// catchpoint stops (see followParent): the stops taken so far are kept,
+// and teardown ends the process, or detaches from one snapctl attach
+// attached to, breakpoints deleted first.
+func (s *session) execStop(rec *mi.Record) error {
+	prog := rec.String("new-exec")
+	s.m.Target.Exec = prog
+	err := &ExecError{Pid: s.targetPid, Program: prog, Stops: s.stops.len(), Attached: s.opts.AttachPID != 0}
+	s.event(Event{Kind: EventTargetExec, Message: err.Error()})
+	return err
 }
 
 // onSignal records a signal the target received and passes it on. A fatal

@@ -31,8 +31,9 @@ every breakpoint has reached its max_hits, --timeout passes, Ctrl-C is
 pressed or the plan's workload ends; snapctl then deletes its breakpoints and
 detaches, and the process goes on running as before.
 
-Attaching needs ptrace permission over the process: it must be yours and not
-traced already, and kernel.yama.ptrace_scope must allow it (see snapctl doctor).`
+Attaching needs ptrace permission over the process: it must be yours (or
+snapctl must hold CAP_SYS_PTRACE), dumpable and not traced already, and
+kernel.yama.ptrace_scope must allow it (see snapctl doctor).`
 	cmd.Example = `  snapctl attach --timeout 5m plan.yaml $(pidof server)`
 	return cmd
 }

@@ -21,6 +21,7 @@ const (
 	exitNoProcess   = driver.ExitNoProcess
 	exitNotTracable = driver.ExitNotTracable
 	exitTraced      = driver.ExitTraced
+	exitExec        = driver.ExitExec
 	exitLeak        = driver.ExitLeak
 	exitNeverHit    = driver.ExitNeverHit
 	exitCrashed     = driver.ExitCrashed
@@ -43,6 +44,7 @@ var exitCodes = []struct {
 	{exitNoProcess, "snapctl attach: no such process"},
 	{exitNotTracable, "snapctl attach: the process is another user's, or ptrace is refused"},
 	{exitTraced, "snapctl attach: the process is already traced by a debugger"},
+	{exitExec, "native backend: the target called exec; the stops taken before are kept"},
 	{exitLeak, "a report.fail_on limit was exceeded: a leak, for CI"},
 	{exitNeverHit, "a declared breakpoint never hit"},
 	{exitCrashed, "the target crashed"},

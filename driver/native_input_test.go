@@ -1,0 +1,215 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snapctl/snapctl/internal/testenv"
+)
+
+// fixtureProcs returns the test's live processes that run bin: a child
+// forked or left stopped would be one.
+func fixtureProcs(t *testing.T, bin string) []testenv.Proc {
+	return testenv.Mine(t, func(p testenv.Proc) bool {
+		return strings.HasPrefix(p.Cmdline, bin) && p.State != "Z"
+	})
+}
+
+// TestNativeFork: gdb stays with the parent and detaches each child with
+// its breakpoints taken out, so the children (which reach round_done
+// too, and allocate 1000 blocks each) run to their exit with status 7,
+// which the parent checks, and only the parent's 100 chunks of 112 bytes
+// a round are measured. The same with a system() a round (a vfork).
+func TestNativeFork(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/fork.c")
+	for _, mode := range []string{"fork", "spawn"} {
+		for _, p := range stopPaths {
+			t.Run(mode+"/"+p.name, func(t *testing.T) {
+				t.Parallel()
+				var out testenv.Buffer
+				res, m, err := runNative(t, Options{NoAgent: p.noAgent, Stdout: &out}, roundPlan, bin, mode)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m.Status != StatusCompleted || m.Target.ExitCode == nil || *m.Target.ExitCode != 0 {
+					t.Fatalf("status %s, target %+v, events %+v", m.Status, m.Target, m.Events)
+				}
+				if len(m.Stops) != 4 || len(m.Events) != 0 {
+					t.Fatalf("%d stops, want 4 (the parent's); events %+v", len(m.Stops), m.Events)
+				}
+				for _, d := range nativeDiffs(t, res.Dir) {
+					if *d.MemoryDelta.HeapInUseBytes != 100*112 {
+						t.Errorf("diff %d..%d: in-use delta %d, want 11200 (the parent's only)", d.FromSeq, d.ToSeq, *d.MemoryDelta.HeapInUseBytes)
+					}
+				}
+				if n := strings.Count(out.String(), " done\n"); n != 4 {
+					t.Errorf("%d children said they were done, want 4:\n%s", n, out.String())
+				}
+				if left := fixtureProcs(t, bin); len(left) > 0 {
+					t.Errorf("processes left behind: %+v", left)
+				}
+			})
+		}
+	}
+}
+
+// startFixture starts bin with args as the test's own process, and kills
+// it at the end of the test unless it has exited.
+func startFixture(t *testing.T, bin string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), testenv.ScopeEnv(t))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd
+}
+
+// TestNativeAttachFork: attached to a process that forks every round,
+// the children run untouched and the parent is measured; after the
+// detach it goes on forking (a child that failed would end it).
+func TestNativeAttachFork(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/fork.c")
+	proc := startFixture(t, bin, "forever")
+	pid := proc.Process.Pid
+	res, m, err := runNative(t, Options{AttachPID: pid}, "backend: native\nbreakpoints:\n  - name: round\n    location: round_done\n    max_hits: 5\n", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Status != StatusCompleted || len(m.Stops) != 5 || !m.Native.Detached {
+		t.Fatalf("status %s, %d stops, native %+v, events %+v", m.Status, len(m.Stops), m.Native, m.Events)
+	}
+	for _, d := range nativeDiffs(t, res.Dir) {
+		if *d.MemoryDelta.HeapInUseBytes != 100*112 {
+			t.Errorf("diff %d..%d: in-use delta %d, want 11200", d.FromSeq, d.ToSeq, *d.MemoryDelta.HeapInUseBytes)
+		}
+	}
+	before := switches(t, pid)
+	time.Sleep(300 * time.Millisecond)
+	st, err := procStatus(pid)
+	if err != nil || st["TracerPid"] != "0" || strings.HasPrefix(st["State"], "t") || strings.HasPrefix(st["State"], "Z") {
+		t.Fatalf("after the run: %v, state %q, tracer %q", err, st["State"], st["TracerPid"])
+	}
+	if after := switches(t, pid); after <= before {
+		t.Errorf("the process does not run after the detach: %d context switches, then %d", before, after)
+	}
+	// The parent and at most the child of the round under way.
+	if left := fixtureProcs(t, bin); len(left) > 2 {
+		t.Errorf("children left behind: %+v", left)
+	}
+}
+
+// TestNativeExec: the target execs itself; the catchpoint ends the run
+// there with exit code 9, the two stops before it kept (their in-use
+// growth is the first round's 100 chunks of 112 bytes) and none from the
+// new image, whose round_done resolves to the same line. gdb ends the
+// process.
+func TestNativeExec(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/exec.c")
+	for _, p := range stopPaths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			var out testenv.Buffer
+			res, m, err := runNative(t, Options{NoAgent: p.noAgent, Stdout: &out}, roundPlan, bin)
+			var ee *ExecError
+			if !errors.As(err, &ee) || ee.Program != bin || ee.Stops != 2 || ee.Attached {
+				t.Fatalf("error %v, want an ExecError for %s after 2 stops", err, bin)
+			}
+			if code, reason := ExitStatus(err); code != ExitExec || reason != ReasonExec {
+				t.Errorf("exit %d %s, want %d %s", code, reason, ExitExec, ReasonExec)
+			}
+			msg := err.Error()
+			for _, want := range []string{"called exec", "now runs " + bin, "the 2 stops taken before", "snapctl ended it"} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("message %q does not say %q", msg, want)
+				}
+			}
+			if m.Status != StatusFailed || m.ExitCode == nil || *m.ExitCode != ExitExec || m.ExitReason != ReasonExec || m.Target.Exec != bin {
+				t.Errorf("status %s, exit %v %s, target %+v", m.Status, m.ExitCode, m.ExitReason, m.Target)
+			}
+			if len(m.Stops) != 2 || len(m.Diffs) != 1 || *nativeDiffs(t, res.Dir)[0].MemoryDelta.HeapInUseBytes != 100*112 {
+				t.Errorf("%d stops, diffs %+v; want 2 stops, one diff of 11200", len(m.Stops), nativeDiffs(t, res.Dir))
+			}
+			if !slices.ContainsFunc(m.Events, func(e Event) bool { return e.Kind == "target-exec" && e.Message == msg }) {
+				t.Errorf("events %+v: no target-exec", m.Events)
+			}
+			if strings.Contains(out.String(), "after exec") {
+				t.Errorf("the new image ran under the run: %q", out.String())
+			}
+			if left := fixtureProcs(t, bin); len(left) > 0 {
+				t.Errorf("processes left behind: %+v", left)
+			}
+		})
+	}
+}
+
+// TestNativeAttachExec: attached, the exec ends the run with exit code
+// 9; snapctl deletes its breakpoints and detaches, and the new image
+// runs to its end: a breakpoint left at round_done would kill it with
+// SIGTRAP.
+func TestNativeAttachExec(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/exec.c")
+	flag := filepath.Join(t.TempDir(), "exec-now")
+	proc := startFixture(t, bin, "forever", flag)
+	pid := proc.Process.Pid
+	// The fixture execs once flag exists: made at the third stop.
+	plan := fmt.Sprintf("backend: native\nbreakpoints:\n  - name: round\n    location: round_done\n    commands: [\"shell touch %s\"]\n", flag)
+	_, m, err := runNative(t, Options{AttachPID: pid}, plan, "")
+	var ee *ExecError
+	if !errors.As(err, &ee) || !ee.Attached || ee.Pid != pid || ee.Program != bin {
+		t.Fatalf("error %v, want an ExecError for process %d", err, pid)
+	}
+	if code, _ := ExitStatus(err); code != ExitExec || !strings.Contains(err.Error(), "snapctl detached and it goes on running") {
+		t.Errorf("exit %d: %v", code, err)
+	}
+	if !m.Native.Detached || len(m.Stops) == 0 || m.Target.Exec != bin {
+		t.Errorf("native %+v, %d stops, target %+v", m.Native, len(m.Stops), m.Target)
+	}
+	done := make(chan error, 1)
+	go func() { done <- proc.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the new image: %v, want exit status 0", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("the new image did not end after the detach")
+		proc.Process.Kill()
+		<-done
+	}
+}
+
+// TestNativeStaticGlibc: a static program carries glibc's allocator, and
+// mallinfo2 with it: its figures are read as in a dynamic one, with no
+// no-allocator-state event.
+func TestNativeStaticGlibc(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/leak.c", "-static")
+	res, m, err := runNative(t, Options{}, roundPlan, bin, "100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Stops) != 6 || len(m.Events) != 0 {
+		t.Fatalf("%d stops, events %+v", len(m.Stops), m.Events)
+	}
+	for _, d := range nativeDiffs(t, res.Dir) {
+		if d.MemoryDelta.HeapInUseBytes == nil || *d.MemoryDelta.HeapInUseBytes != 100*112 {
+			t.Errorf("diff %d..%d: in-use delta %v, want 11200", d.FromSeq, d.ToSeq, d.MemoryDelta.HeapInUseBytes)
+		}
+	}
+}
