@@ -165,7 +165,7 @@ func (an *analyzer) diffKeys(a, b *summary, each func(key string, s *SiteDelta))
 		named, other := eb, ea
 		switch {
 		case ea != nil && eb != nil:
-			s = SiteDelta{Frame: eb.frame, Before: ea.bytes, After: eb.bytes}
+			s = SiteDelta{Frame: an.frames[eb.frame], Before: ea.bytes, After: eb.bytes}
 			switch {
 			case s.After > s.Before:
 				s.Change = ChangeGrown
@@ -176,12 +176,12 @@ func (an *analyzer) diffKeys(a, b *summary, each func(key string, s *SiteDelta))
 			}
 		case ea != nil:
 			named, other = ea, nil
-			s = SiteDelta{Frame: ea.frame, Before: ea.bytes, Change: ChangeVanished}
+			s = SiteDelta{Frame: an.frames[ea.frame], Before: ea.bytes, Change: ChangeVanished}
 			if b.hiddenIn(ea) {
 				s.Change = ChangeHidden
 			}
 		default:
-			s = SiteDelta{Frame: eb.frame, After: eb.bytes, Change: ChangeNew}
+			s = SiteDelta{Frame: an.frames[eb.frame], After: eb.bytes, Change: ChangeNew}
 			if a.hiddenIn(eb) {
 				s.Change = ChangeRevealed
 			}

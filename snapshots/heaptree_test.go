@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -245,4 +246,53 @@ func bigHeapFile(sites, depth, tick int, wrapped bool) string {
 		}
 	}
 	return b.String()
+}
+
+// BenchmarkSeriesBigHeap follows a breakpoint over stops of bench/bigheap
+// at 10,000 call sites 20 frames deep, each read with ReadHeapTree into
+// one FrameTable and added to a Series, as snapctl run does. It reports the heap live after a collection
+// at the worst point of a stop (live-peak-MiB: the series, the tree just
+// read and the frame table) and what the series and the frame table keep
+// between stops (retained-MiB). Generating the files is outside the timed
+// part; snapctl's own peak is measured by bench/bigheap.sh.
+func BenchmarkSeriesBigHeap(b *testing.B) {
+	const sites, depth, stops = 10000, 20, 4
+	files := make([]string, stops)
+	for i := range files {
+		files[i] = bigHeapFile(sites, depth, i, false)
+	}
+	var base, peak, retained uint64
+	live := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc - base
+	}
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		b.StopTimer()
+		base = 0
+		base = live()
+		b.StartTimer()
+		frames := NewFrameTable()
+		s := NewSeries("tick", Options{})
+		for i, text := range files {
+			t, err := ReadHeapTree(strings.NewReader(text), "big.ms", frames)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			peak = max(peak, live())
+			b.StartTimer()
+			if _, err := s.AddTree(i+1, i+1, t); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		retained = live()
+		runtime.KeepAlive(s)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(peak)/(1<<20), "live-peak-MiB")
+	b.ReportMetric(float64(retained)/(1<<20), "retained-MiB")
 }

@@ -104,7 +104,7 @@ func Sites(tree *Node, opts Options) []Site {
 	sum := an.summarize(t)
 	out := make([]Site, 0, len(sum.sites))
 	for _, e := range sum.sites {
-		out = append(out, Site{Frame: e.frame, Stack: an.heaviest(e, nil), Library: an.library(e), Bytes: e.bytes})
+		out = append(out, Site{Frame: an.frames[e.frame], Stack: an.heaviest(e, nil), Library: an.library(e), Bytes: e.bytes})
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if a, b := absBytes(out[i].Bytes), absBytes(out[j].Bytes); a != b {
@@ -174,7 +174,8 @@ func (an *analyzer) id(f Frame) uint32 {
 	an.ids[f] = id
 	an.frames = append(an.frames, f)
 	var fl frameFlags
-	if an.lib.is(f) {
+	// Matched once per frame here: lib.is would remember it a second time.
+	if an.lib.patterns.match(f) {
 		fl |= flagLibrary
 	}
 	if an.ignore.match(f) {
@@ -348,7 +349,7 @@ type summary struct {
 }
 
 type siteSum struct {
-	frame Frame
+	frame uint32 // the analyzer's id of the site's frame
 	// libKey is the path key (see walker.key) of the site's library
 	// frames: the ones along which the largest bytes were emitted, the
 	// first such path on a tie; libBytes is that largest.
@@ -457,7 +458,7 @@ func (an *analyzer) heaviest(s, other *siteSum) []Frame {
 		}
 	}
 	if best < 0 {
-		return []Frame{s.frame}
+		return []Frame{an.frames[s.frame]}
 	}
 	return an.framesOfKey(bestKey)
 }
@@ -574,19 +575,20 @@ func (w *walker) emit(site int, bytes, blocks int64, ignored, focused bool) {
 		site = 0
 	}
 	an := w.an
-	siteFrame := an.frames[w.path[site]]
+	siteFrame := w.path[site]
 	keyEnd := site + 1 // path[:keyEnd] makes the key
 	// Keys are built in a reused buffer; map lookups with string(buf) do
 	// not allocate, so only a new site or call path costs an allocation.
 	kb := w.kbuf[:0]
 	switch an.opts.GroupBy {
 	case GroupByFunction:
-		f := Frame{Function: siteFrame.Function, File: siteFrame.File}
+		sf := an.frames[siteFrame]
+		f := Frame{Function: sf.Function, File: sf.File}
 		if f.File == "" {
-			f.Object = siteFrame.Object
+			f.Object = sf.Object
 		}
-		kb = binary.LittleEndian.AppendUint32(append(kb, 'f'), an.id(f))
-		siteFrame = f
+		siteFrame = an.id(f)
+		kb = binary.LittleEndian.AppendUint32(append(kb, 'f'), siteFrame)
 	case GroupByStack:
 		keyEnd = len(w.path)
 		if d := an.opts.Depth; d > 0 && site+1+d < keyEnd {
