@@ -7,7 +7,8 @@
 # with the plan bench/stops/plan.yaml (a snapshot at every call of f),
 # once with --keep-snapshots all and once with --keep-snapshots changed,
 # and prints for each: wall time, snapctl's peak resident memory (VmHWM,
-# polled from /proc until it exits), the run directory's size, the number
+# read from /proc every 10 ms by bench/peakmem, which does not fork), the
+# run directory's size, the number
 # of snapshot files kept and of stops in run.json. It fails when run.json
 # does not hold all N stops or the files kept are not N (all) and 1
 # (changed), and prints the ratio of peak memory at the largest N to the
@@ -37,6 +38,7 @@ trap 'exit 130' INT TERM HUP
 
 echo "building snapctl and the target..." >&2
 (cd "$root" && go build -o "$work/snapctl" ./cmd/snapctl)
+(cd "$root" && go build -o "$work/peakmem" ./bench/peakmem)
 gcc -g -O0 -o "$work/stops" "$root/bench/stops/stops.c"
 
 printf '%-8s %-8s %9s %13s %12s %7s %7s\n' stops keep "wall s" "peak RSS MiB" "run dir KiB" files "in json"
@@ -45,20 +47,16 @@ for n in "${sizes[@]}"; do
 	for keep in all changed; do
 		out="$work/run-$n-$keep"
 		t0=$(date +%s%N)
-		"$work/snapctl" run --quiet --keep-snapshots "$keep" --out "$out" \
+		"$work/peakmem" -o "$work/peak" "$work/snapctl" run --quiet --keep-snapshots "$keep" --out "$out" \
 			"$root/bench/stops/plan.yaml" "$work/stops" "$n" >"$work/snapctl.out" 2>&1 &
 		snappid=$!
-		hwm_kib=0
-		while hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$snappid/status" 2>/dev/null) && [ -n "$hwm" ]; do
-			hwm_kib=$hwm
-			sleep 0.2
-		done
 		if ! wait "$snappid"; then
 			snappid=
 			echo "large.sh: snapctl run failed ($n stops, keep $keep):" >&2
 			tail -20 "$work/snapctl.out" >&2
 			exit 1
 		fi
+		hwm_kib=$(cut -d' ' -f2 "$work/peak")
 		snappid=
 		t1=$(date +%s%N)
 		files=$(find "$out/snapshots" -type f | wc -l)

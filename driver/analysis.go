@@ -54,13 +54,13 @@ func newAnalysis(plan *breakpoints.Plan) *analysis {
 // from the second hit on it adds a between-hits diff. With same, the
 // snapshot's tree is known to equal the previous hit's: the series still
 // counts the interval, but the empty diff is not kept.
-func (a *analysis) addHit(bp string, seq, hit int, snap *snapshots.Snapshot, same bool) {
+func (a *analysis) addHit(bp string, seq, hit int, snap *snapshots.HeapTree, same bool) {
 	s := a.series[bp]
 	if s == nil {
 		s = snapshots.NewSeries(bp, a.opts)
 		a.series[bp] = s
 	}
-	d, err := s.Add(seq, hit, snap)
+	d, err := s.AddTree(seq, hit, snap)
 	if err != nil {
 		a.problems = append(a.problems, err.Error())
 		return
@@ -89,12 +89,8 @@ func (a *analysis) addSameHit(bp string, seq, hit int, same bool) {
 }
 
 // addReturn adds the within-call diff of an around_call breakpoint.
-func (a *analysis) addReturn(bp string, hitSeq int, hit *snapshots.Snapshot, retSeq int, ret *snapshots.Snapshot) {
-	d, err := snapshots.DiffSnapshots(hit, ret, a.opts)
-	if err != nil {
-		a.problems = append(a.problems, fmt.Sprintf("within-call diff %d..%d of %q: %v", hitSeq, retSeq, bp, err))
-		return
-	}
+func (a *analysis) addReturn(bp string, hitSeq int, hit *snapshots.HeapTree, retSeq int, ret *snapshots.HeapTree) {
+	d := snapshots.DiffHeapTrees(hit, ret, a.opts)
 	d.Kind, d.Breakpoint, d.FromSeq, d.ToSeq = "within-call", bp, hitSeq, retSeq
 	a.add(d)
 }
@@ -147,7 +143,8 @@ func abs(n int64) int64 {
 }
 
 // report returns the analysis for the renderers: every suspect, and the
-// diffs worth showing (run.json streams all of them from a.diffs).
+// diffs worth showing (run.json streams all of them from a.diffs). It
+// ends the analysis: no snapshot can be added after it.
 func (a *analysis) report(title string) *snapshots.Report {
 	var suspects []snapshots.Suspect
 	for _, name := range a.order {
@@ -156,6 +153,9 @@ func (a *analysis) report(title string) *snapshots.Report {
 		}
 	}
 	snapshots.SortSuspects(suspects)
+	// The series are done with: their trees and summaries go before
+	// report.html reads two snapshots of each breakpoint again.
+	a.series = make(map[string]*snapshots.Series)
 	if suspects == nil {
 		suspects = []snapshots.Suspect{}
 	}

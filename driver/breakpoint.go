@@ -27,7 +27,7 @@ type taken struct {
 	bp    *bpState
 	raw   string              // the snapshot file massif wrote, staged
 	hitOf *taken              // for a return-phase stop, its hit
-	snap  *snapshots.Snapshot // a hit's snapshot, until its return is read
+	snap  *snapshots.HeapTree // a hit's snapshot, until its return is read
 	// tree and same serve keep_snapshots: changed (see keep.go).
 	tree treeSum
 	same bool
@@ -440,19 +440,18 @@ func (s *session) diskFull(err error) error {
 // readSnapshot keeps a stop's snapshot in the run directory, parsing it on
 // the way unless its tree is known (see readTree), and fills the stop's
 // totals. The snapshot is nil when it was not parsed.
-func (s *session) readSnapshot(t *taken) (*snapshots.Snapshot, error) {
+func (s *session) readSnapshot(t *taken) (*snapshots.HeapTree, error) {
 	path := filepath.Join(s.dir, t.stop.Snapshot)
 	parse, keep, err := s.readTree(t)
 	if err != nil {
 		return nil, fmt.Errorf("keeping snapshot %s: %w", t.stop.Snapshot, err)
 	}
-	var snap *snapshots.Snapshot
+	var snap *snapshots.HeapTree
 	switch {
 	case parse:
 		if snap, err = s.parseSnapshot(t, path, keep); err != nil {
 			return nil, err
 		}
-		s.inlined().rename(snap.Tree)
 		t.stop.HeapBytes, t.stop.HeapExtraBytes, t.stop.StacksBytes = snap.HeapBytes, snap.HeapExtraBytes, snap.StacksBytes
 	default:
 		if keep {

@@ -197,3 +197,19 @@ func (s *session) inlined() *inlineNames {
 	s.inlineOnce.Do(func() { s.inline = loadInlineNames(s.binary) })
 	return s.inline
 }
+
+// frameTable returns the run's frame table, which every snapshot is read
+// into: each distinct frame is parsed, and its inlined name qualified,
+// once per run.
+func (s *session) frameTable() *snapshots.FrameTable {
+	if s.frames == nil {
+		s.frames = snapshots.NewFrameTable()
+		s.frames.Qualify = func(f snapshots.Frame) string {
+			if n := s.inlined(); n != nil {
+				return n.qualify(f)
+			}
+			return f.Function
+		}
+	}
+	return s.frames
+}

@@ -62,11 +62,11 @@ func (s *session) readTree(t *taken) (parse, keep bool, err error) {
 
 // parseSnapshot reads the stop's snapshot file and, with keep, compresses
 // it into path in the same pass (keepSnapshot); without, removes it.
-func (s *session) parseSnapshot(t *taken, path string, keep bool) (*snapshots.Snapshot, error) {
-	var snap *snapshots.Snapshot
+func (s *session) parseSnapshot(t *taken, path string, keep bool) (*snapshots.HeapTree, error) {
+	var snap *snapshots.HeapTree
 	var readErr error
 	read := func(r io.Reader) error {
-		snap, readErr = snapshots.ReadHeap(r, path)
+		snap, readErr = snapshots.ReadHeapTree(r, path, s.frameTable())
 		return readErr
 	}
 	var err error

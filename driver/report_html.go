@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -121,23 +122,21 @@ func (s *session) timeline() ([]snapshots.StopPoint, []snapshots.Growth, error) 
 			continue
 		}
 		growth = append(growth, snapshots.Growth{Breakpoint: name, FromSeq: e.first, ToSeq: e.last,
-			Root: snapshots.GrowthFlame(snapshots.DiffTree(first, last), s.an.opts)})
+			Root: snapshots.GrowthFlameTrees(first, last, s.an.opts)})
 	}
 	return points, growth, nil
 }
 
-// snapshotTree reads the tree of a kept snapshot file.
-func (s *session) snapshotTree(file string) (*snapshots.Node, error) {
+// snapshotTree reads the tree of a kept snapshot file, its first
+// snapshot's (an xtmemory file's curB).
+func (s *session) snapshotTree(file string) (*snapshots.HeapTree, error) {
 	if file == "" {
 		return nil, fmt.Errorf("no snapshot file")
 	}
-	f, err := snapshots.ParseFile(filepath.Join(s.dir, file))
+	f, err := os.Open(filepath.Join(s.dir, file))
 	if err != nil {
 		return nil, err
 	}
-	if len(f.Snapshots) == 0 || f.Snapshots[0].Tree == nil {
-		return nil, fmt.Errorf("%s holds no tree", file)
-	}
-	s.inlined().rename(f.Snapshots[0].Tree)
-	return f.Snapshots[0].Tree, nil
+	defer f.Close()
+	return snapshots.ReadFirstTree(f, file, s.frameTable())
 }

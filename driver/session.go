@@ -317,6 +317,8 @@ type session struct {
 	// read once (inlined).
 	inline     *inlineNames
 	inlineOnce sync.Once
+	// frames numbers the frames of every snapshot of the run (frameTable).
+	frames *snapshots.FrameTable
 	// written is when run.json was last written during the run, with
 	// writtenStops stops (refreshManifest).
 	written      time.Time

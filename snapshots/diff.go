@@ -110,10 +110,18 @@ func DiffSnapshots(a, b *Snapshot, opts Options) (*Diff, error) {
 	if err := checkTree(b); err != nil {
 		return nil, fmt.Errorf("diffing: second %w", err)
 	}
+	frames := NewFrameTable()
+	ta, _ := HeapTreeOf(a, frames)
+	tb, _ := HeapTreeOf(b, frames)
+	return DiffHeapTrees(ta, tb, opts), nil
+}
+
+// DiffHeapTrees is DiffSnapshots for snapshots read with ReadHeapTree.
+func DiffHeapTrees(a, b *HeapTree, opts Options) *Diff {
 	an := newAnalyzer(opts)
-	an.detectWrappers(a.Tree)
-	an.detectWrappers(b.Tree)
-	return an.diff(an.summarize(a.Tree, a.HeapBytes, a.Blocks), an.summarize(b.Tree, b.HeapBytes, b.Blocks)), nil
+	an.detectWrappers(a)
+	an.detectWrappers(b)
+	return an.diff(an.summarize(a), an.summarize(b))
 }
 
 // SnapshotError says which snapshot could not be used.
@@ -139,7 +147,8 @@ func checkTree(s *Snapshot) error {
 func (an *analyzer) diff(a, b *summary) *Diff { return an.diffKeys(a, b, nil) }
 
 // diffKeys is diff that also calls each, if not nil, with the key and row
-// of every site, listed or not.
+// of every site, listed or not; the row of a site that is not listed and
+// whose bytes did not change has no Stack and no Library.
 func (an *analyzer) diffKeys(a, b *summary, each func(key string, s *SiteDelta)) *Diff {
 	d := &Diff{
 		BeforeBytes:              a.heapBytes,
@@ -151,10 +160,12 @@ func (an *analyzer) diffKeys(a, b *summary, each func(key string, s *SiteDelta))
 	}
 	add := func(key string, ea, eb *siteSum) {
 		var s SiteDelta
+		// The stack and library frames are made only for the rows that
+		// need them (see below): most sites of a big heap do not change.
+		named, other := eb, ea
 		switch {
 		case ea != nil && eb != nil:
-			s = SiteDelta{Frame: eb.frame, Library: eb.library, Before: ea.bytes, After: eb.bytes}
-			s.Stack = eb.heaviest(ea).frames
+			s = SiteDelta{Frame: an.frames[eb.frame], Before: ea.bytes, After: eb.bytes}
 			switch {
 			case s.After > s.Before:
 				s.Change = ChangeGrown
@@ -164,12 +175,13 @@ func (an *analyzer) diffKeys(a, b *summary, each func(key string, s *SiteDelta))
 				s.Change = ChangeUnchanged
 			}
 		case ea != nil:
-			s = SiteDelta{Frame: ea.frame, Library: ea.library, Before: ea.bytes, Stack: ea.heaviest(nil).frames, Change: ChangeVanished}
+			named, other = ea, nil
+			s = SiteDelta{Frame: an.frames[ea.frame], Before: ea.bytes, Change: ChangeVanished}
 			if b.hiddenIn(ea) {
 				s.Change = ChangeHidden
 			}
 		default:
-			s = SiteDelta{Frame: eb.frame, Library: eb.library, After: eb.bytes, Stack: eb.heaviest(nil).frames, Change: ChangeNew}
+			s = SiteDelta{Frame: an.frames[eb.frame], After: eb.bytes, Change: ChangeNew}
 			if a.hiddenIn(eb) {
 				s.Change = ChangeRevealed
 			}
@@ -197,10 +209,15 @@ func (an *analyzer) diffKeys(a, b *summary, each func(key string, s *SiteDelta))
 			s.Stacks = 0
 		}
 		d.SitesDeltaBytes += s.Delta
+		listed := an.opts.Unchanged || !(s.Change == ChangeUnchanged || (s.Before == 0 && s.After == 0))
+		if listed || s.Delta != 0 {
+			// each gets a row's frames only when its bytes changed.
+			s.Library, s.Stack = an.library(named), an.heaviest(named, other)
+		}
 		if each != nil {
 			each(key, &s)
 		}
-		if !an.opts.Unchanged && (s.Change == ChangeUnchanged || (s.Before == 0 && s.After == 0)) {
+		if !listed {
 			d.UnchangedSites++
 			return
 		}

@@ -201,3 +201,109 @@ func (n *FlameNode) sort() {
 		c.sort()
 	}
 }
+
+// GrowthFlameTrees is GrowthFlame(DiffTree(a, b), opts) for snapshots read
+// with ReadHeapTree (a or b may be nil), made without the tree of deltas:
+// the two trees are merged one level at a time as the flame graph is
+// walked, so the memory it needs beyond a and b is one level per depth.
+func GrowthFlameTrees(a, b *HeapTree, opts Options) *FlameNode {
+	root := &FlameNode{Name: "all"}
+	g := &growthWalk{a: a, b: b, lib: newLibrary(&opts), root: root}
+	var top growthGroup
+	if a != nil && len(a.nodes) > 0 {
+		top.as = []int32{0}
+		top.bytes -= a.nodes[0].bytes
+	}
+	if b != nil && len(b.nodes) > 0 {
+		top.bs = []int32{0}
+		top.bytes += b.nodes[0].bytes
+	}
+	if top.as == nil && top.bs == nil {
+		return root
+	}
+	g.walk(&top, true)
+	root.sort()
+	return root
+}
+
+// growthWalk is GrowthFlameTrees' state: path holds the merged lines from
+// the root's child down, as GrowthFlame's path holds delta nodes.
+type growthWalk struct {
+	a, b *HeapTree
+	lib  *library
+	root *FlameNode
+	path []*Node
+}
+
+// growthGroup is the lines of a and b that DiffTree merges into one delta
+// node: the same frame (without address) under the same merged parent.
+type growthGroup struct {
+	as, bs []int32
+	bytes  int64 // the merged delta
+	frame  Frame // without address
+	below  bool
+}
+
+func (g *growthWalk) walk(n *growthGroup, isRoot bool) {
+	kids := g.merge(n)
+	self := n.bytes
+	for _, c := range kids {
+		self -= c.bytes
+	}
+	if !isRoot {
+		g.path = append(g.path, &Node{Frame: n.frame, Below: n.below})
+	}
+	if self != 0 {
+		g.root.add(foldStack(g.path, g.lib), self)
+	}
+	for _, c := range kids {
+		g.walk(c, false)
+	}
+	if !isRoot {
+		g.path = g.path[:len(g.path)-1]
+	}
+}
+
+// merge groups the children of n's lines as mergeDelta does, in the order
+// DiffTree gives its children.
+func (g *growthWalk) merge(n *growthGroup) []*growthGroup {
+	groups := make(map[treeKey]*growthGroup)
+	var order []*growthGroup
+	add := func(t *HeapTree, c int32, after bool) {
+		k := treeKey{below: t.nodes[c].frame == belowFrame}
+		if !k.below {
+			k.frame = t.frameOf(c)
+			k.frame.Addr = ""
+		}
+		p := groups[k]
+		if p == nil {
+			p = &growthGroup{frame: k.frame, below: k.below}
+			groups[k] = p
+			order = append(order, p)
+		}
+		if after {
+			p.bs = append(p.bs, c)
+			p.bytes += t.nodes[c].bytes
+		} else {
+			p.as = append(p.as, c)
+			p.bytes -= t.nodes[c].bytes
+		}
+	}
+	for _, i := range n.as {
+		g.a.children(i, func(c int32) { add(g.a, c, false) })
+	}
+	for _, i := range n.bs {
+		g.b.children(i, func(c int32) { add(g.b, c, true) })
+	}
+	sort.SliceStable(order, func(i, j int) bool {
+		ci, cj := order[i], order[j]
+		if x, y := absBytes(ci.bytes), absBytes(cj.bytes); x != y {
+			return x > y
+		}
+		if ci.below != cj.below {
+			return cj.below // buckets last
+		}
+		return frameLess(ci.frame, cj.frame)
+	})
+	return order
+}

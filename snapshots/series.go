@@ -17,10 +17,11 @@ import (
 type Series struct {
 	breakpoint string
 	an         *analyzer
+	frames     *FrameTable // numbers the frames of the snapshots given to Add
 	prev       *summary
-	// prevSnap is the previous snapshot, kept until the next one in case
-	// a wrapper found in the next changes how its sites are cut.
-	prevSnap  *Snapshot
+	// prevTree is the previous snapshot's tree, kept until the next one
+	// in case a wrapper found in the next changes how its sites are cut.
+	prevTree  *HeapTree
 	prevSeq   int
 	prevHit   int
 	firstHit  int
@@ -114,7 +115,7 @@ type SitePoint struct {
 
 // NewSeries starts the series of one breakpoint.
 func NewSeries(breakpoint string, opts Options) *Series {
-	return &Series{breakpoint: breakpoint, an: newAnalyzer(opts), stats: make(map[string]*siteStats)}
+	return &Series{breakpoint: breakpoint, an: newAnalyzer(opts), frames: NewFrameTable(), stats: make(map[string]*siteStats)}
 }
 
 // Add takes the snapshot of the next hit, with its stop's sequence number
@@ -124,17 +125,24 @@ func NewSeries(breakpoint string, opts Options) *Series {
 // the series as it was. An interval spans hit minus the previous hit, at
 // least 1.
 func (s *Series) Add(seq, hit int, snap *Snapshot) (*Diff, error) {
-	if err := checkTree(snap); err != nil {
+	t, err := HeapTreeOf(snap, s.frames)
+	if err != nil {
 		return nil, fmt.Errorf("series %q, stop %d: %w", s.breakpoint, seq, err)
 	}
-	if s.an.detectWrappers(snap.Tree) && s.prevSnap != nil {
+	return s.AddTree(seq, hit, t)
+}
+
+// AddTree is Add for a snapshot read with ReadHeapTree. The series keeps
+// the tree until the next one is added, and a summary of its sites.
+func (s *Series) AddTree(seq, hit int, t *HeapTree) (*Diff, error) {
+	if s.an.detectWrappers(t) && s.prevTree != nil {
 		// The previous snapshot was cut into sites before the new
 		// wrapper was known: cut it again, so both sides agree.
-		s.prev = s.an.summarize(s.prevSnap.Tree, s.prevSnap.HeapBytes, s.prevSnap.Blocks)
+		s.prev = s.an.summarize(s.prevTree)
 	}
-	cur := s.an.summarize(snap.Tree, snap.HeapBytes, snap.Blocks)
+	cur := s.an.summarize(t)
 	prev, prevSeq, prevHit := s.prev, s.prevSeq, s.prevHit
-	s.prev, s.prevSeq, s.prevHit, s.prevSnap = cur, seq, hit, snap
+	s.prev, s.prevSeq, s.prevHit, s.prevTree = cur, seq, hit, t
 	s.seqs = append(s.seqs, seq)
 	if prev == nil {
 		s.firstHit = hit

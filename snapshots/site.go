@@ -94,12 +94,17 @@ type Site struct {
 // tree may be a delta tree from DiffTree: sites are linear in the bytes, so
 // the sites of DiffTree(a, b) are the differences of the sites of a and b.
 func Sites(tree *Node, opts Options) []Site {
+	if tree == nil {
+		return []Site{}
+	}
+	t, _ := HeapTreeOf(&Snapshot{Tree: tree}, nil)
+	t.HeapBytes = 0
 	an := newAnalyzer(opts)
-	an.detectWrappers(tree)
-	sum := an.summarize(tree, 0, false)
+	an.detectWrappers(t)
+	sum := an.summarize(t)
 	out := make([]Site, 0, len(sum.sites))
 	for _, e := range sum.sites {
-		out = append(out, Site{Frame: e.frame, Stack: e.heaviest(nil).frames, Library: e.library, Bytes: e.bytes})
+		out = append(out, Site{Frame: an.frames[e.frame], Stack: an.heaviest(e, nil), Library: an.library(e), Bytes: e.bytes})
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if a, b := absBytes(out[i].Bytes), absBytes(out[j].Bytes); a != b {
@@ -131,6 +136,10 @@ type analyzer struct {
 	// detectWrappers), by number; candidates what the trees said so far.
 	wrappers   map[int]bool
 	candidates map[int]*wrapperCandidate
+	// tableIDs caches id for the frames of table: id+1 by FrameTable
+	// number, 0 when not looked up yet.
+	table    *FrameTable
+	tableIDs []uint32
 }
 
 type frameFlags uint8
@@ -165,7 +174,8 @@ func (an *analyzer) id(f Frame) uint32 {
 	an.ids[f] = id
 	an.frames = append(an.frames, f)
 	var fl frameFlags
-	if an.lib.is(f) {
+	// Matched once per frame here: lib.is would remember it a second time.
+	if an.lib.patterns.match(f) {
 		fl |= flagLibrary
 	}
 	if an.ignore.match(f) {
@@ -190,6 +200,25 @@ func (an *analyzer) id(f Frame) uint32 {
 		an.fns[fn] = n
 	}
 	an.fnOf = append(an.fnOf, n)
+	return id
+}
+
+// idOf returns the analyzer's id of line i's frame. The ids of a
+// FrameTable's frames are remembered, so that a tree costs one lookup per
+// line.
+func (an *analyzer) idOf(t *HeapTree, i int32) uint32 {
+	if an.table != t.Frames {
+		an.table, an.tableIDs = t.Frames, an.tableIDs[:0]
+	}
+	f := t.nodes[i].frame
+	for int(f) >= len(an.tableIDs) {
+		an.tableIDs = append(an.tableIDs, 0)
+	}
+	if id := an.tableIDs[f]; id != 0 {
+		return id - 1
+	}
+	id := an.id(t.Frames.frames[f])
+	an.tableIDs[f] = id + 1
 	return id
 }
 
@@ -224,47 +253,47 @@ func (an *analyzer) passes(id uint32) bool {
 // frame is listed with the library frames of the sites it serves.
 // Massif's --alloc-fn (the plan's alloc_fns) removes a wrapper that this
 // misses, e.g. one called from a single place.
-func (an *analyzer) detectWrappers(tree *Node) bool {
-	if tree == nil || an.opts.NoWrappers {
+func (an *analyzer) detectWrappers(t *HeapTree) bool {
+	if t == nil || len(t.nodes) == 0 || an.opts.NoWrappers {
 		return false
 	}
 	grew := false
 	for round := 0; round < 4; round++ {
-		var walk func(n *Node)
-		walk = func(n *Node) {
-			for _, c := range n.Children {
-				if c == nil || c.Below {
-					continue
+		var walk func(n int32)
+		walk = func(n int32) {
+			t.children(n, func(c int32) {
+				if t.nodes[c].frame == belowFrame {
+					return
 				}
-				id := an.id(c.Frame)
+				id := an.idOf(t, c)
 				if an.wrappers[an.fnOf[id]] {
 					walk(c)
-					continue
+					return
 				}
 				if an.flags[id]&flagLibrary != 0 {
-					continue
+					return
 				}
 				fn := an.fnOf[id]
 				cd := an.candidates[fn]
 				if cd == nil {
-					cd = &wrapperCandidate{lines: make(map[uint32]bool), callers: make(map[uint32]bool)}
+					cd = &wrapperCandidate{line: id}
 					an.candidates[fn] = cd
 				}
-				cd.lines[id] = true
-				for _, cc := range c.Children {
-					if cc == nil || cc.Below {
-						continue
+				cd.lines(id)
+				t.children(c, func(cc int32) {
+					if t.nodes[cc].frame == belowFrame {
+						return
 					}
-					if cid := an.id(cc.Frame); an.flags[cid]&flagLibrary == 0 {
-						cd.callers[cid] = true
+					if cid := an.idOf(t, cc); an.flags[cid]&flagLibrary == 0 {
+						cd.caller(cid)
 					}
-				}
-			}
+				})
+			})
 		}
-		walk(tree)
+		walk(0)
 		found := false
 		for fn, cd := range an.candidates {
-			if !an.wrappers[fn] && len(cd.lines) == 1 && len(cd.callers) >= 2 {
+			if !an.wrappers[fn] && !cd.lines2 && cd.callers2 {
 				an.wrappers[fn] = true
 				found = true
 			}
@@ -278,11 +307,31 @@ func (an *analyzer) detectWrappers(tree *Node) bool {
 }
 
 // wrapperCandidate is what the trees an analyzer has seen say of a
-// function that calls the allocator directly: its allocating lines and
-// their callers.
+// function that calls the allocator directly: whether it allocates on
+// more than one line, and whether more than one caller reaches it. A big
+// program has thousands of such functions, so it keeps the first line and
+// caller seen rather than sets of them.
 type wrapperCandidate struct {
-	lines   map[uint32]bool
-	callers map[uint32]bool
+	line, first      uint32 // the first line and the first caller seen
+	hasCaller        bool
+	lines2, callers2 bool // a second line, a second caller seen
+}
+
+// lines records an allocating line of the function.
+func (c *wrapperCandidate) lines(id uint32) {
+	if id != c.line {
+		c.lines2 = true
+	}
+}
+
+// caller records a caller of the function's allocating line.
+func (c *wrapperCandidate) caller(id uint32) {
+	switch {
+	case !c.hasCaller:
+		c.first, c.hasCaller = id, true
+	case id != c.first:
+		c.callers2 = true
+	}
 }
 
 // summary is one snapshot cut into sites. It keeps no tree, so that a
@@ -300,35 +349,90 @@ type summary struct {
 }
 
 type siteSum struct {
-	frame    Frame
-	library  []Frame
-	libKey   string // the path key of library
-	libBytes int64  // the largest bytes emitted along library
+	frame uint32 // the analyzer's id of the site's frame
+	// libKey is the path key (see walker.key) of the site's library
+	// frames: the ones along which the largest bytes were emitted, the
+	// first such path on a tie; libBytes is that largest.
+	libKey   string
+	libSet   bool
+	libBytes int64
 	bytes    int64
 	blocks   int64 // live blocks, when the summary has them
-	chains   map[string]*chainSum
+	// chains are the call paths into the site by path key (site first,
+	// then callers), chainBytes their bytes.
+	chains     keySet
+	chainBytes []int64
 	// parents are the path keys of the tree nodes under which this site's
 	// key was completed; a bucket at one of them or above can hide it.
-	parents map[string]struct{}
+	parents keySet
 }
 
-type chainSum struct {
-	frames []Frame // site first, then callers
-	bytes  int64
+// keySet is a small set of path keys, numbered in the order added. Most
+// sites have one or two call paths and one parent: a slice searched in
+// order costs far less than a map per site; a map indexes the keys once
+// there are many.
+type keySet struct {
+	keys  []string
+	index map[string]int
+}
+
+// find returns the number of key, or -1.
+func (ks *keySet) find(key []byte) int {
+	if ks.index != nil {
+		if i, ok := ks.index[string(key)]; ok {
+			return i
+		}
+		return -1
+	}
+	for i, k := range ks.keys {
+		if k == string(key) {
+			return i
+		}
+	}
+	return -1
+}
+
+// add adds a key that find did not find and returns its number.
+func (ks *keySet) add(key []byte) int {
+	ks.keys = append(ks.keys, string(key))
+	i := len(ks.keys) - 1
+	switch {
+	case ks.index != nil:
+		ks.index[ks.keys[i]] = i
+	case len(ks.keys) > 8:
+		ks.index = make(map[string]int, 2*len(ks.keys))
+		for j, k := range ks.keys {
+			ks.index[k] = j
+		}
+	}
+	return i
+}
+
+// chain returns the bytes of the call path key, and whether the site has
+// it.
+func (s *siteSum) chain(key string) (int64, bool) {
+	if i := s.chains.find([]byte(key)); i >= 0 {
+		return s.chainBytes[i], true
+	}
+	return 0, false
 }
 
 // stacks counts the call paths into a site that hold bytes on either side
 // of a diff (other may be nil).
 func (s *siteSum) stacks(other *siteSum) int {
 	n := 0
-	for k, c := range s.chains {
-		if c.bytes != 0 || (other != nil && other.chains[k] != nil && other.chains[k].bytes != 0) {
+	for i, k := range s.chains.keys {
+		if s.chainBytes[i] != 0 {
 			n++
+		} else if other != nil {
+			if o, _ := other.chain(k); o != 0 {
+				n++
+			}
 		}
 	}
 	if other != nil {
-		for k, c := range other.chains {
-			if s.chains[k] == nil && c.bytes != 0 {
+		for i, k := range other.chains.keys {
+			if _, ok := s.chain(k); !ok && other.chainBytes[i] != 0 {
 				n++
 			}
 		}
@@ -336,71 +440,81 @@ func (s *siteSum) stacks(other *siteSum) int {
 	return n
 }
 
-// heaviest returns the call path with the largest bytes, or, given the
-// summary of the other side of a diff, the largest change.
-func (s *siteSum) heaviest(other *siteSum) *chainSum {
-	var best *chainSum
+// heaviest returns the frames of the call path with the largest bytes,
+// or, given the summary of the other side of a diff, the largest change.
+func (an *analyzer) heaviest(s, other *siteSum) []Frame {
+	best := -1
 	var bestKey string
 	var bestScore, bestBytes int64
-	for k, c := range s.chains {
-		score, bytes := absBytes(c.bytes), c.bytes
+	for i, k := range s.chains.keys {
+		bytes := s.chainBytes[i]
+		score := absBytes(bytes)
 		if other != nil {
-			var o int64
-			if oc := other.chains[k]; oc != nil {
-				o = oc.bytes
-			}
-			score = absBytes(c.bytes - o)
+			o, _ := other.chain(k)
+			score = absBytes(bytes - o)
 		}
-		if best == nil || score > bestScore || (score == bestScore && (bytes > bestBytes || (bytes == bestBytes && k < bestKey))) {
-			best, bestKey, bestScore, bestBytes = c, k, score, bytes
+		if best < 0 || score > bestScore || (score == bestScore && (bytes > bestBytes || (bytes == bestBytes && k < bestKey))) {
+			best, bestKey, bestScore, bestBytes = i, k, score, bytes
 		}
 	}
-	if best == nil {
-		return &chainSum{frames: []Frame{s.frame}}
+	if best < 0 {
+		return []Frame{an.frames[s.frame]}
 	}
-	return best
+	return an.framesOfKey(bestKey)
+}
+
+// library returns a site's library frames.
+func (an *analyzer) library(s *siteSum) []Frame { return an.framesOfKey(s.libKey) }
+
+// framesOfKey returns the frames a path key names, or an empty non-nil
+// slice.
+func (an *analyzer) framesOfKey(key string) []Frame {
+	out := make([]Frame, 0, len(key)/4)
+	for i := 0; i+4 <= len(key); i += 4 {
+		out = append(out, an.frames[binary.LittleEndian.Uint32([]byte(key[i:i+4]))])
+	}
+	return out
 }
 
 // walker cuts one tree into sites.
 type walker struct {
 	an   *analyzer
+	t    *HeapTree
 	sum  *summary
 	path []uint32 // frame ids from the root's child down
 	key  []byte   // path as 4 bytes per frame: the key of a tree position
 	kbuf []byte   // scratch for site keys
 }
 
-// summarize cuts a tree into sites; blocks says whether its nodes carry
-// block counts (Node.Blocks).
-func (an *analyzer) summarize(tree *Node, heapBytes int64, blocks bool) *summary {
+// summarize cuts a tree into sites.
+func (an *analyzer) summarize(t *HeapTree) *summary {
 	sum := &summary{
-		heapBytes: heapBytes,
-		blocks:    blocks,
+		heapBytes: t.HeapBytes,
+		blocks:    t.Blocks,
 		sites:     make(map[string]*siteSum),
 		buckets:   make(map[string]struct{}),
 	}
-	if tree == nil {
+	if len(t.nodes) == 0 {
 		return sum
 	}
-	sum.treeBytes = tree.Bytes
-	w := &walker{an: an, sum: sum}
+	root := t.nodes[0]
+	sum.treeBytes = root.bytes
+	w := &walker{an: an, sum: sum, t: t}
 	// Bytes of the root that its children do not account for (a truncated
 	// or inconsistent tree) belong to no site.
-	sum.belowBytes += tree.Bytes - w.children(tree, -1, false, false)
+	sum.belowBytes += root.bytes - w.children(0, -1, false, false)
 	return sum
 }
 
-// children walks the children of n. site is the index in w.path of the
-// site frame, -1 while every frame so far is library code; ignored and
-// focused say whether a frame so far matched Ignore or Focus.
-func (w *walker) children(n *Node, site int, ignored, focused bool) int64 {
+// children walks the children of line n. site is the index in w.path of
+// the site frame, -1 while every frame so far is library code; ignored
+// and focused say whether a frame so far matched Ignore or Focus.
+func (w *walker) children(n int32, site int, ignored, focused bool) int64 {
 	var sum int64
-	for _, c := range n.Children {
-		if c == nil {
-			continue
-		}
-		sum += c.Bytes
-		if c.Below {
+	t := w.t
+	for c := n + 1; c < t.nodes[n].end; c = t.nodes[c].end {
+		sum += t.nodes[c].bytes
+		if t.nodes[c].frame == belowFrame {
 			w.bucket(c, site, ignored, focused)
 			continue
 		}
@@ -409,22 +523,24 @@ func (w *walker) children(n *Node, site int, ignored, focused bool) int64 {
 	return sum
 }
 
-func (w *walker) bucket(c *Node, site int, ignored, focused bool) {
-	if c.Bytes == 0 {
+func (w *walker) bucket(c int32, site int, ignored, focused bool) {
+	n := &w.t.nodes[c]
+	if n.bytes == 0 {
 		return
 	}
 	w.sum.buckets[string(w.key)] = struct{}{}
 	if site < 0 {
-		w.sum.belowBytes += c.Bytes
+		w.sum.belowBytes += n.bytes
 		return
 	}
 	// Callers folded into a bucket: the bytes stay with the site, on the
 	// call path that ends here.
-	w.emit(site, c.Bytes, c.Blocks, ignored, focused)
+	w.emit(site, n.bytes, n.blocks, ignored, focused)
 }
 
-func (w *walker) node(n *Node, site int, ignored, focused bool) {
-	id := w.an.id(n.Frame)
+func (w *walker) node(i int32, site int, ignored, focused bool) {
+	t := w.t
+	id := w.an.idOf(t, i)
 	w.path = append(w.path, id)
 	w.key = binary.LittleEndian.AppendUint32(w.key, id)
 	fl := w.an.flags[id]
@@ -435,16 +551,15 @@ func (w *walker) node(n *Node, site int, ignored, focused bool) {
 	focused = focused || fl&flagFocused != 0
 
 	var childBytes, childBlocks int64
-	for _, c := range n.Children {
-		if c != nil {
-			childBytes += c.Bytes
-			childBlocks += c.Blocks
-		}
+	for c := i + 1; c < t.nodes[i].end; c = t.nodes[c].end {
+		childBytes += t.nodes[c].bytes
+		childBlocks += t.nodes[c].blocks
 	}
-	if self, selfBlocks := n.Bytes-childBytes, n.Blocks-childBlocks; self != 0 || selfBlocks != 0 {
+	n := &t.nodes[i]
+	if self, selfBlocks := n.bytes-childBytes, n.blocks-childBlocks; self != 0 || selfBlocks != 0 {
 		w.emit(site, self, selfBlocks, ignored, focused)
 	}
-	w.children(n, site, ignored, focused)
+	w.children(i, site, ignored, focused)
 	w.path = w.path[:len(w.path)-1]
 	w.key = w.key[:len(w.key)-4]
 }
@@ -460,19 +575,20 @@ func (w *walker) emit(site int, bytes, blocks int64, ignored, focused bool) {
 		site = 0
 	}
 	an := w.an
-	siteFrame := an.frames[w.path[site]]
+	siteFrame := w.path[site]
 	keyEnd := site + 1 // path[:keyEnd] makes the key
 	// Keys are built in a reused buffer; map lookups with string(buf) do
 	// not allocate, so only a new site or call path costs an allocation.
 	kb := w.kbuf[:0]
 	switch an.opts.GroupBy {
 	case GroupByFunction:
-		f := Frame{Function: siteFrame.Function, File: siteFrame.File}
+		sf := an.frames[siteFrame]
+		f := Frame{Function: sf.Function, File: sf.File}
 		if f.File == "" {
-			f.Object = siteFrame.Object
+			f.Object = sf.Object
 		}
-		kb = binary.LittleEndian.AppendUint32(append(kb, 'f'), an.id(f))
-		siteFrame = f
+		siteFrame = an.id(f)
+		kb = binary.LittleEndian.AppendUint32(append(kb, 'f'), siteFrame)
 	case GroupByStack:
 		keyEnd = len(w.path)
 		if d := an.opts.Depth; d > 0 && site+1+d < keyEnd {
@@ -485,39 +601,29 @@ func (w *walker) emit(site int, bytes, blocks int64, ignored, focused bool) {
 	w.kbuf = kb
 	e := w.sum.sites[string(kb)]
 	if e == nil {
-		e = &siteSum{frame: siteFrame, chains: make(map[string]*chainSum), parents: make(map[string]struct{})}
+		e = &siteSum{frame: siteFrame}
 		w.sum.sites[string(kb)] = e
 	}
 	e.bytes += bytes
 	e.blocks += blocks
-	parent := w.key[:4*(keyEnd-1)]
-	if _, ok := e.parents[string(parent)]; !ok {
-		e.parents[string(parent)] = struct{}{}
+	if parent := w.key[:4*(keyEnd-1)]; e.parents.find(parent) < 0 {
+		e.parents.add(parent)
 	}
-	if e.library == nil || (absBytes(bytes) > e.libBytes && string(w.key[:4*site]) != e.libKey) {
-		e.library = w.framesOf(0, site)
-		e.libKey = string(w.key[:4*site])
+	lib := w.key[:4*site]
+	if !e.libSet || (absBytes(bytes) > e.libBytes && string(lib) != e.libKey) {
+		e.libKey, e.libSet = string(lib), true
 	}
-	if e.libKey == string(w.key[:4*site]) {
+	if e.libKey == string(lib) {
 		e.libBytes = max(e.libBytes, absBytes(bytes))
 	}
 	end := min(len(w.path), site+maxStack)
 	ck := w.key[4*site : 4*end]
-	c := e.chains[string(ck)]
-	if c == nil {
-		c = &chainSum{frames: w.framesOf(site, end)}
-		e.chains[string(ck)] = c
+	c := e.chains.find(ck)
+	if c < 0 {
+		c = e.chains.add(ck)
+		e.chainBytes = append(e.chainBytes, 0)
 	}
-	c.bytes += bytes
-}
-
-// framesOf returns the frames of w.path[i:j], or an empty non-nil slice.
-func (w *walker) framesOf(i, j int) []Frame {
-	out := make([]Frame, 0, j-i)
-	for _, id := range w.path[i:j] {
-		out = append(out, w.an.frames[id])
-	}
-	return out
+	e.chainBytes[c] += bytes
 }
 
 // hiddenIn reports whether a site of another summary whose key was
@@ -527,7 +633,7 @@ func (s *summary) hiddenIn(e *siteSum) bool {
 	if len(s.buckets) == 0 {
 		return false
 	}
-	for p := range e.parents {
+	for _, p := range e.parents.keys {
 		for k := 0; k <= len(p); k += 4 {
 			if _, ok := s.buckets[p[:k]]; ok {
 				return true
