@@ -349,16 +349,8 @@ func (s *session) agentStop(rec *agentRecord) error {
 		stop.Threads = append(stop.Threads, t.thread())
 	}
 	stop.Thread = rec.Thread.thread()
-	s.seq++
-	stop.Seq = s.seq
 	sec, frac := math.Modf(rec.Time)
-	stop.Time = stamp(time.Unix(int64(sec), int64(frac*1e9)))
-	raw, err := s.backend.keep(s, rec.Snapshot, stop)
-	if err != nil {
-		return err
-	}
-	s.pending = append(s.pending, &taken{stop: stop, bp: st, raw: raw})
-	return nil
+	return s.take(stop, st, nil, rec.Snapshot, time.Unix(int64(sec), int64(frac*1e9)))
 }
 
 // agentStopped handles gdb's stop at one of the agent's breakpoints, whose
@@ -371,8 +363,7 @@ func (s *session) agentStopped(ctx context.Context, st *bpState) error {
 		if _, err := s.send(ctx, "-break-delete", st.number); err != nil {
 			return fmt.Errorf("deleting breakpoint %q: %w", st.bp.Name, err)
 		}
-		st.sum.Deleted = true
-		delete(s.bps, st.number)
+		s.deleted(st)
 	}
 	return s.cont(ctx)
 }

@@ -33,6 +33,23 @@ type taken struct {
 	same bool
 }
 
+// take records a stop, whichever path took it (gdb's agent or GDB/MI): the
+// one place stops are numbered, in the order they happened, and their
+// measurement (the file the backend's command wrote at the stop) is kept.
+// The stop joins the pending ones, which flush reads and analyses once the
+// target runs again. hitOf is the hit of a return-phase stop.
+func (s *session) take(stop *Stop, st *bpState, hitOf *taken, measurement string, at time.Time) error {
+	s.seq++
+	stop.Seq = s.seq
+	stop.Time = stamp(at)
+	raw, err := s.backend.keep(s, measurement, stop)
+	if err != nil {
+		return err
+	}
+	s.pending = append(s.pending, &taken{stop: stop, bp: st, hitOf: hitOf, raw: raw})
+	return nil
+}
+
 // atBreakpoint handles a stop at a plan breakpoint: snapshot, commands,
 // around_call's return snapshot, every/max_hits, continue. The snapshots
 // are read and analysed once the target runs again.
@@ -345,14 +362,9 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 	if err := s.readAgent(); err != nil {
 		return nil, err
 	}
-	s.seq++
-	stop.Seq = s.seq
-	stop.Time = stamp(time.Now())
-	raw, err := s.backend.keep(s, tmp, stop)
-	if err != nil {
+	if err := s.take(stop, st, hitOf, tmp, time.Now()); err != nil {
 		return nil, err
 	}
-	s.pending = append(s.pending, &taken{stop: stop, bp: st, hitOf: hitOf, raw: raw})
 	if len(then) > 0 {
 		if err := s.resumed(st, then, errs[snap+1:]); err != nil {
 			return nil, err
@@ -602,6 +614,13 @@ func resumeCmds(st *bpState, hit int) []mi.Command {
 	return append(cmds, mi.Command{Name: "-exec-continue"})
 }
 
+// deleted records that st's breakpoint is gone after its last hit
+// (max_hits), whichever path took its stops.
+func (s *session) deleted(st *bpState) {
+	st.sum.Deleted = true
+	delete(s.bps, st.number)
+}
+
 // resumed checks gdb's answers to resumeCmds and records their effect.
 func (s *session) resumed(st *bpState, cmds []mi.Command, errs []error) error {
 	st.step = 1 // unless gdb is told to ignore hits
@@ -610,8 +629,7 @@ func (s *session) resumed(st *bpState, cmds []mi.Command, errs []error) error {
 		case c.Name == "-break-delete" && err != nil:
 			return fmt.Errorf("deleting breakpoint %q: %w", st.bp.Name, err)
 		case c.Name == "-break-delete":
-			st.sum.Deleted = true
-			delete(s.bps, st.number)
+			s.deleted(st)
 		case c.Name == "-break-after" && err != nil:
 			return fmt.Errorf("setting the ignore count of %q: %w", st.bp.Name, err)
 		case c.Name == "-break-after":
