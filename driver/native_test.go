@@ -397,6 +397,39 @@ func TestNativeWithoutLibcDebugInfo(t *testing.T) {
 	}
 }
 
+// TestNativeKeepsRegisters: the inferior calls of a stop (mallinfo2, and
+// malloc_trim with trim_probe) give back every register the stopped code
+// holds: the fixture checks its live vector and general registers after
+// the stop and exits 3 when one changed.
+func TestNativeKeepsRegisters(t *testing.T) {
+	t.Parallel()
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the fixture is x86-64 assembly")
+	}
+	bin := testenv.Build(t, "testdata/native/registers.c")
+	for _, p := range stopPaths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			var out testenv.Buffer
+			_, m, err := runNative(t, Options{NoAgent: p.noAgent, Stdout: &out},
+				"backend: native\nnative:\n  trim_probe: true\nbreakpoints:\n  - name: probe\n    location: \"*probe\"\n", bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(m.Stops) != 1 || m.Stops[0].Memory == nil || m.Stops[0].Memory.HeapInUseBytes == nil {
+				t.Fatalf("stops %+v", m.Stops)
+			}
+			code := -1
+			if m.Target.ExitCode != nil {
+				code = *m.Target.ExitCode
+			}
+			if code != 0 || strings.TrimSpace(out.String()) != "intact" {
+				t.Errorf("target exit code %d, output %q; want 0, intact", code, out.String())
+			}
+		})
+	}
+}
+
 // TestNativeAttachWorkload: attached, the run ends with its workload and
 // the process is left running.
 func TestNativeAttachWorkload(t *testing.T) {
