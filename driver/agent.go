@@ -226,13 +226,16 @@ func lastLine(s string) string {
 // agentRecord is one line of the agent's records: a stop it handled, or a
 // failure at a hit (then only Bp, Kind and Error are set).
 type agentRecord struct {
-	Bp        string        `json:"bp"`
-	Hit       int           `json:"hit"`
-	Time      float64       `json:"time"`
-	Snapshot  string        `json:"snapshot"`
-	Thread    agentThread   `json:"thread"`
-	Backtrace []agentFrame  `json:"backtrace"`
-	Threads   []agentThread `json:"threads"`
+	Bp       string  `json:"bp"`
+	Hit      int     `json:"hit"`
+	Time     float64 `json:"time"`
+	Snapshot string  `json:"snapshot"`
+	// Memory is the native backend's measurement, which comes in the
+	// record instead of a file.
+	Memory    json.RawMessage `json:"memory"`
+	Thread    agentThread     `json:"thread"`
+	Backtrace []agentFrame    `json:"backtrace"`
+	Threads   []agentThread   `json:"threads"`
 	// Frame is the stopped frame when the stop records no backtrace
 	// (threads: none).
 	Frame *agentFrame `json:"frame"`
@@ -344,7 +347,7 @@ func (s *session) agentStop(rec *agentRecord) error {
 	stop.Seq = s.seq
 	sec, frac := math.Modf(rec.Time)
 	stop.Time = stamp(time.Unix(int64(sec), int64(frac*1e9)))
-	raw, err := s.backend.keep(s, rec.Snapshot, stop)
+	raw, err := s.backend.keep(s, measurement{path: rec.Snapshot, data: rec.Memory}, stop)
 	if err != nil {
 		return err
 	}

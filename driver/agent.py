@@ -180,8 +180,11 @@ class Agent:
     def snapshot(self, bp, hit):
         self.taken += 1
         path = "%s/%d%s" % (self.snapdir, self.taken, self.ext)
+        memory = None
         if self.measure["kind"] == "native":
-            measure_native(path, self.measure.get("trim", False))
+            # The measurement goes in the record: a file per stop would
+            # cost its creation here and its removal in snapctl.
+            memory, path = native_memory(self.measure.get("trim", False)), ""
         else:
             # Success prints only the report line; valgrind's errors come
             # back as text.
@@ -197,6 +200,8 @@ class Agent:
             "snapshot": path,
             "done": done(hit, bp.every, bp.max_hits),
         }
+        if memory is not None:
+            rec["memory"] = memory
         current = gdb.selected_thread()
         # How much thread state the stop records (the plan's "threads"):
         # every thread read costs round trips through vgdb.

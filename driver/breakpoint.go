@@ -348,7 +348,7 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 	s.seq++
 	stop.Seq = s.seq
 	stop.Time = stamp(time.Now())
-	raw, err := s.backend.keep(s, tmp, stop)
+	raw, err := s.backend.keep(s, measurement{path: tmp}, stop)
 	if err != nil {
 		return nil, err
 	}

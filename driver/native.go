@@ -195,12 +195,16 @@ func (b *nativeBackend) agentMeasure() string {
 	return pyDict("kind", BackendNative, "ext", b.ext(), "trim", b.trim)
 }
 
-// keep reads the measurement into the stop; the file goes.
-func (b *nativeBackend) keep(s *session, path string, stop *Stop) (string, error) {
-	data, err := os.ReadFile(path)
-	os.Remove(path)
-	if err != nil {
-		return "", fmt.Errorf("reading the measurement at stop %d: %w", stop.Seq, err)
+// keep reads the measurement into the stop; its file, if any, goes.
+func (b *nativeBackend) keep(s *session, ms measurement, stop *Stop) (string, error) {
+	data := ms.data
+	if data == nil {
+		var err error
+		data, err = os.ReadFile(ms.path)
+		os.Remove(ms.path)
+		if err != nil {
+			return "", fmt.Errorf("reading the measurement at stop %d: %w", stop.Seq, err)
+		}
 	}
 	var m Memory
 	if err := json.Unmarshal(data, &m); err != nil {
