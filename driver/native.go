@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/driver/mi"
 )
 
@@ -52,7 +53,9 @@ func (b *nativeBackend) launch(ctx context.Context, s *session) error {
 	if b.attach == 0 {
 		args = []string{s.binary}
 	}
-	if err := s.startGDB(ctx, args, append(s.childEnv(), s.plan.Target.Env...)); err != nil {
+	if c := s.early.client(); c != nil {
+		s.useGDB(c, nil)
+	} else if err := s.startGDB(ctx, args, append(s.childEnv(), s.plan.Target.Env...)); err != nil {
 		return err
 	}
 	r, err := s.send(ctx, "-list-features")
@@ -368,4 +371,78 @@ func (s *session) threadsRan(before map[string]int64, self Thread) []string {
 func mustAtoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
+}
+
+// earlyGDB is the native backend's gdb, started on the program while Run
+// checks the tools, the binary and the breakpoint locations, which take
+// about as long as gdb takes to start and read the program: it only reads
+// the program, so nothing is lost if the checks fail and it goes. The
+// session takes it over with the private directory that its environment
+// marks (runMark).
+type earlyGDB struct {
+	priv    string
+	release func()
+	ready   chan struct{}
+	c       *mi.Client
+	err     error
+	// handed is set once the session owns priv and release; adopted once
+	// it owns the client.
+	handed, adopted bool
+}
+
+// startEarlyGDB starts gdb on binary in the background, with the
+// environment and working directory the session would give it. It
+// returns nil when the private directory cannot be made: the session then
+// makes its own and says why.
+func startEarlyGDB(ctx context.Context, gdbPath, binary string, plan *breakpoints.Plan, opts *Options) *earlyGDB {
+	priv, release, err := newPrivateDir()
+	if err != nil {
+		return nil
+	}
+	e := &earlyGDB{priv: priv, release: release, ready: make(chan struct{})}
+	env := append(append(opts.childEnv(), runMark(priv)), plan.Target.Env...)
+	go func() {
+		defer close(e.ready)
+		sctx, cancel := context.WithTimeout(ctx, opts.CommandTimeout)
+		defer cancel()
+		e.c, e.err = mi.Start(sctx, mi.Options{Path: gdbPath, Args: []string{binary}, Dir: plan.Target.Cwd, Env: env, Async: true})
+	}()
+	return e
+}
+
+// client returns the early gdb for the session to use, nil when it did
+// not start (the session then starts its own, which says why).
+func (e *earlyGDB) client() *mi.Client {
+	if e == nil {
+		return nil
+	}
+	<-e.ready
+	if e.err != nil {
+		return nil
+	}
+	e.adopted = true
+	return e.c
+}
+
+// closeUnused ends the early gdb unless the session adopted it.
+func (e *earlyGDB) closeUnused() {
+	if e == nil {
+		return
+	}
+	<-e.ready
+	if e.c != nil && !e.adopted {
+		e.c.Close()
+		e.adopted = true
+	}
+}
+
+// discard ends the early gdb and removes the private directory, unless
+// the session took them over: Run's checks failed.
+func (e *earlyGDB) discard() {
+	if e == nil || e.handed {
+		return
+	}
+	e.closeUnused()
+	e.release()
+	os.RemoveAll(e.priv)
 }

@@ -430,6 +430,25 @@ func TestNativeKeepsRegisters(t *testing.T) {
 	}
 }
 
+// TestNativeLocationError: a location nothing defines is a plan error
+// before the run, as under massif, although the native backend's gdb
+// started during the checks: no run directory, no gdb left, and its
+// private directory goes.
+func TestNativeLocationError(t *testing.T) {
+	testenv.MustHave(t, "gdb")
+	bin := testenv.Build(t, "testdata/native/leak.c")
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	res, err := runSession(t, Options{}, "backend: native\nbreakpoints:\n  - name: nowhere\n    location: no_such_function\n", bin)
+	if code, _ := ExitStatus(err); res != nil || code != ExitPlan || !strings.Contains(fmt.Sprint(err), "no_such_function") {
+		t.Fatalf("result %v, error %v (exit %d); want a plan error and no run", res, err, code)
+	}
+	left, _ := filepath.Glob(filepath.Join(tmp, "snapctl-*"))
+	if len(left) != 0 {
+		t.Errorf("left in TMPDIR: %v", left)
+	}
+}
+
 // TestNativeAttachWorkload: attached, the run ends with its workload and
 // the process is left running.
 func TestNativeAttachWorkload(t *testing.T) {

@@ -186,8 +186,16 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	// are checked: both take about as long as gdb takes to start. The
 	// tools' errors come first.
 	located := make(chan error, 1)
+	var early *earlyGDB
 	if gdbPath, err := FindTool("gdb", opts.GDB); err == nil {
 		go func() { located <- validateLocations(ctx, gdbPath, binary, plan, opts.childEnv(), opts.CommandTimeout) }()
+		// The native backend's own gdb starts meanwhile (earlyGDB);
+		// attaching, it starts on no program, and --trace records it
+		// from its start.
+		if native && opts.AttachPID == 0 && !opts.Trace {
+			early = startEarlyGDB(ctx, gdbPath, binary, plan, &opts)
+			defer early.discard()
+		}
 	} else {
 		located <- err
 	}
@@ -224,6 +232,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	s := newSession(opts, plan, tools, binary, dir)
+	if early != nil {
+		s.early, early.handed = early, true
+	}
 	if status != nil {
 		s.status = status // the one on screen since the checks
 	}
@@ -301,7 +312,9 @@ type session struct {
 	vg             *valgrindProc
 	gdb            debugger
 	closeFn        func() // closes gdb
-	gdbPid         int    // gdb's process (and group) id, for diagnose
+	// early is the native backend's gdb, started during Run's checks.
+	early  *earlyGDB
+	gdbPid int // gdb's process (and group) id, for diagnose
 	// workload is the plan's workload; workloadDone receives its end and
 	// is nil once that has been handled (or when there is none).
 	workload     *exec.Cmd
@@ -437,6 +450,20 @@ func newSession(opts Options, plan *breakpoints.Plan, t tools, binary, dir strin
 func (s *session) run(ctx context.Context) (*Result, error) {
 	res := &Result{Dir: s.dir, Manifest: s.m, Plan: s.plan}
 	defer s.closeSpools()
+	// Under the native backend the private directory comes with the gdb
+	// started during the checks.
+	var priv string
+	var release func()
+	var err error
+	if s.early != nil {
+		priv, release = s.early.priv, s.early.release
+	} else if priv, release, err = newPrivateDir(); err != nil {
+		return s.finish(res, err)
+	}
+	defer release()
+	s.priv = priv
+	defer os.RemoveAll(priv)
+	defer s.early.closeUnused()
 	// From here on every path goes through finish: the run directory
 	// exists, so run.json says how the run ended.
 	if err := os.WriteFile(filepath.Join(s.dir, planFile), s.plan.Source, 0o644); err != nil {
@@ -459,13 +486,6 @@ func (s *session) run(ctx context.Context) (*Result, error) {
 		defer stop()
 	}
 
-	priv, release, err := newPrivateDir()
-	if err != nil {
-		return s.finish(res, err)
-	}
-	defer release()
-	s.priv = priv
-	defer os.RemoveAll(priv)
 	defer s.closeAgent()
 
 	stopKiller := s.killOn(s.opts.Kill)
@@ -602,6 +622,13 @@ func (s *session) startGDB(ctx context.Context, args, env []string) error {
 		}
 		return &ToolError{Tool: "gdb", Msg: "cannot start", Err: err}
 	}
+	s.useGDB(c, traceOut)
+	return nil
+}
+
+// useGDB makes c the session's gdb; traceOut, if any, is its transcript,
+// closed with it.
+func (s *session) useGDB(c *mi.Client, traceOut *os.File) {
 	s.gdb, s.gdbPid = c, c.Pid()
 	s.groups.add(c.Pid())
 	s.closeFn = func() {
@@ -610,7 +637,6 @@ func (s *session) startGDB(ctx context.Context, args, env []string) error {
 			traceOut.Close()
 		}
 	}
-	return nil
 }
 
 // send runs one MI command with the per-command deadline.
