@@ -221,6 +221,27 @@ class Agent:
         return rec
 
 
+def location_resolves(location, condition):
+    """Whether location resolves in the program as gdb has read it, with
+    condition (may be empty) valid there, as -break-insert would find
+    them. The breakpoint that finds out is internal, so that it takes no
+    user number, and goes at once."""
+    try:
+        bp = gdb.Breakpoint(location, internal=True)
+    except gdb.error:
+        return False
+    try:
+        if bp.pending:
+            return False
+        if condition:
+            bp.condition = condition
+        return True
+    except gdb.error:
+        return False
+    finally:
+        bp.delete()
+
+
 class SnapBreakpoint(gdb.Breakpoint):
     def __init__(self, agent, spec):
         # A location in a library not loaded yet is pending until the

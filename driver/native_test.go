@@ -419,6 +419,10 @@ func TestNativeKeepsRegisters(t *testing.T) {
 			if len(m.Stops) != 1 || m.Stops[0].Memory == nil || m.Stops[0].Memory.HeapInUseBytes == nil {
 				t.Fatalf("stops %+v", m.Stops)
 			}
+			// The check of the location before the run took no number.
+			if m.Breakpoints[0].Number != "1" {
+				t.Errorf("breakpoint number %q, want 1", m.Breakpoints[0].Number)
+			}
 			code := -1
 			if m.Target.ExitCode != nil {
 				code = *m.Target.ExitCode
@@ -430,18 +434,23 @@ func TestNativeKeepsRegisters(t *testing.T) {
 	}
 }
 
-// TestNativeLocationError: a location nothing defines is a plan error
-// before the run, as under massif, although the native backend's gdb
-// started during the checks: no run directory, no gdb left, and its
-// private directory goes.
+// TestNativeLocationError: a location nothing defines, or a condition
+// gdb cannot parse there, is a plan error before the run, as under massif,
+// although the native backend's gdb started during the checks: no run
+// directory, no gdb left, and its private directory goes.
 func TestNativeLocationError(t *testing.T) {
 	testenv.MustHave(t, "gdb")
 	bin := testenv.Build(t, "testdata/native/leak.c")
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
-	res, err := runSession(t, Options{}, "backend: native\nbreakpoints:\n  - name: nowhere\n    location: no_such_function\n", bin)
-	if code, _ := ExitStatus(err); res != nil || code != ExitPlan || !strings.Contains(fmt.Sprint(err), "no_such_function") {
-		t.Fatalf("result %v, error %v (exit %d); want a plan error and no run", res, err, code)
+	for _, c := range []struct{ bp, want string }{
+		{"location: no_such_function", "no_such_function"},
+		{"location: round_done\n    condition: \"r ===\"", "condition"},
+	} {
+		res, err := runSession(t, Options{}, "backend: native\nbreakpoints:\n  - name: nowhere\n    "+c.bp+"\n", bin)
+		if code, _ := ExitStatus(err); res != nil || code != ExitPlan || !strings.Contains(fmt.Sprint(err), c.want) {
+			t.Errorf("%s: result %v, error %v (exit %d); want a plan error that says %q, and no run", c.bp, res, err, code, c.want)
+		}
 	}
 	left, _ := filepath.Glob(filepath.Join(tmp, "snapctl-*"))
 	if len(left) != 0 {

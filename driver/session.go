@@ -185,21 +185,33 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	// gdb checks the breakpoint locations while the tools and the binary
 	// are checked: both take about as long as gdb takes to start. The
 	// tools' errors come first.
+	//
+	// The native backend's own gdb starts at once (earlyGDB) and checks
+	// the locations and its version itself; only what it cannot vouch
+	// for goes to the checking gdb. Attaching, it starts on no program,
+	// and --trace records it from its start: both keep the usual order.
 	located := make(chan error, 1)
 	var early *earlyGDB
-	if gdbPath, err := FindTool("gdb", opts.GDB); err == nil {
-		go func() { located <- validateLocations(ctx, gdbPath, binary, plan, opts.childEnv(), opts.CommandTimeout) }()
-		// The native backend's own gdb starts meanwhile (earlyGDB);
-		// attaching, it starts on no program, and --trace records it
-		// from its start.
-		if native && opts.AttachPID == 0 && !opts.Trace {
-			early = startEarlyGDB(ctx, gdbPath, binary, plan, &opts)
-			defer early.discard()
-		}
-	} else {
-		located <- err
+	gdbPath, err := FindTool("gdb", opts.GDB)
+	if err == nil && native && opts.AttachPID == 0 && !opts.Trace {
+		early = startEarlyGDB(ctx, gdbPath, binary, plan, &opts)
+		defer early.discard()
 	}
-	env, err := Preflight(ctx, PreflightOptions{Gdb: opts.GDB, Valgrind: opts.Valgrind, Binary: opts.Binary, NoValgrind: native})
+	switch {
+	case err != nil:
+		located <- err
+	case early != nil:
+		go func() {
+			if early.locationsResolved() {
+				located <- nil
+				return
+			}
+			located <- validateLocations(ctx, gdbPath, binary, plan, opts.childEnv(), opts.CommandTimeout)
+		}()
+	default:
+		go func() { located <- validateLocations(ctx, gdbPath, binary, plan, opts.childEnv(), opts.CommandTimeout) }()
+	}
+	env, err := Preflight(ctx, PreflightOptions{Gdb: opts.GDB, Valgrind: opts.Valgrind, Binary: opts.Binary, NoValgrind: native, GdbVersion: early.gdbVersion()})
 	if err != nil {
 		<-located
 		// A tool that failed because the user stopped snapctl is not
