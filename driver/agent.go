@@ -233,10 +233,13 @@ type agentRecord struct {
 	Snapshot string  `json:"snapshot"`
 	// Done is set at the breakpoint's last hit (max_hits): the agent then
 	// stops gdb, and snapctl deletes the breakpoint.
-	Done      bool          `json:"done"`
-	Thread    agentThread   `json:"thread"`
-	Backtrace []agentFrame  `json:"backtrace"`
-	Threads   []agentThread `json:"threads"`
+	Done bool `json:"done"`
+	// Memory is the native backend's measurement, which comes in the
+	// record instead of a file.
+	Memory    json.RawMessage `json:"memory"`
+	Thread    agentThread     `json:"thread"`
+	Backtrace []agentFrame    `json:"backtrace"`
+	Threads   []agentThread   `json:"threads"`
 	// Frame is the stopped frame when the stop records no backtrace
 	// (threads: none).
 	Frame *agentFrame `json:"frame"`
@@ -350,7 +353,7 @@ func (s *session) agentStop(rec *agentRecord) error {
 	}
 	stop.Thread = rec.Thread.thread()
 	sec, frac := math.Modf(rec.Time)
-	return s.take(stop, st, nil, rec.Snapshot, time.Unix(int64(sec), int64(frac*1e9)))
+	return s.take(stop, st, nil, measurement{path: rec.Snapshot, data: rec.Memory}, time.Unix(int64(sec), int64(frac*1e9)))
 }
 
 // agentStopped handles gdb's stop at one of the agent's breakpoints, whose

@@ -180,8 +180,11 @@ class Agent:
     def snapshot(self, bp, hit):
         self.taken += 1
         path = "%s/%d%s" % (self.snapdir, self.taken, self.ext)
+        memory = None
         if self.measure["kind"] == "native":
-            measure_native(path, self.measure.get("trim", False))
+            # The measurement goes in the record: a file per stop would
+            # cost its creation here and its removal in snapctl.
+            memory, path = native_memory(self.measure.get("trim", False)), ""
         else:
             # Success prints only the report line; valgrind's errors come
             # back as text.
@@ -197,6 +200,8 @@ class Agent:
             "snapshot": path,
             "done": done(hit, bp.every, bp.max_hits),
         }
+        if memory is not None:
+            rec["memory"] = memory
         current = gdb.selected_thread()
         # How much thread state the stop records (the plan's "threads"):
         # every thread read costs round trips through vgdb.
@@ -214,6 +219,27 @@ class Agent:
             threads = [dict(thread, frame=frames[0])]
         rec.update(thread=thread, backtrace=frames, threads=threads)
         return rec
+
+
+def location_resolves(location, condition):
+    """Whether location resolves in the program as gdb has read it, with
+    condition (may be empty) valid there, as -break-insert would find
+    them. The breakpoint that finds out is internal, so that it takes no
+    user number, and goes at once."""
+    try:
+        bp = gdb.Breakpoint(location, internal=True)
+    except gdb.error:
+        return False
+    try:
+        if bp.pending:
+            return False
+        if condition:
+            bp.condition = condition
+        return True
+    except gdb.error:
+        return False
+    finally:
+        bp.delete()
 
 
 class SnapBreakpoint(gdb.Breakpoint):
@@ -292,23 +318,38 @@ def func(expr):
     return FUNCS[key]
 
 
+# CALL_TYPE is the type the inferior calls below are made through on
+# x86-64: returning double, whatever the function returns. After a call
+# gdb restores every register to its value from before the call, with one
+# ptrace write for each register whose value its register cache does not
+# hold, and when a call that returns an integer or a struct in memory
+# ends, the cache holds only the general registers: the hundred-odd
+# vector and x87 registers of the XSAVE area then cost a read and a write
+# of the whole area each, 3-5 ms a call here on an AVX-512 machine.
+# Reading a double result reads xmm0, which loads the whole area into the
+# cache, so that the restore writes only the registers the call changed.
+# The double read is never used.
+CALL_TYPE = "double"
+
+
+def x86_64():
+    return gdb.selected_inferior().architecture().name() == "i386:x86-64"
+
+
 def mallinfo2():
-    """glibc's mallinfo2() as a dict. With libc's debug info gdb knows the
-    struct; without it the function is called through a cast with the
-    address for its result (the x86-64 ABI returns a large struct through
-    a hidden pointer in the first argument register), a scratch area well
-    below the stack pointer, past the red zone and the call's own frames,
-    which the call overwrites and nothing reads."""
-    try:
+    """glibc's mallinfo2() as a dict. On x86-64 it is called as CALL_TYPE
+    mallinfo2(buf), which needs no debug information: the ABI returns a
+    large struct through a hidden pointer in the first argument register,
+    here buf, a scratch area well below the stack pointer, past the red
+    zone and the call's own frames, which the call overwrites and nothing
+    reads. Elsewhere gdb makes the call with libc's debug information."""
+    if not x86_64():
         v = func("mallinfo2")()
         return {f: int(v[f]) for f in MALLINFO2}
-    except gdb.error as e:
-        if "mallinfo2" in str(e) and "No symbol" in str(e):
-            raise
-    sp = int(gdb.parse_and_eval("(unsigned long)$sp"))
+    sp = int(gdb.newest_frame().read_register("sp"))
     buf = (sp - 16384) & ~15
     voidp = gdb.lookup_type("void").pointer()
-    func("*(void *(*)(void *))mallinfo2")(gdb.Value(buf).cast(voidp))
+    func("*(%s (*)(void *))mallinfo2" % CALL_TYPE)(gdb.Value(buf).cast(voidp))
     data = gdb.selected_inferior().read_memory(buf, 8 * len(MALLINFO2)).tobytes()
     return dict(zip(MALLINFO2, struct.unpack("<%dQ" % len(MALLINFO2), data)))
 
@@ -342,7 +383,8 @@ def native_memory(trim):
     if n is not None:
         rec["arenas"] = n
     if trim:
-        func("*(int (*)(unsigned long))malloc_trim")(0)
+        ret = CALL_TYPE if x86_64() else "int"
+        func("*(%s (*)(unsigned long))malloc_trim" % ret)(0)
         rec["trim_released_bytes"] = rss - proc_status(pid)[0]
     return rec
 

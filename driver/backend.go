@@ -30,11 +30,11 @@ type backend interface {
 	// failure returns what the measurement command's answer says went
 	// wrong, "" when it succeeded.
 	failure(r *mi.Result) string
-	// keep takes the measurement file at path, written at stop (numbered,
-	// with its time), for the stop: massif stages it in the run directory
+	// keep takes the measurement m, made at stop (numbered, with its
+	// time), for the stop: massif stages its file in the run directory
 	// and returns where (the taken stop's raw file, compressed and read
 	// once the target runs again); native reads it at once and returns "".
-	keep(s *session, path string, stop *Stop) (string, error)
+	keep(s *session, m measurement, stop *Stop) (string, error)
 	// agentMeasure is the measurement as agent.py's Agent takes it, a
 	// Python dict literal.
 	agentMeasure() string
@@ -44,6 +44,13 @@ type backend interface {
 	// beforeClose runs before gdb is closed at teardown: the native
 	// backend detaches from a process it attached to.
 	beforeClose(s *session)
+}
+
+// measurement is what a stop's measurement wrote: a file at path, or, for
+// the native backend under the agent, the data itself.
+type measurement struct {
+	path string
+	data []byte
 }
 
 // Backend names, for the plan's "backend" and --backend.

@@ -35,14 +35,14 @@ type taken struct {
 
 // take records a stop, whichever path took it (gdb's agent or GDB/MI): the
 // one place stops are numbered, in the order they happened, and their
-// measurement (the file the backend's command wrote at the stop) is kept.
+// measurement (what the backend's command wrote at the stop) is kept.
 // The stop joins the pending ones, which flush reads and analyses once the
 // target runs again. hitOf is the hit of a return-phase stop.
-func (s *session) take(stop *Stop, st *bpState, hitOf *taken, measurement string, at time.Time) error {
+func (s *session) take(stop *Stop, st *bpState, hitOf *taken, m measurement, at time.Time) error {
 	s.seq++
 	stop.Seq = s.seq
 	stop.Time = stamp(at)
-	raw, err := s.backend.keep(s, measurement, stop)
+	raw, err := s.backend.keep(s, m, stop)
 	if err != nil {
 		return err
 	}
@@ -362,7 +362,7 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 	if err := s.readAgent(); err != nil {
 		return nil, err
 	}
-	if err := s.take(stop, st, hitOf, tmp, time.Now()); err != nil {
+	if err := s.take(stop, st, hitOf, measurement{path: tmp}, time.Now()); err != nil {
 		return nil, err
 	}
 	if len(then) > 0 {

@@ -70,9 +70,9 @@ func (massifBackend) ext() string                       { return snapshotExt }
 func (massifBackend) failure(r *mi.Result) string       { return snapshotFailure(r.Target()) }
 
 // keep moves the snapshot into the run directory's snapshots/.
-func (massifBackend) keep(s *session, path string, stop *Stop) (string, error) {
+func (massifBackend) keep(s *session, m measurement, stop *Stop) (string, error) {
 	stop.Snapshot = snapshotName(stop.Seq, stop.Breakpoint, stop.Hit, stop.Phase)
-	return s.stageSnapshot(path, stop)
+	return s.stageSnapshot(m.path, stop)
 }
 
 func (massifBackend) agentMeasure() string {

@@ -397,6 +397,67 @@ func TestNativeWithoutLibcDebugInfo(t *testing.T) {
 	}
 }
 
+// TestNativeKeepsRegisters: the inferior calls of a stop (mallinfo2, and
+// malloc_trim with trim_probe) give back every register the stopped code
+// holds: the fixture checks its live vector and general registers after
+// the stop and exits 3 when one changed.
+func TestNativeKeepsRegisters(t *testing.T) {
+	t.Parallel()
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the fixture is x86-64 assembly")
+	}
+	bin := testenv.Build(t, "testdata/native/registers.c")
+	for _, p := range stopPaths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			var out testenv.Buffer
+			_, m, err := runNative(t, Options{NoAgent: p.noAgent, Stdout: &out},
+				"backend: native\nnative:\n  trim_probe: true\nbreakpoints:\n  - name: probe\n    location: \"*probe\"\n", bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(m.Stops) != 1 || m.Stops[0].Memory == nil || m.Stops[0].Memory.HeapInUseBytes == nil {
+				t.Fatalf("stops %+v", m.Stops)
+			}
+			// The check of the location before the run took no number.
+			if m.Breakpoints[0].Number != "1" {
+				t.Errorf("breakpoint number %q, want 1", m.Breakpoints[0].Number)
+			}
+			code := -1
+			if m.Target.ExitCode != nil {
+				code = *m.Target.ExitCode
+			}
+			if code != 0 || strings.TrimSpace(out.String()) != "intact" {
+				t.Errorf("target exit code %d, output %q; want 0, intact", code, out.String())
+			}
+		})
+	}
+}
+
+// TestNativeLocationError: a location nothing defines, or a condition
+// gdb cannot parse there, is a plan error before the run, as under massif,
+// although the native backend's gdb started during the checks: no run
+// directory, no gdb left, and its private directory goes.
+func TestNativeLocationError(t *testing.T) {
+	testenv.MustHave(t, "gdb")
+	bin := testenv.Build(t, "testdata/native/leak.c")
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	for _, c := range []struct{ bp, want string }{
+		{"location: no_such_function", "no_such_function"},
+		{"location: round_done\n    condition: \"r ===\"", "condition"},
+	} {
+		res, err := runSession(t, Options{}, "backend: native\nbreakpoints:\n  - name: nowhere\n    "+c.bp+"\n", bin)
+		if code, _ := ExitStatus(err); res != nil || code != ExitPlan || !strings.Contains(fmt.Sprint(err), c.want) {
+			t.Errorf("%s: result %v, error %v (exit %d); want a plan error that says %q, and no run", c.bp, res, err, code, c.want)
+		}
+	}
+	left, _ := filepath.Glob(filepath.Join(tmp, "snapctl-*"))
+	if len(left) != 0 {
+		t.Errorf("left in TMPDIR: %v", left)
+	}
+}
+
 // TestNativeAttachWorkload: attached, the run ends with its workload and
 // the process is left running.
 func TestNativeAttachWorkload(t *testing.T) {

@@ -186,13 +186,33 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	// gdb checks the breakpoint locations while the tools and the binary
 	// are checked: both take about as long as gdb takes to start. The
 	// tools' errors come first.
+	//
+	// The native backend's own gdb starts at once (earlyGDB) and checks
+	// the locations and its version itself; only what it cannot vouch
+	// for goes to the checking gdb. Attaching, it starts on no program,
+	// and --trace records it from its start: both keep the usual order.
 	located := make(chan error, 1)
-	if gdbPath, err := preflight.FindTool("gdb", opts.GDB); err == nil {
-		go func() { located <- validateLocations(ctx, gdbPath, binary, plan, opts.childEnv(), opts.CommandTimeout) }()
-	} else {
-		located <- err
+	var early *earlyGDB
+	gdbPath, err := preflight.FindTool("gdb", opts.GDB)
+	if err == nil && native && opts.AttachPID == 0 && !opts.Trace {
+		early = startEarlyGDB(ctx, gdbPath, binary, plan, &opts)
+		defer early.discard()
 	}
-	env, err := preflight.Check(ctx, preflight.Options{Gdb: opts.GDB, Valgrind: opts.Valgrind, Binary: opts.Binary, NoValgrind: native})
+	switch {
+	case err != nil:
+		located <- err
+	case early != nil:
+		go func() {
+			if early.locationsResolved() {
+				located <- nil
+				return
+			}
+			located <- validateLocations(ctx, gdbPath, binary, plan, opts.childEnv(), opts.CommandTimeout)
+		}()
+	default:
+		go func() { located <- validateLocations(ctx, gdbPath, binary, plan, opts.childEnv(), opts.CommandTimeout) }()
+	}
+	env, err := preflight.Check(ctx, preflight.Options{Gdb: opts.GDB, Valgrind: opts.Valgrind, Binary: opts.Binary, NoValgrind: native, GdbVersion: early.gdbVersion()})
 	if err != nil {
 		<-located
 		// A tool that failed because the user stopped snapctl is not
@@ -225,6 +245,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	s := newSession(opts, plan, tools, binary, dir)
+	if early != nil {
+		s.early, early.handed = early, true
+	}
 	if status != nil {
 		s.status = status // the one on screen since the checks
 	}
@@ -302,7 +325,9 @@ type session struct {
 	vg             *valgrindProc
 	gdb            debugger
 	closeFn        func() // closes gdb
-	gdbPid         int    // gdb's process (and group) id, for diagnose
+	// early is the native backend's gdb, started during Run's checks.
+	early  *earlyGDB
+	gdbPid int // gdb's process (and group) id, for diagnose
 	// workload is the plan's workload; workloadDone receives its end and
 	// is nil once that has been handled (or when there is none).
 	workload     *child.Process
@@ -441,6 +466,20 @@ func newSession(opts Options, plan *breakpoints.Plan, t tools, binary, dir strin
 func (s *session) run(ctx context.Context) (*Result, error) {
 	res := &Result{Dir: s.dir, Manifest: s.m, Plan: s.plan}
 	defer s.closeSpools()
+	// Under the native backend the private directory comes with the gdb
+	// started during the checks.
+	var priv string
+	var release func()
+	var err error
+	if s.early != nil {
+		priv, release = s.early.priv, s.early.release
+	} else if priv, release, err = newPrivateDir(); err != nil {
+		return s.finish(res, err)
+	}
+	defer release()
+	s.priv = priv
+	defer os.RemoveAll(priv)
+	defer s.early.closeUnused()
 	// From here on every path goes through finish: the run directory
 	// exists, so run.json says how the run ended.
 	if err := os.WriteFile(filepath.Join(s.dir, planFile), s.plan.Source, 0o644); err != nil {
@@ -463,13 +502,6 @@ func (s *session) run(ctx context.Context) (*Result, error) {
 		defer stop()
 	}
 
-	priv, release, err := newPrivateDir()
-	if err != nil {
-		return s.finish(res, err)
-	}
-	defer release()
-	s.priv = priv
-	defer os.RemoveAll(priv)
 	defer s.closeAgent()
 
 	stopKiller := s.killOn(s.opts.Kill)
@@ -606,6 +638,13 @@ func (s *session) startGDB(ctx context.Context, args, env []string) error {
 		}
 		return &ToolError{Tool: "gdb", Msg: "cannot start", Err: err}
 	}
+	s.useGDB(c, traceOut)
+	return nil
+}
+
+// useGDB makes c the session's gdb; traceOut, if any, is its transcript,
+// closed with it.
+func (s *session) useGDB(c *mi.Client, traceOut *os.File) {
 	s.gdb, s.gdbPid = c, c.Pid()
 	if p := c.Process(); p != nil {
 		s.groups.Add(p)
@@ -616,7 +655,6 @@ func (s *session) startGDB(ctx context.Context, args, env []string) error {
 			traceOut.Close()
 		}
 	}
-	return nil
 }
 
 // send runs one MI command with the per-command deadline.

@@ -339,3 +339,22 @@ func TestCheck(t *testing.T) {
 		t.Errorf("Check error does not hold the typed errors: %#v", err)
 	}
 }
+
+// TestPreflightGivenGdbVersion: a version the caller read from its own
+// gdb is judged as gdb --version's first line would be.
+func TestCheckGivenGdbVersion(t *testing.T) {
+	testenv.MustHave(t, "gdb")
+	for _, tt := range []struct{ line, wantErr string }{
+		{"GNU gdb (Debian 13.1-3) 13.1", ""},
+		{"GNU gdb (GDB) 7.0", "too old"},
+		{"not a gdb", "does not look like gdb"},
+	} {
+		env, err := Check(context.Background(), Options{NoValgrind: true, GdbVersion: tt.line})
+		switch {
+		case tt.wantErr == "" && (err != nil || env.GdbVersion.Text != tt.line || env.GdbVersion.Major != 13 || env.GdbVersion.Minor != 1):
+			t.Errorf("%q: version %+v, error %v", tt.line, env.GdbVersion, err)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("%q: error %v, want one that says %q", tt.line, err, tt.wantErr)
+		}
+	}
+}

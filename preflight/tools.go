@@ -25,6 +25,9 @@ type Options struct {
 	// NoValgrind skips valgrind and vgdb: the native backend runs the
 	// program under gdb alone.
 	NoValgrind bool
+	// GdbVersion is the first line of gdb's version when the caller
+	// already has it from the gdb it started: no gdb --version runs.
+	GdbVersion string
 }
 
 // Environment is what Check found: the tools a session runs and what
@@ -55,6 +58,10 @@ func Check(ctx context.Context, opts Options) (*Environment, error) {
 	var err error
 	if env.Gdb, err = FindTool("gdb", opts.Gdb); err != nil {
 		errs = append(errs, err)
+	} else if opts.GdbVersion != "" {
+		if env.GdbVersion, err = parseVersion("gdb", env.Gdb, opts.GdbVersion); err != nil {
+			errs = append(errs, err)
+		}
 	} else if env.GdbVersion, err = ToolVersion(ctx, "gdb", env.Gdb); err != nil {
 		errs = append(errs, err)
 	}
@@ -209,6 +216,12 @@ func ToolVersion(ctx context.Context, tool, path string) (Version, error) {
 			Reason: fmt.Sprintf("at %s does not run (%s --version: %v)", path, tool, err), Err: err}
 	}
 	first, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return parseVersion(tool, path, first)
+}
+
+// parseVersion reads the first line of a tool's --version, as
+// ToolVersion does.
+func parseVersion(tool, path, first string) (Version, error) {
 	v := Version{Text: strings.TrimSpace(first)}
 	re := gdbVersionRE
 	if tool == "valgrind" {
