@@ -1,0 +1,140 @@
+package driver
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// The end of a session: tearing the children down and writing the run
+// directory (run.json, report.md, report.html) however the run ended.
+
+// teardown ends gdb, vgdb and valgrind: gdb first (which ends vgdb), then
+// valgrind's process group, with a grace period before signals.
+func (s *session) teardown() {
+	s.backend.beforeClose(s)
+	if s.closeFn != nil {
+		s.closeFn()
+	}
+	if s.vg != nil {
+		exited := s.m.Target.ExitCode != nil || s.m.Target.Signal != nil
+		s.vg.stop(s.opts.Grace, exited)
+	}
+	if s.endKill != nil {
+		s.endKill.Stop()
+	}
+	s.stopWorkload()
+	// What left the children's process groups: a target that called
+	// daemon() or setsid() under valgrind, a vgdb in a session of its own.
+	s.sweep()
+	if s.console != nil {
+		s.console.close(s.opts.Grace)
+	}
+	if s.status != nil {
+		s.status.clear()
+	}
+}
+
+// finish analyses what was collected, sets the status and writes run.json
+// and report.md. It returns err, or the gate error when the run completed.
+func (s *session) finish(res *Result, err error) (*Result, error) {
+	s.m.FinishedAt = time.Now().UTC()
+	// Stops whose actions were cut short still have their snapshots, and
+	// so do the agent's stops since the loop last read its records.
+	if ferr := s.readAgent(); ferr != nil && err == nil {
+		err = ferr
+	}
+	if ferr := s.flush(); ferr != nil && err == nil {
+		err = ferr
+	}
+	var crash *CrashError
+	switch {
+	case err == nil:
+		s.m.Status = StatusCompleted
+	case errors.As(err, &crash):
+		s.m.Status = StatusCrashed
+	case errors.Is(err, ErrTimeout):
+		s.m.Status = StatusTimeout
+	case errors.Is(err, ErrInterrupted):
+		s.m.Status = StatusInterrupt
+	default:
+		s.m.Status = StatusFailed
+	}
+	s.m.Error = ""
+	if err != nil {
+		s.m.Error = strings.SplitN(err.Error(), "\n", 2)[0]
+	}
+	rep := s.an.report("snapctl run: " + strings.Join(s.argv, " "))
+	s.m.Suspects = s.an.stacks.InternSuspects(rep.Suspects)
+	s.m.Stacks = s.an.stacks.Stacks()
+	for _, p := range s.an.problems {
+		s.events.add(&Event{Time: stamp(time.Now()), Kind: EventAnalysisError, Message: p})
+	}
+	res.Report = rep
+	if s.native != nil {
+		s.m.Verdicts = s.native.verdicts(s.plan.Native.TrimProbe)
+	}
+	res.Stops, res.Diffs = s.stops.len(), s.an.diffs.len()
+	if err == nil {
+		// A completed run still fails for CI on a breakpoint that never
+		// hit, then on a fail_on limit.
+		if err = s.neverHit(); err == nil {
+			if s.native != nil {
+				err = nativeGate(s.plan.Report.FailOn, s.m.Verdicts)
+			} else {
+				err = gate(s.plan.Report.FailOn, rep.Suspects)
+			}
+		}
+	}
+	code, reason := ExitStatus(err)
+	s.m.ExitCode, s.m.ExitReason = &code, reason
+	if werr := writeManifest(s.dir, s.m, manifestSpools{stops: s.stops, events: s.events, diffs: s.an.diffs}); werr != nil {
+		return res, errors.Join(err, werr)
+	}
+	if werr := writeReport(filepath.Join(s.dir, reportFile), res); werr != nil {
+		return res, errors.Join(err, werr)
+	}
+	if werr := s.writeHTML(res); werr != nil {
+		return res, errors.Join(err, werr)
+	}
+	return res, err
+}
+
+// refreshManifest rewrites run.json, status failed, with the stops and
+// diffs so far, when some came since it was last written and its interval
+// (Options.ManifestEvery) has passed: a snapctl killed with SIGKILL cannot write it at the end, and
+// run.json then still accounts for the snapshots in the run directory.
+// Best effort: the final write says how the run ended.
+func (s *session) refreshManifest() {
+	if n := s.stops.len(); n == s.writtenStops || time.Since(s.written) < s.opts.ManifestEvery {
+		return
+	}
+	if writeManifest(s.dir, s.m, manifestSpools{stops: s.stops, events: s.events, diffs: s.an.diffs}) == nil {
+		s.written, s.writtenStops = time.Now(), s.stops.len()
+	}
+}
+
+// closeSpools removes the spooled stops and diffs.
+func (s *session) closeSpools() {
+	s.stops.close()
+	s.events.close()
+	s.an.diffs.close()
+}
+
+// neverHit reports the non-optional breakpoints without a single hit.
+func (s *session) neverHit() error {
+	var names, unresolved []string
+	for _, st := range s.order {
+		if st.hits == 0 && !st.bp.Optional {
+			names = append(names, st.bp.Name)
+			if st.sum.Unresolved {
+				unresolved = append(unresolved, st.bp.Name)
+			}
+		}
+	}
+	if names == nil {
+		return nil
+	}
+	return &NeverHitError{Breakpoints: names, Unresolved: unresolved}
+}

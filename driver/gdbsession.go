@@ -1,0 +1,232 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/snapctl/snapctl/breakpoints"
+	"github.com/snapctl/snapctl/driver/mi"
+)
+
+// The session's gdb: starting it, setting it up for the stop loop,
+// inserting the plan's breakpoints and reading their hit counts.
+
+// startGDB starts gdb with args (the binary), in MI mode with async
+// execution, with environment env.
+func (s *session) startGDB(ctx context.Context, args, env []string) error {
+	var trace io.Writer
+	var traceOut *os.File
+	if s.opts.Trace {
+		f, err := os.Create(filepath.Join(s.dir, traceFile))
+		if err != nil {
+			return fmt.Errorf("creating the MI transcript: %w", err)
+		}
+		traceOut, trace = f, f
+	}
+	sctx, cancel := context.WithTimeout(ctx, s.opts.CommandTimeout)
+	defer cancel()
+	c, err := mi.Start(sctx, mi.Options{
+		Path:  s.tools.gdb,
+		Args:  args,
+		Dir:   s.cwd,
+		Env:   env,
+		Trace: trace,
+		Async: true,
+	})
+	if err != nil {
+		if traceOut != nil {
+			traceOut.Close()
+		}
+		return &ToolError{Tool: "gdb", Msg: "cannot start", Err: err}
+	}
+	s.useGDB(c, traceOut)
+	return nil
+}
+
+// useGDB makes c the session's gdb; traceOut, if any, is its transcript,
+// closed with it.
+func (s *session) useGDB(c *mi.Client, traceOut *os.File) {
+	s.gdb, s.gdbPid = c, c.Pid()
+	if p := c.Process(); p != nil {
+		s.groups.Add(p)
+	}
+	s.closeFn = func() {
+		c.Close()
+		if traceOut != nil {
+			traceOut.Close()
+		}
+	}
+}
+
+// send runs one MI command with the per-command deadline.
+func (s *session) send(ctx context.Context, cmd string, args ...string) (*mi.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.CommandTimeout)
+	defer cancel()
+	return s.gdb.Send(ctx, cmd, args...)
+}
+
+// setup runs the session's gdb settings and the plan's gdb init
+// commands, loads gdb's agent and inserts the breakpoints in the target
+// the backend launched.
+func (s *session) setup(ctx context.Context) error {
+	// gdb reads every argument of the stopped frame from the target to
+	// print it with each stop, and snapctl does not use them; breakpoint
+	// commands such as bt and frame do. The mode is set once for the
+	// session (see frameArguments); the plan's init commands may override
+	// it.
+	if _, err := s.send(ctx, "-gdb-set", "print", "frame-arguments", frameArguments(s.plan)); err != nil {
+		return fmt.Errorf("setting up gdb: %w", err)
+	}
+	// Unwinding a stack reads it a line of gdb's target memory cache at a
+	// time, one round trip through vgdb each: 64-byte lines (the default)
+	// take 13 reads for a 24-frame stack. But gdb also makes one read()
+	// system call per byte it receives from vgdb, and a line travels as
+	// two hex digits per byte: 1 KiB lines cost more than the round trips
+	// they save for the few frames of a typical stop (bench/stops.sh:
+	// 0.26 ms a stop). 256-byte lines balance the two. A line never spans
+	// two pages, so it is readable whenever its first byte is.
+	if _, err := s.send(ctx, "-gdb-set", "dcache", "line-size", "256"); err != nil {
+		return fmt.Errorf("setting up gdb: %w", err)
+	}
+	for _, line := range s.plan.Gdb.Init {
+		if _, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote(line)); err != nil {
+			return fmt.Errorf("gdb init command %q: %w", line, err)
+		}
+	}
+	if err := s.startAgent(ctx); err != nil {
+		return err
+	}
+	for _, st := range s.order {
+		if s.agent != nil && agentOwns(st.bp) {
+			if err := s.insertAgentBreakpoint(ctx, st); err != nil {
+				return err
+			}
+			continue
+		}
+		r, err := s.send(ctx, "-break-insert", insertArgs(st.bp, true)...)
+		if err != nil {
+			return st.bp.LocationError("gdb cannot insert %q in the running target: %s", st.bp.Location, miMessage(err))
+		}
+		st.number = r.String("bkpt.number")
+		st.sum.Number = st.number
+		s.bps[st.number] = st
+	}
+	return nil
+}
+
+// gdbDied reports whether err, which a command to gdb returned, means
+// that gdb itself is gone: when gdb dies while vgdb connects, vgdb dies
+// with it and the failed connection is gdb's doing.
+func (s *session) gdbDied(err error) bool {
+	if errors.Is(err, mi.ErrExited) {
+		return true
+	}
+	select {
+	case <-s.gdb.Done():
+		return true
+	case <-time.After(200 * time.Millisecond):
+		return false
+	}
+}
+
+// frameArguments is gdb's print frame-arguments mode for a session:
+// gdb's default, scalars, when a breakpoint has commands, so that bt and
+// frame print what users expect; else none, which spares reading the
+// arguments from the target at every stop. (With 1 KiB cache lines the
+// arguments of a stop cost little: bench/stops.sh 300 measured 5.57 ms a
+// stop with scalars against 5.53 with none, within its noise.)
+func frameArguments(plan *breakpoints.Plan) string {
+	for _, bp := range plan.Breakpoints {
+		if len(bp.Commands) > 0 {
+			return "scalars"
+		}
+	}
+	return "none"
+}
+
+// drainEvents discards async records already delivered.
+func (s *session) drainEvents() {
+	for {
+		select {
+		case <-s.gdb.Events():
+		default:
+			return
+		}
+	}
+}
+
+// insertArgs are the -break-insert arguments of a breakpoint. Validation
+// against the bare binary (live false) leaves out the ignore count, which
+// only matters in the running target.
+func insertArgs(bp *breakpoints.Breakpoint, live bool) []string {
+	if live {
+		// -f: a location in a library not loaded yet (valgrind stops
+		// the target before the dynamic loader runs, and a plugin comes
+		// with dlopen) is a pending breakpoint that gdb resolves when
+		// the library loads. The check on the bare binary has ruled
+		// out the locations that nothing defines.
+		return append([]string{"-f"}, bp.InsertArgs()...)
+	}
+	b := *bp
+	b.Skip = 0
+	return b.InsertArgs()
+}
+
+// finalHits reads from gdb how often each breakpoint was hit, however the
+// run ended: with every > 1 gdb's ignore count swallows the hits after
+// the last snapshot, and a run ended by Ctrl-C or --timeout was hit after
+// its last snapshot too. gdb is asked even when the run's context has
+// ended, with a deadline of its own.
+func (s *session) finalHits(ctx context.Context) {
+	if s.gdb == nil {
+		return
+	}
+	select {
+	case <-s.gdb.Done():
+		return
+	default:
+	}
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	s.countHits(hctx)
+	s.agentHits(hctx)
+}
+
+// countHits sets each breakpoint's hits to the number of times the target
+// reached it with its condition true, as gdb counted them: with every > 1,
+// gdb's ignore count swallows the hits after the last snapshot, which the
+// stop loop never sees. A breakpoint deleted after max_hits keeps the
+// loop's count. Best effort: on failure the loop's counts stand.
+func (s *session) countHits(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
+	r, err := s.send(ctx, "-break-list")
+	if err != nil {
+		return
+	}
+	for _, v := range r.List("BreakpointTable.body") {
+		st := s.bps[v.String("number")]
+		if st == nil {
+			continue
+		}
+		// A location no library loaded during the run defined.
+		st.sum.Unresolved = v.String("addr") == "<PENDING>"
+		if st.agent {
+			continue
+		}
+		times, err := strconv.Atoi(v.String("times"))
+		if err != nil {
+			continue
+		}
+		// gdb counts the hits under the plan's skip too.
+		n := max(times-st.bp.Skip, 0)
+		st.hits, st.sum.Hits = n, n
+	}
+}

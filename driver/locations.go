@@ -1,0 +1,113 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/snapctl/snapctl/breakpoints"
+	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/preflight"
+)
+
+// Checking the plan's locations before the run: a gdb on the bare
+// binary (and the libraries it links) inserts each breakpoint, so that a
+// location or condition gdb cannot take fails before valgrind starts.
+
+// validateLocations asks gdb, on the binary alone and before valgrind
+// starts, whether every breakpoint's location resolves.
+func validateLocations(ctx context.Context, gdbPath, binary string, plan *breakpoints.Plan, env []string, timeout time.Duration) error {
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := mi.Start(sctx, mi.Options{Path: gdbPath, Args: []string{binary}, Env: env})
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("checking breakpoint locations: %w", ErrInterrupted)
+		}
+		return &ToolError{Tool: "gdb", Msg: "cannot start", Err: err}
+	}
+	defer c.Close()
+	libsLoaded := false
+	for i := range plan.Breakpoints {
+		bp := &plan.Breakpoints[i]
+		insert := func() (*mi.Result, error) {
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			return c.Send(cctx, "-break-insert", insertArgs(bp, false)...)
+		}
+		r, err := insert()
+		if (err != nil || pendingResult(r)) && !libsLoaded && ctx.Err() == nil {
+			// The location may be in a library the program links,
+			// static functions included: gdb sees those only once
+			// their symbols are loaded.
+			libsLoaded = true
+			loadLibrarySymbols(ctx, c, binary, plan.Target.Cwd, env, timeout)
+			r, err = insert()
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("checking breakpoint locations: %w", ErrInterrupted)
+			}
+			var me *mi.Error
+			if errors.As(err, &me) {
+				if bp.Pending {
+					continue // resolved, or refused, once a library loads it
+				}
+				return locationOrCondition(ctx, c, bp, me.Msg, timeout)
+			}
+			return &ToolError{Tool: "gdb", Msg: "checking breakpoint locations", Err: err}
+		}
+		if pendingResult(r) && !bp.Pending {
+			return unresolvedError(bp, "no code location matches")
+		}
+	}
+	return nil
+}
+
+// unresolvedError is the plan error for a location that neither the
+// program nor the libraries it links define; msg is gdb's word for it.
+func unresolvedError(bp *breakpoints.Breakpoint, msg string) error {
+	return bp.LocationError("gdb cannot resolve %q in the program or the libraries it links: %s; if a library the program loads later (dlopen) defines it, add `pending: true` to the breakpoint",
+		bp.Location, strings.TrimSuffix(msg, "."))
+}
+
+// pendingResult reports whether gdb made -break-insert's breakpoint a
+// pending one: no code location matches yet.
+func pendingResult(r *mi.Result) bool {
+	return r != nil && (r.String("bkpt.pending") != "" || r.String("bkpt.addr") == "<PENDING>")
+}
+
+// locationOrCondition says which of a breakpoint's location and condition
+// gdb refused with msg: the location when it does not resolve without the
+// condition either, else the condition.
+func locationOrCondition(ctx context.Context, c *mi.Client, bp *breakpoints.Breakpoint, msg string, timeout time.Duration) error {
+	if bp.GdbCondition() == "" {
+		return unresolvedError(bp, msg)
+	}
+	plain := *bp
+	plain.Condition, plain.Thread = "", 0
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if _, err := c.Send(cctx, "-break-insert", insertArgs(&plain, false)...); err != nil {
+		return unresolvedError(bp, msg)
+	}
+	if bp.Condition == "" {
+		// Only the thread restriction was added; gdb refused it.
+		return bp.LocationError("gdb cannot set a thread condition at %q: %s", bp.Location, msg)
+	}
+	return bp.ConditionError("gdb cannot parse the condition at %q: %s", bp.Location, msg)
+}
+
+// loadLibrarySymbols has the gdb that checks locations read the symbols of
+// the libraries binary links, so that a location in one of them resolves
+// before the program runs. Best effort: a library gdb cannot read is left
+// out.
+func loadLibrarySymbols(ctx context.Context, c *mi.Client, binary, dir string, env []string, timeout time.Duration) {
+	for _, lib := range preflight.LinkedLibraries(ctx, binary, dir, env) {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		c.Send(cctx, "-interpreter-exec", "console", mi.Quote(fmt.Sprintf("add-symbol-file %q", lib)))
+		cancel()
+	}
+}
