@@ -44,13 +44,13 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("accepted an invalid breakpoint %+v", b)
 			}
 			names[b.Name] = true
-			if args := b.InsertArgs(); len(args) == 0 {
-				t.Fatalf("no MI arguments for %+v", b)
+			if _, err := ExplicitLocation(b.Location); err != nil {
+				t.Fatalf("accepted a location that does not read: %+v: %v", b, err)
 			}
 			b.ShouldSnapshot(1)
 			b.Done(1)
 		}
-		for _, a := range p.ValgrindArgs() {
+		for _, a := range p.Valgrind.Args {
 			if !strings.HasPrefix(a, "-") {
 				t.Fatalf("valgrind argument %q is not an option", a)
 			}

@@ -290,7 +290,7 @@ func (d *decoder) breakpoint(n *yaml.Node, kp string, index int) (Breakpoint, *y
 		{"location", func(v *yaml.Node, kp string) {
 			locNode = v
 			if s, ok := d.line(v, kp); ok {
-				if _, err := explicitArgs(strings.TrimSpace(s)); err != nil {
+				if _, err := ExplicitLocation(strings.TrimSpace(s)); err != nil {
 					d.errorf(v, kp, "%v", err)
 					return
 				}

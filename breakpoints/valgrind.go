@@ -2,41 +2,8 @@ package breakpoints
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 )
-
-// ValgrindArgs returns the valgrind options the plan asks for, in this
-// order: --threshold, --depth (when set), --pages-as-heap=yes and
-// --stacks=yes (when true), one --alloc-fn and one --ignore-fn per
-// function, --fair-sched, then valgrind.args as written. The driver adds
-// the options it owns (--tool=massif, --vgdb*, --massif-out-file,
-// --log-file) before them.
-func (p *Plan) ValgrindArgs() []string {
-	v := p.Valgrind
-	args := []string{"--threshold=" + strconv.FormatFloat(v.Threshold, 'f', -1, 64)}
-	if v.Depth > 0 {
-		args = append(args, "--depth="+strconv.Itoa(v.Depth))
-	}
-	if v.PagesAsHeap {
-		args = append(args, "--pages-as-heap=yes")
-	}
-	if v.Stacks {
-		args = append(args, "--stacks=yes")
-	}
-	for _, fn := range v.AllocFns {
-		args = append(args, "--alloc-fn="+fn)
-	}
-	for _, fn := range v.IgnoreFns {
-		args = append(args, "--ignore-fn="+fn)
-	}
-	fair := v.FairSched
-	if fair == "" {
-		fair = DefaultFairSched
-	}
-	args = append(args, "--fair-sched="+fair)
-	return append(args, v.Args...)
-}
 
 // ownedOptions are valgrind options snapctl sets itself; a plan may not
 // pass them, since they would break the session. Names ending in '*' are

@@ -171,11 +171,11 @@ func insertArgs(bp *breakpoints.Breakpoint, live bool) []string {
 		// with dlopen) is a pending breakpoint that gdb resolves when
 		// the library loads. The check on the bare binary has ruled
 		// out the locations that nothing defines.
-		return append([]string{"-f"}, bp.InsertArgs()...)
+		return append([]string{"-f"}, breakInsertArgs(bp)...)
 	}
 	b := *bp
 	b.Skip = 0
-	return b.InsertArgs()
+	return breakInsertArgs(&b)
 }
 
 // finalHits reads from gdb how often each breakpoint was hit, however the

@@ -170,7 +170,7 @@ func (s *session) valgrindArgs() []string {
 	// writes the whole run's tree, by default into the target's directory
 	// as xtmemory.kcg.PID: it goes to the private directory instead.
 	args = append(args, xtreeOption, "--xtree-memory-file="+filepath.Join(s.priv, "xtmemory.kcg"))
-	args = append(args, s.plan.ValgrindArgs()...)
+	args = append(args, massifPlanArgs(s.plan)...)
 	return append(args, s.argv...)
 }
 

@@ -3,6 +3,7 @@ package mi
 import (
 	"bytes"
 	"fmt"
+	"strings"
 )
 
 // maxDepth bounds the nesting of tuples and lists so that a hostile line
@@ -344,6 +345,21 @@ func hexVal(c byte) (int, bool) {
 		return int(c-'A') + 10, true
 	}
 	return 0, false
+}
+
+// Word returns s as one word of an MI command: as it is when gdb's MI
+// argument splitter reads it back unchanged (main, leak.c:15, *0x401136),
+// else quoted as Quote quotes it.
+func Word(s string) string {
+	if s == "" || strings.ContainsAny(s, " \t\n\r\v\f\"\\'") {
+		return Quote(s)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return Quote(s)
+		}
+	}
+	return s
 }
 
 // Quote returns s as an MI c-string, ready to be passed as one argument of

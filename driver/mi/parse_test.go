@@ -307,3 +307,25 @@ func TestRecordMIRoundTrip(t *testing.T) {
 		t.Errorf("MI() = %q, want %q", got, want)
 	}
 }
+
+// Word leaves a word that MI's argument splitter reads back unchanged as
+// it is, and quotes the rest as Quote does.
+func TestWord(t *testing.T) {
+	for in, want := range map[string]string{
+		"main":                   "main",
+		"leak.c:15":              "leak.c:15",
+		"*0x401136":              "*0x401136",
+		"":                       `""`,
+		"id % 10 == 0":           `"id % 10 == 0"`,
+		`s == "a\b"`:             `"s == \"a\\b\""`,
+		"'ns::f(int, char)'":     `"'ns::f(int, char)'"`,
+		"a\tb\nc\r":              `"a\tb\nc\r"`,
+		"x\x01\x7f":              `"x\001\177"`,
+		"größe":                  "größe",
+		"Scheduler::submit(int)": "Scheduler::submit(int)",
+	} {
+		if got := mi.Word(in); got != want {
+			t.Errorf("Word(%q) = %s, want %s", in, got, want)
+		}
+	}
+}

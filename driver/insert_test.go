@@ -1,0 +1,131 @@
+package driver
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/snapctl/snapctl/breakpoints"
+	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/internal/testenv"
+)
+
+func TestBreakInsertArgs(t *testing.T) {
+	for _, tt := range []struct {
+		b    breakpoints.Breakpoint
+		want []string
+	}{
+		{breakpoints.Breakpoint{Location: "main"}, []string{"main"}},
+		{breakpoints.Breakpoint{Location: "f", Skip: 3}, []string{"-i", "3", "f"}},
+		{breakpoints.Breakpoint{Location: "f", Thread: 2}, []string{"-c", `"$_thread == 2"`, "f"}},
+		{breakpoints.Breakpoint{Location: "f", Condition: "x>1"}, []string{"-c", "x>1", "f"}},
+		{breakpoints.Breakpoint{Location: "f", Condition: `s[0] == '"'`, Thread: 4, Skip: 1},
+			[]string{"-i", "1", "-c", `"$_thread == 4 && (s[0] == '\"')"`, "f"}},
+		{breakpoints.Breakpoint{Location: "-source a.c -line 3"}, []string{"--source", "a.c", "--line", "3"}},
+		{breakpoints.Breakpoint{Location: "-func ns::f(int, char) -qualified", Skip: 1}, []string{"-i", "1", "--function", `"ns::f(int, char)"`, "--qualified"}},
+		{breakpoints.Breakpoint{Location: "Scheduler::submit(int, char)"}, []string{`"Scheduler::submit(int, char)"`}},
+		// Every, MaxHits and AroundCall belong to the stop loop.
+		{breakpoints.Breakpoint{Location: "f", Every: 5, MaxHits: 10, AroundCall: true}, []string{"f"}},
+	} {
+		if diff := cmp.Diff(tt.want, breakInsertArgs(&tt.b)); diff != "" {
+			t.Errorf("%+v: breakInsertArgs (-want +got):\n%s", tt.b, diff)
+		}
+	}
+}
+
+// The plan's valgrind section as valgrind's options, for the plan that
+// sets every key.
+func TestMassifPlanArgs(t *testing.T) {
+	p, err := breakpoints.Load(filepath.Join("..", "testdata", "plans", "full.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"--threshold=0.5", "--depth=40", "--pages-as-heap=yes", "--stacks=yes",
+		"--alloc-fn=xmalloc", "--alloc-fn=xcalloc", "--ignore-fn=pool_grow",
+		"--fair-sched=try", "--max-snapshots=200", "--trace-children=no",
+	}
+	if diff := cmp.Diff(want, massifPlanArgs(p)); diff != "" {
+		t.Errorf("massifPlanArgs (-want +got):\n%s", diff)
+	}
+	if got := massifPlanArgs(mustPlan(t, "breakpoints:\n  - name: f\n    location: f\n")); !cmp.Equal(got, []string{"--threshold=0", "--fair-sched=yes"}) {
+		t.Errorf("massifPlanArgs of a bare plan = %q", got)
+	}
+}
+
+// The -break-insert arguments, inserted into a real gdb on a compiled C++
+// fixture: gdb understands each location, condition and ignore count as
+// meant.
+func TestBreakInsertArgsInGdb(t *testing.T) {
+	testenv.MustHave(t, "gdb")
+	testenv.NoLeftovers(t)
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/locations.cpp")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := mi.Start(ctx, mi.Options{Args: []string{bin}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, tt := range []struct {
+		b              breakpoints.Breakpoint
+		function, line string
+		cond, ignore   string
+	}{
+		{b: breakpoints.Breakpoint{Location: "handle_request"}, function: "handle_request(int)"},
+		{b: breakpoints.Breakpoint{Location: "locations.cpp:16", Condition: `id % 10 == 0`, Skip: 2},
+			function: "handle_request(int)", line: "16", cond: "id % 10 == 0", ignore: "2"},
+		{b: breakpoints.Breakpoint{Location: "Scheduler::submit(int)", Thread: 1, Condition: "job > 3"},
+			function: "Scheduler::submit(int)", cond: "$_thread == 1 && (job > 3)"},
+		{b: breakpoints.Breakpoint{Location: "ns::f(int, char)"}, function: "ns::f(int, char)"},
+		{b: breakpoints.Breakpoint{Location: "'ns::f(int, char)'"}, function: "ns::f(int, char)"},
+		{b: breakpoints.Breakpoint{Location: "-source locations.cpp -line 17", Condition: `queue_len != 1`},
+			function: "handle_request(int)", line: "17", cond: "queue_len != 1"},
+		{b: breakpoints.Breakpoint{Location: "-function ns::f(int, char) -qualified"}, function: "ns::f(int, char)"},
+	} {
+		r, err := c.Send(ctx, "-break-insert", breakInsertArgs(&tt.b)...)
+		if err != nil {
+			t.Errorf("%q: %v", tt.b.Location, err)
+			continue
+		}
+		got := []string{r.String("bkpt.func"), r.String("bkpt.line"), r.String("bkpt.cond"), r.String("bkpt.ignore")}
+		want := []string{tt.function, tt.line, tt.cond, tt.ignore}
+		if tt.line == "" {
+			want[1] = got[1] // any line of the function
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%q: gdb's func, line, cond, ignore (-want +got):\n%s", tt.b.Location, diff)
+		}
+	}
+}
+
+// TestValgrindAcceptsPlanArgs runs the real valgrind with the options of a
+// plan that sets every valgrind key, so a misspelt option would fail here
+// rather than in a user's run.
+func TestValgrindAcceptsPlanArgs(t *testing.T) {
+	testenv.MustHave(t, "valgrind")
+	testenv.NoLeftovers(t)
+	p, err := breakpoints.Load(filepath.Join("..", "testdata", "plans", "full.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "massif.out")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// A private vgdb prefix: valgrind's FIFOs stay out of /tmp, where other
+	// runs look for their own.
+	args := append([]string{"--tool=massif", "--massif-out-file=" + out, "--vgdb-prefix=" + filepath.Join(t.TempDir(), "vgdb")}, massifPlanArgs(p)...)
+	args = append(args, "/bin/true")
+	cmd := exec.CommandContext(ctx, "valgrind", args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("valgrind %q: %v\n%s", args, err, stderr.String())
+	}
+}
