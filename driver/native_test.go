@@ -240,16 +240,7 @@ func TestNativeUnlockedCallSeesOtherThreads(t *testing.T) {
 // kills it at the end of the test.
 func startLoop(t *testing.T) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(testenv.Build(t, "testdata/native/loop.c"))
-	cmd.Env = append(os.Environ(), testenv.ScopeEnv(t))
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	return cmd
+	return startFixture(t, testenv.Build(t, "testdata/native/loop.c"))
 }
 
 // switches is the process's context switches: they grow while it runs.

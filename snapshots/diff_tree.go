@@ -102,13 +102,20 @@ func mergeDelta(as, bs []*Node) *Node {
 	}
 	sort.SliceStable(out.Children, func(i, j int) bool {
 		ci, cj := out.Children[i], out.Children[j]
-		if x, y := absBytes(ci.Bytes), absBytes(cj.Bytes); x != y {
-			return x > y
-		}
-		if ci.Below != cj.Below {
-			return cj.Below // buckets last
-		}
-		return frameLess(ci.Frame, cj.Frame)
+		return deltaFirst(ci.Bytes, cj.Bytes, ci.Below, cj.Below, ci.Frame, cj.Frame)
 	})
 	return out
+}
+
+// deltaFirst orders the children of a delta tree: the largest change
+// first, then real frames before the below-threshold buckets, then by
+// frame. The growth graph and DiffTree order alike with it.
+func deltaFirst(xBytes, yBytes int64, xBelow, yBelow bool, x, y Frame) bool {
+	if a, b := absBytes(xBytes), absBytes(yBytes); a != b {
+		return a > b
+	}
+	if xBelow != yBelow {
+		return yBelow // buckets last
+	}
+	return frameLess(x, y)
 }

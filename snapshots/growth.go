@@ -297,13 +297,7 @@ func (g *growthWalk) merge(n *growthGroup) []*growthGroup {
 	}
 	sort.SliceStable(order, func(i, j int) bool {
 		ci, cj := order[i], order[j]
-		if x, y := absBytes(ci.bytes), absBytes(cj.bytes); x != y {
-			return x > y
-		}
-		if ci.below != cj.below {
-			return cj.below // buckets last
-		}
-		return frameLess(ci.frame, cj.frame)
+		return deltaFirst(ci.bytes, cj.bytes, ci.below, cj.below, ci.frame, cj.frame)
 	})
 	return order
 }
