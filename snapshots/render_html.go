@@ -382,11 +382,7 @@ func (h *htmlWriter) memoryChart(stops []StopPoint) {
 			tip += fmt.Sprintf(" · in use %s · free %s", FormatBytes(*m.HeapInUseBytes), FormatBytes(*m.HeapFreeBytes))
 		}
 		c.tips = append(c.tips, tip)
-		class := "hit"
-		if s.Phase == "return" {
-			class = "return"
-		}
-		c.markClass = append(c.markClass, class)
+		c.markClass = append(c.markClass, markClass(s))
 	}
 	c.lines = []chartLine{rss}
 	legend := "resident memory (solid)"
@@ -400,6 +396,15 @@ func (h *htmlWriter) memoryChart(stops []StopPoint) {
 	h.printf("<h3>Memory over the stops</h3>\n")
 	h.drawChart(c)
 	h.printf("<p class=\"legend\">%s; one mark per stop (filled: after the call returned), hover for its hit, thread, time and figures.</p>\n", esc(legend))
+}
+
+// markClass is the class of a stop's mark on a chart: filled after the
+// call returned.
+func markClass(s StopPoint) string {
+	if s.Phase == "return" {
+		return "return"
+	}
+	return "hit"
 }
 
 // heapChart draws the heap at every stop of one breakpoint.
@@ -416,11 +421,7 @@ func (h *htmlWriter) heapChart(stops []StopPoint) {
 		anyExtra = anyExtra || s.HeapExtraBytes != 0
 		anyStacks = anyStacks || s.StacksBytes != 0
 		c.tips = append(c.tips, stopTip(s, "heap", s.HeapBytes))
-		class := "hit"
-		if s.Phase == "return" {
-			class = "return"
-		}
-		c.markClass = append(c.markClass, class)
+		c.markClass = append(c.markClass, markClass(s))
 	}
 	c.lines = []chartLine{heap}
 	legend := "heap (solid)"
@@ -569,23 +570,14 @@ func (h *htmlWriter) diff(d *Diff) {
 		h.printf("<p>No site changed.</p>\n")
 		return
 	}
-	blocks := false
-	for _, s := range sites {
-		blocks = blocks || s.SiteBlocks != nil
-	}
+	blocks := anyBlocks(sites)
 	blocksHead := ""
 	if blocks {
 		blocksHead = "<th class=\"num\">Blocks</th>"
 	}
 	h.printf("<table>\n<thead><tr><th class=\"num\">Δ</th>%s<th class=\"num\">Before</th><th class=\"num\">After</th><th>Change</th><th>Site</th></tr></thead>\n<tbody>\n", blocksHead)
 	for _, s := range sites {
-		before, after := FormatBytes(s.Before), FormatBytes(s.After)
-		switch s.Change {
-		case ChangeHidden:
-			after = "?"
-		case ChangeRevealed:
-			before = "?"
-		}
+		before, after := beforeAfter(s)
 		h.printf("<tr><td class=\"num\">%s</td>", esc(FormatDelta(s.Delta)))
 		if blocks {
 			b := ""

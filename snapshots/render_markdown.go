@@ -68,23 +68,14 @@ func (m *mdWriter) diff(d *Diff, opts RenderOptions) {
 		m.printf("No site changed.\n\n")
 		return
 	}
-	blocks := false
-	for _, s := range sites {
-		blocks = blocks || s.SiteBlocks != nil
-	}
+	blocks := anyBlocks(sites)
 	if blocks {
 		m.printf("| Δ | Δ blocks | Before | After | Change | Site |\n|---:|---:|---:|---:|---|---|\n")
 	} else {
 		m.printf("| Δ | Before | After | Change | Site |\n|---:|---:|---:|---|---|\n")
 	}
 	for _, s := range sites {
-		before, after := FormatBytes(s.Before), FormatBytes(s.After)
-		switch s.Change {
-		case ChangeHidden:
-			after = "?"
-		case ChangeRevealed:
-			before = "?"
-		}
+		before, after := beforeAfter(s)
 		site := siteCell(s.Frame)
 		if s.Stacks > 1 {
 			site += fmt.Sprintf(" (%d stacks)", s.Stacks)

@@ -132,23 +132,14 @@ func (t *textWriter) diffTable(d *Diff, opts RenderOptions, indent string) {
 		t.printf(".\n")
 		return
 	}
-	blocks := false
-	for _, s := range sites {
-		blocks = blocks || s.SiteBlocks != nil
-	}
+	blocks := anyBlocks(sites)
 	head := []string{"DELTA", "BEFORE", "AFTER", "CHANGE"}
 	if blocks {
 		head = []string{"DELTA", "BLOCKS", "BEFORE", "AFTER", "CHANGE"}
 	}
 	rows := make([][]string, len(sites))
 	for i, s := range sites {
-		before, after := FormatBytes(s.Before), FormatBytes(s.After)
-		switch s.Change {
-		case ChangeHidden:
-			after = "?"
-		case ChangeRevealed:
-			before = "?"
-		}
+		before, after := beforeAfter(s)
 		rows[i] = []string{FormatDelta(s.Delta), before, after, string(s.Change)}
 		if blocks {
 			b := ""

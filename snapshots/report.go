@@ -218,6 +218,30 @@ func limitSites(s []SiteDelta, n int) ([]SiteDelta, int) {
 	return s, 0
 }
 
+// anyBlocks reports whether any of sites counts blocks (xtmemory
+// snapshots do, massif's own do not): the tables then have a blocks column.
+func anyBlocks(sites []SiteDelta) bool {
+	for _, s := range sites {
+		if s.SiteBlocks != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// beforeAfter returns a site's before and after bytes as the tables print
+// them: "?" for the side a filter hid (hidden, revealed).
+func beforeAfter(s SiteDelta) (before, after string) {
+	before, after = FormatBytes(s.Before), FormatBytes(s.After)
+	switch s.Change {
+	case ChangeHidden:
+		after = "?"
+	case ChangeRevealed:
+		before = "?"
+	}
+	return before, after
+}
+
 func limitFrames(s []Frame, n int) ([]Frame, int) {
 	if n > 0 && len(s) > n {
 		return s[:n], len(s) - n
