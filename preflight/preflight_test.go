@@ -302,8 +302,12 @@ func TestCheckPtrace(t *testing.T) {
 		{"container with the capability", filepath.Join(dir, "absent"), status("00000000a80c25fb"), true, Ptrace{Scope: -1, CapSysPtrace: true, Container: true}, "no Yama ptrace restrictions, in a container, CAP_SYS_PTRACE held", ""},
 	} {
 		got := checkPtrace(tt.scopeFile, tt.status, tt.container)
-		if got != tt.want || got.String() != tt.str || got.Problem() != tt.problem || got.Allowed() != (tt.problem == "") {
-			t.Errorf("%s: %+v\n String %q\nProblem %q\nwant %+v\n String %q\nProblem %q", tt.name, got, got.String(), got.Problem(), tt.want, tt.str, tt.problem)
+		problem := ""
+		if f, ok := got.Finding(); ok {
+			problem = f.String()
+		}
+		if got != tt.want || got.String() != tt.str || problem != tt.problem || got.Allowed() != (tt.problem == "") {
+			t.Errorf("%s: %+v\n String %q\nProblem %q\nwant %+v\n String %q\nProblem %q", tt.name, got, got.String(), problem, tt.want, tt.str, tt.problem)
 		}
 	}
 }

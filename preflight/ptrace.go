@@ -132,13 +132,3 @@ func (p Ptrace) Finding() (f Finding, ok bool) {
 	}
 	return f, true
 }
-
-// Problem explains why ptrace is restricted and what it costs, in one
-// sentence, or returns "" when it is allowed.
-func (p Ptrace) Problem() string {
-	f, ok := p.Finding()
-	if !ok {
-		return ""
-	}
-	return f.String()
-}
