@@ -99,10 +99,10 @@ func (c *console) closeSlaves() {
 	c.slaves = nil
 }
 
-// close waits up to grace for the copies to reach the end of the target's
-// output, then closes the masters. A process the target left behind that
-// still holds a slave loses what it writes later.
-func (c *console) close(grace time.Duration) {
+// drain closes snapctl's copies of the slaves and waits up to grace for
+// the copies to reach the end of the target's output, which they do once
+// every process that held a slave has closed it.
+func (c *console) drain(grace time.Duration) {
 	c.closeSlaves()
 	done := make(chan struct{})
 	go func() {
@@ -113,6 +113,13 @@ func (c *console) close(grace time.Duration) {
 	case <-done:
 	case <-time.After(grace):
 	}
+}
+
+// close drains the console (see drain), then closes the masters. A
+// process the target left behind that still holds a slave loses what it
+// writes later.
+func (c *console) close(grace time.Duration) {
+	c.drain(grace)
 	for _, m := range c.masters {
 		m.Close()
 	}

@@ -16,8 +16,9 @@ type massifBackend struct{}
 
 func (massifBackend) name() string { return BackendMassif }
 
-// launch starts valgrind and gdb and connects gdb to valgrind's gdbserver
-// through vgdb. gdb starts and reads the binary while valgrind gets
+// launch starts valgrind and connects gdb to valgrind's gdbserver through
+// vgdb: the gdb started during Run's checks, which has read the binary
+// by now, or else one started here, which reads it while valgrind gets
 // ready.
 func (massifBackend) launch(ctx context.Context, s *session) error {
 	vargs := s.valgrindArgs()
@@ -30,6 +31,7 @@ func (massifBackend) launch(ctx context.Context, s *session) error {
 		Stdout: s.stdout,
 		Stderr: s.stderr,
 		Tail:   s.consoleTail(),
+		Drain:  func() { s.console.drain(s.opts.Grace) },
 		Log:    filepath.Join(s.dir, valgrindLog),
 	})
 	// The console keeps its ends of the terminals open until teardown:
@@ -41,7 +43,9 @@ func (massifBackend) launch(ctx context.Context, s *session) error {
 	}
 	s.vg = vg
 	s.groups.Add(vg.proc)
-	if err := s.startGDB(ctx, []string{s.binary}, s.childEnv()); err != nil {
+	if c := s.early.client(); c != nil {
+		s.useGDB(c, nil)
+	} else if err := s.startGDB(ctx, []string{s.binary}, s.childEnv()); err != nil {
 		return err
 	}
 	if err := vg.waitReady(ctx, s.opts.ReadyTimeout); err != nil {

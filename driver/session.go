@@ -184,14 +184,14 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	// are checked: both take about as long as gdb takes to start. The
 	// tools' errors come first.
 	//
-	// The native backend's own gdb starts at once (earlyGDB) and checks
-	// the locations and its version itself; only what it cannot vouch
-	// for goes to the checking gdb. Attaching, it starts on no program,
-	// and --trace records it from its start: both keep the usual order.
+	// The session's own gdb starts at once (earlyGDB) and checks the
+	// locations and its version itself; only what it cannot vouch for
+	// goes to the checking gdb. Attaching, it starts on no program, and
+	// --trace records it from its start: both keep the usual order.
 	located := make(chan error, 1)
 	var early *earlyGDB
 	gdbPath, err := preflight.FindTool("gdb", opts.GDB)
-	if err == nil && native && opts.AttachPID == 0 && !opts.Trace {
+	if err == nil && opts.AttachPID == 0 && !opts.Trace {
 		early = startEarlyGDB(ctx, gdbPath, binary, plan, &opts)
 		defer early.discard()
 	}
@@ -209,7 +209,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	default:
 		go func() { located <- validateLocations(ctx, gdbPath, binary, plan, opts.childEnv(), opts.CommandTimeout) }()
 	}
-	env, err := preflight.Check(ctx, preflight.Options{Gdb: opts.GDB, Valgrind: opts.Valgrind, Binary: opts.Binary, NoValgrind: native, GdbVersion: early.gdbVersion()})
+	env, err := preflight.Check(ctx, preflight.Options{Gdb: opts.GDB, Valgrind: opts.Valgrind, Binary: opts.Binary, NoValgrind: native, GdbVersion: early.gdbVersion})
 	if err != nil {
 		<-located
 		// A tool that failed because the user stopped snapctl is not
@@ -463,8 +463,8 @@ func newSession(opts Options, plan *breakpoints.Plan, t tools, binary, dir strin
 func (s *session) run(ctx context.Context) (*Result, error) {
 	res := &Result{Dir: s.dir, Manifest: s.m, Plan: s.plan}
 	defer s.closeSpools()
-	// Under the native backend the private directory comes with the gdb
-	// started during the checks.
+	// The private directory comes with the gdb started during the
+	// checks, when there is one.
 	var priv string
 	var release func()
 	var err error

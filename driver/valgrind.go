@@ -33,7 +33,11 @@ type valgrindConfig struct {
 	// as it is, the same terminal as Stdout, and the order of the two
 	// holds.
 	Tail *tailWriter
-	Log  string // valgrind's --log-file, read for readiness and messages
+	// Drain, with Tail, waits until Tail holds all that valgrind wrote
+	// before it exited: the console copies it from the terminal on its
+	// own time.
+	Drain func()
+	Log   string // valgrind's --log-file, read for readiness and messages
 }
 
 // valgrindProc is valgrind running the target, in its own process group.
@@ -41,8 +45,10 @@ type valgrindProc struct {
 	// proc is nil in a stop loop driven by a script, with no valgrind.
 	proc *child.Process
 	log  string
-	// stderr keeps what valgrind last wrote on its stderr, for messages.
+	// stderr keeps what valgrind last wrote on its stderr, for messages;
+	// drain, when set, waits for it to hold all of it (valgrindConfig).
 	stderr *tailWriter
+	drain  func()
 }
 
 // startValgrind starts valgrind in its own process group. The process is
@@ -80,7 +86,11 @@ func startValgrind(cfg valgrindConfig) (*valgrindProc, error) {
 	if err != nil {
 		return nil, &ToolError{Tool: "valgrind", Msg: "cannot start", Err: err}
 	}
-	return &valgrindProc{proc: proc, log: cfg.Log, stderr: stderr}, nil
+	p := &valgrindProc{proc: proc, log: cfg.Log, stderr: stderr}
+	if cfg.Tail != nil {
+		p.drain = cfg.Drain
+	}
+	return p, nil
 }
 
 // Pid is valgrind's process id, which is also the target's: valgrind runs
@@ -136,10 +146,13 @@ func (p *valgrindProc) waitReady(ctx context.Context, timeout time.Duration) err
 
 // said returns the last n lines valgrind wrote to its log, or to its
 // stderr when the log holds nothing: valgrind reports there what keeps it
-// from starting at all.
+// from starting at all. valgrind has exited.
 func (p *valgrindProc) said(n int) string {
 	if t := strings.TrimSpace(logTail(p.log, n)); t != "" {
 		return t
+	}
+	if p.drain != nil {
+		p.drain()
 	}
 	return p.stderr.lines(n)
 }

@@ -353,7 +353,7 @@ func TestCheckGivenGdbVersion(t *testing.T) {
 		{"GNU gdb (GDB) 7.0", "too old"},
 		{"not a gdb", "does not look like gdb"},
 	} {
-		env, err := Check(context.Background(), Options{NoValgrind: true, GdbVersion: tt.line})
+		env, err := Check(context.Background(), Options{NoValgrind: true, GdbVersion: func() string { return tt.line }})
 		switch {
 		case tt.wantErr == "" && (err != nil || env.GdbVersion.Text != tt.line || env.GdbVersion.Major != 13 || env.GdbVersion.Minor != 1):
 			t.Errorf("%q: version %+v, error %v", tt.line, env.GdbVersion, err)

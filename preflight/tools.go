@@ -25,9 +25,11 @@ type Options struct {
 	// NoValgrind skips valgrind and vgdb: the native backend runs the
 	// program under gdb alone.
 	NoValgrind bool
-	// GdbVersion is the first line of gdb's version when the caller
-	// already has it from the gdb it started: no gdb --version runs.
-	GdbVersion string
+	// GdbVersion, when set, gives the first line of gdb's version from
+	// a gdb the caller started: no gdb --version runs, unless it gives
+	// "". Check calls it after its other checks, which a gdb still
+	// starting then overlaps.
+	GdbVersion func() string
 }
 
 // Environment is what Check found: the tools a session runs and what
@@ -56,14 +58,10 @@ func Check(ctx context.Context, opts Options) (*Environment, error) {
 	var errs []error
 
 	var err error
+	gdbFound := true
 	if env.Gdb, err = FindTool("gdb", opts.Gdb); err != nil {
 		errs = append(errs, err)
-	} else if opts.GdbVersion != "" {
-		if env.GdbVersion, err = parseVersion("gdb", env.Gdb, opts.GdbVersion); err != nil {
-			errs = append(errs, err)
-		}
-	} else if env.GdbVersion, err = ToolVersion(ctx, "gdb", env.Gdb); err != nil {
-		errs = append(errs, err)
+		gdbFound = false
 	}
 	if opts.NoValgrind {
 		// Nothing to look for.
@@ -84,6 +82,21 @@ func Check(ctx context.Context, opts Options) (*Environment, error) {
 		} else {
 			env.Binary = info
 			env.Warnings = append(env.Warnings, info.Warnings...)
+		}
+	}
+	if gdbFound {
+		// gdb's errors come first, as the tools are named.
+		line := ""
+		if opts.GdbVersion != nil {
+			line = opts.GdbVersion()
+		}
+		if line != "" {
+			env.GdbVersion, err = parseVersion("gdb", env.Gdb, line)
+		} else {
+			env.GdbVersion, err = ToolVersion(ctx, "gdb", env.Gdb)
+		}
+		if err != nil {
+			errs = append([]error{err}, errs...)
 		}
 	}
 	if f, ok := env.Ptrace.Finding(); ok {

@@ -1,0 +1,148 @@
+package driver
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/snapctl/snapctl/breakpoints"
+	"github.com/snapctl/snapctl/driver/mi"
+)
+
+// earlyGDB is the session's gdb, started on the program when Run begins
+// its checks, and which does two of them itself: it gives its
+// version (-gdb-version, as `gdb --version` would) and says whether every
+// breakpoint location resolves in the program. Each gdb costs about 0.1 s
+// of CPU to start, and on two cores three at once (the session's, the
+// checking one, gdb --version) held the run back by about as much. It only
+// reads the program, so nothing is lost if a check fails and it goes. The
+// session takes it over with the private directory that its environment
+// marks (runMark).
+type earlyGDB struct {
+	priv    string
+	release func()
+	ready   chan struct{}
+	c       *mi.Client
+	err     error
+	// version is the first line of gdb's version, "" when unknown.
+	version string
+	// resolved says that every location but the pending ones resolved
+	// in the program, with its condition: the checking gdb is not needed.
+	resolved bool
+	// handed is set once the session owns priv and release; adopted once
+	// it owns the client.
+	handed, adopted bool
+}
+
+// startEarlyGDB starts gdb on binary in the background, with the
+// environment and working directory the session would give it. It
+// returns nil when the private directory cannot be made: the session then
+// makes its own and says why.
+func startEarlyGDB(ctx context.Context, gdbPath, binary string, plan *breakpoints.Plan, opts *Options) *earlyGDB {
+	priv, release, err := newPrivateDir()
+	if err != nil {
+		return nil
+	}
+	e := &earlyGDB{priv: priv, release: release, ready: make(chan struct{})}
+	env := append(opts.childEnv(), runMark(priv))
+	if plan.Backend == BackendNative {
+		// This gdb starts the target; under massif valgrind does.
+		env = append(env, plan.Target.Env...)
+	}
+	go func() {
+		defer close(e.ready)
+		sctx, cancel := context.WithTimeout(ctx, opts.CommandTimeout)
+		defer cancel()
+		e.c, e.err = mi.Start(sctx, mi.Options{Path: gdbPath, Args: []string{binary}, Dir: plan.Target.Cwd, Env: env, Async: true})
+		if e.err == nil {
+			e.check(sctx, plan)
+		}
+	}()
+	return e
+}
+
+// check asks gdb for its version and whether each location resolves, as
+// agent.py's location_resolves says: through an internal breakpoint,
+// which leaves the numbers of the session's breakpoints as they were.
+// Anything unclear leaves resolved false, and the checking gdb decides.
+func (e *earlyGDB) check(ctx context.Context, plan *breakpoints.Plan) {
+	if r, err := e.c.Send(ctx, "-gdb-version"); err == nil {
+		e.version, _, _ = strings.Cut(strings.TrimSpace(r.Console()), "\n")
+	}
+	script := filepath.Join(e.priv, agentScript)
+	if err := os.WriteFile(script, []byte(agentSource), 0o600); err != nil {
+		return
+	}
+	if _, err := e.c.Send(ctx, "-interpreter-exec", "console", mi.Quote("source "+script)); err != nil {
+		return
+	}
+	for i := range plan.Breakpoints {
+		bp := &plan.Breakpoints[i]
+		if bp.Pending {
+			continue // resolved, or refused, once a library loads it
+		}
+		r, err := e.c.Send(ctx, "-interpreter-exec", "console",
+			mi.Quote("python print(location_resolves("+pyString(bp.Location)+", "+pyString(bp.GdbCondition())+"))"))
+		if err != nil || strings.TrimSpace(r.Console()) != "True" {
+			return
+		}
+	}
+	e.resolved = true
+}
+
+// gdbVersion is the first line of the early gdb's version, "" when it did
+// not start.
+func (e *earlyGDB) gdbVersion() string {
+	if e == nil {
+		return ""
+	}
+	<-e.ready
+	return e.version
+}
+
+// locationsResolved reports whether the early gdb found every location.
+func (e *earlyGDB) locationsResolved() bool {
+	if e == nil {
+		return false
+	}
+	<-e.ready
+	return e.resolved
+}
+
+// client returns the early gdb for the session to use, nil when it did
+// not start (the session then starts its own, which says why).
+func (e *earlyGDB) client() *mi.Client {
+	if e == nil {
+		return nil
+	}
+	<-e.ready
+	if e.err != nil {
+		return nil
+	}
+	e.adopted = true
+	return e.c
+}
+
+// closeUnused ends the early gdb unless the session adopted it.
+func (e *earlyGDB) closeUnused() {
+	if e == nil {
+		return
+	}
+	<-e.ready
+	if e.c != nil && !e.adopted {
+		e.c.Close()
+		e.adopted = true
+	}
+}
+
+// discard ends the early gdb and removes the private directory, unless
+// the session took them over: Run's checks failed.
+func (e *earlyGDB) discard() {
+	if e == nil || e.handed {
+		return
+	}
+	e.closeUnused()
+	e.release()
+	os.RemoveAll(e.priv)
+}
