@@ -24,7 +24,7 @@ const (
 	DefaultGroupBy          = "site"
 	DefaultReportDepth      = 12
 	DefaultStopTimeout      = 30 * time.Second
-	DefaultThreads          = ThreadsCurrent
+	DefaultThreads          = ThreadsNone
 )
 
 // MaxPlanSize bounds what Load reads: a plan is a few kilobytes, and a

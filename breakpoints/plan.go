@@ -44,8 +44,8 @@ type Plan struct {
 	// own keep_snapshots overrides it.
 	KeepSnapshots string
 	// Threads says how much thread state a stop records (key "threads"):
-	// ThreadsNone, ThreadsCurrent (default) or ThreadsAll. A breakpoint's
-	// own threads overrides it.
+	// ThreadsNone (default: what the reports use), ThreadsCurrent or
+	// ThreadsAll. A breakpoint's own threads overrides it.
 	Threads string
 	// Breakpoints are the places where snapctl stops and snapshots, in
 	// plan order. Parse guarantees at least one and unique names.
@@ -253,8 +253,8 @@ const (
 // thread gdb reads at a stop costs round trips through vgdb, so the cost of
 // a stop grows with the number of threads only under ThreadsAll.
 const (
-	// ThreadsNone records the stopped thread's id and the breakpoint's
-	// frame: no backtrace, no thread details.
+	// ThreadsNone records the stopped thread's id and target id and the
+	// breakpoint's frame: no backtrace, no thread details.
 	ThreadsNone = "none"
 	// ThreadsCurrent adds the stopped thread's backtrace and valgrind's
 	// details of it (read again only when the set of threads changed).

@@ -302,11 +302,11 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 		if threads == nil {
 			cmds = append(cmds, mi.Command{Name: "-thread-info"})
 		}
-	case breakpoints.ThreadsNone:
-		threads = []Thread{{ID: tid}}
 	default:
 		// Valgrind's details of a thread cost a round trip through vgdb:
 		// they are read again only when the set of threads changed.
+		// Under threads: none the stop keeps only the thread's target
+		// id, read the same way.
 		if t, ok := s.current[tid]; ok {
 			threads = []Thread{t}
 		} else {
@@ -345,7 +345,8 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 		threads[0].Frame = &f
 	}
 	if mode == breakpoints.ThreadsNone {
-		stop.Thread = threads[0]
+		t := findThread(threads, tid)
+		stop.Thread = Thread{ID: t.ID, TargetID: t.TargetID, State: t.State}
 		threads = nil
 	} else {
 		stop.Thread = findThread(threads, tid)
@@ -454,20 +455,28 @@ func (s *session) diskFull(err error) error {
 // totals. The snapshot is nil when it was not parsed.
 func (s *session) readSnapshot(t *taken) (*snapshots.HeapTree, error) {
 	path := filepath.Join(s.dir, t.stop.Snapshot)
-	parse, keep, err := s.readTree(t)
+	f, err := openFile(t.raw, os.O_RDWR)
+	if err != nil {
+		return nil, fmt.Errorf("keeping snapshot %s: %w", t.stop.Snapshot, err)
+	}
+	defer f.Close()
+	parse, keep, err := s.readTree(t, f)
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("keeping snapshot %s: %w", t.stop.Snapshot, err)
 	}
 	var snap *snapshots.HeapTree
 	switch {
 	case parse:
-		if snap, err = s.parseSnapshot(t, path, keep); err != nil {
+		if snap, err = s.parseSnapshot(t, f, path, keep); err != nil {
 			return nil, err
 		}
 		t.stop.HeapBytes, t.stop.HeapExtraBytes, t.stop.StacksBytes = snap.HeapBytes, snap.HeapExtraBytes, snap.StacksBytes
 	default:
 		if keep {
-			err = keepSnapshot(t.raw, path, func(io.Reader) error { return nil })
+			err = keepSnapshot(f, t.raw, path, func(io.Reader) error { return nil })
 		} else {
 			err = os.Remove(t.raw)
 		}

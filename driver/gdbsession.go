@@ -64,6 +64,18 @@ func (s *session) useGDB(c *mi.Client, traceOut *os.File) {
 	}
 }
 
+// readsBacktraces reports whether any of the plan's stops reads a
+// backtrace: threads other than none, or an around_call, whose stops read
+// every thread.
+func readsBacktraces(p *breakpoints.Plan) bool {
+	for _, bp := range p.Breakpoints {
+		if bp.Threads != breakpoints.ThreadsNone || bp.AroundCall {
+			return true
+		}
+	}
+	return false
+}
+
 // send runs one MI command with the per-command deadline.
 func (s *session) send(ctx context.Context, cmd string, args ...string) (*mi.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CommandTimeout)
@@ -89,10 +101,14 @@ func (s *session) setup(ctx context.Context) error {
 	// system call per byte it receives from vgdb, and a line travels as
 	// two hex digits per byte: 1 KiB lines cost more than the round trips
 	// they save for the few frames of a typical stop (bench/stops.sh:
-	// 0.26 ms a stop). 256-byte lines balance the two. A line never spans
+	// 0.26 ms a stop). 256-byte lines balance the two for backtraces. A
+	// stop that reads none still reads one line of stack, for the stopped
+	// frame, and there gdb's 64 bytes are the cheapest. A line never spans
 	// two pages, so it is readable whenever its first byte is.
-	if _, err := s.send(ctx, "-gdb-set", "dcache", "line-size", "256"); err != nil {
-		return fmt.Errorf("setting up gdb: %w", err)
+	if readsBacktraces(s.plan) {
+		if _, err := s.send(ctx, "-gdb-set", "dcache", "line-size", "256"); err != nil {
+			return fmt.Errorf("setting up gdb: %w", err)
+		}
 	}
 	for _, line := range s.plan.Gdb.Init {
 		if _, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote(line)); err != nil {

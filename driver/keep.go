@@ -7,6 +7,7 @@ import (
 	"hash"
 	"io"
 	"os"
+	"syscall"
 
 	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/snapshots"
@@ -28,21 +29,16 @@ type lastSnapshot struct {
 	heap, extra, stacks int64
 }
 
-// readTree sums the tree of the stop's snapshot file into t.tree, and
-// decides from it what reading the snapshot takes: parse reports whether
-// it must be parsed, keep whether its file is kept (see readSnapshot). A
-// hit whose tree equals the previous hit's of the same breakpoint is not
-// parsed (the series counts it with AddSame), nor under keep_snapshots:
-// changed a return whose tree equals its own hit's (see sameCall); but an
-// around_call hit is, since its return is diffed against it. Under
-// keep_snapshots: changed, a file whose tree equals the last one of its
-// breakpoint and phase is not kept.
-func (s *session) readTree(t *taken) (parse, keep bool, err error) {
-	f, err := os.Open(t.raw)
-	if err != nil {
-		return false, false, err
-	}
-	defer f.Close()
+// readTree sums the tree of the stop's snapshot file, read from f, into
+// t.tree, and decides from it what reading the snapshot takes: parse
+// reports whether it must be parsed, keep whether its file is kept (see
+// readSnapshot). A hit whose tree equals the previous hit's of the same
+// breakpoint is not parsed (the series counts it with AddSame), nor under
+// keep_snapshots: changed a return whose tree equals its own hit's (see
+// sameCall); but an around_call hit is, since its return is diffed
+// against it. Under keep_snapshots: changed, a file whose tree equals the
+// last one of its breakpoint and phase is not kept.
+func (s *session) readTree(t *taken, f io.Reader) (parse, keep bool, err error) {
 	sum := newTreeHash()
 	if _, err := io.Copy(sum, f); err != nil {
 		return false, false, err
@@ -60,9 +56,10 @@ func (s *session) readTree(t *taken) (parse, keep bool, err error) {
 	return parse, keep, nil
 }
 
-// parseSnapshot reads the stop's snapshot file and, with keep, compresses
-// it into path in the same pass (keepSnapshot); without, removes it.
-func (s *session) parseSnapshot(t *taken, path string, keep bool) (*snapshots.HeapTree, error) {
+// parseSnapshot reads the stop's snapshot file f (at t.raw) and, with
+// keep, compresses it into path in the same pass (keepSnapshot); without,
+// removes it.
+func (s *session) parseSnapshot(t *taken, f *os.File, path string, keep bool) (*snapshots.HeapTree, error) {
 	var snap *snapshots.HeapTree
 	var readErr error
 	read := func(r io.Reader) error {
@@ -71,8 +68,8 @@ func (s *session) parseSnapshot(t *taken, path string, keep bool) (*snapshots.He
 	}
 	var err error
 	if keep {
-		err = keepSnapshot(t.raw, path, read)
-	} else if err = readFile(t.raw, read); err == nil {
+		err = keepSnapshot(f, t.raw, path, read)
+	} else if err = read(f); err == nil {
 		err = os.Remove(t.raw)
 	}
 	switch {
@@ -84,14 +81,20 @@ func (s *session) parseSnapshot(t *taken, path string, keep bool) (*snapshots.He
 	return snap, nil
 }
 
-// readFile opens path and passes it to read.
-func readFile(path string, read func(io.Reader) error) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
+// openFile opens path as os.OpenFile does, without the runtime's poller:
+// os.OpenFile puts a regular file in non-blocking mode, offers it to
+// epoll, which refuses it, and puts it back in blocking mode on Close,
+// four system calls for nothing, and a stop opens its snapshot file.
+func openFile(path string, flag int) (*os.File, error) {
+	for {
+		fd, err := syscall.Open(path, flag|syscall.O_CLOEXEC, 0)
+		switch {
+		case err == nil:
+			return os.NewFile(uintptr(fd), path), nil
+		case err != syscall.EINTR:
+			return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		}
 	}
-	defer f.Close()
-	return read(f)
 }
 
 // treeHash hashes a massif file as it is written to it, but for its time=

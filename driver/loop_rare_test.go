@@ -44,13 +44,15 @@ var (
 	hitThread = Thread{ID: "1", TargetID: "Thread 42", State: "stopped"}
 )
 
-// The commands of a stop at a plain breakpoint, the first time (gdb is
-// asked for the stopped thread's details) and afterwards; and of an
-// around_call hit, which asks for every thread.
+// The commands of a stop at a plain breakpoint under the default threads
+// (none), the first time (gdb is asked for the stopped thread's target id)
+// and afterwards; and of an around_call hit, which asks for the backtrace
+// and every thread.
 var (
-	firstStop  = []string{"-stack-list-frames 0 31", "-thread-info 1", snapshotMonitor}
-	laterStop  = []string{"-stack-list-frames 0 31", snapshotMonitor}
-	aroundStop = []string{"-stack-list-frames 0 31", "-thread-info", snapshotMonitor}
+	firstStop   = []string{"-thread-info 1", snapshotMonitor}
+	laterStop   = []string{snapshotMonitor}
+	aroundStop  = []string{"-stack-list-frames 0 31", "-thread-info", snapshotMonitor}
+	aroundLater = []string{"-stack-list-frames 0 31", snapshotMonitor}
 )
 
 // cmds joins commands and lists of commands into one list.
@@ -265,7 +267,7 @@ func TestLoopStopFails(t *testing.T) {
 			}},
 		{name: "gdb error", plan: plain,
 			fake: func(_ *session, f *fakeGDB) {
-				f.fail = map[string]string{"-stack-list-frames 0 31": "Cannot access memory at address 0x7ff0"}
+				f.fail = map[string]string{"-thread-info 1": "Invalid thread id: 1"}
 			},
 			// gdb runs the whole batch, the continue too: the
 			// run ends all the same.
@@ -273,7 +275,7 @@ func TestLoopStopFails(t *testing.T) {
 			sent:  cmds(firstStop, "-exec-continue"), status: StatusFailed,
 			check: func(t *testing.T, err error) {
 				var me *mi.Error
-				const want = `at breakpoint "request": -stack-list-frames: gdb: -stack-list-frames 0 31: Cannot access memory at address 0x7ff0`
+				const want = `at breakpoint "request": -thread-info: gdb: -thread-info 1: Invalid thread id: 1`
 				if err == nil || err.Error() != want || !errors.As(err, &me) {
 					t.Errorf("got %v, want the *mi.Error %q", err, want)
 				}
@@ -554,7 +556,7 @@ func TestLoopSchedulerLocking(t *testing.T) {
 	// the threads, and gdb's mode unless it is known; with mode, it is set
 	// for finish and gdb's restored before the target goes on.
 	aroundCall := func(first, show bool, mode string) []string {
-		out := laterStop
+		out := aroundLater
 		if first {
 			out = aroundStop
 		}

@@ -454,3 +454,35 @@ func TestRunManifestDuringRun(t *testing.T) {
 		t.Errorf("final status %q, error %q", final.Status, final.Error)
 	}
 }
+
+// A location that names two functions stops in each in turn, and every
+// stop records the frame it stopped in: the agent reads a breakpoint's
+// frame once per address only while the breakpoint has one location.
+func TestStopFrameOfEachLocation(t *testing.T) {
+	t.Parallel()
+	const src = "testdata/overload.cpp"
+	bin := testenv.Build(t, src)
+	var want []int
+	for range 3 {
+		want = append(want, testenv.LineOf(t, src, "// note(int)"), testenv.LineOf(t, src, "// note(double)"))
+	}
+	for _, p := range stopPaths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			res, err := runPlanOpts(t, Options{NoAgent: p.noAgent}, "breakpoints:\n  - name: note\n    location: note\n", bin, "3")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int
+			for _, s := range readManifest(t, res.Dir).Stops {
+				got = append(got, s.Frame.Line)
+				if !strings.HasPrefix(s.Frame.Function, "note") || s.Frame.File != "overload.cpp" {
+					t.Errorf("stop %d: frame %+v, want one of note's", s.Seq, s.Frame)
+				}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("the stops' lines (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -44,7 +44,7 @@ func (g *threadStartingGDB) SendBatch(ctx context.Context, cmds []mi.Command) ([
 // records the thread with the stop's frame.
 func TestThreadListAskedOnlyWhenItMayHaveChanged(t *testing.T) {
 	fake := &threadStartingGDB{fakeGDB: newFakeGDB(t, hitRecord, hitRecord, hitRecord, `*stopped,reason="exited-normally"`), at: 2}
-	s := scriptedSession(t, mustPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n"), fake)
+	s := scriptedSession(t, mustPlan(t, "threads: current\nbreakpoints:\n  - name: request\n    location: handle_request\n"), fake)
 
 	fake.events <- mustRecord(t, hitRecord)
 	if err := s.loop(context.Background()); err != nil {

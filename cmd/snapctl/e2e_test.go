@@ -57,7 +57,9 @@ func TestLeakSingleThread(t *testing.T) {
 	caller := frame{"main", "leak.c", testenv.LineOf(t, src, "handle_request(i);")}
 	const n = 5
 
-	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{fmt.Sprint(n)}}, exitOK)
+	// threads: current, for the backtrace; the default (none) records
+	// the stopped frame alone.
+	res := mustRun(t, session{Plan: "threads: current\n" + requestPlan, Bin: bin, Args: []string{fmt.Sprint(n)}}, exitOK)
 	checkCompleted(t, res)
 	if !res.Run.GdbAgent {
 		t.Errorf("gdb_agent = false, want the agent to take a plain breakpoint's stops")
@@ -202,9 +204,9 @@ func TestLeakThroughUnorderedMap(t *testing.T) {
 // A worker thread hits the breakpoint while main is blocked in read(2):
 // every stop names the worker (gdb thread 2), and the run completes. The
 // plan's threads says how much thread state each stop records: with all,
-// main is listed blocked in read; with current (the default) only the
-// worker, with valgrind's details of it and its backtrace; with none, the
-// worker's id and the breakpoint's frame, nothing else.
+// main is listed blocked in read; with current only the worker, with
+// valgrind's details of it and its backtrace; with none (the default), the
+// worker's id and target id and the breakpoint's frame, nothing else.
 func TestBreakpointInWorkerWhileMainBlocked(t *testing.T) {
 	t.Parallel()
 	src := fixtures + "blocked.c"
@@ -215,7 +217,7 @@ func TestBreakpointInWorkerWhileMainBlocked(t *testing.T) {
 			t.Parallel()
 			testenv.NoLeftovers(t)
 			plan := requestPlan
-			if mode != "current" {
+			if mode != "none" {
 				plan = "threads: " + mode + "\n" + plan
 			}
 			res := mustRun(t, session{Plan: plan, Bin: bin, Args: []string{fmt.Sprint(n)}}, exitOK)
@@ -244,8 +246,8 @@ func TestBreakpointInWorkerWhileMainBlocked(t *testing.T) {
 						t.Errorf("stop %d: backtrace %v, want handle_request <- worker", s.Seq, s.Backtrace)
 					}
 				case "none":
-					if len(s.Threads) != 0 || len(s.Backtrace) != 0 || s.Thread.Details != "" {
-						t.Errorf("stop %d: threads %+v, backtrace %v, details %q, want none", s.Seq, s.Threads, s.Backtrace, s.Thread.Details)
+					if len(s.Threads) != 0 || len(s.Backtrace) != 0 || s.Thread.Details != "" || !strings.HasPrefix(s.Thread.TargetID, "Thread ") {
+						t.Errorf("stop %d: thread %+v, threads %+v, backtrace %v, want the thread's target id and nothing more", s.Seq, s.Thread, s.Threads, s.Backtrace)
 					}
 				}
 				// The heap at the first hit is the worker's thread-local storage
