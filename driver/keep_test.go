@@ -1,7 +1,11 @@
 package driver
 
 import (
+	"bytes"
+	"compress/gzip"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -173,5 +177,72 @@ func TestUnchangedSnapshotNotParsed(t *testing.T) {
 		if d.DeltaBytes != 0 || len(d.Sites) != 0 || d.UnchangedSites != 1 || d.BeforeBytes != 48 {
 			t.Errorf("diff %d..%d: %+v, want 48 B before and one site unchanged", d.FromSeq, d.ToSeq, d)
 		}
+	}
+}
+
+// keepSnapshot turns the staged file into the kept one: the same inode,
+// gzipped, under the stop's name, the staged name gone, what read saw the
+// whole file. A kept name that is a symbolic link is written through, as
+// fsutil.WriteFile does, and the staged file then goes.
+func TestKeepSnapshotRewritesTheStagedFile(t *testing.T) {
+	dir := t.TempDir()
+	const text = "desc: --xtree-memory=full\ncmd: ./leak 3\n"
+	for _, link := range []bool{false, true} {
+		t.Run(fmt.Sprintf("link=%v", link), func(t *testing.T) {
+			raw := filepath.Join(dir, fmt.Sprintf(".%v.ms", link))
+			dst := filepath.Join(dir, fmt.Sprintf("0001-request-1-%v.massif.gz", link))
+			if err := os.WriteFile(raw, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			target := filepath.Join(dir, fmt.Sprintf("target-%v", link))
+			if link {
+				if err := os.WriteFile(target, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(target, dst); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before, err := os.Stat(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := openFile(raw, os.O_RDWR)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var seen []byte
+			if err := keepSnapshot(f, raw, dst, func(r io.Reader) (err error) { seen, err = io.ReadAll(r); return err }); err != nil {
+				t.Fatal(err)
+			}
+			if string(seen) != text {
+				t.Errorf("read saw %q, want the file, %q", seen, text)
+			}
+			if _, err := os.Lstat(raw); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the staged file is still there: %v", err)
+			}
+			kept, err := os.Stat(dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !link && !os.SameFile(before, kept) {
+				t.Errorf("the kept file is a new one, want the staged file renamed")
+			}
+			got, err := os.ReadFile(dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			zr, err := gzip.NewReader(bytes.NewReader(got))
+			if err != nil {
+				t.Fatalf("the kept file is not gzip: %v", err)
+			}
+			plain, err := io.ReadAll(zr)
+			if err != nil || string(plain) != text {
+				t.Errorf("the kept file holds %q (%v), want %q", plain, err, text)
+			}
+			if fi, err := os.Lstat(dst); link && (err != nil || fi.Mode()&os.ModeSymlink == 0) {
+				t.Errorf("the link was replaced: %v, %v", fi, err)
+			}
+		})
 	}
 }

@@ -182,11 +182,10 @@ func (s *session) stageSnapshot(raw string, stop *Stop) (string, error) {
 
 // keepSnapshot compresses the snapshot file raw (staged by stageSnapshot),
 // open as f for reading and writing, with gzip into dst, and closes f;
-// raw is then gone. read gets raw's bytes as they are
-// compressed (the analysis parses them in the same pass) and may stop
-// before the end: the rest is still kept. dst is written through when it
-// exists and is not a regular file (see fsutil.WriteFile); on an error no
-// partial file stays.
+// raw is then gone. read gets raw's bytes as they are compressed (the
+// analysis parses them in the same pass) and may stop before the end: the
+// rest is still kept. dst is written through when it exists and is not a
+// regular file (see fsutil.WriteFile); on an error no partial file stays.
 //
 // The compressed bytes replace raw's in raw's own file, which then takes
 // dst's name: creating a file costs the kernel more than truncating,
