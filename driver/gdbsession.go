@@ -57,11 +57,22 @@ func (s *session) useGDB(c *mi.Client, traceOut *os.File) {
 		s.groups.Add(p)
 	}
 	s.closeFn = func() {
-		c.Close()
+		if s.targetGone() {
+			c.CloseNow()
+		} else {
+			c.Close()
+		}
 		if traceOut != nil {
 			traceOut.Close()
 		}
 	}
+}
+
+// targetGone reports whether the target has ended (it exited or a signal
+// killed it) and gdb has nothing left to do: no program to kill or detach
+// from (under attach, the process lives on).
+func (s *session) targetGone() bool {
+	return s.opts.AttachPID == 0 && (s.m.Target.ExitCode != nil || s.m.Target.Signal != nil)
 }
 
 // readsBacktraces reports whether any of the plan's stops reads a

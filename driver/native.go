@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/driver/mi"
 )
 
@@ -77,6 +78,26 @@ func (b *nativeBackend) launch(ctx context.Context, s *session) error {
 	return nil
 }
 
+// libraryDebugInfoUnused reports whether nothing in a native run reads
+// the separate debug information of the program's libraries (Debian's
+// -dbg and -dbgsym packages), which gdb then skips (agent.py's
+// skip_library_debug_info): every location resolved in the program itself
+// before it ran (the early gdb's check), and no stop records a backtrace
+// or another thread's frame (threads: none, no around_call) or runs
+// commands, whose output would lose the libraries' lines. A crash's
+// backtrace then names a library's frames by their exported symbols.
+func libraryDebugInfoUnused(p *breakpoints.Plan, early *earlyGDB) bool {
+	if !early.locationsResolved() {
+		return false
+	}
+	for _, bp := range p.Breakpoints {
+		if bp.Pending || bp.Threads != breakpoints.ThreadsNone || bp.AroundCall || len(bp.Commands) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // attachTo attaches gdb to the process snapctl attach names. gdb stops
 // it; start resumes it once the breakpoints are in.
 func (b *nativeBackend) attachTo(ctx context.Context, s *session) error {
@@ -128,6 +149,12 @@ func (b *nativeBackend) start(ctx context.Context, s *session) error {
 	args = append(args, "</dev/null", ">"+shellQuote(outPath), errRedirect)
 	if _, err := s.send(ctx, "-exec-arguments", args...); err != nil {
 		return fmt.Errorf("setting the program's arguments: %w", err)
+	}
+	if libraryDebugInfoUnused(s.plan, s.early) {
+		nowhere := mi.Quote("python skip_library_debug_info(" + pyString(filepath.Join(s.priv, "no-debug-files")) + ")")
+		if _, err := s.send(ctx, "-interpreter-exec", "console", nowhere); err != nil {
+			return fmt.Errorf("setting up gdb: %w", err)
+		}
 	}
 	if _, err := s.send(ctx, "-exec-run"); err != nil {
 		return fmt.Errorf("starting the target: %w", err)

@@ -196,7 +196,8 @@ func TestNativeAttachExec(t *testing.T) {
 
 // TestNativeStaticGlibc: a static program carries glibc's allocator, and
 // mallinfo2 with it: its figures are read as in a dynamic one, with no
-// no-allocator-state event.
+// no-allocator-state event, and the number of arenas from the program's
+// own symbol table.
 func TestNativeStaticGlibc(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "testdata/native/leak.c", "-static")
@@ -206,6 +207,11 @@ func TestNativeStaticGlibc(t *testing.T) {
 	}
 	if len(m.Stops) != 6 || len(m.Events) != 0 {
 		t.Fatalf("%d stops, events %+v", len(m.Stops), m.Events)
+	}
+	for _, s := range m.Stops {
+		if s.Memory == nil || s.Memory.Arenas == nil || *s.Memory.Arenas != 1 {
+			t.Errorf("stop %d: memory %+v, want 1 arena", s.Seq, s.Memory)
+		}
 	}
 	for _, d := range nativeDiffs(t, res.Dir) {
 		if d.MemoryDelta.HeapInUseBytes == nil || *d.MemoryDelta.HeapInUseBytes != 100*112 {

@@ -166,7 +166,9 @@ func readJSON(t *testing.T, path string, v any) {
 
 // TestNativeLockedCall: natively gdb honours scheduler-locking, so the
 // within-call delta of keep_one is its own 4000-byte block (a 4016-byte
-// chunk) while another thread allocates, and no other thread ran.
+// chunk) while another thread allocates, and no other thread ran. The
+// other thread allocated in an arena of its own before the first call:
+// every stop counts two.
 func TestNativeLockedCall(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "testdata/native/locked.c")
@@ -189,6 +191,9 @@ func TestNativeLockedCall(t *testing.T) {
 		}
 	}
 	for _, s := range m.Stops {
+		if s.Memory == nil || s.Memory.Arenas == nil || *s.Memory.Arenas != 2 {
+			t.Errorf("stop %d: memory %+v, want 2 arenas", s.Seq, s.Memory)
+		}
 		if s.Phase != phaseReturn {
 			continue
 		}

@@ -492,14 +492,22 @@ func (c *Client) finish(err *ExitError) {
 // Close does not end the debugged program when gdb does not: a valgrind
 // reached through vgdb keeps running after gdb exits, and its owner must
 // end it.
-func (c *Client) Close() error {
+func (c *Client) Close() error { return c.close(true) }
+
+// CloseNow is Close without -gdb-exit: it kills gdb's process group at
+// once. It is for a gdb with no live program left to kill or detach from,
+// whose own exit then only finalizes its Python and frees its symbol
+// tables: 35 ms after a native run of a program that read libc.
+func (c *Client) CloseNow() error { return c.close(false) }
+
+func (c *Client) close(ask bool) error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
 		c.closing = true
 		alive := c.err == nil
 		c.mu.Unlock()
 		if c.proc != nil {
-			if alive {
+			if alive && ask {
 				ctx, cancel := context.WithTimeout(context.Background(), c.closeGrace)
 				c.Send(ctx, "-gdb-exit")
 				select {

@@ -37,7 +37,10 @@ int main(int argc, char **argv) {
 	int block = argc > 1;
 	pthread_t t;
 	pthread_create(&t, NULL, other, NULL);
-	usleep(20000);
+	// The other thread has allocated, in an arena of its own, before the
+	// first call.
+	while (!answered)
+		usleep(1000);
 	for (int i = 0; i < 4; i++) {
 		keep_one(i);
 		usleep(2000);
