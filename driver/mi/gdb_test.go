@@ -267,6 +267,35 @@ func TestGDBCloseKillsUnresponsiveGDB(t *testing.T) {
 	}
 }
 
+// CloseNow does not wait for gdb to obey -gdb-exit: a gdb that could not
+// (stopped) is gone at once, long before Close's grace period.
+func TestGDBCloseNow(t *testing.T) {
+	t.Parallel()
+	testenv.NoLeftovers(t)
+	c := startGDB(t, mi.Options{CloseGrace: 10 * time.Second})
+	if err := syscall.Kill(c.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	pid := c.Pid()
+	start := time.Now()
+	if err := c.CloseNow(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("CloseNow took %v, as if it waited for gdb", d)
+	}
+	if alive(pid) {
+		t.Errorf("gdb alive after CloseNow")
+	}
+	var ee *mi.ExitError
+	if !errors.As(c.Err(), &ee) || !ee.Closed {
+		t.Errorf("Err() = %v", c.Err())
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("Close after CloseNow: %v", err)
+	}
+}
+
 func TestGDBInterruptRunningTarget(t *testing.T) {
 	t.Parallel()
 	testenv.NoLeftovers(t)
