@@ -24,15 +24,16 @@ func (massifBackend) launch(ctx context.Context, s *session) error {
 	vargs := s.valgrindArgs()
 	s.m.Valgrind = append([]string{s.tools.valgrind}, vargs...)
 	vg, err := startValgrind(valgrindConfig{
-		Path:   s.tools.valgrind,
-		Args:   vargs,
-		Dir:    s.cwd,
-		Env:    append(s.childEnv(), s.plan.Target.Env...),
-		Stdout: s.stdout,
-		Stderr: s.stderr,
-		Tail:   s.consoleTail(),
-		Drain:  func() { s.console.drain(s.opts.Grace) },
-		Log:    filepath.Join(s.dir, valgrindLog),
+		Path:       s.tools.valgrind,
+		Args:       vargs,
+		Dir:        s.cwd,
+		Env:        append(s.childEnv(), s.plan.Target.Env...),
+		Stdout:     s.stdout,
+		Stderr:     s.stderr,
+		Tail:       s.consoleTail(),
+		Drain:      func() { s.console.drain(s.opts.Grace) },
+		Log:        filepath.Join(s.dir, valgrindLog),
+		VgdbPrefix: s.vgdbPrefix(),
 	})
 	// The console keeps its ends of the terminals open until teardown:
 	// valgrind's stderr may reach them through snapctl (startValgrind
@@ -119,7 +120,7 @@ func (s *session) connectVgdb(ctx context.Context) error {
 	// neither a signal to gdb's child nor the stall watch reaches
 	// (docs/design.md, fact 30). exec makes vgdb gdb's child in every
 	// shell.
-	pipe := fmt.Sprintf("| exec %s --vgdb-prefix=%s --pid=%d", s.tools.vgdb, filepath.Join(s.priv, "vgdb"), s.vg.Pid())
+	pipe := fmt.Sprintf("| exec %s --vgdb-prefix=%s --pid=%d", s.tools.vgdb, s.vgdbPrefix(), s.vg.Pid())
 	// gdb gives up on a reply that takes longer than remotetimeout (2s by
 	// default) and goes on reading the late one as the next packet's
 	// answer: on a loaded machine valgrind's gdbserver can take that long,
@@ -151,7 +152,7 @@ func (s *session) valgrindArgs() []string {
 		"--tool=massif",
 		"--vgdb=yes",
 		"--vgdb-error=0",
-		"--vgdb-prefix=" + filepath.Join(s.priv, "vgdb"),
+		"--vgdb-prefix=" + s.vgdbPrefix(),
 		// massif's own periodic profile, the heap over time that ms_print
 		// and massif-visualizer show.
 		"--massif-out-file=" + valgrindPath(filepath.Join(s.dir, massifOut)),
@@ -184,3 +185,7 @@ func (s *session) valgrindArgs() []string {
 func valgrindPath(path string) string {
 	return strings.ReplaceAll(path, "%", "%%")
 }
+
+// vgdbPrefix is valgrind's and vgdb's --vgdb-prefix: in the private
+// directory, where the FIFOs vgdb and valgrind talk through are made.
+func (s *session) vgdbPrefix() string { return filepath.Join(s.priv, "vgdb") }

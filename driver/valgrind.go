@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -38,6 +39,9 @@ type valgrindConfig struct {
 	// own time.
 	Drain func()
 	Log   string // valgrind's --log-file, read for readiness and messages
+	// VgdbPrefix is valgrind's --vgdb-prefix, whose FIFO valgrind holds
+	// open once its gdbserver is ready.
+	VgdbPrefix string
 }
 
 // valgrindProc is valgrind running the target, in its own process group.
@@ -45,6 +49,8 @@ type valgrindProc struct {
 	// proc is nil in a stop loop driven by a script, with no valgrind.
 	proc *child.Process
 	log  string
+	// fifo starts the name of the FIFO vgdb writes to (see ready).
+	fifo string
 	// stderr keeps what valgrind last wrote on its stderr, for messages;
 	// drain, when set, waits for it to hold all of it (valgrindConfig).
 	stderr *tailWriter
@@ -86,7 +92,7 @@ func startValgrind(cfg valgrindConfig) (*valgrindProc, error) {
 	if err != nil {
 		return nil, &ToolError{Tool: "valgrind", Msg: "cannot start", Err: err}
 	}
-	p := &valgrindProc{proc: proc, log: cfg.Log, stderr: stderr}
+	p := &valgrindProc{proc: proc, log: cfg.Log, stderr: stderr, fifo: cfg.VgdbPrefix + "-from-vgdb-to-"}
 	if cfg.Tail != nil {
 		p.drain = cfg.Drain
 	}
@@ -121,7 +127,7 @@ func (p *valgrindProc) state() *os.ProcessState {
 	return p.proc.State()
 }
 
-// waitReady polls valgrind's log until its gdbserver announces itself. It
+// waitReady polls until valgrind's gdbserver is ready (see ready). It
 // fails when valgrind exits first, when timeout passes, or when ctx ends.
 func (p *valgrindProc) waitReady(ctx context.Context, timeout time.Duration) error {
 	deadline := time.NewTimer(timeout)
@@ -129,7 +135,7 @@ func (p *valgrindProc) waitReady(ctx context.Context, timeout time.Duration) err
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if data, err := os.ReadFile(p.log); err == nil && bytes.Contains(data, []byte(readyBanner)) {
+		if p.ready() {
 			return nil
 		}
 		select {
@@ -142,6 +148,29 @@ func (p *valgrindProc) waitReady(ctx context.Context, timeout time.Duration) err
 		case <-tick.C:
 		}
 	}
+}
+
+// ready reports whether valgrind's gdbserver waits for vgdb: its log
+// has the banner, and valgrind holds open the FIFO vgdb writes to. It
+// prints the banner before it creates its shared memory file and the
+// FIFOs, and a vgdb that comes in between finds no FIFO, or a
+// half-written file, and ends the connection (docs/design.md, fact 11).
+func (p *valgrindProc) ready() bool {
+	data, err := os.ReadFile(p.log)
+	if err != nil || !bytes.Contains(data, []byte(readyBanner)) {
+		return false
+	}
+	dir := fmt.Sprintf("/proc/%d/fd", p.Pid())
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join(dir, fd.Name())); err == nil && strings.HasPrefix(target, p.fifo) {
+			return true
+		}
+	}
+	return false
 }
 
 // said returns the last n lines valgrind wrote to its log, or to its
