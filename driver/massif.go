@@ -50,7 +50,9 @@ func (massifBackend) launch(ctx context.Context, s *session) error {
 		return err
 	}
 	if err := vg.waitReady(ctx, s.opts.ReadyTimeout); err != nil {
-		return err
+		// valgrind's gdbserver needs room in the private directory for
+		// its shared memory file: without it valgrind exits.
+		return s.diskFull(err)
 	}
 	if err := s.connectVgdb(ctx); err != nil {
 		return s.explain(ctx, err)
