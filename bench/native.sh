@@ -12,19 +12,17 @@
 # WORK is the loop iterations between stops (default 4000000: the program
 # alone runs about 1.4 s).
 #
-# Measured on the 2-core shared development machine, load average 1-2.5:
-#   bench/native.sh 100 7            alone 1.47 s, native 2.28 s: 1.54 (rounds 1.47-1.63)
-#   bench/native.sh 100 5 12000000   alone 4.35 s, native 5.20 s: 1.20 (rounds 1.15-1.23)
-# (snapctl before the double-returning call and the early gdb, same hour:
-# 1.73 (1.62-2.02) and 1.28 (1.16-1.40); at load 1.6, 1.46 against 1.65.)
-# A native run costs about 0.4 s more than the program alone: gdb's start
-# and its reading of libc's debug info when libc loads (with libc6-dbg),
-# then about 0.05 s of teardown; each stop costs 1.4-2.4 ms, about half of
-# it gdb's inferior call to mallinfo2(). Calling it as if it returned
-# double made that call 5-6 times cheaper (docs/design.md, "Backends"),
-# and the session's gdb, started at once, does the checks that needed two
-# more gdbs. The 1.25 target holds for programs that run a few seconds per
-# 100 stops, not for a 1.4 s one, whose 0.4 s of fixed cost alone is 1.3.
+# Measured on the 2-core shared development machine, load average below 1.5:
+#   bench/native.sh 100 7            alone 1.37 s, native 1.75 s: 1.28 (rounds 1.26-1.33)
+#   bench/native.sh 100 5 12000000   alone 4.11 s, native 4.62 s: 1.12 (rounds 1.06-1.16)
+# (the same day before gdb stopped reading libc's DWARF and was killed
+# rather than asked to exit once the program is gone: 1.44 and 1.16.)
+# A native run costs about 0.2 s more than the program alone, half of it
+# gdb's own start; each stop costs 1.4-2 ms, about half of it gdb's
+# inferior call to mallinfo2(), around which gdb reads and writes the
+# general registers one ptrace call at a time (docs/design.md,
+# "Backends"). The 1.25 target holds for programs that run a few seconds
+# per 100 stops, not quite for a 1.4 s one.
 set -euo pipefail
 
 stops=${1:-100}
