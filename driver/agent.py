@@ -390,31 +390,39 @@ def skip_library_debug_info(nowhere):
 def elf_symbols(path, names):
     """The values of the symbols names in the symbol table (.symtab) of
     the 64-bit little-endian ELF file at path, as a dict; {} when there is
-    no such file or table."""
+    no such file or table. It reads the section headers, the table and
+    its strings, not the whole file (a program with its debug
+    information can be hundreds of megabytes)."""
     try:
         with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
+            head = f.read(64)
+            if head[:6] != b"\x7fELF\x02\x01":
+                return {}
+            shoff, = struct.unpack_from("<Q", head, 0x28)
+            shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
+            f.seek(shoff)
+            sections = f.read(shentsize * shnum)
+            out = {}
+            for i in range(shnum):
+                sh = i * shentsize
+                if struct.unpack_from("<I", sections, sh + 4)[0] != 2:  # SHT_SYMTAB
+                    continue
+                off, size, link = struct.unpack_from("<QQI", sections, sh + 0x18)
+                entsize = struct.unpack_from("<Q", sections, sh + 0x38)[0] or 24
+                stroff, strsize = struct.unpack_from("<QQ", sections, link * shentsize + 0x18)
+                f.seek(off)
+                table = f.read(size)
+                f.seek(stroff)
+                strings = f.read(strsize)
+                wanted = [(n.encode() + b"\0", n) for n in names]
+                for sym in range(0, len(table) - entsize + 1, entsize):
+                    name = struct.unpack_from("<I", table, sym)[0]
+                    for text, n in wanted:
+                        if strings.startswith(text, name):
+                            out[n] = struct.unpack_from("<Q", table, sym + 8)[0]
+            return out
+    except (OSError, struct.error):
         return {}
-    if data[:6] != b"\x7fELF\x02\x01":
-        return {}
-    shoff, = struct.unpack_from("<Q", data, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
-    wanted = [(n.encode() + b"\0", n) for n in names]
-    out = {}
-    for i in range(shnum):
-        sh = shoff + i * shentsize
-        if struct.unpack_from("<I", data, sh + 4)[0] != 2:  # SHT_SYMTAB
-            continue
-        off, size, link = struct.unpack_from("<QQI", data, sh + 0x18)
-        entsize, = struct.unpack_from("<Q", data, sh + 0x38)
-        strtab, = struct.unpack_from("<Q", data, shoff + link * shentsize + 0x18)
-        for sym in range(off, off + size, entsize or 24):
-            name = strtab + struct.unpack_from("<I", data, sym)[0]
-            for text, n in wanted:
-                if data.startswith(text, name):
-                    out[n] = struct.unpack_from("<Q", data, sym + 8)[0]
-    return out
 
 
 # NARENAS holds, by process, the address of glibc's narenas, None when it
