@@ -2,6 +2,9 @@ package driver
 
 import (
 	"context"
+	"debug/elf"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,6 +18,7 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/preflight"
 )
 
 // runNative runs plan (whose backend is native) on binary with args.
@@ -474,4 +478,75 @@ func TestNativeAttachWorkload(t *testing.T) {
 	if after := switches(t, pid); after <= before {
 		t.Errorf("the process does not run after the detach")
 	}
+}
+
+// TestNativeLibraryDebugInfo: when nothing in the plan uses the libraries'
+// separate debug information, gdb does not read it, and a crash in libc
+// names libc's frames without their lines; a plan whose stops record
+// backtraces (threads: current) has it read, lines and all. Without
+// libc's debug file (Debian's libc6-dbg) the two cannot be told apart.
+func TestNativeLibraryDebugInfo(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "../testdata/e2e/faults.c")
+	const bp = "breakpoints:\n  - name: request\n    location: handle_request\n"
+	// abortHasLine runs the program to its abort() and says whether the
+	// crash's frame in libc's abort, the one abort_here called, has a
+	// source file.
+	abortHasLine := func(plan string) bool {
+		_, m, _ := runNative(t, Options{}, plan, bin, "abort", "2")
+		if m.Target.Crash == nil {
+			t.Fatalf("no crash recorded: target %+v", m.Target)
+		}
+		bt := m.Target.Crash.Backtrace
+		for i := 1; i < len(bt); i++ {
+			if bt[i].Function == "abort_here" {
+				return bt[i-1].File != ""
+			}
+		}
+		t.Fatalf("no abort_here frame in %v", bt)
+		return false
+	}
+	if !libcDebugFile(t, bin) {
+		t.Skip("libc has no separate debug file here (Debian: libc6-dbg)")
+	}
+	if !abortHasLine("backend: native\nthreads: current\n" + bp) {
+		t.Errorf("gdb did not read libc's debug information for a plan that records backtraces")
+	}
+	if abortHasLine("backend: native\n" + bp) {
+		t.Errorf("gdb read libc's debug information though the plan uses none of it")
+	}
+}
+
+// libcDebugFile reports whether the separate debug file of the libc bin
+// links is installed where gdb looks for it: by build id under
+// /usr/lib/debug.
+func libcDebugFile(t *testing.T, bin string) bool {
+	t.Helper()
+	for _, lib := range preflight.LinkedLibraries(context.Background(), bin, ".", os.Environ()) {
+		if !strings.HasPrefix(filepath.Base(lib), "libc.so") {
+			continue
+		}
+		f, err := elf.Open(lib)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		note := f.Section(".note.gnu.build-id")
+		if note == nil {
+			return false
+		}
+		data, err := note.Data()
+		if err != nil || len(data) < 16 {
+			return false
+		}
+		// namesz, descsz, type, then "GNU\0" and the id.
+		size := binary.LittleEndian.Uint32(data[4:8])
+		if len(data) < 16+int(size) {
+			return false
+		}
+		id := hex.EncodeToString(data[16 : 16+size])
+		_, err = os.Stat(filepath.Join("/usr/lib/debug/.build-id", id[:2], id[2:]+".debug"))
+		return err == nil
+	}
+	return false
 }

@@ -23,7 +23,8 @@ type Memory struct {
 	MmapBytes *int64 `json:"mmap_bytes,omitempty"`
 	// ArenaBytes is arena: the bytes of the arenas' heaps.
 	ArenaBytes *int64 `json:"arena_bytes,omitempty"`
-	// Arenas is the number of arenas, read from libc's debug info.
+	// Arenas is the number of arenas: glibc's narenas, found through
+	// libc's symbol table (agent.py, narenas_address).
 	Arenas *int `json:"arenas,omitempty"`
 	// TrimReleasedBytes is how much VmRSS dropped when the stop called
 	// malloc_trim(0) (native.trim_probe), after the figures above.
