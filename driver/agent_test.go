@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"debug/elf"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -317,4 +318,62 @@ func openAgentRecords(t *testing.T, s *session) string {
 	t.Cleanup(func() { f.Close() })
 	s.agent = &agentState{f: f}
 	return records
+}
+
+// The agent reads symbol values out of an ELF file's .symtab as Go's
+// debug/elf does, and answers nothing, without an exception, for a file
+// that is missing, not ELF, or cut short.
+func TestAgentELFSymbols(t *testing.T) {
+	testenv.MustHave(t, "gdb")
+	dir := t.TempDir()
+	bin := testenv.Build(t, "testdata/leak.c")
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms, err := f.Symbols()
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]uint64{}
+	for _, s := range syms {
+		if s.Name == "main" || s.Name == "handle_request" {
+			want[s.Name] = s.Value
+		}
+	}
+	if len(want) != 2 {
+		t.Fatalf("debug/elf found %v", want)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, head, cut := filepath.Join(dir, "text"), filepath.Join(dir, "head"), filepath.Join(dir, "cut")
+	for path, b := range map[string][]byte{text: []byte("not an ELF file\n"), head: data[:100], cut: data[:len(data)*3/4]} {
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := filepath.Join(dir, agentScript)
+	if err := os.WriteFile(script, []byte(agentSource), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	py := "python\nimport json\nnames = ('main', 'handle_request')\nprint(json.dumps([elf_symbols(p, names) for p in (" +
+		pyString(bin) + ", " + pyString(filepath.Join(dir, "missing")) + ", " + pyString(text) + ", " + pyString(head) + ", " + pyString(cut) + ")]))\nend\n"
+	cmdFile := filepath.Join(dir, "cmds")
+	if err := os.WriteFile(cmdFile, []byte(py), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("gdb", "-batch", "-nx", "-x", script, "-x", cmdFile).CombinedOutput()
+	if err != nil {
+		t.Fatalf("gdb: %v\n%s", err, out)
+	}
+	var got []map[string]uint64
+	if err := json.Unmarshal([]byte(lastLine(string(out))), &got); err != nil {
+		t.Fatalf("agent's answer %q: %v", out, err)
+	}
+	if diff := cmp.Diff([]map[string]uint64{want, {}, {}, {}, {}}, got); diff != "" {
+		t.Errorf("elf_symbols (-debug/elf +agent):\n%s", diff)
+	}
 }
