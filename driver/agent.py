@@ -253,7 +253,7 @@ class SnapBreakpoint(gdb.Breakpoint):
         self.skip = spec.get("skip", 0)
         self.every = spec.get("every", 1)
         self.max_hits = spec.get("max_hits", 0)
-        self.threads = spec.get("threads", "current")
+        self.threads = spec.get("threads", "none")
         self.depth = spec.get("depth", 32)
         self.times = 0
         # The stopped frame's record, by the address of the breakpoint's
