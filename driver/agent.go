@@ -74,18 +74,20 @@ func (s *session) startAgent(ctx context.Context) error {
 	if s.opts.NoAgent || !slices.ContainsFunc(s.order, func(st *bpState) bool { return agentOwns(st.bp) }) {
 		return nil
 	}
-	r, err := s.send(ctx, "-list-features")
-	if err != nil {
-		return fmt.Errorf("asking gdb for its features: %w", err)
-	}
-	if !slices.ContainsFunc(r.List("features"), func(v *mi.Value) bool { return v.String("") == "python" }) {
-		return nil
-	}
 	script := filepath.Join(s.priv, agentScript)
-	records := filepath.Join(s.priv, agentRecords)
-	if err := os.WriteFile(script, []byte(agentSource), 0o600); err != nil {
-		return fmt.Errorf("writing gdb's agent: %w", err)
+	if !s.agentSourced {
+		r, err := s.send(ctx, "-list-features")
+		if err != nil {
+			return fmt.Errorf("asking gdb for its features: %w", err)
+		}
+		if !hasFeature(r, "python") {
+			return nil
+		}
+		if err := os.WriteFile(script, []byte(agentSource), 0o600); err != nil {
+			return fmt.Errorf("writing gdb's agent: %w", err)
+		}
 	}
+	records := filepath.Join(s.priv, agentRecords)
 	if err := os.WriteFile(records, nil, 0o600); err != nil {
 		return fmt.Errorf("creating the agent's records: %w", err)
 	}
@@ -102,17 +104,17 @@ func (s *session) startAgent(ctx context.Context) error {
 		f.Close()
 		return fmt.Errorf("opening the agent's busy file: %w", err)
 	}
-	r, err = s.send(ctx, "-interpreter-exec", "console", mi.Quote(agentLoader(script, records, s.priv, s.backend.agentMeasure())))
+	r, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote(agentLoader(script, records, s.priv, s.backend.agentMeasure(), s.agentSourced)))
 	if err != nil {
 		f.Close()
 		bf.Close()
 		return fmt.Errorf("loading gdb's agent: %w", err)
 	}
-	if _, why, failed := strings.Cut(r.Console(), agentFailed); failed {
+	if why := loadFailure(r); why != "" {
 		// A gdb whose Python is broken still drives the run over MI.
 		f.Close()
 		bf.Close()
-		fmt.Fprintf(s.opts.Warn, "warning: gdb's Python cannot load snapctl's agent (%s); every stop goes over GDB/MI, which is slower\n", strings.TrimSpace(why))
+		fmt.Fprintf(s.opts.Warn, "warning: gdb's Python cannot load snapctl's agent (%s); every stop goes over GDB/MI, which is slower\n", why)
 		return nil
 	}
 	s.agent = &agentState{f: f, busy: bf}
@@ -120,20 +122,49 @@ func (s *session) startAgent(ctx context.Context) error {
 	return nil
 }
 
-// agentLoader is the gdb command that loads agent.py from script and
-// creates the agent, snapctl_agent, which records into records, marks its
-// stops in snapdir's busy file and takes its measurements into snapdir
-// as measure, the backend's agentMeasure, says. It loads inside a try, so that
-// Python's own words reach snapctl after agentFailed: gdb would only
-// answer "Error while executing Python code".
-func agentLoader(script, records, snapdir, measure string) string {
-	load := "try:\n" +
-		"    exec(compile(open(" + pyString(script) + ").read(), " + pyString(script) + ", 'exec'), globals())\n" +
-		"    snapctl_agent = Agent(" + pyString(records) + ", " + pyString(snapdir) + ", " + pyString(filepath.Join(snapdir, agentBusy)) + ", " +
-		measure + ")\n" +
-		"except Exception as e:\n" +
-		"    print('" + agentFailed + "%s' % e)\n"
-	return "python exec(" + pyString(load) + ")"
+// agentLoader is the gdb command that loads agent.py from script, unless
+// gdb has read it (sourced), and creates the agent, snapctl_agent, which
+// records into records, marks its stops in snapdir's busy file and takes
+// its measurements into snapdir as measure, the backend's agentMeasure,
+// says.
+func agentLoader(script, records, snapdir, measure string, sourced bool) string {
+	var load string
+	if !sourced {
+		load = agentRead(script)
+	}
+	load += "snapctl_agent = Agent(" + pyString(records) + ", " + pyString(snapdir) + ", " + pyString(filepath.Join(snapdir, agentBusy)) + ", " +
+		measure + ")\n"
+	return pythonTry(load)
+}
+
+// agentRead is the Python that reads agent.py's definitions from script.
+func agentRead(script string) string {
+	return "exec(compile(open(" + pyString(script) + ").read(), " + pyString(script) + ", 'exec'), globals())\n"
+}
+
+// pythonTry is the gdb command that runs code, lines of Python, inside a
+// try, so that Python's own words reach snapctl after agentFailed: gdb
+// would only answer "Error while executing Python code", and its source
+// command says nothing at all of a script that fails.
+func pythonTry(code string) string {
+	try := "try:\n"
+	for _, line := range strings.SplitAfter(strings.TrimSuffix(code, "\n"), "\n") {
+		try += "    " + line
+	}
+	return "python exec(" + pyString(try+"\nexcept Exception as e:\n    print('"+agentFailed+"%s' % e)\n") + ")"
+}
+
+// loadFailure is what Python said when a pythonTry command failed, ""
+// when it did not.
+func loadFailure(r *mi.Result) string {
+	_, why, failed := strings.Cut(r.Console(), agentFailed)
+	if !failed {
+		return ""
+	}
+	if why = strings.TrimSpace(why); why == "" {
+		why = "no reason given"
+	}
+	return why
 }
 
 // CheckAgent reports whether the gdb at path can load snapctl's agent, for
@@ -152,7 +183,7 @@ func CheckAgent(ctx context.Context, gdb string) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, gdb, "--nx", "--batch",
-		"-ex", agentLoader(script, filepath.Join(dir, agentRecords), dir, massifBackend{}.agentMeasure()),
+		"-ex", agentLoader(script, filepath.Join(dir, agentRecords), dir, massifBackend{}.agentMeasure(), false),
 		"-ex", "python print('"+loaded+"')")
 	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()

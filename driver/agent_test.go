@@ -203,13 +203,18 @@ func TestRunConditionError(t *testing.T) {
 }
 
 // A gdb whose Python cannot load the agent still runs the plan, every stop
-// over MI, and says so. Hiding the json module from gdb's Python stands in
-// for a broken Python installation.
+// over MI, and says so. A json module that fails to import, first on
+// gdb's Python path, stands in for a broken Python installation: the
+// early gdb cannot read agent.py either.
 func TestRunAgentFallsBack(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "testdata/leak.c")
+	pydir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(pydir, "json.py"), []byte("raise ImportError('json is broken here')\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var warn testenv.Buffer
-	res, err := runPlanDir(t, Options{Warn: &warn}, "gdb:\n  init: [\"python import sys; sys.modules['json'] = None\"]\n"+
+	res, err := runPlanDir(t, Options{Warn: &warn, Env: []string{"PYTHONPATH=" + pydir}},
 		"breakpoints:\n  - name: request\n    location: handle_request\n", bin, "3")
 	if err != nil {
 		t.Fatal(err)

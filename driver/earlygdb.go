@@ -30,6 +30,9 @@ type earlyGDB struct {
 	// resolved says that every location but the pending ones resolved
 	// in the program, with its condition: the checking gdb is not needed.
 	resolved bool
+	// sourced says that gdb has read agent.py's definitions, which takes
+	// Python: the session need not ask for either again.
+	sourced bool
 	// handed is set once the session owns priv and release; adopted once
 	// it owns the client.
 	handed, adopted bool
@@ -74,9 +77,10 @@ func (e *earlyGDB) check(ctx context.Context, plan *breakpoints.Plan) {
 	if err := os.WriteFile(script, []byte(agentSource), 0o600); err != nil {
 		return
 	}
-	if _, err := e.c.Send(ctx, "-interpreter-exec", "console", mi.Quote("source "+script)); err != nil {
+	if r, err := e.c.Send(ctx, "-interpreter-exec", "console", mi.Quote(pythonTry(agentRead(script)))); err != nil || loadFailure(r) != "" {
 		return
 	}
+	e.sourced = true
 	for i := range plan.Breakpoints {
 		bp := &plan.Breakpoints[i]
 		if bp.Pending {
@@ -122,6 +126,15 @@ func (e *earlyGDB) client() *mi.Client {
 	}
 	e.adopted = true
 	return e.c
+}
+
+// agentSourced reports whether the early gdb has read agent.py.
+func (e *earlyGDB) agentSourced() bool {
+	if e == nil {
+		return false
+	}
+	<-e.ready
+	return e.sourced
 }
 
 // closeUnused ends the early gdb unless the session adopted it.

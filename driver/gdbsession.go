@@ -68,6 +68,18 @@ func (s *session) useGDB(c *mi.Client, traceOut *os.File) {
 	}
 }
 
+// adoptEarlyGDB makes the early gdb the session's when it started, and
+// reports whether it did.
+func (s *session) adoptEarlyGDB() bool {
+	c := s.early.client()
+	if c == nil {
+		return false
+	}
+	s.useGDB(c, nil)
+	s.agentSourced = s.early.agentSourced()
+	return true
+}
+
 // targetGone reports whether the target has ended (it exited or a signal
 // killed it) and gdb has nothing left to do: no program to kill or detach
 // from (under attach, the process lives on).

@@ -44,10 +44,10 @@ func (massifBackend) launch(ctx context.Context, s *session) error {
 	}
 	s.vg = vg
 	s.groups.Add(vg.proc)
-	if c := s.early.client(); c != nil {
-		s.useGDB(c, nil)
-	} else if err := s.startGDB(ctx, []string{s.binary}, s.childEnv()); err != nil {
-		return err
+	if !s.adoptEarlyGDB() {
+		if err := s.startGDB(ctx, []string{s.binary}, s.childEnv()); err != nil {
+			return err
+		}
 	}
 	if err := vg.waitReady(ctx, s.opts.ReadyTimeout); err != nil {
 		// valgrind's gdbserver needs room in the private directory for

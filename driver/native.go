@@ -53,10 +53,25 @@ func (b *nativeBackend) launch(ctx context.Context, s *session) error {
 	if b.attach == 0 {
 		args = []string{s.binary}
 	}
-	if c := s.early.client(); c != nil {
-		s.useGDB(c, nil)
-	} else if err := s.startGDB(ctx, args, append(s.childEnv(), s.plan.Target.Env...)); err != nil {
+	if !s.adoptEarlyGDB() {
+		if err := s.startGDB(ctx, args, append(s.childEnv(), s.plan.Target.Env...)); err != nil {
+			return err
+		}
+	}
+	if err := s.sourceAgent(ctx); err != nil {
 		return err
+	}
+	if b.attach != 0 {
+		return b.attachTo(ctx, s)
+	}
+	return nil
+}
+
+// sourceAgent has gdb read agent.py, unless the early gdb has, for
+// measure_native. Without Python there is no allocator to read.
+func (s *session) sourceAgent(ctx context.Context) error {
+	if s.agentSourced {
+		return nil
 	}
 	r, err := s.send(ctx, "-list-features")
 	if err != nil {
@@ -69,12 +84,14 @@ func (b *nativeBackend) launch(ctx context.Context, s *session) error {
 	if err := os.WriteFile(script, []byte(agentSource), 0o600); err != nil {
 		return fmt.Errorf("writing gdb's agent: %w", err)
 	}
-	if _, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote("source "+script)); err != nil {
+	r, err = s.send(ctx, "-interpreter-exec", "console", mi.Quote(pythonTry(agentRead(script))))
+	if err != nil {
 		return fmt.Errorf("loading gdb's agent: %w", err)
 	}
-	if b.attach != 0 {
-		return b.attachTo(ctx, s)
+	if why := loadFailure(r); why != "" {
+		return &ToolError{Tool: "gdb", Msg: "its Python cannot load snapctl's agent, which reads the allocator: " + why}
 	}
+	s.agentSourced = true
 	return nil
 }
 
