@@ -434,6 +434,110 @@ func TestNativeKeepsRegisters(t *testing.T) {
 	}
 }
 
+// TestAgentDirectCall: on a process with one thread the agent calls the
+// allocator directly through ptrace rather than through gdb. The direct
+// call answers as gdb's does; a signal that arrives during it reaches the
+// program's handler; a fault inside the called function, or SIGINT, which
+// gdb keeps from the program, ends it with the thread put back, and
+// SIGINT reaches gdb when the program resumes. The program then runs on
+// with its heap blocks intact.
+func TestAgentDirectCall(t *testing.T) {
+	t.Parallel()
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the direct call is x86-64's")
+	}
+	testenv.MustHave(t, "gdb")
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, "testdata/native/direct.c")
+	dir := t.TempDir()
+	script, output := filepath.Join(dir, agentScript), filepath.Join(dir, "output")
+	if err := os.WriteFile(script, []byte(agentSource), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	py := `python
+import json, os, signal, struct
+out = {}
+gdb.execute("break probe")
+gdb.execute("run > " + ` + pyString(output) + `)
+pid = gdb.selected_inferior().pid
+buf = (int(gdb.parse_and_eval("$sp")) - 16384) & ~15
+def in_use():
+    return struct.unpack("<10Q", gdb.selected_inferior().read_memory(buf, 80).tobytes())[7]
+def registers():
+    gdb.execute("maint flush register-cache", to_string=True)
+    return [int(gdb.parse_and_eval("$" + r)) for r in ("pc", "sp", "rax", "rdi", "eflags")]
+before = registers()
+out["direct"] = direct_call("mallinfo2", buf) is not None
+out["direct_in_use"] = in_use()
+func("*(double (*)(void *))mallinfo2")(gdb.Value(buf).cast(gdb.lookup_type("void").pointer()))
+out["gdb_in_use"] = in_use()
+os.kill(pid, signal.SIGUSR2)
+out["with_signal"] = direct_call("mallinfo2", buf) is not None
+out["handled"] = int(gdb.parse_and_eval("handled"))
+for name, arg, sig in (("fault", 0, None), ("mallinfo2", buf, signal.SIGINT)):
+    if sig:
+        os.kill(pid, sig)
+    try:
+        out[name] = "returned %d" % direct_call(name, arg)
+    except gdb.error as e:
+        out[name] = str(e)
+out["registers_kept"] = registers() == before
+out["stops"] = []
+gdb.events.stop.connect(lambda ev: out["stops"].append(getattr(ev, "stop_signal", "breakpoint")))
+gdb.execute("continue")
+gdb.execute("continue")
+print(json.dumps(out))
+end
+`
+	cmds := filepath.Join(dir, "cmds")
+	if err := os.WriteFile(cmds, []byte(py), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("gdb", "-batch", "-nx", "-x", script, "-x", cmds, bin)
+	cmd.Env = append(os.Environ(), testenv.ScopeEnv(t))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("gdb: %v\n%s", err, out)
+	}
+	var got struct {
+		Direct        bool     `json:"direct"`
+		WithSignal    bool     `json:"with_signal"`
+		RegistersKept bool     `json:"registers_kept"`
+		DirectInUse   int      `json:"direct_in_use"`
+		GdbInUse      int      `json:"gdb_in_use"`
+		Handled       int      `json:"handled"`
+		Fault         string   `json:"fault"`
+		Mallinfo2     string   `json:"mallinfo2"`
+		Stops         []string `json:"stops"`
+	}
+	dec := json.NewDecoder(strings.NewReader(lastLine(string(out))))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&got); err != nil {
+		t.Fatalf("agent's answer %q: %v", out, err)
+	}
+	if !got.Direct || !got.WithSignal {
+		t.Errorf("direct calls made: %v, %v with a signal; want both\n%s", got.Direct, got.WithSignal, out)
+	}
+	if got.DirectInUse != got.GdbInUse || got.DirectInUse < 3*112 {
+		t.Errorf("in-use heap %d directly, %d through gdb; want the same, at least 3 chunks of 112", got.DirectInUse, got.GdbInUse)
+	}
+	if got.Handled != 1 {
+		t.Errorf("SIGUSR2 handled %d times during the call, want 1", got.Handled)
+	}
+	if got.Fault != "fault() faulted: SIGSEGV" || got.Mallinfo2 != "mallinfo2() was interrupted by SIGINT" {
+		t.Errorf("fault: %q, SIGINT: %q; want both calls given up", got.Fault, got.Mallinfo2)
+	}
+	if !got.RegistersKept {
+		t.Error("the stopped thread's registers changed")
+	}
+	if !slices.Equal(got.Stops, []string{"SIGINT"}) {
+		t.Errorf("gdb's stops after the calls %q, want SIGINT", got.Stops)
+	}
+	if b, err := os.ReadFile(output); err != nil || string(b) != "handled 1 intact 1\n" {
+		t.Errorf("program's output %q (%v), want handled 1 intact 1", b, err)
+	}
+}
+
 // TestNativeLocationError: a location nothing defines, or a condition
 // gdb cannot parse there, is a plan error before the run, as under massif,
 // although the native backend's gdb started during the checks: no run
