@@ -369,21 +369,26 @@ def mallinfo2():
     """glibc's mallinfo2() as a dict. On x86-64 it is called as CALL_TYPE
     mallinfo2(buf), which needs no debug information: the ABI returns a
     large struct through a hidden pointer in the first argument register,
-    here buf, a scratch area well below the stack pointer, past the red
-    zone and the call's own frames, which the call overwrites and nothing
-    reads. A process with one thread is called directly (direct_call);
-    otherwise, or when that cannot be done, gdb makes the call. Elsewhere
-    gdb makes the call with libc's debug information."""
+    here buf, a scratch area SCRATCH bytes below the stack pointer, past
+    the red zone and the call's own frames, which the call overwrites and
+    nothing reads. A process with one thread is called directly
+    (direct_call); otherwise, or when that cannot be done, gdb makes the
+    call. Elsewhere gdb makes the call with libc's debug information."""
     if not x86_64():
         v = func("mallinfo2")()
         return {f: int(v[f]) for f in MALLINFO2}
-    sp = int(gdb.newest_frame().read_register("sp"))
-    buf = (sp - 16384) & ~15
-    if direct_call("mallinfo2", buf) is None:
+    size = 8 * len(MALLINFO2)
+    data = direct_call("mallinfo2", result=size)
+    if data is None:
+        buf = (int(gdb.newest_frame().read_register("sp")) - SCRATCH) & ~15
         voidp = gdb.lookup_type("void").pointer()
         func("*(%s (*)(void *))mallinfo2" % CALL_TYPE)(gdb.Value(buf).cast(voidp))
-    data = gdb.selected_inferior().read_memory(buf, 8 * len(MALLINFO2)).tobytes()
+        data = gdb.selected_inferior().read_memory(buf, size).tobytes()
     return dict(zip(MALLINFO2, struct.unpack("<%dQ" % len(MALLINFO2), data)))
+
+
+# SCRATCH is how far below the stack pointer a call's result is written.
+SCRATCH = 16384
 
 
 def malloc_trim():
@@ -423,9 +428,12 @@ FAULTS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SI
 HELD = (signal.SIGINT, signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
 
 
-def direct_call(name, arg):
-    """The integer result of name(arg), called directly when the current
-    process has one thread on x86-64 Linux; None when gdb must call it."""
+def direct_call(name, arg=0, result=0):
+    """Calls name(arg) directly when the current process has one thread on
+    x86-64 Linux and returns its integer result; with result, name's
+    argument is a scratch area SCRATCH bytes below the stack pointer, and
+    the call returns the first result bytes written there. None when gdb
+    must make the call."""
     global DIRECT
     inferior = gdb.selected_inferior()
     if len(inferior.threads()) != 1 or not x86_64():
@@ -438,7 +446,7 @@ def direct_call(name, arg):
     if not DIRECT:
         return None
     fn = int(func("(unsigned long)&" + name))
-    return DIRECT.call(inferior.pid, gdb.selected_thread().ptid[1], fn, arg, name)
+    return DIRECT.call(inferior.pid, gdb.selected_thread().ptid[1], fn, arg, result, name)
 
 
 class _Direct:
@@ -476,7 +484,7 @@ class _Direct:
         self.iov = IOVec(ctypes.addressof(self.xstate), self.XSAVE)
         self.mem = {}  # /proc/PID/mem, open for writing, by process
 
-    def call(self, pid, tid, fn, arg, name):
+    def call(self, pid, tid, fn, arg, result, name):
         c, regs = self.c, self.regs
         self.iov.len = self.XSAVE
         if (self.ptrace(self.GETREGS, tid, None, c.byref(regs)) != 0
@@ -485,9 +493,11 @@ class _Direct:
             return None
         if pid not in self.mem:
             self.mem[pid] = os.open("/proc/%d/mem" % pid, os.O_RDWR | os.O_CLOEXEC)
-        # The return address, 0, goes below arg's area (when arg points
-        # below the stack pointer) and the red zone, aligned as at a call.
-        top = arg if 0 < arg < regs.rsp else regs.rsp
+        top = regs.rsp
+        if result:
+            arg = top = (regs.rsp - SCRATCH) & ~15
+        # The return address, 0, goes below the scratch area, or the red
+        # zone, aligned as at a call.
         sp = ((top - 256) & ~15) - 8
         os.pwrite(self.mem[pid], bytes(8), sp)
         call = self.Regs.from_buffer_copy(regs)
@@ -497,7 +507,7 @@ class _Direct:
         if self.ptrace(self.SETREGS, tid, None, c.byref(call)) != 0:
             return None
         try:
-            result, why = self.run(tid)
+            rax, why = self.run(tid)
         except BaseException:
             # gdb's quit (SIGINT) while the call runs: stop the thread
             # and put it back before going.
@@ -515,7 +525,9 @@ class _Direct:
             raise gdb.error("%s() was interrupted by %s" % (name, signal.Signals(why).name))
         if why:
             raise gdb.error("%s() faulted: %s" % (name, signal.Signals(why).name))
-        return result
+        if result:
+            return os.pread(self.mem[pid], result, arg)
+        return rax
 
     def restore(self, tid):
         c = self.c

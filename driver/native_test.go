@@ -460,25 +460,26 @@ out = {}
 gdb.execute("break probe")
 gdb.execute("run > " + ` + pyString(output) + `)
 pid = gdb.selected_inferior().pid
-buf = (int(gdb.parse_and_eval("$sp")) - 16384) & ~15
-def in_use():
-    return struct.unpack("<10Q", gdb.selected_inferior().read_memory(buf, 80).tobytes())[7]
+buf = (int(gdb.parse_and_eval("$sp")) - SCRATCH) & ~15
+def in_use(data):
+    return struct.unpack("<10Q", data)[7]
 def registers():
     gdb.execute("maint flush register-cache", to_string=True)
     return [int(gdb.parse_and_eval("$" + r)) for r in ("pc", "sp", "rax", "rdi", "eflags")]
 before = registers()
-out["direct"] = direct_call("mallinfo2", buf) is not None
-out["direct_in_use"] = in_use()
+data = direct_call("mallinfo2", result=80)
+out["direct"] = data is not None
+out["direct_in_use"] = in_use(data)
 func("*(double (*)(void *))mallinfo2")(gdb.Value(buf).cast(gdb.lookup_type("void").pointer()))
-out["gdb_in_use"] = in_use()
+out["gdb_in_use"] = in_use(gdb.selected_inferior().read_memory(buf, 80).tobytes())
 os.kill(pid, signal.SIGUSR2)
-out["with_signal"] = direct_call("mallinfo2", buf) is not None
+out["with_signal"] = direct_call("mallinfo2", result=80) is not None
 out["handled"] = int(gdb.parse_and_eval("handled"))
-for name, arg, sig in (("fault", 0, None), ("mallinfo2", buf, signal.SIGINT)):
+for name, result, sig in (("fault", 0, None), ("mallinfo2", 80, signal.SIGINT)):
     if sig:
         os.kill(pid, sig)
     try:
-        out[name] = "returned %d" % direct_call(name, arg)
+        out[name] = "returned %r" % direct_call(name, result=result)
     except gdb.error as e:
         out[name] = str(e)
 out["registers_kept"] = registers() == before
