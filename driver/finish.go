@@ -11,11 +11,17 @@ import (
 // directory (run.json, report.md, report.html) however the run ended.
 
 // teardown ends gdb, vgdb and valgrind: gdb first (which ends vgdb), then
-// valgrind's process group, with a grace period before signals.
-func (s *session) teardown() {
+// valgrind's process group, with a grace period before signals. A gdb
+// whose program is gone is only killed: reap waits for its end, after the
+// run directory is written.
+func (s *session) teardown() (reap func()) {
 	s.backend.beforeClose(s)
+	reap = func() {}
+	var skip []int
 	if s.closeFn != nil {
-		s.closeFn()
+		if r := s.closeFn(); r != nil {
+			reap, skip = r, []int{s.gdbPid}
+		}
 	}
 	if s.vg != nil {
 		exited := s.m.Target.ExitCode != nil || s.m.Target.Signal != nil
@@ -27,13 +33,15 @@ func (s *session) teardown() {
 	s.stopWorkload()
 	// What left the children's process groups: a target that called
 	// daemon() or setsid() under valgrind, a vgdb in a session of its own.
-	s.sweep()
+	// Not the dying gdb, which would hold the sweep up until it is gone.
+	s.sweep(skip...)
 	if s.console != nil {
 		s.console.close(s.opts.Grace)
 	}
 	if s.status != nil {
 		s.status.clear()
 	}
+	return reap
 }
 
 // finish analyses what was collected, sets the status and writes run.json

@@ -56,15 +56,20 @@ func (s *session) useGDB(c *mi.Client, traceOut *os.File) {
 	if p := c.Process(); p != nil {
 		s.groups.Add(p)
 	}
-	s.closeFn = func() {
+	s.closeFn = func() (reap func()) {
+		closed := func() {
+			if traceOut != nil {
+				traceOut.Close()
+			}
+		}
 		if s.targetGone() {
-			c.CloseNow()
-		} else {
-			c.Close()
+			// gdb dies while the run directory is written (Run reaps it).
+			c.Kill()
+			return func() { c.CloseNow(); closed() }
 		}
-		if traceOut != nil {
-			traceOut.Close()
-		}
+		c.Close()
+		closed()
+		return nil
 	}
 }
 

@@ -83,9 +83,9 @@ func (s *session) childEnv() []string {
 }
 
 // sweep kills whatever still carries the session's mark.
-func (s *session) sweep() {
+func (s *session) sweep(skip ...int) {
 	if s.priv != "" {
-		sweep(runMark(s.priv), s.opts.Grace)
+		sweep(runMark(s.priv), s.opts.Grace, skip...)
 	}
 }
 
@@ -321,7 +321,9 @@ type session struct {
 	stdout, stderr io.Writer
 	vg             *valgrindProc
 	gdb            debugger
-	closeFn        func() // closes gdb
+	// closeFn closes gdb, or only kills it and returns what waits for
+	// its end.
+	closeFn func() (reap func())
 	// early is the native backend's gdb, started during Run's checks.
 	early  *earlyGDB
 	gdbPid int // gdb's process (and group) id, for diagnose
@@ -508,9 +510,11 @@ func (s *session) run(ctx context.Context) (*Result, error) {
 
 	stopKiller := s.killOn(s.opts.Kill)
 	err = s.startAndLoop(runCtx)
-	s.teardown()
+	reap := s.teardown()
 	stopKiller()
-	return s.finish(res, s.classify(ctx, runCtx, err))
+	res, err = s.finish(res, s.classify(ctx, runCtx, err))
+	reap()
+	return res, err
 }
 
 // classify turns a context ending into ErrInterrupted or ErrTimeout.

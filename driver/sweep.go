@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -26,16 +27,16 @@ func runMark(priv string) string { return runMarkVar + "=" + priv }
 
 // sweep sends SIGKILL to every process whose environment carries mark and
 // waits up to grace for them to be gone. It returns the pids it killed.
-// Processes whose environment cannot be read (another user's) are not
-// looked at.
-func sweep(mark string, grace time.Duration) []int {
+// Processes whose environment cannot be read (another user's), and skip,
+// are not looked at.
+func sweep(mark string, grace time.Duration, skip ...int) []int {
 	want := []byte(mark)
 	self := os.Getpid()
 	var killed []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
+		if err != nil || pid == self || slices.Contains(skip, pid) {
 			continue
 		}
 		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))

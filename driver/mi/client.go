@@ -500,6 +500,15 @@ func (c *Client) Close() error { return c.close(true) }
 // tables: 35 ms after a native run of a program that read libc.
 func (c *Client) CloseNow() error { return c.close(false) }
 
+// Kill sends gdb's process group SIGKILL and returns at once: the kernel
+// takes milliseconds to take apart a gdb that has read a program's
+// symbols, which the caller can spend elsewhere before CloseNow waits.
+func (c *Client) Kill() {
+	if c.proc != nil {
+		c.proc.Kill()
+	}
+}
+
 func (c *Client) close(ask bool) error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()

@@ -296,6 +296,28 @@ func TestGDBCloseNow(t *testing.T) {
 	}
 }
 
+// Kill ends gdb without waiting for it; CloseNow then waits, and the
+// client ends as closed, as after CloseNow alone.
+func TestGDBKill(t *testing.T) {
+	t.Parallel()
+	testenv.NoLeftovers(t)
+	c := startGDB(t, mi.Options{CloseGrace: 10 * time.Second})
+	pid := c.Pid()
+	c.Kill()
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("gdb still running 10 s after Kill")
+	}
+	if err := c.CloseNow(); err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) {
+		t.Errorf("gdb alive after Kill and CloseNow")
+	}
+	c.Kill() // once gdb is gone: nothing
+}
+
 func TestGDBInterruptRunningTarget(t *testing.T) {
 	t.Parallel()
 	testenv.NoLeftovers(t)
