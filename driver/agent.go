@@ -402,8 +402,9 @@ func (s *session) agentStopped(ctx context.Context, st *bpState) error {
 	return s.cont(ctx)
 }
 
-// agentHits sets the hits of the agent's breakpoints from its counts, as
-// countHits does from gdb's for the others. Best effort.
+// agentHits sets the hits of the agent's breakpoints from its counts, and
+// whether each is still pending, as countHits does from gdb's for the
+// others. Best effort.
 func (s *session) agentHits(ctx context.Context) {
 	if s.agent == nil || ctx.Err() != nil {
 		return
@@ -412,13 +413,22 @@ func (s *session) agentHits(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	var times map[string]int
-	if err := json.Unmarshal([]byte(lastLine(r.Console())), &times); err != nil {
+	var hits map[string]struct {
+		Times   int  `json:"times"`
+		Pending bool `json:"pending"`
+	}
+	if err := json.Unmarshal([]byte(lastLine(r.Console())), &hits); err != nil {
 		return
 	}
 	for _, st := range s.order {
-		if n, ok := times[st.number]; ok && st.agent && !st.sum.Deleted {
-			n = max(n-st.bp.Skip, 0)
+		h, ok := hits[st.number]
+		if !ok || !st.agent {
+			continue
+		}
+		// A location no library loaded during the run defined.
+		st.sum.Unresolved = h.Pending
+		if !st.sum.Deleted {
+			n := max(h.Times-st.bp.Skip, 0)
 			st.hits, st.sum.Hits = n, n
 		}
 	}

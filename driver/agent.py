@@ -119,8 +119,10 @@ class Agent:
 
     def hits(self):
         """Prints how often each breakpoint's condition held, skipped hits
-        included (gdb's "times"), as a JSON object by gdb number."""
-        print(json.dumps({str(bp.number): bp.times for bp in self.breakpoints if bp.is_valid()}))
+        included (gdb's "times"), and whether it is still pending (no
+        library defined its location), as a JSON object by gdb number."""
+        print(json.dumps({str(bp.number): {"times": bp.times, "pending": bp.pending}
+                          for bp in self.breakpoints if bp.is_valid()}))
 
     def mark(self, text):
         os.pwrite(self.busy, (text.ljust(BUSY_WIDTH - 1) + "\n").encode(), 0)

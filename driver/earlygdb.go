@@ -69,25 +69,34 @@ func startEarlyGDB(ctx context.Context, gdbPath, binary string, plan *breakpoint
 // agent.py's location_resolves says: through an internal breakpoint,
 // which leaves the numbers of the session's breakpoints as they were.
 // Anything unclear leaves resolved false, and the checking gdb decides.
+// The version comes with reading the agent, from Python, when it can:
+// -gdb-version's banner, some 700 bytes, costs gdb a write() per byte.
 func (e *earlyGDB) check(ctx context.Context, plan *breakpoints.Plan) {
-	if r, err := e.c.Send(ctx, "-gdb-version"); err == nil {
-		e.version, _, _ = strings.Cut(strings.TrimSpace(r.Console()), "\n")
-	}
 	script := filepath.Join(e.priv, agentScript)
-	if err := os.WriteFile(script, []byte(agentSource), 0o600); err != nil {
+	if err := os.WriteFile(script, []byte(agentSource), 0o600); err == nil {
+		load := agentRead(script) + "print(gdb.execute('show version', to_string=True).splitlines()[0])\n"
+		if r, err := e.c.Send(ctx, "-interpreter-exec", "console", mi.Quote(pythonTry(load))); err == nil && loadFailure(r) == "" {
+			e.sourced, e.version = true, lastLine(r.Console())
+		}
+	}
+	if e.version == "" {
+		if r, err := e.c.Send(ctx, "-gdb-version"); err == nil {
+			e.version, _, _ = strings.Cut(strings.TrimSpace(r.Console()), "\n")
+		}
+	}
+	if !e.sourced {
 		return
 	}
-	if r, err := e.c.Send(ctx, "-interpreter-exec", "console", mi.Quote(pythonTry(agentRead(script)))); err != nil || loadFailure(r) != "" {
-		return
-	}
-	e.sourced = true
+	var checks []string
 	for i := range plan.Breakpoints {
 		bp := &plan.Breakpoints[i]
 		if bp.Pending {
 			continue // resolved, or refused, once a library loads it
 		}
-		r, err := e.c.Send(ctx, "-interpreter-exec", "console",
-			mi.Quote("python print(location_resolves("+pyString(bp.Location)+", "+pyString(bp.GdbCondition())+"))"))
+		checks = append(checks, "location_resolves("+pyString(bp.Location)+", "+pyString(bp.GdbCondition())+")")
+	}
+	if len(checks) > 0 {
+		r, err := e.c.Send(ctx, "-interpreter-exec", "console", mi.Quote("python print(all(["+strings.Join(checks, ", ")+"]))"))
 		if err != nil || strings.TrimSpace(r.Console()) != "True" {
 			return
 		}

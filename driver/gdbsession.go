@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -238,8 +239,17 @@ func (s *session) finalHits(ctx context.Context) {
 	}
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	s.countHits(hctx)
+	// The agent counts its own breakpoints: -break-list's table, which
+	// gdb writes a byte at a time, is for the others.
+	if !s.agentHasAll() {
+		s.countHits(hctx)
+	}
 	s.agentHits(hctx)
+}
+
+// agentHasAll reports whether the agent took every breakpoint of the plan.
+func (s *session) agentHasAll() bool {
+	return s.agent != nil && !slices.ContainsFunc(s.order, func(st *bpState) bool { return !st.agent })
 }
 
 // countHits sets each breakpoint's hits to the number of times the target
