@@ -137,11 +137,6 @@ func agentLoader(script, records, snapdir, measure string, sourced bool) string 
 	return pythonTry(load)
 }
 
-// agentRead is the Python that reads agent.py's definitions from script.
-func agentRead(script string) string {
-	return "exec(compile(open(" + pyString(script) + ").read(), " + pyString(script) + ", 'exec'), globals())\n"
-}
-
 // pythonTry is the gdb command that runs code, lines of Python, inside a
 // try, so that Python's own words reach snapctl after agentFailed: gdb
 // would only answer "Error while executing Python code", and its source
