@@ -12,17 +12,15 @@
 # WORK is the loop iterations between stops (default 4000000: the program
 # alone runs about 1.4 s).
 #
-# Measured on the 2-core shared development machine, load average below 1.5:
-#   bench/native.sh 100 7            alone 1.37 s, native 1.75 s: 1.28 (rounds 1.26-1.33)
-#   bench/native.sh 100 5 12000000   alone 4.11 s, native 4.62 s: 1.12 (rounds 1.06-1.16)
-# (the same day before gdb stopped reading libc's DWARF and was killed
-# rather than asked to exit once the program is gone: 1.44 and 1.16.)
-# A native run costs about 0.2 s more than the program alone, half of it
-# gdb's own start; each stop costs 1.4-2 ms, about half of it gdb's
-# inferior call to mallinfo2(), around which gdb reads and writes the
-# general registers one ptrace call at a time (docs/design.md,
-# "Backends"). The 1.25 target holds for programs that run a few seconds
-# per 100 stops, not quite for a 1.4 s one.
+# Measured on the 2-core shared development machine, load average below 1:
+#   bench/native.sh 100 15           alone 1.38 s, native 1.68 s: 1.225 (rounds 1.204-1.250)
+#   bench/native.sh 100 5 12000000   alone 4.12 s, native 4.45 s: 1.080 (rounds 1.072-1.084)
+# (before the agent called mallinfo2() itself and read its code from the
+# cache: 1.28 and 1.12; a run while the shared host was busier: 1.261.)
+# A native run costs about 0.18 s more than the program alone before its
+# first stop, half of it gdb's own start, and each stop 1.3-1.4 ms: the
+# agent's direct call to mallinfo2() and gdb stepping over the breakpoint
+# (docs/design.md, "Backends").
 set -euo pipefail
 
 stops=${1:-100}
