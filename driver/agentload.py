@@ -8,8 +8,10 @@ def snapctl_agent_code(script, prefix):
     import os
     import sys
 
+    # Bytecode changes between Python versions, and once in a while
+    # between releases of one: the release is in the name too.
     tag = sys.implementation.cache_tag
-    path = "%s-%s.bin" % (prefix, tag) if tag else None
+    path = "%s-%s-%x.bin" % (prefix, tag, sys.hexversion) if tag else None
     if path:
         try:
             with open(path, "rb") as f:
@@ -21,7 +23,8 @@ def snapctl_agent_code(script, prefix):
     if path:
         # Written whole under a name of its own, then renamed: runs that
         # start together each write theirs, and a reader sees one whole
-        # file. Other agents' code (other snapctl versions) goes.
+        # file. Other agents' code (other snapctl versions) goes, and
+        # what a gdb killed while writing left.
         tmp = "%s.%d.tmp" % (path, os.getpid())
         try:
             with open(tmp, "wb") as f:
@@ -29,7 +32,7 @@ def snapctl_agent_code(script, prefix):
             os.replace(tmp, path)
             folder, mine = os.path.split(prefix)
             for name in os.listdir(folder):
-                if name.startswith("agent-") and name.endswith(".bin") and not name.startswith(mine + "-"):
+                if name.startswith("agent-") and (name.endswith(".tmp") or name.endswith(".bin") and not name.startswith(mine + "-")):
                     os.remove(os.path.join(folder, name))
         except OSError:
             try:

@@ -68,8 +68,8 @@ func TestEarlyGDBChecks(t *testing.T) {
 // TestAgentCodeCache: agentload.py compiles agent.py once and keeps the
 // code under the cache prefix for this Python; the next read loads it
 // from there (a planted code object shows it), a damaged file is compiled
-// again and replaced, and writing removes other agents' files but not
-// this agent's for another Python.
+// again and replaced, and writing removes other agents' files and what an
+// interrupted write left, but not this agent's for another Python.
 func TestAgentCodeCache(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb")
@@ -85,7 +85,7 @@ func TestAgentCodeCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	prefix := filepath.Join(cache, "agent-0123456789abcdef")
-	for _, name := range []string{"agent-fedcba9876543210-cpython-311.bin", "agent-0123456789abcdef-cpython-399.bin", "unrelated"} {
+	for _, name := range []string{"agent-fedcba9876543210-cpython-311-30b04f0.bin", "agent-0123456789abcdef-cpython-399-30909f0.bin", "agent-0123456789abcdef-cpython-311-30b04f0.bin.1.tmp", "unrelated"} {
 		if err := os.WriteFile(filepath.Join(cache, name), []byte("old"), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +93,7 @@ func TestAgentCodeCache(t *testing.T) {
 	py := "python\nimport json, marshal, os, sys\n" +
 		"exec(open(" + pyString(loader) + ").read())\n" +
 		"script, prefix = " + pyString(script) + ", " + pyString(prefix) + "\n" +
-		"path = '%s-%s.bin' % (prefix, sys.implementation.cache_tag)\n" +
+		"path = '%s-%s-%x.bin' % (prefix, sys.implementation.cache_tag, sys.hexversion)\n" +
 		"out = {}\n" +
 		"g = {'gdb': gdb}\n" +
 		"exec(snapctl_agent_code(script, prefix), g)\n" +
@@ -109,7 +109,7 @@ func TestAgentCodeCache(t *testing.T) {
 		"g2 = {'gdb': gdb}\n" +
 		"exec(marshal.load(open(path, 'rb')), g2)\n" +
 		"out['repaired'] = 'location_resolves' in g and 'location_resolves' in g2\n" +
-		"out['tag'] = sys.implementation.cache_tag\n" +
+		"out['name'] = os.path.basename(path)\n" +
 		"print(json.dumps(out))\nend\n"
 	cmds := filepath.Join(dir, "cmds")
 	if err := os.WriteFile(cmds, []byte(py), 0o600); err != nil {
@@ -121,7 +121,7 @@ func TestAgentCodeCache(t *testing.T) {
 	}
 	var got struct {
 		Compiled, Repaired bool
-		Cached, Tag        string
+		Cached, Name       string
 		Left               []string
 	}
 	if err := json.Unmarshal([]byte(lastLine(string(out))), &got); err != nil {
@@ -130,7 +130,7 @@ func TestAgentCodeCache(t *testing.T) {
 	if !got.Compiled || got.Cached != "cached" || !got.Repaired {
 		t.Errorf("compiled and kept %v, loaded the kept code %q, replaced a damaged file %v; want true, cached, true\n%s", got.Compiled, got.Cached, got.Repaired, out)
 	}
-	want := []string{"agent-0123456789abcdef-" + got.Tag + ".bin", "agent-0123456789abcdef-cpython-399.bin", "unrelated"}
+	want := []string{got.Name, "agent-0123456789abcdef-cpython-399-30909f0.bin", "unrelated"}
 	slices.Sort(want)
 	if !slices.Equal(got.Left, want) {
 		t.Errorf("cache holds %q, want %q", got.Left, want)
