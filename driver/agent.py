@@ -410,24 +410,31 @@ def malloc_trim():
 # of them, each changed vector register the same way with the XSAVE area,
 # around a full stop of its own); this costs about 0.1 ms: a read and a
 # write of each register set around the call, which returns to address 0
-# and so stops with SIGSEGV there. It runs only the stopped thread, so it
-# is used only while the process has one: elsewhere another thread may
-# hold an arena's lock, and gdb's call lets every thread run. The thread
-# ends the call as it began it (registers, vector state, the stop's
-# siginfo), so gdb, which holds them in its caches, sees nothing.
+# and so stops with SIGSEGV there (gdb's own call returns to the stack and
+# stops the same way). It runs only the stopped thread, so it is used only
+# while the process has one: elsewhere another thread may hold an arena's
+# lock, and gdb's call lets every thread run. The thread ends the call
+# with the registers, vector state and siginfo it began it with, which
+# gdb holds in its caches; what changes is the stack below the stack
+# pointer, as with gdb's call.
 #
-# During the call a signal is delivered to the program, as gdb passes
-# signals by default; one that gdb keeps from the program or stops it for
-# (SIGINT, the stop signals) ends the call, the thread put back and the
-# signal pending again for gdb to see; a fault inside the called function
-# (a corrupted heap) ends it too. Both raise gdb.error, and the stop
-# records why. The process's exit is left for gdb to collect.
+# A signal that arrives during the call is delivered to the program when
+# gdb's signal table would pass it without stopping (SIGALRM, SIGCHLD...).
+# Any other ends the call, and so does a fault inside the called function
+# or a signal it raises (glibc aborts on a heap it finds corrupted): the
+# thread is put back and the signal sent again (with tgkill's siginfo),
+# for gdb to see and handle at the stop as it would after its own call. A
+# call that faulted may hold an arena's lock: the program is better off
+# dying of the fault than going on. CallFailed says what happened, and the
+# stop records it. The process's exit is left for gdb to collect.
 DIRECT = None
 
 # FAULTS are the signals with which a called function faults.
 FAULTS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGTRAP)
-# HELD are the signals left for gdb.
-HELD = (signal.SIGINT, signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
+
+
+class CallFailed(Exception):
+    """A direct call that was made and did not return."""
 
 
 def direct_call(name, arg=0, result=0):
@@ -435,7 +442,8 @@ def direct_call(name, arg=0, result=0):
     x86-64 Linux and returns its integer result; with result, name's
     argument is a scratch area SCRATCH bytes below the stack pointer, and
     the call returns the first result bytes written there. None when gdb
-    must make the call."""
+    must make the call (nothing was changed then); CallFailed when the
+    call was made and did not return."""
     global DIRECT
     inferior = gdb.selected_inferior()
     if len(inferior.threads()) != 1 or not x86_64():
@@ -445,10 +453,26 @@ def direct_call(name, arg=0, result=0):
             DIRECT = _Direct()
         except (ImportError, OSError, AttributeError):
             DIRECT = False
-    if not DIRECT:
+    if not DIRECT or DIRECT.refuses(inferior.pid):
         return None
     fn = int(func("(unsigned long)&" + name))
     return DIRECT.call(inferior.pid, gdb.selected_thread().ptid[1], fn, arg, result, name)
+
+
+# PASSED caches, by signal number, whether gdb's signal table passes the
+# signal to the program without stopping.
+PASSED = {}
+
+
+def passed_quietly(sig):
+    if sig not in PASSED:
+        try:
+            out = gdb.execute("info signals %s" % signal.Signals(sig).name, to_string=True)
+            cols = out.splitlines()[1].split()
+            PASSED[sig] = cols[1] == "No" and cols[3] == "Yes"  # Stop, Print, Pass
+        except (gdb.error, IndexError, ValueError):
+            PASSED[sig] = False
+    return PASSED[sig]
 
 
 class _Direct:
@@ -484,7 +508,29 @@ class _Direct:
         self.siginfo = ctypes.create_string_buffer(128)
         self.xstate = ctypes.create_string_buffer(self.XSAVE)
         self.iov = IOVec(ctypes.addressof(self.xstate), self.XSAVE)
-        self.mem = {}  # /proc/PID/mem, open for writing, by process
+        # The process called last: its pid, /proc/PID/mem open for
+        # writing, and whether it refuses direct calls.
+        self.pid, self.mem, self.refused = 0, -1, True
+        # stopped says that the thread is in a stop snapctl has taken
+        # from the kernel (see settle).
+        self.stopped = True
+
+    def refuses(self, pid):
+        """Whether process pid cannot be called directly: its memory file
+        does not open, or it runs with a shadow stack (the kernel's x86
+        user shadow stacks), whose return to address 0 would fault."""
+        if pid != self.pid:
+            if self.mem >= 0:
+                os.close(self.mem)
+            self.pid, self.mem, self.refused = pid, -1, True
+            try:
+                with open("/proc/%d/status" % pid, "rb") as f:
+                    shstk = any(l.startswith(b"x86_Thread_features:") and b"shstk" in l for l in f)
+                self.mem = os.open("/proc/%d/mem" % pid, os.O_RDWR | os.O_CLOEXEC)
+                self.refused = shstk
+            except OSError:
+                pass
+        return self.refused
 
     def call(self, pid, tid, fn, arg, result, name):
         c, regs = self.c, self.regs
@@ -493,15 +539,17 @@ class _Direct:
                 or self.ptrace(self.GETREGSET, tid, self.NT_X86_XSTATE, c.byref(self.iov)) != 0
                 or self.ptrace(self.GETSIGINFO, tid, None, self.siginfo) != 0):
             return None
-        if pid not in self.mem:
-            self.mem[pid] = os.open("/proc/%d/mem" % pid, os.O_RDWR | os.O_CLOEXEC)
         top = regs.rsp
         if result:
             arg = top = (regs.rsp - SCRATCH) & ~15
         # The return address, 0, goes below the scratch area, or the red
         # zone, aligned as at a call.
         sp = ((top - 256) & ~15) - 8
-        os.pwrite(self.mem[pid], bytes(8), sp)
+        try:
+            if os.pwrite(self.mem, bytes(8), sp) != 8:
+                return None
+        except OSError:
+            return None
         call = self.Regs.from_buffer_copy(regs)
         # orig_rax -1: a thread stopped in a system call does not restart
         # it as the call begins.
@@ -511,24 +559,27 @@ class _Direct:
         try:
             rax, why = self.run(tid)
         except BaseException:
-            # gdb's quit (SIGINT) while the call runs: stop the thread
-            # and put it back before going.
-            if self.running:
-                self.libc.syscall(self.SYS_TGKILL, pid, tid, signal.SIGSTOP)
-                self.wait(tid)
+            # Python raises gdb's quit (SIGINT) between two of its steps,
+            # where the thread may be running the call.
+            self.settle(tid)
             self.restore(tid)
             raise
         if why == "exited":
-            raise gdb.error("the process ended during %s()" % name)
+            raise CallFailed("the process ended during %s()" % name)
         if not self.restore(tid):
-            raise gdb.error("the registers from before %s() could not be put back" % name)
-        if why in HELD:
-            self.libc.syscall(self.SYS_TGKILL, pid, tid, why)
-            raise gdb.error("%s() was interrupted by %s" % (name, signal.Signals(why).name))
+            raise CallFailed("the registers from before %s() could not be put back" % name)
         if why:
-            raise gdb.error("%s() faulted: %s" % (name, signal.Signals(why).name))
+            sig, how = why
+            self.libc.syscall(self.SYS_TGKILL, pid, tid, sig)
+            raise CallFailed("%s() %s %s" % (name, how, signal.Signals(sig).name))
         if result:
-            return os.pread(self.mem[pid], result, arg)
+            try:
+                data = os.pread(self.mem, result, arg)
+            except OSError:
+                data = b""
+            if len(data) != result:
+                raise CallFailed("%s()'s result could not be read" % name)
+            return data
         return rax
 
     def restore(self, tid):
@@ -539,32 +590,63 @@ class _Direct:
 
     def wait(self, tid):
         """Waits for the running thread to stop and returns the signal,
-        or None when the process ended instead: its end is only looked at
-        (WNOWAIT), so that gdb reaps it."""
+        or None when the process ended instead. The end is only looked at
+        (WNOWAIT), so that gdb reaps it; a stop is then taken without
+        WEXITED, so that a process killed meanwhile is not reaped either."""
         info = os.waitid(os.P_PID, tid, os.WEXITED | os.WSTOPPED | os.WNOWAIT | self.WALL)
         if info is None or info.si_code not in (os.CLD_TRAPPED, os.CLD_STOPPED):
             return None
-        os.waitpid(tid, self.WALL)
-        self.running = False
+        if os.waitid(os.P_PID, tid, os.WSTOPPED | os.WNOHANG | self.WALL) is None:
+            return None
+        self.stopped = True
         return info.si_status
 
     def run(self, tid):
         """Runs the thread until the call returns: (rax, None) when it
-        does, (None, SIG) when signal SIG ends it first (FAULTS, HELD),
-        (None, "exited") when the process ends."""
+        does, (None, (SIG, HOW)) when signal SIG ends it first, HOW saying
+        whence, (None, "exited") when the process ends or cannot be
+        resumed."""
         sig = 0
+        info = self.c.create_string_buffer(128)
         while True:
-            self.running = False
+            self.stopped = False
             if self.ptrace(self.CONT, tid, None, sig) != 0:
+                self.stopped = True
                 return None, "exited"
-            self.running = True
             sig = self.wait(tid)
-            if sig is None or self.ptrace(self.GETREGS, tid, None, self.c.byref(self.now)) != 0:
+            if (sig is None or self.ptrace(self.GETREGS, tid, None, self.c.byref(self.now)) != 0
+                    or self.ptrace(self.GETSIGINFO, tid, None, info) != 0):
                 return None, "exited"
             if sig == signal.SIGSEGV and self.now.rip == 0:
                 return self.now.rax, None
-            if sig in FAULTS or sig in HELD:
-                return None, sig
+            # siginfo_t: si_signo, si_errno, si_code, then for a signal a
+            # process sent (si_code SI_USER, or below: SI_TKILL...) the
+            # sender's pid.
+            (code,), (sender,) = struct.unpack_from("<i", info, 8), struct.unpack_from("<i", info, 16)
+            if code > 0 and sig in FAULTS:
+                return None, (sig, "faulted:")
+            if passed_quietly(sig):
+                continue
+            if code <= 0 and sender == self.pid:
+                return None, (sig, "raised")
+            return None, (sig, "was interrupted by")
+
+    def settle(self, tid):
+        """Brings the thread to a stop after an exception between two
+        steps of run: it may be stopped already, with or without a stop
+        to take, or running the call, which then ends by itself."""
+        if self.stopped:
+            return
+        try:
+            with open("/proc/%d/task/%d/stat" % (self.pid, tid), "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return
+        if state == b"t":
+            os.waitid(os.P_PID, tid, os.WSTOPPED | os.WNOHANG | self.WALL)
+        elif state not in (b"Z", b"X"):
+            self.wait(tid)
+        self.stopped = True
 
 
 # DEBUG_DIRS is gdb's debug-file-directory as the plan left it, once
@@ -696,6 +778,10 @@ def native_memory(trim):
     rec = {"rss_bytes": rss, "anon_rss_bytes": anon}
     try:
         mi = mallinfo2()
+    except CallFailed as e:
+        # This stop's call, not the allocator: the next stop calls again.
+        rec["call_error"] = str(e)
+        return rec
     except gdb.error as e:
         # A static binary, or a libc that is not glibc.
         rec["allocator_error"] = str(e)
@@ -706,8 +792,11 @@ def native_memory(trim):
     if n is not None:
         rec["arenas"] = n
     if trim:
-        malloc_trim()
-        rec["trim_released_bytes"] = rss - proc_status(pid)[0]
+        try:
+            malloc_trim()
+            rec["trim_released_bytes"] = rss - proc_status(pid)[0]
+        except (CallFailed, gdb.error) as e:
+            rec["call_error"] = str(e)
     return rec
 
 

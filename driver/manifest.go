@@ -292,6 +292,10 @@ const (
 	// EventNoAllocatorState: the native backend cannot read glibc's
 	// allocator in this process and records resident memory only.
 	EventNoAllocatorState EventKind = "no-allocator-state"
+	// EventAllocatorCallFailed: at one native stop the call to glibc's
+	// allocator did not return (a fault inside it, or a signal gdb stops
+	// for); that stop records resident memory only.
+	EventAllocatorCallFailed EventKind = "allocator-call-failed"
 	// EventSchedulerLockReleased: a locked around_call blocked, and the
 	// stop deadline let the other threads run.
 	EventSchedulerLockReleased EventKind = "scheduler-lock-released"

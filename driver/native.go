@@ -287,7 +287,11 @@ func (b *nativeBackend) keep(s *session, ms measurement, stop *Stop) (string, er
 			"glibc's allocator cannot be read (%s): a static binary, or a C library that is not glibc; only resident memory is recorded", m.AllocatorError)})
 		fmt.Fprintf(s.opts.Warn, "warning: glibc's allocator cannot be read in this program (%s): only resident memory is recorded\n", m.AllocatorError)
 	}
-	m.AllocatorError = ""
+	if m.CallError != "" {
+		s.event(Event{Kind: EventAllocatorCallFailed, Message: fmt.Sprintf(
+			"breakpoint %q hit %d: %s; this stop records resident memory only", stop.Breakpoint, stop.Hit, m.CallError)})
+	}
+	m.AllocatorError, m.CallError = "", ""
 	stop.Memory = &m
 	if m.HeapInUseBytes != nil {
 		stop.HeapBytes = *m.HeapInUseBytes

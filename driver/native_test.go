@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/preflight"
 )
@@ -375,6 +377,43 @@ func TestNativeNoAllocator(t *testing.T) {
 	}
 }
 
+// TestNativeCorruptHeap: glibc aborts inside mallinfo2() on a heap it
+// finds corrupted. The stop records resident memory only and says why
+// (not that the allocator cannot be read), and the program then dies of
+// the SIGABRT at the stop, as after gdb's own call: a call that aborted
+// may hold an arena's lock.
+func TestNativeCorruptHeap(t *testing.T) {
+	t.Parallel()
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the direct call is x86-64's")
+	}
+	bin := testenv.Build(t, "testdata/native/corrupt.c")
+	for _, p := range stopPaths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			var warn testenv.Buffer
+			_, m, err := runNative(t, Options{NoAgent: p.noAgent, Warn: &warn}, roundPlan, bin)
+			var crash *CrashError
+			if !errors.As(err, &crash) || m.Target.Signal == nil || *m.Target.Signal != "SIGABRT" {
+				t.Fatalf("error %v, target %+v; want a crash of SIGABRT", err, m.Target)
+			}
+			if len(m.Stops) != 1 || m.Stops[0].Memory == nil || m.Stops[0].Memory.RSSBytes <= 0 || m.Stops[0].Memory.HeapInUseBytes != nil {
+				t.Fatalf("stops %+v, want one with resident memory only", m.Stops)
+			}
+			var kinds []EventKind
+			for _, e := range m.Events {
+				kinds = append(kinds, e.Kind)
+				if e.Kind == EventAllocatorCallFailed && !strings.Contains(e.Message, `breakpoint "round" hit 1: mallinfo2() raised SIGABRT`) {
+					t.Errorf("event message %q", e.Message)
+				}
+			}
+			if !slices.Contains(kinds, EventAllocatorCallFailed) || slices.Contains(kinds, EventNoAllocatorState) || warn.String() != "" {
+				t.Errorf("events %q, warnings %q; want allocator-call-failed and no claim that the allocator cannot be read", kinds, warn.String())
+			}
+		})
+	}
+}
+
 // TestNativeWithoutLibcDebugInfo: without libc's debug info gdb does not
 // know struct mallinfo2; the call through a cast reads the same figures,
 // and the number of arenas is unknown.
@@ -435,12 +474,17 @@ func TestNativeKeepsRegisters(t *testing.T) {
 }
 
 // TestAgentDirectCall: on a process with one thread the agent calls the
-// allocator directly through ptrace rather than through gdb. The direct
-// call answers as gdb's does; a signal that arrives during it reaches the
-// program's handler; a fault inside the called function, or SIGINT, which
-// gdb keeps from the program, ends it with the thread put back, and
-// SIGINT reaches gdb when the program resumes. The program then runs on
-// with its heap blocks intact.
+// allocator directly through ptrace rather than through gdb, and answers
+// as gdb's call does. At one stop each:
+//   - a signal gdb passes quietly (SIGALRM) that arrives during the call
+//     reaches the program's handler, and the call returns;
+//   - a signal gdb stops for (SIGINT), a fault inside the called function
+//     and a signal the function raises end the call with the thread put
+//     back (registers, vector registers, siginfo), and the signal reaches
+//     gdb when the program resumes, then the program as gdb's table says.
+//
+// With a second thread gdb makes the call. The program runs on with its
+// heap intact.
 func TestAgentDirectCall(t *testing.T) {
 	t.Parallel()
 	if runtime.GOARCH != "amd64" {
@@ -448,7 +492,7 @@ func TestAgentDirectCall(t *testing.T) {
 	}
 	testenv.MustHave(t, "gdb")
 	testenv.NoLeftovers(t)
-	bin := testenv.Build(t, "testdata/native/direct.c")
+	bin := testenv.Build(t, "testdata/native/direct.c", "-pthread")
 	dir := t.TempDir()
 	script, output := filepath.Join(dir, agentScript), filepath.Join(dir, "output")
 	if err := os.WriteFile(script, []byte(agentSource), 0o600); err != nil {
@@ -456,36 +500,44 @@ func TestAgentDirectCall(t *testing.T) {
 	}
 	py := `python
 import json, os, signal, struct
-out = {}
+out = {"cases": [], "signals": []}
+gdb.events.stop.connect(lambda ev: out["signals"].append(ev.stop_signal) if hasattr(ev, "stop_signal") else None)
 gdb.execute("break probe")
+gdb.execute("break probe2")
 gdb.execute("run > " + ` + pyString(output) + `)
 pid = gdb.selected_inferior().pid
-buf = (int(gdb.parse_and_eval("$sp")) - SCRATCH) & ~15
-def in_use(data):
-    return struct.unpack("<10Q", data)[7]
-def registers():
+def state():
     gdb.execute("maint flush register-cache", to_string=True)
-    return [int(gdb.parse_and_eval("$" + r)) for r in ("pc", "sp", "rax", "rdi", "eflags")]
-before = registers()
-data = direct_call("mallinfo2", result=80)
-out["direct"] = data is not None
-out["direct_in_use"] = in_use(data)
-func("*(double (*)(void *))mallinfo2")(gdb.Value(buf).cast(gdb.lookup_type("void").pointer()))
-out["gdb_in_use"] = in_use(gdb.selected_inferior().read_memory(buf, 80).tobytes())
-os.kill(pid, signal.SIGUSR2)
-out["with_signal"] = direct_call("mallinfo2", result=80) is not None
-out["handled"] = int(gdb.parse_and_eval("handled"))
-for name, result, sig in (("fault", 0, None), ("mallinfo2", 80, signal.SIGINT)):
+    regs = [str(gdb.parse_and_eval("$" + r)) for r in ("pc", "sp", "rax", "rdi", "eflags", "xmm0", "xmm1", "xmm2")]
+    return regs + [int(gdb.parse_and_eval("$_siginfo.si_signo")), int(gdb.parse_and_eval("$_siginfo.si_code"))]
+def at(frame):
+    while gdb.selected_frame().name() != frame or frame == "probe" and int(gdb.parse_and_eval("n")) != at.n:
+        gdb.execute("continue")
+at.n = 0
+def case(name, arg=0, result=0, sig=None):
+    before = state()
     if sig:
         os.kill(pid, sig)
     try:
-        out[name] = "returned %r" % direct_call(name, result=result)
-    except gdb.error as e:
-        out[name] = str(e)
-out["registers_kept"] = registers() == before
-out["stops"] = []
-gdb.events.stop.connect(lambda ev: out["stops"].append(getattr(ev, "stop_signal", "breakpoint")))
+        got = direct_call(name, arg, result)
+        got = "returned %s" % ("bytes" if isinstance(got, bytes) else got)
+    except CallFailed as e:
+        got = str(e)
+    out["cases"].append([got, state() == before])
+data = direct_call("mallinfo2", result=80)
+buf = (int(gdb.parse_and_eval("$sp")) - SCRATCH) & ~15
+func("*(double (*)(void *))mallinfo2")(gdb.Value(buf).cast(gdb.lookup_type("void").pointer()))
+out["same_as_gdb"] = data == gdb.selected_inferior().read_memory(buf, 80).tobytes()
+case("mallinfo2", result=80, sig=signal.SIGALRM)
+out["alrm"] = int(gdb.parse_and_eval("alrm"))
+for n, args in ((1, dict(name="mallinfo2", result=80, sig=signal.SIGINT)), (2, dict(name="fault")), (3, dict(name="raiser", arg=signal.SIGUSR2))):
+    at.n = n
+    gdb.execute("continue")
+    at("probe")
+    case(**args)
 gdb.execute("continue")
+at("probe2")
+out["second_thread"] = direct_call("mallinfo2", result=80) is None and len(gdb.selected_inferior().threads()) == 2
 gdb.execute("continue")
 print(json.dumps(out))
 end
@@ -501,41 +553,41 @@ end
 		t.Fatalf("gdb: %v\n%s", err, out)
 	}
 	var got struct {
-		Direct        bool     `json:"direct"`
-		WithSignal    bool     `json:"with_signal"`
-		RegistersKept bool     `json:"registers_kept"`
-		DirectInUse   int      `json:"direct_in_use"`
-		GdbInUse      int      `json:"gdb_in_use"`
-		Handled       int      `json:"handled"`
-		Fault         string   `json:"fault"`
-		Mallinfo2     string   `json:"mallinfo2"`
-		Stops         []string `json:"stops"`
+		SameAsGdb    bool            `json:"same_as_gdb"`
+		SecondThread bool            `json:"second_thread"`
+		Alrm         int             `json:"alrm"`
+		Cases        [][]interface{} `json:"cases"`
+		Signals      []string        `json:"signals"`
 	}
 	dec := json.NewDecoder(strings.NewReader(lastLine(string(out))))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&got); err != nil {
 		t.Fatalf("agent's answer %q: %v", out, err)
 	}
-	if !got.Direct || !got.WithSignal {
-		t.Errorf("direct calls made: %v, %v with a signal; want both\n%s", got.Direct, got.WithSignal, out)
+	if !got.SameAsGdb {
+		t.Errorf("the direct call's mallinfo2 differs from gdb's call's\n%s", out)
 	}
-	if got.DirectInUse != got.GdbInUse || got.DirectInUse < 3*112 {
-		t.Errorf("in-use heap %d directly, %d through gdb; want the same, at least 3 chunks of 112", got.DirectInUse, got.GdbInUse)
+	if got.Alrm != 1 {
+		t.Errorf("SIGALRM handled %d times during the call, want 1", got.Alrm)
 	}
-	if got.Handled != 1 {
-		t.Errorf("SIGUSR2 handled %d times during the call, want 1", got.Handled)
+	want := [][]interface{}{
+		{"returned bytes", true},
+		{"mallinfo2() was interrupted by SIGINT", true},
+		{"fault() faulted: SIGSEGV", true},
+		{"raiser() raised SIGUSR2", true},
 	}
-	if got.Fault != "fault() faulted: SIGSEGV" || got.Mallinfo2 != "mallinfo2() was interrupted by SIGINT" {
-		t.Errorf("fault: %q, SIGINT: %q; want both calls given up", got.Fault, got.Mallinfo2)
+	if diff := cmp.Diff(want, got.Cases); diff != "" {
+		t.Errorf("calls (-want +got; the bool: the thread put back):\n%s", diff)
 	}
-	if !got.RegistersKept {
-		t.Error("the stopped thread's registers changed")
+	// Each signal that ended a call reaches gdb as the program resumes.
+	if want := []string{"SIGINT", "SIGSEGV", "SIGUSR2"}; !slices.Equal(got.Signals, want) {
+		t.Errorf("gdb's signal stops %q, want %q", got.Signals, want)
 	}
-	if !slices.Equal(got.Stops, []string{"SIGINT"}) {
-		t.Errorf("gdb's stops after the calls %q, want SIGINT", got.Stops)
+	if !got.SecondThread {
+		t.Error("with a second thread the call was made directly, not by gdb")
 	}
-	if b, err := os.ReadFile(output); err != nil || string(b) != "handled 1 intact 1\n" {
-		t.Errorf("program's output %q (%v), want handled 1 intact 1", b, err)
+	if b, err := os.ReadFile(output); err != nil || string(b) != "alrm 1 usr2 1 segv 1 intact 1\n" {
+		t.Errorf("program's output %q (%v), want alrm 1 usr2 1 segv 1 intact 1", b, err)
 	}
 }
 

@@ -32,6 +32,9 @@ type Memory struct {
 	// AllocatorError is set by the agent and not recorded (an event says
 	// it once).
 	AllocatorError string `json:"allocator_error,omitempty"`
+	// CallError says why this stop's call to the allocator did not
+	// return; not recorded (an event says it).
+	CallError string `json:"call_error,omitempty"`
 }
 
 // MemoryDelta is the change between two stops (run.json
