@@ -74,18 +74,15 @@ func (s *session) startAgent(ctx context.Context) error {
 	if s.opts.NoAgent || !slices.ContainsFunc(s.order, func(st *bpState) bool { return agentOwns(st.bp) }) {
 		return nil
 	}
-	script := filepath.Join(s.priv, agentScript)
-	if !s.agentSourced {
-		r, err := s.send(ctx, "-list-features")
-		if err != nil {
-			return fmt.Errorf("asking gdb for its features: %w", err)
-		}
-		if !hasFeature(r, "python") {
-			return nil
-		}
-		if err := os.WriteFile(script, []byte(agentSource), 0o600); err != nil {
-			return fmt.Errorf("writing gdb's agent: %w", err)
-		}
+	python, why, err := s.defineAgent(ctx)
+	switch {
+	case err != nil:
+		return err
+	case !python:
+		return nil
+	case why != "":
+		s.agentUnusable(why)
+		return nil
 	}
 	records := filepath.Join(s.priv, agentRecords)
 	if err := os.WriteFile(records, nil, 0o600); err != nil {
@@ -104,17 +101,16 @@ func (s *session) startAgent(ctx context.Context) error {
 		f.Close()
 		return fmt.Errorf("opening the agent's busy file: %w", err)
 	}
-	r, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote(agentLoader(script, records, s.priv, s.backend.agentMeasure(), s.agentSourced)))
+	r, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote(pythonTry(agentNew(records, s.priv, s.backend.agentMeasure()))))
 	if err != nil {
 		f.Close()
 		bf.Close()
 		return fmt.Errorf("loading gdb's agent: %w", err)
 	}
 	if why := loadFailure(r); why != "" {
-		// A gdb whose Python is broken still drives the run over MI.
 		f.Close()
 		bf.Close()
-		fmt.Fprintf(s.opts.Warn, "warning: gdb's Python cannot load snapctl's agent (%s); every stop goes over GDB/MI, which is slower\n", why)
+		s.agentUnusable(why)
 		return nil
 	}
 	s.agent = &agentState{f: f, busy: bf}
@@ -122,19 +118,48 @@ func (s *session) startAgent(ctx context.Context) error {
 	return nil
 }
 
-// agentLoader is the gdb command that loads agent.py from script, unless
-// gdb has read it (sourced), and creates the agent, snapctl_agent, which
-// records into records, marks its stops in snapdir's busy file and takes
-// its measurements into snapdir as measure, the backend's agentMeasure,
-// says.
-func agentLoader(script, records, snapdir, measure string, sourced bool) string {
-	var load string
-	if !sourced {
-		load = agentRead(script)
+// agentUnusable says why the agent does not run: a gdb whose Python is
+// broken still drives the run over MI.
+func (s *session) agentUnusable(why string) {
+	fmt.Fprintf(s.opts.Warn, "warning: gdb's Python cannot load snapctl's agent (%s); every stop goes over GDB/MI, which is slower\n", why)
+}
+
+// defineAgent has gdb read agent.py's definitions, unless it has (the
+// early gdb's check): python is false when gdb has no Python, and why is
+// what Python said when it could not read them.
+func (s *session) defineAgent(ctx context.Context) (python bool, why string, err error) {
+	if s.agentSourced {
+		return true, "", nil
 	}
-	load += "snapctl_agent = Agent(" + pyString(records) + ", " + pyString(snapdir) + ", " + pyString(filepath.Join(snapdir, agentBusy)) + ", " +
+	r, err := s.send(ctx, "-list-features")
+	if err != nil {
+		return false, "", fmt.Errorf("asking gdb for its features: %w", err)
+	}
+	if !hasFeature(r, "python") {
+		return false, "", nil
+	}
+	script := filepath.Join(s.priv, agentScript)
+	if err := os.WriteFile(script, []byte(agentSource), 0o600); err != nil {
+		return true, "", fmt.Errorf("writing gdb's agent: %w", err)
+	}
+	r, err = s.send(ctx, "-interpreter-exec", "console", mi.Quote(pythonTry(agentRead(script))))
+	if err != nil {
+		return true, "", fmt.Errorf("loading gdb's agent: %w", err)
+	}
+	if why := loadFailure(r); why != "" {
+		return true, why, nil
+	}
+	s.agentSourced = true
+	return true, "", nil
+}
+
+// agentNew is the Python that creates the agent, snapctl_agent, from
+// agent.py's definitions: it records into records, marks its stops in
+// snapdir's busy file and takes its measurements into snapdir as
+// measure, the backend's agentMeasure, says.
+func agentNew(records, snapdir, measure string) string {
+	return "snapctl_agent = Agent(" + pyString(records) + ", " + pyString(snapdir) + ", " + pyString(filepath.Join(snapdir, agentBusy)) + ", " +
 		measure + ")\n"
-	return pythonTry(load)
 }
 
 // pythonTry is the gdb command that runs code, lines of Python, inside a
@@ -178,7 +203,7 @@ func CheckAgent(ctx context.Context, gdb string) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, gdb, "--nx", "--batch",
-		"-ex", agentLoader(script, filepath.Join(dir, agentRecords), dir, massifBackend{}.agentMeasure(), false),
+		"-ex", pythonTry(agentRead(script)+agentNew(filepath.Join(dir, agentRecords), dir, massifBackend{}.agentMeasure())),
 		"-ex", "python print('"+loaded+"')")
 	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()

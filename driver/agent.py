@@ -506,6 +506,7 @@ class _Direct:
         self.Regs = Regs
         self.regs, self.now = Regs(), Regs()
         self.siginfo = ctypes.create_string_buffer(128)
+        self.info = ctypes.create_string_buffer(128)  # the siginfo of a stop in the call
         self.xstate = ctypes.create_string_buffer(self.XSAVE)
         self.iov = IOVec(ctypes.addressof(self.xstate), self.XSAVE)
         # The process called last: its pid, /proc/PID/mem open for
@@ -606,8 +607,7 @@ class _Direct:
         does, (None, (SIG, HOW)) when signal SIG ends it first, HOW saying
         whence, (None, "exited") when the process ends or cannot be
         resumed."""
-        sig = 0
-        info = self.c.create_string_buffer(128)
+        sig, info = 0, self.info
         while True:
             self.stopped = False
             if self.ptrace(self.CONT, tid, None, sig) != 0:

@@ -16,8 +16,8 @@ import (
 // gdb's Python keeps the compiled code in the user's cache directory, as
 // Python keeps its own in __pycache__ (agentload.py): one file per
 // agent and Python version, named by a hash of agent.py and Python's
-// cache tag; writing one removes those of other agents, so the directory
-// holds what the installed snapctl uses. Where there is no usable cache
+// cache tag and release; writing one removes those of other agents, so
+// the directory holds what the installed snapctl uses. Where there is no usable cache
 // directory, gdb compiles the script at every run as before.
 
 //go:embed agentload.py

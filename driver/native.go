@@ -58,40 +58,18 @@ func (b *nativeBackend) launch(ctx context.Context, s *session) error {
 			return err
 		}
 	}
-	if err := s.sourceAgent(ctx); err != nil {
+	// The allocator is read through the agent's measure_native.
+	switch python, why, err := s.defineAgent(ctx); {
+	case err != nil:
 		return err
+	case !python:
+		return &ToolError{Tool: "gdb", Msg: "has no Python: the native backend reads the allocator through gdb's Python; install Debian's gdb package (not gdb-minimal) or use the massif backend"}
+	case why != "":
+		return &ToolError{Tool: "gdb", Msg: "its Python cannot load snapctl's agent, which reads the allocator: " + why}
 	}
 	if b.attach != 0 {
 		return b.attachTo(ctx, s)
 	}
-	return nil
-}
-
-// sourceAgent has gdb read agent.py, unless the early gdb has, for
-// measure_native. Without Python there is no allocator to read.
-func (s *session) sourceAgent(ctx context.Context) error {
-	if s.agentSourced {
-		return nil
-	}
-	r, err := s.send(ctx, "-list-features")
-	if err != nil {
-		return fmt.Errorf("asking gdb for its features: %w", err)
-	}
-	if !hasFeature(r, "python") {
-		return &ToolError{Tool: "gdb", Msg: "has no Python: the native backend reads the allocator through gdb's Python; install Debian's gdb package (not gdb-minimal) or use the massif backend"}
-	}
-	script := filepath.Join(s.priv, agentScript)
-	if err := os.WriteFile(script, []byte(agentSource), 0o600); err != nil {
-		return fmt.Errorf("writing gdb's agent: %w", err)
-	}
-	r, err = s.send(ctx, "-interpreter-exec", "console", mi.Quote(pythonTry(agentRead(script))))
-	if err != nil {
-		return fmt.Errorf("loading gdb's agent: %w", err)
-	}
-	if why := loadFailure(r); why != "" {
-		return &ToolError{Tool: "gdb", Msg: "its Python cannot load snapctl's agent, which reads the allocator: " + why}
-	}
-	s.agentSourced = true
 	return nil
 }
 

@@ -414,6 +414,27 @@ func TestNativeCorruptHeap(t *testing.T) {
 	}
 }
 
+// TestNativeBrokenPython: the native backend reads the allocator through
+// gdb's Python; a Python that cannot read the agent (a json module that
+// fails to import, first on its path) ends the run before the program
+// starts, as a gdb error with Python's words.
+func TestNativeBrokenPython(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/leak.c")
+	pydir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(pydir, "json.py"), []byte("raise ImportError('json is broken here')\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, m, err := runNative(t, Options{Env: []string{"PYTHONPATH=" + pydir}}, roundPlan, bin, "1")
+	var te *ToolError
+	if !errors.As(err, &te) || te.Tool != "gdb" || !strings.Contains(te.Msg, "cannot load snapctl's agent") || !strings.Contains(te.Msg, "json is broken here") {
+		t.Fatalf("error %v, want gdb's Python failing with its words", err)
+	}
+	if len(m.Stops) != 0 || m.Target.ExitCode != nil {
+		t.Errorf("stops %d, target %+v: want the program never started", len(m.Stops), m.Target)
+	}
+}
+
 // TestNativeWithoutLibcDebugInfo: without libc's debug info gdb does not
 // know struct mallinfo2; the call through a cast reads the same figures,
 // and the number of arenas is unknown.

@@ -365,9 +365,8 @@ type session struct {
 	// agent reads the records of gdb's agent; nil when it does not run.
 	agent *agentState
 	// agentSourced says that gdb has read agent.py's definitions (the
-	// early gdb's check, or the native backend's launch), so that loading
-	// the agent only creates it: Python compiles the script again at each
-	// read.
+	// early gdb's check, or defineAgent), so that they are not read
+	// again.
 	agentSourced bool
 	// stops spools the stop records for run.json, events its events.
 	stops, events *spool
