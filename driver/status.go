@@ -14,9 +14,10 @@ import (
 
 // statusLine is the one-line progress display on a terminal: elapsed time,
 // then what snapctl is doing while the run starts ("starting valgrind...")
-// and, once the program runs, stops per breakpoint, the heap at the last
-// stop and its change since the stop before. It is rewritten in place and
-// erased at the end.
+// and, once the program runs, the snapshots (natively, measurements) taken
+// per breakpoint, each count named ("request: 14 snapshots"), the heap at
+// the last stop and its change since the stop before. It is rewritten in
+// place and erased at the end.
 //
 // It moves the cursor with "\r" alone and erases with spaces, never with an
 // escape sequence, and it is cut to the terminal's width so it never wraps.
@@ -33,6 +34,7 @@ type statusLine struct {
 	w      io.Writer
 	start  time.Time
 	names  []string
+	unit   string        // what a count counts: "snapshot", natively "measurement"
 	width  int           // the terminal's columns; 0 when unknown
 	minGap time.Duration // the shortest time between two redraws at stops
 	tick   time.Duration // the redraw period between stops
@@ -60,6 +62,10 @@ func newStatusLine(w io.Writer, start time.Time, plan *breakpoints.Plan) *status
 		stops:  make(map[string]int),
 		minGap: 100 * time.Millisecond,
 		tick:   time.Second,
+		unit:   "snapshot",
+	}
+	if plan.Backend == BackendNative {
+		s.unit = "measurement"
 	}
 	for _, bp := range plan.Breakpoints {
 		s.names = append(s.names, bp.Name)
@@ -168,7 +174,7 @@ func (s *statusLine) draw(now time.Time) {
 		fmt.Fprintf(&b, "  %s...", s.phase)
 	} else {
 		for _, n := range s.names {
-			fmt.Fprintf(&b, "  %s: %d", n, s.stops[n])
+			fmt.Fprintf(&b, "  %s: %s", n, plural(s.stops[n], s.unit))
 		}
 		if s.seen {
 			fmt.Fprintf(&b, "  heap %s (%s)", snapshots.FormatBytes(s.heap), snapshots.FormatDelta(s.delta))

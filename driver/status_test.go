@@ -21,7 +21,7 @@ func TestStatusLine(t *testing.T) {
 	s.update("request", phaseReturn, 1056)
 	out := buf.String()
 	last := out[strings.LastIndex(out, "\r"):]
-	for _, want := range []string{"3s", "request: 2", "idle: 0", "heap 1.0 KiB", "(+16 B)"} {
+	for _, want := range []string{"3s", "request: 2 snapshots", "idle: 0 snapshots", "heap 1.0 KiB", "(+16 B)"} {
 		if !strings.Contains(last, want) {
 			t.Errorf("status line %q lacks %q", last, want)
 		}
@@ -115,8 +115,8 @@ func TestStatusLineGivesWayToOutput(t *testing.T) {
 	s.clear()
 	s.endOutput()
 
-	const line1 = "0s  request: 1  heap 1.0 KiB (0 B)"
-	const line2 = "0s  request: 2  heap 1.0 KiB (+32 B)"
+	const line1 = "0s  request: 1 snapshot  heap 1.0 KiB (0 B)"
+	const line2 = "0s  request: 2 snapshots  heap 1.0 KiB (+32 B)"
 	want := "\r" + line1 + "\r" + strings.Repeat(" ", len(line1)) + "\r" +
 		"request 1 done\n" +
 		"\r" + line2 + "\r" + strings.Repeat(" ", len(line2)) + "\r" +
@@ -151,3 +151,26 @@ func TestStatusLinePhaseAndWidth(t *testing.T) {
 type writerFunc func([]byte)
 
 func (f writerFunc) Write(p []byte) (int, error) { f(p); return len(p), nil }
+
+// Each count says what it counts: snapshots under massif, measurements
+// natively, one or many.
+func TestStatusLineLabelsCounts(t *testing.T) {
+	for _, tc := range []struct {
+		backend string
+		want    string
+	}{
+		{"", "0s  command: 1 snapshot  reset: 0 snapshots  heap 1.0 KiB (0 B)"},
+		{BackendMassif, "0s  command: 1 snapshot  reset: 0 snapshots  heap 1.0 KiB (0 B)"},
+		{BackendNative, "0s  command: 1 measurement  reset: 0 measurements  heap 1.0 KiB (0 B)"},
+	} {
+		plan := &breakpoints.Plan{Backend: tc.backend, Breakpoints: []breakpoints.Breakpoint{{Name: "command"}, {Name: "reset"}}}
+		var buf bytes.Buffer
+		s := newStatusLine(&buf, time.Now(), plan)
+		s.minGap, s.tick = 0, time.Hour
+		s.update("command", phaseHit, 1024)
+		s.clear()
+		if got := strings.Trim(buf.String(), "\r "); got != tc.want {
+			t.Errorf("backend %q: line %q, want %q", tc.backend, got, tc.want)
+		}
+	}
+}
