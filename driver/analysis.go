@@ -25,6 +25,10 @@ type analysis struct {
 	// suspects: run.json stores each once (its "stacks").
 	stacks *snapshots.StackTable
 	shown  map[shownKey][]*snapshots.Diff
+	// counts counts every diff made, per breakpoint and kind (those
+	// keep_snapshots: changed spools no diff for included), so that the
+	// reports give true counts of the intervals in which no site changed.
+	counts map[shownKey]*snapshots.IntervalCount
 	// problems are diffs that could not be made (a snapshot without a
 	// tree), kept as events.
 	problems []string
@@ -42,7 +46,8 @@ func newAnalysis(plan *breakpoints.Plan) *analysis {
 		opts.Depth = plan.Report.Depth
 	}
 	a := &analysis{opts: opts, series: make(map[string]*snapshots.Series),
-		diffs: newSpool(".diffs-*.jsonl"), stacks: snapshots.NewStackTable(), shown: make(map[shownKey][]*snapshots.Diff)}
+		diffs: newSpool(".diffs-*.jsonl"), stacks: snapshots.NewStackTable(), shown: make(map[shownKey][]*snapshots.Diff),
+		counts: make(map[shownKey]*snapshots.IntervalCount)}
 	for _, bp := range plan.Breakpoints {
 		a.order = append(a.order, bp.Name)
 	}
@@ -65,7 +70,12 @@ func (a *analysis) addHit(bp string, seq, hit int, snap *snapshots.HeapTree, sam
 		a.problems = append(a.problems, err.Error())
 		return
 	}
-	if d != nil && !same {
+	if d == nil {
+		return
+	}
+	if same {
+		a.count(d)
+	} else {
 		a.add(d)
 	}
 }
@@ -83,7 +93,9 @@ func (a *analysis) addSameHit(bp string, seq, hit int, same bool) {
 		a.problems = append(a.problems, err.Error())
 		return
 	}
-	if !same {
+	if same {
+		a.count(d)
+	} else {
 		a.add(d)
 	}
 }
@@ -95,6 +107,17 @@ func (a *analysis) addReturn(bp string, hitSeq int, hit *snapshots.HeapTree, ret
 	a.add(d)
 }
 
+// count counts d among its breakpoint's and kind's diffs.
+func (a *analysis) count(d *snapshots.Diff) {
+	k := shownKey{d.Breakpoint, d.Kind}
+	c := a.counts[k]
+	if c == nil {
+		c = &snapshots.IntervalCount{Breakpoint: d.Breakpoint, Kind: d.Kind}
+		a.counts[k] = c
+	}
+	c.Count(d)
+}
+
 // shownDiffs is how many diffs of each breakpoint and kind the reports
 // show: the largest heap changes. run.json holds them all.
 const shownDiffs = 10
@@ -102,12 +125,17 @@ const shownDiffs = 10
 // shownKey groups diffs for the reports.
 type shownKey struct{ breakpoint, kind string }
 
-// add spools d for run.json and keeps it for the reports when it is among
-// the shownDiffs largest heap changes of its breakpoint and kind.
+// add counts d, spools it for run.json and keeps it for the reports when
+// a site changed in it and it is among the shownDiffs largest heap
+// changes of its breakpoint and kind; the reports count the others.
 func (a *analysis) add(d *snapshots.Diff) {
+	a.count(d)
 	spooled := *d
 	spooled.Sites = a.stacks.InternSites(d.Sites)
 	a.diffs.add(&spooled)
+	if len(d.Sites) == 0 {
+		return
+	}
 	k := shownKey{d.Breakpoint, d.Kind}
 	kept := a.shown[k]
 	if len(kept) < shownDiffs {
@@ -170,7 +198,17 @@ func (a *analysis) report(title string) *snapshots.Report {
 		}
 		return diffs[i].Kind < diffs[j].Kind
 	})
-	return &snapshots.Report{Title: title, Breakpoints: a.order, Diffs: diffs, Suspects: suspects}
+	counts := []snapshots.IntervalCount{}
+	for _, c := range a.counts {
+		counts = append(counts, *c)
+	}
+	sort.Slice(counts, func(i, j int) bool {
+		if counts[i].FromSeq != counts[j].FromSeq {
+			return counts[i].FromSeq < counts[j].FromSeq
+		}
+		return counts[i].Kind < counts[j].Kind
+	})
+	return &snapshots.Report{Title: title, Breakpoints: a.order, Diffs: diffs, Suspects: suspects, Intervals: counts}
 }
 
 // gate applies the plan's report.fail_on limits to the suspects.

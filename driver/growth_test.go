@@ -19,6 +19,7 @@ type suspectFigures struct {
 	PerHit, PerInterval, Total int64
 	BlocksPerHit               float64
 	TotalBlocks                int64
+	BytesPerBlock              int64
 	Growing, Intervals, Hits   int
 	Library                    string
 }
@@ -33,6 +34,9 @@ func figuresOf(sus []snapshots.Suspect) []suspectFigures {
 		}
 		if s.TotalBlocks != nil {
 			f.TotalBlocks = *s.TotalBlocks
+		}
+		if s.BytesPerBlock != nil {
+			f.BytesPerBlock = *s.BytesPerBlock
 		}
 		var lib []string
 		for _, l := range s.Library {
@@ -67,9 +71,9 @@ func TestRunWrapperEveryTwo(t *testing.T) {
 			}
 			want := []suspectFigures{
 				{Site: "add_session (wrapper.c:" + strconv.Itoa(session) + ")", Pattern: "steady", PerHit: 48, PerInterval: 96, Total: 384,
-					BlocksPerHit: 1, TotalBlocks: 8, Growing: 4, Intervals: 4, Hits: 8, Library: "xalloc"},
+					BlocksPerHit: 1, TotalBlocks: 8, BytesPerBlock: 48, Growing: 4, Intervals: 4, Hits: 8, Library: "xalloc"},
 				{Site: "add_token (wrapper.c:" + strconv.Itoa(token) + ")", Pattern: "steady", PerHit: 16, PerInterval: 32, Total: 128,
-					BlocksPerHit: 1, TotalBlocks: 8, Growing: 4, Intervals: 4, Hits: 8, Library: "xalloc"},
+					BlocksPerHit: 1, TotalBlocks: 8, BytesPerBlock: 16, Growing: 4, Intervals: 4, Hits: 8, Library: "xalloc"},
 			}
 			if diff := cmp.Diff(want, figuresOf(m.Suspects)); diff != "" {
 				t.Errorf("suspects (-want +got):\n%s", diff)
@@ -116,9 +120,9 @@ func TestRunTwoSnapshots(t *testing.T) {
 	m := readManifest(t, res.Dir)
 	want := []suspectFigures{
 		{Site: "add_session (wrapper.c:" + strconv.Itoa(session) + ")", Pattern: "single-interval", PerHit: 48, PerInterval: 96, Total: 96,
-			BlocksPerHit: 1, TotalBlocks: 2, Growing: 1, Intervals: 1, Hits: 2, Library: "xalloc"},
+			BlocksPerHit: 1, TotalBlocks: 2, BytesPerBlock: 48, Growing: 1, Intervals: 1, Hits: 2, Library: "xalloc"},
 		{Site: "add_token (wrapper.c:" + strconv.Itoa(token) + ")", Pattern: "single-interval", PerHit: 16, PerInterval: 32, Total: 32,
-			BlocksPerHit: 1, TotalBlocks: 2, Growing: 1, Intervals: 1, Hits: 2, Library: "xalloc"},
+			BlocksPerHit: 1, TotalBlocks: 2, BytesPerBlock: 16, Growing: 1, Intervals: 1, Hits: 2, Library: "xalloc"},
 	}
 	if diff := cmp.Diff(want, figuresOf(m.Suspects)); diff != "" {
 		t.Errorf("suspects (-want +got):\n%s", diff)
@@ -145,7 +149,7 @@ func TestRunStepwiseVector(t *testing.T) {
 	}
 	want := []suspectFigures{
 		{Site: "handle_request(int) (vector.cpp:" + strconv.Itoa(push) + ")", Pattern: "stepwise", PerHit: 54, PerInterval: 54, Total: 1024,
-			BlocksPerHit: 0.05, TotalBlocks: 1, Growing: 6, Intervals: 19, Hits: 19},
+			BlocksPerHit: 0.05, TotalBlocks: 1, BytesPerBlock: 1024, Growing: 6, Intervals: 19, Hits: 19},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("suspects (-want +got):\n%s", diff)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -71,9 +72,17 @@ func TestRunKeepChanged(t *testing.T) {
 	if res.Stops != 5 || res.Diffs != 1 {
 		t.Errorf("Result counts %d stops, %d diffs; want 5, 1", res.Stops, res.Diffs)
 	}
-	// The interval counts of the series include the unchanged hits.
+	// The reports count the four intervals, the three unchanged ones
+	// included, though run.json holds one diff.
 	if _, err := os.Stat(filepath.Join(res.Dir, manifestFile)); err != nil {
 		t.Error(err)
+	}
+	var out bytes.Buffer
+	if err := WriteText(&out, res, snapshots.RenderOptions{MaxDiffs: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "\n  4 intervals between hits (stops 1 → 5): heap 100 B → 132 B (+32 B); sites changed in 1, none in 3; the largest heap change +32 B (stops 2 → 3)\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("text report lacks %q:\n%s", want, out.String())
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/snapctl/snapctl/breakpoints"
@@ -36,16 +37,62 @@ func WriteText(w io.Writer, res *Result, opts snapshots.RenderOptions) error {
 	if err := snapshots.RenderReportText(w, res.Report, opts); err != nil {
 		return err
 	}
-	more := moreDiffs(res)
-	if opts.MaxDiffs > 0 && opts.MaxDiffs < shownDiffs && res.Diffs > opts.MaxDiffs {
-		more = fmt.Sprintf("Shown: the %d largest heap changes of each breakpoint; report.md has up to %d, run.json all %s.",
-			opts.MaxDiffs, shownDiffs, plural(res.Diffs, "diff"))
-	}
-	if more != "" {
+	if more := moreText(res, opts); more != "" {
 		_, err := fmt.Fprintf(w, "\n%s\n", more)
 		return err
 	}
 	return nil
+}
+
+// moreText is the terminal report's last line when it leaves out diffs in
+// which a site changed: where to find them. It shows some only at the
+// breakpoints with a suspect, at most opts.MaxDiffs each.
+func moreText(res *Result, opts snapshots.RenderOptions) string {
+	changed := changedDiffs(res)
+	if changed == 0 {
+		return ""
+	}
+	suspected := make(map[string]bool)
+	for _, s := range suspectsOf(res) {
+		suspected[s.Breakpoint] = true
+	}
+	perBreakpoint := make(map[string]int)
+	for _, d := range res.Report.Diffs {
+		if suspected[d.Breakpoint] && len(d.Sites) > 0 {
+			perBreakpoint[d.Breakpoint]++
+		}
+	}
+	shown := 0
+	for _, n := range perBreakpoint {
+		if opts.MaxDiffs > 0 {
+			n = min(n, opts.MaxDiffs)
+		}
+		shown += n
+	}
+	if shown >= changed {
+		return ""
+	}
+	lead := "Shown: none"
+	if shown > 0 {
+		lead = fmt.Sprintf("Shown: %d", shown)
+	}
+	return fmt.Sprintf("%s of the %s in which a site changed; report.md has up to %d of each breakpoint and kind, run.json all.",
+		lead, plural(changed, "diff"), shownDiffs)
+}
+
+// changedDiffs counts the run's diffs in which a site changed.
+func changedDiffs(res *Result) int {
+	if res.Report == nil {
+		return 0
+	}
+	if res.Report.Intervals == nil {
+		return res.Diffs
+	}
+	n := 0
+	for _, c := range res.Report.Intervals {
+		n += c.Diffs - c.Unchanged
+	}
+	return n
 }
 
 // verdict is the report's first line: whether sites grew, the fastest
@@ -60,13 +107,28 @@ func verdict(res *Result) string {
 		v = fmt.Sprintf("verdict: no leak found in what ran (%s)", m.Status)
 	default:
 		s := sus[0]
-		v = fmt.Sprintf("verdict: %s; fastest %s %s per hit at breakpoint %s", plural(len(sus), "suspect"),
-			snapshots.FrameString(s.Frame), snapshots.FormatDelta(s.GrowthPerHit), s.Breakpoint)
+		v = fmt.Sprintf("verdict: %s; fastest %s %s per hit%s at breakpoint %s", plural(len(sus), "suspect"),
+			snapshots.ShortFrame(s.Frame), snapshots.FormatDelta(s.GrowthPerHit), blocksNote(s), s.Breakpoint)
 	}
 	if m.ExitCode != nil && *m.ExitCode != 0 {
 		v += fmt.Sprintf(" (exit %d: %s)", *m.ExitCode, m.ExitReason)
 	}
 	return v
+}
+
+// blocksNote gives a suspect's blocks per hit and their size, " (2 blocks
+// of 50 B)", when it gains at least one block per hit: the size is what
+// names the object.
+func blocksNote(s snapshots.Suspect) string {
+	if s.BlocksPerHit == nil || *s.BlocksPerHit < 1 || s.BytesPerBlock == nil {
+		return ""
+	}
+	n := strconv.FormatFloat(*s.BlocksPerHit, 'f', -1, 64)
+	word := "blocks"
+	if *s.BlocksPerHit == 1 {
+		word = "block"
+	}
+	return fmt.Sprintf(" (%s %s of %s)", n, word, snapshots.FormatBytes(*s.BytesPerBlock))
 }
 
 func suspectsOf(res *Result) []snapshots.Suspect {
@@ -76,13 +138,17 @@ func suspectsOf(res *Result) []snapshots.Suspect {
 	return res.Report.Suspects
 }
 
-// moreDiffs says how many diffs the report leaves out, or "".
+// moreDiffs says how many diffs in which a site changed report.md and
+// report.html leave out, or "".
 func moreDiffs(res *Result) string {
-	if res.Report == nil || res.Diffs <= len(res.Report.Diffs) {
+	if res.Report == nil {
 		return ""
 	}
-	n := res.Diffs - len(res.Report.Diffs)
-	return fmt.Sprintf("%s more in run.json (shown: the %d largest heap changes of each breakpoint and kind).",
+	n := changedDiffs(res) - len(res.Report.Diffs)
+	if n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s more in run.json (shown: the %d largest heap changes of each breakpoint and kind in which a site changed).",
 		plural(n, "diff"), shownDiffs)
 }
 

@@ -70,14 +70,21 @@ func TestReportBounded(t *testing.T) {
 	if err := WriteText(&out, res, snapshots.RenderOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	sections := regexp.MustCompile(`(?m)^  stop \d+ → \d+ `).FindAllString(out.String(), -1)
-	if len(sections) != shownDiffs+3 {
-		t.Errorf("text report shows %d diffs, want %d:\n%s", len(sections), shownDiffs+3, out.String())
+	// No suspect: the terminal shows no diff, only the counts, and says
+	// where the diffs are.
+	if n := len(regexp.MustCompile(`(?m)^  stop \d+ → \d+ `).FindAllString(out.String(), -1)); n != 0 {
+		t.Errorf("text report of a run with no suspect shows %d diffs:\n%s", n, out.String())
 	}
-	more := "19 diffs more in run.json (shown: the 10 largest heap changes of each breakpoint and kind)."
-	if !strings.HasSuffix(out.String(), "\n"+more+"\n") {
-		t.Errorf("text report does not end with %q:\n%s", more, out.String())
+	for _, want := range []string{
+		"\n  29 intervals between hits (stops 1 → 30): heap 0 B → 0 B (0 B); sites changed in all; the largest heap change +88 B (stops 18 → 19)\n",
+		"\n  3 calls from hit to return (stops 102 … 107); sites changed in all; the largest heap change +16 B (stops 102 → 103)\n",
+		"\nShown: none of the 32 diffs in which a site changed; report.md has up to 10 of each breakpoint and kind, run.json all.\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("text report lacks %q:\n%s", want, out.String())
+		}
 	}
+	more := "19 diffs more in run.json (shown: the 10 largest heap changes of each breakpoint and kind in which a site changed)."
 
 	md := filepath.Join(t.TempDir(), reportFile)
 	if err := writeReport(md, res); err != nil {
@@ -98,7 +105,7 @@ func TestReportBounded(t *testing.T) {
 	}
 }
 
-// A short run shows every diff and no "more" line.
+// A short run with a suspect shows every diff and no "more" line.
 func TestReportShort(t *testing.T) {
 	a := newAnalysis(&breakpoints.Plan{})
 	a.diffs.dir = t.TempDir()
@@ -107,7 +114,9 @@ func TestReportShort(t *testing.T) {
 		a.add(&snapshots.Diff{Kind: "between-hits", Breakpoint: "b", FromSeq: i, ToSeq: i + 1, DeltaBytes: 16,
 			Sites: []snapshots.SiteDelta{{Frame: snapshots.Frame{Function: "f"}, After: int64(16 * i), Delta: 16, Change: snapshots.ChangeGrown}}})
 	}
-	res := &Result{Manifest: &Manifest{}, Report: a.report(""), Diffs: a.diffs.len()}
+	rep := a.report("")
+	rep.Suspects = []snapshots.Suspect{{Frame: snapshots.Frame{Function: "f"}, Breakpoint: "b", GrowthPerHit: 16}}
+	res := &Result{Manifest: &Manifest{}, Report: rep, Diffs: a.diffs.len()}
 	var out bytes.Buffer
 	if err := WriteText(&out, res, snapshots.RenderOptions{}); err != nil {
 		t.Fatal(err)
@@ -117,24 +126,58 @@ func TestReportShort(t *testing.T) {
 	}
 }
 
-// Intervals in which no site changed fold into one line, and the verdict
-// leads the report.
-func TestReportFoldsUnchanged(t *testing.T) {
+// Intervals in which no site changed are counted, all of them, not
+// shown: 33 unchanged intervals of which the report keeps none make one
+// line in the terminal and in report.md, and the verdict leads.
+func TestReportCountsUnchanged(t *testing.T) {
 	a := newAnalysis(&breakpoints.Plan{})
 	a.diffs.dir = t.TempDir()
 	defer a.diffs.close()
-	for i := 1; i <= 4; i++ {
-		a.add(&snapshots.Diff{Kind: "between-hits", Breakpoint: "b", FromSeq: i, ToSeq: i + 1, Sites: []snapshots.SiteDelta{}})
+	for i := 1; i <= 33; i++ {
+		d := &snapshots.Diff{Kind: "between-hits", Breakpoint: "b", FromSeq: i, ToSeq: i + 1,
+			BeforeBytes: 2936012, AfterBytes: 2936012, Sites: []snapshots.SiteDelta{}}
+		if i%2 == 0 {
+			a.count(d) // keep_snapshots: changed spools no diff for these
+		} else {
+			a.add(d)
+		}
 	}
-	res := &Result{Manifest: &Manifest{Status: StatusCompleted}, Report: a.report(""), Diffs: a.diffs.len()}
+	rep := a.report("")
+	if len(rep.Diffs) != 0 {
+		t.Errorf("the report keeps %d diffs in which no site changed", len(rep.Diffs))
+	}
+	res := &Result{Dir: "/runs/x", Manifest: &Manifest{Status: StatusCompleted, Breakpoints: []BreakpointSummary{{Name: "b", Location: "f", Hits: 34, Snapshots: 34}}},
+		Report: rep, Stops: 34, Diffs: a.diffs.len()}
 	var out bytes.Buffer
-	if err := WriteText(&out, res, snapshots.RenderOptions{}); err != nil {
+	if err := WriteText(&out, res, snapshots.RenderOptions{MaxDiffs: 3, MaxSites: 10}); err != nil {
 		t.Fatal(err)
 	}
-	got := out.String()
-	if !strings.HasPrefix(got, "verdict: no leak found: no site grew between hits\n") ||
-		!strings.Contains(got, "\n  stops 1 → 2 … 4 → 5 (between hits): no site changed in 4 intervals\n") || strings.Count(got, "no site changed") != 1 {
-		t.Errorf("report:\n%s", got)
+	want := `verdict: no leak found: no site grew between hits
+snapctl run: 
+status: completed
+breakpoint b (f): 34 hits, 34 snapshots
+run directory: /runs/x
+
+Suspects: sites that grow between hits
+  none: no site grew steadily between hits.
+
+Breakpoint b
+  33 intervals between hits (stops 1 → 34): heap 2.8 MiB → 2.8 MiB (0 B); no site changed in any
+`
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("text report (-want +got):\n%s", diff)
+	}
+	md := filepath.Join(t.TempDir(), reportFile)
+	if err := writeReport(md, res); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), "no site changed"); n != 1 || strings.Contains(string(data), "#### Stop") ||
+		!strings.Contains(string(data), "\n- 33 intervals between hits (stops 1 → 34): heap 2.8 MiB → 2.8 MiB (0 B); no site changed in any.\n") {
+		t.Errorf("report.md:\n%s", data)
 	}
 }
 
@@ -166,8 +209,11 @@ func TestRunReportBounded(t *testing.T) {
 	if len(sections) != shownDiffs || sections[0][1] != "1" || sections[shownDiffs-1][1] != "10" {
 		t.Errorf("text report shows %d diffs, want stops 1..10:\n%s", len(sections), out.String())
 	}
-	if !strings.Contains(out.String(), "\n4 diffs more in run.json") {
-		t.Errorf("no \"4 diffs more\" line:\n%s", out.String())
+	if !strings.Contains(out.String(), "\nShown: 10 of the 14 diffs in which a site changed; report.md has up to 10 of each breakpoint and kind, run.json all.\n") {
+		t.Errorf("no \"Shown: 10 of the 14\" line:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "\n  14 intervals between hits (stops 1 → 15): heap 120 B → 344 B (+224 B); sites changed in all; the largest heap change +16 B (stops 1 → 2)\n") {
+		t.Errorf("no count of the 14 intervals:\n%s", out.String())
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"path"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -53,7 +54,7 @@ func RenderReportHTML(w io.Writer, r *Report, opts HTMLOptions) error {
 	if r == nil {
 		r = &Report{}
 	}
-	h := &htmlWriter{w: bufio.NewWriter(w), opts: opts, stops: make(map[int]StopPoint)}
+	h := &htmlWriter{w: bufio.NewWriter(w), opts: opts, stops: make(map[int]StopPoint), stacks: newStackIndex()}
 	for _, s := range r.Stops {
 		h.stops[s.Seq] = s
 	}
@@ -112,9 +113,10 @@ summary{cursor:pointer}
 `
 
 type htmlWriter struct {
-	w     *bufio.Writer
-	opts  HTMLOptions
-	stops map[int]StopPoint
+	w      *bufio.Writer
+	opts   HTMLOptions
+	stops  map[int]StopPoint
+	stacks *stackIndex // each stack printed once, then linked to
 }
 
 func (h *htmlWriter) printf(format string, args ...any) { fmt.Fprintf(h.w, format, args...) }
@@ -142,20 +144,28 @@ func (h *htmlWriter) suspects(r *Report) {
 	}
 	blocksHead := ""
 	if blocks {
-		blocksHead = "<th class=\"num\">Blocks/hit</th>"
+		blocksHead = "<th class=\"num\">Blocks/hit</th><th class=\"num\">Bytes/block</th>"
 	}
 	h.printf("<table class=\"suspects\">\n<thead><tr><th class=\"num\">#</th><th>Site and stack</th><th>Breakpoint</th>"+
 		"<th class=\"num\">Growth/hit</th>%s<th class=\"num\">Growing</th><th class=\"num\">Total</th><th>Bytes over the stops</th></tr></thead>\n<tbody>\n", blocksHead)
 	for i, s := range r.Suspects {
-		h.printf("<tr id=\"suspect-%d\"><td class=\"num\">%d</td><td><details><summary>%s</summary>\n", i+1, i+1, htmlSite(s.Frame))
-		h.stack(s.Library, s.Stack)
-		h.printf("</details></td><td>%s</td><td class=\"num\">%s</td>", esc(sectionLabel(s.Breakpoint)), esc(FormatDelta(s.GrowthPerHit)))
+		// The suspect's own stack is open: its callers are what tells
+		// the leaking path from the others.
+		h.printf("<tr id=\"suspect-%d\"><td class=\"num\">%d</td><td>", i+1, i+1)
+		if h.stacks.first(s.Library, s.Stack) {
+			h.printf("<details open id=\"%s\"><summary>%s</summary>\n", h.stacks.label(s.Library, s.Stack), htmlSite(s.Frame))
+			h.stack(s.Library, s.Stack)
+			h.printf("</details>")
+		} else {
+			h.printf("%s %s", htmlSite(s.Frame), h.stackLink(s.Library, s.Stack))
+		}
+		h.printf("</td><td>%s</td><td class=\"num\">%s</td>", esc(sectionLabel(s.Breakpoint)), esc(FormatDelta(s.GrowthPerHit)))
 		if blocks {
 			b := ""
 			if s.BlocksPerHit != nil {
 				b = formatBlocks(*s.BlocksPerHit)
 			}
-			h.printf("<td class=\"num\">%s</td>", esc(b))
+			h.printf("<td class=\"num\">%s</td><td class=\"num\">%s</td>", esc(b), esc(bytesPerBlock(s)))
 		}
 		h.printf("<td class=\"num\">%d/%d</td><td class=\"num\">%s</td><td>",
 			s.GrowingIntervals, s.Intervals, esc(FormatDelta(s.TotalGrowth)))
@@ -163,6 +173,12 @@ func (h *htmlWriter) suspects(r *Report) {
 		h.printf("</td></tr>\n")
 	}
 	h.printf("</tbody>\n</table>\n")
+}
+
+// stackLink refers to a stack printed elsewhere on the page by its label.
+func (h *htmlWriter) stackLink(lib, stack []Frame) string {
+	l := h.stacks.label(lib, stack)
+	return fmt.Sprintf("<a class=\"stack\" href=\"#%s\">%s</a>", l, l)
 }
 
 // stack writes a stack as report.md does: the library frames from the
@@ -198,6 +214,12 @@ func (h *htmlWriter) breakpoints(r *Report, names []string) []string {
 			names = append(names, s.Breakpoint)
 		}
 	}
+	for _, g := range r.Growth {
+		if !seen[g.Breakpoint] {
+			seen[g.Breakpoint] = true
+			names = append(names, g.Breakpoint)
+		}
+	}
 	return names
 }
 
@@ -228,11 +250,21 @@ func (h *htmlWriter) breakpoint(r *Report, name string, diffs []*Diff) {
 	if growth != nil {
 		h.flame(growth)
 	}
-	if len(diffs) > 0 {
+	counts := r.intervals(name, diffs)
+	if len(diffs) > 0 || len(counts) > 0 {
 		h.printf("<h3>Diffs</h3>\n")
 	}
+	if len(counts) > 0 {
+		h.printf("<ul class=\"counts\">\n")
+		for _, c := range counts {
+			h.printf("<li>%s.</li>\n", esc(intervalLine(c)))
+		}
+		h.printf("</ul>\n")
+	}
 	for _, d := range diffs {
-		h.diff(d)
+		if len(d.Sites) > 0 { // the others are counted above
+			h.diff(d)
+		}
 	}
 }
 
@@ -267,17 +299,29 @@ type chart struct {
 	first, last   string // x axis labels
 }
 
-func (h *htmlWriter) drawChart(c chart) {
-	n := len(c.lines[0].values)
-	lo, hi := int64(0), int64(0)
-	for _, l := range c.lines {
+// valueRange is the span of a chart's y axis: from the smallest value to
+// the largest, so that +107 KiB on a heap of 2.8 MiB fills the chart
+// rather than being a flat line at its top; the axis is labelled at both
+// ends. A flat series gets a span of a few bytes around its value.
+func valueRange(lines []chartLine) (lo, hi int64) {
+	first := true
+	for _, l := range lines {
 		for _, v := range l.values {
+			if first {
+				lo, hi, first = v, v, false
+			}
 			lo, hi = min(lo, v), max(hi, v)
 		}
 	}
 	if hi == lo {
-		hi = lo + 1
+		lo, hi = max(lo-1, 0), hi+1
 	}
+	return lo, hi
+}
+
+func (h *htmlWriter) drawChart(c chart) {
+	n := len(c.lines[0].values)
+	lo, hi := valueRange(c.lines)
 	padL, padR, padT, padB := 4.0, 6.0, 6.0, 6.0
 	if c.axes {
 		padL, padT, padB = 64, 10, 20
@@ -395,7 +439,7 @@ func (h *htmlWriter) memoryChart(stops []StopPoint) {
 	c.last = fmt.Sprintf("stop %d (hit %d)", last.Seq, last.Hit)
 	h.printf("<h3>Memory over the stops</h3>\n")
 	h.drawChart(c)
-	h.printf("<p class=\"legend\">%s; one mark per stop (filled: after the call returned), hover for its hit, thread, time and figures.</p>\n", esc(legend))
+	h.printf("<p class=\"legend\">%s; the axis spans the values drawn, not from 0; one mark per stop (filled: after the call returned), hover for its hit, thread, time and figures.</p>\n", esc(legend))
 }
 
 // markClass is the class of a stop's mark on a chart: filled after the
@@ -437,8 +481,10 @@ func (h *htmlWriter) heapChart(stops []StopPoint) {
 	last := stops[len(stops)-1]
 	c.last = fmt.Sprintf("stop %d (hit %d)", last.Seq, last.Hit)
 	h.printf("<h3>Heap over the stops</h3>\n")
+	h.printf("<p>Heap %s at stop %d, %s at stop %d (<strong>%s</strong>).</p>\n", esc(FormatBytes(stops[0].HeapBytes)), stops[0].Seq,
+		esc(FormatBytes(last.HeapBytes)), last.Seq, esc(FormatDelta(last.HeapBytes-stops[0].HeapBytes)))
 	h.drawChart(c)
-	h.printf("<p class=\"legend\">%s; one mark per stop (filled: after the call returned), hover for its hit, thread and time.</p>\n", esc(legend))
+	h.printf("<p class=\"legend\">%s; the axis spans the values drawn, not from 0; one mark per stop (filled: after the call returned), hover for its hit, thread and time.</p>\n", esc(legend))
 }
 
 // sparkline draws a suspect's bytes at its breakpoint's stops.
@@ -461,9 +507,11 @@ func (h *htmlWriter) sparkline(s Suspect) {
 	h.drawChart(c)
 }
 
-// flame draws a breakpoint's growth as an icicle: the outermost callers
-// on top, the allocation sites below them, a box's width its bytes
-// changed.
+// flame draws a breakpoint's growth as icicles: the outermost callers on
+// top, the allocation sites below them. The bytes grown and the bytes
+// freed get a graph each, a box's width its share of that one sign, so
+// that a small leak beside a large churn that freed memory fills the
+// growth graph rather than being a sliver of a graph of both.
 func (h *htmlWriter) flame(g *Growth) {
 	root := g.Root
 	if root == nil {
@@ -474,36 +522,52 @@ func (h *htmlWriter) flame(g *Growth) {
 		h.printf("<p>No allocation changed between the first and the last snapshot.</p>\n")
 		return
 	}
-	depth := min(flameDepth(root), flameMaxDepth)
-	h.printf("<svg class=\"flame\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">\n",
-		flameWidth, (depth+1)*flameRow, flameWidth, (depth+1)*flameRow)
-	h.box(root, 0, float64(flameWidth), 0, true)
-	h.printf("</svg>\n")
-	h.printf("<p class=\"legend\">Heap %s: %s grown, %s freed. Outermost callers on top, allocation sites below them; a box's width is the bytes its allocations changed, red for net growth, blue for net shrinking, pale for library frames folded into one box. Hover a box for its frames.</p>\n",
-		esc(FormatDelta(root.Net())), esc(FormatBytes(root.Grown)), esc(FormatBytes(root.Shrunk)))
+	h.printf("<p>Heap %s: %s grown, %s freed.</p>\n", esc(FormatDelta(root.Net())), esc(FormatBytes(root.Grown)), esc(FormatBytes(root.Shrunk)))
+	if root.Grown > 0 {
+		h.printf("<h4>Grown: %s</h4>\n", esc(FormatBytes(root.Grown)))
+		h.flameGraph(root, grownBytes, "g")
+	}
+	if root.Shrunk > 0 {
+		h.printf("<details><summary>Freed: %s</summary>\n", esc(FormatBytes(root.Shrunk)))
+		h.flameGraph(root, freedBytes, "s")
+		h.printf("</details>\n")
+	}
+	h.printf("<p class=\"legend\">Outermost callers on top, allocation sites below them, each box labelled with its function and file:line; a box's width is the bytes grown (red) or freed (blue) under it, pale for library frames folded into one box. Hover a box for its frames and its net change.</p>\n")
 }
 
-func flameDepth(n *FlameNode) int {
+// grownBytes and freedBytes are the widths of the two flame graphs.
+func grownBytes(n *FlameNode) int64 { return n.Grown }
+func freedBytes(n *FlameNode) int64 { return n.Shrunk }
+
+// flameGraph draws root's boxes, each as wide as its share of width(root)
+// and of class class.
+func (h *htmlWriter) flameGraph(root *FlameNode, width func(*FlameNode) int64, class string) {
+	depth := min(flameDepth(root, width), flameMaxDepth)
+	h.printf("<svg class=\"flame\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">\n",
+		flameWidth, (depth+1)*flameRow, flameWidth, (depth+1)*flameRow)
+	h.box(root, width, class, 0, float64(flameWidth), 0, true)
+	h.printf("</svg>\n")
+}
+
+// flameDepth is the depth of the boxes under n that have a width.
+func flameDepth(n *FlameNode, width func(*FlameNode) int64) int {
 	d := 0
 	for _, c := range n.Children {
-		d = max(d, flameDepth(c)+1)
+		if width(c) > 0 {
+			d = max(d, flameDepth(c, width)+1)
+		}
 	}
 	return d
 }
 
 // box draws n in [x, x+w) at row depth, then its children.
-func (h *htmlWriter) box(n *FlameNode, x, w float64, depth int, root bool) {
+func (h *htmlWriter) box(n *FlameNode, width func(*FlameNode) int64, graph string, x, w float64, depth int, root bool) {
 	if w < 0.5 || depth > flameMaxDepth {
 		return
 	}
-	class := "z"
-	switch {
-	case root:
+	class := graph
+	if root {
 		class = "root"
-	case n.Net() > 0:
-		class = "g"
-	case n.Net() < 0:
-		class = "s"
 	}
 	if n.Library {
 		class += " lib"
@@ -524,20 +588,33 @@ func (h *htmlWriter) box(n *FlameNode, x, w float64, depth int, root bool) {
 	fmt.Fprintf(&tip, "\n%s (grown %s, freed %s)", FormatDelta(n.Net()), FormatBytes(n.Grown), FormatBytes(n.Shrunk))
 	y := depth * flameRow
 	h.printf("<g class=\"box %s\"><title>%s</title><rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\"/>", class, esc(tip.String()), x, y, w, flameRow-1)
-	if label := fitLabel(n.Name, w); label != "" {
+	if label := fitLabel(flameLabel(n), w); label != "" {
 		h.printf("<text x=\"%.1f\" y=\"%d\">%s</text>", x+3, y+flameRow-5, esc(label))
 	}
 	h.printf("</g>\n")
-	total := float64(n.Grown + n.Shrunk)
+	total := float64(width(n))
 	if total == 0 {
 		return
 	}
 	cx := x
 	for _, c := range n.Children {
-		cw := w * float64(c.Grown+c.Shrunk) / total
-		h.box(c, cx, cw, depth+1, false)
+		cw := w * float64(width(c)) / total
+		h.box(c, width, graph, cx, cw, depth+1, false)
 		cx += cw
 	}
+}
+
+// flameLabel is a box's label: its name, and for a box of one frame of
+// the program its file:line, which tells two lines of one function apart.
+func flameLabel(n *FlameNode) string {
+	if n.Library || len(n.Frames) != 1 {
+		return n.Name
+	}
+	f := n.Frames[0]
+	if f.File == "" || f.Line <= 0 {
+		return n.Name
+	}
+	return n.Name + " " + path.Base(f.File) + ":" + strconv.Itoa(f.Line)
 }
 
 // fitLabel shortens a label to the box's width, or returns "" when not
@@ -586,10 +663,17 @@ func (h *htmlWriter) diff(d *Diff) {
 			}
 			h.printf("<td class=\"num\">%s</td>", esc(b))
 		}
-		h.printf("<td class=\"num\">%s</td><td class=\"num\">%s</td><td>%s</td><td title=\"%s\">%s</td></tr>\n",
-			esc(before), esc(after), esc(string(s.Change)), esc(stackTip(s.Library, s.Stack)), htmlSite(s.Frame))
+		h.printf("<td class=\"num\">%s</td><td class=\"num\">%s</td><td>%s</td><td>%s %s</td></tr>\n",
+			esc(before), esc(after), esc(string(s.Change)), htmlSite(s.Frame), h.stackLink(s.Library, s.Stack))
 	}
 	h.printf("</tbody>\n</table>\n")
+	for _, s := range sites {
+		if h.stacks.first(s.Library, s.Stack) {
+			h.printf("<details id=\"%s\"><summary>%s: %s</summary>\n", h.stacks.label(s.Library, s.Stack), h.stacks.label(s.Library, s.Stack), htmlSite(s.Frame))
+			h.stack(s.Library, s.Stack)
+			h.printf("</details>\n")
+		}
+	}
 	if more > 0 {
 		h.printf("<p class=\"note\">%s not shown.</p>\n", esc(countOf(more, "more site", "more sites")))
 	}
@@ -599,16 +683,4 @@ func (h *htmlWriter) diff(d *Diff) {
 	for _, n := range changeNote(sites) {
 		h.printf("<p class=\"note\">%s</p>\n", esc(n))
 	}
-}
-
-// stackTip is a stack as one tooltip, innermost first.
-func stackTip(lib, stack []Frame) string {
-	var lines []string
-	for _, f := range lib {
-		lines = append(lines, FrameString(f))
-	}
-	for _, f := range stack {
-		lines = append(lines, FrameString(f))
-	}
-	return strings.Join(lines, "\n")
 }

@@ -6,11 +6,52 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"strconv"
 	"strings"
 )
 
 // mdWriter collects Markdown output; write errors surface in done.
-type mdWriter struct{ w *bufio.Writer }
+type mdWriter struct {
+	w *bufio.Writer
+	// stacks labels the report's stacks so each is printed once; nil for
+	// a single diff, whose sites' stacks are all distinct.
+	stacks *stackIndex
+}
+
+// stackIndex numbers the distinct stacks of a report (stackKey) in the
+// order they are first shown, s1, s2..., and remembers which were
+// printed: the Markdown and HTML reports print each stack once and refer
+// to it by its label elsewhere.
+type stackIndex struct {
+	labels  map[string]int
+	printed map[string]bool
+}
+
+func newStackIndex() *stackIndex {
+	return &stackIndex{labels: make(map[string]int), printed: make(map[string]bool)}
+}
+
+// label returns the stack's label, "s3", numbering it if it is new.
+func (x *stackIndex) label(lib, stack []Frame) string {
+	k := stackKey(lib, stack)
+	n, ok := x.labels[k]
+	if !ok {
+		n = len(x.labels) + 1
+		x.labels[k] = n
+	}
+	return "s" + strconv.Itoa(n)
+}
+
+// first reports whether the stack is printed now for the first time, and
+// marks it printed.
+func (x *stackIndex) first(lib, stack []Frame) bool {
+	k := stackKey(lib, stack)
+	if x.printed[k] {
+		return false
+	}
+	x.printed[k] = true
+	return true
+}
 
 func (m *mdWriter) printf(format string, args ...any) { fmt.Fprintf(m.w, format, args...) }
 
@@ -80,6 +121,10 @@ func (m *mdWriter) diff(d *Diff, opts RenderOptions) {
 		if s.Stacks > 1 {
 			site += fmt.Sprintf(" (%d stacks)", s.Stacks)
 		}
+		if m.stacks != nil {
+			l := m.stacks.label(s.Library, s.Stack)
+			site += fmt.Sprintf(" [%s](#%s)", l, l)
+		}
 		if blocks {
 			b := ""
 			if s.SiteBlocks != nil {
@@ -101,15 +146,28 @@ func (m *mdWriter) diff(d *Diff, opts RenderOptions) {
 		m.printf("_%s_\n\n", mdCell(n))
 	}
 	for _, s := range sites {
-		m.details(fmt.Sprintf("%s %s", siteCell(s.Frame), FormatDelta(s.Delta)), s.Library, s.Stack, opts)
+		summary := fmt.Sprintf("%s %s", siteCell(s.Frame), FormatDelta(s.Delta))
+		if m.stacks == nil {
+			m.details(summary, s.Library, s.Stack, opts, false)
+			continue
+		}
+		if m.stacks.first(s.Library, s.Stack) {
+			l := m.stacks.label(s.Library, s.Stack)
+			m.printf("<a id=\"%s\"></a>\n\n", l)
+			m.details(fmt.Sprintf("%s: %s", l, siteCell(s.Frame)), s.Library, s.Stack, opts, false)
+		}
 	}
 }
 
-// details writes a collapsible stack: the library frames from the
-// allocator outwards, the site marked with →, then its callers. Names are
-// printed in full: a bug report wants them exact.
-func (m *mdWriter) details(summary string, lib, stack []Frame, opts RenderOptions) {
-	m.printf("<details><summary>%s</summary>\n\n```text\n", summary)
+// details writes a collapsible stack, open with open: the library frames
+// from the allocator outwards, the site marked with →, then its callers.
+// Names are printed in full: a bug report wants them exact.
+func (m *mdWriter) details(summary string, lib, stack []Frame, opts RenderOptions, open bool) {
+	tag := "<details>"
+	if open {
+		tag = "<details open>"
+	}
+	m.printf("%s<summary>%s</summary>\n\n```text\n", tag, summary)
 	for _, f := range lib {
 		m.printf("   %s\n", FrameString(f))
 	}
@@ -127,13 +185,16 @@ func (m *mdWriter) details(summary string, lib, stack []Frame, opts RenderOption
 }
 
 // RenderReportMarkdown writes a run's analysis for report.md: a summary
-// table of the suspects with their stacks, then the diffs of every
-// breakpoint.
+// table of the suspects with their stacks (open), then per breakpoint how
+// many intervals (or calls) there were and in how many no site changed,
+// and the diffs of r in which a site changed. Each distinct stack is
+// printed once, where it first appears, and named by its label (s1) with
+// a link to it wherever else it appears.
 func RenderReportMarkdown(w io.Writer, r *Report, opts RenderOptions) error {
 	if r == nil {
 		r = &Report{}
 	}
-	m := &mdWriter{w: bufio.NewWriter(w)}
+	m := &mdWriter{w: bufio.NewWriter(w), stacks: newStackIndex()}
 	if r.Title != "" {
 		m.printf("# %s\n\n", mdCell(r.Title))
 	}
@@ -141,8 +202,8 @@ func RenderReportMarkdown(w io.Writer, r *Report, opts RenderOptions) error {
 	if len(r.Suspects) == 0 {
 		m.printf("No site grew steadily between hits.\n\n")
 	} else {
-		m.printf("Sites that grew between consecutive hits of a breakpoint: steadily (in most intervals, and still at the end), in steps that never went down (stepwise), or in the only interval there was (single-interval). Growth and blocks per hit are per hit of the breakpoint.\n\n")
-		m.printf("| # | Site | Breakpoint | Growth/hit | Blocks/hit | Growing intervals | Pattern | Total growth |\n|---:|---|---|---:|---:|---:|---|---:|\n")
+		m.printf("Sites that grew between consecutive hits of a breakpoint: steadily (in most intervals, and still at the end), in steps that never went down (stepwise), or in the only interval there was (single-interval). Growth and blocks per hit are per hit of the breakpoint; bytes per block is the growth over the blocks gained, the size of the object when they are alike.\n\n")
+		m.printf("| # | Site | Breakpoint | Growth/hit | Blocks/hit | Bytes/block | Growing intervals | Pattern | Total growth | Stack |\n|---:|---|---|---:|---:|---:|---:|---|---:|---|\n")
 		for i, s := range r.Suspects {
 			blocks := ""
 			if s.BlocksPerHit != nil {
@@ -152,28 +213,43 @@ func RenderReportMarkdown(w io.Writer, r *Report, opts RenderOptions) error {
 			if s.Stacks > 1 {
 				site += fmt.Sprintf(" (%d stacks)", s.Stacks)
 			}
-			m.printf("| %d | %s | %s | %s | %s | %d/%d | %s | %s |\n", i+1, site, mdCell(s.Breakpoint),
-				FormatDelta(s.GrowthPerHit), blocks, s.GrowingIntervals, s.Intervals, s.Pattern, FormatDelta(s.TotalGrowth))
+			l := m.stacks.label(s.Library, s.Stack)
+			m.printf("| %d | %s | %s | %s | %s | %s | %d/%d | %s | %s | [%s](#%s) |\n", i+1, site, mdCell(s.Breakpoint),
+				FormatDelta(s.GrowthPerHit), blocks, bytesPerBlock(s), s.GrowingIntervals, s.Intervals, s.Pattern, FormatDelta(s.TotalGrowth), l, l)
 		}
 		m.printf("\n")
 		for i, s := range r.Suspects {
-			m.details(fmt.Sprintf("%d. %s %s per hit", i+1, siteCell(s.Frame), FormatDelta(s.GrowthPerHit)), s.Library, s.Stack, opts)
+			if !m.stacks.first(s.Library, s.Stack) {
+				continue
+			}
+			l := m.stacks.label(s.Library, s.Stack)
+			m.printf("<a id=\"%s\"></a>\n\n", l)
+			m.details(fmt.Sprintf("%s: %d. %s %s per hit", l, i+1, siteCell(s.Frame), FormatDelta(s.GrowthPerHit)), s.Library, s.Stack, opts, true)
 		}
 	}
 	names, byName := r.sections()
-	if len(r.Diffs) > 0 {
+	if len(r.Diffs) > 0 || len(r.Intervals) > 0 {
 		m.printf("## Diffs\n\n")
 	}
 	for _, name := range names {
 		diffs := byName[name]
-		if len(diffs) == 0 {
+		counts := r.intervals(name, diffs)
+		if len(diffs) == 0 && len(counts) == 0 {
 			continue
 		}
 		label := sectionLabel(name)
 		m.printf("### Breakpoint `%s`\n\n", strings.ReplaceAll(label, "`", "'"))
+		for _, c := range counts {
+			m.printf("- %s.\n", intervalLine(c))
+		}
+		if len(counts) > 0 {
+			m.printf("\n")
+		}
 		for _, d := range diffs {
-			title := stopTitle("Stop", d)
-			m.printf("#### %s\n\n", title)
+			if len(d.Sites) == 0 {
+				continue // counted above
+			}
+			m.printf("#### %s\n\n", stopTitle("Stop", d))
 			m.diff(d, opts)
 		}
 	}

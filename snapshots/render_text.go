@@ -301,20 +301,20 @@ func (t *textWriter) stack(lead string, lib, stack []Frame, maxFrames int) {
 
 // RenderReportText writes a run's analysis for a terminal, short enough
 // to read on one screen for one leak: the suspects first, then per
-// breakpoint at most opts.MaxDiffs diffs (the largest heap changes, in
-// order), with the intervals in which no site changed folded into one
-// line. Each distinct stack is printed once; a stack shown again is named
-// by its label ([s1]).
+// breakpoint one line per kind of diff that says how many intervals (or
+// calls) there were and in how many no site changed, counted over the
+// whole run. A breakpoint with a suspect then shows at most opts.MaxDiffs
+// of its diffs in which a site changed (the largest heap changes, in
+// order); a run with no suspect shows no table at all. Each distinct
+// stack is printed once; a stack shown again is named by its label ([s1]).
 func RenderReportText(w io.Writer, r *Report, opts RenderOptions) error {
 	if r == nil {
 		r = &Report{}
 	}
 	t := newTextWriter(w, opts.Color)
 	names, byName := r.sections()
-	for _, name := range names {
-		byName[name] = largestDiffs(byName[name], opts.MaxDiffs)
-	}
-	t.countStacks(r, byName, opts)
+	shown := r.shownDiffs(names, byName, opts.MaxDiffs)
+	t.countStacks(r, shown, opts)
 	t.printf("%s\n", t.style("Suspects: sites that grow between hits", ansiBold))
 	if len(r.Suspects) == 0 {
 		t.printf("  none: no site grew steadily between hits.\n")
@@ -322,24 +322,15 @@ func RenderReportText(w io.Writer, r *Report, opts RenderOptions) error {
 		t.suspectTable(r.Suspects, opts)
 	}
 	for _, name := range names {
-		diffs := byName[name]
-		if len(diffs) == 0 {
+		counts := r.intervals(name, byName[name])
+		if len(counts) == 0 && len(shown[name]) == 0 {
 			continue
 		}
 		t.printf("\n%s\n", t.style("Breakpoint "+sectionLabel(name), ansiBold))
-		for i := 0; i < len(diffs); i++ {
-			d := diffs[i]
-			if len(d.Sites) == 0 {
-				j := i
-				for j+1 < len(diffs) && len(diffs[j+1].Sites) == 0 && diffs[j+1].Kind == d.Kind {
-					j++
-				}
-				if j > i {
-					t.printf("\n  %s\n", foldedTitle(d, diffs[j], j-i+1))
-					i = j
-					continue
-				}
-			}
+		for _, c := range counts {
+			t.printf("  %s\n", intervalLine(c))
+		}
+		for _, d := range shown[name] {
 			t.printf("\n  %s: %s\n", stopTitle("stop", d), heapLine(d))
 			t.diffTable(d, opts, "  ")
 		}
@@ -347,14 +338,64 @@ func RenderReportText(w io.Writer, r *Report, opts RenderOptions) error {
 	return t.done()
 }
 
-// foldedTitle is the one line of a run of n diffs, first to last, in
-// which no site changed.
-func foldedTitle(first, last *Diff, n int) string {
-	s := fmt.Sprintf("stops %d → %d … %d → %d", first.FromSeq, first.ToSeq, last.FromSeq, last.ToSeq)
-	if first.Kind != "" {
-		s += " (" + strings.ReplaceAll(first.Kind, "-", " ") + ")"
+// shownDiffs picks the diffs a report shows in full: of the breakpoints
+// with a suspect, the diffs in which a site changed, at most max of each
+// (the largest heap changes, in order; 0: all). The intervals in which no
+// site changed are counted, not shown.
+func (r *Report) shownDiffs(names []string, byName map[string][]*Diff, max int) map[string][]*Diff {
+	suspected := make(map[string]bool)
+	for _, s := range r.Suspects {
+		suspected[s.Breakpoint] = true
 	}
-	return s + fmt.Sprintf(": no site changed in %d intervals", n)
+	shown := make(map[string][]*Diff)
+	for _, name := range names {
+		if !suspected[name] {
+			continue
+		}
+		var changed []*Diff
+		for _, d := range byName[name] {
+			if len(d.Sites) > 0 {
+				changed = append(changed, d)
+			}
+		}
+		shown[name] = largestDiffs(changed, max)
+	}
+	return shown
+}
+
+// intervalLine sums up one breakpoint's diffs of one kind: "33 intervals
+// between hits (stops 1 → 34): heap 2.8 MiB → 2.9 MiB (+107 KiB); sites
+// changed in 5, none in 28; the largest heap change +1.2 KiB (stops 7 →
+// 8)". The counts are the run's, whichever diffs the report shows.
+func intervalLine(c IntervalCount) string {
+	var b strings.Builder
+	switch {
+	case c.Kind == "within-call" && c.Diffs == 1:
+		fmt.Fprintf(&b, "1 call from hit to return (stops %d → %d): heap %s", c.FromSeq, c.ToSeq, FormatDelta(c.AfterBytes-c.BeforeBytes))
+	case c.Kind == "within-call":
+		fmt.Fprintf(&b, "%d calls from hit to return (stops %d … %d)", c.Diffs, c.FromSeq, c.ToSeq)
+	default:
+		b.WriteString(countOf(c.Diffs, "interval between hits", "intervals between hits"))
+		fmt.Fprintf(&b, " (stops %d → %d): heap %s → %s (%s)", c.FromSeq, c.ToSeq,
+			FormatBytes(c.BeforeBytes), FormatBytes(c.AfterBytes), FormatDelta(c.AfterBytes-c.BeforeBytes))
+	}
+	changed := c.Diffs - c.Unchanged
+	switch {
+	case changed == 0 && c.Diffs == 1:
+		b.WriteString("; no site changed")
+	case changed == 0:
+		b.WriteString("; no site changed in any")
+	case c.Unchanged == 0 && c.Diffs == 1:
+		b.WriteString("; sites changed")
+	case c.Unchanged == 0:
+		b.WriteString("; sites changed in all")
+	default:
+		fmt.Fprintf(&b, "; sites changed in %d, none in %d", changed, c.Unchanged)
+	}
+	if l := c.Largest; l != nil && c.Diffs > 1 {
+		fmt.Fprintf(&b, "; the largest heap change %s (stops %d → %d)", FormatDelta(l.DeltaBytes), l.FromSeq, l.ToSeq)
+	}
+	return b.String()
 }
 
 // largestDiffs keeps the n diffs with the largest heap change, in their
@@ -380,12 +421,12 @@ func largestDiffs(diffs []*Diff, n int) []*Diff {
 }
 
 // countStacks counts the stacks of the rows the report will show.
-func (t *textWriter) countStacks(r *Report, byName map[string][]*Diff, opts RenderOptions) {
+func (t *textWriter) countStacks(r *Report, shown map[string][]*Diff, opts RenderOptions) {
 	t.stacks, t.labels, t.shown = map[string]int{}, map[string]int{}, map[string]bool{}
 	for _, s := range r.Suspects {
 		t.stacks[stackKey(s.Library, s.Stack)]++
 	}
-	for _, diffs := range byName {
+	for _, diffs := range shown {
 		for _, d := range diffs {
 			sites, _ := limitSites(d.Sites, opts.MaxSites)
 			for _, s := range sites {
@@ -396,7 +437,8 @@ func (t *textWriter) countStacks(r *Report, byName map[string][]*Diff, opts Rend
 }
 
 // suspectTable writes the suspects: growth per hit, live blocks per hit
-// when known, how many intervals grew, the total, and the site. A
+// and bytes per block gained when known, how many intervals grew, the
+// total, and the site. A
 // stepwise suspect shows "steps" after its count, one seen in a single
 // interval "once".
 func (t *textWriter) suspectTable(sus []Suspect, opts RenderOptions) {
@@ -406,7 +448,7 @@ func (t *textWriter) suspectTable(sus []Suspect, opts RenderOptions) {
 	}
 	head := []string{"GROWTH/HIT", "GROWING", "TOTAL", "BREAKPOINT"}
 	if blocks {
-		head = []string{"GROWTH/HIT", "BLOCKS/HIT", "GROWING", "TOTAL", "BREAKPOINT"}
+		head = []string{"GROWTH/HIT", "BLOCKS/HIT", "BYTES/BLOCK", "GROWING", "TOTAL", "BREAKPOINT"}
 	}
 	rows := make([][]string, len(sus))
 	var stepwise, single bool
@@ -426,7 +468,7 @@ func (t *textWriter) suspectTable(sus []Suspect, opts RenderOptions) {
 			if s.BlocksPerHit != nil {
 				b = formatBlocks(*s.BlocksPerHit)
 			}
-			rows[i] = []string{rows[i][0], b, growing, rows[i][2], s.Breakpoint}
+			rows[i] = []string{rows[i][0], b, bytesPerBlock(s), growing, rows[i][2], s.Breakpoint}
 		}
 	}
 	width, lead := columns(head, rows, "  ")
@@ -441,6 +483,15 @@ func (t *textWriter) suspectTable(sus []Suspect, opts RenderOptions) {
 	if single {
 		t.printf("  %s\n", t.style("once: seen in a single interval (two snapshots); a leak and a warm-up look alike", ansiDim))
 	}
+}
+
+// bytesPerBlock prints a suspect's bytes per block gained, "" when
+// unknown.
+func bytesPerBlock(s Suspect) string {
+	if s.BytesPerBlock == nil {
+		return ""
+	}
+	return FormatBytes(*s.BytesPerBlock)
 }
 
 // formatBlocks prints blocks per hit: "+1", "+0.5", "0".

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Report is the analysis of one run, as the driver hands it to the
@@ -24,6 +26,81 @@ type Report struct {
 	// and last snapshot. The other formats leave them out.
 	Stops  []StopPoint `json:"-"`
 	Growth []Growth    `json:"-"`
+	// Intervals count every diff the run made, per breakpoint and kind,
+	// whichever of them Diffs holds: the reports say how many intervals
+	// (or calls) changed no site from these true counts. Nil: Diffs are
+	// all the run made.
+	Intervals []IntervalCount `json:"-"`
+}
+
+// IntervalCount is what a report says of all the diffs of one
+// breakpoint and kind: how many were made, in how many no site changed,
+// where they start and end, and the largest heap change among those in
+// which a site changed.
+type IntervalCount struct {
+	Breakpoint string
+	Kind       string // "between-hits" or "within-call"
+	// Diffs is how many diffs were made; Unchanged how many of them
+	// changed no site.
+	Diffs, Unchanged int
+	// FromSeq and BeforeBytes are the first diff's, ToSeq and AfterBytes
+	// the last's.
+	FromSeq, ToSeq          int
+	BeforeBytes, AfterBytes int64
+	// Largest is the diff with the largest heap change among those in
+	// which a site changed (its sites left out); nil when none changed.
+	Largest *Diff
+}
+
+// Count adds d to the counts.
+func (c *IntervalCount) Count(d *Diff) {
+	if c.Diffs == 0 {
+		c.FromSeq, c.BeforeBytes = d.FromSeq, d.BeforeBytes
+	}
+	c.Diffs++
+	c.ToSeq, c.AfterBytes = d.ToSeq, d.AfterBytes
+	if len(d.Sites) == 0 {
+		c.Unchanged++
+		return
+	}
+	if c.Largest == nil || absBytes(d.DeltaBytes) > absBytes(c.Largest.DeltaBytes) {
+		l := *d
+		l.Sites = nil
+		c.Largest = &l
+	}
+}
+
+// intervals returns the counts of one breakpoint's diffs, kind by kind
+// (between hits first): r.Intervals', or counted from r.Diffs.
+func (r *Report) intervals(name string, diffs []*Diff) []IntervalCount {
+	var out []IntervalCount
+	if r.Intervals != nil {
+		for _, c := range r.Intervals {
+			if c.Breakpoint == name && c.Diffs > 0 {
+				out = append(out, c)
+			}
+		}
+	} else {
+		for _, d := range diffs {
+			i := 0
+			for i < len(out) && out[i].Kind != d.Kind {
+				i++
+			}
+			if i == len(out) {
+				out = append(out, IntervalCount{Breakpoint: name, Kind: d.Kind})
+			}
+			out[i].Count(d)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return kindOrder(out[i].Kind) < kindOrder(out[j].Kind) })
+	return out
+}
+
+func kindOrder(kind string) int {
+	if kind == "within-call" {
+		return 1
+	}
+	return 0
 }
 
 // RenderOptions tune the text and Markdown renderers.
@@ -119,6 +196,12 @@ func (r *Report) sections() (names []string, byName map[string][]*Diff) {
 		}
 		byName[d.Breakpoint] = append(byName[d.Breakpoint], d)
 	}
+	for _, c := range r.Intervals {
+		if !seen[c.Breakpoint] {
+			seen[c.Breakpoint] = true
+			names = append(names, c.Breakpoint)
+		}
+	}
 	return names, byName
 }
 
@@ -143,8 +226,33 @@ func shortFrame(f Frame) string {
 	return FrameString(f)
 }
 
+// ShortFrame is a frame as the reports name it in headlines and tables:
+// FrameString with the function's return type dropped, C++ template
+// arguments folded to "<…>", and a name still longer than a line's
+// worth (maxNameRunes) cut to its qualified name, its parameters folded
+// to "(…)". run.json keeps the whole name.
+func ShortFrame(f Frame) string { return shortFrame(f) }
+
+// maxNameRunes is the longest function name the reports print whole once
+// its template arguments are folded.
+const maxNameRunes = 80
+
 // shortName is a function name as the renderers show it in tables.
-func shortName(fn string) string { return foldTemplates(withoutReturnType(fn)) }
+func shortName(fn string) string {
+	s := foldTemplates(withoutReturnType(fn))
+	if utf8.RuneCountInString(s) <= maxNameRunes {
+		return s
+	}
+	start, end := qualifiedSpan(fn)
+	s = foldTemplates(fn[start:end])
+	if r := []rune(s); len(r) > maxNameRunes-3 {
+		s = "…" + string(r[len(r)-(maxNameRunes-4):])
+	}
+	if end < len(fn) {
+		s += "(…)"
+	}
+	return s
+}
 
 // briefName is a function name without return type, parameters and
 // template arguments, for the one-line summary of library frames.

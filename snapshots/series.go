@@ -98,6 +98,11 @@ type Suspect struct {
 	TotalGrowth int64 `json:"total_growth"`
 	// TotalBlocks is the same in live blocks, when known.
 	TotalBlocks *int64 `json:"total_blocks,omitempty"`
+	// BytesPerBlock is TotalGrowth over TotalBlocks, rounded, when both
+	// grew: the size of the leaked object when its blocks are alike (two
+	// blocks of 50 B per request give 50). nil when blocks are unknown or
+	// none were gained (one buffer that grows).
+	BytesPerBlock *int64 `json:"bytes_per_block,omitempty"`
 	// Stacks counts the distinct call paths merged into the site's row
 	// (more than 1: the row adds up several stacks; Stack is the one whose
 	// bytes changed most).
@@ -311,6 +316,10 @@ func (s *Series) rates(sus *Suspect, st *siteStats) {
 	}
 	if st.blocks {
 		sus.TotalBlocks = &totalBlocks
+		if totalBlocks > 0 && sus.TotalGrowth > 0 {
+			b := roundDiv(float64(sus.TotalGrowth), float64(totalBlocks))
+			sus.BytesPerBlock = &b
+		}
 	}
 	if sus.Pattern != PatternSteady {
 		sus.GrowthPerHit = roundDiv(float64(sus.TotalGrowth), float64(sus.Hits))
