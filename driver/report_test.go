@@ -2,6 +2,7 @@ package driver
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -249,6 +250,100 @@ func TestReportDepth(t *testing.T) {
 		}
 		if got != tc.callers || (tc.more != "" && !strings.Contains(string(data), tc.more)) || (tc.more == "" && strings.Contains(string(data), "more caller")) {
 			t.Errorf("depth %d: report.md shows %d callers, want %d (and %q):\n%s", tc.depth, got, tc.callers, tc.more, data)
+		}
+	}
+}
+
+// The verdict line names the fastest suspect with its name shortened and
+// the blocks it gains per hit with their size.
+func TestVerdictShortNameAndBlocks(t *testing.T) {
+	long := "std::pair<std::_Rb_tree_iterator<std::pair<int const, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > > >, bool> " +
+		"store::Cache<int, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >, std::less<int> >::put(int, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > const&, std::chrono::duration<long, std::ratio<1l, 1000l> >)"
+	two, one, fifty, twelve := 2.0, 1.0, int64(50), int64(12)
+	for _, tc := range []struct {
+		sus  snapshots.Suspect
+		want string
+	}{
+		{snapshots.Suspect{Frame: snapshots.Frame{Function: "do_cache_alloc", File: "cache.c", Line: 86}, Breakpoint: "command",
+			GrowthPerHit: 100, BlocksPerHit: &two, BytesPerBlock: &fifty},
+			"verdict: 1 suspect; fastest do_cache_alloc (cache.c:86) +100 B per hit (2 blocks of 50 B) at breakpoint command"},
+		{snapshots.Suspect{Frame: snapshots.Frame{Function: long, File: "cache.hpp", Line: 40}, Breakpoint: "put",
+			GrowthPerHit: 12, BlocksPerHit: &one, BytesPerBlock: &twelve},
+			"verdict: 1 suspect; fastest store::Cache<…>::put(…) (cache.hpp:40) +12 B per hit (1 block of 12 B) at breakpoint put"},
+		// A buffer that grows gains no block per hit: no size to give.
+		{snapshots.Suspect{Frame: snapshots.Frame{Function: "grow", File: "v.c", Line: 3}, Breakpoint: "b", GrowthPerHit: 54},
+			"verdict: 1 suspect; fastest grow (v.c:3) +54 B per hit at breakpoint b"},
+	} {
+		res := &Result{Manifest: &Manifest{Status: StatusCompleted}, Report: &snapshots.Report{Suspects: []snapshots.Suspect{tc.sus}}}
+		if got := verdict(res); got != tc.want {
+			t.Errorf("verdict:\n got %q\nwant %q", got, tc.want)
+		}
+	}
+}
+
+// A real C++ service with four worker threads that start and exit every
+// round, and no leak: the terminal report is a few lines that say what
+// was measured and that nothing grew, counting the intervals in which
+// no site changed; report.md shows the two diffs in which the cache
+// changed and prints its stack once.
+func TestRunNoSuspectShortReport(t *testing.T) {
+	t.Parallel()
+	const src = "testdata/service.cpp"
+	bin := testenv.Build(t, src)
+	res, err := runPlan(t, "breakpoints:\n  - name: round\n    location: round_done\n", bin, "12")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, res.Dir)
+	if len(m.Stops) != 12 || len(m.Suspects) != 0 {
+		t.Fatalf("%d stops, suspects %+v; want 12 stops and no suspect", len(m.Stops), m.Suspects)
+	}
+	first, last := m.Stops[0].HeapBytes, m.Stops[11].HeapBytes
+	if first != last {
+		t.Errorf("heap %d B at the first round, %d B at the last; want the same", first, last)
+	}
+	var out bytes.Buffer
+	if err := WriteText(&out, res, snapshots.RenderOptions{MaxSites: 10, MaxFrames: 12, MaxDiffs: 3}); err != nil {
+		t.Fatal(err)
+	}
+	// Four cache entries of 100 characters leave at round 5 and come
+	// back at round 9: 4 × (101 + 32) bytes.
+	want := "verdict: no leak found: no site grew between hits\n" +
+		"snapctl run: " + bin + " 12\n" +
+		"status: completed (target exit code 0)\n" +
+		"breakpoint round (round_done): 12 hits, 12 snapshots\n" +
+		"run directory: " + res.Dir + "\n" +
+		"\n" +
+		"Suspects: sites that grow between hits\n" +
+		"  none: no site grew steadily between hits.\n" +
+		"\n" +
+		"Breakpoint round\n" +
+		"  11 intervals between hits (stops 1 → 12): heap " + snapshots.FormatBytes(first) + " → " + snapshots.FormatBytes(last) +
+		" (0 B); sites changed in 2, none in 9; the largest heap change -532 B (stops 4 → 5)\n" +
+		"\n" +
+		"Shown: none of the 2 diffs in which a site changed; report.md has up to 10 of each breakpoint and kind, run.json all.\n"
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("text report (-want +got):\n%s", diff)
+	}
+	data, err := os.ReadFile(filepath.Join(res.Dir, reportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(data)
+	line := testenv.LineOf(t, src, "cache entry")
+	for what, n := range map[string]int{
+		"#### Stop 4 → 5 (between hits)": 1,
+		"#### Stop 8 → 9 (between hits)": 1,
+		"#### Stop":                      2,
+		fmt.Sprintf("→  resize_cache(unsigned long) (service.cpp:%d)", line): 1,
+		"| -532 B | -8 |":               1,
+		"| +532 B | +8 |":               1,
+		"[s1](#s1)":                     2,
+		"no site changed":               0,
+		"sites changed in 2, none in 9": 1,
+	} {
+		if got := strings.Count(md, what); got != n {
+			t.Errorf("report.md has %q %d times, want %d:\n%s", what, got, n, md)
 		}
 	}
 }

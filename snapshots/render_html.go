@@ -110,6 +110,7 @@ circle{fill:var(--bg);stroke:var(--heap);stroke-width:1.5}circle.return{fill:var
 .g rect{fill:var(--grow)}.s rect{fill:var(--shrink)}.z rect{fill:#9aa0a6}.root rect{fill:#8a9099}.lib rect{fill-opacity:.55}
 .box text{fill:#fff;pointer-events:none}
 summary{cursor:pointer}
+tr.sus td{border-bottom:none}a.stack{font-size:.85rem}
 `
 
 type htmlWriter struct {
@@ -148,18 +149,13 @@ func (h *htmlWriter) suspects(r *Report) {
 	}
 	h.printf("<table class=\"suspects\">\n<thead><tr><th class=\"num\">#</th><th>Site and stack</th><th>Breakpoint</th>"+
 		"<th class=\"num\">Growth/hit</th>%s<th class=\"num\">Growing</th><th class=\"num\">Total</th><th>Bytes over the stops</th></tr></thead>\n<tbody>\n", blocksHead)
+	columns := 8
+	if blocks {
+		columns = 10
+	}
 	for i, s := range r.Suspects {
-		// The suspect's own stack is open: its callers are what tells
-		// the leaking path from the others.
-		h.printf("<tr id=\"suspect-%d\"><td class=\"num\">%d</td><td>", i+1, i+1)
-		if h.stacks.first(s.Library, s.Stack) {
-			h.printf("<details open id=\"%s\"><summary>%s</summary>\n", h.stacks.label(s.Library, s.Stack), htmlSite(s.Frame))
-			h.stack(s.Library, s.Stack)
-			h.printf("</details>")
-		} else {
-			h.printf("%s %s", htmlSite(s.Frame), h.stackLink(s.Library, s.Stack))
-		}
-		h.printf("</td><td>%s</td><td class=\"num\">%s</td>", esc(sectionLabel(s.Breakpoint)), esc(FormatDelta(s.GrowthPerHit)))
+		h.printf("<tr class=\"sus\" id=\"suspect-%d\"><td class=\"num\">%d</td><td>%s %s</td>", i+1, i+1, htmlSite(s.Frame), h.stackLink(s.Library, s.Stack))
+		h.printf("<td>%s</td><td class=\"num\">%s</td>", esc(sectionLabel(s.Breakpoint)), esc(FormatDelta(s.GrowthPerHit)))
 		if blocks {
 			b := ""
 			if s.BlocksPerHit != nil {
@@ -170,6 +166,17 @@ func (h *htmlWriter) suspects(r *Report) {
 		h.printf("<td class=\"num\">%d/%d</td><td class=\"num\">%s</td><td>",
 			s.GrowingIntervals, s.Intervals, esc(FormatDelta(s.TotalGrowth)))
 		h.sparkline(s)
+		h.printf("</td></tr>\n")
+		// The suspect's own stack is open, in a row of its own under
+		// the figures: its callers are what tells the leaking path from
+		// the others.
+		h.printf("<tr class=\"stackrow\"><td></td><td colspan=\"%d\">", columns-1)
+		if h.stacks.first(s.Library, s.Stack) {
+			l := h.stacks.label(s.Library, s.Stack)
+			h.printf("<details open id=\"%s\"><summary>%s: %s</summary>\n", l, l, htmlSite(s.Frame))
+			h.stack(s.Library, s.Stack)
+			h.printf("</details>")
+		}
 		h.printf("</td></tr>\n")
 	}
 	h.printf("</tbody>\n</table>\n")
@@ -237,7 +244,8 @@ func (h *htmlWriter) breakpoint(r *Report, name string, diffs []*Diff) {
 			growth = &r.Growth[i]
 		}
 	}
-	if len(stops) == 0 && len(diffs) == 0 && growth == nil {
+	counts := r.intervals(name, diffs)
+	if len(stops) == 0 && len(diffs) == 0 && growth == nil && len(counts) == 0 {
 		return
 	}
 	h.printf("<h2 id=\"bp-%s\">Breakpoint <code>%s</code></h2>\n", esc(anchor(name)), esc(sectionLabel(name)))
@@ -250,7 +258,6 @@ func (h *htmlWriter) breakpoint(r *Report, name string, diffs []*Diff) {
 	if growth != nil {
 		h.flame(growth)
 	}
-	counts := r.intervals(name, diffs)
 	if len(diffs) > 0 || len(counts) > 0 {
 		h.printf("<h3>Diffs</h3>\n")
 	}

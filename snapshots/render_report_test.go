@@ -101,9 +101,13 @@ func TestRenderReportCppGolden(t *testing.T) {
 		t.Errorf("report.html prints the suspect's stack %d times, want once", n)
 	}
 	// The suspect's stack is open; the churn's, further down, is not.
-	if !strings.Contains(b.String(), `<details open id="s1"><summary><code>cache::Store&lt;…&gt;::insert_or_assign(…)</code> store.hpp:86</summary>`) ||
+	if !strings.Contains(b.String(), `<details open id="s1"><summary>s1: <code>cache::Store&lt;…&gt;::insert_or_assign(…)</code> store.hpp:86</summary>`) ||
 		!strings.Contains(b.String(), `<details id="s2"><summary>s2: <code>conn_read(conn*)</code> conn.cpp:55</summary>`) {
 		t.Errorf("stacks of report.html:\n%s", b.String())
+	}
+	// A breakpoint whose intervals changed nothing still has its line.
+	if !strings.Contains(b.String(), "<li>12 intervals between hits (stops 2 → 45): heap 2.8 MiB → 2.8 MiB (+3.2 KiB); no site changed in any.</li>") {
+		t.Errorf("report.html does not count breakpoint idle's intervals:\n%s", b.String())
 	}
 }
 

@@ -17,7 +17,8 @@ import (
 // any request it made would be refused by its Content-Security-Policy and
 // logged), and the page it built names the suspect, marks every stop with
 // its hit and thread, and draws the growth from the first hit to the last
-// with exact bytes.
+// with exact bytes and file:line in its boxes; the suspect's stack is
+// open and its bytes per block given.
 func TestReportHTMLInBrowser(t *testing.T) {
 	testenv.NoLeftovers(t)
 	testenv.Chromium(t)
@@ -37,7 +38,9 @@ func TestReportHTMLInBrowser(t *testing.T) {
 		fmt.Sprintf("<code>handle_request</code> leak.c:%d", line),
 		"+24 B", fmt.Sprintf("%d/%d", n-1, n-1), fmt.Sprintf("+%d B", 24*(n-1)),
 		// One 24-byte block per hit.
-		`<th class="num">Blocks/hit</th>`, `<td class="num">+1</td>`,
+		`<th class="num">Blocks/hit</th>`, `<td class="num">+1</td>`, `<td class="num">24 B</td>`,
+		// The suspect's stack is open.
+		`<details open="" id="s1">`,
 		fmt.Sprintf("site %d B</title>", 24*(n-1)),
 	} {
 		if !strings.Contains(suspects, want) {
@@ -53,7 +56,7 @@ func TestReportHTMLInBrowser(t *testing.T) {
 	flame := between(dom, `<svg class="flame"`, `</svg>`)
 	for _, want := range []string{
 		fmt.Sprintf("handle_request (leak.c:%d)\n+%d B (grown %d B, freed 0 B)", line, 24*(n-1), 24*(n-1)),
-		">handle_request</text>",
+		fmt.Sprintf(">handle_request leak.c:%d</text>", line),
 	} {
 		if !strings.Contains(flame, want) {
 			t.Errorf("the growth graph lacks %q:\n%s", want, flame)
