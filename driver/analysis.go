@@ -217,10 +217,10 @@ func gate(limits breakpoints.FailOn, suspects []snapshots.Suspect) error {
 	for _, s := range suspects {
 		switch {
 		case limits.GrowthPerHit > 0 && s.GrowthPerHit > limits.GrowthPerHit:
-			over = append(over, fmt.Sprintf("%s %s per hit at breakpoint %q", snapshots.FrameString(s.Frame),
+			over = append(over, fmt.Sprintf("%s %s per hit at breakpoint %q", snapshots.ShortFrame(s.Frame),
 				snapshots.FormatDelta(s.GrowthPerHit), s.Breakpoint))
 		case limits.TotalGrowth > 0 && s.TotalGrowth > limits.TotalGrowth:
-			over = append(over, fmt.Sprintf("%s %s in total at breakpoint %q", snapshots.FrameString(s.Frame),
+			over = append(over, fmt.Sprintf("%s %s in total at breakpoint %q", snapshots.ShortFrame(s.Frame),
 				snapshots.FormatDelta(s.TotalGrowth), s.Breakpoint))
 		}
 	}

@@ -347,3 +347,56 @@ func TestRunNoSuspectShortReport(t *testing.T) {
 		}
 	}
 }
+
+// A 2.1 KiB leak beside 1.5 MiB that the program freed between its
+// first and its last snapshot: report.html's graph of the bytes grown
+// holds the leak alone, as wide as the page and labelled with its
+// file:line, and the freed cache has a graph of its own.
+func TestRunHTMLGrowthBesideChurn(t *testing.T) {
+	t.Parallel()
+	const src = "testdata/churn.c"
+	bin := testenv.Build(t, src)
+	res, err := runPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n", bin, "8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(res.Dir, htmlFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(data)
+	// The first stop is taken before the first request's 300 bytes, the
+	// last before the eighth's: seven leaks of 300 bytes.
+	grown, freed, ok := strings.Cut(page, "<details><summary>Freed: 1.5 MiB</summary>")
+	if !ok || !strings.Contains(grown, "<p>Heap -1.5 MiB: 2.1 KiB grown, 1.5 MiB freed.</p>\n<h4>Grown: 2.1 KiB</h4>") {
+		t.Fatalf("no graphs of 2.1 KiB grown and 1.5 MiB freed:\n%s", page)
+	}
+	grown = grown[strings.Index(grown, "<h4>Grown"):]
+	keep, fill := testenv.LineOf(t, src, "the leak"), testenv.LineOf(t, src, "the churn")
+	for _, want := range []string{
+		fmt.Sprintf(`width="960.0" height="17"/><text x="3.0" y="%d">keep churn.c:%d</text>`, 18*3+13, keep),
+		fmt.Sprintf("keep (churn.c:%d)\n+2.1 KiB (grown 2.1 KiB, freed 0 B)", keep),
+	} {
+		if !strings.Contains(grown, want) {
+			t.Errorf("the graph of the bytes grown lacks %q:\n%s", want, grown)
+		}
+	}
+	if strings.Contains(grown, "fill_cache") {
+		t.Errorf("the freed cache is in the graph of the bytes grown:\n%s", grown)
+	}
+	if !strings.Contains(freed, fmt.Sprintf(`width="960.0" height="17"/><text x="3.0" y="%d">fill_cache churn.c:%d</text>`, 18*2+13, fill)) {
+		t.Errorf("the graph of the bytes freed lacks the cache:\n%s", freed)
+	}
+}
+
+// fail_on's error names a suspect as the verdict does, its C++ name
+// shortened.
+func TestGateShortName(t *testing.T) {
+	f := snapshots.Frame{Function: "std::pair<std::_Rb_tree_iterator<std::pair<int const, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > > >, bool> " +
+		"store::Cache<int>::put(int, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > const&, std::chrono::duration<long, std::ratio<1l, 1000l> >, std::allocator<char> const&)", File: "cache.hpp", Line: 40}
+	err := gate(breakpoints.FailOn{GrowthPerHit: 8}, []snapshots.Suspect{{Frame: f, Breakpoint: "put", GrowthPerHit: 12}})
+	want := `fail_on exceeded by 1 site(s): store::Cache<…>::put(…) (cache.hpp:40) +12 B per hit at breakpoint "put"`
+	if err == nil || err.Error() != want {
+		t.Errorf("gate: %v, want %s", err, want)
+	}
+}
