@@ -37,7 +37,7 @@ func TestConsole(t *testing.T) {
 	status.clear()
 	tty.Close()
 	got, _ := io.ReadAll(master)
-	const line = "0s  request: 1  heap 1.0 KiB (0 B)"
+	const line = "0s  request: 1 snapshot  heap 1.0 KiB (0 B)"
 	erase := "\r" + string(bytes.Repeat([]byte(" "), len(line))) + "\r"
 	if want := "\r" + line + erase + "out 1\nunfinished\n"; string(got) != want {
 		t.Errorf("the terminal got\n %q\nwant %q", got, want)
