@@ -154,7 +154,14 @@ func (h *htmlWriter) suspects(r *Report) {
 		columns = 10
 	}
 	for i, s := range r.Suspects {
-		h.printf("<tr class=\"sus\" id=\"suspect-%d\"><td class=\"num\">%d</td><td>%s %s</td>", i+1, i+1, htmlSite(s.Frame), h.stackLink(s.Library, s.Stack))
+		// The stack follows in the next row, unless it was printed
+		// already: then the row links to it.
+		first := h.stacks.first(s.Library, s.Stack)
+		link := ""
+		if !first {
+			link = " " + h.stackLink(s.Library, s.Stack)
+		}
+		h.printf("<tr class=\"sus\" id=\"suspect-%d\"><td class=\"num\">%d</td><td>%s%s</td>", i+1, i+1, htmlSite(s.Frame), link)
 		h.printf("<td>%s</td><td class=\"num\">%s</td>", esc(sectionLabel(s.Breakpoint)), esc(FormatDelta(s.GrowthPerHit)))
 		if blocks {
 			b := ""
@@ -171,7 +178,7 @@ func (h *htmlWriter) suspects(r *Report) {
 		// the figures: its callers are what tells the leaking path from
 		// the others.
 		h.printf("<tr class=\"stackrow\"><td></td><td colspan=\"%d\">", columns-1)
-		if h.stacks.first(s.Library, s.Stack) {
+		if first {
 			l := h.stacks.label(s.Library, s.Stack)
 			h.printf("<details open id=\"%s\"><summary>%s: %s</summary>\n", l, l, htmlSite(s.Frame))
 			h.stack(s.Library, s.Stack)
@@ -345,8 +352,8 @@ func (h *htmlWriter) drawChart(c chart) {
 	if c.axes {
 		h.printf("<line class=\"axis\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", padL, y(lo), padL+pw, y(lo))
 		h.printf("<line class=\"axis\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", padL, y(hi), padL+pw, y(hi))
-		h.printf("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", padL-4, y(hi)+4, esc(FormatBytes(hi)))
-		h.printf("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", padL-4, y(lo)+4, esc(FormatBytes(lo)))
+		h.printf("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", padL-8, y(hi)+4, esc(FormatBytes(hi)))
+		h.printf("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", padL-8, y(lo)+4, esc(FormatBytes(lo)))
 		h.printf("<text x=\"%.1f\" y=\"%d\">%s</text>\n", padL, c.height-4, esc(c.first))
 		h.printf("<text x=\"%.1f\" y=\"%d\" text-anchor=\"end\">%s</text>\n", padL+pw, c.height-4, esc(c.last))
 	}

@@ -177,8 +177,8 @@ func TestHeapChartAxisShowsGrowth(t *testing.T) {
 	page := b.String()
 	for _, want := range []string{
 		`<p>Heap 2.8 MiB at stop 1, 2.9 MiB at stop 5 (<strong>+107.0 KiB</strong>).</p>`,
-		`<text x="60.0" y="14.0" text-anchor="end">2.9 MiB</text>`,
-		`<text x="60.0" y="154.0" text-anchor="end">2.8 MiB</text>`,
+		`<text x="56.0" y="14.0" text-anchor="end">2.9 MiB</text>`,
+		`<text x="56.0" y="154.0" text-anchor="end">2.8 MiB</text>`,
 		// The first stop at the bottom of the chart, the last at its top.
 		`<polyline class="line heap" points="64.0,150.0 226.5,115.0 389.0,80.0 551.5,45.0 714.0,10.0">`,
 	} {
