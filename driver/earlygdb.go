@@ -57,7 +57,8 @@ func startEarlyGDB(ctx context.Context, gdbPath, binary string, plan *breakpoint
 		defer close(e.ready)
 		sctx, cancel := context.WithTimeout(ctx, opts.CommandTimeout)
 		defer cancel()
-		e.c, e.err = mi.Start(sctx, mi.Options{Path: gdbPath, Args: []string{binary}, Dir: plan.Target.Cwd, Env: env, Async: true})
+		e.c, e.err = mi.Start(sctx, mi.Options{Path: gdbPath, Args: []string{binary}, Dir: plan.Target.Cwd, Env: env, Async: true,
+			StartsProgram: plan.Backend == BackendNative})
 		if e.err == nil {
 			e.check(sctx, plan)
 		}

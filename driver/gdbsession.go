@@ -39,6 +39,8 @@ func (s *session) startGDB(ctx context.Context, args, env []string) error {
 		Env:   env,
 		Trace: trace,
 		Async: true,
+		// The native backend's gdb runs the program, unless it attaches.
+		StartsProgram: s.plan.Backend == BackendNative && s.opts.AttachPID == 0,
 	})
 	if err != nil {
 		if traceOut != nil {
