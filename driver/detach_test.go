@@ -279,6 +279,10 @@ func TestAttachGdbStopped(t *testing.T) {
 			t.Errorf("error %v, want it to say %q", err, want)
 		}
 	}
+	// The native backend runs neither vgdb nor valgrind.
+	if err != nil && (strings.Contains(err.Error(), "vgdb") || strings.Contains(err.Error(), "valgrind")) {
+		t.Errorf("error %v names a process the native backend does not run", err)
+	}
 	if ch := textChanges(t, srv.pid); len(ch) > 0 {
 		t.Fatalf("breakpoints left in the process: %s", strings.Join(ch, "; "))
 	}
@@ -467,4 +471,36 @@ func symbolAddr(t *testing.T, pid int, maps []mapping, name string) uint64 {
 	}
 	t.Fatalf("%s is not mapped", exe)
 	return 0
+}
+
+// TestAttachExited: a process that has exited, reaped or not yet (a
+// zombie), is no process to attach to: exit code 6, before gdb starts
+// or while it attaches, with gdb's words.
+func TestAttachExited(t *testing.T) {
+	t.Parallel()
+	zombie := exec.Command("true")
+	if err := zombie.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer zombie.Wait()
+	pid := zombie.Process.Pid
+	for deadline := time.Now().Add(5 * time.Second); alive(pid); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("true did not exit")
+		}
+	}
+	err := CheckAttach(pid)
+	if code, reason := ExitStatus(err); code != ExitNoProcess || reason != AttachNoProcess || !strings.Contains(fmt.Sprint(err), "it has exited (a zombie") {
+		t.Errorf("a zombie: %v (exit %d, %s)", err, code, reason)
+	}
+	gdbSays := fmt.Sprintf("Cannot attach to process %d: Operation not permitted (process %d is a zombie - the process has already terminated)", pid, pid)
+	err = attachError(pid, gdbSays)
+	want := fmt.Sprintf("cannot attach to process %d: it exited while gdb attached to it (gdb: %s)", pid, gdbSays)
+	if code, _ := ExitStatus(err); code != ExitNoProcess || fmt.Sprint(err) != want {
+		t.Errorf("gdb's refusal: %v (exit %d), want %q", err, code, want)
+	}
+	zombie.Wait()
+	if code, _ := ExitStatus(attachError(pid, "No such process.")); code != ExitNoProcess {
+		t.Errorf("a reaped process: exit %d", code)
+	}
 }
