@@ -504,3 +504,33 @@ func TestAttachExited(t *testing.T) {
 		t.Errorf("a reaped process: exit %d", code)
 	}
 }
+
+// TestNativeChildrenRunOn: under the native backend the program's child
+// and the daemon it started run on after the run, as they would without
+// snapctl.
+func TestNativeChildrenRunOn(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/children.c")
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	res, m, err := runNative(t, Options{}, roundPlan, bin, pidFile, "60")
+	var pids [2]int
+	if data, rerr := os.ReadFile(pidFile); rerr == nil {
+		fmt.Sscan(string(data), &pids[0], &pids[1])
+	}
+	t.Cleanup(func() {
+		for _, pid := range pids {
+			if pid > 0 {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	if err != nil || m.Status != StatusCompleted || len(m.Stops) != 1 {
+		t.Fatalf("run: %v, status %s, %d stops (%s)", err, m.Status, len(m.Stops), res.Dir)
+	}
+	time.Sleep(300 * time.Millisecond)
+	for i, what := range []string{"child", "daemon"} {
+		if pids[i] == 0 || !alive(pids[i]) {
+			t.Errorf("the program's %s (process %d) did not outlive the run", what, pids[i])
+		}
+	}
+}

@@ -21,6 +21,12 @@ import (
 // loses the mark.
 const runMarkVar = "SNAPCTL_RUN"
 
+// unmarkProgram are the arguments of a gdb that starts the native
+// backend's program: the program, and so what it forks or daemonizes,
+// does not carry the mark. The README promises that the program's own
+// children run on after a native run, as they would without snapctl.
+var unmarkProgram = []string{"-iex", "unset environment " + runMarkVar}
+
 // runMark is the environment entry that marks the processes of the session
 // whose private directory is priv.
 func runMark(priv string) string { return runMarkVar + "=" + priv }

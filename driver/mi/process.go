@@ -49,9 +49,11 @@ type Options struct {
 	// gdb's process group; 2s when zero.
 	CloseGrace time.Duration
 	// StartsProgram says that gdb will start the program it debugs,
-	// which inherits gdb's resource limits: gdb's RLIMIT_CORE then stays
-	// the caller's. Any other gdb, and the vgdb it starts, gets a core
-	// size limit of 0 (see noCoreFiles).
+	// which inherits gdb's resource limits and process group: gdb's
+	// RLIMIT_CORE then stays the caller's, and ending gdb ends gdb alone,
+	// not the processes the program leaves in the group. Any other gdb,
+	// and the vgdb it starts, gets a core size limit of 0 (see
+	// noCoreFiles) and is ended with its process group.
 	StartsProgram bool
 }
 
@@ -77,6 +79,21 @@ type process struct {
 
 	tailMu sync.Mutex
 	tail   []byte
+	// alone is set for a gdb that starts its program: the program and
+	// what it forks share gdb's process group, and only gdb is killed
+	// (its program, which it traces, dies with it: PTRACE_O_EXITKILL).
+	alone bool
+}
+
+// Kill sends SIGKILL to gdb's process group, or to gdb alone when it
+// started its program (process.alone): the program's own children are
+// not gdb's, and run on.
+func (p *process) Kill() {
+	if p.alone {
+		syscall.Kill(p.Pid(), syscall.SIGKILL)
+		return
+	}
+	p.Process.Kill()
 }
 
 // Start runs gdb as `gdb --nx --quiet --interpreter=mi3 [opt.Args]` in a
@@ -150,6 +167,7 @@ func Start(ctx context.Context, opt Options) (*Client, error) {
 		stdout:     outR,
 		stderr:     errR,
 		stderrDone: make(chan struct{}),
+		alone:      opt.StartsProgram,
 	}
 	c.proc = p
 	c.startReader(outR)
