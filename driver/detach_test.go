@@ -534,3 +534,49 @@ func TestNativeChildrenRunOn(t *testing.T) {
 		}
 	}
 }
+
+// TestMassifChildrenEnd: under massif the program's child and daemon run
+// under valgrind, which may not outlive the run: both end with it, and an
+// event names them and says why.
+func TestMassifChildrenEnd(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb", "valgrind")
+	bin := testenv.Build(t, "testdata/native/children.c")
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	res, err := runSession(t, Options{}, "breakpoints:\n  - name: round\n    location: round_done\n", bin, pidFile, "60")
+	var pids [2]int
+	if data, rerr := os.ReadFile(pidFile); rerr == nil {
+		fmt.Sscan(string(data), &pids[0], &pids[1])
+	}
+	t.Cleanup(func() {
+		for _, pid := range pids {
+			if pid > 0 {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	if res == nil || err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	m := readManifest(t, res.Dir)
+	var ended []string
+	for _, ev := range m.Events {
+		if ev.Kind == EventLeftoversEnded {
+			ended = append(ended, ev.Message)
+		}
+	}
+	if len(ended) != 1 {
+		t.Fatalf("events %+v, want one %s", m.Events, EventLeftoversEnded)
+	}
+	for i, what := range []string{"child", "daemon"} {
+		if pids[i] == 0 || alive(pids[i]) {
+			t.Errorf("the program's %s (process %d) outlived the run", what, pids[i])
+		}
+		if !strings.Contains(ended[0], fmt.Sprintf("%d (", pids[i])) {
+			t.Errorf("event %q does not name the %s, process %d", ended[0], what, pids[i])
+		}
+	}
+	if !strings.Contains(ended[0], "nothing of valgrind's outlives a massif run") {
+		t.Errorf("event %q does not say why", ended[0])
+	}
+}

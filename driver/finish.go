@@ -34,7 +34,7 @@ func (s *session) teardown() (reap func()) {
 	// What left the children's process groups: a target that called
 	// daemon() or setsid() under valgrind, a vgdb in a session of its own.
 	// Not the dying gdb, which would hold the sweep up until it is gone.
-	s.sweep(skip...)
+	s.sweepAtEnd(skip...)
 	if s.console != nil {
 		s.console.close(s.opts.Grace)
 	}

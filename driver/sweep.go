@@ -2,10 +2,12 @@ package driver
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -31,14 +33,47 @@ var unmarkProgram = []string{"-iex", "unset environment " + runMarkVar}
 // whose private directory is priv.
 func runMark(priv string) string { return runMarkVar + "=" + priv }
 
+// EventLeftoversEnded is the event that names the processes snapctl
+// ended at the end of a run because they carried its mark: under massif,
+// what the program forked or daemonized, which runs under valgrind.
+const EventLeftoversEnded EventKind = "leftovers-ended"
+
+// swept is a process that sweep killed.
+type swept struct {
+	pid  int
+	name string // its command name, /proc/PID/comm
+}
+
+// sweepAtEnd kills what carries the session's mark at the end of the run
+// (skip excepted) and records an event that names each process it
+// ended and why.
+func (s *session) sweepAtEnd(skip ...int) {
+	if s.priv == "" {
+		return
+	}
+	killed := sweep(runMark(s.priv), s.opts.Grace, skip...)
+	if len(killed) == 0 {
+		return
+	}
+	var names []string
+	for _, k := range killed {
+		names = append(names, fmt.Sprintf("%d (%s)", k.pid, k.name))
+	}
+	why := "they outlived the run, and nothing snapctl starts may"
+	if s.usesValgrind() {
+		why = "processes the program left running run under valgrind, and nothing of valgrind's outlives a massif run"
+	}
+	s.event(Event{Kind: EventLeftoversEnded, Message: fmt.Sprintf("snapctl ended process %s with SIGKILL at the end of the run: %s", strings.Join(names, ", "), why)})
+}
+
 // sweep sends SIGKILL to every process whose environment carries mark and
-// waits up to grace for them to be gone. It returns the pids it killed.
-// Processes whose environment cannot be read (another user's), and skip,
-// are not looked at.
-func sweep(mark string, grace time.Duration, skip ...int) []int {
+// waits up to grace for them to be gone. It returns the processes it
+// killed. Processes whose environment cannot be read (another user's),
+// and skip, are not looked at.
+func sweep(mark string, grace time.Duration, skip ...int) []swept {
 	want := []byte(mark)
 	self := os.Getpid()
-	var killed []int
+	var killed []swept
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -51,17 +86,18 @@ func sweep(mark string, grace time.Duration, skip ...int) []int {
 		}
 		for _, entry := range bytes.Split(env, []byte{0}) {
 			if bytes.Equal(entry, want) {
+				name := procName(pid)
 				// A stopped process dies of SIGKILL too.
 				if syscall.Kill(pid, syscall.SIGKILL) == nil {
-					killed = append(killed, pid)
+					killed = append(killed, swept{pid, name})
 				}
 				break
 			}
 		}
 	}
 	deadline := time.Now().Add(grace)
-	for _, pid := range killed {
-		for alive(pid) && time.Now().Before(deadline) {
+	for _, k := range killed {
+		for alive(k.pid) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
