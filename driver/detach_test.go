@@ -174,11 +174,12 @@ const attachPlan = "backend: native\nstop_timeout: 2s\nbreakpoints:\n  - name: r
 
 // attachInBackground runs snapctl attach with plan against pid until it
 // returns, and waits until gdb's breakpoints are in the process.
-func attachInBackground(t *testing.T, pid int, plan string) <-chan error {
+func attachInBackground(t *testing.T, pid int, plan string, opts Options) <-chan error {
 	t.Helper()
 	done := make(chan error, 1)
+	opts.AttachPID, opts.Timeout, opts.Grace = pid, time.Minute, 500*time.Millisecond
 	go func() {
-		res, err := runSession(t, Options{AttachPID: pid, Timeout: time.Minute, Grace: 500 * time.Millisecond}, plan, "")
+		res, err := runSession(t, opts, plan, "")
 		if res == nil && err == nil {
 			err = errors.New("no run")
 		}
@@ -243,7 +244,7 @@ func TestAttachGdbKilled(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb")
 	srv := startServer(t)
-	done := attachInBackground(t, srv.pid, attachPlan)
+	done := attachInBackground(t, srv.pid, attachPlan, Options{})
 	gdb := tracer(srv.pid)
 	if gdb == 0 {
 		t.Fatal("the server has no tracer")
@@ -262,6 +263,27 @@ func TestAttachGdbKilled(t *testing.T) {
 	}
 }
 
+// TestAttachKilledAtOnce: the second Ctrl-C (Options.Kill) kills gdb at
+// once: snapctl takes the breakpoints out itself, and the server serves
+// on.
+func TestAttachKilledAtOnce(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb")
+	srv := startServer(t)
+	kill := make(chan struct{})
+	done := attachInBackground(t, srv.pid, attachPlan, Options{Kill: kill})
+	close(kill)
+	err := <-done
+	want := fmt.Sprintf("; process %d runs on: snapctl removed its ", srv.pid)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v, want it to say %q", err, want)
+	}
+	if ch := textChanges(t, srv.pid); len(ch) > 0 {
+		t.Fatalf("breakpoints left in the process: %s", strings.Join(ch, "; "))
+	}
+	srv.mustServe(t)
+}
+
 // TestAttachGdbStopped: gdb stopped with SIGSTOP while attached to the
 // server under load: the run ends as stalled after stop_timeout, snapctl
 // continues gdb, which deletes its breakpoints and detaches, and the
@@ -272,7 +294,7 @@ func TestAttachGdbStopped(t *testing.T) {
 	srv := startServer(t)
 	stop := make(chan struct{})
 	answered := srv.load(stop)
-	done := attachInBackground(t, srv.pid, attachPlan)
+	done := attachInBackground(t, srv.pid, attachPlan, Options{})
 	time.Sleep(500 * time.Millisecond) // requests hit the breakpoint meanwhile
 	gdb := tracer(srv.pid)
 	if gdb == 0 {
