@@ -276,6 +276,9 @@ func (b *nativeBackend) detach(s *session) {
 	}
 	b.attached = false
 	pid := b.attach
+	if s.m.Target.ExitCode != nil || s.m.Target.Signal != nil {
+		return // the process has ended: nothing to leave running
+	}
 	var did []string
 	if readProcState(s.gdbPid).state == 'T' {
 		// gdb answers nothing while stopped (SIGSTOP, SIGTSTP).
