@@ -159,6 +159,17 @@ func textChanges(t *testing.T, pid int) []string {
 	return diffs
 }
 
+// traceStopped reports whether a thread of process pid is stopped by its
+// tracer.
+func traceStopped(pid int) bool {
+	for _, tid := range threadIDs(pid) {
+		if readProcState(tid).state == 't' {
+			return true
+		}
+	}
+	return false
+}
+
 // tracer returns the process that traces pid, 0 for none.
 func tracer(pid int) int {
 	st, _ := procStatus(pid)
@@ -173,7 +184,8 @@ func tracer(pid int) int {
 const attachPlan = "backend: native\nstop_timeout: 2s\nbreakpoints:\n  - name: request\n    location: handle_request\n    condition: \"n == 0\"\n"
 
 // attachInBackground runs snapctl attach with plan against pid until it
-// returns, and waits until gdb's breakpoints are in the process.
+// returns, and waits until gdb's breakpoints are in the process and it
+// runs: no thread is stopped by gdb.
 func attachInBackground(t *testing.T, pid int, plan string, opts Options) <-chan error {
 	t.Helper()
 	done := make(chan error, 1)
@@ -185,7 +197,7 @@ func attachInBackground(t *testing.T, pid int, plan string, opts Options) <-chan
 		}
 		done <- err
 	}()
-	for deadline := time.Now().Add(30 * time.Second); len(textChanges(t, pid)) == 0; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); len(textChanges(t, pid)) == 0 || traceStopped(pid); time.Sleep(20 * time.Millisecond) {
 		select {
 		case err := <-done:
 			t.Fatalf("the attach ended before its breakpoints were in: %v", err)

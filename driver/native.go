@@ -106,6 +106,7 @@ func (b *nativeBackend) attachTo(ctx context.Context, s *session) error {
 	}
 	b.attached = true
 	s.targetPid = b.attach
+	b.guardBreakpoints(ctx, s) // gdb's own, such as the dynamic loader's
 	return nil
 }
 
