@@ -46,6 +46,9 @@ func CheckAttach(pid int) error {
 	if err != nil {
 		return &AttachError{Pid: pid, Kind: AttachNoProcess, Msg: "no such process"}
 	}
+	if st := status["State"]; strings.HasPrefix(st, "Z") || strings.HasPrefix(st, "X") {
+		return &AttachError{Pid: pid, Kind: AttachNoProcess, Msg: "it has exited (a zombie: its parent has not reaped it yet)"}
+	}
 	if t := strings.TrimSpace(status["TracerPid"]); t != "" && t != "0" {
 		tracer, _ := strconv.Atoi(t)
 		// TracerPid is the tracing thread; its process is named.
@@ -81,10 +84,18 @@ func CheckAccess(pid int) (string, error) {
 }
 
 // attachError explains gdb's refusal to attach (msg): the process ended
-// or got a tracer meanwhile, or ptrace was refused.
+// (exit code 6, as for a process that was never there) or got a tracer
+// meanwhile, or ptrace was refused.
 func attachError(pid int, msg string) error {
 	if err := CheckAttach(pid); err != nil {
+		var ae *AttachError
+		if errors.As(err, &ae) && ae.Kind == AttachNoProcess {
+			ae.Msg = "it exited while gdb attached to it (gdb: " + msg + ")"
+		}
 		return err
+	}
+	if strings.Contains(msg, "zombie") {
+		return &AttachError{Pid: pid, Kind: AttachNoProcess, Msg: "it exited while gdb attached to it (gdb: " + msg + ")"}
 	}
 	return notPermitted(pid, "gdb: "+msg, true)
 }

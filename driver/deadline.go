@@ -90,14 +90,17 @@ func (s *session) checkStalls() error {
 	if w.stopped == nil {
 		w.stopped = make(map[string]time.Time)
 	}
-	if !w.vgdb.ok && now.Sub(w.lookedUp) >= time.Second {
-		w.vgdb, w.lookedUp = gdbChild(s.gdbPid), now
+	watched := map[string]int{"gdb": s.gdbPid}
+	if s.usesValgrind() {
+		if !w.vgdb.ok && now.Sub(w.lookedUp) >= time.Second {
+			w.vgdb, w.lookedUp = gdbChild(s.gdbPid), now
+		}
+		watched["vgdb"] = w.vgdb.pid
+		if s.vg != nil {
+			watched["valgrind"] = s.vg.Pid()
+		}
 	}
-	vgPid := 0
-	if s.vg != nil {
-		vgPid = s.vg.Pid()
-	}
-	for name, pid := range map[string]int{"gdb": s.gdbPid, "vgdb": w.vgdb.pid, "valgrind": vgPid} {
+	for name, pid := range watched {
 		if pid == 0 || readProcState(pid).state != 'T' {
 			delete(w.stopped, name)
 			continue
@@ -116,8 +119,8 @@ func (s *session) checkStalls() error {
 
 // stalled records a stop-stalled event for what, which did not end in
 // time, and returns the error that ends the run: it names the process
-// that holds the stop up, and says what state each of gdb, vgdb and
-// valgrind is in.
+// that holds the stop up, and says what state each process of the
+// backend's is in.
 func (s *session) stalled(what string) error {
 	d := s.diagnose()
 	s.event(Event{Kind: EventStopStalled, Message: fmt.Sprintf("%s: %s %s (%s)", what, d.tool, d.why, d.states)})
@@ -213,25 +216,29 @@ type diagnosis struct {
 }
 
 // diagnose names the process that holds a stop up and why, and lists the
-// state of gdb, vgdb and valgrind. A process that is stopped (SIGSTOP,
-// SIGTSTP) or gone is the culprit, vgdb first, since it sits between the
-// other two; else valgrind when it is busy, since gdb waits for its
-// answer; else gdb, which runs the stop while the others wait.
+// state of the processes the backend runs: gdb, vgdb and valgrind under
+// massif, gdb alone under the native backend. A process that is stopped
+// (SIGSTOP, SIGTSTP) or gone is the culprit, vgdb first, since it sits
+// between the other two; else valgrind when it is busy, since gdb waits
+// for its answer; else gdb, which runs the stop while the others wait.
 func (s *session) diagnose() diagnosis {
 	if s.gdbPid == 0 {
 		// A scripted gdb, in tests: no process to look at.
 		return diagnosis{tool: "gdb", why: "did not answer in time", states: "gdb scripted"}
 	}
-	gdb := readProcState(s.gdbPid)
-	vgdb := gdbChild(gdb.pid)
-	vg := procState{}
-	if s.vg != nil {
-		vg = readProcState(s.vg.Pid())
-	}
-	procs := []struct {
+	type proc struct {
 		name string
 		ps   procState
-	}{{"vgdb", vgdb}, {"valgrind", vg}, {"gdb", gdb}}
+	}
+	gdb := readProcState(s.gdbPid)
+	procs := []proc{{"gdb", gdb}}
+	vg := procState{}
+	if s.usesValgrind() {
+		if s.vg != nil {
+			vg = readProcState(s.vg.Pid())
+		}
+		procs = []proc{{"vgdb", gdbChild(gdb.pid)}, {"valgrind", vg}, {"gdb", gdb}}
+	}
 	var list []string
 	for _, p := range procs {
 		d := p.ps.describe()
@@ -255,4 +262,11 @@ func (s *session) diagnose() diagnosis {
 		return diagnosis{tool: "valgrind", why: "does not answer gdb", states: states}
 	}
 	return diagnosis{tool: "gdb", why: "does not finish the stop", states: states}
+}
+
+// usesValgrind reports whether the session runs valgrind and vgdb (the
+// massif backend), whose states its stall messages give.
+func (s *session) usesValgrind() bool {
+	_, massif := s.backend.(massifBackend)
+	return massif || s.vg != nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/snapctl/snapctl/breakpoints"
@@ -49,15 +50,18 @@ func startEarlyGDB(ctx context.Context, gdbPath, binary string, plan *breakpoint
 	}
 	e := &earlyGDB{priv: priv, release: release, ready: make(chan struct{})}
 	env := append(opts.childEnv(), runMark(priv))
+	args := []string{binary}
 	if plan.Backend == BackendNative {
 		// This gdb starts the target; under massif valgrind does.
 		env = append(env, plan.Target.Env...)
+		args = append(slices.Clip(unmarkProgram), binary)
 	}
 	go func() {
 		defer close(e.ready)
 		sctx, cancel := context.WithTimeout(ctx, opts.CommandTimeout)
 		defer cancel()
-		e.c, e.err = mi.Start(sctx, mi.Options{Path: gdbPath, Args: []string{binary}, Dir: plan.Target.Cwd, Env: env, Async: true})
+		e.c, e.err = mi.Start(sctx, mi.Options{Path: gdbPath, Args: args, Dir: plan.Target.Cwd, Env: env, Async: true,
+			StartsProgram: plan.Backend == BackendNative})
 		if e.err == nil {
 			e.check(sctx, plan)
 		}

@@ -31,7 +31,7 @@ const (
 	ExitPlan        = 3   // the plan is invalid or names a location gdb cannot resolve
 	ExitEnvironment = 4   // a required tool is missing or unusable
 	ExitInput       = 5   // the target binary or the output directory cannot be used
-	ExitNoProcess   = 6   // snapctl attach: no such process
+	ExitNoProcess   = 6   // snapctl attach: no such process, or it exited while gdb attached
 	ExitNotTracable = 7   // snapctl attach: the process is not ours, or ptrace is refused
 	ExitTraced      = 8   // snapctl attach: the process is already traced
 	ExitExec        = 9   // the target called exec (native backend)

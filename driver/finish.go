@@ -15,6 +15,7 @@ import (
 // whose program is gone is only killed: reap waits for its end, after the
 // run directory is written.
 func (s *session) teardown() (reap func()) {
+	left := s.leftovers()
 	s.backend.beforeClose(s)
 	reap = func() {}
 	var skip []int
@@ -34,7 +35,7 @@ func (s *session) teardown() (reap func()) {
 	// What left the children's process groups: a target that called
 	// daemon() or setsid() under valgrind, a vgdb in a session of its own.
 	// Not the dying gdb, which would hold the sweep up until it is gone.
-	s.sweep(skip...)
+	s.sweepAtEnd(left, skip...)
 	if s.console != nil {
 		s.console.close(s.opts.Grace)
 	}

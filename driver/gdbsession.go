@@ -30,6 +30,10 @@ func (s *session) startGDB(ctx context.Context, args, env []string) error {
 		}
 		traceOut, trace = f, f
 	}
+	starts := s.plan.Backend == BackendNative && s.opts.AttachPID == 0
+	if starts {
+		args = append(slices.Clip(unmarkProgram), args...)
+	}
 	sctx, cancel := context.WithTimeout(ctx, s.opts.CommandTimeout)
 	defer cancel()
 	c, err := mi.Start(sctx, mi.Options{
@@ -39,6 +43,8 @@ func (s *session) startGDB(ctx context.Context, args, env []string) error {
 		Env:   env,
 		Trace: trace,
 		Async: true,
+		// The native backend's gdb runs the program, unless it attaches.
+		StartsProgram: starts,
 	})
 	if err != nil {
 		if traceOut != nil {

@@ -31,6 +31,11 @@ type nativeBackend struct {
 	attach int
 	// attached is set once gdb is attached, until it has detached.
 	attached bool
+	// patches are gdb's breakpoint addresses in the process attached to
+	// and the program's bytes there; left says how snapctl left the
+	// process when gdb could not detach (detach.go).
+	patches []textPatch
+	left    string
 	// noAllocator is gdb's word for why the allocator cannot be read (a
 	// static binary, a libc that is not glibc), once said.
 	noAllocator string
@@ -49,7 +54,7 @@ const (
 // launch starts gdb on the binary, or on nothing when it attaches, and
 // loads agent.py, whose measure_native takes the measurements.
 func (b *nativeBackend) launch(ctx context.Context, s *session) error {
-	var args []string
+	args := attachArgs
 	if b.attach == 0 {
 		args = []string{s.binary}
 	}
@@ -101,6 +106,7 @@ func (b *nativeBackend) attachTo(ctx context.Context, s *session) error {
 	}
 	b.attached = true
 	s.targetPid = b.attach
+	b.guardBreakpoints(ctx, s) // gdb's own, such as the dynamic loader's
 	return nil
 }
 
@@ -113,6 +119,7 @@ func (b *nativeBackend) start(ctx context.Context, s *session) error {
 	}
 	s.drainEvents()
 	if b.attach != 0 {
+		b.guardBreakpoints(ctx, s)
 		if _, err := s.send(ctx, "-exec-continue"); err != nil {
 			return fmt.Errorf("resuming the process: %w", err)
 		}
@@ -293,34 +300,8 @@ func (b *nativeBackend) record(s *session, t *taken) error {
 }
 
 // beforeClose detaches gdb from a process it attached to: its breakpoints
-// go first, and the process goes on running as before.
-func (b *nativeBackend) beforeClose(s *session) {
-	if !b.attached || s.gdb == nil {
-		return
-	}
-	select {
-	case <-s.gdb.Done():
-		return
-	default:
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*s.opts.Grace)
-	defer cancel()
-	// gdb detaches from a stopped process only; one stopped at its
-	// exec is already.
-	if running(ctx, s.gdb) {
-		s.gdb.Send(ctx, "-exec-interrupt")
-		wctx, wcancel := context.WithTimeout(ctx, 2*s.opts.Grace)
-		s.waitStopped(wctx)
-		wcancel()
-	}
-	s.gdb.Send(ctx, "-break-delete")
-	if _, err := s.gdb.Send(ctx, "-target-detach"); err != nil {
-		fmt.Fprintf(s.opts.Warn, "warning: detaching from process %d: %s\n", b.attach, miMessage(err))
-		return
-	}
-	b.attached = false
-	s.m.Native.Detached = true
-}
+// go first, and the process goes on running as before (detach.go).
+func (b *nativeBackend) beforeClose(s *session) { b.detach(s) }
 
 // running reports whether a thread of the target runs, as gdb sees it;
 // true when gdb cannot say.

@@ -511,6 +511,7 @@ func (s *session) run(ctx context.Context) (*Result, error) {
 	err = s.startAndLoop(runCtx)
 	reap := s.teardown()
 	stopKiller()
+	err = s.attachFate(err)
 	res, err = s.finish(res, s.classify(ctx, runCtx, err))
 	reap()
 	return res, err

@@ -2,10 +2,12 @@ package driver
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -21,22 +23,86 @@ import (
 // loses the mark.
 const runMarkVar = "SNAPCTL_RUN"
 
+// unmarkProgram are the arguments of a gdb that starts the native
+// backend's program: the program, and so what it forks or daemonizes,
+// does not carry the mark. The README promises that the program's own
+// children run on after a native run, as they would without snapctl.
+var unmarkProgram = []string{"-iex", "unset environment " + runMarkVar}
+
 // runMark is the environment entry that marks the processes of the session
 // whose private directory is priv.
 func runMark(priv string) string { return runMarkVar + "=" + priv }
 
-// sweep sends SIGKILL to every process whose environment carries mark and
-// waits up to grace for them to be gone. It returns the pids it killed.
-// Processes whose environment cannot be read (another user's), and skip,
+// EventLeftoversEnded is the event that names the processes snapctl
+// ended at the end of a run because they carried its mark: under massif,
+// what the program forked or daemonized, which runs under valgrind.
+const EventLeftoversEnded EventKind = "leftovers-ended"
+
+// swept is a process that sweep killed.
+type swept struct {
+	pid  int
+	name string // its command name, /proc/PID/comm
+}
+
+// leftovers lists the processes that carry the session's mark and are
+// none of its tools (gdb and what gdb runs, vgdb, valgrind with the
+// program): what the program forked or daemonized, which under massif
+// runs under valgrind. Teardown ends them; sweepAtEnd says so.
+func (s *session) leftovers() []swept {
+	if s.priv == "" {
+		return nil
+	}
+	tools := []int{os.Getpid(), s.gdbPid}
+	if s.vg != nil {
+		tools = append(tools, s.vg.Pid())
+	}
+	var out []swept
+	for _, pid := range marked(runMark(s.priv)) {
+		if slices.Contains(tools, pid) || readProcState(pid).ppid == s.gdbPid {
+			continue
+		}
+		if name := procName(pid); name != "vgdb" {
+			out = append(out, swept{pid, name})
+		}
+	}
+	return out
+}
+
+// sweepAtEnd kills what carries the session's mark at the end of the run
+// (skip excepted) and records an event that names each of the program's
+// leftovers (found before teardown began) that is gone now, and why.
+func (s *session) sweepAtEnd(left []swept, skip ...int) {
+	if s.priv == "" {
+		return
+	}
+	sweep(runMark(s.priv), s.opts.Grace, skip...)
+	var names []string
+	for _, k := range left {
+		if !alive(k.pid) {
+			names = append(names, fmt.Sprintf("%d (%s)", k.pid, k.name))
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	why := "they outlived the run, and nothing snapctl starts may"
+	if s.usesValgrind() {
+		why = "processes the program left running run under valgrind, and nothing of valgrind's outlives a massif run"
+	}
+	s.event(Event{Kind: EventLeftoversEnded, Message: fmt.Sprintf("snapctl ended process %s with SIGKILL at the end of the run: %s", strings.Join(names, ", "), why)})
+}
+
+// marked lists the processes whose environment carries mark, snapctl
+// excepted. Processes whose environment cannot be read (another user's)
 // are not looked at.
-func sweep(mark string, grace time.Duration, skip ...int) []int {
+func marked(mark string) []int {
 	want := []byte(mark)
 	self := os.Getpid()
-	var killed []int
+	var pids []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self || slices.Contains(skip, pid) {
+		if err != nil || pid == self {
 			continue
 		}
 		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
@@ -45,17 +111,33 @@ func sweep(mark string, grace time.Duration, skip ...int) []int {
 		}
 		for _, entry := range bytes.Split(env, []byte{0}) {
 			if bytes.Equal(entry, want) {
-				// A stopped process dies of SIGKILL too.
-				if syscall.Kill(pid, syscall.SIGKILL) == nil {
-					killed = append(killed, pid)
-				}
+				pids = append(pids, pid)
 				break
 			}
 		}
 	}
+	return pids
+}
+
+// sweep sends SIGKILL to every process whose environment carries mark and
+// waits up to grace for them to be gone. It returns the processes it
+// killed. Processes whose environment cannot be read (another user's),
+// and skip, are not looked at.
+func sweep(mark string, grace time.Duration, skip ...int) []swept {
+	var killed []swept
+	for _, pid := range marked(mark) {
+		if slices.Contains(skip, pid) {
+			continue
+		}
+		name := procName(pid)
+		// A stopped process dies of SIGKILL too.
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed = append(killed, swept{pid, name})
+		}
+	}
 	deadline := time.Now().Add(grace)
-	for _, pid := range killed {
-		for alive(pid) && time.Now().Before(deadline) {
+	for _, k := range killed {
+		for alive(k.pid) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}

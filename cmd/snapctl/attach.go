@@ -29,7 +29,10 @@ valgrind), inserts the breakpoints of PLAN and records at every stop the
 process's resident memory and glibc's allocator state. The run ends when
 every breakpoint has reached its max_hits, --timeout passes, Ctrl-C is
 pressed or the plan's workload ends; snapctl then deletes its breakpoints and
-detaches, and the process goes on running as before.
+detaches, and the process goes on running as before. When gdb cannot (it
+was stopped, killed, or met an internal error), snapctl continues it, or
+takes the breakpoints out of the process itself, and says what became of
+the process.
 
 Attaching needs ptrace permission over the process: it must be yours (or
 snapctl must hold CAP_SYS_PTRACE), dumpable and not traced already, and

@@ -179,6 +179,10 @@ func TestAttachNotPermitted(t *testing.T) {
 					t.Errorf("message %q does not say %q", msg, want)
 				}
 			}
+			// ptrace's cost to vgdb is the massif backend's.
+			if strings.Contains(stderr.String(), "vgdb") {
+				t.Errorf("a native attach speaks of vgdb:\n%s", stderr.String())
+			}
 			if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("a run directory for a refused attach: %v", err)
 			}

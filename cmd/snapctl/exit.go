@@ -41,7 +41,7 @@ var exitCodes = []struct {
 	{exitPlan, "the plan is invalid, or names a location gdb cannot resolve"},
 	{exitEnvironment, "a required tool is missing or unusable"},
 	{exitInput, "the target binary cannot be used, or the run directory is not empty"},
-	{exitNoProcess, "snapctl attach: no such process"},
+	{exitNoProcess, "snapctl attach: no such process, or it exited while snapctl attached"},
 	{exitNotTracable, "snapctl attach: the process is another user's, or ptrace is refused"},
 	{exitTraced, "snapctl attach: the process is already traced by a debugger"},
 	{exitExec, "native backend: the target called exec; the stops taken before are kept"},

@@ -100,6 +100,9 @@ func (o *runOptions) parseArgs(cmd *cobra.Command, args []string) error {
 		args = append([]string{args[0]}, cmd.Flags().Args()...)
 	}
 	if len(args) < 2 {
+		if cmd.Name() == "attach" {
+			return usageError{fmt.Errorf("attach needs a PLAN and a PID: snapctl attach PLAN PID (got %q)", args)}
+		}
 		return usageError{errors.New("run needs a PLAN and a BINARY: snapctl run PLAN BINARY [ARGS...]")}
 	}
 	switch o.KeepSnapshots {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,20 +86,25 @@ func TestRunUsageErrors(t *testing.T) {
 // TestAttachUsageErrors: attach takes a PLAN and a PID, and only the
 // native backend.
 func TestAttachUsageErrors(t *testing.T) {
-	for _, args := range [][]string{
-		{"plan.yaml"},
-		{"plan.yaml", "notapid"},
-		{"plan.yaml", "0"},
-		{"plan.yaml", "42", "extra"},
-		{"--backend", "massif", "plan.yaml", "42"},
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"plan.yaml"}, `attach needs a PLAN and a PID: snapctl attach PLAN PID (got ["plan.yaml"])`},
+		{[]string{"plan.yaml", "--timeout", "5s"}, `attach needs a PLAN and a PID: snapctl attach PLAN PID (got ["plan.yaml"])`},
+		{[]string{"plan.yaml", "notapid"}, `attach needs a PLAN and a PID: snapctl attach PLAN PID (got ["notapid"])`},
+		{[]string{"plan.yaml", "0"}, `attach needs a PLAN and a PID: snapctl attach PLAN PID (got ["0"])`},
+		{[]string{"plan.yaml", "42", "extra"}, `attach needs a PLAN and a PID: snapctl attach PLAN PID (got ["42" "extra"])`},
+		{[]string{"--backend", "massif", "plan.yaml", "42"}, "attach: the massif backend cannot attach"},
 	} {
+		args := c.args
 		root := newRootCmd("dev")
 		root.SetOut(&bytes.Buffer{})
 		root.SetErr(&bytes.Buffer{})
 		root.SetArgs(append([]string{"attach"}, args...))
 		err := root.Execute()
-		if code, _ := describe(err); code != exitUsage {
-			t.Errorf("attach %q: exit code %d (%v), want %d", args, code, err, exitUsage)
+		if code, _ := describe(err); code != exitUsage || err == nil || !strings.HasPrefix(err.Error(), c.msg) {
+			t.Errorf("attach %q: exit code %d (%v), want %d and %q", args, code, err, exitUsage, c.msg)
 		}
 	}
 }

@@ -64,7 +64,8 @@ func TestStoppedVgdbEndsWithTheRun(t *testing.T) {
 
 // snapctl killed with SIGKILL at start-up (valgrind waits for gdb), between
 // stops (the target runs), and during around_call's finish (the call never
-// returns): no valgrind, vgdb or gdb of the run is alive 5 s later.
+// returns): no valgrind, vgdb or gdb of the run is alive 5 s later, and
+// none left a core file behind.
 func TestSnapctlKilled(t *testing.T) {
 	t.Parallel()
 	for _, m := range []moment{atStartup, atRunning, "finish"} {
@@ -90,6 +91,12 @@ func TestSnapctlKilled(t *testing.T) {
 			r.cmd.Wait()
 			if left := toolsAlive(t, 5*time.Second); len(left) > 0 {
 				t.Errorf("alive 5s after snapctl was killed: %+v", left)
+			}
+			// gdb, left without snapctl, may end in an internal error:
+			// it dumps no core into the user's directory (snapctl's and
+			// the program's working directory).
+			if cores, _ := filepath.Glob(filepath.Join(r.dir, "core*")); len(cores) > 0 {
+				t.Errorf("core files after snapctl was killed: %v", cores)
 			}
 		})
 	}

@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/snapctl/snapctl/internal/child"
 )
@@ -46,6 +48,25 @@ type Options struct {
 	// CloseGrace is how long Close waits for gdb to exit before it kills
 	// gdb's process group; 2s when zero.
 	CloseGrace time.Duration
+	// StartsProgram says that gdb will start the program it debugs,
+	// which inherits gdb's resource limits and process group: gdb's
+	// RLIMIT_CORE then stays the caller's, and ending gdb ends gdb alone,
+	// not the processes the program leaves in the group. Any other gdb,
+	// and the vgdb it starts, gets a core size limit of 0 (see
+	// noCoreFiles) and is ended with its process group.
+	StartsProgram bool
+}
+
+// noCoreArgs keep gdb from dumping core on its own internal errors and
+// warnings, where it would ask "Create a core file of GDB?" and, with no
+// terminal, answer yes: it raises its soft RLIMIT_CORE to the hard limit
+// first, so that a 50 MB core lands in its working directory even under
+// `ulimit -S -c 0` (docs/design.md, "Facts"). gdb still aborts, and
+// snapctl says so.
+var noCoreArgs = []string{
+	"-iex", "maint set internal-error corefile no",
+	"-iex", "maint set internal-warning corefile no",
+	"-iex", "maint set demangler-warning corefile no",
 }
 
 // process is the gdb that Start runs.
@@ -58,6 +79,21 @@ type process struct {
 
 	tailMu sync.Mutex
 	tail   []byte
+	// alone is set for a gdb that starts its program: the program and
+	// what it forks share gdb's process group, and only gdb is killed
+	// (its program, which it traces, dies with it: PTRACE_O_EXITKILL).
+	alone bool
+}
+
+// Kill sends SIGKILL to gdb's process group, or to gdb alone when it
+// started its program (process.alone): the program's own children are
+// not gdb's, and run on.
+func (p *process) Kill() {
+	if p.alone {
+		syscall.Kill(p.Pid(), syscall.SIGKILL)
+		return
+	}
+	p.Process.Kill()
 }
 
 // Start runs gdb as `gdb --nx --quiet --interpreter=mi3 [opt.Args]` in a
@@ -73,7 +109,8 @@ func Start(ctx context.Context, opt Options) (*Client, error) {
 	if path == "" {
 		path = "gdb"
 	}
-	args := append([]string{"--nx", "--quiet", "--interpreter=mi3"}, opt.Args...)
+	args := append([]string{"--nx", "--quiet", "--interpreter=mi3"}, noCoreArgs...)
+	args = append(args, opt.Args...)
 
 	var files []*os.File
 	closeAll := func() {
@@ -112,6 +149,9 @@ func Start(ctx context.Context, opt Options) (*Client, error) {
 		closeAll()
 		return nil, fmt.Errorf("starting gdb: %w", err)
 	}
+	if !opt.StartsProgram {
+		noCoreFiles(proc.Pid())
+	}
 	// gdb holds its own copies now.
 	inR.Close()
 	outW.Close()
@@ -127,6 +167,7 @@ func Start(ctx context.Context, opt Options) (*Client, error) {
 		stdout:     outR,
 		stderr:     errR,
 		stderrDone: make(chan struct{}),
+		alone:      opt.StartsProgram,
 	}
 	c.proc = p
 	c.startReader(outR)
@@ -178,6 +219,18 @@ func (c *Client) wait() {
 	<-p.stderrDone
 	p.stderr.Close()
 	c.finish(&ExitError{Pid: p.Pid(), State: p.State(), Stderr: p.stderrTail(), Err: err})
+}
+
+// noCoreFiles sets the core size limit of process pid to 0, soft and
+// hard: a process cannot raise a hard limit of 0 without CAP_SYS_RESOURCE,
+// and gdb, even as root, dumps no core under one (it checks the hard
+// limit before it raises the soft one). What the process starts inherits
+// the limit: vgdb, and a program gdb would run. Best effort: the
+// corefile settings of noCoreArgs cover gdb's internal errors without it.
+func noCoreFiles(pid int) {
+	var zero [2]uint64 // struct rlimit64: rlim_cur, rlim_max
+	syscall.RawSyscall6(syscall.SYS_PRLIMIT64, uintptr(pid), syscall.RLIMIT_CORE,
+		uintptr(unsafe.Pointer(&zero)), 0, 0, 0)
 }
 
 func (p *process) readStderr(t *tracer) {

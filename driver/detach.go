@@ -1,0 +1,374 @@
+package driver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/snapctl/snapctl/driver/mi"
+)
+
+// Leaving a process that snapctl attach attached to. gdb deletes its
+// breakpoints and detaches, and the process runs on. When gdb cannot (it
+// died of an internal error, was killed, or hangs), the int3 bytes it
+// wrote stay in the process, which dies of SIGTRAP at the next hit:
+// snapctl then puts the original bytes back itself. It knows where they
+// go from gdb's breakpoint table, read once the breakpoints are set, and
+// what they were from the program's files (docs/design.md, "Facts").
+
+// EventTargetLeft is the event that says how snapctl attach left the
+// process when gdb could not detach from it.
+const EventTargetLeft EventKind = "target-left"
+
+// attachArgs are the arguments of the gdb that attaches. gdb goes on
+// after an internal error (the command that met it fails) rather than
+// quit: a gdb that quits leaves its breakpoints in the process, and the
+// threads it stopped run on at once, into them, before snapctl can take
+// them out (docs/design.md, "Facts"); a gdb that lives can still delete
+// them and detach.
+var attachArgs = []string{
+	"-iex", "maint set internal-error quit no",
+	"-iex", "maint set internal-warning quit no",
+}
+
+// textPatch is one address at which gdb writes a breakpoint instruction
+// into the attached process, and the bytes of the program there.
+type textPatch struct {
+	addr uint64
+	orig []byte
+}
+
+// breakInsn is the instruction gdb writes at a breakpoint (int3 on x86,
+// brk #0 on arm64); nil where snapctl does not know it.
+var breakInsn = map[string][]byte{
+	"amd64": {0xcc}, "386": {0xcc},
+	"arm64": {0x00, 0x00, 0x20, 0xd4},
+}[runtime.GOARCH]
+
+// guardBreakpoints reads where gdb will insert breakpoints in the
+// attached process (`maint info breakpoints`: the plan's, the agent's and
+// gdb's own, such as the dynamic loader's shlib event) and the bytes of
+// the program at each. gdb has the process stopped and its breakpoints
+// out of its memory (all-stop, always-inserted off), but the bytes are
+// read from the mapped files, which no breakpoint ever touches; memory
+// only where no file maps the address. Best effort: what cannot be read
+// is not guarded, and a location that resolves later (a library loaded
+// after the attach) is not either.
+func (b *nativeBackend) guardBreakpoints(ctx context.Context, s *session) {
+	if breakInsn == nil {
+		return
+	}
+	r, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote("maint info breakpoints"))
+	if err != nil {
+		return
+	}
+	maps := readMaps(b.attach)
+	for _, addr := range breakpointAddrs(r.Console()) {
+		if slices.ContainsFunc(b.patches, func(p textPatch) bool { return p.addr == addr }) {
+			continue
+		}
+		if orig := originalBytes(b.attach, maps, addr, len(breakInsn)); orig != nil && !bytes.Equal(orig, breakInsn) {
+			b.patches = append(b.patches, textPatch{addr: addr, orig: orig})
+		}
+	}
+}
+
+// breakpointAddrs returns the addresses in the table that `maint info
+// breakpoints` prints: the first hexadecimal field of each line, on the
+// lines of breakpoints and of their locations alike.
+func breakpointAddrs(table string) []uint64 {
+	var addrs []uint64
+	for _, line := range strings.Split(table, "\n") {
+		for _, f := range strings.Fields(line) {
+			if !strings.HasPrefix(f, "0x") {
+				continue
+			}
+			if a, err := strconv.ParseUint(f[2:], 16, 64); err == nil && !slices.Contains(addrs, a) {
+				addrs = append(addrs, a)
+			}
+			break
+		}
+	}
+	return addrs
+}
+
+// mapping is one line of /proc/PID/maps with a file behind it.
+type mapping struct {
+	start, end, offset uint64
+	path               string
+}
+
+func readMaps(pid int) []mapping {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return nil
+	}
+	var out []mapping
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		// start-end perms offset dev inode path
+		f := strings.Fields(sc.Text())
+		if len(f) < 6 || !strings.HasPrefix(f[5], "/") {
+			continue
+		}
+		lo, hi, _ := strings.Cut(f[0], "-")
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		off, err3 := strconv.ParseUint(f[2], 16, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			continue
+		}
+		out = append(out, mapping{start: start, end: end, offset: off, path: strings.Join(f[5:], " ")})
+	}
+	return out
+}
+
+// originalBytes reads n bytes of the program at addr: from the file that
+// maps addr, through the process's own view of it (/proc/PID/map_files,
+// which holds even when the file was replaced on disk), else from the
+// process's memory.
+func originalBytes(pid int, maps []mapping, addr uint64, n int) []byte {
+	buf := make([]byte, n)
+	for _, m := range maps {
+		if addr < m.start || addr+uint64(n) > m.end {
+			continue
+		}
+		f, err := os.Open(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.start, m.end))
+		if err != nil {
+			f, err = os.Open(m.path)
+		}
+		if err != nil {
+			break
+		}
+		_, err = f.ReadAt(buf, int64(addr-m.start+m.offset))
+		f.Close()
+		if err == nil {
+			return buf
+		}
+		break
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if _, err := f.ReadAt(buf, int64(addr)); err != nil {
+		return nil
+	}
+	return buf
+}
+
+// restoreText puts the original bytes back wherever a breakpoint
+// instruction of gdb's is still in process pid, and returns how many it
+// put back. Every thread is stopped meanwhile (PTRACE_SEIZE and
+// PTRACE_INTERRUPT, which send the process no signal its parent would
+// see), so that none runs into a breakpoint while the bytes change; then
+// each is detached and runs on. gdb must be gone: a process has one
+// tracer.
+func restoreText(pid int, patches []textPatch) (int, error) {
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		// ptrace requests come from the thread that attached: this
+		// goroutine keeps its thread, which ends with it.
+		runtime.LockOSThread()
+		n, err := restoreStopped(pid, patches)
+		done <- result{n, err}
+	}()
+	r := <-done
+	return r.n, r.err
+}
+
+// The ptrace requests Go's syscall package has no function for.
+const (
+	ptraceSeize     = 0x4206
+	ptraceInterrupt = 0x4207
+	waitAll         = 0x40000000 // __WALL: clone threads too
+)
+
+func restoreStopped(pid int, patches []textPatch) (int, error) {
+	var seized []int
+	defer func() {
+		for _, tid := range seized {
+			syscall.PtraceDetach(tid)
+		}
+	}()
+	// Threads may start while others are seized: look until no new one
+	// shows up.
+	for {
+		tids := threadIDs(pid)
+		if len(tids) == 0 {
+			return 0, fmt.Errorf("process %d has exited", pid)
+		}
+		added := false
+		for _, tid := range tids {
+			if slices.Contains(seized, tid) {
+				continue
+			}
+			if _, _, e := syscall.Syscall6(syscall.SYS_PTRACE, ptraceSeize, uintptr(tid), 0, 0, 0, 0); e != 0 {
+				if e == syscall.ESRCH {
+					continue // the thread exited
+				}
+				return 0, fmt.Errorf("stopping thread %d: %w", tid, e)
+			}
+			seized, added = append(seized, tid), true
+			syscall.Syscall6(syscall.SYS_PTRACE, ptraceInterrupt, uintptr(tid), 0, 0, 0, 0)
+			var ws syscall.WaitStatus
+			syscall.Wait4(tid, &ws, waitAll, nil)
+		}
+		if !added {
+			break
+		}
+	}
+	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", pid), os.O_RDWR, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer mem.Close()
+	n := 0
+	cur := make([]byte, len(breakInsn))
+	var errs []error
+	for _, p := range patches {
+		if _, err := mem.ReadAt(cur, int64(p.addr)); err != nil || !bytes.Equal(cur, breakInsn) {
+			continue // gdb took it out, or the library is gone
+		}
+		if _, err := mem.WriteAt(p.orig, int64(p.addr)); err != nil {
+			errs = append(errs, fmt.Errorf("writing at %#x: %w", p.addr, err))
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+// threadIDs lists the threads of process pid.
+func threadIDs(pid int) []int {
+	entries, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	var tids []int
+	for _, e := range entries {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids
+}
+
+// detach leaves the process snapctl attach attached to running, with no
+// breakpoint of snapctl's in it, however gdb is: a stopped gdb is
+// continued first; gdb deletes the breakpoints and detaches; a gdb that
+// is gone or cannot is ended, and snapctl puts the original bytes back
+// itself. It says what it did when gdb could not detach (b.left).
+func (b *nativeBackend) detach(s *session) {
+	if !b.attached || s.gdb == nil {
+		return
+	}
+	b.attached = false
+	pid := b.attach
+	if s.m.Target.ExitCode != nil || s.m.Target.Signal != nil {
+		return // the process has ended: nothing to leave running
+	}
+	var did []string
+	if readProcState(s.gdbPid).state == 'T' {
+		// gdb answers nothing while stopped (SIGSTOP, SIGTSTP).
+		syscall.Kill(-s.gdbPid, syscall.SIGCONT)
+		did = append(did, "continued the stopped gdb")
+	}
+	select {
+	case <-s.gdb.Done():
+	default:
+		err := b.gdbDetach(s)
+		if err == nil {
+			s.m.Native.Detached = true
+			if len(did) > 0 {
+				b.left = fmt.Sprintf("process %d runs on: snapctl %s, which deleted the breakpoints and detached", pid, strings.Join(did, ", "))
+			}
+			return
+		}
+		did = append(did, "ended gdb, which could not detach ("+err.Error()+")")
+		syscall.Kill(-s.gdbPid, syscall.SIGKILL)
+		select {
+		case <-s.gdb.Done():
+		case <-time.After(5 * s.opts.Grace):
+		}
+	}
+	if !readProcState(pid).ok {
+		b.left = fmt.Sprintf("process %d has exited", pid)
+		return
+	}
+	n, err := restoreText(pid, b.patches)
+	// A process gdb left stopped (its attach sends SIGSTOP; so does its
+	// stopping of threads) stays stopped without a SIGCONT.
+	time.Sleep(10 * time.Millisecond)
+	if st := readProcState(pid); st.state == 'T' {
+		syscall.Kill(pid, syscall.SIGCONT)
+		did = append(did, "continued the process, which gdb had left stopped")
+	}
+	removed := "no breakpoint of snapctl's was left in it"
+	if n > 0 {
+		removed = "snapctl removed its " + plural(n, "breakpoint") + " itself"
+	}
+	switch {
+	case err != nil:
+		b.left = fmt.Sprintf("snapctl could not take its breakpoints out of process %d, which may die of SIGTRAP at the next one (%v); it removed %d", pid, err, n)
+	case !readProcState(pid).ok:
+		b.left = fmt.Sprintf("process %d has exited", pid)
+	default:
+		b.left = fmt.Sprintf("process %d runs on: %s", pid, removed)
+		s.m.Native.Detached = true
+	}
+	if len(did) > 0 {
+		b.left += " (snapctl " + strings.Join(did, ", ") + ")"
+	}
+}
+
+// gdbDetach has gdb delete its breakpoints and detach: gdb detaches from a
+// stopped process only; one stopped at its exec is already.
+func (b *nativeBackend) gdbDetach(s *session) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*s.opts.Grace)
+	defer cancel()
+	if running(ctx, s.gdb) {
+		s.gdb.Send(ctx, "-exec-interrupt")
+		wctx, wcancel := context.WithTimeout(ctx, 2*s.opts.Grace)
+		s.waitStopped(wctx)
+		wcancel()
+	}
+	s.gdb.Send(ctx, "-break-delete")
+	if _, err := s.gdb.Send(ctx, "-target-detach"); err != nil {
+		return errors.New(miMessage(err))
+	}
+	return nil
+}
+
+// attachFate adds to the error a run ends with what became of the process
+// snapctl attach attached to, when gdb could not detach from it, and
+// records it as an event.
+func (s *session) attachFate(err error) error {
+	b, ok := s.backend.(*nativeBackend)
+	if !ok || b.left == "" {
+		return err
+	}
+	s.event(Event{Kind: EventTargetLeft, Message: b.left})
+	var te *ToolError
+	switch {
+	case err == nil:
+		s.clearStatus()
+		fmt.Fprintf(s.opts.Warn, "warning: %s\n", b.left)
+		return nil
+	case errors.As(err, &te):
+		te.Msg += "; " + b.left
+		return err
+	}
+	return fmt.Errorf("%w; %s", err, b.left)
+}

@@ -1,0 +1,631 @@
+package driver
+
+import (
+	"bytes"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/snapctl/snapctl/internal/testenv"
+)
+
+// The attach tests below assert what snapctl owes a process it attached
+// to: it serves after snapctl leaves, however gdb ended, and none of the
+// breakpoint instructions gdb wrote is left in it. They do not depend on
+// the stops' measurements, whose outcome on a threaded program is the
+// stop loop's concern.
+
+// server is the threaded TCP fixture (tcpserver.c), listening on
+// 127.0.0.1.
+type server struct {
+	pid  int
+	port string
+	cmd  *exec.Cmd
+}
+
+// startServer starts the fixture with 4 worker threads and waits for its
+// port; the test kills it at its end.
+func startServer(t *testing.T) server {
+	t.Helper()
+	bin := testenv.Build(t, "testdata/native/tcpserver.c")
+	portFile := filepath.Join(t.TempDir(), "port")
+	cmd := startFixture(t, bin, portFile, "4")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if data, err := os.ReadFile(portFile); err == nil {
+			return server{pid: cmd.Process.Pid, port: strings.TrimSpace(string(data)), cmd: cmd}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server did not start")
+		}
+	}
+}
+
+// gone says how the server ended when it has.
+func (s server) gone() string {
+	if alive(s.pid) {
+		return ""
+	}
+	s.cmd.Wait()
+	return "the server " + s.cmd.ProcessState.String()
+}
+
+// ask sends one request and returns the answer.
+func (s server) ask(line string) (string, error) {
+	c, err := net.DialTimeout("tcp", "127.0.0.1:"+s.port, 5*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.WriteString(c, line+"\n"); err != nil {
+		return "", err
+	}
+	data, err := io.ReadAll(c)
+	return string(data), err
+}
+
+// mustServe fails the test unless the server answers a request and runs,
+// untraced.
+func (s server) mustServe(t *testing.T) {
+	t.Helper()
+	got, err := s.ask("ping")
+	if err != nil || !strings.HasPrefix(got, "ok ") || !strings.HasSuffix(got, " ping\n") {
+		st, _ := procStatus(s.pid)
+		t.Fatalf("the server does not answer: %q, %v (state %q, tracer %q)", got, err, st["State"], st["TracerPid"])
+	}
+	st, err := procStatus(s.pid)
+	if err != nil || st["TracerPid"] != "0" || !strings.HasPrefix(st["State"], "S") && !strings.HasPrefix(st["State"], "R") {
+		t.Fatalf("the server after snapctl: %v, state %q, tracer %q", err, st["State"], st["TracerPid"])
+	}
+}
+
+// load sends requests from 4 clients until stop is closed, and returns
+// how many were answered. A request may fail while gdb holds the server.
+func (s server) load(stop <-chan struct{}) (answered func() int64) {
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; ; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if got, err := s.ask(fmt.Sprintf("client %d request %d", i, j)); err == nil && strings.HasPrefix(got, "ok ") {
+					n.Add(1)
+				}
+			}
+		}()
+	}
+	return func() int64 { wg.Wait(); return n.Load() }
+}
+
+// textChanges compares the code the process runs (every executable
+// mapping of a file: the program and its libraries) with the files, and
+// describes where they differ: a breakpoint instruction left behind.
+func textChanges(t *testing.T, pid int) []string {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	var diffs []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || !strings.Contains(f[1], "x") || !strings.HasPrefix(f[5], "/") {
+			continue
+		}
+		lo, hi, _ := strings.Cut(f[0], "-")
+		start, _ := strconv.ParseUint(lo, 16, 64)
+		end, _ := strconv.ParseUint(hi, 16, 64)
+		off, _ := strconv.ParseUint(f[2], 16, 64)
+		file, err := os.Open(fmt.Sprintf("/proc/%d/map_files/%s", pid, f[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]byte, end-start)
+		n, _ := file.ReadAt(want, int64(off))
+		file.Close()
+		got := make([]byte, n)
+		if _, err := mem.ReadAt(got, int64(start)); err != nil {
+			t.Fatalf("reading %s of process %d: %v", f[0], pid, err)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				diffs = append(diffs, fmt.Sprintf("%s+%#x: %#02x, the file has %#02x", f[5], off+uint64(i), got[i], want[i]))
+			}
+		}
+	}
+	return diffs
+}
+
+// traceStopped reports whether a thread of process pid is stopped by its
+// tracer.
+func traceStopped(pid int) bool {
+	for _, tid := range threadIDs(pid) {
+		if readProcState(tid).state == 't' {
+			return true
+		}
+	}
+	return false
+}
+
+// tracer returns the process that traces pid, 0 for none.
+func tracer(pid int) int {
+	st, _ := procStatus(pid)
+	n, _ := strconv.Atoi(st["TracerPid"])
+	return n
+}
+
+// attachPlan has gdb stop every request the server handles, evaluate the
+// breakpoint's condition, always false, and resume it: gdb stops and
+// resumes the threads as often as requests come, and no stop measures
+// anything.
+const attachPlan = "backend: native\nstop_timeout: 2s\nbreakpoints:\n  - name: request\n    location: handle_request\n    condition: \"n == 0\"\n"
+
+// attachInBackground runs snapctl attach with plan against pid until it
+// returns, and waits until gdb's breakpoints are in the process and it
+// runs: no thread is stopped by gdb.
+func attachInBackground(t *testing.T, pid int, plan string, opts Options) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	opts.AttachPID, opts.Timeout, opts.Grace = pid, time.Minute, 500*time.Millisecond
+	go func() {
+		res, err := runSession(t, opts, plan, "")
+		if res == nil && err == nil {
+			err = errors.New("no run")
+		}
+		done <- err
+	}()
+	for deadline := time.Now().Add(30 * time.Second); len(textChanges(t, pid)) == 0 || traceStopped(pid); time.Sleep(20 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("the attach ended before its breakpoints were in: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("gdb inserted no breakpoint")
+		}
+	}
+	return done
+}
+
+// TestAttachCyclesUnderLoad: three attach and detach cycles on the
+// threaded server while 4 clients send requests: after each, it answers
+// and runs untraced, and its code is the files' again.
+func TestAttachCyclesUnderLoad(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb")
+	srv := startServer(t)
+	stop := make(chan struct{})
+	answered := srv.load(stop)
+	for cycle := 1; cycle <= 3; cycle++ {
+		// Every request hits the breakpoint, whose condition gdb finds
+		// false: gdb stops and resumes the threads all the time, and
+		// the run ends with --timeout, under load.
+		res, err := runSession(t, Options{AttachPID: srv.pid, Timeout: 3 * time.Second},
+			"backend: native\nbreakpoints:\n  - name: request\n    location: handle_request\n    condition: \"n == 0\"\n", "")
+		if res == nil {
+			t.Fatalf("cycle %d: no run: %v", cycle, err)
+		}
+		if !errors.Is(err, ErrTimeout) || !readManifest(t, res.Dir).Native.Detached {
+			t.Errorf("cycle %d: %v, want the timeout and a detach", cycle, err)
+		}
+		time.Sleep(200 * time.Millisecond) // a SIGTRAP takes its time
+		if g := srv.gone(); g != "" {
+			t.Fatalf("cycle %d: %s", cycle, g)
+		}
+		if ch := textChanges(t, srv.pid); len(ch) > 0 {
+			t.Fatalf("cycle %d: breakpoints left in the process: %s", cycle, strings.Join(ch, "; "))
+		}
+		srv.mustServe(t)
+	}
+	close(stop)
+	if n := answered(); n == 0 {
+		t.Errorf("no request of the load was answered")
+	}
+}
+
+// TestAttachGdbKilled: gdb killed with SIGKILL while attached, its
+// breakpoints in the server: snapctl takes them out itself, the server
+// serves on, and the message says so. The server is idle when gdb dies:
+// under load a thread runs into a breakpoint within the milliseconds
+// before snapctl can take it out, and dies of SIGTRAP (docs/design.md,
+// "Facts").
+func TestAttachGdbKilled(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb")
+	srv := startServer(t)
+	done := attachInBackground(t, srv.pid, attachPlan, Options{})
+	gdb := tracer(srv.pid)
+	if gdb == 0 {
+		t.Fatal("the server has no tracer")
+	}
+	syscall.Kill(gdb, syscall.SIGKILL)
+	err := <-done
+	want := fmt.Sprintf("gdb: was killed by SIGKILL during the run; process %d runs on: snapctl removed its ", srv.pid)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v, want it to say %q", err, want)
+	}
+	if ch := textChanges(t, srv.pid); len(ch) > 0 {
+		t.Fatalf("breakpoints left in the process: %s", strings.Join(ch, "; "))
+	}
+	for i := 0; i < 20; i++ {
+		srv.mustServe(t)
+	}
+}
+
+// TestAttachKilledAtOnce: the second Ctrl-C (Options.Kill) kills gdb at
+// once: snapctl takes the breakpoints out itself, and the server serves
+// on.
+func TestAttachKilledAtOnce(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb")
+	srv := startServer(t)
+	kill := make(chan struct{})
+	done := attachInBackground(t, srv.pid, attachPlan, Options{Kill: kill})
+	close(kill)
+	err := <-done
+	want := fmt.Sprintf("; process %d runs on: snapctl removed its ", srv.pid)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v, want it to say %q", err, want)
+	}
+	if ch := textChanges(t, srv.pid); len(ch) > 0 {
+		t.Fatalf("breakpoints left in the process: %s", strings.Join(ch, "; "))
+	}
+	srv.mustServe(t)
+}
+
+// TestAttachGdbStopped: gdb stopped with SIGSTOP while attached to the
+// server under load: the run ends as stalled after stop_timeout, snapctl
+// continues gdb, which deletes its breakpoints and detaches, and the
+// server serves on.
+func TestAttachGdbStopped(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb")
+	srv := startServer(t)
+	stop := make(chan struct{})
+	answered := srv.load(stop)
+	done := attachInBackground(t, srv.pid, attachPlan, Options{})
+	time.Sleep(500 * time.Millisecond) // requests hit the breakpoint meanwhile
+	gdb := tracer(srv.pid)
+	if gdb == 0 {
+		t.Fatal("the server has no tracer")
+	}
+	syscall.Kill(gdb, syscall.SIGSTOP)
+	err := <-done
+	for _, want := range []string{
+		// The stall is the agent's stop, or the run's, by where gdb was.
+		"gdb: is stopped (it was sent SIGSTOP or SIGTSTP); the ",
+		"(stop_timeout 2s); gdb " + strconv.Itoa(gdb) + " stopped;",
+		fmt.Sprintf("process %d runs on: snapctl continued the stopped gdb, which deleted the breakpoints and detached", srv.pid),
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want it to say %q", err, want)
+		}
+	}
+	// The native backend runs neither vgdb nor valgrind.
+	if err != nil && (strings.Contains(err.Error(), "vgdb") || strings.Contains(err.Error(), "valgrind")) {
+		t.Errorf("error %v names a process the native backend does not run", err)
+	}
+	if ch := textChanges(t, srv.pid); len(ch) > 0 {
+		t.Fatalf("breakpoints left in the process: %s", strings.Join(ch, "; "))
+	}
+	close(stop)
+	if answered() == 0 {
+		t.Errorf("no request of the load was answered")
+	}
+	srv.mustServe(t)
+}
+
+// allowCores gives the test's processes a soft core size limit that lets
+// them dump core, or skips the test where the hard limit is 0. gdb raises
+// its soft limit to the hard one to dump core anyway (mi.noCoreArgs).
+func allowCores(t *testing.T) {
+	t.Helper()
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_CORE, &lim); err != nil || lim.Max == 0 {
+		t.Skipf("core files are off for good here (hard limit 0): %v", err)
+	}
+}
+
+// noCores fails the test for a core file in any of dirs.
+func noCores(t *testing.T, dirs ...string) {
+	t.Helper()
+	for _, dir := range dirs {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), "core") {
+				t.Errorf("a core file: %s", filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+}
+
+// internalErrorPlan has gdb meet an internal error as it sets up, in the
+// working directory cwd.
+func internalErrorPlan(backend, cwd string) string {
+	return fmt.Sprintf("backend: %s\ntarget:\n  cwd: %s\ngdb:\n  init: [\"maint internal-error snapctl test\"]\nbreakpoints:\n  - location: handle_request\n", backend, cwd)
+}
+
+// TestAttachGdbInternalError: gdb meets an internal error (the plan's
+// init commands provoke one) while attached: it writes no core file,
+// goes on, deletes its breakpoints and detaches, and the server serves
+// on.
+func TestAttachGdbInternalError(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb")
+	allowCores(t)
+	srv := startServer(t)
+	cwd := t.TempDir()
+	res, err := runSession(t, Options{AttachPID: srv.pid, Timeout: time.Minute}, internalErrorPlan("native", cwd), "")
+	if res == nil {
+		t.Fatalf("no run: %v", err)
+	}
+	want := `gdb init command "maint internal-error snapctl test": gdb: -interpreter-exec console "maint internal-error snapctl test": Command aborted.`
+	if err == nil || err.Error() != want {
+		t.Errorf("error %v, want %q", err, want)
+	}
+	if m := readManifest(t, res.Dir); !m.Native.Detached {
+		t.Errorf("gdb did not detach after its internal error")
+	}
+	noCores(t, cwd, res.Dir, ".")
+	if ch := textChanges(t, srv.pid); len(ch) > 0 {
+		t.Fatalf("breakpoints left in the process: %s", strings.Join(ch, "; "))
+	}
+	srv.mustServe(t)
+}
+
+// TestGdbInternalErrorNoCore: the gdb that runs the program (native) and
+// the one that reaches valgrind (massif) quit on an internal error, as
+// gdb does, without the core file gdb would write into the program's
+// working directory.
+func TestGdbInternalErrorNoCore(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/tcpserver.c")
+	for _, backend := range []string{"native", "massif"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			testenv.MustHave(t, "gdb")
+			if backend == "massif" {
+				testenv.MustHave(t, "valgrind")
+			}
+			allowCores(t)
+			cwd := t.TempDir()
+			res, err := runSession(t, Options{Timeout: time.Minute}, internalErrorPlan(backend, cwd), bin, filepath.Join(cwd, "port"))
+			if res == nil {
+				t.Fatalf("no run: %v", err)
+			}
+			if err == nil || !strings.Contains(err.Error(), "gdb: exited with status 1") {
+				t.Errorf("error %v, want gdb's exit", err)
+			}
+			noCores(t, cwd, res.Dir, ".")
+		})
+	}
+}
+
+// TestBreakpointAddrs reads the addresses of `maint info breakpoints`,
+// gdb's own breakpoints and multiple locations included.
+func TestBreakpointAddrs(t *testing.T) {
+	table := `Num     Type           Disp Enb Address            What
+-4      shlib events   keep y   0x00007fb45a7ec060 <__GI__dl_debug_state> inf 1
+-4.1                        y   0x00007fb45a7ec060 <__GI__dl_debug_state> inf 1
+-8      longjmp master keep n   0x00007fb45a630da0 <__libc_siglongjmp> inf 1
+1       breakpoint     keep y   <MULTIPLE>
+1.1                         y   0x000055c47277116d in tick at t.c:3 inf 1
+1.2                         y   0x000055c472771200 in tick at t.c:3 inf 1
+	breakpoint already hit 1 time
+`
+	got := breakpointAddrs(table)
+	want := []uint64{0x7fb45a7ec060, 0x7fb45a630da0, 0x55c47277116d, 0x55c472771200}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("addresses %x, want %x", got, want)
+	}
+	if got := breakpointAddrs("No breakpoints or watchpoints.\n"); len(got) != 0 {
+		t.Errorf("no breakpoints: %x", got)
+	}
+}
+
+// TestRestoreText: the bytes snapctl restores in a running threaded
+// process whose tracer is gone: an int3 written where the program has
+// other code is replaced with the file's bytes; an address that holds
+// the file's bytes already is left alone.
+func TestRestoreText(t *testing.T) {
+	t.Parallel()
+	if breakInsn == nil {
+		t.Skip("no breakpoint instruction known here")
+	}
+	srv := startServer(t)
+	maps := readMaps(srv.pid)
+	// handle_request's first instruction, as the file has it.
+	addr := symbolAddr(t, srv.pid, maps, "handle_request")
+	orig := originalBytes(srv.pid, maps, addr, len(breakInsn))
+	if orig == nil || bytes.Equal(orig, breakInsn) {
+		t.Fatalf("the program's bytes at %#x: %x", addr, orig)
+	}
+	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", srv.pid), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	if _, err := mem.WriteAt(breakInsn, int64(addr)); err != nil {
+		t.Fatal(err)
+	}
+	if len(textChanges(t, srv.pid)) != 1 {
+		t.Fatalf("the int3 written is not seen")
+	}
+	n, err := restoreText(srv.pid, []textPatch{{addr: addr, orig: orig}, {addr: addr + 1, orig: []byte{0}}})
+	if err != nil || n != 1 {
+		t.Fatalf("restored %d, %v; want 1", n, err)
+	}
+	if ch := textChanges(t, srv.pid); len(ch) > 0 {
+		t.Fatalf("after the restore: %s", strings.Join(ch, "; "))
+	}
+	srv.mustServe(t)
+	if _, err := restoreText(1<<22+12345, nil); err == nil {
+		t.Errorf("no error for a process that does not exist")
+	}
+}
+
+// symbolAddr is the run-time address of the program's function name.
+func symbolAddr(t *testing.T, pid int, maps []mapping, name string) uint64 {
+	t.Helper()
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sym uint64
+	for _, s := range syms {
+		if s.Name == name {
+			sym = s.Value
+		}
+	}
+	if sym == 0 {
+		t.Fatalf("no symbol %s in %s", name, exe)
+	}
+	// A PIE's symbols are offsets from the first mapping of the file.
+	for _, m := range maps {
+		if m.path == exe && m.offset == 0 {
+			return m.start + sym
+		}
+	}
+	t.Fatalf("%s is not mapped", exe)
+	return 0
+}
+
+// TestAttachExited: a process that has exited, reaped or not yet (a
+// zombie), is no process to attach to: exit code 6, before gdb starts
+// or while it attaches, with gdb's words.
+func TestAttachExited(t *testing.T) {
+	t.Parallel()
+	zombie := exec.Command("true")
+	if err := zombie.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer zombie.Wait()
+	pid := zombie.Process.Pid
+	for deadline := time.Now().Add(5 * time.Second); alive(pid); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("true did not exit")
+		}
+	}
+	err := CheckAttach(pid)
+	if code, reason := ExitStatus(err); code != ExitNoProcess || reason != AttachNoProcess || !strings.Contains(fmt.Sprint(err), "it has exited (a zombie") {
+		t.Errorf("a zombie: %v (exit %d, %s)", err, code, reason)
+	}
+	gdbSays := fmt.Sprintf("Cannot attach to process %d: Operation not permitted (process %d is a zombie - the process has already terminated)", pid, pid)
+	err = attachError(pid, gdbSays)
+	want := fmt.Sprintf("cannot attach to process %d: it exited while gdb attached to it (gdb: %s)", pid, gdbSays)
+	if code, _ := ExitStatus(err); code != ExitNoProcess || fmt.Sprint(err) != want {
+		t.Errorf("gdb's refusal: %v (exit %d), want %q", err, code, want)
+	}
+	zombie.Wait()
+	if code, _ := ExitStatus(attachError(pid, "No such process.")); code != ExitNoProcess {
+		t.Errorf("a reaped process: exit %d", code)
+	}
+}
+
+// TestNativeChildrenRunOn: under the native backend the program's child
+// and the daemon it started run on after the run, as they would without
+// snapctl.
+func TestNativeChildrenRunOn(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/children.c")
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	res, m, err := runNative(t, Options{}, roundPlan, bin, pidFile, "60")
+	var pids [2]int
+	if data, rerr := os.ReadFile(pidFile); rerr == nil {
+		fmt.Sscan(string(data), &pids[0], &pids[1])
+	}
+	t.Cleanup(func() {
+		for _, pid := range pids {
+			if pid > 0 {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	if err != nil || m.Status != StatusCompleted || len(m.Stops) != 1 {
+		t.Fatalf("run: %v, status %s, %d stops (%s)", err, m.Status, len(m.Stops), res.Dir)
+	}
+	time.Sleep(300 * time.Millisecond)
+	for i, what := range []string{"child", "daemon"} {
+		if pids[i] == 0 || !alive(pids[i]) {
+			t.Errorf("the program's %s (process %d) did not outlive the run", what, pids[i])
+		}
+	}
+}
+
+// TestMassifChildrenEnd: under massif the program's child and daemon run
+// under valgrind, which may not outlive the run: both end with it, and an
+// event names them and says why.
+func TestMassifChildrenEnd(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb", "valgrind")
+	bin := testenv.Build(t, "testdata/native/children.c")
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	res, err := runSession(t, Options{}, "breakpoints:\n  - name: round\n    location: round_done\n", bin, pidFile, "60")
+	var pids [2]int
+	if data, rerr := os.ReadFile(pidFile); rerr == nil {
+		fmt.Sscan(string(data), &pids[0], &pids[1])
+	}
+	t.Cleanup(func() {
+		for _, pid := range pids {
+			if pid > 0 {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	if res == nil || err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	m := readManifest(t, res.Dir)
+	var ended []string
+	for _, ev := range m.Events {
+		if ev.Kind == EventLeftoversEnded {
+			ended = append(ended, ev.Message)
+		}
+	}
+	if len(ended) != 1 {
+		t.Fatalf("events %+v, want one %s", m.Events, EventLeftoversEnded)
+	}
+	for i, what := range []string{"child", "daemon"} {
+		if pids[i] == 0 || alive(pids[i]) {
+			t.Errorf("the program's %s (process %d) outlived the run", what, pids[i])
+		}
+		if !strings.Contains(ended[0], fmt.Sprintf("%d (", pids[i])) {
+			t.Errorf("event %q does not name the %s, process %d", ended[0], what, pids[i])
+		}
+	}
+	if !strings.Contains(ended[0], "nothing of valgrind's outlives a massif run") {
+		t.Errorf("event %q does not say why", ended[0])
+	}
+}
