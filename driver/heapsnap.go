@@ -3,17 +3,15 @@ package driver
 import "strings"
 
 // The heap snapshot taken at every stop (docs/design.md, facts 5, 6, 9, 18
-// and 33). With the plan's valgrind.blocks (the default) valgrind runs
-// massif with --xtree-memory=allocs, and at a stop `monitor xtmemory
-// FILE.ms` writes the bytes (curB) and the live blocks (curBk) of every
-// allocation stack into FILE in massif's format (the ".ms" in the name
-// selects it). With blocks: false, `monitor detailed_snapshot FILE`
-// writes the bytes tree alone, half as much, with massif's heap extra
-// bytes. snapshots.ReadHeapTree reads either file. The MI path
+// and 33). With the plan's valgrind.blocks (the default), `monitor
+// xtmemory FILE.ms` writes the bytes (curB) and the live blocks (curBk)
+// of every allocation stack into FILE in massif's format (the ".ms" in
+// the name selects it). With blocks: false, `monitor detailed_snapshot
+// FILE` writes the bytes tree alone, half as much, with massif's heap
+// extra bytes. snapshots.ReadHeapTree reads either file. The MI path
 // (inspectAndSnapshot) and gdb's agent (agent.py, given these strings
 // when it loads) send the same command.
 const (
-	xtreeOption     = "--xtree-memory=allocs"
 	snapshotMonitor = "monitor xtmemory" // then an absolute path without spaces
 	// bytesMonitor is the snapshot command under valgrind.blocks: false.
 	bytesMonitor = "monitor detailed_snapshot"

@@ -182,13 +182,10 @@ func (s *session) valgrindArgs() []string {
 	// around_call's finish waits at the caller's caller. Keeping the
 	// unwinding registers exact costs a few per cent of run time.
 	args = append(args, "--px-file-backed=unwindregs-at-mem-access")
-	// xtmemory snapshots need it (heapsnap.go). At exit valgrind also
-	// writes the whole run's tree, by default into the target's directory
-	// as xtmemory.kcg.PID: it goes to the private directory instead.
-	// detailed_snapshot, under valgrind.blocks: false, needs neither.
-	if s.plan.Valgrind.Blocks {
-		args = append(args, xtreeOption, "--xtree-memory-file="+filepath.Join(s.priv, "xtmemory.kcg"))
-	}
+	// No --xtree-memory: `monitor xtmemory` builds its tree from the live
+	// blocks whenever it is asked, and with allocs valgrind would only
+	// write the whole run's tree once more at exit (docs/design.md, fact
+	// 33).
 	args = append(args, massifPlanArgs(s.plan)...)
 	return append(args, s.argv...)
 }

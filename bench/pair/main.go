@@ -13,8 +13,8 @@
 // times:
 //
 //   - gdb: valgrind --tool=massif --threshold=0 --fair-sched=yes --vgdb=yes
-//     --vgdb-error=0 (and --xtree-memory=allocs for the xtmemory script)
-//     runs the target in a folder of its own, and once its log says it
+//     --vgdb-error=0 (as snapctl, no --xtree-memory: monitor xtmemory
+//     needs none) runs the target in a folder of its own, and once its log says it
 //     waits for gdb, `gdb -batch -x stops.gdb` connects through vgdb; the
 //     side ends when both have exited.
 //   - snapctl: `snapctl run --quiet --out DIR plan.yaml TARGET ARGS`.
@@ -323,13 +323,6 @@ func (b *bench) gdbSide() (sample, error) {
 	logFile := filepath.Join(dir, "valgrind.log")
 	vgArgs := []string{"--tool=massif", "--threshold=0", "--fair-sched=yes", "--vgdb=yes", "--vgdb-error=0",
 		"--vgdb-prefix=" + prefix, "--massif-out-file=" + filepath.Join(dir, "massif.out"), "--log-file=" + logFile}
-	if b.cfg.baseline == "xtmemory" {
-		// --xtree-memory=allocs, as snapctl runs valgrind for monitor
-		// xtmemory (live bytes and blocks per stack). At exit valgrind
-		// writes the xtree report, by default into the target's folder,
-		// where the snapshots are counted.
-		vgArgs = append(vgArgs, "--xtree-memory=allocs", "--xtree-memory-file="+filepath.Join(dir, "xtmemory.kcg"))
-	}
 	vgArgs = append(vgArgs, b.cfg.gdbExtra...)
 	vgArgs = append(append(vgArgs, b.binary), b.cfg.args...)
 	var gdbOut bytes.Buffer
