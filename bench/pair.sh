@@ -4,7 +4,7 @@
 # CPU ratios. The figure scripts (stops.sh, threads.sh, bigheap.sh,
 # hangs.sh) are this with their targets' arguments.
 #
-# Usage: bench/pair.sh -stops N [-rounds R] [-sizes] [-timeout D] TARGET [ARGS...]
+# Usage: bench/pair.sh -stops N [-rounds R] [-sizes] [-timeout D] [-baseline xtmemory|detailed] [-plan FILE] TARGET [ARGS...]
 #        bench/pair.sh -h    (all flags)
 # TARGET is a folder under bench/: stops, churn, threads or bigheap.
 . "$(dirname "$0")/lib.sh"

@@ -125,6 +125,8 @@ func TestParseErrors(t *testing.T) {
 			`plan.yaml:3:21: breakpoints[0].keep_snapshots: expected a string, got a list`}},
 		{"fair_sched", "valgrind:\n  fair_sched: always\n" + bp, []string{
 			`plan.yaml:2:15: valgrind.fair_sched: must be "no", "yes" or "try", got "always"`}},
+		{"blocks", "valgrind:\n  blocks: sometimes\n" + bp, []string{
+			`plan.yaml:2:11: valgrind.blocks: expected true or false, got "sometimes"`}},
 		{"group_by", "report:\n  group_by: stak\n" + bp, []string{
 			`plan.yaml:2:13: report.group_by: must be "site", "function" or "stack", got "stak" (did you mean "stack"?)`}},
 		{"backend", "backend: nativ\n" + bp, []string{

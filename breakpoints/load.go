@@ -73,7 +73,7 @@ func Parse(name string, data []byte) (*Plan, error) {
 		KeepSnapshots:    DefaultKeepSnapshots,
 		StopTimeout:      DefaultStopTimeout,
 		Threads:          DefaultThreads,
-		Valgrind:         Valgrind{FairSched: DefaultFairSched},
+		Valgrind:         Valgrind{FairSched: DefaultFairSched, Blocks: true},
 		Report:           Report{GroupBy: DefaultGroupBy, Depth: DefaultReportDepth},
 	}
 	if root := d.document(data); root != nil {

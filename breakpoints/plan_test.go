@@ -21,7 +21,7 @@ func TestDefaults(t *testing.T) {
 		File:             "plan.yaml",
 		Source:           []byte("breakpoints:\n  - location: handle_request\n"),
 		Backend:          "massif",
-		Valgrind:         Valgrind{Threshold: 0, FairSched: "yes"},
+		Valgrind:         Valgrind{Threshold: 0, FairSched: "yes", Blocks: true},
 		SchedulerLocking: "on",
 		KeepSnapshots:    "all",
 		StopTimeout:      30 * time.Second,
@@ -67,6 +67,7 @@ func TestFullPlan(t *testing.T) {
 			AllocFns:    []string{"xmalloc", "xcalloc"},
 			IgnoreFns:   []string{"pool_grow"},
 			FairSched:   "try",
+			Blocks:      true,
 			Args:        []string{"--max-snapshots=200", "--trace-children=no"},
 		},
 		Gdb:              Gdb{Init: []string{"set print pretty on"}},
@@ -288,5 +289,22 @@ func TestFramePatterns(t *testing.T) {
 				t.Errorf("Ignore = %q, want [%q \"x\"]", got, pat)
 			}
 		})
+	}
+}
+
+// valgrind.blocks is true unless the plan says false; YAML's other words
+// for false count.
+func TestBlocks(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want bool
+	}{{"", true}, {"valgrind:\n  blocks: true\n", true}, {"valgrind:\n  blocks: false\n", false}, {"valgrind:\n  blocks: no\n", false}} {
+		p, err := Parse("plan.yaml", []byte(tc.yaml+"breakpoints:\n  - location: main\n"))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if p.Valgrind.Blocks != tc.want {
+			t.Errorf("%q: blocks %v, want %v", tc.yaml, p.Valgrind.Blocks, tc.want)
+		}
 	}
 }

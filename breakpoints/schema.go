@@ -157,6 +157,11 @@ func (d *decoder) valgrind(n *yaml.Node, kp string, vg *Valgrind) {
 				vg.Depth = i
 			}
 		}},
+		{"blocks", func(v *yaml.Node, kp string) {
+			if b, ok := d.boolean(v, kp); ok {
+				vg.Blocks = b
+			}
+		}},
 		{"alloc_fns", func(v *yaml.Node, kp string) { vg.AllocFns = d.list(v, kp, checkFunction) }},
 		{"ignore_fns", func(v *yaml.Node, kp string) { vg.IgnoreFns = d.list(v, kp, checkFunction) }},
 		{"fair_sched", func(v *yaml.Node, kp string) {

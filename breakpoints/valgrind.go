@@ -13,7 +13,7 @@ var ownedOptions = map[string]string{
 	"--vgdb*":           "snapctl runs valgrind's gdbserver itself",
 	"--massif-out-file": "snapctl takes its snapshots into the run directory",
 	"--log-file":        "snapctl reads valgrind's log to know when its gdbserver is ready",
-	"--xtree-memory*":   "snapctl's snapshots need --xtree-memory=allocs for the live blocks per site",
+	"--xtree-memory*":   "snapctl takes its snapshots at the stops itself (valgrind.blocks chooses how)",
 	"--log-fd":          "snapctl reads valgrind's log to know when its gdbserver is ready",
 	"--log-socket":      "snapctl reads valgrind's log to know when its gdbserver is ready",
 	"--help":            "it would make valgrind print its help and exit",

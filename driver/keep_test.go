@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -253,5 +254,56 @@ func TestKeepSnapshotRewritesTheStagedFile(t *testing.T) {
 				t.Errorf("the link was replaced: %v, %v", fi, err)
 			}
 		})
+	}
+}
+
+// A tree's sum leaves out its time= lines, wherever the writes cut the
+// file, and nothing else.
+func TestTreeHash(t *testing.T) {
+	files := []string{
+		"time=1\nsnapshot=0\n n1: 5 0x1: f (a.c:1)\n",
+		"desc: x\ntime=12345\nmem_heap_B=5\ntime=9\nn0: 5 curB\n",
+		"tim\ntime\ntimex=1\n time=2\nxtime=3\n\n\ntime=",
+		"no newline at the end: time=5",
+		"time=1",
+		"",
+	}
+	// want hashes the file without its time= lines in one write.
+	want := func(text string) treeSum {
+		h := newTreeHash()
+		var kept []string
+		for _, l := range strings.SplitAfter(text, "\n") {
+			if !strings.HasPrefix(l, "time=") {
+				kept = append(kept, l)
+			}
+		}
+		h.add([]byte(strings.Join(kept, "")))
+		return h.sum()
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, text := range files {
+		for range 200 {
+			h := newTreeHash()
+			rest := []byte(text)
+			for len(rest) > 0 {
+				k := 1 + rng.IntN(min(len(rest), 9))
+				h.Write(rest[:k])
+				rest = rest[k:]
+			}
+			if got := h.sum(); got != want(text) {
+				t.Fatalf("%q cut at random: sum differs from the file's without time= lines", text)
+			}
+		}
+	}
+	// Another time= value sums the same; any other change does not.
+	sum := func(s string) treeSum { h := newTreeHash(); h.Write([]byte(s)); return h.sum() }
+	base := "time=1\nn1: 5 curB\n n0: 5 0x1: f (a.c:1)\n"
+	if sum(base) != sum("time=987654\nn1: 5 curB\n n0: 5 0x1: f (a.c:1)\n") {
+		t.Error("two files differing only in time= sum differently")
+	}
+	for _, other := range []string{"time=1\nn1: 6 curB\n n0: 5 0x1: f (a.c:1)\n", "time=1\nn1: 5 curB\n n0: 5 0x1: f (a.c:1)", "time=1\nn1: 5 curB\n n0: 5 0x1: f (a.c:1)\ntim\n"} {
+		if sum(base) == sum(other) {
+			t.Errorf("%q sums as %q", other, base)
+		}
 	}
 }

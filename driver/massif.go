@@ -10,9 +10,10 @@ import (
 )
 
 // massifBackend runs the target under valgrind's massif, which gdb reaches
-// through vgdb, and takes an xtmemory snapshot at each stop (heapsnap.go):
-// the heap per allocation call site.
-type massifBackend struct{}
+// through vgdb, and takes a snapshot at each stop (heapsnap.go): the heap
+// per allocation call site, with its live blocks unless bytesOnly (the
+// plan's valgrind.blocks: false).
+type massifBackend struct{ bytesOnly bool }
 
 func (massifBackend) name() string { return BackendMassif }
 
@@ -71,10 +72,18 @@ func (massifBackend) start(ctx context.Context, s *session) error {
 	return nil
 }
 
-func (massifBackend) measureCommand(path string) string { return snapshotMonitor + " " + path }
-func (massifBackend) beforeClose(*session)              {}
-func (massifBackend) ext() string                       { return snapshotExt }
-func (massifBackend) failure(r *mi.Result) string       { return snapshotFailure(r.Target()) }
+func (b massifBackend) measureCommand(path string) string { return b.monitor() + " " + path }
+func (massifBackend) beforeClose(*session)                {}
+func (massifBackend) ext() string                         { return snapshotExt }
+func (massifBackend) failure(r *mi.Result) string         { return snapshotFailure(r.Target()) }
+
+// monitor is the snapshot's monitor command, before its file.
+func (b massifBackend) monitor() string {
+	if b.bytesOnly {
+		return bytesMonitor
+	}
+	return snapshotMonitor
+}
 
 // keep moves the snapshot into the run directory's snapshots/.
 func (massifBackend) keep(s *session, m measurement, stop *Stop) (string, error) {
@@ -82,8 +91,8 @@ func (massifBackend) keep(s *session, m measurement, stop *Stop) (string, error)
 	return s.stageSnapshot(m.path, stop)
 }
 
-func (massifBackend) agentMeasure() string {
-	return pyDict("kind", BackendMassif, "monitor", snapshotMonitor, "ext", snapshotExt, "report", xtreeReport)
+func (b massifBackend) agentMeasure() string {
+	return pyDict("kind", BackendMassif, "monitor", b.monitor(), "ext", snapshotExt, "report", xtreeReport)
 }
 
 // record reads a taken stop's snapshot, records the stop in run.json and
@@ -173,10 +182,10 @@ func (s *session) valgrindArgs() []string {
 	// around_call's finish waits at the caller's caller. Keeping the
 	// unwinding registers exact costs a few per cent of run time.
 	args = append(args, "--px-file-backed=unwindregs-at-mem-access")
-	// The snapshot command needs it (heapsnap.go). At exit valgrind also
-	// writes the whole run's tree, by default into the target's directory
-	// as xtmemory.kcg.PID: it goes to the private directory instead.
-	args = append(args, xtreeOption, "--xtree-memory-file="+filepath.Join(s.priv, "xtmemory.kcg"))
+	// No --xtree-memory: `monitor xtmemory` builds its tree from the live
+	// blocks whenever it is asked, and with allocs valgrind would only
+	// write the whole run's tree once more at exit (docs/design.md, fact
+	// 33).
 	args = append(args, massifPlanArgs(s.plan)...)
 	return append(args, s.argv...)
 }

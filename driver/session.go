@@ -425,8 +425,8 @@ func newSession(opts Options, plan *breakpoints.Plan, t tools, binary, dir strin
 		name = opts.Backend
 	}
 	s.backend, _ = newBackend(name) // Run checked the name
-	if s.backend == nil {
-		s.backend = massifBackend{}
+	if _, ok := s.backend.(massifBackend); ok || s.backend == nil {
+		s.backend = massifBackend{bytesOnly: !plan.Valgrind.Blocks}
 	}
 	s.m = &Manifest{
 		Backend:   s.backend.name(),

@@ -5,13 +5,18 @@
 // A target is a folder bench/NAME holding NAME.c (compiled here with
 // gcc -g -O0 -pthread), plan.yaml (snapctl's plan) and stops.gdb (the same
 // breakpoints written by hand: break, `monitor xtmemory`,
-// continue). The two sides run alternately, the gdb script first, ROUNDS
+// continue). With -baseline detailed the script is stops-detailed.gdb
+// instead, which takes `monitor detailed_snapshot` (the manual hunt's
+// snapshot: bytes, no blocks), and -plan names another plan in the folder
+// (bench/bigheap/plan-bytes.yaml: valgrind.blocks: false, the same
+// snapshot). The two sides run alternately, the gdb script first, ROUNDS
 // times:
 //
-//   - gdb: valgrind --tool=massif --threshold=0 --fair-sched=yes --xtree-memory=allocs --vgdb=yes
-//     --vgdb-error=0 runs the target in a folder of its own, and once its
-//     log says it waits for gdb, `gdb -batch -x stops.gdb` connects through
-//     vgdb; the side ends when both have exited.
+//   - gdb: valgrind --tool=massif --threshold=0 --fair-sched=yes --vgdb=yes
+//     --vgdb-error=0 (as snapctl, no --xtree-memory: monitor xtmemory
+//     needs none) runs the target in a folder of its own, and once its log says it
+//     waits for gdb, `gdb -batch -x stops.gdb` connects through vgdb; the
+//     side ends when both have exited.
 //   - snapctl: `snapctl run --quiet --out DIR plan.yaml TARGET ARGS`.
 //
 // Each side's wall time runs from the start of its first process to the
@@ -77,7 +82,9 @@ type config struct {
 	timeout  time.Duration
 	gdbExtra []string // extra valgrind options for the gdb side
 	keep     bool
-	sizes    bool // report disk sizes
+	sizes    bool   // report disk sizes
+	plan     string // snapctl's plan, in bench/NAME
+	baseline string // the script's snapshot: "xtmemory" or "detailed"
 }
 
 // sample is one side of one round.
@@ -158,6 +165,8 @@ func parseFlags() (config, error) {
 	flag.StringVar(&extra, "gdb-valgrind-args", "", "extra valgrind options for the gdb side, space-separated (e.g. snapctl's own --vex-guest-chase=no)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the work folder")
 	flag.BoolVar(&c.sizes, "sizes", false, "report snapctl's run folder and the gdb script's snapshots in bytes")
+	flag.StringVar(&c.plan, "plan", "plan.yaml", "snapctl's plan, a file in the target's folder")
+	flag.StringVar(&c.baseline, "baseline", "xtmemory", "the gdb script's snapshot: xtmemory (stops.gdb) or detailed (stops-detailed.gdb, monitor detailed_snapshot)")
 	flag.Parse()
 	if flag.NArg() < 1 {
 		flag.Usage()
@@ -171,6 +180,12 @@ func parseFlags() (config, error) {
 	}
 	if c.rounds <= 0 {
 		return c, errors.New("-rounds must be positive")
+	}
+	if c.baseline != "xtmemory" && c.baseline != "detailed" {
+		return c, fmt.Errorf("-baseline must be xtmemory or detailed, got %q", c.baseline)
+	}
+	if strings.ContainsRune(c.plan, '/') {
+		return c, fmt.Errorf("-plan names a file in the target's folder, got %q", c.plan)
 	}
 	root, err := filepath.Abs(c.root)
 	if err != nil {
@@ -194,7 +209,7 @@ func (b *bench) run() error {
 func (b *bench) build() error {
 	b.name = filepath.Base(b.cfg.target)
 	dir := filepath.Join(b.cfg.root, "bench", b.name)
-	for _, f := range []string{b.name + ".c", "plan.yaml", "stops.gdb"} {
+	for _, f := range []string{b.name + ".c", b.cfg.plan, b.script()} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			return fmt.Errorf("target %s: %w", b.name, err)
 		}
@@ -220,10 +235,19 @@ func (b *bench) build() error {
 
 func (b *bench) targetDir() string { return filepath.Join(b.cfg.root, "bench", b.name) }
 
+// script is the gdb script's file name in the target's folder.
+func (b *bench) script() string {
+	if b.cfg.baseline == "detailed" {
+		return "stops-detailed.gdb"
+	}
+	return "stops.gdb"
+}
+
 // pairs runs the rounds and prints the ratios.
 func (b *bench) pairs() error {
 	c := b.cfg
 	fmt.Printf("target:  bench/%s, args %q, %d stops, %d rounds (gdb script, then snapctl)\n", b.name, c.args, c.stops, c.rounds)
+	fmt.Printf("sides:   %s (monitor %s) against snapctl with %s\n", b.script(), map[string]string{"xtmemory": "xtmemory", "detailed": "detailed_snapshot"}[c.baseline], c.plan)
 	var gs, ss []sample
 	for r := 1; r <= c.rounds; r++ {
 		g, err := b.gdbSide()
@@ -297,13 +321,8 @@ func (b *bench) gdbSide() (sample, error) {
 	}
 	prefix := filepath.Join(dir, "vgdb")
 	logFile := filepath.Join(dir, "valgrind.log")
-	// --xtree-memory=allocs: the script takes the snapshot snapctl takes
-	// (monitor xtmemory, live bytes and blocks per stack).
-	vgArgs := []string{"--tool=massif", "--threshold=0", "--fair-sched=yes", "--xtree-memory=allocs", "--vgdb=yes", "--vgdb-error=0",
-		"--vgdb-prefix=" + prefix, "--massif-out-file=" + filepath.Join(dir, "massif.out"), "--log-file=" + logFile,
-		// At exit valgrind writes the xtree report, by default into the
-		// target's folder, where the snapshots are counted.
-		"--xtree-memory-file=" + filepath.Join(dir, "xtmemory.kcg")}
+	vgArgs := []string{"--tool=massif", "--threshold=0", "--fair-sched=yes", "--vgdb=yes", "--vgdb-error=0",
+		"--vgdb-prefix=" + prefix, "--massif-out-file=" + filepath.Join(dir, "massif.out"), "--log-file=" + logFile}
 	vgArgs = append(vgArgs, b.cfg.gdbExtra...)
 	vgArgs = append(append(vgArgs, b.binary), b.cfg.args...)
 	var gdbOut bytes.Buffer
@@ -326,7 +345,7 @@ func (b *bench) gdbSide() (sample, error) {
 	}
 	gdb := exec.Command("gdb", "-batch", "-nx",
 		"-ex", fmt.Sprintf("target remote | vgdb --vgdb-prefix=%s --pid=%d", prefix, vg.Process.Pid),
-		"-x", filepath.Join(b.targetDir(), "stops.gdb"), b.binary)
+		"-x", filepath.Join(b.targetDir(), b.script()), b.binary)
 	gdb.Stdout, gdb.Stderr = &gdbOut, &gdbOut
 	gdb.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := gdb.Start(); err != nil {
@@ -381,7 +400,7 @@ func (b *bench) snapctlSide(round int) (sample, error) {
 		return sample{}, err
 	}
 	var output bytes.Buffer
-	args := append([]string{"run", "--quiet", "--out", out, filepath.Join(b.targetDir(), "plan.yaml"), b.binary}, b.cfg.args...)
+	args := append([]string{"run", "--quiet", "--out", out, filepath.Join(b.targetDir(), b.cfg.plan), b.binary}, b.cfg.args...)
 
 	before := childrenCPU()
 	t0 := time.Now()
