@@ -90,3 +90,32 @@ func (b Breakpoint) GdbCondition() string {
 	}
 	return b.Condition
 }
+
+// GdbLocation returns the location as snapctl gives it to gdb: the plan's,
+// except that a function named in single quotes
+// ('ns::Box<long>::operator<<(int)', 'ns::f(int, char)') becomes the
+// explicit location "-function NAME". gdb 13 resolves the quoted form
+// when the program's symbols are there, but a pending breakpoint with it
+// never resolves when they come: its linespec lexer keeps the closing
+// quote ("Function \"ns::Box<long>::operator<<(int)'\" not defined"), and
+// under valgrind every breakpoint is pending until the dynamic loader has
+// run. An explicit location takes the name whole, without quotes.
+func (b Breakpoint) GdbLocation() string {
+	if fn, ok := quotedFunction(b.Location); ok {
+		return "-function " + fn
+	}
+	return b.Location
+}
+
+// quotedFunction returns the name inside a location that is one function
+// name in single quotes, and whether it is one.
+func quotedFunction(loc string) (string, bool) {
+	if len(loc) < 3 || loc[0] != '\'' || loc[len(loc)-1] != '\'' {
+		return "", false
+	}
+	name := strings.TrimSpace(loc[1 : len(loc)-1])
+	if name == "" || strings.ContainsRune(name, '\'') || strings.HasPrefix(name, "-") {
+		return "", false
+	}
+	return name, true
+}

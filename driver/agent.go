@@ -238,7 +238,7 @@ type agentSpec struct {
 // gdb's number for it. The breakpoint goes through a file, which spares
 // quoting a location and a condition for MI and Python at once.
 func (s *session) insertAgentBreakpoint(ctx context.Context, st *bpState) error {
-	data, err := json.Marshal(agentSpec{Location: st.bp.Location, Condition: st.bp.GdbCondition(),
+	data, err := json.Marshal(agentSpec{Location: st.bp.GdbLocation(), Condition: st.bp.GdbCondition(),
 		Skip: st.bp.Skip, Every: st.bp.Every, MaxHits: st.bp.HitLimit(), Threads: st.bp.Threads, Depth: backtraceDepth})
 	if err != nil {
 		return err

@@ -38,6 +38,9 @@ func newAnalysis(plan *breakpoints.Plan) *analysis {
 	opts := snapshots.Options{
 		Library: plan.Report.LibraryFrames,
 		Ignore:  plan.Report.Ignore,
+		// The xtmemory snapshots keep the frames of the wrappers massif's
+		// --alloc-fn names: the analysis passes them through.
+		AllocFns: plan.Valgrind.AllocFns,
 	}
 	if g, err := snapshots.ParseGroupBy(plan.Report.GroupBy); err == nil {
 		opts.GroupBy = g

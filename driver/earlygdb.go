@@ -97,7 +97,7 @@ func (e *earlyGDB) check(ctx context.Context, plan *breakpoints.Plan) {
 		if bp.Pending {
 			continue // resolved, or refused, once a library loads it
 		}
-		checks = append(checks, "location_resolves("+pyString(bp.Location)+", "+pyString(bp.GdbCondition())+")")
+		checks = append(checks, "location_resolves("+pyString(bp.GdbLocation())+", "+pyString(bp.GdbCondition())+")")
 	}
 	if len(checks) > 0 {
 		r, err := e.c.Send(ctx, "-interpreter-exec", "console", mi.Quote("python print(all(["+strings.Join(checks, ", ")+"]))"))

@@ -100,17 +100,38 @@ type NeverHitError struct {
 	// Unresolved are those whose location no library loaded during the
 	// run defined (pending breakpoints).
 	Unresolved []string
+	// Nothing says that no breakpoint took a snapshot: the run measured
+	// nothing, and Breakpoints lists the optional ones too (none when
+	// every breakpoint hit and no hit took a snapshot).
+	Nothing bool
 }
 
 func (e *NeverHitError) Error() string {
-	msg := fmt.Sprintf("breakpoints %s never hit", quoteList(e.Breakpoints))
-	if len(e.Breakpoints) == 1 {
+	var msg string
+	switch len(e.Breakpoints) {
+	case 0:
+	case 1:
 		msg = fmt.Sprintf("breakpoint %q never hit", e.Breakpoints[0])
+	default:
+		msg = fmt.Sprintf("breakpoints %s never hit", quoteList(e.Breakpoints))
+	}
+	if e.Nothing {
+		msg = strings.TrimSuffix("nothing measured: no breakpoint took a snapshot; "+msg, "; ")
 	}
 	if len(e.Unresolved) > 0 {
 		msg += fmt.Sprintf("; the location of %s never resolved: no library loaded during the run defines it", quoteList(e.Unresolved))
 	}
 	return msg
+}
+
+// EndedEarlyError reports a target that exited with a failure, on its own,
+// before any breakpoint took a snapshot: nothing was measured.
+type EndedEarlyError struct {
+	ExitCode int
+}
+
+func (e *EndedEarlyError) Error() string {
+	return fmt.Sprintf("nothing measured: the target exited with status %d before any breakpoint took a snapshot: its own output says why", e.ExitCode)
 }
 
 // LeakError reports suspects growing faster than the plan's

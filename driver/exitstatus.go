@@ -38,6 +38,7 @@ const (
 	ExitLeak        = 10  // a report.fail_on limit was exceeded
 	ExitNeverHit    = 11  // a declared breakpoint never hit
 	ExitCrashed     = 12  // the target crashed (fatal signal)
+	ExitEndedEarly  = 13  // the target exited with a failure before any breakpoint took a snapshot
 	ExitTimeout     = 124 // --timeout expired (as timeout(1))
 	ExitInterrupted = 130 // SIGINT, SIGTERM or SIGHUP (128+SIGINT, as shells report it)
 )
@@ -56,6 +57,7 @@ const (
 	ReasonLeak        = "fail-on-exceeded"
 	ReasonNeverHit    = "breakpoint-never-hit"
 	ReasonCrashed     = "target-crashed"
+	ReasonEndedEarly  = "target-ended-early"
 	ReasonTimeout     = "timeout"
 	ReasonInterrupted = "interrupted"
 )
@@ -72,6 +74,7 @@ func ExitStatus(err error) (code int, reason string) {
 		dirErr   *OutputDirError
 		crash    *CrashError
 		neverHit *NeverHitError
+		early    *EndedEarlyError
 		leak     *LeakError
 		attach   *AttachError
 		execed   *ExecError
@@ -101,6 +104,8 @@ func ExitStatus(err error) (code int, reason string) {
 		return ExitNotTracable, ReasonNotTracable
 	case errors.As(err, &binErr), errors.As(err, &dirErr):
 		return ExitInput, ReasonInput
+	case errors.As(err, &early):
+		return ExitEndedEarly, ReasonEndedEarly
 	case errors.As(err, &neverHit):
 		return ExitNeverHit, ReasonNeverHit
 	case errors.As(err, &leak):

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"time"
@@ -85,10 +86,15 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 		s.m.Verdicts = s.native.verdicts(s.plan.Native.TrimProbe)
 	}
 	res.Stops, res.Diffs = s.stops.len(), s.an.diffs.len()
+	s.unmeasured()
 	if err == nil {
-		// A completed run still fails for CI on a breakpoint that never
-		// hit, then on a fail_on limit.
-		if err = s.neverHit(); err == nil {
+		// A completed run still fails for CI on a target that ended
+		// before any breakpoint hit, on a breakpoint that never hit, then
+		// on a fail_on limit.
+		if err = s.endedEarly(); err == nil {
+			err = s.neverHit()
+		}
+		if err == nil {
 			if s.native != nil {
 				err = nativeGate(s.plan.Report.FailOn, s.m.Verdicts)
 			} else {
@@ -131,19 +137,96 @@ func (s *session) closeSpools() {
 	s.an.diffs.close()
 }
 
-// neverHit reports the non-optional breakpoints without a single hit.
+// neverHit reports the non-optional breakpoints without a single hit, or,
+// when no breakpoint took a snapshot, every breakpoint, optional or not:
+// a run that measured nothing never passes.
 func (s *session) neverHit() error {
+	nothing := measuredNothing(s.m)
 	var names, unresolved []string
 	for _, st := range s.order {
-		if st.hits == 0 && !st.bp.Optional {
+		if st.hits == 0 && (!st.bp.Optional || nothing) {
 			names = append(names, st.bp.Name)
 			if st.sum.Unresolved {
 				unresolved = append(unresolved, st.bp.Name)
 			}
 		}
 	}
-	if names == nil {
+	if names == nil && !nothing {
 		return nil
 	}
-	return &NeverHitError{Breakpoints: names, Unresolved: unresolved}
+	return &NeverHitError{Breakpoints: names, Unresolved: unresolved, Nothing: nothing}
+}
+
+// endedEarly reports a target that exited with a failure before any
+// breakpoint took a snapshot, on its own (snapctl did not end it): a
+// program that could not start under the plan's conditions (memcached
+// refusing its file limit under valgrind). One that exited with 0 ran
+// without reaching the breakpoints, which neverHit reports.
+func (s *session) endedEarly() error {
+	if !measuredNothing(s.m) || s.ending != "" || s.m.Target.ExitCode == nil || *s.m.Target.ExitCode == 0 {
+		return nil
+	}
+	return &EndedEarlyError{ExitCode: *s.m.Target.ExitCode}
+}
+
+// unmeasured records, as events, what the run could not measure: every
+// pending breakpoint whose location never resolved, and a run in which no
+// breakpoint took a snapshot, with why.
+func (s *session) unmeasured() {
+	now := stamp(time.Now())
+	for _, b := range s.m.Breakpoints {
+		if b.Unresolved {
+			s.events.add(&Event{Time: now, Kind: EventBreakpointUnresolved,
+				Message: fmt.Sprintf("breakpoint %q (%s) never resolved: no library loaded during the run defines its location", b.Name, b.Location)})
+		}
+	}
+	if measuredNothing(s.m) {
+		s.events.add(&Event{Time: now, Kind: EventNothingMeasured, Message: "nothing measured: " + whyNothing(s.m)})
+	}
+}
+
+// measuredNothing reports whether the run's breakpoints took no
+// snapshot. A run.json without breakpoints, which a plan cannot give,
+// says nothing of it.
+func measuredNothing(m *Manifest) bool {
+	if len(m.Breakpoints) == 0 {
+		return false
+	}
+	for _, b := range m.Breakpoints {
+		if b.Snapshots > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// whyNothing says why a run took no snapshot, from what run.json says of
+// it: how the target, or the run, ended before any breakpoint took one,
+// and the pending locations that never resolved.
+func whyNothing(m *Manifest) string {
+	var why string
+	switch {
+	case m.Status == StatusCompleted && m.Target.ExitCode != nil:
+		why = fmt.Sprintf("the target exited with status %d before any breakpoint took a snapshot", *m.Target.ExitCode)
+	case m.Status == StatusCompleted && m.Target.Signal != nil:
+		why = fmt.Sprintf("snapctl ended the target (%s) before any breakpoint took a snapshot", *m.Target.Signal)
+	case m.Status == StatusCrashed && m.Target.Signal != nil:
+		why = fmt.Sprintf("the target was killed by %s before any breakpoint took a snapshot", *m.Target.Signal)
+	default:
+		why = fmt.Sprintf("the run ended (%s) before any breakpoint took a snapshot", m.Status)
+	}
+	var unresolved []string
+	for _, b := range m.Breakpoints {
+		if b.Unresolved {
+			unresolved = append(unresolved, b.Name)
+		}
+	}
+	switch len(unresolved) {
+	case 0:
+	case 1:
+		why += fmt.Sprintf("; the location of breakpoint %q never resolved", unresolved[0])
+	default:
+		why += fmt.Sprintf("; the locations of breakpoints %s never resolved", quoteList(unresolved))
+	}
+	return why
 }

@@ -20,7 +20,8 @@ import (
 // thread. Every, MaxHits and AroundCall are the stop loop's business and
 // do not appear. A gdb explicit location ("-source leak.c -line 15")
 // becomes MI's options for it (--source leak.c --line 15), since MI does
-// not parse explicit locations in the location string.
+// not parse explicit locations in the location string; so does a function
+// in single quotes (--function NAME, see breakpoints.GdbLocation).
 func breakInsertArgs(b *breakpoints.Breakpoint) []string {
 	var args []string
 	if b.Skip > 0 {
@@ -29,8 +30,10 @@ func breakInsertArgs(b *breakpoints.Breakpoint) []string {
 	if c := b.GdbCondition(); c != "" {
 		args = append(args, "-c", mi.Word(c))
 	}
-	// The plan was checked: an explicit location reads.
-	if opts, err := breakpoints.ExplicitLocation(b.Location); err == nil && opts != nil {
+	// The plan was checked: an explicit location reads, and so does the
+	// one GdbLocation makes of a quoted function.
+	loc := b.GdbLocation()
+	if opts, err := breakpoints.ExplicitLocation(loc); err == nil && opts != nil {
 		for _, o := range opts {
 			args = append(args, "--"+o.Name)
 			if o.Value != "" {
@@ -39,7 +42,7 @@ func breakInsertArgs(b *breakpoints.Breakpoint) []string {
 		}
 		return args
 	}
-	return append(args, mi.Word(b.Location))
+	return append(args, mi.Word(loc))
 }
 
 // massifPlanArgs returns the valgrind options the plan asks for, in this

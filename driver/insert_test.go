@@ -29,6 +29,10 @@ func TestBreakInsertArgs(t *testing.T) {
 		{breakpoints.Breakpoint{Location: "-source a.c -line 3"}, []string{"--source", "a.c", "--line", "3"}},
 		{breakpoints.Breakpoint{Location: "-func ns::f(int, char) -qualified", Skip: 1}, []string{"-i", "1", "--function", `"ns::f(int, char)"`, "--qualified"}},
 		{breakpoints.Breakpoint{Location: "Scheduler::submit(int, char)"}, []string{`"Scheduler::submit(int, char)"`}},
+		// A quoted function becomes an explicit one, without its quotes.
+		{breakpoints.Breakpoint{Location: "'ns::Box<long>::operator<<(int)'"}, []string{"--function", "ns::Box<long>::operator<<(int)"}},
+		{breakpoints.Breakpoint{Location: "'ns::f(int, char)'", Skip: 2}, []string{"-i", "2", "--function", `"ns::f(int, char)"`}},
+		{breakpoints.Breakpoint{Location: "'leak.c':12"}, []string{`"'leak.c':12"`}},
 		// Every, MaxHits and AroundCall belong to the stop loop.
 		{breakpoints.Breakpoint{Location: "f", Every: 5, MaxHits: 10, AroundCall: true}, []string{"f"}},
 	} {

@@ -17,53 +17,86 @@ import (
 // location or condition gdb cannot take fails before valgrind starts.
 
 // validateLocations asks gdb, on the binary alone and before valgrind
-// starts, whether every breakpoint's location resolves.
-func validateLocations(ctx context.Context, gdbPath, binary string, plan *breakpoints.Plan, env []string, timeout time.Duration) error {
+// starts, whether every breakpoint's location resolves. It reports whether
+// one resolves in the program itself (inProgram): the program's debug
+// information matters to the breakpoints only then.
+func validateLocations(ctx context.Context, gdbPath, binary string, plan *breakpoints.Plan, env []string, timeout time.Duration) (inProgram bool, err error) {
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	c, err := mi.Start(sctx, mi.Options{Path: gdbPath, Args: []string{binary}, Env: env})
 	if err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("checking breakpoint locations: %w", ErrInterrupted)
+			return false, fmt.Errorf("checking breakpoint locations: %w", ErrInterrupted)
 		}
-		return &ToolError{Tool: "gdb", Msg: "cannot start", Err: err}
+		return false, &ToolError{Tool: "gdb", Msg: "cannot start", Err: err}
 	}
 	defer c.Close()
-	libsLoaded := false
+	insert := func(bp *breakpoints.Breakpoint) (*mi.Result, error) {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return c.Send(cctx, "-break-insert", insertArgs(bp, false)...)
+	}
+	// First in the program alone, then what it does not define once gdb
+	// has read the symbols of the libraries it links, static functions
+	// included.
+	var again []int
 	for i := range plan.Breakpoints {
+		r, err := insert(&plan.Breakpoints[i])
+		if err != nil || pendingResult(r) {
+			again = append(again, i)
+			continue
+		}
+		inProgram = true
+	}
+	if len(again) > 0 && ctx.Err() == nil {
+		loadLibrarySymbols(ctx, c, binary, plan.Target.Cwd, env, timeout)
+	}
+	for _, i := range again {
 		bp := &plan.Breakpoints[i]
-		insert := func() (*mi.Result, error) {
-			cctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			return c.Send(cctx, "-break-insert", insertArgs(bp, false)...)
-		}
-		r, err := insert()
-		if (err != nil || pendingResult(r)) && !libsLoaded && ctx.Err() == nil {
-			// The location may be in a library the program links,
-			// static functions included: gdb sees those only once
-			// their symbols are loaded.
-			libsLoaded = true
-			loadLibrarySymbols(ctx, c, binary, plan.Target.Cwd, env, timeout)
-			r, err = insert()
-		}
+		r, err := insert(bp)
 		if err != nil {
 			if ctx.Err() != nil {
-				return fmt.Errorf("checking breakpoint locations: %w", ErrInterrupted)
+				return false, fmt.Errorf("checking breakpoint locations: %w", ErrInterrupted)
 			}
 			var me *mi.Error
 			if errors.As(err, &me) {
 				if bp.Pending {
 					continue // resolved, or refused, once a library loads it
 				}
-				return locationOrCondition(ctx, c, bp, me.Msg, timeout)
+				return false, locationOrCondition(ctx, c, bp, me.Msg, timeout)
 			}
-			return &ToolError{Tool: "gdb", Msg: "checking breakpoint locations", Err: err}
+			return false, &ToolError{Tool: "gdb", Msg: "checking breakpoint locations", Err: err}
 		}
 		if pendingResult(r) && !bp.Pending {
-			return unresolvedError(bp, "no code location matches")
+			return false, unresolvedError(bp, "no code location matches")
 		}
 	}
-	return nil
+	return inProgram, nil
+}
+
+// locatedResult is what the check of the plan's locations found: an
+// error, or whether a location resolves in the program itself.
+type locatedResult struct {
+	inProgram bool
+	err       error
+}
+
+// programWarnings returns the warnings of the checks that apply to the
+// run: those about the program's debug information and symbols only when a
+// breakpoint is in the program. With every breakpoint in a library (a C
+// library python3 loads through ctypes, a plugin), they concern a binary
+// no breakpoint is in.
+func programWarnings(warnings []preflight.Finding, inProgram bool) []preflight.Finding {
+	if inProgram {
+		return warnings
+	}
+	var out []preflight.Finding
+	for _, w := range warnings {
+		if w.Check != preflight.CheckDebugInfo && w.Check != preflight.CheckSymbols {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // unresolvedError is the plan error for a location that neither the

@@ -308,6 +308,12 @@ const (
 	// EventTargetExec: the native target called exec; the run ends with
 	// the stops taken before it.
 	EventTargetExec EventKind = "target-exec"
+	// EventNothingMeasured: no breakpoint took a snapshot; the message
+	// says how the target or the run ended first.
+	EventNothingMeasured EventKind = "nothing-measured"
+	// EventBreakpointUnresolved: a pending breakpoint's location never
+	// resolved.
+	EventBreakpointUnresolved EventKind = "breakpoint-unresolved"
 )
 
 // Event is a stop that was not a declared breakpoint's, or a problem at a

@@ -31,7 +31,7 @@ func WriteText(w io.Writer, res *Result, opts snapshots.RenderOptions) error {
 	if err := bw.Flush(); err != nil {
 		return err
 	}
-	if res.Report == nil {
+	if res.Report == nil || measuredNothing(m) {
 		return nil
 	}
 	if err := snapshots.RenderReportText(w, res.Report, opts); err != nil {
@@ -101,6 +101,8 @@ func verdict(res *Result) string {
 	m := res.Manifest
 	var v string
 	switch sus := suspectsOf(res); {
+	case measuredNothing(m):
+		v = "verdict: nothing measured: " + whyNothing(m)
 	case len(sus) == 0 && m.Status == StatusCompleted:
 		v = "verdict: no leak found: no site grew between hits"
 	case len(sus) == 0:
@@ -192,6 +194,10 @@ func writeReport(path string, res *Result) error {
 			fmt.Fprintf(bw, "| %s | `%s` | %d | %d%s |\n", b.Name, b.Location, b.Hits, b.Snapshots, unchangedNote(b))
 		}
 		fmt.Fprintln(bw)
+		if measuredNothing(m) {
+			fmt.Fprintf(bw, "**Nothing measured:** %s.\n", whyNothing(m))
+			return bw.Flush()
+		}
 		if res.Report != nil {
 			r := *res.Report
 			r.Title = ""
@@ -239,7 +245,10 @@ func nativeVerdicts(m *Manifest) []string {
 	for _, v := range m.Verdicts {
 		out = append(out, "verdict: "+v.Sentence)
 	}
-	if out == nil {
+	switch {
+	case measuredNothing(m):
+		out = []string{"verdict: nothing measured: " + whyNothing(m)}
+	case out == nil:
 		out = []string{"verdict: no breakpoint stopped twice: nothing to compare"}
 	}
 	if m.ExitCode != nil && *m.ExitCode != 0 {

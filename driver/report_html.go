@@ -31,7 +31,10 @@ func (s *session) writeHTML(res *Result) error {
 	if more := moreDiffs(res); more != "" {
 		opts.Notes = append(opts.Notes, more)
 	}
-	if s.native != nil {
+	if measuredNothing(res.Manifest) {
+		opts.Facts = append([]snapshots.Fact{{Label: "Verdict", Value: "nothing measured: " + whyNothing(res.Manifest)}}, opts.Facts...)
+		opts.NoSites = true
+	} else if s.native != nil {
 		// The verdicts lead, as in the other reports; per-site diffs are
 		// massif's.
 		var lead []snapshots.Fact

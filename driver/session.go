@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -188,26 +189,32 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	// locations and its version itself; only what it cannot vouch for
 	// goes to the checking gdb. Attaching, it starts on no program, and
 	// --trace records it from its start: both keep the usual order.
-	located := make(chan error, 1)
+	located := make(chan locatedResult, 1)
 	var early *earlyGDB
 	gdbPath, err := preflight.FindTool("gdb", opts.GDB)
 	if err == nil && opts.AttachPID == 0 && !opts.Trace {
 		early = startEarlyGDB(ctx, gdbPath, binary, plan, &opts)
 		defer early.discard()
 	}
+	validate := func() {
+		inProgram, err := validateLocations(ctx, gdbPath, binary, plan, opts.childEnv(), opts.CommandTimeout)
+		located <- locatedResult{inProgram, err}
+	}
 	switch {
 	case err != nil:
-		located <- err
+		located <- locatedResult{err: err}
 	case early != nil:
 		go func() {
 			if early.locationsResolved() {
-				located <- nil
+				// Every location but the pending ones, in the
+				// program alone.
+				located <- locatedResult{inProgram: slices.ContainsFunc(plan.Breakpoints, func(bp breakpoints.Breakpoint) bool { return !bp.Pending })}
 				return
 			}
-			located <- validateLocations(ctx, gdbPath, binary, plan, opts.childEnv(), opts.CommandTimeout)
+			validate()
 		}()
 	default:
-		go func() { located <- validateLocations(ctx, gdbPath, binary, plan, opts.childEnv(), opts.CommandTimeout) }()
+		go validate()
 	}
 	env, err := preflight.Check(ctx, preflight.Options{Gdb: opts.GDB, Valgrind: opts.Valgrind, Binary: opts.Binary, NoValgrind: native, GdbVersion: early.gdbVersion})
 	if err != nil {
@@ -219,18 +226,20 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		}
 		return nil, err
 	}
-	if status != nil && len(env.Warnings) > 0 {
-		status.clear()
-	}
-	for _, w := range env.Warnings {
-		fmt.Fprintf(opts.Warn, "warning: %s\n", w)
-	}
 	tools := tools{valgrind: env.Valgrind, vgdb: env.Vgdb, gdb: env.Gdb}
-	if err := <-located; err != nil {
+	loc := <-located
+	if err := loc.err; err != nil {
 		if ctx.Err() != nil && !errors.Is(err, ErrInterrupted) {
 			return nil, fmt.Errorf("checking breakpoint locations: %w", ErrInterrupted)
 		}
 		return nil, err
+	}
+	warnings := programWarnings(env.Warnings, loc.inProgram)
+	if status != nil && len(warnings) > 0 {
+		status.clear()
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(opts.Warn, "warning: %s\n", w)
 	}
 
 	outDir := opts.OutDir

@@ -55,8 +55,14 @@ func (s *session) startWorkload(stdout, stderr io.Writer) error {
 
 // workloadEnded ends the target once the workload has ended: a workload
 // that failed makes the run fail, with its error, once the target is gone.
+// A workload that ends after snapctl began to end the target (end_run_after)
+// was ended with it, by snapctl or by losing its server: how it exited is
+// not a failure of the run.
 func (s *session) workloadEnded() {
 	s.workloadDone = nil
+	if s.ending != "" {
+		return
+	}
 	if err := s.workload.Wait(); err != nil {
 		s.endErr = &WorkloadError{Argv: s.plan.Workload, Err: err}
 		s.endTarget("the workload failed")
@@ -77,20 +83,26 @@ func (s *session) stopWorkload() {
 
 // endTarget ends the target on snapctl's own account (why says what
 // happened): SIGTERM now, SIGKILL after endGrace. A target ended this way
-// completes the run normally.
+// completes the run normally. A workload still running ends with the
+// target: SIGTERM to its process group now, SIGKILL at teardown.
 func (s *session) endTarget(why string) {
 	if s.ending != "" || s.pid() == 0 {
 		return
+	}
+	also := ""
+	if s.workloadDone != nil {
+		s.workload.Signal(syscall.SIGTERM)
+		also = "; snapctl ends the workload too (SIGTERM)"
 	}
 	if s.opts.AttachPID != 0 {
 		// A process snapctl attached to is not snapctl's to end: the
 		// run ends and gdb detaches (see attachedDone).
 		s.ending = why
-		s.event(Event{Kind: EventRunEnded, Message: why + ": snapctl detaches from the process, which goes on running"})
+		s.event(Event{Kind: EventRunEnded, Message: why + ": snapctl detaches from the process, which goes on running" + also})
 		return
 	}
 	s.ending = why
-	s.event(Event{Kind: EventTargetEnded, Message: fmt.Sprintf("%s: snapctl ends the target with SIGTERM (SIGKILL after %v)", why, endGrace)})
+	s.event(Event{Kind: EventTargetEnded, Message: fmt.Sprintf("%s: snapctl ends the target with SIGTERM (SIGKILL after %v)%s", why, endGrace, also)})
 	pid := s.pid()
 	syscall.Kill(pid, syscall.SIGTERM)
 	s.endKill = time.AfterFunc(endGrace, func() { syscall.Kill(pid, syscall.SIGKILL) })

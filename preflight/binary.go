@@ -91,6 +91,12 @@ func scriptInterpreter(shebang string) string {
 	return f[0]
 }
 
+// The checks of InspectBinary's findings.
+const (
+	CheckDebugInfo = "debug info"
+	CheckSymbols   = "symbols"
+)
+
 // BinaryInfo describes a binary that can be profiled.
 type BinaryInfo struct {
 	// Path is the binary's absolute path. A path without '/' names a file
@@ -204,21 +210,46 @@ func InspectBinary(path string) (*BinaryInfo, error) {
 		info.Warnings = append(info.Warnings, Finding{Check: check, Subject: path, Summary: summary, Explain: explain})
 	}
 	const noLines = "gdb cannot resolve file:line breakpoints and reports show no source lines"
-	switch {
-	case !info.DebugInfo && debugLink(ef) != "":
-		warn("debug info", fmt.Sprintf("keeps its debug info in a separate file (%s) that is not installed", debugLink(ef)),
+	// Without a symbol table gdb still knows the functions the binary
+	// exports (.dynsym): a program built with -rdynamic, or an
+	// interpreter such as python3, which distributions ship stripped.
+	breaksOn := "gdb can break only on *addresses and reports show ??? frames"
+	if exportsFunctions(ef) {
+		breaksOn = "gdb can break only on the functions it exports and on *addresses, and reports show ??? for its other frames"
+	}
+	switch link := debugLink(ef); {
+	case !info.DebugInfo && link != "" && !info.Symbols:
+		// One warning: the symbol table went into the same file.
+		warn(CheckDebugInfo, fmt.Sprintf("keeps its debug info and symbol table in a separate file (%s) that is not installed", link),
+			noLines, breaksOn, "install the matching -dbgsym/-dbg package or rebuild with -g")
+	case !info.DebugInfo && link != "":
+		warn(CheckDebugInfo, fmt.Sprintf("keeps its debug info in a separate file (%s) that is not installed", link),
 			noLines, "install the matching -dbgsym/-dbg package or rebuild with -g")
 	case !info.DebugInfo:
-		warn("debug info", "has no debug info", noLines, "rebuild it with -g (and -O0 for exact lines)")
+		warn(CheckDebugInfo, "has no debug info", noLines, "rebuild it with -g (and -O0 for exact lines)")
+		if !info.Symbols {
+			warn(CheckSymbols, "is stripped (no symbol table)", breaksOn, "build it without stripping")
+		}
 	case hasInfo && !hasLine:
-		warn("debug info", "has debug info without line tables (.debug_line)",
+		warn(CheckDebugInfo, "has debug info without line tables (.debug_line)",
 			"file:line breakpoints and source lines in reports will not work", "rebuild it with -g")
 	}
-	if !info.Symbols && !info.DebugInfo {
-		warn("symbols", "is stripped (no symbol table)",
-			"gdb can break only on *addresses and reports show ??? frames", "build it without stripping")
-	}
 	return info, nil
+}
+
+// exportsFunctions reports whether the binary's dynamic symbol table
+// defines a function, one that gdb can break on without a symbol table.
+func exportsFunctions(ef *elf.File) bool {
+	syms, err := ef.DynamicSymbols()
+	if err != nil {
+		return false
+	}
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Section != elf.SHN_UNDEF && s.Value != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // hasSection reports whether the binary carries a non-empty DWARF section

@@ -72,6 +72,13 @@ type Options struct {
 	// analyzer.detectWrappers): the site is then always the first frame
 	// outside library code.
 	NoWrappers bool
+	// AllocFns name the program's own allocator wrappers (the plan's
+	// valgrind.alloc_fns): each is a wrapper from the start, detected or
+	// not, so that its callers are the sites. A name matches a function as
+	// massif prints it ("Pool::get(int)") or its qualified name
+	// ("Pool::get"). Massif's xtmemory snapshots do not apply --alloc-fn
+	// (docs/design.md, fact 33).
+	AllocFns []string
 }
 
 // maxStack bounds the frames kept for a stack; massif's own --depth
@@ -136,6 +143,8 @@ type analyzer struct {
 	// detectWrappers), by number; candidates what the trees said so far.
 	wrappers   map[int]bool
 	candidates map[int]*wrapperCandidate
+	// allocFns are Options.AllocFns, by name.
+	allocFns map[string]bool
 	// tableIDs caches id for the frames of table: id+1 by FrameTable
 	// number, 0 when not looked up yet.
 	table    *FrameTable
@@ -161,7 +170,19 @@ func newAnalyzer(opts Options) *analyzer {
 		fns:        make(map[Frame]int),
 		wrappers:   make(map[int]bool),
 		candidates: make(map[int]*wrapperCandidate),
+		allocFns:   allocFnSet(opts.AllocFns),
 	}
+}
+
+func allocFnSet(names []string) map[string]bool {
+	if len(names) == 0 {
+		return nil
+	}
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return set
 }
 
 // id interns a frame (without its address) and works out its flags once.
@@ -198,6 +219,9 @@ func (an *analyzer) id(f Frame) uint32 {
 	if !ok {
 		n = len(an.fns)
 		an.fns[fn] = n
+		if an.allocFns[f.Function] || an.allocFns[qualifiedName(f.Function)] {
+			an.wrappers[n] = true
+		}
 	}
 	an.fnOf = append(an.fnOf, n)
 	return id

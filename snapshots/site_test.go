@@ -309,3 +309,33 @@ func TestSitesWrappers(t *testing.T) {
 		t.Errorf("without wrappers, mg_malloc holds %d bytes, want 1060", got)
 	}
 }
+
+// Options.AllocFns makes a named function a wrapper, by its name as
+// massif prints it or by its qualified name, with wrapper detection on or
+// off: cache_put's single caller and Pool::get's are the sites.
+func TestSitesAllocFns(t *testing.T) {
+	tr := buildTree(t,
+		"112 "+heapRoot,
+		" 48 0x1: cache_put (srv.c:50)",
+		"  48 0x2: main (srv.c:45)",
+		" 64 0x3: Pool::get(unsigned long) (pool.cpp:7)",
+		"  64 0x4: Server::accept() (srv.cpp:12)",
+		"   64 0x5: main (srv.cpp:40)",
+	)
+	want := map[string]int64{"main (srv.c:45)": 48, "Server::accept() (srv.cpp:12)": 64}
+	for _, names := range [][]string{
+		{"cache_put", "Pool::get"},
+		{"cache_put", "Pool::get(unsigned long)"},
+	} {
+		for _, off := range []bool{false, true} {
+			sites := Sites(tr, Options{AllocFns: names, NoWrappers: off})
+			if diff := cmp.Diff(want, siteBytes(sites)); diff != "" {
+				t.Errorf("AllocFns %q, NoWrappers %v: sites (-want +got):\n%s", names, off, diff)
+			}
+		}
+	}
+	unnamed := map[string]int64{"cache_put (srv.c:50)": 48, "Pool::get(unsigned long) (pool.cpp:7)": 64}
+	if diff := cmp.Diff(unnamed, siteBytes(Sites(tr, Options{AllocFns: []string{"Pool::get(int)", "cache"}}))); diff != "" {
+		t.Errorf("names that match neither: sites (-want +got):\n%s", diff)
+	}
+}

@@ -25,6 +25,7 @@ const (
 	exitLeak        = driver.ExitLeak
 	exitNeverHit    = driver.ExitNeverHit
 	exitCrashed     = driver.ExitCrashed
+	exitEndedEarly  = driver.ExitEndedEarly
 	exitTimeout     = driver.ExitTimeout
 	exitInterrupted = driver.ExitInterrupted
 )
@@ -48,6 +49,7 @@ var exitCodes = []struct {
 	{exitLeak, "a report.fail_on limit was exceeded: a leak, for CI"},
 	{exitNeverHit, "a declared breakpoint never hit"},
 	{exitCrashed, "the target crashed"},
+	{exitEndedEarly, "the target exited with a failure before any breakpoint took a snapshot: nothing measured"},
 	{exitTimeout, "--timeout expired"},
 	{exitInterrupted, "interrupted by SIGINT, SIGTERM or SIGHUP"},
 }

@@ -177,3 +177,34 @@ func TestAroundCallHitsInThreads(t *testing.T) {
 		t.Errorf("breakpoints %+v, want work hit 100 times", res.Run.Breakpoints)
 	}
 }
+
+// end_run_after with a workload: after its third snapshot snapctl ends
+// the server, and the workload, which had more requests to send, ends
+// with it. The server takes 1.5 s to shut down after SIGTERM and refuses
+// connections meanwhile, as memcached does, so the workload's connect
+// fails before the server is gone: that is snapctl's doing, not a failure,
+// and the run completes.
+func TestEndRunAfterEndsWorkload(t *testing.T) {
+	t.Parallel()
+	testenv.NoLeftovers(t)
+	plan, server := workloadPlan(t, 1000, 0)
+	plan = strings.Replace(plan, "]\nworkload:", ", \"1500\"]\nworkload:", 1)
+	plan += "    end_run_after: 3\n"
+	res := mustRun(t, session{Plan: plan, Bin: server}, exitOK)
+	if res.Run.Status != "completed" || res.Run.Target.ExitCode == nil || *res.Run.Target.ExitCode != 0 {
+		t.Errorf("status %q, target %+v; want completed, exit code 0", res.Run.Status, res.Run.Target)
+	}
+	if got := len(res.Run.stopsOf("request")); got != 3 {
+		t.Errorf("%d stops, want 3", got)
+	}
+	if diff := cmp.Diff([]int64{48, 48}, heapDeltas(res.Run, "request")); diff != "" {
+		t.Errorf("heap deltas (-want +got):\n%s", diff)
+	}
+	ended := false
+	for _, e := range res.Run.Events {
+		ended = ended || e.Kind == "target-ended" && strings.Contains(e.Message, "end_run_after") && strings.Contains(e.Message, "workload")
+	}
+	if !ended {
+		t.Errorf("no target-ended event for end_run_after that names the workload in %+v", res.Run.Events)
+	}
+}
