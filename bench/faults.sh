@@ -23,6 +23,6 @@ cd "$(dirname "$0")/.."
 export SNAPCTL_FAULTS="${1:-all}"
 set +e
 go test -count=1 -v -run 'TestFaultMatrix$' -parallel "${PARALLEL:-4}" -timeout 60m ./cmd/snapctl/ |
-	grep -v -E '^(=== (RUN|PAUSE|CONT|NAME)|    --- PASS|--- PASS|PASS$|ok )'
+	grep -v -E '^(=== (RUN|PAUSE|CONT|NAME)| *--- PASS|PASS$|ok )'
 status=${PIPESTATUS[0]}
 exit "$status"
