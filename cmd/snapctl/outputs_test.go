@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,5 +101,25 @@ func TestEscapesInDebugNames(t *testing.T) {
 	out, err := exec.Command(snapctlBinary(t), "show", snaps[len(snaps)-1]).CombinedOutput()
 	if err != nil || !bytes.Contains(out, []byte(shown)) || bytes.IndexAny(out, "\x1b\x07") >= 0 {
 		t.Errorf("show: %v, want the name escaped:\n%q", err, out)
+	}
+}
+
+// The warnings and the error message escape control characters but keep
+// their lines; a reader stopped by a signal maps to exit code 130.
+func TestMessagesEscapeControlCharacters(t *testing.T) {
+	var buf bytes.Buffer
+	in := []byte("warning: lib\x1b[31m.so\tno debug info\n")
+	if n, err := (printableWriter{&buf}).Write(in); err != nil || n != len(in) {
+		t.Errorf("Write = %d, %v", n, err)
+	}
+	if got, want := buf.String(), "warning: lib\\x1b[31m.so\tno debug info\n"; got != want {
+		t.Errorf("warning %q, want %q", got, want)
+	}
+	code, msg := describe(errors.New("target crashed in f\x1b]0;x\x07 (a.c:3)\nline two"))
+	if code != exitFailure || msg != "target crashed in f\\x1b]0;x\\x07 (a.c:3)\nline two" {
+		t.Errorf("describe = %d %q", code, msg)
+	}
+	if code, _ := describe(fmt.Errorf("reading massif file x: %w", context.Canceled)); code != exitInterrupted {
+		t.Errorf("a cancelled read exits %d, want %d", code, exitInterrupted)
 	}
 }
