@@ -1,6 +1,9 @@
 package snapshots
 
-import "unicode/utf8"
+import (
+	"io"
+	"unicode/utf8"
+)
 
 // Printable returns s as it may be written to a terminal: every control
 // character (C0, DEL and C1, ESC among them) and every byte that is not
@@ -91,4 +94,18 @@ func appendPrintableBytes(b, text []byte) []byte {
 		}
 	}
 	return append(b, text...)
+}
+
+// PrintableWriter returns a writer that writes to w what it is given with
+// control characters escaped as PrintableLines does. Each Write must hold
+// whole characters (one fmt.Fprintf, one line), as it is escaped alone.
+func PrintableWriter(w io.Writer) io.Writer { return printableWriter{w} }
+
+type printableWriter struct{ w io.Writer }
+
+func (p printableWriter) Write(b []byte) (int, error) {
+	if _, err := io.WriteString(p.w, PrintableLines(string(b))); err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }

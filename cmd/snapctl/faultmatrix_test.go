@@ -305,6 +305,7 @@ func readerRow(t *testing.T, want int, stdin *os.File, sig syscall.Signal, args 
 	start := time.Now()
 	r := startReader(t, stdin, args...)
 	if sig != 0 {
+		waitCaught(t, r.cmd.Process.Pid, sig)
 		time.Sleep(300 * time.Millisecond)
 		r.cmd.Process.Signal(sig)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/snapshots"
 )
 
 // A run directory on a read-only file system cannot be used: snapctl says
@@ -54,9 +55,9 @@ func readOnlyDir(t *testing.T) string {
 }
 
 // A source file whose name holds escape sequences (by #line, as a code
-// generator may write it): the text report, the verdict line and the
-// report.md print the name with its control characters escaped, and
-// run.json keeps it byte for byte.
+// generator may write it), and an argument that does: the text report, the
+// verdict line and the report.md print them with their control characters
+// escaped, and run.json keeps the name byte for byte.
 func TestEscapesInDebugNames(t *testing.T) {
 	t.Parallel()
 	testenv.NoLeftovers(t)
@@ -71,10 +72,14 @@ func TestEscapesInDebugNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := testenv.Build(t, path)
-	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{"5"}}, exitOK)
+	// The program ignores its second argument, which the report's
+	// header quotes.
+	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{"5", "\x1b[2J"}}, exitOK)
 	const shown = `\x1b[31mevil\x1b]0;pwned\x07.c`
-	if !strings.Contains(res.Stdout, shown) {
-		t.Errorf("the text report does not show the escaped name %s:\n%s", shown, res.Stdout)
+	for _, want := range []string{shown, `5 \x1b[2J`} {
+		if !strings.Contains(res.Stdout, want) {
+			t.Errorf("the text report does not show the escaped %s:\n%s", want, res.Stdout)
+		}
 	}
 	md, err := os.ReadFile(filepath.Join(res.Out, "report.md"))
 	if err != nil {
@@ -109,7 +114,7 @@ func TestEscapesInDebugNames(t *testing.T) {
 func TestMessagesEscapeControlCharacters(t *testing.T) {
 	var buf bytes.Buffer
 	in := []byte("warning: lib\x1b[31m.so\tno debug info\n")
-	if n, err := (printableWriter{&buf}).Write(in); err != nil || n != len(in) {
+	if n, err := snapshots.PrintableWriter(&buf).Write(in); err != nil || n != len(in) {
 		t.Errorf("Write = %d, %v", n, err)
 	}
 	if got, want := buf.String(), "warning: lib\\x1b[31m.so\tno debug info\n"; got != want {

@@ -5,10 +5,12 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -245,6 +247,7 @@ func TestReadersEndOnSignal(t *testing.T) {
 				defer w.Close()
 				w.WriteString(header)
 			}
+			waitCaught(t, r.cmd.Process.Pid, tt.sig)
 			time.Sleep(300 * time.Millisecond) // snapctl is waiting now, whatever it waits for
 			if err := r.cmd.Process.Signal(tt.sig); err != nil {
 				t.Fatal(err)
@@ -292,4 +295,25 @@ func TestReadersReadPipes(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "snapshots, ") {
 		t.Errorf("show <(cat file): %v\n%s", err, out)
 	}
+}
+
+// waitCaught waits until process pid catches sig: before, the signal
+// would end it by its default action, not by snapctl's handling.
+func waitCaught(t *testing.T, pid int, sig syscall.Signal) {
+	t.Helper()
+	bit := uint64(1) << (uint(sig) - 1)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if mask, ok := strings.CutPrefix(line, "SigCgt:\t"); ok {
+				if v, err := strconv.ParseUint(mask, 16, 64); err == nil && v&bit != 0 {
+					return
+				}
+			}
+		}
+	}
+	t.Fatalf("process %d does not catch %v after 10s", pid, sig)
 }

@@ -140,7 +140,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		GDB:      o.GDB,
 		Stdout:   stdout,
 		Stderr:   stderr,
-		Warn:     printableWriter{stderr},
+		Warn:     snapshots.PrintableWriter(stderr),
 	}
 	if len(o.Args) > 0 {
 		dopts.Args = o.Args
@@ -240,17 +240,4 @@ func secondSignal(ctx context.Context) (<-chan struct{}, func()) {
 		}
 	}()
 	return kill, func() { close(done) }
-}
-
-// printableWriter escapes the control characters of what is written to w
-// but newlines and tabs: warnings quote names from the program's debug
-// information, which must not reach the terminal raw. Each Write is one
-// warning, or more, of whole lines.
-type printableWriter struct{ w io.Writer }
-
-func (p printableWriter) Write(b []byte) (int, error) {
-	if _, err := io.WriteString(p.w, snapshots.PrintableLines(string(b))); err != nil {
-		return 0, err
-	}
-	return len(b), nil
 }
