@@ -1,12 +1,12 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/snapctl/snapctl/driver"
+	"github.com/snapctl/snapctl/internal/fsutil"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -83,16 +83,17 @@ func describe(err error) (int, string) {
 
 func describeRaw(err error) (int, string) {
 	var (
-		ue       usageError
-		runDir   *runDirError
-		notFixed *notFixedError
+		ue          usageError
+		runDir      *runDirError
+		notFixed    *notFixedError
+		interrupted *fsutil.InterruptedError
 	)
 	switch {
 	case errors.As(err, &ue):
 		return exitUsage, fmt.Sprintf("%v (see 'snapctl help')", err)
-	case errors.Is(err, context.Canceled):
+	case errors.As(err, &interrupted):
 		// main cancels the commands' context on SIGINT, SIGTERM or
-		// SIGHUP; a reader returns its error as it stops.
+		// SIGHUP; a reader returns this as it stops.
 		return exitInterrupted, err.Error()
 	case errors.As(err, &runDir):
 		return exitInput, err.Error()

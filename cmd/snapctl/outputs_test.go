@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/snapctl/snapctl/internal/fsutil"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/snapshots"
 )
@@ -124,7 +125,7 @@ func TestMessagesEscapeControlCharacters(t *testing.T) {
 	if code != exitFailure || msg != "target crashed in f\\x1b]0;x\\x07 (a.c:3)\nline two" {
 		t.Errorf("describe = %d %q", code, msg)
 	}
-	if code, _ := describe(fmt.Errorf("reading massif file x: %w", context.Canceled)); code != exitInterrupted {
+	if code, _ := describe(fmt.Errorf("reading massif file x: %w", &fsutil.InterruptedError{Err: context.Canceled})); code != exitInterrupted {
 		t.Errorf("a cancelled read exits %d, want %d", code, exitInterrupted)
 	}
 }

@@ -57,13 +57,13 @@ func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("%s is larger than %s, too large for a %s", e.Path, sizeString(e.Limit), e.What)
 }
 
-// interruptedError is what a read returns once its context is done: it
-// says so in a word and wraps the context's error, which snapctl maps to
-// its interrupted exit code.
-type interruptedError struct{ err error }
+// InterruptedError is what Open and a read return once the context is
+// done: it says so in a word and wraps the context's error. snapctl maps
+// it to its interrupted exit code.
+type InterruptedError struct{ Err error }
 
-func (e interruptedError) Error() string { return "interrupted" }
-func (e interruptedError) Unwrap() error { return e.err }
+func (e *InterruptedError) Error() string { return "interrupted" }
+func (e *InterruptedError) Unwrap() error { return e.Err }
 
 // kindOf names the kind of file a mode is.
 func kindOf(m fs.FileMode) string {
@@ -115,7 +115,7 @@ type File struct {
 // comes or ctx ends.
 func Open(ctx context.Context, path string, opts ReadOptions) (*File, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, interruptedError{err}
+		return nil, &InterruptedError{err}
 	}
 	var f *os.File
 	if fi, err := os.Stat(path); err == nil && fi.Mode()&fs.ModeNamedPipe != 0 && opts.Pipes {
@@ -183,14 +183,14 @@ func openFIFO(ctx context.Context, path string) (*os.File, error) {
 			o.f.Close()
 		}
 	}
-	return nil, interruptedError{ctx.Err()}
+	return nil, &InterruptedError{ctx.Err()}
 }
 
 // Read reads from the file; once ctx is done it returns ctx's error, and
 // past the limit a *TooLargeError.
 func (r *File) Read(p []byte) (int, error) {
 	if err := r.ctx.Err(); err != nil {
-		return 0, interruptedError{err}
+		return 0, &InterruptedError{err}
 	}
 	if r.limit > 0 {
 		if r.n > r.limit {
@@ -203,7 +203,7 @@ func (r *File) Read(p []byte) (int, error) {
 	n, err := r.f.Read(p)
 	r.n += int64(n)
 	if errors.Is(err, os.ErrDeadlineExceeded) && r.ctx.Err() != nil {
-		return n, interruptedError{r.ctx.Err()}
+		return n, &InterruptedError{r.ctx.Err()}
 	}
 	if r.limit > 0 && r.n > r.limit {
 		return n - int(r.n-r.limit), &TooLargeError{Path: r.path, What: r.what, Limit: r.limit}
@@ -255,7 +255,7 @@ type readResult struct {
 
 func (c *ctxReader) Read(p []byte) (int, error) {
 	if err := c.ctx.Err(); err != nil {
-		return 0, interruptedError{err}
+		return 0, &InterruptedError{err}
 	}
 	if len(c.buf) < len(p) {
 		c.buf = make([]byte, len(p))
@@ -274,6 +274,6 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 		return res.n, res.err
 	case <-c.ctx.Done():
 		c.buf = nil // the abandoned read still owns it
-		return 0, interruptedError{c.ctx.Err()}
+		return 0, &InterruptedError{c.ctx.Err()}
 	}
 }
