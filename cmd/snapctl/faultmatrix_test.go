@@ -224,12 +224,14 @@ func faultRows() []faultRow {
 		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 			rows = append(rows, faultRow{
 				name: sigName[sig] + "/" + mMidRun, backend: backend,
-				quick: sig == syscall.SIGTERM,
+				// Under massif, a stop may still begin after the first
+				// signal (issue 23's fifth point): not a quick row yet.
+				quick: sig == syscall.SIGTERM && backend == "native",
 				run:   func(t *testing.T, fx *faultRun) []promise { return signalAt(t, fx, sig, false) },
 			})
 		}
 		rows = append(rows,
-			faultRow{name: "double Ctrl-C/" + mMidRun, backend: backend, quick: true,
+			faultRow{name: "double Ctrl-C/" + mMidRun, backend: backend, quick: backend == "native",
 				run: func(t *testing.T, fx *faultRun) []promise { return signalAt(t, fx, syscall.SIGINT, true) }},
 			faultRow{name: "full run directory/" + mMidRun, backend: backend,
 				run: func(t *testing.T, fx *faultRun) []promise { return fullDisk(t, fx, "out") }},
@@ -241,6 +243,8 @@ func faultRows() []faultRow {
 				run: func(t *testing.T, fx *faultRun) []promise { return oddPaths(t, fx, "new\nline") }},
 			faultRow{name: "read-only run directory", backend: backend, quick: backend == "massif",
 				run: readOnlyRun},
+			faultRow{name: "the target's daemon child", backend: backend,
+				run: daemonChild},
 		)
 	}
 	for _, r := range []struct {
@@ -452,6 +456,7 @@ func stopAt(t *testing.T, fx *faultRun, child string) []promise {
 func signalAt(t *testing.T, fx *faultRun, sig syscall.Signal, double bool) []promise {
 	r := fx.startRun(t, requestPlan, []string{"slow", "15"}, nil, nil, "")
 	fx.reachMidRun(t, r)
+	before, _ := filepath.Glob(filepath.Join(r.out, "snapshots", "*"))
 	r.signal(sig)
 	if double {
 		r.waitDelivered(sig)
@@ -460,6 +465,13 @@ func signalAt(t *testing.T, fx *faultRun, sig syscall.Signal, double bool) []pro
 	sent := time.Now()
 	res := finish(r)
 	ps := judge(t, fx, r, res, []int{exitInterrupted}, "interrupted")
+	if fx.backend == "massif" {
+		// The stop under way when the signal came may finish; no other
+		// begins (README: after the first Ctrl-C no new stop is taken).
+		after, _ := filepath.Glob(filepath.Join(r.out, "snapshots", "*"))
+		ps = append(ps, promise{name: "no stop after the signal", held: len(after) <= len(before)+1,
+			detail: fmt.Sprintf("%d snapshots when the signal came, %d at the end", len(before), len(after))})
+	}
 	if d := time.Since(sent); d > 10*time.Second {
 		ps = append(ps, promise{name: "ends within 10s", detail: fmt.Sprintf("took %v", d)})
 	}
@@ -518,6 +530,37 @@ func readOnlyRun(t *testing.T, fx *faultRun) []promise {
 	r := fx.startRun(t, requestPlan, []string{"exit", "3"}, nil, nil, filepath.Join(readOnlyDir(t), "run"))
 	res := finish(r)
 	return judge(t, fx, r, res, []int{exitInput}, "")
+}
+
+// daemonChild runs a target that daemonizes: its parent exits 0 and its
+// child sleeps two minutes in a session of its own. README: under the
+// native backend the child runs on after the run; under massif, where it
+// runs inside valgrind, it ends with the run and run.json says so.
+func daemonChild(t *testing.T, fx *faultRun) []promise {
+	r := fx.startRun(t, requestPlan, []string{"daemon", "3"}, nil, nil, "")
+	res := finish(r)
+	time.Sleep(time.Second)
+	kids := testenv.Mine(t, func(p testenv.Proc) bool { return fx.isTarget(p) || p.Kind() == testenv.Valgrind })
+	child := promise{name: "the child"}
+	if fx.backend == "native" {
+		child.held = len(kids) > 0
+		child.detail = "the daemon did not outlive the run"
+		for _, k := range kids {
+			syscall.Kill(k.PID, syscall.SIGKILL)
+		}
+	} else {
+		said := false
+		if data, err := os.ReadFile(filepath.Join(res.Out, "run.json")); err == nil {
+			if run, err := readRunFile(data); err == nil {
+				for _, e := range run.Events {
+					said = said || strings.Contains(e.Kind+" "+e.Message, "child")
+				}
+			}
+		}
+		child.held = said && len(kids) == 0
+		child.detail = fmt.Sprintf("%d of the target's processes left; an event names the child: %v", len(kids), said)
+	}
+	return append(judge(t, fx, r, res, []int{exitOK}, "completed"), child)
 }
 
 // finish waits for snapctl to end, by itself or killed; Code is -1 when a

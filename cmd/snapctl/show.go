@@ -31,7 +31,8 @@ like ms_print but fast: it reads one snapshot at a time.
 
 FILE#N shows only snapshot N, FILE#peak the peak snapshot; in an xtmemory
 file FILE#curBk (or another event) shows that event's tree. FILE - reads
-standard input.`,
+standard input; a FIFO or a shell's <(...) is read as it comes, and a
+directory or a device is refused. Ctrl-C ends it wherever it is.`,
 		Example: `  snapctl show massif.out.4242
   snapctl show --threshold 1 snapctl-runs/x/snapshots/0003-request-2.massif
   snapctl show --format json massif.out.4242#peak`,
