@@ -177,17 +177,26 @@ func openFIFO(ctx context.Context, path string) (*os.File, error) {
 		return o.f, o.err
 	case <-ctx.Done():
 	}
-	if w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-		w.Close()
-		if o := <-done; o.f != nil {
-			o.f.Close()
+	// The goroutine may not have reached its open yet (ENXIO: no reader):
+	// try again for a while rather than leave it waiting.
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+		select {
+		case o := <-done:
+			if o.f != nil {
+				o.f.Close()
+			}
+			return nil, &InterruptedError{ctx.Err()}
+		default:
 		}
 	}
 	return nil, &InterruptedError{ctx.Err()}
 }
 
-// Read reads from the file; once ctx is done it returns ctx's error, and
-// past the limit a *TooLargeError.
+// Read reads from the file; once ctx is done it returns an
+// *InterruptedError, and past the limit a *TooLargeError.
 func (r *File) Read(p []byte) (int, error) {
 	if err := r.ctx.Err(); err != nil {
 		return 0, &InterruptedError{err}
