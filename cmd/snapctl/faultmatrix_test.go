@@ -18,6 +18,7 @@ package main
 // what is left to fix.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -27,6 +28,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -60,7 +62,7 @@ type faultRun struct {
 }
 
 // Promise names, in table order.
-var promiseNames = []string{"exit code", "run.json", "no process left", "no core file"}
+var promiseNames = []string{"exit code", "run.json", "no process left", "no core file", "attached process"}
 
 func TestFaultMatrix(t *testing.T) {
 	sel := os.Getenv("SNAPCTL_FAULTS")
@@ -247,6 +249,23 @@ func faultRows() []faultRow {
 				run: daemonChild},
 		)
 	}
+	for _, a := range []struct {
+		name string
+		want []int
+		act  func(t *testing.T, r *running, fx *faultRun)
+	}{
+		{"completes (max_hits)", []int{exitOK}, nil},
+		{"SIGINT/" + mMidRun, []int{exitInterrupted}, func(t *testing.T, r *running, _ *faultRun) { r.signal(syscall.SIGINT) }},
+		{"kill -9 gdb/" + mMidRun, []int{exitFailure}, func(t *testing.T, r *running, fx *faultRun) {
+			syscall.Kill(fx.victim(t, r, "gdb"), syscall.SIGKILL)
+		}},
+		{"kill -9 snapctl/" + mMidRun, nil, func(t *testing.T, r *running, _ *faultRun) {
+			syscall.Kill(r.cmd.Process.Pid, syscall.SIGKILL)
+		}},
+	} {
+		rows = append(rows, faultRow{name: "attach: " + a.name, backend: "native",
+			run: func(t *testing.T, fx *faultRun) []promise { return attachRow(t, fx, a.want, a.act) }})
+	}
 	for _, r := range []struct {
 		name string
 		run  func(t *testing.T) []promise
@@ -343,11 +362,19 @@ func (fx *faultRun) victim(t *testing.T, r *running, child string) int {
 		fx.target(t)
 		return r.cmd.Process.Pid
 	case "gdb":
-		return testenv.WaitFor(t, testenv.Gdb, time.Minute).PID
+		return sessionGdb(t).PID
 	case "vgdb":
 		return testenv.WaitFor(t, testenv.Vgdb, time.Minute).PID
 	}
 	return fx.target(t).PID
+}
+
+// sessionGdb waits for the gdb that runs the session, over MI: not the
+// `gdb --version` of the checks.
+func sessionGdb(t *testing.T) testenv.Proc {
+	return testenv.WaitForProc(t, "gdb over MI", func(p testenv.Proc) bool {
+		return p.Kind() == testenv.Gdb && strings.Contains(p.Cmdline, "--interpreter=mi")
+	}, time.Minute)
 }
 
 // target waits for the target process.
@@ -561,6 +588,84 @@ func daemonChild(t *testing.T, fx *faultRun) []promise {
 		child.detail = fmt.Sprintf("%d of the target's processes left; an event names the child: %v", len(kids), said)
 	}
 	return append(judge(t, fx, r, res, []int{exitOK}, "completed"), child)
+}
+
+// attachRow attaches to a running program (driver/testdata/native's loop:
+// tick() every 10 ms), acts on the run once it has taken stops, and judges
+// the usual promises and the attached process's: alive, running, traced by
+// no one once snapctl has ended.
+func attachRow(t *testing.T, fx *faultRun, want []int, act func(*testing.T, *running, *faultRun)) []promise {
+	testenv.NoLeftovers(t)
+	loop := testenv.Build(t, nativeFixtures+"loop.c")
+	target := exec.Command(loop)
+	target.Env = append(os.Environ(), testenv.ScopeEnv(t))
+	if err := target.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { target.Process.Kill(); target.Wait() })
+	plan := "backend: native\nbreakpoints:\n  - location: tick\n    every: 20\n"
+	if act == nil {
+		plan += "    max_hits: 100\n"
+	}
+	dir := t.TempDir()
+	planPath := filepath.Join(dir, "plan.yaml")
+	if err := os.WriteFile(planPath, []byte(plan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := &running{t: t, out: filepath.Join(dir, "run"), dir: dir, start: time.Now()}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	r.cancel = cancel
+	r.cmd = exec.CommandContext(ctx, snapctlBinary(t), "attach", "--quiet", "--out", r.out, planPath, strconv.Itoa(target.Process.Pid))
+	r.cmd.Dir = dir
+	r.cmd.Env = append(os.Environ(), testenv.ScopeEnv(t))
+	r.cmd.Stdout, r.cmd.Stderr = &r.stdout, &r.stderr
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if act != nil {
+		sessionGdb(t)
+		time.Sleep(1500 * time.Millisecond) // stops taken: one every 20 ticks of 10 ms
+		act(t, r, fx)
+	}
+	res := finish(r)
+	var ps []promise
+	if want != nil {
+		ps = append(ps, promise{name: "exit code", held: slices.Contains(want, res.Code),
+			detail: fmt.Sprintf("exit %d, want %v (%s)", res.Code, want, lastLine(res.Stderr))})
+	}
+	ps = append(ps, runJSONPromise(res, ""))
+	ps = append(ps, noProcessLeft(t, "")...)
+	ps = append(ps, noCore(r.dir, res.Out))
+	ps = append(ps, attachedState(target.Process.Pid))
+	return ps
+}
+
+// attachedState: the attached process is alive, not stopped, and traced
+// by no one, a few seconds after snapctl ended.
+func attachedState(pid int) promise {
+	p := promise{name: "attached process"}
+	var state, tracer string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			p.detail = "gone: " + err.Error()
+			return p
+		}
+		for _, l := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(l, "State:\t"); ok {
+				state = v
+			}
+			if v, ok := strings.CutPrefix(l, "TracerPid:\t"); ok {
+				tracer = v
+			}
+		}
+		if tracer == "0" && !strings.HasPrefix(state, "T") && !strings.HasPrefix(state, "t") && !strings.HasPrefix(state, "Z") {
+			p.held = true
+			return p
+		}
+	}
+	p.detail = fmt.Sprintf("state %s, traced by %s", state, tracer)
+	return p
 }
 
 // finish waits for snapctl to end, by itself or killed; Code is -1 when a
