@@ -3,10 +3,11 @@
 # about (kill -9 of gdb, valgrind, vgdb, the target and snapctl at start-up,
 # mid-run and the target's exit; SIGSTOP of each; SIGINT, SIGTERM, SIGHUP
 # and a double Ctrl-C; a full run directory and a full TMPDIR; odd paths;
-# a read-only run directory; odd files for every reader) against both
-# backends, each row judged on the same promises: the exit code README
-# documents, run.json valid and accounting for every snapshot file, no
-# process left, no core file. It prints one table of held and broken and
+# a read-only run directory; a daemonizing target; snapctl attach ended
+# each way; odd files for every reader) against both backends, each row
+# judged on the same promises: the exit code README documents, run.json
+# valid and accounting for every snapshot file, no process left, no core
+# file, the attached process alive, running and untraced. It prints one table of held and broken and
 # exits 1 when a row is broken. The rows are TestFaultMatrix in
 # cmd/snapctl/faultmatrix_test.go, where they reuse the end-to-end tests'
 # fixtures and process checks.
