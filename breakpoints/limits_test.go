@@ -2,19 +2,55 @@ package breakpoints
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 )
 
-// A plan larger than MaxPlanSize is refused after reading one byte past the
-// limit: /dev/zero, which never ends, is refused at once.
+// A plan larger than MaxPlanSize is refused without being read: a sparse
+// file of a terabyte at once, and a pipe that never ends one byte past the
+// limit. /dev/zero and a directory are not plans, and are refused before
+// anything is read.
 func TestLoadTooLarge(t *testing.T) {
-	_, err := Load("/dev/zero")
-	want := "/dev/zero: larger than 1024 KiB; a plan is a few kilobytes"
-	if err == nil || err.Error() != want {
-		t.Errorf("Load(/dev/zero) = %v, want %q", err, want)
+	dir := t.TempDir()
+	huge := filepath.Join(dir, "huge.yaml")
+	if err := os.WriteFile(huge, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(huge, 1<<40); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "endless.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+		defer w.Close()
+		line := []byte(strings.Repeat("#", 1023) + "\n")
+		for {
+			if _, err := w.Write(line); err != nil {
+				return
+			}
+		}
+	}()
+	for _, tt := range []struct{ path, want string }{
+		{huge, huge + ": larger than 1024 KiB; a plan is a few kilobytes"},
+		{fifo, fifo + ": larger than 1024 KiB; a plan is a few kilobytes"},
+		{"/dev/zero", "/dev/zero: cannot read the plan: it is a character device, not a regular file or a pipe"},
+		{dir, dir + ": cannot read the plan: it is a directory, not a regular file or a pipe"},
+	} {
+		_, err := Load(tt.path)
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("Load(%s) = %v, want %q", tt.path, err, tt.want)
+		}
 	}
 }
 

@@ -2,11 +2,11 @@ package breakpoints
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/snapctl/snapctl/internal/fsutil"
 )
 
 // Defaults for the keys a plan may leave out.
@@ -33,31 +35,29 @@ const MaxPlanSize = 1 << 20
 
 // Load reads and parses the plan file at path, at most MaxPlanSize bytes.
 // On failure the error is an ErrorList of positioned *Error values.
-func Load(path string) (*Plan, error) {
-	data, err := readPlan(path)
-	if err != nil {
-		msg := err.Error()
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			msg = pe.Err.Error()
-		}
-		return nil, ErrorList{{File: path, Msg: "cannot read the plan: " + msg, Err: err}}
-	}
-	if len(data) > MaxPlanSize {
+func Load(path string) (*Plan, error) { return LoadContext(context.Background(), path) }
+
+// LoadContext is Load, whose reading ends when ctx does. The plan may be a
+// regular file or a pipe (a FIFO, a shell's <(...)); anything else, a
+// directory or a device such as /dev/zero, is refused before it is read.
+func LoadContext(ctx context.Context, path string) (*Plan, error) {
+	data, err := fsutil.ReadFile(ctx, path, fsutil.ReadOptions{What: "plan", Pipes: true, Limit: MaxPlanSize})
+	var (
+		pe *fs.PathError
+		nf *fsutil.NotFileError
+		tl *fsutil.TooLargeError
+	)
+	switch {
+	case errors.As(err, &tl):
 		return nil, ErrorList{{File: path, Msg: fmt.Sprintf("larger than %d KiB; a plan is a few kilobytes", MaxPlanSize>>10)}}
+	case errors.As(err, &nf):
+		return nil, ErrorList{{File: path, Msg: "cannot read the plan: it " + nf.Reason(), Err: err}}
+	case errors.As(err, &pe):
+		return nil, ErrorList{{File: path, Msg: "cannot read the plan: " + pe.Err.Error(), Err: err}}
+	case err != nil:
+		return nil, ErrorList{{File: path, Msg: "cannot read the plan: " + err.Error(), Err: err}}
 	}
 	return Parse(path, data)
-}
-
-// readPlan reads path up to one byte past MaxPlanSize, so that a larger
-// file is known to be too large without being read whole.
-func readPlan(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, MaxPlanSize+1))
 }
 
 // Parse decodes, validates and defaults a plan. name is used in error

@@ -21,13 +21,16 @@ func WriteText(w io.Writer, res *Result, opts snapshots.RenderOptions) error {
 	if m.Backend == BackendNative {
 		return writeNativeText(bw, res)
 	}
-	fmt.Fprintf(bw, "%s\n", verdict(res))
-	fmt.Fprintf(bw, "snapctl run: %s\n", strings.Join(m.Target.Argv, " "))
-	fmt.Fprintf(bw, "status: %s%s\n", m.Status, exitNote(m))
+	// The program's arguments and the crash's frame may hold anything:
+	// control characters are escaped (snapshots.Printable).
+	pw := snapshots.PrintableWriter(bw)
+	fmt.Fprintf(pw, "%s\n", verdict(res))
+	fmt.Fprintf(pw, "snapctl run: %s\n", strings.Join(m.Target.Argv, " "))
+	fmt.Fprintf(pw, "status: %s%s\n", m.Status, exitNote(m))
 	for _, b := range m.Breakpoints {
-		fmt.Fprintf(bw, "breakpoint %s (%s): %s, %s%s\n", b.Name, b.Location, plural(b.Hits, "hit"), plural(b.Snapshots, "snapshot"), unchangedNote(b))
+		fmt.Fprintf(pw, "breakpoint %s (%s): %s, %s%s\n", b.Name, b.Location, plural(b.Hits, "hit"), plural(b.Snapshots, "snapshot"), unchangedNote(b))
 	}
-	fmt.Fprintf(bw, "run directory: %s\n\n", res.Dir)
+	fmt.Fprintf(pw, "run directory: %s\n\n", res.Dir)
 	if err := bw.Flush(); err != nil {
 		return err
 	}
@@ -182,20 +185,21 @@ func writeReport(path string, res *Result) error {
 		if m.Backend == BackendNative {
 			return writeNativeMarkdown(bw, res)
 		}
-		fmt.Fprintf(bw, "# snapctl run\n\n")
-		fmt.Fprintf(bw, "- Command: `%s`\n", strings.Join(m.Target.Argv, " "))
-		fmt.Fprintf(bw, "- Status: **%s**%s\n", m.Status, exitNote(m))
+		pw := snapshots.PrintableWriter(bw) // see WriteText
+		fmt.Fprintf(pw, "# snapctl run\n\n")
+		fmt.Fprintf(pw, "- Command: `%s`\n", strings.Join(m.Target.Argv, " "))
+		fmt.Fprintf(pw, "- Status: **%s**%s\n", m.Status, exitNote(m))
 		if m.Error != "" {
-			fmt.Fprintf(bw, "- Error: %s\n", m.Error)
+			fmt.Fprintf(pw, "- Error: %s\n", m.Error)
 		}
-		fmt.Fprintf(bw, "- Stops: %d\n\n", res.Stops)
-		fmt.Fprintf(bw, "| Breakpoint | Location | Hits | Snapshots |\n|---|---|---:|---:|\n")
+		fmt.Fprintf(pw, "- Stops: %d\n\n", res.Stops)
+		fmt.Fprintf(pw, "| Breakpoint | Location | Hits | Snapshots |\n|---|---|---:|---:|\n")
 		for _, b := range m.Breakpoints {
-			fmt.Fprintf(bw, "| %s | `%s` | %d | %d%s |\n", b.Name, b.Location, b.Hits, b.Snapshots, unchangedNote(b))
+			fmt.Fprintf(pw, "| %s | `%s` | %d | %d%s |\n", b.Name, b.Location, b.Hits, b.Snapshots, unchangedNote(b))
 		}
-		fmt.Fprintln(bw)
+		fmt.Fprintln(pw)
 		if measuredNothing(m) {
-			fmt.Fprintf(bw, "**Nothing measured:** %s.\n", whyNothing(m))
+			fmt.Fprintf(pw, "**Nothing measured:** %s.\n", whyNothing(m))
 			return bw.Flush()
 		}
 		if res.Report != nil {
@@ -261,35 +265,37 @@ func nativeVerdicts(m *Manifest) []string {
 // verdicts first, then how the run ended and each breakpoint's stops.
 func writeNativeText(bw *bufio.Writer, res *Result) error {
 	m := res.Manifest
+	pw := snapshots.PrintableWriter(bw)
 	for _, v := range nativeVerdicts(m) {
-		fmt.Fprintf(bw, "%s\n", v)
+		fmt.Fprintf(pw, "%s\n", v)
 	}
-	fmt.Fprintf(bw, "snapctl run (native): %s\n", strings.Join(m.Target.Argv, " "))
-	fmt.Fprintf(bw, "status: %s%s\n", m.Status, exitNote(m))
+	fmt.Fprintf(pw, "snapctl run (native): %s\n", strings.Join(m.Target.Argv, " "))
+	fmt.Fprintf(pw, "status: %s%s\n", m.Status, exitNote(m))
 	for _, b := range m.Breakpoints {
-		fmt.Fprintf(bw, "breakpoint %s (%s): %s, %s\n", b.Name, b.Location, plural(b.Hits, "hit"), plural(b.Snapshots, "measurement"))
+		fmt.Fprintf(pw, "breakpoint %s (%s): %s, %s\n", b.Name, b.Location, plural(b.Hits, "hit"), plural(b.Snapshots, "measurement"))
 	}
-	fmt.Fprintf(bw, "run directory: %s\n\n%s\n", res.Dir, massifNote)
+	fmt.Fprintf(pw, "run directory: %s\n\n%s\n", res.Dir, massifNote)
 	return bw.Flush()
 }
 
 // writeNativeMarkdown is report.md of the native backend.
 func writeNativeMarkdown(bw *bufio.Writer, res *Result) error {
 	m := res.Manifest
-	fmt.Fprintf(bw, "# snapctl run (native)\n\n")
+	pw := snapshots.PrintableWriter(bw) // see WriteText
+	fmt.Fprintf(pw, "# snapctl run (native)\n\n")
 	for _, v := range nativeVerdicts(m) {
-		fmt.Fprintf(bw, "**%s**\n\n", v)
+		fmt.Fprintf(pw, "**%s**\n\n", v)
 	}
-	fmt.Fprintf(bw, "- Command: `%s`\n", strings.Join(m.Target.Argv, " "))
-	fmt.Fprintf(bw, "- Status: **%s**%s\n", m.Status, exitNote(m))
+	fmt.Fprintf(pw, "- Command: `%s`\n", strings.Join(m.Target.Argv, " "))
+	fmt.Fprintf(pw, "- Status: **%s**%s\n", m.Status, exitNote(m))
 	if m.Error != "" {
-		fmt.Fprintf(bw, "- Error: %s\n", m.Error)
+		fmt.Fprintf(pw, "- Error: %s\n", m.Error)
 	}
 	if m.Native != nil && m.Native.TrimProbe {
-		fmt.Fprintf(bw, "- native.trim_probe: on (every stop called malloc_trim(0))\n")
+		fmt.Fprintf(pw, "- native.trim_probe: on (every stop called malloc_trim(0))\n")
 	}
-	fmt.Fprintf(bw, "- Stops: %d\n\n", res.Stops)
-	fmt.Fprintf(bw, "| Breakpoint | Verdict | Stops | RSS growth | In-use heap growth | Free heap growth |\n|---|---|---:|---:|---:|---:|\n")
+	fmt.Fprintf(pw, "- Stops: %d\n\n", res.Stops)
+	fmt.Fprintf(pw, "| Breakpoint | Verdict | Stops | RSS growth | In-use heap growth | Free heap growth |\n|---|---|---:|---:|---:|---:|\n")
 	for _, v := range m.Verdicts {
 		f := v.Figures
 		opt := func(p *int64) string {
@@ -298,8 +304,8 @@ func writeNativeMarkdown(bw *bufio.Writer, res *Result) error {
 			}
 			return snapshots.FormatDelta(*p)
 		}
-		fmt.Fprintf(bw, "| %s | %s | %d | %s | %s | %s |\n", v.Breakpoint, v.Verdict, f.Stops, snapshots.FormatDelta(f.RSSGrowth), opt(f.InUseGrowth), opt(f.FreeGrowth))
+		fmt.Fprintf(pw, "| %s | %s | %d | %s | %s | %s |\n", v.Breakpoint, v.Verdict, f.Stops, snapshots.FormatDelta(f.RSSGrowth), opt(f.InUseGrowth), opt(f.FreeGrowth))
 	}
-	fmt.Fprintf(bw, "\n%s\n", massifNote)
+	fmt.Fprintf(pw, "\n%s\n", massifNote)
 	return bw.Flush()
 }

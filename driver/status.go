@@ -180,7 +180,9 @@ func (s *statusLine) draw(now time.Time) {
 			fmt.Fprintf(&b, "  heap %s (%s)", snapshots.FormatBytes(s.heap), snapshots.FormatDelta(s.delta))
 		}
 	}
-	line := b.String()
+	// A breakpoint's name may hold anything; ESC must not reach the
+	// terminal raw.
+	line := snapshots.Printable(b.String())
 	// The last column stays free: a line that fills it makes some
 	// terminals wrap, and "\r" would then return to the wrong line.
 	if s.width > 1 && len(line) > s.width-1 {

@@ -174,3 +174,18 @@ func TestStatusLineLabelsCounts(t *testing.T) {
 		}
 	}
 }
+
+// A control character in a breakpoint's name is escaped on the status
+// line: nothing but snapctl's own "\r" moves the cursor.
+func TestStatusLineEscapesNames(t *testing.T) {
+	plan := &breakpoints.Plan{Breakpoints: []breakpoints.Breakpoint{{Name: "req\x1b[2J"}}}
+	var buf bytes.Buffer
+	s := newStatusLine(&buf, time.Now(), plan)
+	s.minGap = 0
+	s.tick = time.Hour
+	s.update("req\x1b[2J", phaseHit, 1024)
+	s.clear()
+	if out := buf.String(); strings.Contains(out, "\x1b") || !strings.Contains(out, `req\x1b[2J: 1`) {
+		t.Errorf("status line %q, want the name escaped", out)
+	}
+}

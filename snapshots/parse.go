@@ -12,6 +12,12 @@ import (
 // separator is the line massif writes before and after every snapshot=N.
 const separator = "#-----------"
 
+// MaxLineLength bounds one line of a massif file. massif's longest lines
+// name a function, which even for deep C++ templates stays far below; a
+// file without newlines (/dev/zero behind a pipe, a binary file) is
+// refused there instead of filling memory.
+const MaxLineLength = 4 << 20
+
 // ReadOptions tunes a Reader.
 type ReadOptions struct {
 	// TotalsOnly skips the allocation trees: snapshots come back with their
@@ -278,6 +284,9 @@ func (r *Reader) readLine() ([]byte, error) {
 	if err == bufio.ErrBufferFull {
 		r.long = append(r.long[:0], line...)
 		for err == bufio.ErrBufferFull {
+			if len(r.long) > MaxLineLength {
+				return nil, r.errorf(r.line+1, "a line longer than %d MiB: not a massif file", MaxLineLength>>20)
+			}
 			line, err = r.br.ReadSlice('\n')
 			r.long = append(r.long, line...)
 		}

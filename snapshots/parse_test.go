@@ -608,3 +608,21 @@ func TestReaderReleasesSnapshots(t *testing.T) {
 		t.Fatalf("only %d detailed snapshots", detailed)
 	}
 }
+
+// A file without newlines (/dev/zero through a pipe) is refused at
+// MaxLineLength, with the line it is on, instead of filling memory.
+func TestParseLineTooLong(t *testing.T) {
+	in := io.LimitReader(zeros{}, 64<<20)
+	_, err := Parse(in, "zero")
+	var fe *FormatError
+	if !errors.As(err, &fe) || fe.Line != 1 || !strings.Contains(err.Error(), "a line longer than 4 MiB: not a massif file") {
+		t.Fatalf("Parse(zeros) = %v, want a line too long at line 1", err)
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}

@@ -68,6 +68,7 @@ func siteCell(f Frame) string { return codeSite(f, mdCell) }
 // codeSite prints a frame as <code>function</code> file:line, each part
 // escaped by esc for the format at hand (Markdown, HTML).
 func codeSite(f Frame, esc func(string) string) string {
+	f.Function, f.File, f.Object = Printable(f.Function), Printable(f.File), Printable(f.Object)
 	fn := "<code>" + esc(shortName(f.Function)) + "</code>"
 	switch {
 	case f.File != "" && f.Line > 0:

@@ -106,7 +106,7 @@ func diffTitle(d *Diff) string {
 	return ""
 }
 
-func refString(r *SnapshotRef) string { return r.File + "#" + strconv.Itoa(r.Snapshot) }
+func refString(r *SnapshotRef) string { return Printable(r.File) + "#" + strconv.Itoa(r.Snapshot) }
 
 func heapLine(d *Diff) string {
 	s := fmt.Sprintf("heap %s → %s (%s): sites %s", FormatBytes(d.BeforeBytes), FormatBytes(d.AfterBytes),

@@ -207,7 +207,10 @@ func (r *Report) sections() (names []string, byName map[string][]*Diff) {
 
 // FrameString prints a frame as massif does: "fn (file:line)",
 // "fn (in /lib/x.so)" or "fn".
-func FrameString(f Frame) string {
+func FrameString(f Frame) string { return Printable(frameText(f)) }
+
+// frameText is FrameString with the names as they are.
+func frameText(f Frame) string {
 	switch {
 	case f.File != "" && f.Line > 0:
 		return f.Function + " (" + f.File + ":" + strconv.Itoa(f.Line) + ")"
@@ -256,7 +259,7 @@ func shortName(fn string) string {
 
 // briefName is a function name without return type, parameters and
 // template arguments, for the one-line summary of library frames.
-func briefName(fn string) string { return foldTemplates(qualifiedName(fn)) }
+func briefName(fn string) string { return Printable(foldTemplates(qualifiedName(fn))) }
 
 // foldTemplates replaces the arguments of every outermost template with "…":
 // "std::vector<int, std::allocator<int> >::push_back(int const&)" gives

@@ -177,9 +177,9 @@ func (t *showText) writeHeader(h *File) {
 	}
 	t.printed = true
 	t.unit = h.TimeUnit
-	t.w.WriteString("massif file " + h.Name + "\n")
-	t.w.WriteString("command:    " + h.Cmd + "\n")
-	t.w.WriteString("options:    " + h.Desc + "\n")
+	t.w.WriteString("massif file " + Printable(h.Name) + "\n")
+	t.w.WriteString("command:    " + Printable(h.Cmd) + "\n")
+	t.w.WriteString("options:    " + Printable(h.Desc) + "\n")
 	t.w.WriteString("time unit:  " + describeTimeUnit(h.TimeUnit) + "\n\n")
 }
 
@@ -293,7 +293,7 @@ func (t *showText) line(l *treeLine) {
 		b = append(b, " ("...)
 		b = appendAmount(b, l.bytes, t.count)
 		b = append(b, ") "...)
-		b = append(b, l.text...)
+		b = appendPrintableBytes(b, l.text)
 		b = append(b, '\n')
 		t.w.Write(b)
 		t.buf = b
@@ -327,7 +327,7 @@ func (t *showText) line(l *treeLine) {
 		b = appendPlaces(b, l.places)
 		b = append(b, "below massif's threshold"...)
 	} else {
-		b = append(b, l.text...)
+		b = appendPrintableBytes(b, l.text)
 	}
 	b = append(b, '\n')
 	t.w.Write(b)
@@ -411,7 +411,8 @@ func appendPlaces(b []byte, places int) []byte {
 	return append(b, " places, all "...)
 }
 
-// appendNodeText writes a tree line's text as massif wrote it.
+// appendNodeText writes a tree line's text as massif wrote it, with control
+// characters escaped (see Printable).
 func appendNodeText(b []byte, n *Node) []byte {
 	if n.Below {
 		b = appendPlaces(b, n.Places)
@@ -419,20 +420,20 @@ func appendNodeText(b []byte, n *Node) []byte {
 	}
 	f := &n.Frame
 	if f.Addr != "" {
-		b = append(b, f.Addr...)
+		b = appendPrintable(b, f.Addr, false)
 		b = append(b, ": "...)
 	}
-	b = append(b, f.Function...)
+	b = appendPrintable(b, f.Function, false)
 	switch {
 	case f.File != "":
 		b = append(b, " ("...)
-		b = append(b, f.File...)
+		b = appendPrintable(b, f.File, false)
 		b = append(b, ':')
 		b = strconv.AppendInt(b, int64(f.Line), 10)
 		b = append(b, ')')
 	case f.Object != "":
 		b = append(b, " (in "...)
-		b = append(b, f.Object...)
+		b = appendPrintable(b, f.Object, false)
 		b = append(b, ')')
 	}
 	return b

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snapctl/snapctl/driver"
+	"github.com/snapctl/snapctl/internal/fsutil"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -48,23 +50,23 @@ because its breakpoint took too few snapshots in RUN_B.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runCompareCmd(cmd.OutOrStdout(), args[0], args[1], opts)
+			return runCompareCmd(cmd.Context(), cmd.OutOrStdout(), args[0], args[1], opts)
 		},
 	}
 	formatFlag(cmd, &opts.format, "output format", "text", "markdown", "json")
 	return cmd
 }
 
-func runCompareCmd(w io.Writer, dirA, dirB string, o *compareOptions) error {
+func runCompareCmd(ctx context.Context, w io.Writer, dirA, dirB string, o *compareOptions) error {
 	format, err := snapshots.ParseFormat(o.format)
 	if err != nil {
 		return usageError{fmt.Errorf("--format: %w", err)}
 	}
-	a, err := loadRun(dirA)
+	a, err := loadRun(ctx, dirA)
 	if err != nil {
 		return err
 	}
-	b, err := loadRun(dirB)
+	b, err := loadRun(ctx, dirB)
 	if err != nil {
 		return err
 	}
@@ -116,7 +118,7 @@ const schemaV1 = "snapctl.run/v1"
 
 // loadRun reads a run directory's run.json for a comparison. It must be a
 // completed run of a schema this snapctl knows.
-func loadRun(dir string) (snapshots.CompareRun, error) {
+func loadRun(ctx context.Context, dir string) (snapshots.CompareRun, error) {
 	fi, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -126,9 +128,12 @@ func loadRun(dir string) (snapshots.CompareRun, error) {
 	case !fi.IsDir():
 		return snapshots.CompareRun{}, &runDirError{dir, "not a run directory (compare takes the directories `snapctl run` writes, not files)"}
 	}
-	data, err := os.ReadFile(filepath.Join(dir, "run.json"))
+	data, err := readRunJSON(ctx, dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return snapshots.CompareRun{}, &runDirError{dir, "not a run directory: it has no run.json"}
+	}
+	if errors.Is(err, context.Canceled) {
+		return snapshots.CompareRun{}, err
 	}
 	if err != nil {
 		return snapshots.CompareRun{}, &runDirError{dir, err.Error()}
@@ -161,4 +166,19 @@ func loadRun(dir string) (snapshots.CompareRun, error) {
 		run.Breakpoints = append(run.Breakpoints, snapshots.CompareBreakpoint{Name: b.Name, Location: b.Location, Snapshots: snaps[b.Name]})
 	}
 	return run, nil
+}
+
+// maxRunJSON bounds the run.json compare reads: a run of 100,000 stops
+// writes a few tens of megabytes.
+const maxRunJSON = 256 << 20
+
+// readRunJSON reads dir's run.json, which must be a regular file no larger
+// than maxRunJSON; the read ends when ctx does.
+func readRunJSON(ctx context.Context, dir string) ([]byte, error) {
+	data, err := fsutil.ReadFile(ctx, filepath.Join(dir, "run.json"), fsutil.ReadOptions{What: "run.json", Limit: maxRunJSON})
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err // the message names the directory already
+	}
+	return data, err
 }

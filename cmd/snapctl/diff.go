@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -58,7 +59,7 @@ stack has a matching frame; --focus keeps only those whose stack has one.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w := cmd.OutOrStdout()
-			return runDiffCmd(w, args[0], args[1], opts, colorFor(w))
+			return runDiffCmd(cmd.Context(), w, args[0], args[1], opts, colorFor(w))
 		},
 	}
 	f := cmd.Flags()
@@ -104,16 +105,16 @@ func (o *diffOptions) analysis() (snapshots.Options, snapshots.Format, error) {
 	}, format, nil
 }
 
-func runDiffCmd(w io.Writer, specA, specB string, o *diffOptions, color bool) error {
+func runDiffCmd(ctx context.Context, w io.Writer, specA, specB string, o *diffOptions, color bool) error {
 	opts, format, err := o.analysis()
 	if err != nil {
 		return err
 	}
-	a, err := loadSnapshotSpec(specA)
+	a, err := loadSnapshotSpec(ctx, specA)
 	if err != nil {
 		return err
 	}
-	b, err := loadSnapshotSpec(specB)
+	b, err := loadSnapshotSpec(ctx, specB)
 	if err != nil {
 		return err
 	}
@@ -144,9 +145,14 @@ func (s snapshotSpec) ref() *snapshots.SnapshotRef {
 }
 
 // loadSnapshotSpec reads FILE, FILE#N or FILE#peak.
-func loadSnapshotSpec(spec string) (snapshotSpec, error) {
+func loadSnapshotSpec(ctx context.Context, spec string) (snapshotSpec, error) {
 	path, sel := splitSpec(spec)
-	f, err := snapshots.ParseFile(path)
+	in, name, closeIn, err := openMassif(ctx, path, nil)
+	if err != nil {
+		return snapshotSpec{}, err
+	}
+	defer closeIn()
+	f, err := snapshots.Parse(in, name)
 	if err != nil {
 		return snapshotSpec{}, err
 	}

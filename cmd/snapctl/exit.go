@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/snapctl/snapctl/driver"
+	"github.com/snapctl/snapctl/internal/fsutil"
+	"github.com/snapctl/snapctl/snapshots"
 )
 
 // Exit codes. They are documented in README.md ("Exit codes") and decided
@@ -41,7 +43,7 @@ var exitCodes = []struct {
 	{exitUsage, "bad command line"},
 	{exitPlan, "the plan is invalid, or names a location gdb cannot resolve"},
 	{exitEnvironment, "a required tool is missing or unusable"},
-	{exitInput, "the target binary cannot be used, or the run directory is not empty"},
+	{exitInput, "the target binary or the run directory cannot be used (not empty, not writable)"},
 	{exitNoProcess, "snapctl attach: no such process, or it exited while snapctl attached"},
 	{exitNotTracable, "snapctl attach: the process is another user's, or ptrace is refused"},
 	{exitTraced, "snapctl attach: the process is already traced by a debugger"},
@@ -70,18 +72,31 @@ type usageError struct{ err error }
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
-// describe maps an error to its exit code and the one line printed for it.
-// A usage error and the errors of snapctl compare are the commands' own;
-// every other error is mapped by driver.ExitStatus.
+// describe maps an error to its exit code and the one line printed for it,
+// with control characters escaped: a message may quote a function or file
+// name from the program's debug information. A usage error, a reader
+// (show, diff, export, compare) ended by a signal and the errors of
+// snapctl compare are the commands' own; every other error is mapped by
+// driver.ExitStatus.
 func describe(err error) (int, string) {
+	code, msg := describeRaw(err)
+	return code, snapshots.PrintableLines(msg)
+}
+
+func describeRaw(err error) (int, string) {
 	var (
-		ue       usageError
-		runDir   *runDirError
-		notFixed *notFixedError
+		ue          usageError
+		runDir      *runDirError
+		notFixed    *notFixedError
+		interrupted *fsutil.InterruptedError
 	)
 	switch {
 	case errors.As(err, &ue):
 		return exitUsage, fmt.Sprintf("%v (see 'snapctl help')", err)
+	case errors.As(err, &interrupted):
+		// main cancels the commands' context on SIGINT, SIGTERM or
+		// SIGHUP; a reader returns this as it stops.
+		return exitInterrupted, err.Error()
 	case errors.As(err, &runDir):
 		return exitInput, err.Error()
 	case errors.As(err, &notFixed):

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -45,7 +46,7 @@ output, except a pprof profile when standard output is a terminal.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runExport(cmd.OutOrStdout(), cmd.InOrStdin(), args[0], opts)
+			return runExport(cmd.Context(), cmd.OutOrStdout(), cmd.InOrStdin(), args[0], opts)
 		},
 	}
 	formatFlag(cmd, &opts.format, "output format", "pprof", "folded")
@@ -54,7 +55,7 @@ output, except a pprof profile when standard output is a terminal.`,
 	return cmd
 }
 
-func runExport(stdout io.Writer, stdin io.Reader, spec string, opts *exportOptions) error {
+func runExport(ctx context.Context, stdout io.Writer, stdin io.Reader, spec string, opts *exportOptions) error {
 	var render func(w io.Writer, f *snapshots.File, s *snapshots.Snapshot) error
 	switch opts.format {
 	case "pprof":
@@ -72,7 +73,7 @@ func runExport(stdout io.Writer, stdin io.Reader, spec string, opts *exportOptio
 		return usageError{errors.New("not writing a gzipped pprof profile to a terminal: give -o FILE, or redirect standard output")}
 	}
 	path, sel := splitSpec(spec)
-	in, name, closeIn, err := openMassif(path, stdin)
+	in, name, closeIn, err := openMassif(ctx, path, stdin)
 	if err != nil {
 		return err
 	}

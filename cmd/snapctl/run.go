@@ -143,7 +143,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		GDB:      o.GDB,
 		Stdout:   stdout,
 		Stderr:   stderr,
-		Warn:     stderr,
+		Warn:     snapshots.PrintableWriter(stderr),
 	}
 	if len(o.Args) > 0 {
 		dopts.Args = o.Args

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/snapctl/snapctl/internal/fsutil"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -28,7 +31,8 @@ like ms_print but fast: it reads one snapshot at a time.
 
 FILE#N shows only snapshot N, FILE#peak the peak snapshot; in an xtmemory
 file FILE#curBk (or another event) shows that event's tree. FILE - reads
-standard input.`,
+standard input; a FIFO or a shell's <(...) is read as it comes, and a
+directory or a device is refused. Ctrl-C ends it wherever it is.`,
 		Example: `  snapctl show massif.out.4242
   snapctl show --threshold 1 snapctl-runs/x/snapshots/0003-request-2.massif
   snapctl show --format json massif.out.4242#peak`,
@@ -39,7 +43,7 @@ standard input.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runShow(cmd.OutOrStdout(), cmd.InOrStdin(), args[0], opts)
+			return runShow(cmd.Context(), cmd.OutOrStdout(), cmd.InOrStdin(), args[0], opts)
 		},
 	}
 	formatFlag(cmd, &opts.format, "output format", "text", "json")
@@ -47,13 +51,13 @@ standard input.`,
 	return cmd
 }
 
-func runShow(w io.Writer, stdin io.Reader, spec string, opts *showOptions) error {
+func runShow(ctx context.Context, w io.Writer, stdin io.Reader, spec string, opts *showOptions) error {
 	sopts := snapshots.ShowOptions{Format: opts.format, Threshold: opts.threshold}
 	if !(sopts.Threshold >= 0 && sopts.Threshold <= 100) { // also NaN
 		return usageError{fmt.Errorf("--threshold %g: want a percentage between 0 and 100", opts.threshold)}
 	}
 	path, sel := splitSpec(spec)
-	in, name, closeIn, err := openMassif(path, stdin)
+	in, name, closeIn, err := openMassif(ctx, path, stdin)
 	if err != nil {
 		return err
 	}
@@ -69,17 +73,25 @@ func runShow(w io.Writer, stdin io.Reader, spec string, opts *showOptions) error
 	return snapshots.RenderShow(w, f, sopts)
 }
 
-// openMassif opens a massif file, or standard input for "-".
-func openMassif(path string, stdin io.Reader) (r io.Reader, name string, closeFn func(), err error) {
-	if path == "-" {
-		return stdin, "<stdin>", func() {}, nil
+// openMassif opens a massif file, or standard input for "-", for the
+// readers (show, diff, export): a regular file or a pipe, whose reads end
+// once ctx does (SIGINT, SIGTERM, SIGHUP). A directory or a device is
+// refused before anything is read. With stdin nil (diff), "-" is a file
+// name like any other.
+func openMassif(ctx context.Context, path string, stdin io.Reader) (r io.Reader, name string, closeFn func(), err error) {
+	if path == "-" && stdin != nil {
+		return fsutil.Stdin(ctx, stdin), "<stdin>", func() {}, nil
 	}
-	f, err := os.Open(path)
+	f, err := fsutil.Open(ctx, path, fsutil.ReadOptions{What: "massif file", Pipes: true})
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, "", nil, fmt.Errorf("massif file %s does not exist", path)
 		}
-		return nil, "", nil, fmt.Errorf("opening massif file: %w", err)
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return nil, "", nil, fmt.Errorf("opening massif file %s: %w", path, pe.Err)
+		}
+		return nil, "", nil, err
 	}
 	return f, path, func() { f.Close() }, nil
 }

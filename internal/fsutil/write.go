@@ -1,5 +1,5 @@
-// Package fsutil writes output files the way a user expects of a path
-// given on the command line.
+// Package fsutil reads and writes the files a user names on the command
+// line the way a user expects of such a path.
 package fsutil
 
 import (
