@@ -165,6 +165,12 @@ func TestNativeRetention(t *testing.T) {
 			t.Errorf("%s does not say %q and 1 arena:\n%s", name, released, report)
 		}
 	}
+	// Each stop's mark on the chart says what the trim released there.
+	for _, st := range m.Stops {
+		if want := "1 arena · malloc_trim(0) released " + snapshots.FormatBytes(*st.Memory.TrimReleasedBytes); !strings.Contains(string(page), want) {
+			t.Errorf("report.html: no mark says %q", want)
+		}
+	}
 	cell := "| " + snapshots.FormatBytes(*v.Figures.TrimReleased) + ", " + snapshots.FormatBytes(*v.Figures.TrimReleasedTotal) + " |"
 	if !strings.Contains(string(md), cell) {
 		t.Errorf("report.md has no %q:\n%s", cell, md)

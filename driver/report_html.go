@@ -102,7 +102,8 @@ func (s *session) timeline() ([]snapshots.StopPoint, []snapshots.Growth, error) 
 		p := snapshots.StopPoint{Seq: st.Seq, Breakpoint: st.Breakpoint, Hit: st.Hit, Phase: st.Phase,
 			Time: st.Time, Thread: thread, HeapBytes: st.HeapBytes, HeapExtraBytes: st.HeapExtraBytes, StacksBytes: st.StacksBytes}
 		if m := st.Memory; m != nil {
-			p.Memory = &snapshots.MemoryPoint{RSSBytes: m.RSSBytes, HeapInUseBytes: m.HeapInUseBytes, HeapFreeBytes: m.HeapFreeBytes}
+			p.Memory = &snapshots.MemoryPoint{RSSBytes: m.RSSBytes, HeapInUseBytes: m.HeapInUseBytes, HeapFreeBytes: m.HeapFreeBytes,
+				Arenas: m.Arenas, TrimReleasedBytes: m.TrimReleasedBytes}
 		}
 		points = append(points, p)
 		file := st.Snapshot

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // CompareSchema names the document `snapctl compare --format json` prints.
@@ -392,6 +393,9 @@ func sideFindings(r CompareRun, bp string) (findings []string, said string, ok b
 		return nil, b.Verdict, false, fmt.Sprintf("%d stops there, a verdict needs at least 5", b.Snapshots)
 	}
 	said = b.Verdict
+	if len(b.Findings) > 1 {
+		said = strings.Join(b.Findings, ", ")
+	}
 	if b.InUsePerHit != nil && slices.Contains(b.Findings, "leak") {
 		said += fmt.Sprintf(" (%s per hit)", FormatDelta(*b.InUsePerHit))
 	}

@@ -94,9 +94,9 @@ type notFixedError struct{ n int }
 
 func (e *notFixedError) Error() string {
 	if e.n == 1 {
-		return "compare: 1 suspect persists, is new or could not be judged"
+		return "compare: 1 suspect or finding persists, is new or could not be compared"
 	}
-	return fmt.Sprintf("compare: %d suspects persist, are new or could not be judged", e.n)
+	return fmt.Sprintf("compare: %d suspects or findings persist, are new or could not be compared", e.n)
 }
 
 // runDirError is a RUN argument of compare that cannot be used (exit 5).

@@ -169,7 +169,7 @@ func TestCompareBadInput(t *testing.T) {
 		{[]string{"compare", empty, good}, exitInput, "empty: not a run directory: it has no run.json"},
 		{[]string{"compare", good, interrupted}, exitInput, "the run did not complete (status interrupted: interrupted by SIGINT)"},
 		{[]string{"compare", future, good}, exitInput, `run.json has schema "snapctl.run/v9"; this snapctl reads snapctl.run/v1 and snapctl.run/v2`},
-		{[]string{"compare", v1, good}, exitLeak, "1 suspect persists, is new or could not be judged"},
+		{[]string{"compare", v1, good}, exitLeak, "1 suspect or finding persists, is new or could not be compared"},
 		{[]string{"compare", typed, good}, exitInput, "run.json is valid JSON but not a run: field suspects (byte "},
 		{[]string{"compare", typed, good}, exitInput, ") is a string, where snapctl expects an array"},
 		{[]string{"compare", good, deep}, exitInput, ") is a number, where snapctl expects a string"},
@@ -177,7 +177,7 @@ func TestCompareBadInput(t *testing.T) {
 		{[]string{"compare", broken, good}, exitInput, "run.json is not valid JSON: line 3 (byte 45): invalid character 'c' looking for beginning of value"},
 		{[]string{"compare", good}, exitUsage, "compare takes two run directories RUN_A and RUN_B, got 1 arguments"},
 		{[]string{"compare", "--format", "html", good, good}, exitUsage, `invalid argument "html" for "--format" flag: want text, markdown or json`},
-		{[]string{"compare", good, good}, exitLeak, "1 suspect persists, is new or could not be judged"},
+		{[]string{"compare", good, good}, exitLeak, "1 suspect or finding persists, is new or could not be compared"},
 	} {
 		code, stdout, stderr := snapctlCmd(t, tc.args...)
 		if code != tc.code || !strings.Contains(stderr, tc.msg) {
