@@ -152,6 +152,10 @@ const (
 	// maxSeriesPoints bounds the stops kept per breakpoint: beyond it the
 	// series is thinned to evenly spaced stops.
 	maxSeriesPoints = 256
+	// tcacheBytes is the most glibc's per-thread cache holds by default:
+	// 7 freed chunks of each of its 64 sizes, 32 to 1,040 bytes. mallinfo2
+	// counts them as in use.
+	tcacheBytes = 7 * (64*32 + 16*63*64/2)
 )
 
 // nativeAnalysis makes the native backend's diffs and verdicts as the
@@ -466,6 +470,9 @@ func sentence(v Verdict, trimProbe bool) string {
 			clauses = append(clauses, fmt.Sprintf("leak at breakpoint %s: in-use heap grew %s %s, %s per hit, up in %d of %d intervals; resident memory %s",
 				v.Breakpoint, signed(*f.InUseGrowth), over, signed(deref(f.InUsePerHit)), f.InUseIntervals, f.Intervals, signed(f.RSSGrowth)))
 			next = append(next, "rerun with --backend massif to see the allocation call sites")
+			if threads := int64(max(deref32(f.Arenas), 1)); *f.InUseGrowth <= tcacheBytes*threads {
+				next = append(next, fmt.Sprintf("glibc's per-thread caches count as in use and can fill by up to %s a thread: GLIBC_TUNABLES=glibc.malloc.tcache_count=0 rules them out", b(tcacheBytes)))
+			}
 		case VerdictOutsideHeap:
 			clauses = append(clauses, fmt.Sprintf("memory outside the heap at breakpoint %s: resident memory grew %s %s while in-use heap changed %s and free heap %s",
 				v.Breakpoint, b(f.RSSGrowth), over, signed(*f.InUseGrowth), signed(*f.FreeGrowth)))
@@ -493,6 +500,13 @@ func sentence(v Verdict, trimProbe bool) string {
 }
 
 func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func deref32(p *int) int {
 	if p == nil {
 		return 0
 	}

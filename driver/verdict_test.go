@@ -119,6 +119,12 @@ func TestVerdictRule(t *testing.T) {
 			if !strings.Contains(v.Sentence, "breakpoint round") {
 				t.Errorf("sentence %q", v.Sentence)
 			}
+			// A leak small enough to be glibc's per-thread cache filling
+			// says how to rule that out.
+			tcache := strings.Contains(v.Sentence, "GLIBC_TUNABLES=glibc.malloc.tcache_count=0 rules them out")
+			if want := v.Verdict == VerdictLeak && *v.Figures.InUseGrowth <= tcacheBytes; tcache != want {
+				t.Errorf("sentence %q: tcache hint %v, want %v", v.Sentence, tcache, want)
+			}
 		})
 	}
 }
