@@ -243,17 +243,28 @@ func plural(n int, word string) string {
 // tables.
 const massifNote = "Per-site diffs are the massif backend's job: rerun with --backend massif to see which call sites hold the memory."
 
-// nativeVerdicts are the lines the native backend's reports lead with.
+// nativeVerdicts are the lines the native backend's reports lead with. A
+// run that did not complete says so first: its verdicts are from the
+// stops taken before it ended.
 func nativeVerdicts(m *Manifest) []string {
 	var out []string
+	prefix := "verdict: "
+	if m.Status != StatusCompleted {
+		lead := fmt.Sprintf("run %s", m.Status)
+		if m.Error != "" {
+			lead += ": " + m.Error
+		}
+		out = append(out, lead)
+		prefix = "verdict of the stops taken before the run ended: "
+	}
 	for _, v := range m.Verdicts {
-		out = append(out, "verdict: "+v.Sentence)
+		out = append(out, prefix+v.Sentence)
 	}
 	switch {
 	case measuredNothing(m):
 		out = []string{"verdict: nothing measured: " + whyNothing(m)}
-	case out == nil:
-		out = []string{"verdict: no breakpoint stopped twice: nothing to compare"}
+	case len(m.Verdicts) == 0:
+		out = append(out, prefix+"no breakpoint stopped twice: nothing to compare")
 	}
 	if m.ExitCode != nil && *m.ExitCode != 0 {
 		out[0] += fmt.Sprintf(" (exit %d: %s)", *m.ExitCode, m.ExitReason)
@@ -261,8 +272,32 @@ func nativeVerdicts(m *Manifest) []string {
 	return out
 }
 
-// writeNativeText is the terminal report of the native backend: the
-// verdicts first, then how the run ended and each breakpoint's stops.
+// nativeBreakpoint says what one breakpoint's stops measured: hits,
+// measurements, the verdict's findings, arenas and what malloc_trim(0)
+// released.
+func nativeBreakpoint(m *Manifest, b BreakpointSummary) string {
+	out := fmt.Sprintf("%s, %s", plural(b.Hits, "hit"), plural(b.Snapshots, "measurement"))
+	for _, v := range m.Verdicts {
+		if v.Breakpoint != b.Name {
+			continue
+		}
+		out += "; " + v.Verdict
+		if len(v.Findings) > 1 {
+			out += " (also " + strings.Join(v.Findings[1:], ", ") + ")"
+		}
+		if a := v.Figures.Arenas; a != nil {
+			out += "; " + plural(*a, "arena")
+		}
+		if tr := v.Figures.TrimReleased; tr != nil {
+			out += fmt.Sprintf("; malloc_trim(0) released up to %s at a stop, %s in all", snapshots.FormatBytes(*tr), snapshots.FormatBytes(deref(v.Figures.TrimReleasedTotal)))
+		}
+	}
+	return out
+}
+
+// writeNativeText is the terminal report of the native backend: how a run
+// that did not complete ended, the verdicts, then how the run ended and
+// each breakpoint's stops.
 func writeNativeText(bw *bufio.Writer, res *Result) error {
 	m := res.Manifest
 	pw := snapshots.PrintableWriter(bw)
@@ -271,8 +306,11 @@ func writeNativeText(bw *bufio.Writer, res *Result) error {
 	}
 	fmt.Fprintf(pw, "snapctl run (native): %s\n", strings.Join(m.Target.Argv, " "))
 	fmt.Fprintf(pw, "status: %s%s\n", m.Status, exitNote(m))
+	if m.Native != nil && m.Native.TrimProbe {
+		fmt.Fprintf(pw, "native.trim_probe: on (every stop called malloc_trim(0) after measuring)\n")
+	}
 	for _, b := range m.Breakpoints {
-		fmt.Fprintf(pw, "breakpoint %s (%s): %s, %s\n", b.Name, b.Location, plural(b.Hits, "hit"), plural(b.Snapshots, "measurement"))
+		fmt.Fprintf(pw, "breakpoint %s (%s): %s\n", b.Name, b.Location, nativeBreakpoint(m, b))
 	}
 	fmt.Fprintf(pw, "run directory: %s\n\n%s\n", res.Dir, massifNote)
 	return bw.Flush()
@@ -292,20 +330,33 @@ func writeNativeMarkdown(bw *bufio.Writer, res *Result) error {
 		fmt.Fprintf(pw, "- Error: %s\n", m.Error)
 	}
 	if m.Native != nil && m.Native.TrimProbe {
-		fmt.Fprintf(pw, "- native.trim_probe: on (every stop called malloc_trim(0))\n")
+		fmt.Fprintf(pw, "- native.trim_probe: on (every stop called malloc_trim(0) after measuring)\n")
 	}
 	fmt.Fprintf(pw, "- Stops: %d\n\n", res.Stops)
-	fmt.Fprintf(pw, "| Breakpoint | Verdict | Stops | RSS growth | In-use heap growth | Free heap growth |\n|---|---|---:|---:|---:|---:|\n")
+	fmt.Fprintf(pw, "| Breakpoint | Verdict | Findings | Stops | RSS growth | In-use heap growth | Free heap growth | Arenas | Released by malloc_trim (most at a stop, in all) |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n")
+	opt := func(p *int64) string {
+		if p == nil {
+			return "n/a"
+		}
+		return snapshots.FormatDelta(*p)
+	}
 	for _, v := range m.Verdicts {
 		f := v.Figures
-		opt := func(p *int64) string {
-			if p == nil {
-				return "n/a"
-			}
-			return snapshots.FormatDelta(*p)
+		arenas, trim := "n/a", "n/a"
+		if f.Arenas != nil {
+			arenas = strconv.Itoa(*f.Arenas)
 		}
-		fmt.Fprintf(pw, "| %s | %s | %d | %s | %s | %s |\n", v.Breakpoint, v.Verdict, f.Stops, snapshots.FormatDelta(f.RSSGrowth), opt(f.InUseGrowth), opt(f.FreeGrowth))
+		if f.TrimReleased != nil {
+			trim = snapshots.FormatBytes(*f.TrimReleased) + ", " + snapshots.FormatBytes(deref(f.TrimReleasedTotal))
+		}
+		findings := strings.Join(v.Findings, ", ")
+		if findings == "" {
+			findings = "none"
+		}
+		fmt.Fprintf(pw, "| %s | %s | %s | %d | %s | %s | %s | %s | %s |\n", v.Breakpoint, v.Verdict, findings, f.Stops,
+			snapshots.FormatDelta(f.RSSGrowth), opt(f.InUseGrowth), opt(f.FreeGrowth), arenas, trim)
 	}
+	fmt.Fprintf(pw, "\nGrowths are trends over all of a breakpoint's stops (README, \"Native verdicts\"); run.json's `diffs` hold the %s between consecutive measurements.\n", plural(res.Diffs, "change"))
 	fmt.Fprintf(pw, "\n%s\n", massifNote)
 	return bw.Flush()
 }

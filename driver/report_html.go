@@ -28,22 +28,29 @@ func (s *session) writeHTML(res *Result) error {
 		return err
 	}
 	opts := snapshots.HTMLOptions{Facts: runFacts(res), MaxSites: shownSites, MaxFrames: res.MaxFrames()}
-	if more := moreDiffs(res); more != "" {
-		opts.Notes = append(opts.Notes, more)
-	}
 	if measuredNothing(res.Manifest) {
 		opts.Facts = append([]snapshots.Fact{{Label: "Verdict", Value: "nothing measured: " + whyNothing(res.Manifest)}}, opts.Facts...)
 		opts.NoSites = true
-	} else if s.native != nil {
-		// The verdicts lead, as in the other reports; per-site diffs are
-		// massif's.
+	} else if s.native == nil {
+		if more := moreDiffs(res); more != "" {
+			opts.Notes = append(opts.Notes, more)
+		}
+	} else {
+		// A run that did not complete says so first, then the verdicts,
+		// as in the other reports; per-site diffs are massif's.
 		var lead []snapshots.Fact
-		for _, v := range res.Manifest.Verdicts {
-			lead = append(lead, snapshots.Fact{Label: "Verdict", Value: sentence(v, s.plan.Native.TrimProbe)})
+		for i, v := range nativeVerdicts(res.Manifest) {
+			label := "Verdict"
+			if i == 0 && res.Manifest.Status != StatusCompleted {
+				label = "Run"
+			}
+			lead = append(lead, snapshots.Fact{Label: label, Value: v})
 		}
 		opts.Facts = append(lead, opts.Facts...)
 		opts.NoSites = true
-		opts.Notes = append(opts.Notes, "The native backend measures resident memory and glibc's allocator at each stop; per-site diffs are massif's job: rerun with --backend massif for the call sites.")
+		opts.Notes = append(opts.Notes,
+			fmt.Sprintf("run.json's diffs hold the %s between consecutive measurements of a breakpoint (and within around_call's calls) as memory_delta; the charts draw every measurement.", plural(res.Diffs, "change")),
+			"The native backend measures resident memory and glibc's allocator at each stop; per-site diffs are massif's job: rerun with --backend massif for the call sites.")
 	}
 	return writeFileAtomicFunc(filepath.Join(s.dir, htmlFile), func(w io.Writer) error {
 		return snapshots.RenderReportHTML(w, &rep, opts)
@@ -64,9 +71,15 @@ func runFacts(res *Result) []snapshots.Fact {
 		facts = append(facts, snapshots.Fact{Label: "Error", Value: m.Error})
 	}
 	facts = append(facts, snapshots.Fact{Label: "Stops", Value: strconv.Itoa(res.Stops)})
+	if m.Native != nil && m.Native.TrimProbe {
+		facts = append(facts, snapshots.Fact{Label: "native.trim_probe", Value: "on: every stop called malloc_trim(0) after measuring"})
+	}
 	for _, b := range m.Breakpoints {
-		facts = append(facts, snapshots.Fact{Label: "Breakpoint " + b.Name,
-			Value: fmt.Sprintf("%s: %s, %s%s", b.Location, plural(b.Hits, "hit"), plural(b.Snapshots, "snapshot"), unchangedNote(b))})
+		value := fmt.Sprintf("%s: %s, %s%s", b.Location, plural(b.Hits, "hit"), plural(b.Snapshots, "snapshot"), unchangedNote(b))
+		if m.Backend == BackendNative {
+			value = b.Location + ": " + nativeBreakpoint(m, b)
+		}
+		facts = append(facts, snapshots.Fact{Label: "Breakpoint " + b.Name, Value: value})
 	}
 	return facts
 }
@@ -92,7 +105,8 @@ func (s *session) timeline() ([]snapshots.StopPoint, []snapshots.Growth, error) 
 		p := snapshots.StopPoint{Seq: st.Seq, Breakpoint: st.Breakpoint, Hit: st.Hit, Phase: st.Phase,
 			Time: st.Time, Thread: thread, HeapBytes: st.HeapBytes, HeapExtraBytes: st.HeapExtraBytes, StacksBytes: st.StacksBytes}
 		if m := st.Memory; m != nil {
-			p.Memory = &snapshots.MemoryPoint{RSSBytes: m.RSSBytes, HeapInUseBytes: m.HeapInUseBytes, HeapFreeBytes: m.HeapFreeBytes}
+			p.Memory = &snapshots.MemoryPoint{RSSBytes: m.RSSBytes, HeapInUseBytes: m.HeapInUseBytes, HeapFreeBytes: m.HeapFreeBytes,
+				Arenas: m.Arenas, TrimReleasedBytes: m.TrimReleasedBytes}
 		}
 		points = append(points, p)
 		file := st.Snapshot

@@ -2,6 +2,10 @@ package driver
 
 import (
 	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
 
 	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/snapshots"
@@ -68,29 +72,43 @@ func delta(a, b *Memory) MemoryDelta {
 	return d
 }
 
-// The verdicts of the native backend.
+// The verdicts of the native backend. A verdict is the most urgent of the
+// findings that hold for a breakpoint, in this order: leak, outside-heap,
+// retention, rss-growth; flat when none holds.
 const (
 	VerdictLeak        = "leak"
-	VerdictRetention   = "retention"
 	VerdictOutsideHeap = "outside-heap"
-	VerdictFlat        = "flat"
+	VerdictRetention   = "retention"
 	// VerdictRSSGrowth: resident memory grew, and the allocator could not
 	// be read to say why.
 	VerdictRSSGrowth = "rss-growth"
+	VerdictFlat      = "flat"
+	// VerdictTooFewStops: fewer than minTrendStops stops, too few to tell
+	// steady growth from noise.
+	VerdictTooFewStops = "too-few-stops"
 )
+
+// findingOrder ranks the findings, the most urgent first.
+var findingOrder = []string{VerdictLeak, VerdictOutsideHeap, VerdictRetention, VerdictRSSGrowth}
 
 // Verdict is run.json's verdicts[]: what the native backend concludes of
 // one breakpoint's hits.
 type Verdict struct {
-	Breakpoint string         `json:"breakpoint"`
-	Verdict    string         `json:"verdict"`
-	Figures    VerdictFigures `json:"figures"`
+	Breakpoint string `json:"breakpoint"`
+	Verdict    string `json:"verdict"`
+	// Findings are all the findings that hold, the most urgent (Verdict)
+	// first; empty when the verdict is flat or too-few-stops.
+	Findings []string       `json:"findings"`
+	Figures  VerdictFigures `json:"figures"`
 	// Sentence says it in words, with what to do next.
 	Sentence string `json:"sentence"`
 }
 
-// VerdictFigures are the growths from a breakpoint's first hit-phase stop
-// to its last.
+// VerdictFigures are what the verdict is decided from. The growths are
+// trends over all of the breakpoint's hit-phase stops (docs/design.md,
+// "Native verdicts"): the Theil-Sen slope, in bytes per hit, times the hits
+// between the first stop and the last. In-use heap counts the allocator's
+// mmapped blocks too (heap_in_use_bytes + mmap_bytes).
 type VerdictFigures struct {
 	Stops          int    `json:"stops"`
 	Hits           int    `json:"hits"` // hits between the first and the last stop
@@ -99,41 +117,61 @@ type VerdictFigures struct {
 	FreeGrowth     *int64 `json:"heap_free_growth_bytes,omitempty"`
 	InUsePerHit    *int64 `json:"heap_in_use_growth_per_hit_bytes,omitempty"`
 	InUseIntervals int    `json:"heap_in_use_grew_intervals"` // intervals in which in-use grew
+	// Intervals counts the intervals between consecutive stops that both
+	// read the allocator.
+	Intervals int `json:"intervals"`
+	// The Mann-Kendall statistics (z) of the series: how consistently
+	// later stops hold more than earlier ones; a finding needs at least
+	// minTrendZ.
+	RSSTrend   float64  `json:"rss_trend"`
+	InUseTrend *float64 `json:"heap_in_use_trend,omitempty"`
+	FreeTrend  *float64 `json:"heap_free_trend,omitempty"`
+	// Arenas is the most arenas seen at a stop.
+	Arenas *int `json:"arenas,omitempty"`
 	// TrimReleased is the most that malloc_trim(0) returned at one stop,
-	// with native.trim_probe.
-	TrimReleased *int64 `json:"trim_released_bytes,omitempty"`
+	// and TrimReleasedTotal what it returned over all of them, with
+	// native.trim_probe.
+	TrimReleased      *int64 `json:"trim_released_bytes,omitempty"`
+	TrimReleasedTotal *int64 `json:"trim_released_total_bytes,omitempty"`
 }
 
-// The thresholds of the verdicts (README, "Native verdicts"). Growth
-// below them is noise: a page of stack, a page-aligned RSS step, the
-// probe's own scratch page.
+// The thresholds of the verdicts (README, "Native verdicts";
+// docs/design.md, "Native verdicts").
 const (
-	// minLeakBytes is the least in-use growth, over the whole run, that
-	// counts as a leak.
-	minLeakBytes = 1024
-	// minRSSBytes is the least resident growth that counts at all.
+	// minTrendStops is the fewest stops a trend can be shown from: with
+	// four, even growth at every stop happens by chance once in 24
+	// orderings of noise.
+	minTrendStops = 5
+	// minTrendZ is the Mann-Kendall z a series needs to grow: a one-sided
+	// test at 1%.
+	minTrendZ = 2.33
+	// minRSSBytes is the least resident growth that counts: resident
+	// memory moves in pages, and code and stack pages fault in as new
+	// paths run.
 	minRSSBytes = 256 << 10
+	// maxSeriesPoints bounds the stops kept per breakpoint: beyond it the
+	// series is thinned to evenly spaced stops.
+	maxSeriesPoints = 256
+	// tcacheBytes is the most glibc's per-thread cache holds by default:
+	// 7 freed chunks of each of its 64 sizes, 32 to 1,040 bytes. mallinfo2
+	// counts them as in use.
+	tcacheBytes = 7 * (64*32 + 16*63*64/2)
 )
 
 // nativeAnalysis makes the native backend's diffs and verdicts as the
-// stops arrive. It keeps the hit-phase memory of each breakpoint's stops
-// (a few dozen bytes a stop).
+// stops arrive. It keeps a bounded series of each breakpoint's hit-phase
+// figures.
 type nativeAnalysis struct {
-	plan  *breakpoints.Plan
-	diffs *spool
-	hits  map[string][]hitMemory
+	plan   *breakpoints.Plan
+	diffs  *spool
+	series map[string]*series
 	// open are the hit-phase stops of around_call breakpoints whose
 	// return is still to come, by hit stop.
 	open map[*taken]*Memory
 }
 
-type hitMemory struct {
-	seq, hit int
-	mem      *Memory
-}
-
 func newNativeAnalysis(plan *breakpoints.Plan, diffs *spool) *nativeAnalysis {
-	return &nativeAnalysis{plan: plan, diffs: diffs, hits: make(map[string][]hitMemory), open: make(map[*taken]*Memory)}
+	return &nativeAnalysis{plan: plan, diffs: diffs, series: make(map[string]*series), open: make(map[*taken]*Memory)}
 }
 
 func (a *nativeAnalysis) add(t *taken) {
@@ -148,12 +186,15 @@ func (a *nativeAnalysis) add(t *taken) {
 		}
 		return
 	}
-	prev := a.hits[bp]
-	if n := len(prev); n > 0 {
-		last := prev[n-1]
-		a.diffs.add(&MemoryDiff{Kind: "between-hits", Breakpoint: bp, FromSeq: last.seq, ToSeq: t.stop.Seq, MemoryDelta: delta(last.mem, mem)})
+	s := a.series[bp]
+	if s == nil {
+		s = &series{stride: 1}
+		a.series[bp] = s
+	} else {
+		a.diffs.add(&MemoryDiff{Kind: "between-hits", Breakpoint: bp, FromSeq: s.lastSeq, ToSeq: t.stop.Seq, MemoryDelta: delta(s.lastMem, mem)})
 	}
-	a.hits[bp] = append(prev, hitMemory{seq: t.stop.Seq, hit: t.stop.Hit, mem: mem})
+	s.lastSeq, s.lastMem = t.stop.Seq, mem
+	s.add(pointOf(t.stop.Hit, mem))
 }
 
 // verdicts returns a verdict for every breakpoint with at least two
@@ -161,106 +202,311 @@ func (a *nativeAnalysis) add(t *taken) {
 func (a *nativeAnalysis) verdicts(trimProbe bool) []Verdict {
 	var out []Verdict
 	for _, bp := range a.plan.Breakpoints {
-		if v, ok := verdictOf(bp.Name, a.hits[bp.Name], trimProbe); ok {
-			out = append(out, v)
+		if s := a.series[bp.Name]; s != nil && s.seen >= 2 {
+			out = append(out, verdictOf(bp.Name, s, trimProbe))
 		}
 	}
 	return out
 }
 
-// verdictOf decides a breakpoint's verdict from its hit-phase stops. In-use
-// heap grows steadily when it grew by at least minLeakBytes over the run
-// and in at least three quarters of the intervals between stops;
-// resident memory grows when it grew by at least minRSSBytes.
-//   - RSS flat: leak when in-use heap grows steadily, else flat;
-//   - RSS grows: leak when in-use heap grows steadily by at least half of
-//     it; else retention when the allocator's free bytes grew by at least
-//     half of it; else leak when in-use heap did (unsteadily); else
-//     outside-heap: neither in-use nor free heap explains it.
-func verdictOf(bp string, hits []hitMemory, trimProbe bool) (Verdict, bool) {
-	if len(hits) < 2 {
-		return Verdict{}, false
-	}
-	first, last := hits[0].mem, hits[len(hits)-1].mem
-	f := VerdictFigures{Stops: len(hits), Hits: hits[len(hits)-1].hit - hits[0].hit, RSSGrowth: last.RSSBytes - first.RSSBytes}
-	for _, h := range hits {
-		if t := h.mem.TrimReleasedBytes; t != nil && (f.TrimReleased == nil || *t > *f.TrimReleased) {
-			v := *t
-			f.TrimReleased = &v
+// point is one hit-phase stop's figures.
+type point struct {
+	index int // among the breakpoint's hit-phase stops, from 0
+	hit   int
+	rss   int64
+	// alloc says the allocator was read: use (in use, with mmapped
+	// blocks) and free are known.
+	alloc     bool
+	use, free int64
+	arenas    *int
+	trim      *int64
+}
+
+func pointOf(hit int, m *Memory) point {
+	p := point{hit: hit, rss: m.RSSBytes, arenas: m.Arenas, trim: m.TrimReleasedBytes}
+	if m.HeapInUseBytes != nil && m.HeapFreeBytes != nil {
+		p.alloc, p.use, p.free = true, *m.HeapInUseBytes, *m.HeapFreeBytes
+		if m.MmapBytes != nil {
+			p.use += *m.MmapBytes
 		}
 	}
-	v := Verdict{Breakpoint: bp, Verdict: VerdictFlat, Figures: f}
-	allocator := first.HeapInUseBytes != nil && last.HeapInUseBytes != nil
-	rssGrew := f.RSSGrowth >= minRSSBytes
-	if !allocator {
-		if rssGrew {
-			v.Verdict = VerdictRSSGrowth
+	return p
+}
+
+// series is one breakpoint's hit-phase stops: every stop's counts, and at
+// most maxSeriesPoints evenly spaced stops for the trends (every stride-th,
+// the stride doubling each time the points fill up), plus the last.
+type series struct {
+	points  []point
+	stride  int
+	seen    int
+	first   point
+	last    point
+	lastSeq int
+	lastMem *Memory
+	// Over every stop: intervals whose both ends read the allocator, and
+	// how many of them grew in use; the most arenas; what malloc_trim
+	// returned.
+	intervals, grew int
+	arenas          *int
+	trimMax         *int64
+	trimTotal       int64
+}
+
+func (s *series) add(p point) {
+	p.index = s.seen
+	if s.seen == 0 {
+		s.first = p
+	} else if p.alloc && s.last.alloc {
+		s.intervals++
+		if p.use > s.last.use {
+			s.grew++
 		}
-		v.Sentence = sentence(v, trimProbe)
-		return v, true
 	}
-	use := *last.HeapInUseBytes - *first.HeapInUseBytes
-	free := *last.HeapFreeBytes - *first.HeapFreeBytes
-	v.Figures.InUseGrowth, v.Figures.FreeGrowth = &use, &free
-	if f.Hits > 0 {
-		per := use / int64(f.Hits)
-		v.Figures.InUsePerHit = &per
+	if p.arenas != nil && (s.arenas == nil || *p.arenas > *s.arenas) {
+		n := *p.arenas
+		s.arenas = &n
 	}
-	for i := 1; i < len(hits); i++ {
-		if *hits[i].mem.HeapInUseBytes > *hits[i-1].mem.HeapInUseBytes {
-			v.Figures.InUseIntervals++
+	if p.trim != nil {
+		s.trimTotal += *p.trim
+		if s.trimMax == nil || *p.trim > *s.trimMax {
+			t := *p.trim
+			s.trimMax = &t
 		}
 	}
-	steady := use >= minLeakBytes && 4*v.Figures.InUseIntervals >= 3*(len(hits)-1)
+	if s.seen%s.stride == 0 {
+		s.points = append(s.points, p)
+		if len(s.points) == maxSeriesPoints {
+			for i := 0; i < len(s.points)/2; i++ {
+				s.points[i] = s.points[2*i]
+			}
+			s.points = s.points[:len(s.points)/2]
+			s.stride *= 2
+		}
+	}
+	s.seen++
+	s.last = p
+}
+
+// analysed are the points the trends are computed from: the kept ones
+// and the last stop.
+func (s *series) analysed() []point {
+	pts := s.points
+	if n := len(pts); n == 0 || pts[n-1].index != s.last.index {
+		pts = append(pts[:n:n], s.last)
+	}
+	return pts
+}
+
+// trend is a series' Mann-Kendall statistic and Theil-Sen slope.
+type trend struct {
+	// z is Kendall's S (over every pair of points, +1 when the later is
+	// larger, -1 when smaller) over its standard deviation under no trend,
+	// sqrt(n(n-1)(2n+5)/18), ties uncorrected.
+	z float64
+	// slope is the median of the pairwise slopes (y_j-y_i)/(x_j-x_i).
+	slope float64
+}
+
+// trendOf computes the trend of ys over xs (increasing hit numbers).
+func trendOf(xs []int, ys []int64) trend {
+	n := len(ys)
+	if n < 2 {
+		return trend{}
+	}
+	var sum int
+	slopes := make([]float64, 0, n*(n-1)/2)
+	for i := 0; i < n; i++ {
+		for j := i + 1; j < n; j++ {
+			switch {
+			case ys[j] > ys[i]:
+				sum++
+			case ys[j] < ys[i]:
+				sum--
+			}
+			if dx := xs[j] - xs[i]; dx > 0 {
+				slopes = append(slopes, float64(ys[j]-ys[i])/float64(dx))
+			}
+		}
+	}
+	fn := float64(n)
+	t := trend{z: float64(sum) / math.Sqrt(fn*(fn-1)*(2*fn+5)/18)}
+	if len(slopes) > 0 {
+		sort.Float64s(slopes)
+		m := len(slopes) / 2
+		t.slope = slopes[m]
+		if len(slopes)%2 == 0 {
+			t.slope = (slopes[m-1] + slopes[m]) / 2
+		}
+	}
+	return t
+}
+
+// grows says a trend is growth: enough stops, later stops larger than
+// earlier ones in a significant majority of pairs, a positive slope.
+func (t trend) grows(stops int) bool {
+	return stops >= minTrendStops && t.z >= minTrendZ && t.slope > 0
+}
+
+func round2(z float64) float64 { return math.Round(z*100) / 100 }
+
+// verdictOf decides a breakpoint's verdict from its hit-phase stops
+// (docs/design.md, "Native verdicts"). With U the in-use heap (with
+// mmapped blocks), F the free heap and R resident memory, each grows when
+// its trend does (trend.grows), and its growth is its slope times the
+// hits spanned:
+//   - leak: U grows, by any amount;
+//   - retention: R grows by at least minRSSBytes more than U, and F's
+//     growth is at least half of that excess; or, with trim_probe,
+//     malloc_trim(0) returned at least minRSSBytes at the median stop;
+//   - outside-heap: R grows, and what neither U nor F explains is at least
+//     minRSSBytes and half of R's growth;
+//   - rss-growth: R grows and the allocator could not be read.
+func verdictOf(bp string, s *series, trimProbe bool) Verdict {
+	pts := s.analysed()
+	f := VerdictFigures{Stops: s.seen, Hits: s.last.hit - s.first.hit, Intervals: s.intervals, InUseIntervals: s.grew,
+		Arenas: s.arenas, TrimReleased: s.trimMax}
+	if s.trimMax != nil {
+		t := s.trimTotal
+		f.TrimReleasedTotal = &t
+	}
+	span := float64(f.Hits)
+	growth := func(t trend) int64 { return int64(math.Round(t.slope * span)) }
+	var xs []int
+	var rss []int64
+	for _, p := range pts {
+		xs, rss = append(xs, p.hit), append(rss, p.rss)
+	}
+	rt := trendOf(xs, rss)
+	f.RSSGrowth, f.RSSTrend = growth(rt), round2(rt.z)
+	rssGrows := rt.grows(s.seen) && f.RSSGrowth >= minRSSBytes
+
+	var ax []int
+	var use, free []int64
+	for _, p := range pts {
+		if p.alloc {
+			ax, use, free = append(ax, p.hit), append(use, p.use), append(free, p.free)
+		}
+	}
+	allocator := len(use) >= 2 && (len(use) >= minTrendStops || s.seen < minTrendStops)
+	var findings []string
+	if allocator {
+		ut, ft := trendOf(ax, use), trendOf(ax, free)
+		ug, fg := growth(ut), growth(ft)
+		per := int64(math.Round(ut.slope))
+		uz, fz := round2(ut.z), round2(ft.z)
+		f.InUseGrowth, f.FreeGrowth, f.InUsePerHit, f.InUseTrend, f.FreeTrend = &ug, &fg, &per, &uz, &fz
+		if ut.grows(len(use)) {
+			findings = append(findings, VerdictLeak)
+		}
+		excess := f.RSSGrowth - max(ug, 0)
+		rest := excess - max(fg, 0)
+		if rssGrows && rest >= minRSSBytes && 2*rest >= f.RSSGrowth {
+			findings = append(findings, VerdictOutsideHeap)
+		}
+		if (rssGrows && excess >= minRSSBytes && 2*fg >= excess) || (trimProbe && medianTrim(pts) >= minRSSBytes) {
+			findings = append(findings, VerdictRetention)
+		}
+	} else if rssGrows {
+		findings = append(findings, VerdictRSSGrowth)
+	}
+	v := Verdict{Breakpoint: bp, Verdict: VerdictFlat, Findings: findings, Figures: f}
 	switch {
-	case !rssGrew && steady:
-		v.Verdict = VerdictLeak
-	case !rssGrew:
-	case steady && 2*use >= f.RSSGrowth:
-		v.Verdict = VerdictLeak
-	case 2*free >= f.RSSGrowth:
-		v.Verdict = VerdictRetention
-	case 2*use >= f.RSSGrowth:
-		v.Verdict = VerdictLeak
-	default:
-		v.Verdict = VerdictOutsideHeap
+	case len(findings) > 0:
+		v.Verdict = findings[0]
+	case s.seen < minTrendStops:
+		v.Verdict = VerdictTooFewStops
+	}
+	if v.Findings == nil {
+		v.Findings = []string{}
 	}
 	v.Sentence = sentence(v, trimProbe)
-	return v, true
+	return v
+}
+
+// medianTrim is what malloc_trim(0) returned at the median stop, 0
+// without the probe.
+func medianTrim(pts []point) int64 {
+	var ts []int64
+	for _, p := range pts {
+		if p.trim != nil {
+			ts = append(ts, *p.trim)
+		}
+	}
+	if len(ts) == 0 {
+		return 0
+	}
+	slices.Sort(ts)
+	return ts[len(ts)/2]
 }
 
 // sentence says a verdict in one sentence with its numbers, and what to do
-// next.
+// next: the verdict's own clause, then the other findings that hold.
 func sentence(v Verdict, trimProbe bool) string {
 	f := v.Figures
 	b := snapshots.FormatBytes
 	over := fmt.Sprintf("over %d hits (%d stops)", f.Hits, f.Stops)
-	switch v.Verdict {
-	case VerdictLeak:
-		return fmt.Sprintf("leak at breakpoint %s: in-use heap grew %s %s (%s per hit), resident memory %s; rerun with --backend massif to see the allocation call sites",
-			v.Breakpoint, b(*f.InUseGrowth), over, b(deref(f.InUsePerHit)), signed(f.RSSGrowth))
-	case VerdictRetention:
-		trim := "set native.trim_probe: true to measure what malloc_trim(0) would return"
-		if f.TrimReleased != nil {
-			trim = fmt.Sprintf("malloc_trim(0) returned up to %s at a stop", b(*f.TrimReleased))
-		} else if trimProbe {
-			trim = "malloc_trim(0) returned nothing"
+	heap := func() string {
+		if f.InUseGrowth == nil {
+			return ""
 		}
-		return fmt.Sprintf("allocator retention at breakpoint %s: resident memory grew %s %s while in-use heap changed %s and the allocator holds %s more free; %s; fewer arenas (MALLOC_ARENA_MAX=2), a lower M_TRIM_THRESHOLD (mallopt, or GLIBC_TUNABLES=glibc.malloc.trim_threshold=...) or calling malloc_trim return it to the system",
-			v.Breakpoint, b(f.RSSGrowth), over, signed(*f.InUseGrowth), b(*f.FreeGrowth), trim)
-	case VerdictOutsideHeap:
-		return fmt.Sprintf("memory outside the heap at breakpoint %s: resident memory grew %s %s while in-use heap changed %s and free heap %s: mmap, thread stacks or another allocator; /proc/PID/smaps names the mappings",
-			v.Breakpoint, b(f.RSSGrowth), over, signed(*f.InUseGrowth), signed(*f.FreeGrowth))
-	case VerdictRSSGrowth:
-		return fmt.Sprintf("resident memory grew %s at breakpoint %s %s; glibc's allocator could not be read to say whether it is a leak", b(f.RSSGrowth), v.Breakpoint, over)
+		return " and in-use heap " + signed(*f.InUseGrowth)
 	}
-	if f.InUseGrowth == nil {
-		return fmt.Sprintf("flat at breakpoint %s: resident memory changed %s %s", v.Breakpoint, signed(f.RSSGrowth), over)
+	trim := ""
+	if f.TrimReleased != nil {
+		trim = fmt.Sprintf("; malloc_trim(0) returned up to %s at a stop, %s over the run", b(*f.TrimReleased), b(deref(f.TrimReleasedTotal)))
 	}
-	return fmt.Sprintf("flat at breakpoint %s: resident memory changed %s and in-use heap %s %s", v.Breakpoint, signed(f.RSSGrowth), signed(*f.InUseGrowth), over)
+	switch v.Verdict {
+	case VerdictFlat:
+		return fmt.Sprintf("flat at breakpoint %s: no steady growth %s: resident memory changed %s%s%s", v.Breakpoint, over, signed(f.RSSGrowth), heap(), trim)
+	case VerdictTooFewStops:
+		return fmt.Sprintf("too few stops at breakpoint %s to tell steady growth from noise: %d stops, a verdict needs at least %d (resident memory changed %s%s)%s",
+			v.Breakpoint, f.Stops, minTrendStops, signed(f.RSSGrowth), heap(), trim)
+	}
+	var clauses, next []string
+	for _, fd := range v.Findings {
+		switch fd {
+		case VerdictLeak:
+			clauses = append(clauses, fmt.Sprintf("leak at breakpoint %s: in-use heap grew %s %s, %s per hit, up in %d of %d intervals; resident memory %s",
+				v.Breakpoint, signed(*f.InUseGrowth), over, signed(deref(f.InUsePerHit)), f.InUseIntervals, f.Intervals, signed(f.RSSGrowth)))
+			next = append(next, "rerun with --backend massif to see the allocation call sites")
+			if threads := int64(max(deref32(f.Arenas), 1)); *f.InUseGrowth <= tcacheBytes*threads {
+				next = append(next, fmt.Sprintf("glibc's per-thread caches count as in use and can fill by up to %s a thread: GLIBC_TUNABLES=glibc.malloc.tcache_count=0 rules them out", b(tcacheBytes)))
+			}
+		case VerdictOutsideHeap:
+			clauses = append(clauses, fmt.Sprintf("memory outside the heap at breakpoint %s: resident memory grew %s %s while in-use heap changed %s and free heap %s",
+				v.Breakpoint, b(f.RSSGrowth), over, signed(*f.InUseGrowth), signed(*f.FreeGrowth)))
+			next = append(next, "mmap, thread stacks or another allocator: /proc/PID/smaps names the mappings")
+		case VerdictRetention:
+			clauses = append(clauses, fmt.Sprintf("allocator retention at breakpoint %s: resident memory grew %s %s while in-use heap changed %s and the allocator holds %s more free",
+				v.Breakpoint, signed(f.RSSGrowth), over, signed(*f.InUseGrowth), signed(*f.FreeGrowth)))
+			if !trimProbe {
+				next = append(next, "set native.trim_probe: true to measure what malloc_trim(0) would return")
+			}
+			next = append(next, "fewer arenas (MALLOC_ARENA_MAX=2), a lower M_TRIM_THRESHOLD (mallopt, or GLIBC_TUNABLES=glibc.malloc.trim_threshold=...) or calling malloc_trim return it to the system")
+		case VerdictRSSGrowth:
+			clauses = append(clauses, fmt.Sprintf("resident memory grew %s at breakpoint %s %s", b(f.RSSGrowth), v.Breakpoint, over))
+			next = append(next, "glibc's allocator could not be read to say whether it is a leak")
+		}
+	}
+	out := clauses[0]
+	if len(clauses) > 1 {
+		out += "; also " + strings.Join(clauses[1:], "; also ")
+	}
+	if trim == "" && trimProbe && slices.Contains(v.Findings, VerdictRetention) {
+		trim = "; malloc_trim(0) returned nothing"
+	}
+	return out + trim + "; " + strings.Join(next, "; ")
 }
 
 func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func deref32(p *int) int {
 	if p == nil {
 		return 0
 	}

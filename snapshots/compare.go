@@ -2,7 +2,9 @@ package snapshots
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // CompareSchema names the document `snapctl compare --format json` prints.
@@ -19,10 +21,18 @@ const (
 // suspect: Series.Suspects needs two intervals.
 const minSnapshots = 3
 
-// CompareRun is what a comparison needs of one run: its breakpoints, how
-// many hit snapshots each took, and its suspects.
+// The backends of compared runs.
+const (
+	BackendMassif = "massif"
+	BackendNative = "native"
+)
+
+// CompareRun is what a comparison needs of one run: its backend, its
+// breakpoints, how many hit snapshots each took, and its suspects (massif)
+// or each breakpoint's verdict (native).
 type CompareRun struct {
 	Dir         string
+	Backend     string // BackendMassif or BackendNative
 	Breakpoints []CompareBreakpoint
 	Suspects    []Suspect
 }
@@ -30,10 +40,22 @@ type CompareRun struct {
 // CompareBreakpoint is one plan breakpoint of a compared run.
 type CompareBreakpoint struct {
 	Name, Location string
-	// Snapshots counts its hit-phase snapshots, the series suspects come
-	// from.
+	// Snapshots counts its hit-phase snapshots (measurements, natively),
+	// the series suspects and verdicts come from.
 	Snapshots int
+	// Verdict and Findings are the native backend's verdict of the
+	// breakpoint and every finding that holds ("" and none when it has no
+	// verdict); InUsePerHit its in-use heap growth per hit.
+	Verdict     string
+	Findings    []string
+	InUsePerHit *int64
 }
+
+// The statuses of a compared finding, besides gone, persists and new.
+const StatusUnjudged = "unjudged" // the other run cannot show whether it holds
+
+// native verdicts that do not judge: too few stops to tell a trend.
+const verdictTooFewStops = "too-few-stops"
 
 // Comparison is two runs' suspects side by side, the document of
 // `snapctl compare`.
@@ -49,6 +71,27 @@ type Comparison struct {
 	// one plan has, locations that differ, sites matched by function
 	// because their line moved, sites that could not be matched.
 	Notes []string `json:"notes"`
+	// BeforeBackend and AfterBackend are the runs' backends.
+	BeforeBackend string `json:"before_backend"`
+	AfterBackend  string `json:"after_backend"`
+	// Findings compare runs by what grew at each breakpoint, when either
+	// run is native: a native verdict's findings (leak, retention,
+	// outside-heap, rss-growth), and for a massif run "leak" where a
+	// breakpoint has suspects.
+	Findings []ComparedFinding `json:"findings"`
+}
+
+// ComparedFinding is one finding of one breakpoint in either run.
+type ComparedFinding struct {
+	Breakpoint string `json:"breakpoint"`
+	Finding    string `json:"finding"`
+	// Status is gone, persists, new or unjudged (Reason says why).
+	Status string `json:"status"`
+	// Before and After say what each run found at the breakpoint: a
+	// native verdict, "N suspects" of massif, or "" when it has none.
+	Before string `json:"before"`
+	After  string `json:"after"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // ComparedSuspect is one site that was a suspect in either run.
@@ -74,17 +117,17 @@ type ComparedSuspect struct {
 }
 
 // Unfixed counts what keeps the comparison from showing a fix: suspects
-// that persist or are new, and suspects of the before run that could not
-// be judged after because their breakpoint took too few snapshots there.
+// and findings that persist, are new or could not be judged, and every
+// suspect that was not compared.
 func (c *Comparison) Unfixed() int {
-	n := 0
+	n := len(c.NotCompared)
 	for _, s := range c.Suspects {
 		if s.Status != StatusGone {
 			n++
 		}
 	}
-	for _, s := range c.NotCompared {
-		if s.Unjudged {
+	for _, f := range c.Findings {
+		if f.Status != StatusGone {
 			n++
 		}
 	}
@@ -99,9 +142,17 @@ func (c *Comparison) Unfixed() int {
 // nothing are gone or new, with a note when their function had suspects on
 // both sides. Breakpoints of one plan only, and breakpoints with fewer
 // than three snapshots in a run, are not compared, and the notes say so.
+//
+// When either run is native, the runs are compared by their findings per
+// breakpoint instead (compareFindings).
 func Compare(before, after CompareRun) *Comparison {
 	c := &Comparison{Schema: CompareSchema, Before: before.Dir, After: after.Dir,
-		Suspects: []ComparedSuspect{}, NotCompared: []ComparedSuspect{}, Notes: []string{}}
+		Suspects: []ComparedSuspect{}, NotCompared: []ComparedSuspect{}, Notes: []string{}, Findings: []ComparedFinding{},
+		BeforeBackend: backendOf(before), AfterBackend: backendOf(after)}
+	if c.BeforeBackend == BackendNative || c.AfterBackend == BackendNative {
+		c.compareFindings(before, after)
+		return c
+	}
 	bps := func(r CompareRun) map[string]CompareBreakpoint {
 		m := make(map[string]CompareBreakpoint)
 		for _, b := range r.Breakpoints {
@@ -147,6 +198,9 @@ func Compare(before, after CompareRun) *Comparison {
 		default:
 			cs.Reason = "too few snapshots to find suspects"
 			cs.Unjudged = before && inAfter[s.Breakpoint].Snapshots < minSnapshots
+		}
+		if before && !inA {
+			cs.Unjudged = true
 		}
 		c.NotCompared = append(c.NotCompared, cs)
 	}
@@ -298,4 +352,118 @@ func (c *Comparison) matchBreakpoint(before, after []Suspect) {
 			c.Suspects = append(c.Suspects, ComparedSuspect{Frame: a.Frame, Breakpoint: a.Breakpoint, Status: StatusNew, AfterGrowthPerHit: &g})
 		}
 	}
+}
+
+func backendOf(r CompareRun) string {
+	if r.Backend == "" {
+		return BackendMassif
+	}
+	return r.Backend
+}
+
+// sideFindings is what one run found at one breakpoint: ok is false when
+// the run cannot tell (no such breakpoint, too few stops); said is how
+// the reports name it.
+func sideFindings(r CompareRun, bp string) (findings []string, said string, ok bool, why string) {
+	var b *CompareBreakpoint
+	for i := range r.Breakpoints {
+		if r.Breakpoints[i].Name == bp {
+			b = &r.Breakpoints[i]
+		}
+	}
+	if b == nil {
+		return nil, "", false, "not in its plan"
+	}
+	if backendOf(r) == BackendMassif {
+		n := 0
+		for _, s := range r.Suspects {
+			if s.Breakpoint == bp {
+				n++
+			}
+		}
+		if b.Snapshots < minSnapshots {
+			return nil, "", false, fmt.Sprintf("%d snapshots there, a suspect needs %d", b.Snapshots, minSnapshots)
+		}
+		if n == 0 {
+			return nil, "no suspect", true, ""
+		}
+		return []string{"leak"}, fmt.Sprintf("%d %s", n, plural(n, "suspect", "suspects")), true, ""
+	}
+	if b.Verdict == "" || b.Verdict == verdictTooFewStops {
+		return nil, b.Verdict, false, fmt.Sprintf("%d stops there, a verdict needs at least 5", b.Snapshots)
+	}
+	said = b.Verdict
+	if len(b.Findings) > 1 {
+		said = strings.Join(b.Findings, ", ")
+	}
+	if b.InUsePerHit != nil && slices.Contains(b.Findings, "leak") {
+		said += fmt.Sprintf(" (%s per hit)", FormatDelta(*b.InUsePerHit))
+	}
+	return b.Findings, said, true, ""
+}
+
+// compareFindings compares two runs of which at least one is native, by
+// their findings per breakpoint: a finding of RUN_A that RUN_B does not
+// show is gone only when both runs are native; across backends it is
+// unjudged, since massif measures call sites and the native backend the
+// whole heap, each with its own thresholds.
+func (c *Comparison) compareFindings(before, after CompareRun) {
+	mixed := c.BeforeBackend != c.AfterBackend
+	if mixed {
+		c.Notes = append(c.Notes, fmt.Sprintf("RUN_A was measured with %s and RUN_B with %s: they are compared by what grew at each breakpoint; call sites are compared only between massif runs, and a fix is shown only between runs of one backend",
+			c.BeforeBackend, c.AfterBackend))
+	}
+	var names []string
+	seen := make(map[string]bool)
+	for _, r := range []CompareRun{before, after} {
+		for _, b := range r.Breakpoints {
+			if !seen[b.Name] {
+				seen[b.Name] = true
+				names = append(names, b.Name)
+			}
+		}
+	}
+	for _, bp := range names {
+		fb, saidB, okB, whyB := sideFindings(before, bp)
+		fa, saidA, okA, whyA := sideFindings(after, bp)
+		add := func(finding, status, reason string) {
+			c.Findings = append(c.Findings, ComparedFinding{Breakpoint: bp, Finding: finding, Status: status, Before: saidB, After: saidA, Reason: reason})
+		}
+		for _, f := range fb {
+			switch {
+			case !okA:
+				add(f, StatusUnjudged, "RUN_B cannot tell: "+whyA)
+			case slices.Contains(fa, f):
+				add(f, StatusPersists, "")
+			case mixed:
+				add(f, StatusUnjudged, fmt.Sprintf("RUN_B (%s) does not show it, but a fix is shown only between runs of one backend: run RUN_B with --backend %s", c.AfterBackend, c.BeforeBackend))
+			default:
+				add(f, StatusGone, "")
+			}
+		}
+		for _, f := range fa {
+			switch {
+			case slices.Contains(fb, f):
+			case !okB:
+				add(f, StatusUnjudged, "RUN_A cannot tell: "+whyB)
+			default:
+				add(f, StatusNew, "")
+			}
+		}
+	}
+	sort.SliceStable(c.Findings, func(i, j int) bool {
+		return findingRank(c.Findings[i].Status) < findingRank(c.Findings[j].Status)
+	})
+}
+
+func findingRank(s string) int {
+	switch s {
+	case StatusPersists:
+		return 0
+	case StatusNew:
+		return 1
+	case StatusUnjudged:
+		return 2
+	}
+	return 3
 }

@@ -30,6 +30,10 @@ type MemoryPoint struct {
 	RSSBytes       int64
 	HeapInUseBytes *int64
 	HeapFreeBytes  *int64
+	// Arenas and TrimReleasedBytes are glibc's number of arenas and what
+	// malloc_trim(0) released at the stop, when measured.
+	Arenas            *int
+	TrimReleasedBytes *int64
 }
 
 // Growth is how the heap of one breakpoint's series changed between its

@@ -32,35 +32,39 @@ func growthCell(g *int64) string {
 
 // compareVerdict says in one sentence what the comparison shows.
 func compareVerdict(c *Comparison) string {
-	var persist, fresh, gone int
+	count := map[string]int{}
 	for _, s := range c.Suspects {
-		switch s.Status {
-		case StatusPersists:
-			persist++
-		case StatusNew:
-			fresh++
-		case StatusGone:
-			gone++
+		count["suspect "+s.Status]++
+	}
+	for _, f := range c.Findings {
+		count["finding "+f.Status]++
+	}
+	var parts []string
+	say := func(n int, noun, verb string) {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %s", countOf(n, noun, noun+"s"), verb))
 		}
 	}
-	unjudged := c.Unfixed() - persist - fresh
-	var parts []string
-	if persist > 0 {
-		parts = append(parts, fmt.Sprintf("%s %s", countOf(persist, "suspect", "suspects"), plural(persist, "persists", "persist")))
-	}
-	if fresh > 0 {
-		parts = append(parts, fmt.Sprintf("%s %s new", countOf(fresh, "suspect", "suspects"), plural(fresh, "is", "are")))
-	}
-	if unjudged > 0 {
-		parts = append(parts, fmt.Sprintf("%s could not be judged after", countOf(unjudged, "suspect", "suspects")))
-	}
+	say(count["suspect persists"], "suspect", plural(count["suspect persists"], "persists", "persist"))
+	say(count["finding persists"], "finding", plural(count["finding persists"], "persists", "persist"))
+	say(count["suspect new"], "suspect", plural(count["suspect new"], "is new", "are new"))
+	say(count["finding new"], "finding", plural(count["finding new"], "is new", "are new"))
+	say(len(c.NotCompared), "suspect", "could not be compared")
+	say(count["finding unjudged"], "finding", "could not be judged")
 	if len(parts) > 0 {
 		return "Not fixed: " + strings.Join(parts, ", ") + "."
 	}
-	if gone == 0 {
+	var gone []string
+	if n := count["suspect gone"]; n > 0 {
+		gone = append(gone, countOf(n, "suspect", "suspects"))
+	}
+	if n := count["finding gone"]; n > 0 {
+		gone = append(gone, countOf(n, "finding", "findings"))
+	}
+	if len(gone) == 0 {
 		return "No suspect in either run."
 	}
-	return fmt.Sprintf("Fixed: %s gone, none new.", countOf(gone, "suspect", "suspects"))
+	return fmt.Sprintf("Fixed: %s gone, none new.", strings.Join(gone, " and "))
 }
 
 func plural(n int, one, many string) string {
@@ -91,6 +95,27 @@ func renderComparisonText(w io.Writer, c *Comparison) error {
 		}
 		for _, r := range rows {
 			fmt.Fprintf(bw, "  %-*s  %*s  %*s  %-*s  %s\n", width[0], r[0], width[1], r[1], width[2], r[2], width[3], r[3], r[4])
+		}
+		bw.WriteString("\n")
+	}
+	if len(c.Findings) > 0 {
+		rows := [][]string{{"STATUS", "FINDING", "BREAKPOINT", "BEFORE", "AFTER"}}
+		for _, f := range c.Findings {
+			rows = append(rows, []string{f.Status, f.Finding, sectionLabel(f.Breakpoint), dash(f.Before), dash(f.After)})
+		}
+		width := make([]int, 4)
+		for _, r := range rows {
+			for i := range width {
+				width[i] = max(width[i], utf8.RuneCountInString(r[i]))
+			}
+		}
+		for _, r := range rows {
+			fmt.Fprintf(bw, "  %-*s  %-*s  %-*s  %-*s  %s\n", width[0], r[0], width[1], r[1], width[2], r[2], width[3], r[3], r[4])
+		}
+		for _, f := range c.Findings {
+			if f.Reason != "" {
+				fmt.Fprintf(bw, "  %s at breakpoint %s: %s\n", f.Finding, sectionLabel(f.Breakpoint), f.Reason)
+			}
 		}
 		bw.WriteString("\n")
 	}
@@ -131,6 +156,13 @@ func renderComparisonMarkdown(w io.Writer, c *Comparison) error {
 		}
 		m.printf("\n")
 	}
+	if len(c.Findings) > 0 {
+		m.printf("| Status | Finding | Breakpoint | Before | After | Why |\n|---|---|---|---|---|---|\n")
+		for _, f := range c.Findings {
+			m.printf("| %s | %s | %s | %s | %s | %s |\n", f.Status, f.Finding, mdCell(sectionLabel(f.Breakpoint)), mdCell(dash(f.Before)), mdCell(dash(f.After)), mdCell(f.Reason))
+		}
+		m.printf("\n")
+	}
 	if len(c.NotCompared) > 0 {
 		m.printf("Not compared:\n\n")
 		for _, s := range c.NotCompared {
@@ -142,4 +174,12 @@ func renderComparisonMarkdown(w io.Writer, c *Comparison) error {
 		m.printf("_%s_\n\n", mdCell(n))
 	}
 	return m.w.Flush()
+}
+
+// dash is s, or "-" when empty.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -439,6 +439,12 @@ func (h *htmlWriter) memoryChart(stops []StopPoint) {
 		if m.HeapInUseBytes != nil && m.HeapFreeBytes != nil {
 			tip += fmt.Sprintf(" · in use %s · free %s", FormatBytes(*m.HeapInUseBytes), FormatBytes(*m.HeapFreeBytes))
 		}
+		if m.Arenas != nil {
+			tip += fmt.Sprintf(" · %d %s", *m.Arenas, plural(*m.Arenas, "arena", "arenas"))
+		}
+		if m.TrimReleasedBytes != nil {
+			tip += " · malloc_trim(0) released " + FormatBytes(*m.TrimReleasedBytes)
+		}
 		c.tips = append(c.tips, tip)
 		c.markClass = append(c.markClass, markClass(s))
 	}

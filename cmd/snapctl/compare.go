@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -38,9 +41,17 @@ order. Sites that still match nothing are reported as gone and new, with
 a note. Breakpoints that only one plan has, or that took fewer than three
 snapshots in a run, are not compared, and the output says so.
 
-Exit status 0 when every suspect of RUN_A is gone and none is new; 10 when
-a suspect persists or is new, or a suspect of RUN_A could not be judged
-because its breakpoint took too few snapshots in RUN_B.`,
+Native runs are compared by their verdicts per breakpoint: each finding
+(leak, retention, outside-heap, rss-growth) is gone, persists or new. A
+massif run and a native run are compared only by what grew at each
+breakpoint: a leak both show persists, but a fix is shown only between
+runs of one backend.
+
+Exit status 0 only when every suspect and finding of RUN_A was judged gone
+and none is new; 10 when one persists or is new, or when anything could not
+be compared or judged (a breakpoint in one plan only, too few snapshots,
+two backends), with the reason; 5 when a RUN is not a completed run
+directory.`,
 		Example: `  snapctl compare runs/before runs/after
   snapctl compare runs/before runs/after --format json`,
 		Args: func(_ *cobra.Command, args []string) error {
@@ -85,9 +96,9 @@ type notFixedError struct{ n int }
 
 func (e *notFixedError) Error() string {
 	if e.n == 1 {
-		return "compare: 1 suspect persists, is new or could not be judged"
+		return "compare: 1 suspect or finding persists, is new or could not be compared"
 	}
-	return fmt.Sprintf("compare: %d suspects persist, are new or could not be judged", e.n)
+	return fmt.Sprintf("compare: %d suspects or findings persist, are new or could not be compared", e.n)
 }
 
 // runDirError is a RUN argument of compare that cannot be used (exit 5).
@@ -111,6 +122,68 @@ type runManifest struct {
 		Phase      string `json:"phase"`
 	} `json:"stops"`
 	Suspects []snapshots.Suspect `json:"suspects"`
+	Backend  string              `json:"backend"`
+	Verdicts []struct {
+		Breakpoint string   `json:"breakpoint"`
+		Verdict    string   `json:"verdict"`
+		Findings   []string `json:"findings"`
+		Figures    struct {
+			InUsePerHit *int64 `json:"heap_in_use_growth_per_hit_bytes"`
+		} `json:"figures"`
+	} `json:"verdicts"`
+}
+
+// jsonTypeName is how a JSON document spells the kind of a Go type.
+func jsonTypeName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Pointer:
+		return jsonTypeName(t.Elem())
+	}
+	if t.ConvertibleTo(reflect.TypeFor[float64]()) {
+		if k := t.Kind(); k >= reflect.Int && k <= reflect.Uint64 {
+			return "an integer"
+		}
+		return "a number"
+	}
+	return t.String()
+}
+
+// manifestError says what is wrong with a run.json that does not decode:
+// where its syntax breaks, or which field holds what type.
+func manifestError(data []byte, err error) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		line := 1 + bytes.Count(data[:min(int(syn.Offset), len(data))], []byte("\n"))
+		return fmt.Sprintf("run.json is not valid JSON: line %d (byte %d): %v", line, syn.Offset, err)
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			field = "the document"
+		}
+		return fmt.Sprintf("run.json is valid JSON but not a run: field %s (byte %d) is %s, where snapctl expects %s", field, typ.Offset, article(typ.Value), jsonTypeName(typ.Type))
+	}
+	return "run.json is not valid JSON: " + err.Error()
+}
+
+// article puts "a" or "an" before one of encoding/json's value kinds.
+func article(kind string) string {
+	switch {
+	case kind == "":
+		return "a value"
+	case strings.ContainsRune("aeiou", rune(kind[0])):
+		return "an " + kind
+	}
+	return "a " + kind
 }
 
 // schemaV1 is run.json's schema before the stacks moved into a table.
@@ -140,7 +213,7 @@ func loadRun(ctx context.Context, dir string) (snapshots.CompareRun, error) {
 	}
 	var m runManifest
 	if err := json.Unmarshal(data, &m); err != nil {
-		return snapshots.CompareRun{}, &runDirError{dir, fmt.Sprintf("run.json is not valid JSON: %v", err)}
+		return snapshots.CompareRun{}, &runDirError{dir, manifestError(data, err)}
 	}
 	// A comparison reads the suspects' frames and growth, which v1 and
 	// v2 spell alike (v2 only moved the stacks into a table): a run
@@ -161,9 +234,28 @@ func loadRun(ctx context.Context, dir string) (snapshots.CompareRun, error) {
 			snaps[s.Breakpoint]++
 		}
 	}
-	run := snapshots.CompareRun{Dir: dir, Suspects: m.Suspects}
+	run := snapshots.CompareRun{Dir: dir, Backend: snapshots.BackendMassif, Suspects: m.Suspects}
+	switch m.Backend {
+	case "", driver.BackendMassif:
+	case driver.BackendNative:
+		run.Backend = snapshots.BackendNative
+	default:
+		return snapshots.CompareRun{}, &runDirError{dir, fmt.Sprintf("run.json names backend %q; this snapctl knows massif and native", m.Backend)}
+	}
 	for _, b := range m.Breakpoints {
-		run.Breakpoints = append(run.Breakpoints, snapshots.CompareBreakpoint{Name: b.Name, Location: b.Location, Snapshots: snaps[b.Name]})
+		cb := snapshots.CompareBreakpoint{Name: b.Name, Location: b.Location, Snapshots: snaps[b.Name]}
+		for _, v := range m.Verdicts {
+			if v.Breakpoint != b.Name {
+				continue
+			}
+			cb.Verdict, cb.Findings, cb.InUsePerHit = v.Verdict, v.Findings, v.Figures.InUsePerHit
+			// A run of a snapctl before findings: its verdict is its only
+			// finding.
+			if v.Findings == nil && v.Verdict != driver.VerdictFlat {
+				cb.Findings = []string{v.Verdict}
+			}
+		}
+		run.Breakpoints = append(run.Breakpoints, cb)
 	}
 	return run, nil
 }

@@ -150,6 +150,12 @@ func TestCompareBadInput(t *testing.T) {
 		}
 		delete(m, "stacks")
 	})
+	// Valid JSON whose fields have the wrong types.
+	typed := withManifest("typed", func(m map[string]any) { m["suspects"] = "none" })
+	deep := withManifest("deep", func(m map[string]any) { m["stops"].([]any)[0].(map[string]any)["phase"] = 5 })
+	broken := filepath.Join(dir, "broken")
+	os.MkdirAll(broken, 0o755)
+	os.WriteFile(filepath.Join(broken, "run.json"), []byte("{\n  \"schema\": \"snapctl.run/v2\",\n  \"status\": completed\n}\n"), 0o644)
 	empty := filepath.Join(dir, "empty")
 	os.Mkdir(empty, 0o755)
 
@@ -163,14 +169,98 @@ func TestCompareBadInput(t *testing.T) {
 		{[]string{"compare", empty, good}, exitInput, "empty: not a run directory: it has no run.json"},
 		{[]string{"compare", good, interrupted}, exitInput, "the run did not complete (status interrupted: interrupted by SIGINT)"},
 		{[]string{"compare", future, good}, exitInput, `run.json has schema "snapctl.run/v9"; this snapctl reads snapctl.run/v1 and snapctl.run/v2`},
-		{[]string{"compare", v1, good}, exitLeak, "1 suspect persists, is new or could not be judged"},
+		{[]string{"compare", v1, good}, exitLeak, "1 suspect or finding persists, is new or could not be compared"},
+		{[]string{"compare", typed, good}, exitInput, "run.json is valid JSON but not a run: field suspects (byte "},
+		{[]string{"compare", typed, good}, exitInput, ") is a string, where snapctl expects an array"},
+		{[]string{"compare", good, deep}, exitInput, ") is a number, where snapctl expects a string"},
+		{[]string{"compare", good, deep}, exitInput, "field stops.phase (byte "},
+		{[]string{"compare", broken, good}, exitInput, "run.json is not valid JSON: line 3 (byte 45): invalid character 'c' looking for beginning of value"},
 		{[]string{"compare", good}, exitUsage, "compare takes two run directories RUN_A and RUN_B, got 1 arguments"},
 		{[]string{"compare", "--format", "html", good, good}, exitUsage, `invalid argument "html" for "--format" flag: want text, markdown or json`},
-		{[]string{"compare", good, good}, exitLeak, "1 suspect persists, is new or could not be judged"},
+		{[]string{"compare", good, good}, exitLeak, "1 suspect or finding persists, is new or could not be compared"},
 	} {
 		code, stdout, stderr := snapctlCmd(t, tc.args...)
 		if code != tc.code || !strings.Contains(stderr, tc.msg) {
 			t.Errorf("snapctl %v: exit %d, stderr %q; want exit %d and %q\n%s", tc.args[1:], code, stderr, tc.code, tc.msg, stdout)
 		}
+	}
+}
+
+// The same leaking program under a plan whose breakpoint was renamed:
+// nothing could be compared, so compare does not pass, and says why.
+func TestCompareRenamedBreakpoint(t *testing.T) {
+	testenv.NoLeftovers(t)
+	leaky := testenv.Build(t, fixtures+"fixcheck.c")
+	a := mustRun(t, session{Plan: requestPlan, Bin: leaky, Args: []string{"5"}}, exitOK)
+	b := mustRun(t, session{Plan: "breakpoints:\n  - name: req\n    location: handle_request\n", Bin: leaky, Args: []string{"5"}}, exitOK)
+	code, stdout, stderr := snapctlCmd(t, "compare", a.Out, b.Out)
+	if code != exitLeak || !strings.Contains(stdout, "Not fixed: 4 suspects could not be compared.") || strings.Contains(stdout, "No suspect") {
+		t.Errorf("compare exited %d, want 10, 4 suspects not compared:\n%s%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, `note: breakpoint "request" is only in the before run's plan: its suspects are not compared`) {
+		t.Errorf("compare does not say why:\n%s", stdout)
+	}
+}
+
+// comparedFinding mirrors findings[] of `snapctl compare --format json`.
+type comparedFinding struct {
+	Breakpoint string `json:"breakpoint"`
+	Finding    string `json:"finding"`
+	Status     string `json:"status"`
+	Before     string `json:"before"`
+	After      string `json:"after"`
+	Reason     string `json:"reason"`
+}
+
+// Native runs are compared by their verdicts: the leak of fixcheck.c (80
+// bytes of chunks a request) is gone in the fixed build (exit 0) and
+// persists in the partial fix (exit 10). Against a massif run, a leak both
+// show persists, but the fixed native build does not show a fix of what
+// massif found: exit 10, saying why.
+func TestCompareNative(t *testing.T) {
+	testenv.NoLeftovers(t)
+	src := fixtures + "fixcheck.c"
+	leaky, partial, fixed := testenv.Build(t, src), testenv.Build(t, src, "-DPARTIAL"), testenv.Build(t, src, "-DFIXED")
+	native := "backend: native\n" + requestPlan
+	nLeaky := mustRun(t, session{Plan: native, Bin: leaky, Args: []string{"6"}}, exitOK)
+	nPartial := mustRun(t, session{Plan: native, Bin: partial, Args: []string{"6"}}, exitOK)
+	nFixed := mustRun(t, session{Plan: native, Bin: fixed, Args: []string{"6"}}, exitOK)
+	mLeaky := mustRun(t, session{Plan: requestPlan, Bin: leaky, Args: []string{"6"}}, exitOK)
+
+	findings := func(a, b string, wantCode int) ([]comparedFinding, string) {
+		t.Helper()
+		code, stdout, stderr := snapctlCmd(t, "compare", "--format", "json", a, b)
+		if code != wantCode {
+			t.Errorf("compare %s %s exited %d, want %d\n%s%s", a, b, code, wantCode, stdout, stderr)
+		}
+		var doc struct {
+			Findings []comparedFinding `json:"findings"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+			t.Fatalf("%v\n%s", err, stdout)
+		}
+		_, text, _ := snapctlCmd(t, "compare", a, b)
+		return doc.Findings, text
+	}
+	got, text := findings(nLeaky.Out, nFixed.Out, exitOK)
+	want := []comparedFinding{{Breakpoint: "request", Finding: "leak", Status: "gone", Before: "leak (+80 B per hit)", After: "flat"}}
+	if diff := cmp.Diff(want, got); diff != "" || !strings.Contains(text, "Fixed: 1 finding gone, none new.") {
+		t.Errorf("leaky against fixed (-want +got):\n%s\n%s", diff, text)
+	}
+	got, text = findings(nLeaky.Out, nPartial.Out, exitLeak)
+	want = []comparedFinding{{Breakpoint: "request", Finding: "leak", Status: "persists", Before: "leak (+80 B per hit)", After: "leak (+80 B per hit)"}}
+	if diff := cmp.Diff(want, got); diff != "" || !strings.Contains(text, "Not fixed: 1 finding persists.") {
+		t.Errorf("leaky against partial (-want +got):\n%s\n%s", diff, text)
+	}
+	got, text = findings(mLeaky.Out, nLeaky.Out, exitLeak)
+	want = []comparedFinding{{Breakpoint: "request", Finding: "leak", Status: "persists", Before: "2 suspects", After: "leak (+80 B per hit)"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("massif leaky against native leaky (-want +got):\n%s\n%s", diff, text)
+	}
+	got, text = findings(mLeaky.Out, nFixed.Out, exitLeak)
+	want = []comparedFinding{{Breakpoint: "request", Finding: "leak", Status: "unjudged", Before: "2 suspects", After: "flat",
+		Reason: "RUN_B (native) does not show it, but a fix is shown only between runs of one backend: run RUN_B with --backend massif"}}
+	if diff := cmp.Diff(want, got); diff != "" || strings.Contains(text, "Fixed") || !strings.Contains(text, "Not fixed: 1 finding could not be judged.") {
+		t.Errorf("massif leaky against native fixed (-want +got):\n%s\n%s", diff, text)
 	}
 }

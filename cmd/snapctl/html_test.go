@@ -99,6 +99,18 @@ func TestNativeReportHTMLInBrowser(t *testing.T) {
 	if strings.Contains(dom, `id="suspects"`) {
 		t.Error("a native run's page has a suspects section")
 	}
+	// It promises no diffs it does not show, calls the stops
+	// measurements and says how many arenas they saw.
+	for _, want := range []string{"round_done: 6 hits, 6 measurements; leak; 1 arena", "run.json's diffs hold the 5 changes between consecutive measurements"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	for _, unwanted := range []string{"largest heap changes", "snapshots"} {
+		if strings.Contains(dom, unwanted) {
+			t.Errorf("the page says %q", unwanted)
+		}
+	}
 	// Each mark carries the stop's exact in-use figure, and each round
 	// keeps 100 chunks of 112 bytes.
 	data, err := os.ReadFile(filepath.Join(res.Out, "run.json"))

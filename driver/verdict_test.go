@@ -1,0 +1,233 @@
+package driver
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/snapctl/snapctl/snapshots"
+)
+
+// seriesOf makes a breakpoint's series of stops at hits 1, 2, ...: RSS,
+// in-use and free heap per stop (no allocator figures when use is nil).
+func seriesOf(rss []int64, use, free []int64) *series {
+	s := &series{stride: 1}
+	for i := range rss {
+		m := &Memory{RSSBytes: rss[i]}
+		if use != nil {
+			u, f := use[i], free[i]
+			m.HeapInUseBytes, m.HeapFreeBytes = &u, &f
+		}
+		s.add(pointOf(i+1, m))
+	}
+	return s
+}
+
+// repeat is n copies of v.
+func repeat(v int64, n int) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+// ramp is n values from v, step apart.
+func ramp(v, step int64, n int) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = v + int64(i)*step
+	}
+	return out
+}
+
+// plus adds b to a, element by element.
+func plus(a, b []int64) []int64 {
+	out := make([]int64, len(a))
+	for i := range a {
+		out[i] = a[i] + b[i]
+	}
+	return out
+}
+
+const mib = 1 << 20
+
+// noise is other threads' in-flight work at ten stops: up to 600 KiB in
+// use at one stop and none at the next, in no order.
+var noise = []int64{0, 600 << 10, 100 << 10, 550 << 10, 20 << 10, 580 << 10, 0, 610 << 10, 40 << 10, 300 << 10}
+
+// The rule, on exact series: each row is one breakpoint's ten (or fewer)
+// stops and the findings that must hold.
+func TestVerdictRule(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		rss, use, free  []int64
+		verdict         string
+		findings        []string
+		useGrowth, rssG int64
+	}{
+		// The field report's service: 112 B kept per hit, in-use heap up
+		// in 9 of 9 intervals, resident memory flat. No floor hides it.
+		{name: "slow steady leak", rss: repeat(8*mib, 10), use: ramp(100000, 112, 10), free: repeat(50000, 10),
+			verdict: VerdictLeak, findings: []string{VerdictLeak}, useGrowth: 9 * 112},
+		// A leak in 18 of 18 intervals while resident memory grows more,
+		// through freed memory the allocator keeps: both hold, leak first.
+		{name: "leak and retention", rss: ramp(8*mib, 2*mib, 19), use: ramp(100000, 64<<10, 19), free: ramp(0, 1900<<10, 19),
+			verdict: VerdictLeak, findings: []string{VerdictLeak, VerdictRetention}, useGrowth: 18 * 64 << 10, rssG: 36 * mib},
+		// A leak that fills free arena pages: resident memory barely
+		// moves; the in-use heap's trend is all that counts.
+		{name: "leak into free pages", rss: repeat(8*mib, 10), use: ramp(1*mib, 50, 10), free: ramp(4*mib, -50, 10),
+			verdict: VerdictLeak, findings: []string{VerdictLeak}, useGrowth: 450},
+		// Other threads' in-flight work: in-use heap jumps by hundreds of
+		// KiB from stop to stop with no trend.
+		{name: "in-flight noise", rss: repeat(8*mib, 10), use: plus(repeat(1*mib, 10), noise), free: repeat(2*mib, 10),
+			verdict: VerdictFlat, findings: []string{}},
+		// The same noise over a leak of 128 KiB a hit: the trend shows.
+		{name: "leak under noise", rss: repeat(8*mib, 10), use: plus(ramp(1*mib, 128<<10, 10), noise), free: repeat(2*mib, 10),
+			verdict: VerdictLeak, findings: []string{VerdictLeak}},
+		// One step (a cache filled once) is no trend.
+		{name: "one step", rss: repeat(8*mib, 10), use: append(repeat(100000, 5), repeat(140000, 5)...), free: repeat(0, 10),
+			verdict: VerdictFlat, findings: []string{}},
+		{name: "retention", rss: ramp(8*mib, 2*mib, 6), use: repeat(7000, 6), free: ramp(1*mib, 2*mib, 6),
+			verdict: VerdictRetention, findings: []string{VerdictRetention}, rssG: 10 * mib},
+		{name: "outside the heap", rss: ramp(8*mib, mib, 6), use: repeat(7000, 6), free: repeat(1*mib, 6),
+			verdict: VerdictOutsideHeap, findings: []string{VerdictOutsideHeap}, rssG: 5 * mib},
+		// Growth below a page-rounding step of resident memory is not
+		// growth.
+		{name: "small rss steps", rss: ramp(8*mib, 16<<10, 10), use: repeat(7000, 10), free: repeat(0, 10),
+			verdict: VerdictFlat, findings: []string{}, rssG: 9 * 16 << 10},
+		{name: "no allocator", rss: ramp(8*mib, mib, 6),
+			verdict: VerdictRSSGrowth, findings: []string{VerdictRSSGrowth}, rssG: 5 * mib},
+		// Four stops cannot show a trend, whatever they hold.
+		{name: "four stops", rss: ramp(8*mib, mib, 4), use: ramp(7000, 10000, 4), free: repeat(0, 4),
+			verdict: VerdictTooFewStops, findings: []string{}, useGrowth: 30000, rssG: 3 * mib},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := verdictOf("round", seriesOf(tc.rss, tc.use, tc.free), false)
+			if v.Verdict != tc.verdict || !cmp.Equal(tc.findings, v.Findings) {
+				t.Errorf("verdict %s, findings %v; want %s, %v\n%s", v.Verdict, v.Findings, tc.verdict, tc.findings, v.Sentence)
+			}
+			if tc.useGrowth != 0 && deref(v.Figures.InUseGrowth) != tc.useGrowth {
+				t.Errorf("in-use growth %d, want %d", deref(v.Figures.InUseGrowth), tc.useGrowth)
+			}
+			if tc.rssG != 0 && v.Figures.RSSGrowth != tc.rssG {
+				t.Errorf("rss growth %d, want %d", v.Figures.RSSGrowth, tc.rssG)
+			}
+			if !strings.Contains(v.Sentence, "breakpoint round") {
+				t.Errorf("sentence %q", v.Sentence)
+			}
+			// A leak small enough to be glibc's per-thread cache filling
+			// says how to rule that out.
+			tcache := strings.Contains(v.Sentence, "GLIBC_TUNABLES=glibc.malloc.tcache_count=0 rules them out")
+			if want := v.Verdict == VerdictLeak && *v.Figures.InUseGrowth <= tcacheBytes; tcache != want {
+				t.Errorf("sentence %q: tcache hint %v, want %v", v.Sentence, tcache, want)
+			}
+		})
+	}
+}
+
+// The statistics themselves: Kendall's S over its deviation, and the
+// median pairwise slope, which one wild stop does not move.
+func TestTrendOf(t *testing.T) {
+	for _, tc := range []struct {
+		ys    []int64
+		z     float64
+		slope float64
+	}{
+		{[]int64{1, 2, 3, 4, 5}, 2.45, 1},
+		{[]int64{5, 4, 3, 2, 1}, -2.45, -1},
+		{[]int64{1, 1, 1, 1, 1}, 0, 0},
+		{[]int64{0, 10, 20, 1000000, 40, 50}, 2.07, 10},
+	} {
+		xs := make([]int, len(tc.ys))
+		for i := range xs {
+			xs[i] = i + 1
+		}
+		got := trendOf(xs, tc.ys)
+		if round2(got.z) != tc.z || got.slope != tc.slope {
+			t.Errorf("trendOf(%v) = z %.2f, slope %g; want z %.2f, slope %g", tc.ys, got.z, got.slope, tc.z, tc.slope)
+		}
+	}
+}
+
+// A series of 100,000 stops keeps at most maxSeriesPoints of them, evenly
+// spaced, and its figures still count every stop.
+func TestSeriesThinning(t *testing.T) {
+	s := &series{stride: 1}
+	for i := 0; i < 100000; i++ {
+		u, f := int64(1000+i*8), int64(0)
+		s.add(pointOf(i+1, &Memory{RSSBytes: 8 * mib, HeapInUseBytes: &u, HeapFreeBytes: &f}))
+	}
+	if len(s.points) >= maxSeriesPoints {
+		t.Errorf("%d points kept", len(s.points))
+	}
+	pts := s.analysed()
+	for i := 1; i < len(pts)-1; i++ {
+		if pts[i].index-pts[i-1].index != s.stride {
+			t.Fatalf("points %d and %d are %d stops apart, stride %d", i-1, i, pts[i].index-pts[i-1].index, s.stride)
+		}
+	}
+	if pts[len(pts)-1].index != 99999 {
+		t.Errorf("last point is stop %d", pts[len(pts)-1].index)
+	}
+	v := verdictOf("round", s, false)
+	if v.Verdict != VerdictLeak || v.Figures.Stops != 100000 || v.Figures.InUseIntervals != 99999 || *v.Figures.InUsePerHit != 8 || *v.Figures.InUseGrowth != 8*99999 {
+		t.Errorf("verdict %s, figures %+v", v.Verdict, v.Figures)
+	}
+}
+
+// With trim_probe, malloc_trim(0) hides the resident growth at every
+// stop; what it returned is retention, and the sentence says how much.
+func TestVerdictTrimProbe(t *testing.T) {
+	s := &series{stride: 1}
+	for i := 0; i < 6; i++ {
+		u, f, tr := int64(7000), int64(mib+i*2*mib), int64(2*mib)
+		s.add(pointOf(i+1, &Memory{RSSBytes: 8 * mib, HeapInUseBytes: &u, HeapFreeBytes: &f, TrimReleasedBytes: &tr}))
+	}
+	v := verdictOf("round", s, true)
+	if v.Verdict != VerdictRetention || *v.Figures.TrimReleased != 2*mib || *v.Figures.TrimReleasedTotal != 12*mib {
+		t.Errorf("verdict %s, figures %+v", v.Verdict, v.Figures)
+	}
+	if !strings.Contains(v.Sentence, "malloc_trim(0) returned up to 2.0 MiB at a stop, 12.0 MiB over the run") {
+		t.Errorf("sentence %q", v.Sentence)
+	}
+}
+
+// A run that failed leads its reports with how it ended, never with the
+// leak its few stops show.
+func TestNativeReportFailedRun(t *testing.T) {
+	v := verdictOf("round", seriesOf(repeat(8*mib, 6), ramp(1000, 112, 6), repeat(0, 6)), false)
+	code := 1
+	m := &Manifest{Backend: BackendNative, Status: StatusFailed, Error: "gdb's agent failed at breakpoint \"round\"", ExitCode: &code, ExitReason: "failed",
+		Breakpoints: []BreakpointSummary{{Name: "round", Location: "round_done", Hits: 6, Snapshots: 6}}, Verdicts: []Verdict{v}}
+	m.Target.Argv = []string{"./server"}
+	res := &Result{Manifest: m, Dir: t.TempDir(), Stops: 6, Diffs: 5}
+	var text strings.Builder
+	if err := WriteText(&text, res, snapshots.RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(text.String(), "\n")
+	if want := `run failed: gdb's agent failed at breakpoint "round" (exit 1: failed)`; lines[0] != want {
+		t.Errorf("first line %q, want %q", lines[0], want)
+	}
+	if !strings.HasPrefix(lines[1], "verdict of the stops taken before the run ended: leak at breakpoint round") {
+		t.Errorf("second line %q", lines[1])
+	}
+	if !strings.Contains(text.String(), "breakpoint round (round_done): 6 hits, 6 measurements; leak") {
+		t.Errorf("text report:\n%s", text.String())
+	}
+	path := filepath.Join(res.Dir, reportFile)
+	if err := writeReport(path, res); err != nil {
+		t.Fatal(err)
+	}
+	md, _ := os.ReadFile(path)
+	if !strings.HasPrefix(string(md), "# snapctl run (native)\n\n**run failed: gdb's agent failed") {
+		t.Errorf("report.md:\n%s", md)
+	}
+	if !strings.Contains(string(md), "run.json's `diffs` hold the 5 changes between consecutive measurements") {
+		t.Errorf("report.md:\n%s", md)
+	}
+}
