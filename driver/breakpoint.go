@@ -398,7 +398,14 @@ func (s *session) note(rec *mi.Record) {
 	case "thread-created", "thread-exited":
 		s.threadsKnown = false
 		clear(s.current)
+	case "breakpoint-created":
+		if st := s.bps[rec.String("bkpt.number")]; st != nil {
+			st.resolvedAt(rec)
+		}
 	case "breakpoint-modified":
+		if st := s.bps[rec.String("bkpt.number")]; st != nil {
+			st.resolvedAt(rec)
+		}
 		if st := s.bps[rec.String("bkpt.number")]; st != nil && !st.agent {
 			if n, err := strconv.Atoi(rec.String("bkpt.times")); err == nil {
 				st.times = n

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/snapctl/snapctl/driver/mi"
 )
 
 // The end of a session: tearing the children down and writing the run
@@ -56,6 +58,7 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	if ferr := s.flush(); ferr != nil && err == nil {
 		err = ferr
 	}
+	s.settleUnresolved()
 	var crash *CrashError
 	switch {
 	case err == nil:
@@ -128,6 +131,26 @@ func (s *session) closeSpools() {
 	s.stops.close()
 	s.events.close()
 	s.an.diffs.close()
+}
+
+// resolvedAt notes that gdb's =breakpoint-created or =breakpoint-modified
+// record rec gives the breakpoint a code location.
+func (st *bpState) resolvedAt(rec *mi.Record) {
+	if addr := rec.String("bkpt.addr"); addr != "" && addr != "<PENDING>" && rec.String("bkpt.pending") == "" {
+		st.resolved = true
+	}
+}
+
+// settleUnresolved keeps run.json's "unresolved" for the breakpoints that
+// never resolved: gdb's table at the end (countHits, agentHits) shows as
+// pending a breakpoint whose location the target's exec took away too,
+// though it resolved, or hit, before.
+func (s *session) settleUnresolved() {
+	for _, st := range s.order {
+		if st.resolved || st.hits > 0 || st.sum.Snapshots > 0 {
+			st.sum.Unresolved = false
+		}
+	}
 }
 
 // neverHit reports the non-optional breakpoints without a single hit.

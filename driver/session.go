@@ -395,6 +395,10 @@ type bpState struct {
 	times int
 	// agent is set when gdb's agent takes the breakpoint's stops.
 	agent bool
+	// resolved says that gdb found a code location for the breakpoint at
+	// some point of the run (see resolvedAt): after an exec it may be
+	// pending again, but it was not unresolved.
+	resolved bool
 	// last are the last snapshots read of the hit and return phases
 	// (see phaseIndex).
 	last [2]lastSnapshot
