@@ -110,3 +110,42 @@ func TestInterruptTakesNoStop(t *testing.T) {
 		}
 	}
 }
+
+// --force removes what a snapctl killed outright leaves in a run
+// directory, besides its run.json and snapshots: the snapshots run.json
+// did not list yet, under their hidden names, the spools, and a run.json
+// half written; files snapctl does not write stay.
+func TestForceClearsKilledRun(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	if _, err := prepareRunDir(dir, false); err != nil {
+		t.Fatal(err)
+	}
+	s := &session{dir: dir}
+	left := []string{
+		filepath.Join(dir, manifestFile),
+		filepath.Join(dir, snapshotName(1, "request", 1, phaseHit)),
+		s.unlistedPath(snapshotName(2, "request", 2, phaseHit)),
+		filepath.Join(dir, snapshotDir, ".0003"+snapshotExt),
+		filepath.Join(dir, ".stops-123.jsonl"), filepath.Join(dir, ".events-4.jsonl"), filepath.Join(dir, ".diffs-56.jsonl"),
+		filepath.Join(dir, ".run.json.tmp-789"),
+	}
+	mine := []string{filepath.Join(dir, ".notes"), filepath.Join(dir, snapshotDir, ".notes")}
+	for _, p := range append(mine, left...) {
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := prepareRunDir(dir, true); err != nil {
+		t.Fatalf("--force: %v", err)
+	}
+	for _, p := range left {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("--force kept %s: %v", p, err)
+		}
+	}
+	for _, p := range mine {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("--force removed %s, which snapctl did not write: %v", p, err)
+		}
+	}
+}

@@ -461,7 +461,7 @@ func (s *session) diskFull(err error) error {
 // the way unless its tree is known (see readTree), and fills the stop's
 // totals. The snapshot is nil when it was not parsed.
 func (s *session) readSnapshot(t *taken) (*snapshots.HeapTree, error) {
-	path := filepath.Join(s.dir, t.stop.Snapshot)
+	path := s.unlistedPath(t.stop.Snapshot)
 	f, err := openFile(t.raw, os.O_RDWR)
 	if err != nil {
 		return nil, fmt.Errorf("keeping snapshot %s: %w", t.stop.Snapshot, err)

@@ -101,6 +101,11 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	code, reason := ExitStatus(err)
 	s.m.ExitCode, s.m.ExitReason = &code, reason
 	if werr := writeManifest(s.dir, s.m, manifestSpools{stops: s.stops, events: s.events, diffs: s.an.diffs}); werr != nil {
+		// The run.json written last stands, with the snapshots it lists.
+		s.dropUnlisted()
+		return res, errors.Join(err, werr)
+	}
+	if werr := s.publish(); werr != nil {
 		return res, errors.Join(err, werr)
 	}
 	if werr := writeReport(filepath.Join(s.dir, reportFile), res); werr != nil {
@@ -114,15 +119,18 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 
 // refreshManifest rewrites run.json, status failed, with the stops and
 // diffs so far, when some came since it was last written and its interval
-// (Options.ManifestEvery) has passed: a snapctl killed with SIGKILL cannot write it at the end, and
-// run.json then still accounts for the snapshots in the run directory.
-// Best effort: the final write says how the run ended.
+// (Options.ManifestEvery) has passed, and then gives the snapshots it
+// lists their own names (publish): a snapctl killed with SIGKILL cannot
+// write it at the end, and run.json then still lists the stops taken up
+// to its last writing, with their snapshots. Best effort: the final
+// write says how the run ended.
 func (s *session) refreshManifest() {
 	if n := s.stops.len(); n == s.writtenStops || time.Since(s.written) < s.opts.ManifestEvery {
 		return
 	}
 	if writeManifest(s.dir, s.m, manifestSpools{stops: s.stops, events: s.events, diffs: s.an.diffs}) == nil {
 		s.written, s.writtenStops = time.Now(), s.stops.len()
+		s.publish()
 	}
 }
 

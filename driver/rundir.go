@@ -81,14 +81,19 @@ func prepareRunDir(dir string, force bool) (string, error) {
 
 // clearRunFiles removes the files an earlier run left in dir, which would
 // otherwise be taken for this run's output: snapctl's own files and the
-// snapshots it kept or staged. Files snapctl does not write are left alone, and so
-// is what is not a regular file under those names (a symlink, a FIFO):
-// the run writes through it.
+// snapshots it kept or staged, and what a snapctl killed outright leaves
+// (hidden snapshots run.json does not list, spools, half-written
+// files). Files snapctl does not write are left alone, and so is what is
+// not a regular file under those names (a symlink, a FIFO): the run
+// writes through it.
 func clearRunFiles(dir string) error {
 	names := []string{manifestFile, reportFile, traceFile, agentTrace, valgrindLog, massifOut}
 	var snaps []string
-	for _, pattern := range []string{"*.massif", "*.massif.gz", ".*" + snapshotExt} {
-		more, err := filepath.Glob(filepath.Join(dir, snapshotDir, pattern))
+	for _, pattern := range []string{
+		filepath.Join(snapshotDir, "*.massif"), filepath.Join(snapshotDir, "*.massif.gz"), filepath.Join(snapshotDir, ".*"+snapshotExt),
+		".stops-*.jsonl", ".events-*.jsonl", ".diffs-*.jsonl", "." + manifestFile + ".tmp-*", "." + reportFile + ".tmp-*",
+	} {
+		more, err := filepath.Glob(filepath.Join(dir, pattern))
 		if err != nil {
 			return err
 		}
@@ -178,6 +183,43 @@ func (s *session) stageSnapshot(raw string, stop *Stop) (string, error) {
 		return "", fmt.Errorf("keeping snapshot %s: %w", stop.Snapshot, err)
 	}
 	return staged, nil
+}
+
+// unlistedPath is where a kept snapshot waits, compressed, until run.json
+// lists it: its name in run.json (snapshots/NNNN-BP-HIT.massif.gz) with a
+// dot before the base name. A snapshot takes its own name only once a
+// run.json that lists it is written (publish), so that a snapctl killed
+// at any moment, or a run directory too full for run.json, leaves no
+// snapshot under its own name that run.json does not list
+// (docs/design.md, "The run directory").
+func (s *session) unlistedPath(name string) string {
+	return filepath.Join(s.dir, filepath.Dir(name), "."+filepath.Base(name))
+}
+
+// publish gives the snapshots that the run.json just written lists their
+// own names. A snapctl killed before it ends leaves a run.json that lists
+// a few snapshots still under their unlisted names; never a file that
+// run.json does not list. A file that cannot be moved is left where it
+// is, and the first error returned.
+func (s *session) publish() error {
+	var first error
+	for _, name := range s.unlisted {
+		if err := moveFile(s.unlistedPath(name), filepath.Join(s.dir, name)); err != nil && first == nil {
+			first = fmt.Errorf("keeping snapshot %s: %w", name, err)
+		}
+	}
+	s.unlisted = s.unlisted[:0]
+	return first
+}
+
+// dropUnlisted removes the snapshots that no run.json lists, when the
+// last one could not be written: the run directory then holds only what
+// the run.json it has lists, and a full disk gets its space back.
+func (s *session) dropUnlisted() {
+	for _, name := range s.unlisted {
+		os.Remove(s.unlistedPath(name))
+	}
+	s.unlisted = nil
 }
 
 // keepSnapshot compresses the snapshot file raw (staged by stageSnapshot),

@@ -347,9 +347,13 @@ type session struct {
 	// writtenStops stops (refreshManifest).
 	written      time.Time
 	writtenStops int
-	bps          map[string]*bpState // by gdb breakpoint number
-	order        []*bpState          // plan order
-	seq          int
+	// unlisted are the snapshots kept since run.json was last written,
+	// by their names in run.json; their files keep a hidden name until
+	// a run.json that lists them is written (see publish).
+	unlisted []string
+	bps      map[string]*bpState // by gdb breakpoint number
+	order    []*bpState          // plan order
+	seq      int
 	// schedMode is gdb's own scheduler-locking mode, read at the first
 	// stop that needs it.
 	schedMode string

@@ -1,11 +1,10 @@
-// spin.c: threads that call work() without end. Rounds of four threads
-// start, call work() 20 times each and exit, until the process is ended;
-// with "steady", the same four threads call it forever.
+// spin.c: threads that call work(). Rounds of four threads start, call
+// work() 20 times each and exit: argv[1] rounds (80 calls each), or
+// without end when it is absent or 0.
 #include <pthread.h>
-#include <string.h>
+#include <stdlib.h>
 
 volatile int sink;
-static int steady;
 
 void work(int i)
 {
@@ -14,19 +13,20 @@ void work(int i)
 
 static void *worker(void *arg)
 {
-	for (int i = 0; steady || i < 20; i++)
+	for (int i = 0; i < 20; i++)
 		work((int)(long)arg + i);
 	return NULL;
 }
 
 int main(int argc, char **argv)
 {
-	steady = argc > 1 && strcmp(argv[1], "steady") == 0;
-	for (;;) {
+	int rounds = argc > 1 ? atoi(argv[1]) : 0;
+	for (int r = 0; rounds == 0 || r < rounds; r++) {
 		pthread_t t[4];
 		for (long i = 0; i < 4; i++)
 			pthread_create(&t[i], NULL, worker, (void *)i);
 		for (int i = 0; i < 4; i++)
 			pthread_join(t[i], NULL);
 	}
+	return 0;
 }
