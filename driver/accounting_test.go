@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/snapshots"
 )
 
 // TestExecResolved: a breakpoint that hit four times before the target
@@ -147,5 +148,54 @@ func TestForceClearsKilledRun(t *testing.T) {
 		if _, err := os.Stat(p); err != nil {
 			t.Errorf("--force removed %s, which snapctl did not write: %v", p, err)
 		}
+	}
+}
+
+// report.html draws at most timelinePoints stops of a breakpoint, evenly
+// spaced, its first and last among them, however many it made.
+func TestTimelineThinned(t *testing.T) {
+	for _, n := range []int{1, timelinePoints, timelinePoints + 1, 10_007} {
+		th := &thinned{step: 1}
+		for seq := 1; seq <= n; seq++ {
+			th.add(snapshots.StopPoint{Seq: seq})
+		}
+		pts := th.all()
+		if len(pts) > timelinePoints+1 || pts[0].Seq != 1 || pts[len(pts)-1].Seq != n {
+			t.Fatalf("%d stops: %d points, from %d to %d", n, len(pts), pts[0].Seq, pts[len(pts)-1].Seq)
+		}
+		for i := 1; i < len(pts)-1; i++ {
+			if pts[i].Seq-pts[i-1].Seq != th.step {
+				t.Fatalf("%d stops: points %d and %d are %d apart, want %d", n, pts[i-1].Seq, pts[i].Seq, pts[i].Seq-pts[i-1].Seq, th.step)
+			}
+		}
+		if n <= timelinePoints && len(pts) != n {
+			t.Errorf("%d stops: %d points, want all", n, len(pts))
+		}
+	}
+}
+
+// A breakpoint's verdict comes from a summary of its hit-phase stops kept
+// as they come: the first and the last, the intervals in which the heap in
+// use grew (a stop whose allocator call failed has no figure, and its two
+// intervals count as no growth), and the most malloc_trim released.
+func TestHitSeries(t *testing.T) {
+	n := func(v int64) *int64 { return &v }
+	h := &hitSeries{}
+	for i, m := range []Memory{
+		{RSSBytes: 1 << 20, HeapInUseBytes: n(100), HeapFreeBytes: n(0)},
+		{RSSBytes: 1 << 20, HeapInUseBytes: n(200), HeapFreeBytes: n(0), TrimReleasedBytes: n(4096)},
+		{RSSBytes: 1 << 20},
+		{RSSBytes: 1 << 20, HeapInUseBytes: n(300), HeapFreeBytes: n(0), TrimReleasedBytes: n(8192)},
+		{RSSBytes: 1 << 20, HeapInUseBytes: n(400), HeapFreeBytes: n(0), TrimReleasedBytes: n(0)},
+	} {
+		h.add(hitMemory{seq: i + 1, hit: i + 1, mem: &m})
+	}
+	v, ok := verdictOf("round", h, true)
+	if !ok {
+		t.Fatal("no verdict")
+	}
+	f := v.Figures
+	if f.Stops != 5 || f.Hits != 4 || f.InUseIntervals != 2 || *f.InUseGrowth != 300 || *f.TrimReleased != 8192 {
+		t.Errorf("figures %+v", f)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/snapctl/snapctl/internal/fsutil"
@@ -236,11 +235,11 @@ func (s *session) dropUnlisted() {
 // created this one.
 func keepSnapshot(f *os.File, raw, dst string, read func(io.Reader) error) error {
 	defer f.Close()
-	buf := gzipBuffers.Get().(*bytes.Buffer)
+	buf := getGzipBuffer()
 	defer putGzipBuffer(buf)
 	buf.Reset()
-	zw := gzipWriters.Get().(*gzip.Writer)
-	defer gzipWriters.Put(zw)
+	zw := getGzipWriter()
+	defer putGzipWriter(zw)
 	zw.Reset(buf)
 	tee := io.TeeReader(f, zw)
 	if err := read(tee); err != nil {
@@ -274,29 +273,60 @@ func keepSnapshot(f *os.File, raw, dst string, read func(io.Reader) error) error
 	return err
 }
 
-// gzipBuffers keeps the buffers keepSnapshot compresses into, a tenth of
-// a snapshot's size each.
-var gzipBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+// gzipBuffer keeps the buffer keepSnapshot compresses into, a tenth of a
+// snapshot's size, from one snapshot to the next. One, not a sync.Pool:
+// a pool is emptied by the garbage collector, and a buffer and a writer
+// made anew after a collection while the old ones wait for the next were
+// snapctl's peak memory, higher the longer the run (bench/large.sh).
+var gzipBuffer = make(chan *bytes.Buffer, 1)
 
-// putGzipBuffer returns buf to gzipBuffers unless one big snapshot made it
-// big: the next stop's is most likely small again.
-func putGzipBuffer(buf *bytes.Buffer) {
-	if buf.Cap() <= 4<<20 {
-		gzipBuffers.Put(buf)
+func getGzipBuffer() *bytes.Buffer {
+	select {
+	case buf := <-gzipBuffer:
+		return buf
+	default:
+		return new(bytes.Buffer)
 	}
 }
 
-// gzipWriters keeps the writers of kept snapshots for reuse: each holds
-// about a megabyte of compressor state, and allocating (and clearing) it
-// anew for every snapshot was most of snapctl's own CPU per stop (perf on
-// bench/threads: page faults under gzip.Writer.Write).
-var gzipWriters = sync.Pool{New: func() any {
+// putGzipBuffer keeps buf for the next snapshot unless one big snapshot
+// made it big: the next stop's is most likely small again.
+func putGzipBuffer(buf *bytes.Buffer) {
+	if buf.Cap() > 4<<20 {
+		return
+	}
+	select {
+	case gzipBuffer <- buf:
+	default:
+	}
+}
+
+// gzipWriter keeps the writer of kept snapshots for reuse: it holds about
+// a megabyte of compressor state, and allocating (and clearing) it anew
+// for every snapshot was most of snapctl's own CPU per stop (perf on
+// bench/threads: page faults under gzip.Writer.Write). One, kept for
+// good, as gzipBuffer.
+var gzipWriter = make(chan *gzip.Writer, 1)
+
+func getGzipWriter() *gzip.Writer {
+	select {
+	case zw := <-gzipWriter:
+		return zw
+	default:
+	}
 	zw, err := gzip.NewWriterLevel(nil, snapshotLevel)
 	if err != nil {
 		panic(err) // snapshotLevel is a valid level
 	}
 	return zw
-}}
+}
+
+func putGzipWriter(zw *gzip.Writer) {
+	select {
+	case gzipWriter <- zw:
+	default:
+	}
+}
 
 // snapshotLevel is the gzip level of kept snapshots: a massif tree repeats
 // its frame texts, and the fastest level already shrinks it about tenfold

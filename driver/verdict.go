@@ -121,7 +121,10 @@ const (
 type nativeAnalysis struct {
 	plan  *breakpoints.Plan
 	diffs *spool
-	hits  map[string][]hitMemory
+	// hits summarises each breakpoint's hit-phase stops as they come,
+	// never all of them: snapctl's memory stays flat however many stops
+	// a run makes.
+	hits map[string]*hitSeries
 	// open are the hit-phase stops of around_call breakpoints whose
 	// return is still to come, by hit stop.
 	open map[*taken]*Memory
@@ -132,8 +135,32 @@ type hitMemory struct {
 	mem      *Memory
 }
 
+// hitSeries is what a verdict needs of a breakpoint's hit-phase stops: the
+// first and the last, how many, in how many intervals between two of them
+// the heap in use grew, and the most malloc_trim(0) released at one.
+type hitSeries struct {
+	first, last hitMemory
+	stops       int
+	inUseUp     int
+	trimMax     *int64
+}
+
+func (h *hitSeries) add(m hitMemory) {
+	if h.stops == 0 {
+		h.first = m
+	} else if a, b := h.last.mem.HeapInUseBytes, m.mem.HeapInUseBytes; a != nil && b != nil && *b > *a {
+		h.inUseUp++
+	}
+	if t := m.mem.TrimReleasedBytes; t != nil && (h.trimMax == nil || *t > *h.trimMax) {
+		v := *t
+		h.trimMax = &v
+	}
+	h.last = m
+	h.stops++
+}
+
 func newNativeAnalysis(plan *breakpoints.Plan, diffs *spool) *nativeAnalysis {
-	return &nativeAnalysis{plan: plan, diffs: diffs, hits: make(map[string][]hitMemory), open: make(map[*taken]*Memory)}
+	return &nativeAnalysis{plan: plan, diffs: diffs, hits: make(map[string]*hitSeries), open: make(map[*taken]*Memory)}
 }
 
 func (a *nativeAnalysis) add(t *taken) {
@@ -148,12 +175,16 @@ func (a *nativeAnalysis) add(t *taken) {
 		}
 		return
 	}
-	prev := a.hits[bp]
-	if n := len(prev); n > 0 {
-		last := prev[n-1]
+	h := a.hits[bp]
+	if h == nil {
+		h = &hitSeries{}
+		a.hits[bp] = h
+	}
+	if h.stops > 0 {
+		last := h.last
 		a.diffs.add(&MemoryDiff{Kind: "between-hits", Breakpoint: bp, FromSeq: last.seq, ToSeq: t.stop.Seq, MemoryDelta: delta(last.mem, mem)})
 	}
-	a.hits[bp] = append(prev, hitMemory{seq: t.stop.Seq, hit: t.stop.Hit, mem: mem})
+	h.add(hitMemory{seq: t.stop.Seq, hit: t.stop.Hit, mem: mem})
 }
 
 // verdicts returns a verdict for every breakpoint with at least two
@@ -177,18 +208,12 @@ func (a *nativeAnalysis) verdicts(trimProbe bool) []Verdict {
 //     it; else retention when the allocator's free bytes grew by at least
 //     half of it; else leak when in-use heap did (unsteadily); else
 //     outside-heap: neither in-use nor free heap explains it.
-func verdictOf(bp string, hits []hitMemory, trimProbe bool) (Verdict, bool) {
-	if len(hits) < 2 {
+func verdictOf(bp string, hits *hitSeries, trimProbe bool) (Verdict, bool) {
+	if hits == nil || hits.stops < 2 {
 		return Verdict{}, false
 	}
-	first, last := hits[0].mem, hits[len(hits)-1].mem
-	f := VerdictFigures{Stops: len(hits), Hits: hits[len(hits)-1].hit - hits[0].hit, RSSGrowth: last.RSSBytes - first.RSSBytes}
-	for _, h := range hits {
-		if t := h.mem.TrimReleasedBytes; t != nil && (f.TrimReleased == nil || *t > *f.TrimReleased) {
-			v := *t
-			f.TrimReleased = &v
-		}
-	}
+	first, last := hits.first.mem, hits.last.mem
+	f := VerdictFigures{Stops: hits.stops, Hits: hits.last.hit - hits.first.hit, RSSGrowth: last.RSSBytes - first.RSSBytes, TrimReleased: hits.trimMax}
 	v := Verdict{Breakpoint: bp, Verdict: VerdictFlat, Figures: f}
 	allocator := first.HeapInUseBytes != nil && last.HeapInUseBytes != nil
 	rssGrew := f.RSSGrowth >= minRSSBytes
@@ -206,12 +231,8 @@ func verdictOf(bp string, hits []hitMemory, trimProbe bool) (Verdict, bool) {
 		per := use / int64(f.Hits)
 		v.Figures.InUsePerHit = &per
 	}
-	for i := 1; i < len(hits); i++ {
-		if *hits[i].mem.HeapInUseBytes > *hits[i-1].mem.HeapInUseBytes {
-			v.Figures.InUseIntervals++
-		}
-	}
-	steady := use >= minLeakBytes && 4*v.Figures.InUseIntervals >= 3*(len(hits)-1)
+	v.Figures.InUseIntervals = hits.inUseUp
+	steady := use >= minLeakBytes && 4*v.Figures.InUseIntervals >= 3*(hits.stops-1)
 	switch {
 	case !rssGrew && steady:
 		v.Verdict = VerdictLeak
