@@ -172,3 +172,45 @@ func TestFullRunDirAccounts(t *testing.T) {
 	}
 	t.Logf("run.json lists %d snapshots; %d files in snapshots/; status %s: %s", len(list), len(names), res.Run.Status, res.Run.Error)
 }
+
+// After the first SIGINT, SIGTERM or SIGHUP no stop is taken: run.json's
+// stops all come before the signal was sent, but for the one under way
+// then, while four threads at a time start, hit the breakpoint and exit.
+func TestSignalTakesNoStop(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "../../driver/testdata/spin.c")
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			testenv.NoLeftovers(t)
+			r := startSnapctl(t, session{Plan: "breakpoints:\n  - name: work\n    location: work\n", Bin: bin, Args: []string{"0"}, Limit: 2 * time.Minute})
+			waitFor(t, "20 snapshots", time.Minute, func() bool {
+				names, _ := os.ReadDir(filepath.Join(r.out, "snapshots"))
+				return len(names) >= 20
+			})
+			sent := time.Now()
+			r.signal(sig)
+			res := r.wait()
+			if res.Code != exitInterrupted || res.Run == nil {
+				t.Fatalf("exit code %d, want %d and run.json\nstderr:\n%s", res.Code, exitInterrupted, res.Stderr)
+			}
+			var m struct {
+				Stops []struct {
+					Time string `json:"time"`
+				} `json:"stops"`
+			}
+			if data, err := os.ReadFile(filepath.Join(r.out, "run.json")); err != nil || json.Unmarshal(data, &m) != nil {
+				t.Fatalf("run.json: %v", err)
+			}
+			var after []string
+			for _, st := range m.Stops {
+				if at, err := time.Parse(time.RFC3339Nano, st.Time); err != nil || at.After(sent) {
+					after = append(after, st.Time)
+				}
+			}
+			if len(after) > 1 {
+				t.Errorf("%d of %d stops after %s, when %v was sent: %v", len(after), len(m.Stops), sent.UTC().Format(time.RFC3339Nano), sig, after[:min(len(after), 5)])
+			}
+		})
+	}
+}
