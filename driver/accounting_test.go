@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -197,5 +198,42 @@ func TestHitSeries(t *testing.T) {
 	f := v.Figures
 	if f.Stops != 5 || f.Hits != 4 || f.InUseIntervals != 2 || *f.InUseGrowth != 300 || *f.TrimReleased != 8192 {
 		t.Errorf("figures %+v", f)
+	}
+}
+
+// A backlog of the agent's records larger than one batch (the loop was
+// busy while the agent went on) is read in batches, a record cut by a
+// batch's end whole in the next, every stop kept in order.
+func TestReadAgentBacklog(t *testing.T) {
+	plan := mustPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n")
+	s := scriptedSession(t, plan, newFakeGDB(t))
+	s.order[0].agent = true
+	records := openAgentRecords(t, s)
+	var text strings.Builder
+	const n = 1500
+	for hit := 1; hit <= n; hit++ {
+		snap := filepath.Join(s.priv, fmt.Sprintf("%d.massif", hit))
+		massif := fmt.Sprintf("desc: --threshold=0\ncmd: ./leak\ntime_unit: i\n#-----------\nsnapshot=0\n#-----------\ntime=%d\nmem_heap_B=%d\nmem_heap_extra_B=0\nmem_stacks_B=0\nheap_tree=detailed\n"+
+			"n1: %d (heap allocation functions) malloc/new/new[], --alloc-fns, etc.\n n0: %d 0x1091E0: keep (leak.c:15)\n", hit, 16*hit, 16*hit, 16*hit)
+		if err := os.WriteFile(snap, []byte(massif), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&text, `{"bp":"1","hit":%d,"time":1790000000.25,"snapshot":%q,"thread":{"id":"1"},"frame":{"func":"handle_request","file":"leak.c","line":23},"done":false}`+"\n", hit, snap)
+	}
+	if text.Len() < 2*agentBatch {
+		t.Fatalf("%d bytes of records: not two batches", text.Len())
+	}
+	appendRecords(t, records, text.String())
+	if err := s.readAgent(); err != nil {
+		t.Fatal(err)
+	}
+	stops := spooled[Stop](t, s.stops)
+	if len(stops) != n {
+		t.Fatalf("%d stops, want %d", len(stops), n)
+	}
+	for i, st := range stops {
+		if st.Seq != i+1 || st.Hit != i+1 || st.HeapBytes != int64(16*(i+1)) {
+			t.Fatalf("stop %d: seq %d, hit %d, heap %d", i+1, st.Seq, st.Hit, st.HeapBytes)
+		}
 	}
 }
