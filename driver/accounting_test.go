@@ -237,3 +237,42 @@ func TestReadAgentBacklog(t *testing.T) {
 		}
 	}
 }
+
+// A spool's view reads the records written when it was made, through a
+// file descriptor of its own, while the spool goes on taking records and
+// reading them itself; closing the view leaves the spool's file.
+func TestSpoolView(t *testing.T) {
+	sp := newSpool(".test-*.jsonl")
+	sp.dir = t.TempDir()
+	defer sp.close()
+	for i := range 1000 {
+		sp.add(i)
+	}
+	v, err := sp.view()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1000; i < 3000; i++ {
+		sp.add(i)
+	}
+	read := func(s *spool) []string {
+		var out []string
+		if err := s.each(func(line []byte) error { out = append(out, string(line)); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	got := read(v)
+	if len(got) != 1000 || got[0] != "0" || got[999] != "999" {
+		t.Errorf("the view read %d records, %v...%v; want 0 to 999", len(got), got[:min(len(got), 1)], got[max(len(got)-1, 0):])
+	}
+	v.closeView()
+	sp.add(3000)
+	if all := read(sp); len(all) != 3001 || all[3000] != "3000" {
+		t.Errorf("the spool holds %d records after its view, want 3001", len(all))
+	}
+	empty, err := newSpool("x").view()
+	if err != nil || empty.each(func([]byte) error { t.Error("a record in an empty view"); return nil }) != nil {
+		t.Errorf("view of an empty spool: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package driver
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -100,6 +101,8 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	}
 	code, reason := ExitStatus(err)
 	s.m.ExitCode, s.m.ExitReason = &code, reason
+	// A writing during the run must not land after this one.
+	s.refreshed(true)
 	if werr := writeManifest(s.dir, s.m, manifestSpools{stops: s.stops, events: s.events, diffs: s.an.diffs}); werr != nil {
 		// The run.json written last stands, with the snapshots it lists.
 		s.dropUnlisted()
@@ -124,14 +127,84 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 // write it at the end, and run.json then still lists the stops taken up
 // to its last writing, with their snapshots. Best effort: the final
 // write says how the run ended.
+//
+// The writing goes on in the background (refresh) while the loop goes on:
+// it takes longer the more stops run.json lists, and a loop held up that
+// long would find a backlog of gdb's records and the agent's stops, held
+// in memory, that grew with the run.
 func (s *session) refreshManifest() {
+	if s.refreshing != nil && !s.refreshed(false) {
+		return
+	}
 	if n := s.stops.len(); n == s.writtenStops || time.Since(s.written) < s.opts.ManifestEvery {
 		return
 	}
-	if writeManifest(s.dir, s.m, manifestSpools{stops: s.stops, events: s.events, diffs: s.an.diffs}) == nil {
-		s.written, s.writtenStops = time.Now(), s.stops.len()
-		s.publish()
+	var sp manifestSpools
+	var err error
+	if sp.stops, err = s.stops.view(); err != nil {
+		return
 	}
+	if sp.events, err = s.events.view(); err != nil {
+		sp.close()
+		return
+	}
+	if sp.diffs, err = s.an.diffs.view(); err != nil {
+		sp.close()
+		return
+	}
+	// The loop goes on changing the manifest: the writing gets a copy.
+	m := *s.m
+	m.Breakpoints = slices.Clone(s.m.Breakpoints)
+	if m.Native != nil {
+		native := *m.Native
+		m.Native = &native
+	}
+	r := &refresh{done: make(chan error, 1), stops: s.stops.len(), names: s.unlisted}
+	s.unlisted = nil
+	s.refreshing, s.written = r, time.Now()
+	go func() {
+		err := writeManifest(s.dir, &m, sp)
+		sp.close()
+		if err == nil {
+			// At once: the loop may not look for a while.
+			publish(s.dir, r.names)
+		}
+		r.done <- err
+	}()
+}
+
+// refresh is a writing of run.json in the background (refreshManifest).
+type refresh struct {
+	done  chan error
+	stops int      // the stops it lists
+	names []string // the snapshots it lists that no run.json listed before
+}
+
+// refreshed reports whether the background writing of run.json is over,
+// waiting for it with wait. The snapshots it lists took their own names
+// once it was written; if it failed, they wait for the next writing.
+func (s *session) refreshed(wait bool) bool {
+	r := s.refreshing
+	if r == nil {
+		return true
+	}
+	var err error
+	if wait {
+		err = <-r.done
+	} else {
+		select {
+		case err = <-r.done:
+		default:
+			return false
+		}
+	}
+	s.refreshing = nil
+	if err != nil {
+		s.unlisted = append(r.names, s.unlisted...)
+		return true
+	}
+	s.writtenStops = r.stops
+	return true
 }
 
 // closeSpools removes the spooled stops and diffs.

@@ -192,7 +192,11 @@ func (s *session) stageSnapshot(raw string, stop *Stop) (string, error) {
 // snapshot under its own name that run.json does not list
 // (docs/design.md, "The run directory").
 func (s *session) unlistedPath(name string) string {
-	return filepath.Join(s.dir, filepath.Dir(name), "."+filepath.Base(name))
+	return unlistedPath(s.dir, name)
+}
+
+func unlistedPath(dir, name string) string {
+	return filepath.Join(dir, filepath.Dir(name), "."+filepath.Base(name))
 }
 
 // publish gives the snapshots that the run.json just written lists their
@@ -201,13 +205,20 @@ func (s *session) unlistedPath(name string) string {
 // run.json does not list. A file that cannot be moved is left where it
 // is, and the first error returned.
 func (s *session) publish() error {
+	err := publish(s.dir, s.unlisted)
+	s.unlisted = s.unlisted[:0]
+	return err
+}
+
+// publish gives the snapshots names, unlisted in the run directory dir,
+// their own names.
+func publish(dir string, names []string) error {
 	var first error
-	for _, name := range s.unlisted {
-		if err := moveFile(s.unlistedPath(name), filepath.Join(s.dir, name)); err != nil && first == nil {
+	for _, name := range names {
+		if err := moveFile(unlistedPath(dir, name), filepath.Join(dir, name)); err != nil && first == nil {
 			first = fmt.Errorf("keeping snapshot %s: %w", name, err)
 		}
 	}
-	s.unlisted = s.unlisted[:0]
 	return first
 }
 

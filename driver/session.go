@@ -347,6 +347,9 @@ type session struct {
 	// writtenStops stops (refreshManifest).
 	written      time.Time
 	writtenStops int
+	// refreshing is run.json's writing under way in the background
+	// during the run, nil when none is (refreshManifest).
+	refreshing *refresh
 	// unlisted are the snapshots kept since run.json was last written,
 	// by their names in run.json; their files keep a hidden name until
 	// a run.json that lists them is written (see publish).
