@@ -130,7 +130,7 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 //
 // The writing goes on in the background (refresh) while the loop goes on:
 // it takes longer the more stops run.json lists, and a loop held up that
-// long would find a backlog of gdb's records and the agent's stops, held
+// long would find a backlog of the agent's stops, held
 // in memory, that grew with the run.
 func (s *session) refreshManifest() {
 	if s.refreshing != nil && !s.refreshed(false) {
