@@ -129,7 +129,7 @@ func TestForceClearsKilledRun(t *testing.T) {
 		s.unlistedPath(snapshotName(2, "request", 2, phaseHit)),
 		filepath.Join(dir, snapshotDir, ".0003"+snapshotExt),
 		filepath.Join(dir, ".stops-123.jsonl"), filepath.Join(dir, ".events-4.jsonl"), filepath.Join(dir, ".diffs-56.jsonl"),
-		filepath.Join(dir, ".run.json.tmp-789"),
+		filepath.Join(dir, ".run.json.tmp-789"), filepath.Join(dir, "report.html"), filepath.Join(dir, ".report.html.tmp-1"),
 	}
 	mine := []string{filepath.Join(dir, ".notes"), filepath.Join(dir, snapshotDir, ".notes")}
 	for _, p := range append(mine, left...) {

@@ -86,11 +86,11 @@ func prepareRunDir(dir string, force bool) (string, error) {
 // not a regular file under those names (a symlink, a FIFO): the run
 // writes through it.
 func clearRunFiles(dir string) error {
-	names := []string{manifestFile, reportFile, traceFile, agentTrace, valgrindLog, massifOut}
+	names := []string{manifestFile, reportFile, htmlFile, traceFile, agentTrace, valgrindLog, massifOut}
 	var snaps []string
 	for _, pattern := range []string{
 		filepath.Join(snapshotDir, "*.massif"), filepath.Join(snapshotDir, "*.massif.gz"), filepath.Join(snapshotDir, ".*"+snapshotExt),
-		".stops-*.jsonl", ".events-*.jsonl", ".diffs-*.jsonl", "." + manifestFile + ".tmp-*", "." + reportFile + ".tmp-*",
+		".stops-*.jsonl", ".events-*.jsonl", ".diffs-*.jsonl", "." + manifestFile + ".tmp-*", "." + reportFile + ".tmp-*", "." + htmlFile + ".tmp-*",
 	} {
 		more, err := filepath.Glob(filepath.Join(dir, pattern))
 		if err != nil {
