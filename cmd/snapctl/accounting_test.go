@@ -174,8 +174,11 @@ func TestFullRunDirAccounts(t *testing.T) {
 }
 
 // After the first SIGINT, SIGTERM or SIGHUP no stop is taken: run.json's
-// stops all come before the signal was sent, but for the one under way
-// then, while four threads at a time start, hit the breakpoint and exit.
+// stops all end before the signal reached snapctl, while four threads at
+// a time start, hit the breakpoint and exit, but for the one under way
+// then and one that began while the signal went from Go's handler to the
+// run (a few goroutine switches, on a busy machine a stop's time; before,
+// the stops went on for seconds, 250 of them).
 func TestSignalTakesNoStop(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "../../driver/testdata/spin.c")
@@ -188,8 +191,9 @@ func TestSignalTakesNoStop(t *testing.T) {
 				names, _ := os.ReadDir(filepath.Join(r.out, "snapshots"))
 				return len(names) >= 20
 			})
-			sent := time.Now()
 			r.signal(sig)
+			r.waitDelivered(sig)
+			delivered := time.Now()
 			res := r.wait()
 			if res.Code != exitInterrupted || res.Run == nil {
 				t.Fatalf("exit code %d, want %d and run.json\nstderr:\n%s", res.Code, exitInterrupted, res.Stderr)
@@ -204,12 +208,12 @@ func TestSignalTakesNoStop(t *testing.T) {
 			}
 			var after []string
 			for _, st := range m.Stops {
-				if at, err := time.Parse(time.RFC3339Nano, st.Time); err != nil || at.After(sent) {
+				if at, err := time.Parse(time.RFC3339Nano, st.Time); err != nil || at.After(delivered) {
 					after = append(after, st.Time)
 				}
 			}
-			if len(after) > 1 {
-				t.Errorf("%d of %d stops after %s, when %v was sent: %v", len(after), len(m.Stops), sent.UTC().Format(time.RFC3339Nano), sig, after[:min(len(after), 5)])
+			if len(after) > 2 {
+				t.Errorf("%d of %d stops after %s, when %v reached snapctl: %v", len(after), len(m.Stops), delivered.UTC().Format(time.RFC3339Nano), sig, after[:min(len(after), 5)])
 			}
 		})
 	}
