@@ -335,32 +335,46 @@ func (t agentThread) thread() Thread {
 // their snapshots and records their stops. Records are whole lines; a line
 // still being written waits for the next call. It returns the error that a
 // record describes, the first one, after keeping every stop before it.
+//
+// The records are read agentBatch bytes at a time, each batch's stops
+// flushed before the next is read: the agent goes on taking stops while
+// the loop is busy (writing run.json takes longer the more stops it
+// lists), and the backlog must not be held in memory at once.
 func (s *session) readAgent() error {
 	if s.agent == nil {
 		return nil
 	}
-	data, err := io.ReadAll(s.agent.f)
-	if err != nil {
-		return fmt.Errorf("reading the agent's records: %w", err)
-	}
-	data = append(s.agent.partial, data...)
-	end := bytes.LastIndexByte(data, '\n') + 1
-	s.agent.partial = append([]byte(nil), data[end:]...)
 	var failed error
-	for line := range bytes.Lines(data[:end]) {
-		var rec agentRecord
-		if err := json.Unmarshal(line, &rec); err != nil {
+	for {
+		data, err := io.ReadAll(io.LimitReader(s.agent.f, agentBatch))
+		if err != nil {
 			return fmt.Errorf("reading the agent's records: %w", err)
 		}
-		if err := s.agentStop(&rec); err != nil && failed == nil {
-			failed = err
+		more := len(data) == agentBatch
+		data = append(s.agent.partial, data...)
+		end := bytes.LastIndexByte(data, '\n') + 1
+		s.agent.partial = append([]byte(nil), data[end:]...)
+		for line := range bytes.Lines(data[:end]) {
+			var rec agentRecord
+			if err := json.Unmarshal(line, &rec); err != nil {
+				return fmt.Errorf("reading the agent's records: %w", err)
+			}
+			if err := s.agentStop(&rec); err != nil && failed == nil {
+				failed = err
+			}
+		}
+		if err := s.flush(); err != nil {
+			return err
+		}
+		if !more {
+			return failed
 		}
 	}
-	if err := s.flush(); err != nil {
-		return err
-	}
-	return failed
 }
+
+// agentBatch is how much of the agent's records readAgent reads at once:
+// about 500 stops.
+const agentBatch = 128 << 10
 
 // agentStop records one of the agent's stops, as inspectAndSnapshot does
 // for a stop over MI.

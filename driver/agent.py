@@ -92,6 +92,9 @@ class Agent:
         self.mark("-")
         self.calls = 0
         self.snapdir = snapdir
+        # snapctl creates this file when the run is to end (Ctrl-C,
+        # --timeout): from then on no stop is taken.
+        self.halt = os.path.join(snapdir, "agent-halt")
         # How a stop is measured, as snapctl's backend says (backend.go):
         # massif's snapshot command, its file's extension and the line
         # valgrind prints on success; or the native backend's reading of
@@ -278,6 +281,8 @@ class SnapBreakpoint(gdb.Breakpoint):
         return dict(self.frame_at[1])
 
     def stop(self):
+        if os.path.exists(self.agent.halt):
+            return False
         self.agent.begin(self)
         try:
             return self.take()

@@ -398,7 +398,14 @@ func (s *session) note(rec *mi.Record) {
 	case "thread-created", "thread-exited":
 		s.threadsKnown = false
 		clear(s.current)
+	case "breakpoint-created":
+		if st := s.bps[rec.String("bkpt.number")]; st != nil {
+			st.resolvedAt(rec)
+		}
 	case "breakpoint-modified":
+		if st := s.bps[rec.String("bkpt.number")]; st != nil {
+			st.resolvedAt(rec)
+		}
 		if st := s.bps[rec.String("bkpt.number")]; st != nil && !st.agent {
 			if n, err := strconv.Atoi(rec.String("bkpt.times")); err == nil {
 				st.times = n
@@ -454,7 +461,7 @@ func (s *session) diskFull(err error) error {
 // the way unless its tree is known (see readTree), and fills the stop's
 // totals. The snapshot is nil when it was not parsed.
 func (s *session) readSnapshot(t *taken) (*snapshots.HeapTree, error) {
-	path := filepath.Join(s.dir, t.stop.Snapshot)
+	path := s.unlistedPath(t.stop.Snapshot)
 	f, err := openFile(t.raw, os.O_RDWR)
 	if err != nil {
 		return nil, fmt.Errorf("keeping snapshot %s: %w", t.stop.Snapshot, err)

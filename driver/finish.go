@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/snapctl/snapctl/driver/mi"
 )
 
 // The end of a session: tearing the children down and writing the run
@@ -58,6 +61,7 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	if ferr := s.flush(); ferr != nil && err == nil {
 		err = ferr
 	}
+	s.settleUnresolved()
 	var crash *CrashError
 	switch {
 	case err == nil:
@@ -104,7 +108,14 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	}
 	code, reason := ExitStatus(err)
 	s.m.ExitCode, s.m.ExitReason = &code, reason
+	// A writing during the run must not land after this one.
+	s.refreshed(true)
 	if werr := writeManifest(s.dir, s.m, manifestSpools{stops: s.stops, events: s.events, diffs: s.an.diffs}); werr != nil {
+		// The run.json written last stands, with the snapshots it lists.
+		s.dropUnlisted()
+		return res, errors.Join(err, werr)
+	}
+	if werr := s.publish(); werr != nil {
 		return res, errors.Join(err, werr)
 	}
 	if werr := writeReport(filepath.Join(s.dir, reportFile), res); werr != nil {
@@ -118,16 +129,89 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 
 // refreshManifest rewrites run.json, status failed, with the stops and
 // diffs so far, when some came since it was last written and its interval
-// (Options.ManifestEvery) has passed: a snapctl killed with SIGKILL cannot write it at the end, and
-// run.json then still accounts for the snapshots in the run directory.
-// Best effort: the final write says how the run ended.
+// (Options.ManifestEvery) has passed, and then gives the snapshots it
+// lists their own names (publish): a snapctl killed with SIGKILL cannot
+// write it at the end, and run.json then still lists the stops taken up
+// to its last writing, with their snapshots. Best effort: the final
+// write says how the run ended.
+//
+// The writing goes on in the background (refresh) while the loop goes on:
+// it takes longer the more stops run.json lists, and a loop held up that
+// long would find a backlog of the agent's stops, held
+// in memory, that grew with the run.
 func (s *session) refreshManifest() {
+	if s.refreshing != nil && !s.refreshed(false) {
+		return
+	}
 	if n := s.stops.len(); n == s.writtenStops || time.Since(s.written) < s.opts.ManifestEvery {
 		return
 	}
-	if writeManifest(s.dir, s.m, manifestSpools{stops: s.stops, events: s.events, diffs: s.an.diffs}) == nil {
-		s.written, s.writtenStops = time.Now(), s.stops.len()
+	var sp manifestSpools
+	var err error
+	if sp.stops, err = s.stops.view(); err != nil {
+		return
 	}
+	if sp.events, err = s.events.view(); err != nil {
+		sp.close()
+		return
+	}
+	if sp.diffs, err = s.an.diffs.view(); err != nil {
+		sp.close()
+		return
+	}
+	// The loop goes on changing the manifest: the writing gets a copy.
+	m := *s.m
+	m.Breakpoints = slices.Clone(s.m.Breakpoints)
+	if m.Native != nil {
+		native := *m.Native
+		m.Native = &native
+	}
+	r := &refresh{done: make(chan error, 1), stops: s.stops.len(), names: s.unlisted}
+	s.unlisted = nil
+	s.refreshing, s.written = r, time.Now()
+	go func() {
+		err := writeManifest(s.dir, &m, sp)
+		sp.close()
+		if err == nil {
+			// At once: the loop may not look for a while.
+			publish(s.dir, r.names)
+		}
+		r.done <- err
+	}()
+}
+
+// refresh is a writing of run.json in the background (refreshManifest).
+type refresh struct {
+	done  chan error
+	stops int      // the stops it lists
+	names []string // the snapshots it lists that no run.json listed before
+}
+
+// refreshed reports whether the background writing of run.json is over,
+// waiting for it with wait. The snapshots it lists took their own names
+// once it was written; if it failed, they wait for the next writing.
+func (s *session) refreshed(wait bool) bool {
+	r := s.refreshing
+	if r == nil {
+		return true
+	}
+	var err error
+	if wait {
+		err = <-r.done
+	} else {
+		select {
+		case err = <-r.done:
+		default:
+			return false
+		}
+	}
+	s.refreshing = nil
+	if err != nil {
+		s.unlisted = append(r.names, s.unlisted...)
+		return true
+	}
+	s.writtenStops = r.stops
+	return true
 }
 
 // closeSpools removes the spooled stops and diffs.
@@ -135,6 +219,26 @@ func (s *session) closeSpools() {
 	s.stops.close()
 	s.events.close()
 	s.an.diffs.close()
+}
+
+// resolvedAt notes that gdb's =breakpoint-created or =breakpoint-modified
+// record rec gives the breakpoint a code location.
+func (st *bpState) resolvedAt(rec *mi.Record) {
+	if addr := rec.String("bkpt.addr"); addr != "" && addr != "<PENDING>" && rec.String("bkpt.pending") == "" {
+		st.resolved = true
+	}
+}
+
+// settleUnresolved keeps run.json's "unresolved" for the breakpoints that
+// never resolved: gdb's table at the end (countHits, agentHits) shows as
+// pending a breakpoint whose location the target's exec took away too,
+// though it resolved, or hit, before.
+func (s *session) settleUnresolved() {
+	for _, st := range s.order {
+		if st.resolved || st.hits > 0 || st.sum.Snapshots > 0 {
+			st.sum.Unresolved = false
+		}
+	}
 }
 
 // neverHit reports the non-optional breakpoints without a single hit, or,

@@ -166,6 +166,7 @@ func (s *session) setup(ctx context.Context) error {
 		}
 		st.number = r.String("bkpt.number")
 		st.sum.Number = st.number
+		st.resolved = !pendingResult(r)
 		s.bps[st.number] = st
 	}
 	return nil
@@ -201,11 +202,13 @@ func frameArguments(plan *breakpoints.Plan) string {
 	return "none"
 }
 
-// drainEvents discards async records already delivered.
+// drainEvents discards async records already delivered, but for what
+// note keeps of them (a breakpoint the agent inserted that resolved).
 func (s *session) drainEvents() {
 	for {
 		select {
-		case <-s.gdb.Events():
+		case rec := <-s.gdb.Events():
+			s.note(rec)
 		default:
 			return
 		}

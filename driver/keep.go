@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"io"
 	"os"
+	"path/filepath"
 	"syscall"
 
 	"github.com/snapctl/snapctl/breakpoints"
@@ -57,13 +58,13 @@ func (s *session) readTree(t *taken, f io.Reader) (parse, keep bool, err error) 
 }
 
 // parseSnapshot reads the stop's snapshot file f (at t.raw) and, with
-// keep, compresses it into path in the same pass (keepSnapshot); without,
-// removes it.
+// keep, compresses it into path (its unlisted name, see unlistedPath) in
+// the same pass (keepSnapshot); without, removes it.
 func (s *session) parseSnapshot(t *taken, f *os.File, path string, keep bool) (*snapshots.HeapTree, error) {
 	var snap *snapshots.HeapTree
 	var readErr error
 	read := func(r io.Reader) error {
-		snap, readErr = snapshots.ReadHeapTree(r, path, s.frameTable())
+		snap, readErr = snapshots.ReadHeapTree(r, filepath.Join(s.dir, t.stop.Snapshot), s.frameTable())
 		return readErr
 	}
 	var err error
@@ -199,6 +200,7 @@ func (s *session) remember(t *taken, kept bool) {
 		t.bp.sum.Unchanged++
 		return
 	}
+	s.unlisted = append(s.unlisted, t.stop.Snapshot)
 	*last = lastSnapshot{seq: t.stop.Seq, tree: t.tree,
 		heap: t.stop.HeapBytes, extra: t.stop.HeapExtraBytes, stacks: t.stop.StacksBytes}
 }

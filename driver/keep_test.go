@@ -179,7 +179,8 @@ func TestUnchangedSnapshotNotParsed(t *testing.T) {
 		if stop.HeapBytes != 48 || stop.HeapExtraBytes != 8 || stop.Snapshot == "" {
 			t.Errorf("stop %d: heap %d + %d, file %q; want 48 + 8 and a file", stop.Seq, stop.HeapBytes, stop.HeapExtraBytes, stop.Snapshot)
 		}
-		if _, err := os.Stat(filepath.Join(s.dir, stop.Snapshot)); err != nil {
+		// Kept, under its unlisted name until run.json lists it.
+		if _, err := os.Stat(s.unlistedPath(stop.Snapshot)); err != nil {
 			t.Error(err)
 		}
 	}

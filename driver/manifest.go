@@ -356,6 +356,13 @@ type manifestSpools struct {
 	stops, events, diffs *spool
 }
 
+// close closes the views of the spools (spool.view).
+func (sp manifestSpools) close() {
+	sp.stops.closeView()
+	sp.events.closeView()
+	sp.diffs.closeView()
+}
+
 // writeManifest writes run.json atomically, with the stops, events and
 // diffs streamed from their spools in between m's other fields. The bytes
 // are those json.MarshalIndent would give for the whole manifest, without

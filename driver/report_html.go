@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -84,14 +85,61 @@ func runFacts(res *Result) []snapshots.Fact {
 	return facts
 }
 
-// timeline reads the spooled stops into the page's points and diffs the
-// first and last hit snapshot of every breakpoint. A snapshot that cannot
-// be read leaves its breakpoint without a growth graph: the page is a view,
-// and run.json already says what went wrong.
+// timelinePoints bounds the stops report.html draws per breakpoint: of
+// more, every second, fourth... stop is drawn, evenly spaced, and the last
+// one, so that snapctl's memory does not grow with the number of stops (a
+// chart is 600 pixels wide; run.json has every stop).
+const timelinePoints = 2000
+
+// thinned keeps at most timelinePoints of a breakpoint's stops, evenly
+// spaced, as they come.
+type thinned struct {
+	points []snapshots.StopPoint
+	step   int // keep every step-th stop
+	n      int // stops seen
+	last   snapshots.StopPoint
+}
+
+func (t *thinned) add(p snapshots.StopPoint) {
+	if t.n%t.step == 0 {
+		t.points = append(t.points, p)
+		if len(t.points) > timelinePoints {
+			kept := t.points[:0]
+			for i := 0; i < len(t.points); i += 2 {
+				kept = append(kept, t.points[i])
+			}
+			clear(t.points[len(kept):])
+			t.points, t.step = kept, 2*t.step
+		}
+	}
+	t.n++
+	t.last = p
+}
+
+// all returns the stops kept, the last one always among them.
+func (t *thinned) all() []snapshots.StopPoint {
+	if n := len(t.points); n > 0 && t.points[n-1].Seq != t.last.Seq {
+		return append(t.points, t.last)
+	}
+	return t.points
+}
+
+// timeline reads the spooled stops into the page's points (at most
+// timelinePoints per breakpoint) and diffs the first and last hit
+// snapshot of every breakpoint. A snapshot that cannot be read leaves its
+// breakpoint without a growth graph: the page is a view, and run.json
+// already says what went wrong.
 func (s *session) timeline() ([]snapshots.StopPoint, []snapshots.Growth, error) {
-	var points []snapshots.StopPoint
-	files := make(map[int]string) // seq -> snapshot file, for same_as_seq
-	type ends struct{ first, last int }
+	byBp := make(map[string]*thinned)
+	var order []string
+	// The file of the last kept snapshot of each breakpoint and phase:
+	// a stop's same_as_seq names it (see session.remember).
+	type phaseKey struct{ bp, phase string }
+	lastFile := make(map[phaseKey]string)
+	type ends struct {
+		first, last         int
+		firstFile, lastFile string
+	}
 	series := make(map[string]*ends)
 	err := s.stops.each(func(line []byte) error {
 		var st Stop
@@ -108,33 +156,47 @@ func (s *session) timeline() ([]snapshots.StopPoint, []snapshots.Growth, error) 
 			p.Memory = &snapshots.MemoryPoint{RSSBytes: m.RSSBytes, HeapInUseBytes: m.HeapInUseBytes, HeapFreeBytes: m.HeapFreeBytes,
 				Arenas: m.Arenas, TrimReleasedBytes: m.TrimReleasedBytes}
 		}
-		points = append(points, p)
+		th := byBp[st.Breakpoint]
+		if th == nil {
+			th = &thinned{step: 1}
+			byBp[st.Breakpoint] = th
+			order = append(order, st.Breakpoint)
+		}
+		th.add(p)
+		k := phaseKey{st.Breakpoint, st.Phase}
 		file := st.Snapshot
 		if file == "" {
-			file = files[st.SameAsSeq]
+			file = lastFile[k]
+		} else {
+			lastFile[k] = file
 		}
-		files[st.Seq] = file
 		if st.Phase != "hit" {
 			return nil
 		}
 		if e := series[st.Breakpoint]; e != nil {
-			e.last = st.Seq
+			e.last, e.lastFile = st.Seq, file
 		} else {
-			series[st.Breakpoint] = &ends{st.Seq, st.Seq}
+			series[st.Breakpoint] = &ends{st.Seq, st.Seq, file, file}
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, nil, err
 	}
+	var points []snapshots.StopPoint
+	for _, bp := range order {
+		points = append(points, byBp[bp].all()...)
+	}
+	// In the order taken, as the page lists the breakpoints.
+	sort.Slice(points, func(i, j int) bool { return points[i].Seq < points[j].Seq })
 	var growth []snapshots.Growth
 	for _, name := range s.an.order {
 		e := series[name]
 		if e == nil || e.first == e.last {
 			continue
 		}
-		first, err1 := s.snapshotTree(files[e.first])
-		last, err2 := s.snapshotTree(files[e.last])
+		first, err1 := s.snapshotTree(e.firstFile)
+		last, err2 := s.snapshotTree(e.lastFile)
 		if err1 != nil || err2 != nil {
 			continue
 		}

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/snapctl/snapctl/internal/fsutil"
@@ -81,14 +80,19 @@ func prepareRunDir(dir string, force bool) (string, error) {
 
 // clearRunFiles removes the files an earlier run left in dir, which would
 // otherwise be taken for this run's output: snapctl's own files and the
-// snapshots it kept or staged. Files snapctl does not write are left alone, and so
-// is what is not a regular file under those names (a symlink, a FIFO):
-// the run writes through it.
+// snapshots it kept or staged, and what a snapctl killed outright leaves
+// (hidden snapshots run.json does not list, spools, half-written
+// files). Files snapctl does not write are left alone, and so is what is
+// not a regular file under those names (a symlink, a FIFO): the run
+// writes through it.
 func clearRunFiles(dir string) error {
-	names := []string{manifestFile, reportFile, traceFile, agentTrace, valgrindLog, massifOut}
+	names := []string{manifestFile, reportFile, htmlFile, traceFile, agentTrace, valgrindLog, massifOut}
 	var snaps []string
-	for _, pattern := range []string{"*.massif", "*.massif.gz", ".*" + snapshotExt} {
-		more, err := filepath.Glob(filepath.Join(dir, snapshotDir, pattern))
+	for _, pattern := range []string{
+		filepath.Join(snapshotDir, "*.massif"), filepath.Join(snapshotDir, "*.massif.gz"), filepath.Join(snapshotDir, ".*"+snapshotExt),
+		".stops-*.jsonl", ".events-*.jsonl", ".diffs-*.jsonl", "." + manifestFile + ".tmp-*", "." + reportFile + ".tmp-*", "." + htmlFile + ".tmp-*",
+	} {
+		more, err := filepath.Glob(filepath.Join(dir, pattern))
 		if err != nil {
 			return err
 		}
@@ -180,6 +184,54 @@ func (s *session) stageSnapshot(raw string, stop *Stop) (string, error) {
 	return staged, nil
 }
 
+// unlistedPath is where a kept snapshot waits, compressed, until run.json
+// lists it: its name in run.json (snapshots/NNNN-BP-HIT.massif.gz) with a
+// dot before the base name. A snapshot takes its own name only once a
+// run.json that lists it is written (publish), so that a snapctl killed
+// at any moment, or a run directory too full for run.json, leaves no
+// snapshot under its own name that run.json does not list
+// (docs/design.md, "The run directory").
+func (s *session) unlistedPath(name string) string {
+	return unlistedPath(s.dir, name)
+}
+
+func unlistedPath(dir, name string) string {
+	return filepath.Join(dir, filepath.Dir(name), "."+filepath.Base(name))
+}
+
+// publish gives the snapshots that the run.json just written lists their
+// own names. A snapctl killed before it ends leaves a run.json that lists
+// a few snapshots still under their unlisted names; never a file that
+// run.json does not list. A file that cannot be moved is left where it
+// is, and the first error returned.
+func (s *session) publish() error {
+	err := publish(s.dir, s.unlisted)
+	s.unlisted = s.unlisted[:0]
+	return err
+}
+
+// publish gives the snapshots names, unlisted in the run directory dir,
+// their own names.
+func publish(dir string, names []string) error {
+	var first error
+	for _, name := range names {
+		if err := moveFile(unlistedPath(dir, name), filepath.Join(dir, name)); err != nil && first == nil {
+			first = fmt.Errorf("keeping snapshot %s: %w", name, err)
+		}
+	}
+	return first
+}
+
+// dropUnlisted removes the snapshots that no run.json lists, when the
+// last one could not be written: the run directory then holds only what
+// the run.json it has lists, and a full disk gets its space back.
+func (s *session) dropUnlisted() {
+	for _, name := range s.unlisted {
+		os.Remove(s.unlistedPath(name))
+	}
+	s.unlisted = nil
+}
+
 // keepSnapshot compresses the snapshot file raw (staged by stageSnapshot),
 // open as f for reading and writing, with gzip into dst, and closes f;
 // raw is then gone. read gets raw's bytes as they are compressed (the
@@ -194,11 +246,11 @@ func (s *session) stageSnapshot(raw string, stop *Stop) (string, error) {
 // created this one.
 func keepSnapshot(f *os.File, raw, dst string, read func(io.Reader) error) error {
 	defer f.Close()
-	buf := gzipBuffers.Get().(*bytes.Buffer)
+	buf := getGzipBuffer()
 	defer putGzipBuffer(buf)
 	buf.Reset()
-	zw := gzipWriters.Get().(*gzip.Writer)
-	defer gzipWriters.Put(zw)
+	zw := getGzipWriter()
+	defer putGzipWriter(zw)
 	zw.Reset(buf)
 	tee := io.TeeReader(f, zw)
 	if err := read(tee); err != nil {
@@ -232,29 +284,60 @@ func keepSnapshot(f *os.File, raw, dst string, read func(io.Reader) error) error
 	return err
 }
 
-// gzipBuffers keeps the buffers keepSnapshot compresses into, a tenth of
-// a snapshot's size each.
-var gzipBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+// gzipBuffer keeps the buffer keepSnapshot compresses into, a tenth of a
+// snapshot's size, from one snapshot to the next. One, not a sync.Pool:
+// a pool is emptied by the garbage collector, and a buffer and a writer
+// made anew after a collection while the old ones wait for the next were
+// snapctl's peak memory, higher the longer the run (bench/large.sh).
+var gzipBuffer = make(chan *bytes.Buffer, 1)
 
-// putGzipBuffer returns buf to gzipBuffers unless one big snapshot made it
-// big: the next stop's is most likely small again.
-func putGzipBuffer(buf *bytes.Buffer) {
-	if buf.Cap() <= 4<<20 {
-		gzipBuffers.Put(buf)
+func getGzipBuffer() *bytes.Buffer {
+	select {
+	case buf := <-gzipBuffer:
+		return buf
+	default:
+		return new(bytes.Buffer)
 	}
 }
 
-// gzipWriters keeps the writers of kept snapshots for reuse: each holds
-// about a megabyte of compressor state, and allocating (and clearing) it
-// anew for every snapshot was most of snapctl's own CPU per stop (perf on
-// bench/threads: page faults under gzip.Writer.Write).
-var gzipWriters = sync.Pool{New: func() any {
+// putGzipBuffer keeps buf for the next snapshot unless one big snapshot
+// made it big: the next stop's is most likely small again.
+func putGzipBuffer(buf *bytes.Buffer) {
+	if buf.Cap() > 4<<20 {
+		return
+	}
+	select {
+	case gzipBuffer <- buf:
+	default:
+	}
+}
+
+// gzipWriter keeps the writer of kept snapshots for reuse: it holds about
+// a megabyte of compressor state, and allocating (and clearing) it anew
+// for every snapshot was most of snapctl's own CPU per stop (perf on
+// bench/threads: page faults under gzip.Writer.Write). One, kept for
+// good, as gzipBuffer.
+var gzipWriter = make(chan *gzip.Writer, 1)
+
+func getGzipWriter() *gzip.Writer {
+	select {
+	case zw := <-gzipWriter:
+		return zw
+	default:
+	}
 	zw, err := gzip.NewWriterLevel(nil, snapshotLevel)
 	if err != nil {
 		panic(err) // snapshotLevel is a valid level
 	}
 	return zw
-}}
+}
+
+func putGzipWriter(zw *gzip.Writer) {
+	select {
+	case gzipWriter <- zw:
+	default:
+	}
+}
 
 // snapshotLevel is the gzip level of kept snapshots: a massif tree repeats
 // its frame texts, and the fastest level already shrinks it about tenfold

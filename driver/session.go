@@ -356,9 +356,16 @@ type session struct {
 	// writtenStops stops (refreshManifest).
 	written      time.Time
 	writtenStops int
-	bps          map[string]*bpState // by gdb breakpoint number
-	order        []*bpState          // plan order
-	seq          int
+	// refreshing is run.json's writing under way in the background
+	// during the run, nil when none is (refreshManifest).
+	refreshing *refresh
+	// unlisted are the snapshots kept since run.json was last written,
+	// by their names in run.json; their files keep a hidden name until
+	// a run.json that lists them is written (see publish).
+	unlisted []string
+	bps      map[string]*bpState // by gdb breakpoint number
+	order    []*bpState          // plan order
+	seq      int
 	// schedMode is gdb's own scheduler-locking mode, read at the first
 	// stop that needs it.
 	schedMode string
@@ -404,6 +411,10 @@ type bpState struct {
 	times int
 	// agent is set when gdb's agent takes the breakpoint's stops.
 	agent bool
+	// resolved says that gdb found a code location for the breakpoint at
+	// some point of the run (see resolvedAt): after an exec it may be
+	// pending again, but it was not unresolved.
+	resolved bool
 	// last are the last snapshots read of the hit and return phases
 	// (see phaseIndex).
 	last [2]lastSnapshot

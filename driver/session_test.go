@@ -441,8 +441,16 @@ func TestRunManifestDuringRun(t *testing.T) {
 	if m.Status != StatusFailed || !strings.Contains(m.Error, "had not ended") {
 		t.Errorf("status %q, error %q during the run; want failed and why", m.Status, m.Error)
 	}
+	// A snapshot takes its own name once a run.json that lists it is
+	// written: just after.
 	for _, st := range m.Stops {
-		if _, err := os.Stat(filepath.Join(out, st.Snapshot)); err != nil {
+		var err error
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if _, err = os.Stat(filepath.Join(out, st.Snapshot)); err == nil {
+				break
+			}
+		}
+		if err != nil {
 			t.Errorf("stop %d: %v", st.Seq, err)
 		}
 	}

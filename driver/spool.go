@@ -75,8 +75,10 @@ func (s *spool) each(fn func(line []byte) error) error {
 	if s.n == 0 {
 		return nil
 	}
-	if err := s.w.Flush(); err != nil {
-		return fmt.Errorf("writing spool file: %w", err)
+	if s.w != nil {
+		if err := s.w.Flush(); err != nil {
+			return fmt.Errorf("writing spool file: %w", err)
+		}
 	}
 	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("reading spool file: %w", err)
@@ -98,6 +100,36 @@ func (s *spool) each(fn func(line []byte) error) error {
 		}
 	}
 	return nil
+}
+
+// view returns a spool that reads the records written so far through a
+// file descriptor of its own, while s goes on taking records: each of the
+// view reads only those. Records written are flushed first. The view is
+// closed with closeView; nil for a nil spool.
+func (s *spool) view() (*spool, error) {
+	if s == nil {
+		return nil, nil
+	}
+	v := &spool{name: s.name, n: s.n, err: s.err}
+	if s.err != nil || s.n == 0 {
+		return v, nil
+	}
+	if err := s.w.Flush(); err != nil {
+		return nil, fmt.Errorf("writing spool file: %w", err)
+	}
+	f, err := os.Open(s.f.Name())
+	if err != nil {
+		return nil, fmt.Errorf("reading spool file: %w", err)
+	}
+	v.f = f
+	return v, nil
+}
+
+// closeView closes a view's file descriptor; the file stays its spool's.
+func (s *spool) closeView() {
+	if s != nil && s.f != nil {
+		s.f.Close()
+	}
 }
 
 // close removes the spool's file.

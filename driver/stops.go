@@ -22,8 +22,14 @@ var fatalSignals = map[string]bool{
 }
 
 // loop handles gdb's *stopped records until the target exits, the context
-// ends or a child fails.
+// ends or a child fails. Once the context ends (the first Ctrl-C, SIGTERM
+// or SIGHUP, or --timeout) no stop is taken: the agent stops measuring at
+// once (haltAgent), and a stop gdb reports over MI ends the loop as it
+// stands.
 func (s *session) loop(ctx context.Context) error {
+	if s.agent != nil {
+		defer context.AfterFunc(ctx, haltAgent(s.priv))()
+	}
 	var vgDone <-chan struct{}
 	if s.vg != nil {
 		vgDone = s.vg.done()
@@ -86,6 +92,13 @@ func (s *session) loop(ctx context.Context) error {
 			if rec.Type != mi.TypeExec || rec.Class != "stopped" {
 				continue
 			}
+			if ctx.Err() != nil {
+				// The target is stopped already; an exit is recorded.
+				if exitRecord(rec) {
+					s.handleStop(ctx, rec)
+				}
+				return context.Cause(ctx)
+			}
 			done, err := s.handleStop(ctx, rec)
 			if err != nil {
 				return s.explain(ctx, err)
@@ -93,6 +106,23 @@ func (s *session) loop(ctx context.Context) error {
 			if done || s.attachedDone() {
 				return s.endErr
 			}
+		}
+	}
+}
+
+// agentHalt is the file, in the private directory, whose existence tells
+// gdb's agent to take no more stops (agent.py, SnapBreakpoint.stop).
+const agentHalt = "agent-halt"
+
+// haltAgent returns what tells gdb's agent, whose private directory is
+// priv, to take no more stops: the loop runs it the moment the run's
+// context ends, whatever the loop is doing then, since the agent takes
+// stops inside gdb without the loop, and an interrupt through vgdb takes
+// a while (up to seconds under massif) to stop the target.
+func haltAgent(priv string) func() {
+	return func() {
+		if f, err := os.OpenFile(filepath.Join(priv, agentHalt), os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+			f.Close()
 		}
 	}
 }

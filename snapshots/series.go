@@ -27,8 +27,8 @@ type Series struct {
 	firstHit  int
 	intervals int
 	// spans holds the hits each interval spans, by interval.
-	spans []int
-	seqs  []int // every snapshot's stop, for Suspect.History
+	spans progression
+	seqs  progression // every snapshot's stop, for Suspect.History
 	stats map[string]*siteStats
 }
 
@@ -148,7 +148,7 @@ func (s *Series) AddTree(seq, hit int, t *HeapTree) (*Diff, error) {
 	cur := s.an.summarize(t)
 	prev, prevSeq, prevHit := s.prev, s.prevSeq, s.prevHit
 	s.prev, s.prevSeq, s.prevHit, s.prevTree = cur, seq, hit, t
-	s.seqs = append(s.seqs, seq)
+	s.seqs.add(seq)
 	if prev == nil {
 		s.firstHit = hit
 		return nil, nil
@@ -157,7 +157,7 @@ func (s *Series) AddTree(seq, hit int, t *HeapTree) (*Diff, error) {
 		s.record(key, sd)
 	})
 	s.intervals++
-	s.spans = append(s.spans, max(hit-prevHit, 1))
+	s.spans.add(max(hit-prevHit, 1))
 	d.Kind = "between-hits"
 	d.Breakpoint = s.breakpoint
 	d.FromSeq = prevSeq
@@ -176,13 +176,13 @@ func (s *Series) AddSame(seq, hit int) (*Diff, error) {
 	}
 	d := s.an.diffKeys(s.prev, s.prev, func(string, *SiteDelta) {})
 	s.intervals++
-	s.spans = append(s.spans, max(hit-s.prevHit, 1))
+	s.spans.add(max(hit-s.prevHit, 1))
 	d.Kind = "between-hits"
 	d.Breakpoint = s.breakpoint
 	d.FromSeq = s.prevSeq
 	d.ToSeq = seq
 	s.prevSeq, s.prevHit = seq, hit
-	s.seqs = append(s.seqs, seq)
+	s.seqs.add(seq)
 	return d, nil
 }
 
@@ -245,10 +245,7 @@ func (s *Series) Suspects() []Suspect {
 	if n < 1 {
 		return out
 	}
-	hits := 0
-	for _, h := range s.spans {
-		hits += h
-	}
+	hits := s.spans.sum()
 	for key, st := range s.stats {
 		var grew, maxGap, lastGap int
 		var total, gross int64
@@ -334,8 +331,9 @@ func (s *Series) rates(sus *Suspect, st *siteStats) {
 	perHit := make([]float64, n)
 	blocks := make([]float64, n)
 	for _, c := range st.changes {
-		perHit[c.interval] = float64(c.delta) / float64(s.spans[c.interval])
-		blocks[c.interval] = float64(c.blocks) / float64(s.spans[c.interval])
+		span := float64(s.spans.at(c.interval))
+		perHit[c.interval] = float64(c.delta) / span
+		blocks[c.interval] = float64(c.blocks) / span
 	}
 	sus.GrowthPerHit = roundDiv(median(perHit), 1)
 	if st.blocks {
@@ -415,10 +413,10 @@ func (s *Series) history(key string, st *siteStats) []SitePoint {
 	if e := s.prev.sites[key]; e != nil {
 		bytes = e.bytes
 	}
-	out := make([]SitePoint, len(s.seqs))
+	out := make([]SitePoint, s.seqs.len())
 	c := len(st.changes) - 1
-	for i := len(s.seqs) - 1; i >= 0; i-- {
-		out[i] = SitePoint{Seq: s.seqs[i], Bytes: bytes}
+	for i := len(out) - 1; i >= 0; i-- {
+		out[i] = SitePoint{Seq: s.seqs.at(i), Bytes: bytes}
 		for ; c >= 0 && st.changes[c].interval == i-1; c-- {
 			bytes -= st.changes[c].delta
 		}

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/snapctl/snapctl/internal/testenv"
+)
+
+// snapctl killed with SIGKILL at start-up (at its first snapshot), mid-run
+// (once run.json was rewritten during the run) and at the target's exit
+// (while run.json is written for the last time), while four threads at a
+// time start, hit the breakpoint and exit: run.json lists every snapshot
+// file in snapshots/ under its own name. The snapshots taken since
+// run.json was last written keep hidden names (.NNNN-...), and every stop
+// run.json lists has its file, under its own name or, for those listed by
+// the run.json being written when snapctl died, the hidden one.
+func TestKilledRunAccounts(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "../../driver/testdata/spin.c")
+	const plan = "breakpoints:\n  - name: work\n    location: work\n"
+	for _, moment := range []string{"startup", "mid-run", "exit"} {
+		t.Run(moment, func(t *testing.T) {
+			t.Parallel()
+			rounds, stops := "0", 0
+			if moment == "exit" {
+				rounds, stops = "25", 25*80
+			}
+			r := startSnapctl(t, session{Plan: plan, Bin: bin, Args: []string{rounds}, Limit: 3 * time.Minute})
+			snaps := filepath.Join(r.out, "snapshots")
+			switch moment {
+			case "startup":
+				waitFile(t, snaps, time.Minute)
+			case "mid-run":
+				waitFor(t, "run.json to list a stop", 2*time.Minute, func() bool { return len(listed(t, r.out, false)) > 0 })
+			case "exit":
+				// Each stop has one file at any time: massif's, the
+				// compressed one unlisted, then the listed one.
+				waitFor(t, "every stop", 2*time.Minute, func() bool {
+					names, _ := os.ReadDir(snaps)
+					return len(names) >= stops
+				})
+				tmp := filepath.Join(r.out, ".run.json.tmp-*")
+				waitFor(t, "the last run.json", 30*time.Second, func() bool {
+					names, _ := filepath.Glob(tmp)
+					return len(names) > 0 || r.cmd.ProcessState != nil
+				})
+			}
+			r.signal(syscall.SIGKILL)
+			r.cmd.Wait()
+			defer killLeft(t)
+
+			list := listed(t, r.out, true)
+			names, err := os.ReadDir(snaps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			own, hidden := map[string]bool{}, map[string]bool{}
+			for _, e := range names {
+				if name, ok := strings.CutPrefix(e.Name(), "."); ok {
+					hidden[name] = true
+					continue
+				}
+				own[e.Name()] = true
+				if !list[e.Name()] {
+					t.Errorf("snapshots/%s is not in run.json", e.Name())
+				}
+			}
+			for name := range list {
+				if !own[name] && !hidden[name] {
+					t.Errorf("run.json lists %s, which is not in snapshots/", name)
+				}
+			}
+			t.Logf("run.json lists %d snapshots, %d under their own name; %d files hidden", len(list), len(own), len(hidden))
+			if moment != "startup" && len(own) == 0 {
+				t.Errorf("no snapshot under its own name")
+			}
+		})
+	}
+}
+
+// listed returns the base names of the snapshots run.json lists; with
+// must, run.json must be there and valid.
+func listed(t *testing.T, out string, must bool) map[string]bool {
+	t.Helper()
+	var m struct {
+		Stops []struct {
+			Snapshot string `json:"snapshot"`
+		} `json:"stops"`
+	}
+	data, err := os.ReadFile(filepath.Join(out, "run.json"))
+	if err == nil {
+		err = json.Unmarshal(data, &m)
+	}
+	if err != nil {
+		if must {
+			t.Fatalf("run.json: %v", err)
+		}
+		return nil
+	}
+	names := map[string]bool{}
+	for _, s := range m.Stops {
+		names[filepath.Base(s.Snapshot)] = true
+	}
+	return names
+}
+
+// waitFor waits until cond holds.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", timeout, what)
+		}
+	}
+}
+
+// killLeft kills what a snapctl killed outright left of the test's own
+// processes after 5 s (gdb, vgdb and valgrind end with it: that is
+// TestSnapctlKilled's to check).
+func killLeft(t *testing.T) {
+	for _, p := range toolsAlive(t, 5*time.Second) {
+		t.Logf("left after snapctl was killed: %+v", p)
+		syscall.Kill(p.PID, syscall.SIGKILL)
+	}
+	testenv.ReapOrphans()
+}
+
+// A run directory that fills up during the run: the run fails, and the run
+// directory holds only what its run.json lists, the start-up one here (no
+// stop, no snapshot file), not the snapshots taken before the disk was
+// full. The full file system is a small tmpfs (the test skips where it
+// cannot mount one).
+func TestFullRunDirAccounts(t *testing.T) {
+	bin := testenv.Build(t, "../../driver/testdata/spin.c")
+	fs := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", fs).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", fs).Run() })
+	t.Parallel()
+	testenv.NoLeftovers(t)
+	out := filepath.Join(fs, "run")
+	r := startSnapctl(t, session{Plan: "breakpoints:\n  - name: work\n    location: work\n", Bin: bin, Args: []string{"50"}, Out: out, Limit: 2 * time.Minute})
+	waitFor(t, "20 snapshots", time.Minute, func() bool {
+		names, _ := os.ReadDir(filepath.Join(out, "snapshots"))
+		return len(names) >= 20
+	})
+	fillUp(t, fs)
+	res := r.wait()
+	if res.Code != exitFailure || res.Run == nil {
+		t.Fatalf("exit code %d, run.json %v, want %d and run.json\nstderr:\n%s", res.Code, res.Run != nil, exitFailure, res.Stderr)
+	}
+	if msg := oneLine(t, res.Stderr); !strings.Contains(msg, "no space left on device") {
+		t.Errorf("message %q does not say that the run directory is full", msg)
+	}
+	list := listed(t, out, true)
+	names, err := os.ReadDir(filepath.Join(out, "snapshots"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range names {
+		if !list[e.Name()] {
+			t.Errorf("snapshots/%s is not in run.json", e.Name())
+		}
+	}
+	t.Logf("run.json lists %d snapshots; %d files in snapshots/; status %s: %s", len(list), len(names), res.Run.Status, res.Run.Error)
+}
+
+// After the first SIGINT, SIGTERM or SIGHUP no stop is taken: run.json's
+// stops all end before the signal reached snapctl, while four threads at
+// a time start, hit the breakpoint and exit, but for the one under way
+// then and one that began while the signal went from Go's handler to the
+// run (a few goroutine switches, on a busy machine a stop's time; before,
+// the stops went on for seconds, 250 of them).
+func TestSignalTakesNoStop(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "../../driver/testdata/spin.c")
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			testenv.NoLeftovers(t)
+			r := startSnapctl(t, session{Plan: "breakpoints:\n  - name: work\n    location: work\n", Bin: bin, Args: []string{"0"}, Limit: 2 * time.Minute})
+			waitFor(t, "20 snapshots", time.Minute, func() bool {
+				names, _ := os.ReadDir(filepath.Join(r.out, "snapshots"))
+				return len(names) >= 20
+			})
+			r.signal(sig)
+			r.waitDelivered(sig)
+			delivered := time.Now()
+			res := r.wait()
+			if res.Code != exitInterrupted || res.Run == nil {
+				t.Fatalf("exit code %d, want %d and run.json\nstderr:\n%s", res.Code, exitInterrupted, res.Stderr)
+			}
+			var m struct {
+				Stops []struct {
+					Time string `json:"time"`
+				} `json:"stops"`
+			}
+			if data, err := os.ReadFile(filepath.Join(r.out, "run.json")); err != nil || json.Unmarshal(data, &m) != nil {
+				t.Fatalf("run.json: %v", err)
+			}
+			var after []string
+			for _, st := range m.Stops {
+				if at, err := time.Parse(time.RFC3339Nano, st.Time); err != nil || at.After(delivered) {
+					after = append(after, st.Time)
+				}
+			}
+			if len(after) > 2 {
+				t.Errorf("%d of %d stops after %s, when %v reached snapctl: %v", len(after), len(m.Stops), delivered.UTC().Format(time.RFC3339Nano), sig, after[:min(len(after), 5)])
+			}
+		})
+	}
+}
