@@ -249,7 +249,7 @@ func (s *session) insertAgentBreakpoint(ctx context.Context, st *bpState) error 
 	}
 	r, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote("python snapctl_agent.insert("+pyString(path)+")"))
 	if err != nil {
-		return st.bp.LocationError("gdb cannot insert %q in the running target: %s", st.bp.Location, miMessage(err))
+		return insertError(st, err)
 	}
 	number := lastLine(r.Console())
 	if _, err := strconv.Atoi(number); err != nil {

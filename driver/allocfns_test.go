@@ -35,7 +35,7 @@ func TestRunAllocFns(t *testing.T) {
 			}
 			m := readManifest(t, res.Dir)
 			want := []suspectFigures{{Site: tt.site, Pattern: "steady", PerHit: 100, PerInterval: 100, Total: 400,
-				BlocksPerHit: 2, TotalBlocks: 8, Growing: 4, Intervals: 4, Hits: 4, Library: tt.library}}
+				BlocksPerHit: 2, TotalBlocks: 8, BytesPerBlock: 50, Growing: 4, Intervals: 4, Hits: 4, Library: tt.library}}
 			if diff := cmp.Diff(want, figuresOf(m.Suspects)); diff != "" {
 				t.Errorf("suspects (-want +got):\n%s", diff)
 			}

@@ -51,7 +51,7 @@ func TestRunBlocks(t *testing.T) {
 				want := []suspectFigures{{Site: leak, Pattern: "steady", PerHit: 288, PerInterval: 288, Total: 4 * 288,
 					Growing: 4, Intervals: 4, Hits: 4}}
 				if tc.blocks {
-					want[0].BlocksPerHit, want[0].TotalBlocks = 12, 48
+					want[0].BlocksPerHit, want[0].TotalBlocks, want[0].BytesPerBlock = 12, 48, 24
 				}
 				if diff := cmp.Diff(want, figuresOf(m.Suspects)); diff != "" {
 					t.Errorf("suspects (-want +got):\n%s", diff)

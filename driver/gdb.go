@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strconv"
 
@@ -34,6 +35,17 @@ func miMessage(err error) string {
 		return me.Msg
 	}
 	return err.Error()
+}
+
+// insertError is the error of inserting st's breakpoint into the running
+// target: gdb's refusal is the plan's (exit 3, at the location's line);
+// anything else, such as gdb dying meanwhile, is not.
+func insertError(st *bpState, err error) error {
+	var me *mi.Error
+	if errors.As(err, &me) {
+		return st.bp.LocationError("gdb cannot insert %q in the running target: %s", st.bp.Location, me.Msg)
+	}
+	return fmt.Errorf("inserting breakpoint %q: %w", st.bp.Name, err)
 }
 
 // frameOf converts an MI frame tuple ({addr, func, file, fullname, line,

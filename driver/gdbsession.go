@@ -162,7 +162,7 @@ func (s *session) setup(ctx context.Context) error {
 		}
 		r, err := s.send(ctx, "-break-insert", insertArgs(st.bp, true)...)
 		if err != nil {
-			return st.bp.LocationError("gdb cannot insert %q in the running target: %s", st.bp.Location, miMessage(err))
+			return insertError(st, err)
 		}
 		st.number = r.String("bkpt.number")
 		st.sum.Number = st.number
