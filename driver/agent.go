@@ -410,9 +410,19 @@ func (s *session) agentStop(rec *agentRecord) error {
 // agentStopped handles gdb's stop at one of the agent's breakpoints, whose
 // records have been read: the agent stops the target after the hit that
 // finishes the breakpoint, which is deleted here. (After a failed snapshot
-// it stops it too, but reading that record ended the run.) The target goes
+// it stops it too, but reading that record ended the run.) Natively, it
+// also stops it for a measurement that needs every thread stopped (agent.py's
+// Agent.defers), which it takes now, at snapctl's command. The target goes
 // on.
 func (s *session) agentStopped(ctx context.Context, st *bpState) error {
+	if s.native != nil {
+		if _, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote("python snapctl_agent.stopped()")); err != nil {
+			return fmt.Errorf("measuring at breakpoint %q: %w", st.bp.Name, err)
+		}
+		if err := s.readAgent(); err != nil {
+			return err
+		}
+	}
 	if st.bp.Done(st.hits) {
 		if _, err := s.send(ctx, "-break-delete", st.number); err != nil {
 			return fmt.Errorf("deleting breakpoint %q: %w", st.bp.Name, err)

@@ -23,9 +23,6 @@ import (
 type nativeBackend struct {
 	// trim calls malloc_trim(0) at each stop (native.trim_probe).
 	trim bool
-	// lock is the plan's scheduler-locking mode, for the measurements
-	// over MI.
-	lock string
 	// attach is the process snapctl attach attached to, 0 when gdb
 	// started the program.
 	attach int
@@ -220,18 +217,14 @@ func shellQuote(s string) string {
 }
 
 // measureCommand is the measurement of a stop over MI (a breakpoint with
-// commands or around_call), whose calls run under the plan's
-// scheduler-locking mode (see measure_native).
+// commands or around_call), with every thread stopped (see
+// measure_native).
 func (b *nativeBackend) measureCommand(path string) string {
 	trim := "False"
 	if b.trim {
 		trim = "True"
 	}
-	lock := "None"
-	if b.lock != "" {
-		lock = pyString(b.lock)
-	}
-	return "python measure_native(" + pyString(path) + ", " + trim + ", " + lock + ")"
+	return "python measure_native(" + pyString(path) + ", " + trim + ")"
 }
 
 func (*nativeBackend) ext() string { return ".json" }
@@ -265,11 +258,15 @@ func (b *nativeBackend) keep(s *session, ms measurement, stop *Stop) (string, er
 			"glibc's allocator cannot be read (%s): a static binary, or a C library that is not glibc; only resident memory is recorded", m.AllocatorError)})
 		fmt.Fprintf(s.opts.Warn, "warning: glibc's allocator cannot be read in this program (%s): only resident memory is recorded\n", m.AllocatorError)
 	}
+	if m.BusyError != "" {
+		s.event(Event{Kind: EventAllocatorBusy, Message: fmt.Sprintf(
+			"breakpoint %q hit %d: %s; this stop records resident memory only", stop.Breakpoint, stop.Hit, m.BusyError)})
+	}
 	if m.CallError != "" {
 		s.event(Event{Kind: EventAllocatorCallFailed, Message: fmt.Sprintf(
 			"breakpoint %q hit %d: %s; this stop records resident memory only", stop.Breakpoint, stop.Hit, m.CallError)})
 	}
-	m.AllocatorError, m.CallError = "", ""
+	m.AllocatorError, m.CallError, m.BusyError = "", "", ""
 	stop.Memory = &m
 	if m.HeapInUseBytes != nil {
 		stop.HeapBytes = *m.HeapInUseBytes

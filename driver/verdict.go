@@ -35,6 +35,9 @@ type Memory struct {
 	// CallError says why this stop's call to the allocator did not
 	// return; not recorded (an event says it).
 	CallError string `json:"call_error,omitempty"`
+	// BusyError says that a thread held an arena's lock at this stop, so
+	// that the allocator was not read; not recorded (an event says it).
+	BusyError string `json:"busy_error,omitempty"`
 }
 
 // MemoryDelta is the change between two stops (run.json
@@ -207,7 +210,8 @@ func verdictOf(bp string, hits []hitMemory, trimProbe bool) (Verdict, bool) {
 		v.Figures.InUsePerHit = &per
 	}
 	for i := 1; i < len(hits); i++ {
-		if *hits[i].mem.HeapInUseBytes > *hits[i-1].mem.HeapInUseBytes {
+		// A stop may lack the figures (the allocator was busy).
+		if a, b := hits[i-1].mem.HeapInUseBytes, hits[i].mem.HeapInUseBytes; a != nil && b != nil && *b > *a {
 			v.Figures.InUseIntervals++
 		}
 	}

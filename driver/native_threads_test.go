@@ -1,0 +1,293 @@
+package driver
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/snapctl/snapctl/internal/testenv"
+)
+
+// Native stops in programs with many threads, on both stop paths: the
+// agent's (a breakpoint with nothing but the measurement) and GDB/MI's
+// (commands or around_call, or no agent). Every run must complete, with
+// as many hits as the program counted calls, and figures that add up.
+
+// runNativeOut is runNative with the target's standard output, which the
+// fixtures use to say what they counted.
+func runNativeOut(t *testing.T, opts Options, plan, binary string, args ...string) (*Manifest, string, error) {
+	t.Helper()
+	var out testenv.Buffer
+	opts.Stdout = &out
+	_, m, err := runNative(t, opts, plan, binary, args...)
+	return m, out.String(), err
+}
+
+// counted is the number after word in the fixture's output ("calls 80").
+func counted(t *testing.T, out, word string) int {
+	t.Helper()
+	m := regexp.MustCompile(`\b` + word + ` (\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("the program printed no %q count:\n%s", word, out)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// nativePaths are the two stop paths of a native breakpoint at location:
+// the agent's, and GDB/MI's, taken here by a breakpoint with commands.
+var nativePaths = []struct {
+	name string
+	bp   func(name, location string) string
+}{
+	{"agent", func(name, location string) string {
+		return fmt.Sprintf("  - name: %s\n    location: %s\n", name, location)
+	}},
+	{"mi", func(name, location string) string {
+		return fmt.Sprintf("  - name: %s\n    location: %s\n    commands: [\"print 1\"]\n", name, location)
+	}},
+}
+
+// checkFigures checks that every stop has the allocator's figures and
+// that they add up: in use and free make the arenas' bytes. A stop at
+// which another thread was inside the allocator (allocator-busy, which
+// busy allows) has resident memory only.
+func checkFigures(t *testing.T, m *Manifest, busy bool) {
+	t.Helper()
+	events := 0
+	for _, e := range m.Events {
+		if e.Kind == EventAllocatorBusy {
+			events++
+		}
+	}
+	without := 0
+	for _, s := range m.Stops {
+		mem := s.Memory
+		if mem == nil || mem.RSSBytes <= 0 {
+			t.Errorf("stop %d: memory %+v", s.Seq, mem)
+			continue
+		}
+		if busy && mem.HeapInUseBytes == nil && mem.ArenaBytes == nil {
+			without++
+			continue
+		}
+		if mem.HeapInUseBytes == nil || mem.HeapFreeBytes == nil || mem.ArenaBytes == nil || mem.MmapBytes == nil || mem.Arenas == nil {
+			t.Errorf("stop %d: memory %+v, want the allocator's figures", s.Seq, mem)
+			continue
+		}
+		if *mem.HeapInUseBytes <= 0 || *mem.HeapFreeBytes <= 0 || *mem.HeapInUseBytes+*mem.HeapFreeBytes != *mem.ArenaBytes || *mem.Arenas < 1 {
+			t.Errorf("stop %d: memory %+v", s.Seq, *mem)
+		}
+	}
+	if busy && without != events {
+		t.Errorf("%d stops without the allocator's figures, %d allocator-busy events", without, events)
+	}
+	if without > len(m.Stops)/2 {
+		t.Errorf("%d of %d stops without the allocator's figures", without, len(m.Stops))
+	}
+}
+
+// TestNativeDemo: the demo server (examples/server.c, two workers and a
+// stats thread) with the demo's plan runs natively to its end on both
+// paths, finds the cache's leak and counts the requests the plan says.
+func TestNativeDemo(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "../examples/server.c")
+	plan, err := os.ReadFile("../examples/plan.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range stopPaths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			m, out, err := runNativeOut(t, Options{NoAgent: p.noAgent}, "backend: native\n"+string(plan), bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, "served 60 requests") || m.Status != StatusCompleted {
+				t.Fatalf("status %s, output %q", m.Status, out)
+			}
+			// 60 requests: 10 skipped, then one measurement every 10th.
+			if len(m.Breakpoints) != 1 || m.Breakpoints[0].Hits != 50 || len(m.Stops) != 5 {
+				t.Fatalf("breakpoints %+v, %d stops; want 50 hits, 5 stops", m.Breakpoints, len(m.Stops))
+			}
+			checkFigures(t, m, true)
+			if len(m.Verdicts) != 1 || m.Verdicts[0].Verdict != VerdictLeak {
+				t.Errorf("verdicts %+v, want a leak", m.Verdicts)
+			}
+		})
+	}
+}
+
+// TestNativeArenasExact: with every worker parked, the figures a stop
+// reads from glibc's arenas (eight threads, nine arenas, chunks in
+// fastbins, bins and tcaches, mmapped blocks) are exactly what
+// mallinfo2() returned in the program just before the stop.
+func TestNativeArenasExact(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/arenas.c")
+	if !libcDebugFile(t, bin) {
+		t.Skip("no symbol table for libc (Debian's libc6-dbg): the arenas cannot be read")
+	}
+	for _, p := range nativePaths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			m, out, err := runNativeOut(t, Options{}, "backend: native\nbreakpoints:\n"+p.bp("checkpoint", "checkpoint"), bin, "8", "3")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if counted(t, out, "calls") != 3 || len(m.Stops) != 3 {
+				t.Fatalf("%d stops, output:\n%s", len(m.Stops), out)
+			}
+			rounds := regexp.MustCompile(`round (\d+) uordblks (\d+) fordblks (\d+) hblkhd (\d+) arena (\d+)`).FindAllStringSubmatch(out, -1)
+			if len(rounds) != 3 {
+				t.Fatalf("output:\n%s", out)
+			}
+			for i, r := range rounds {
+				mem := m.Stops[i].Memory
+				if mem == nil || mem.HeapInUseBytes == nil || mem.Arenas == nil {
+					t.Fatalf("stop %d: memory %+v", i+1, mem)
+				}
+				want := fmt.Sprintf("in use %s free %s mmap %s arena %s arenas 9", r[2], r[3], r[4], r[5])
+				got := fmt.Sprintf("in use %d free %d mmap %d arena %d arenas %d", *mem.HeapInUseBytes, *mem.HeapFreeBytes, *mem.MmapBytes, *mem.ArenaBytes, *mem.Arenas)
+				if got != want {
+					t.Errorf("stop %d: %s; mallinfo2() in the program: %s", i+1, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestNativeThreads: 2, 8 and 64 threads that hit the breakpoint, and
+// threads that start and exit while main waits in pthread_join: every
+// call is a hit and a measurement, on both paths.
+func TestNativeThreads(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/threads.c")
+	for _, c := range []struct{ args []string }{
+		{[]string{"2", "20"}},
+		{[]string{"8", "10"}},
+		{[]string{"8", "10", "exit"}},
+		{[]string{"64", "2"}},
+	} {
+		for _, p := range nativePaths {
+			t.Run(p.name+"/"+strings.Join(c.args, "-"), func(t *testing.T) {
+				t.Parallel()
+				m, out, err := runNativeOut(t, Options{}, "backend: native\nbreakpoints:\n"+p.bp("work", "work"), bin, c.args...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				calls := counted(t, out, "calls")
+				threads, _ := strconv.Atoi(c.args[0])
+				per, _ := strconv.Atoi(c.args[1])
+				if calls != threads*per || m.Breakpoints[0].Hits != calls || len(m.Stops) != calls || m.Status != StatusCompleted {
+					t.Fatalf("status %s, %d calls, %d hits, %d stops, events %+v", m.Status, calls, m.Breakpoints[0].Hits, len(m.Stops), m.Events)
+				}
+				checkFigures(t, m, true)
+			})
+		}
+	}
+}
+
+// TestNativeLockHeld: while another thread holds the main arena's lock
+// (blocked writing inside malloc_stats()), a stop reads neither the
+// allocator nor waits for it: an allocator-busy event per stop, resident
+// memory only; once the lock is free the figures come back.
+func TestNativeLockHeld(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/lockheld.c")
+	if !libcDebugFile(t, bin) {
+		t.Skip("no symbol table for libc (Debian's libc6-dbg): the arenas' locks cannot be read")
+	}
+	for _, p := range nativePaths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			m, out, err := runNativeOut(t, Options{}, "backend: native\nbreakpoints:\n"+p.bp("work", "work"), bin, "4", "3")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if counted(t, out, "calls") != 7 || m.Breakpoints[0].Hits != 7 || len(m.Stops) != 7 {
+				t.Fatalf("%d hits, %d stops, output:\n%s", m.Breakpoints[0].Hits, len(m.Stops), out)
+			}
+			busy := 0
+			for _, e := range m.Events {
+				if e.Kind == EventAllocatorBusy && strings.Contains(e.Message, "holds the lock of 1 of glibc's") {
+					busy++
+				}
+			}
+			if busy != 4 {
+				t.Errorf("%d allocator-busy events, want 4: %+v", busy, m.Events)
+			}
+			for i, s := range m.Stops {
+				if held := i < 4; (s.Memory.HeapInUseBytes == nil) != held || s.Memory.RSSBytes <= 0 {
+					t.Errorf("stop %d (lock held: %v): memory %+v", s.Seq, held, s.Memory)
+				}
+			}
+			checkFigures(t, &Manifest{Stops: m.Stops[4:]}, false)
+		})
+	}
+}
+
+// TestNativeSignalHandler: a breakpoint in a signal handler that
+// interrupted the allocator, whose lock the stopped thread itself holds
+// (one thread: the stop would otherwise call mallinfo2() directly, which
+// waits for that lock forever).
+func TestNativeSignalHandler(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/handler.c")
+	if !libcDebugFile(t, bin) {
+		t.Skip("no symbol table for libc (Debian's libc6-dbg): the arenas' locks cannot be read")
+	}
+	for _, p := range nativePaths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			plan := "backend: native\nbreakpoints:\n" + p.bp("handler", "in_handler") + p.bp("after", "after")
+			m, out, err := runNativeOut(t, Options{}, plan, bin, "3", "2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if counted(t, out, "handled") != 3 || counted(t, out, "after") != 2 || m.Breakpoints[0].Hits != 3 || m.Breakpoints[1].Hits != 2 || len(m.Stops) != 5 {
+				t.Fatalf("breakpoints %+v, %d stops, output:\n%s", m.Breakpoints, len(m.Stops), out)
+			}
+			busy := 0
+			for _, e := range m.Events {
+				if e.Kind == EventAllocatorBusy {
+					busy++
+				}
+			}
+			if busy != 3 {
+				t.Errorf("%d allocator-busy events, want 3: %+v", busy, m.Events)
+			}
+			checkFigures(t, &Manifest{Stops: m.Stops[3:]}, false)
+		})
+	}
+}
+
+// TestNativeFastTimer: SIGALRM every 200 us, so that most signals come
+// while gdb steps a thread over the breakpoint; gdb then checks the
+// breakpoint again where the handler returns (fact 33). The hits are the
+// program's calls, one thread or four.
+func TestNativeFastTimer(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/alarm.c")
+	for _, threads := range []string{"1", "4"} {
+		for _, p := range nativePaths {
+			t.Run(p.name+"/"+threads, func(t *testing.T) {
+				t.Parallel()
+				m, out, err := runNativeOut(t, Options{}, "backend: native\nbreakpoints:\n"+p.bp("work", "work"), bin, "3", "200", threads)
+				if err != nil {
+					t.Fatal(err)
+				}
+				calls := counted(t, out, "calls")
+				n, _ := strconv.Atoi(threads)
+				if calls != 3*n || m.Breakpoints[0].Hits != calls || len(m.Stops) != calls {
+					t.Fatalf("%d calls, %d hits, %d stops; output %q", calls, m.Breakpoints[0].Hits, len(m.Stops), out)
+				}
+				checkFigures(t, m, true)
+			})
+		}
+	}
+}
