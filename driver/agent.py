@@ -76,6 +76,10 @@ def thread_record(thread, details):
     return rec
 
 
+class RecordLost(Exception):
+    """A record could not be written (see Agent.write)."""
+
+
 # BUSY_WIDTH is the length of every line of the busy file: each one
 # overwrites the whole of the last.
 BUSY_WIDTH = 32
@@ -110,6 +114,8 @@ class Agent:
         # A stop's breakpoint, hit and thread, whose measurement waits
         # for gdb's stop of every thread (see defers).
         self.deferred = None
+        # Why a record could not be written (see write).
+        self.lost = None
 
     def insert(self, path):
         """Inserts the breakpoint described in the JSON file at path and
@@ -135,7 +141,19 @@ class Agent:
         self.mark("%d %d" % (self.calls, bp.number))
 
     def write(self, rec):
-        os.write(self.fd, (json.dumps(rec, separators=(",", ":")) + "\n").encode())
+        """Appends rec to the records. A record that cannot be written
+        whole (a full file system) is kept as lost, and RecordLost tells
+        the stop to stop gdb, so that snapctl asks (see stopped) and ends
+        the run rather than lose stops without a word."""
+        data = (json.dumps(rec, separators=(",", ":")) + "\n").encode()
+        try:
+            n = os.write(self.fd, data)
+        except OSError as e:
+            self.lost = "writing the agent's records: %s" % e
+            raise RecordLost()
+        if n != len(data):
+            self.lost = "writing the agent's records: %d of %d bytes written" % (n, len(data))
+            raise RecordLost()
 
     def threads(self, current, frame):
         """Every thread with its innermost frame; the current one's is
@@ -196,9 +214,15 @@ class Agent:
     def stopped(self):
         """Takes the measurement that a stop left for gdb's stop of every
         thread (see defers), from snapctl's command at that stop: the
-        record is written as stop() would have."""
-        if self.deferred is None:
-            return
+        record is written as stop() would have. A record that could not be
+        written is said after agentFailed (agent.go), for snapctl to end
+        the run."""
+        if self.lost is None and self.deferred is not None:
+            self.take_deferred()
+        if self.lost is not None:
+            print("snapctl: agent failed: %s" % self.lost)
+
+    def take_deferred(self):
         bp, hit, thread = self.deferred
         self.deferred = None
         self.begin(bp)
@@ -209,7 +233,10 @@ class Agent:
                 rec = self.snapshot(bp, hit, callback=False)
             except Exception as e:
                 rec = {"bp": str(bp.number), "kind": "agent", "error": "%s: %s" % (type(e).__name__, e)}
-            self.write(rec)
+            try:
+                self.write(rec)
+            except RecordLost:
+                pass
         finally:
             self.mark("-")
 
@@ -278,6 +305,57 @@ def location_resolves(location, condition):
         bp.delete()
 
 
+# LAST_AT holds each thread's program counter and stack pointer at its
+# last stop at a breakpoint, by LWP (see repeated_hit).
+LAST_AT = {}
+
+
+def repeated_hit():
+    """Whether the current stop at a breakpoint reports again a hit already
+    counted. Natively, a signal that comes while gdb steps the thread over
+    the breakpoint (SIGALRM, SIGCHLD: one that gdb passes without
+    stopping) is delivered with a step-resume breakpoint of gdb's at the
+    same address, and when the handler returns there gdb checks the
+    breakpoint again (docs/design.md, fact 33). The thread has not moved:
+    same program counter and stack pointer as at its last stop, and the
+    kernel's signal frame, whose saved rsp and rip lie side by side, is
+    below the stack pointer (Direct.signal_frame). Where the registers
+    cannot be read through ptrace, gdb is asked whether it holds a
+    step-resume breakpoint for the thread at this address, which costs
+    0.1 ms: with a fast timer gdb restarts the step over and over, and
+    the longer a check takes the less often the thread gets through."""
+    thread = gdb.selected_thread()
+    tid = thread.ptid[1]
+    d = direct_tracer()
+    at = d.pc_sp(tid) if d else None
+    if at is None:
+        frame = gdb.newest_frame()
+        at = (frame.pc(), int(frame.read_register("sp")))
+    same = LAST_AT.get(tid) == at
+    LAST_AT[tid] = at
+    if not same:
+        return False
+    if d:
+        return d.signal_frame(at[1], at[0])
+    return step_resume_at(thread.num, at[0])
+
+
+class NewHit(gdb.Function):
+    """$_snapctl_hit(): 0 when the stop reports again a hit already
+    counted (see repeated_hit), else 1. The native backend's GDB/MI
+    breakpoints have it first in their condition, so that gdb counts and
+    reports only new hits."""
+
+    def __init__(self):
+        super().__init__("_snapctl_hit")
+
+    def invoke(self):
+        return 0 if repeated_hit() else 1
+
+
+NewHit()
+
+
 def step_resume_at(thread, pc):
     """Whether gdb holds a step-resume breakpoint of thread (gdb's number)
     at address pc, one of those it inserts where a signal interrupted a
@@ -307,27 +385,6 @@ class SnapBreakpoint(gdb.Breakpoint):
         # The stopped frame's record, by the address of the breakpoint's
         # one location (see stopped_frame).
         self.frame_at = (None, None)
-        # The program counter and stack pointer of each thread's last
-        # hit, by LWP (see again).
-        self.last_sp = {}
-
-    def again(self):
-        """Whether this call of stop() reports again a hit already counted.
-        Natively, a signal that comes while gdb steps the thread over the
-        breakpoint (SIGALRM, SIGCHLD: one that gdb passes without
-        stopping) is delivered with a step-resume breakpoint of gdb's at
-        the same address, and when the handler returns there gdb checks
-        this breakpoint again (docs/design.md, fact 33). The thread has
-        not moved: same stack pointer as at its last hit here, and gdb
-        holds a step-resume breakpoint for it at this address. Only the
-        first is cheap, so the second is asked only after it."""
-        thread = gdb.selected_thread()
-        frame = gdb.newest_frame()
-        pc, sp = frame.pc(), int(frame.read_register("sp"))
-        key = thread.ptid[1]
-        same = self.last_sp.get(key) == (pc, sp)
-        self.last_sp[key] = (pc, sp)
-        return same and step_resume_at(thread.num, pc)
 
     def stopped_frame(self):
         """The record of the frame the breakpoint stopped in. Creating
@@ -344,15 +401,17 @@ class SnapBreakpoint(gdb.Breakpoint):
         return dict(self.frame_at[1])
 
     def stop(self):
+        if self.agent.measure["kind"] == "native" and repeated_hit():
+            return False
         self.agent.begin(self)
         try:
             return self.take()
+        except RecordLost:
+            return True
         finally:
             self.agent.mark("-")
 
     def take(self):
-        if self.agent.measure["kind"] == "native" and self.again():
-            return False
         # A condition gdb cannot evaluate counts as true, as gdb counts it
         # for its own conditions, and the record says why.
         try:
@@ -522,6 +581,23 @@ def direct_call(name, arg=0, result=0):
     return DIRECT.call(inferior.pid, gdb.selected_thread().ptid[1], fn, arg, result, name)
 
 
+def direct_tracer():
+    """The _Direct of the current process when its registers can be read
+    through ptrace from here (x86-64), else None."""
+    global DIRECT
+    if not x86_64():
+        return None
+    if DIRECT is None:
+        try:
+            DIRECT = _Direct()
+        except (ImportError, OSError, AttributeError):
+            DIRECT = False
+    if not DIRECT:
+        return None
+    DIRECT.refuses(gdb.selected_inferior().pid)
+    return DIRECT if DIRECT.mem >= 0 else None
+
+
 def direct_usable():
     """Whether a call in the current process can be made directly (see
     direct_call) without changing anything first."""
@@ -593,6 +669,9 @@ class _Direct:
         # stopped says that the thread is in a stop snapctl has taken
         # from the kernel (see settle).
         self.stopped = True
+        # How far below the stack pointer the last signal frame was
+        # found (see signal_frame).
+        self.frame_depth = 0
 
     def refuses(self, pid):
         """Whether process pid cannot be called directly: its memory file
@@ -610,6 +689,43 @@ class _Direct:
             except OSError:
                 pass
         return self.refused
+
+    def pc_sp(self, tid):
+        """Thread tid's program counter and stack pointer; None when they
+        cannot be read."""
+        regs = self.now
+        if self.ptrace(self.GETREGS, tid, None, self.c.byref(regs)) != 0:
+            return None
+        return regs.rip, regs.rsp
+
+    # FRAME_WINDOW is how far below the stack pointer the kernel's signal
+    # frame is looked for: the red zone, the XSAVE area (up to 11 KB with
+    # AMX) and the frame itself.
+    FRAME_WINDOW = 16384
+
+    def signal_frame(self, sp, pc):
+        """Whether a signal frame saved at stack pointer sp and address pc
+        lies below sp: struct sigcontext holds rsp, then rip. The rip found
+        is overwritten (the memory is below the stack pointer, free), so
+        that a frame is found once. The kernel puts the frame at the same
+        distance below the same stack pointer every time, so that
+        distance is tried first (16 bytes read, not 16 KB)."""
+        pattern = struct.pack("<QQ", sp, pc)
+        try:
+            at = sp - self.frame_depth
+            found = self.frame_depth > 0 and os.pread(self.mem, 16, at) == pattern
+            if not found:
+                start = max(sp - self.FRAME_WINDOW, 0)
+                data = os.pread(self.mem, sp - start, start)
+                i = data.rfind(pattern)
+                if i < 0 or i % 8:
+                    return False
+                at = start + i
+                self.frame_depth = sp - at
+            os.pwrite(self.mem, bytes(8), at + 8)
+        except OSError:
+            return False
+        return True
 
     def call(self, pid, tid, fn, arg, result, name):
         c, regs = self.c, self.regs

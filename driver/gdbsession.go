@@ -161,6 +161,9 @@ func (s *session) setup(ctx context.Context) error {
 		st.number = r.String("bkpt.number")
 		st.sum.Number = st.number
 		s.bps[st.number] = st
+		if err := s.newHitsOnly(ctx, st); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -227,6 +227,24 @@ func (b *nativeBackend) measureCommand(path string) string {
 	return "python measure_native(" + pyString(path) + ", " + trim + ")"
 }
 
+// newHitsOnly puts agent.py's $_snapctl_hit() first in the condition of
+// st's GDB/MI breakpoint under the native backend, so that gdb neither
+// counts nor reports a hit that a signal during the step over the
+// breakpoint makes it report again (docs/design.md, fact 33).
+func (s *session) newHitsOnly(ctx context.Context, st *bpState) error {
+	if s.native == nil {
+		return nil
+	}
+	cond := "$_snapctl_hit()"
+	if c := st.bp.GdbCondition(); c != "" {
+		cond += " && (" + c + ")"
+	}
+	if _, err := s.send(ctx, "-break-condition", st.number, mi.Word(cond)); err != nil {
+		return fmt.Errorf("setting the condition of breakpoint %q: %w", st.bp.Name, err)
+	}
+	return nil
+}
+
 func (*nativeBackend) ext() string { return ".json" }
 
 // failure is always "": measure_native's errors reach snapctl as gdb's

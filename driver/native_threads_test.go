@@ -1,12 +1,17 @@
 package driver
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/snapctl/snapctl/internal/testenv"
 )
@@ -266,10 +271,12 @@ func TestNativeSignalHandler(t *testing.T) {
 	}
 }
 
-// TestNativeFastTimer: SIGALRM every 200 us, so that most signals come
-// while gdb steps a thread over the breakpoint; gdb then checks the
-// breakpoint again where the handler returns (fact 33). The hits are the
-// program's calls, one thread or four.
+// TestNativeFastTimer: SIGALRM every millisecond, faster than gdb steps
+// a thread over the breakpoint on a busy machine, so that signals come
+// during the step and gdb checks the breakpoint again where the handler
+// returns (fact 33): without repeated_hit these runs count a few more
+// hits than calls. The hits are the program's calls, one thread or four.
+// (A 200 us timer holds gdb in that loop for most of the run: fact 33.)
 func TestNativeFastTimer(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "testdata/native/alarm.c")
@@ -277,17 +284,91 @@ func TestNativeFastTimer(t *testing.T) {
 		for _, p := range nativePaths {
 			t.Run(p.name+"/"+threads, func(t *testing.T) {
 				t.Parallel()
-				m, out, err := runNativeOut(t, Options{}, "backend: native\nbreakpoints:\n"+p.bp("work", "work"), bin, "3", "200", threads)
+				m, out, err := runNativeOut(t, Options{}, "backend: native\nbreakpoints:\n"+p.bp("work", "work"), bin, "5", "1000", threads)
 				if err != nil {
 					t.Fatal(err)
 				}
 				calls := counted(t, out, "calls")
 				n, _ := strconv.Atoi(threads)
-				if calls != 3*n || m.Breakpoints[0].Hits != calls || len(m.Stops) != calls {
+				if calls != 5*n || counted(t, out, "ticks") == 0 || m.Breakpoints[0].Hits != calls || len(m.Stops) != calls {
 					t.Fatalf("%d calls, %d hits, %d stops; output %q", calls, m.Breakpoints[0].Hits, len(m.Stops), out)
 				}
 				checkFigures(t, m, true)
 			})
+		}
+	}
+}
+
+// TestNativeFullTmpdir: a native run whose TMPDIR (the private
+// directory, where the agent's records and the GDB/MI path's
+// measurements go) fills up in the middle ends with the error that says
+// so, on both paths, and run.json keeps the stops taken before. The full
+// file system is a small tmpfs (the test skips where it cannot mount
+// one).
+func TestNativeFullTmpdir(t *testing.T) {
+	bin := testenv.Build(t, "testdata/native/threads.c")
+	for _, p := range nativePaths {
+		t.Run(p.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", tmp).CombinedOutput(); err != nil {
+				t.Skipf("cannot mount a tmpfs: %v %s", err, out)
+			}
+			t.Cleanup(func() { exec.Command("umount", "-l", tmp).Run() })
+			t.Setenv("TMPDIR", tmp)
+			type outcome struct {
+				m   *Manifest
+				err error
+			}
+			done := make(chan outcome, 1)
+			go func() {
+				_, m, err := runNative(t, Options{}, "backend: native\nbreakpoints:\n"+p.bp("work", "work"), bin, "2", "20000")
+				done <- outcome{m, err}
+			}()
+			// Stops are under way (the program takes several seconds);
+			// then the file system fills up.
+			for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+				dirs, _ := filepath.Glob(filepath.Join(tmp, "snapctl-*"))
+				if len(dirs) > 0 && time.Since(start) > 3*time.Second {
+					break
+				}
+				if time.Since(start) > time.Minute {
+					t.Fatal("the run made no private directory")
+				}
+			}
+			fill(t, tmp)
+			var res outcome
+			select {
+			case res = <-done:
+			case <-time.After(2 * time.Minute):
+				t.Fatal("the run did not end once TMPDIR was full")
+			}
+			if !errors.Is(res.err, syscall.ENOSPC) || !strings.HasPrefix(res.err.Error(), "no space left on device in "+tmp+": ") {
+				t.Fatalf("error %v, want one that says %s is full", res.err, tmp)
+			}
+			if res.m.Status != StatusFailed || len(res.m.Stops) == 0 || !strings.HasPrefix(res.m.Error, "no space left on device") {
+				t.Errorf("status %s, %d stops, error %q", res.m.Status, len(res.m.Stops), res.m.Error)
+			}
+		})
+	}
+}
+
+// fill fills the file system of dir until the test ends.
+func fill(t *testing.T, dir string) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, "fill"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	block := make([]byte, 4096)
+	for {
+		if _, err := f.Write(block); err != nil {
+			break
+		}
+	}
+	for {
+		if _, err := f.Write(block[:64]); err != nil {
+			return
 		}
 	}
 }
