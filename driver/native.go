@@ -272,8 +272,12 @@ func (b *nativeBackend) keep(s *session, ms measurement, stop *Stop) (string, er
 	}
 	if m.AllocatorError != "" && b.noAllocator == "" {
 		b.noAllocator = m.AllocatorError
+		why := m.AllocatorError
+		if !strings.Contains(why, "glibc") {
+			why += ": a static binary, or a C library that is not glibc"
+		}
 		s.event(Event{Kind: EventNoAllocatorState, Message: fmt.Sprintf(
-			"glibc's allocator cannot be read (%s): a static binary, or a C library that is not glibc; only resident memory is recorded", m.AllocatorError)})
+			"glibc's allocator cannot be read (%s); only resident memory is recorded", why)})
 		fmt.Fprintf(s.opts.Warn, "warning: glibc's allocator cannot be read in this program (%s): only resident memory is recorded\n", m.AllocatorError)
 	}
 	if m.BusyError != "" {

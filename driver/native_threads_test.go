@@ -372,3 +372,36 @@ func fill(t *testing.T, dir string) {
 		}
 	}
 }
+
+// TestNativeThreadsWithoutLibcSymbols: without libc's symbol table the
+// arenas of a threaded program cannot be found, and nothing is called
+// into it: its stops record resident memory only, and one
+// no-allocator-state event says what to install. The hits are still the
+// calls.
+func TestNativeThreadsWithoutLibcSymbols(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/threads.c")
+	var warn testenv.Buffer
+	m, out, err := runNativeOut(t, Options{Warn: &warn}, "gdb:\n  init: [\"set debug-file-directory /nonexistent\"]\nbackend: native\nbreakpoints:\n  - name: work\n    location: work\n", bin, "4", "5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counted(t, out, "calls") != 20 || m.Breakpoints[0].Hits != 20 || len(m.Stops) != 20 {
+		t.Fatalf("%d hits, %d stops, output %q", m.Breakpoints[0].Hits, len(m.Stops), out)
+	}
+	for _, s := range m.Stops {
+		if s.Memory == nil || s.Memory.RSSBytes <= 0 || s.Memory.HeapInUseBytes != nil {
+			t.Errorf("stop %d: memory %+v, want resident memory only", s.Seq, s.Memory)
+		}
+	}
+	var events []string
+	for _, e := range m.Events {
+		events = append(events, string(e.Kind)+": "+e.Message)
+	}
+	if len(events) != 1 || !strings.HasPrefix(events[0], "no-allocator-state: glibc's allocator cannot be read (glibc's arenas cannot be found: no symbol table for libc (install Debian's libc6-dbg") {
+		t.Errorf("events %q", events)
+	}
+	if !strings.Contains(warn.String(), "libc6-dbg") {
+		t.Errorf("warning %q does not say what to install", warn.String())
+	}
+}
