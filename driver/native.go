@@ -17,9 +17,11 @@ import (
 
 // nativeBackend runs the program natively under gdb, or attaches gdb to a
 // running process, and at each stop reads what the kernel and glibc's
-// allocator say (agent.py's measure_native): resident memory from
-// /proc/PID/status, and mallinfo2() through an inferior call. No valgrind,
-// no vgdb, no per-site snapshot: per-site diffs are massif's job.
+// allocator say (agent.py's native_memory): resident memory from
+// /proc/PID/status, and glibc's mallinfo2() figures, called while the
+// program has one thread and read from its arenas in memory while it has
+// more. No valgrind, no vgdb, no per-site snapshot: per-site diffs are
+// massif's job.
 type nativeBackend struct {
 	// trim calls malloc_trim(0) at each stop (native.trim_probe).
 	trim bool
