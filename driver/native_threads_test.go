@@ -173,6 +173,7 @@ func TestNativeThreads(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "testdata/native/threads.c")
 	for _, c := range []struct{ args []string }{
+		{[]string{"1", "100", "exit"}}, // one worker, main waiting in pthread_join
 		{[]string{"2", "20"}},
 		{[]string{"8", "10"}},
 		{[]string{"8", "10", "exit"}},
@@ -194,6 +195,39 @@ func TestNativeThreads(t *testing.T) {
 				checkFigures(t, m, true)
 			})
 		}
+	}
+}
+
+// TestNativeThreadsAroundCall: around_call in 8 threads over MI, with
+// scheduler-locking on (only the stopped thread runs to the return) and
+// off (other threads hit the breakpoint during the call, which cuts the
+// call's return short): every call is counted once, and the run ends.
+func TestNativeThreadsAroundCall(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/threads.c")
+	for _, lock := range []string{"on", "off"} {
+		t.Run(lock, func(t *testing.T) {
+			t.Parallel()
+			plan := "backend: native\nscheduler_locking: " + lock + "\nbreakpoints:\n  - name: work\n    location: work\n    around_call: true\n"
+			m, out, err := runNativeOut(t, Options{}, plan, bin, "8", "5")
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls := counted(t, out, "calls")
+			if calls != 40 || m.Breakpoints[0].Hits != calls || m.Status != StatusCompleted {
+				t.Fatalf("status %s, %d calls, %d hits, events %+v", m.Status, calls, m.Breakpoints[0].Hits, m.Events)
+			}
+			hits := 0
+			for _, s := range m.Stops {
+				if s.Phase == phaseHit {
+					hits++
+				}
+			}
+			if hits != calls {
+				t.Errorf("%d hit stops, want %d", hits, calls)
+			}
+			checkFigures(t, m, true)
+		})
 	}
 }
 
