@@ -332,6 +332,9 @@ def repeated_hit():
         frame = gdb.newest_frame()
         at = (frame.pc(), int(frame.read_register("sp")))
     same = LAST_AT.get(tid) == at
+    if len(LAST_AT) >= 4096 and tid not in LAST_AT:
+        # Threads that ended: a program that starts thread after thread.
+        LAST_AT.clear()
     LAST_AT[tid] = at
     if not same:
         return False
@@ -962,8 +965,15 @@ class Heap:
         self.mem = -1
         self.narenas = None
         syms = libc_symbols(("main_arena", "mp_", "narenas", "__libc_version"))
+        # No mallinfo2 yet (a stop before libc is loaded): asked again at
+        # the next stop.
+        self.retry = syms is None
+        syms = syms or {}
         if "narenas" in syms:
             self.narenas = syms["narenas"][0]
+        if self.retry:
+            self.why = "the program has no mallinfo2: no glibc allocator (yet)"
+            return
         if "main_arena" not in syms or "mp_" not in syms:
             self.why = ("glibc's arenas cannot be found: no symbol table for libc "
                         "(install Debian's libc6-dbg, or the distribution's libc debug symbols)")
@@ -1102,8 +1112,9 @@ def heap():
             h = Heap(inferior)
         except (gdb.error, AttributeError, OSError, struct.error) as e:
             h = Heap.__new__(Heap)
-            h.pid, h.why, h.mem, h.narenas = inferior.pid, "glibc's arenas cannot be found: %s" % e, -1, None
-        HEAPS[inferior.pid] = h
+            h.pid, h.why, h.mem, h.narenas, h.retry = inferior.pid, "glibc's arenas cannot be found: %s" % e, -1, None, False
+        if not h.retry:
+            HEAPS[inferior.pid] = h
     return h
 
 
@@ -1112,12 +1123,13 @@ def libc_symbols(names):
     process (a static program that keeps its table) or of that file's
     separate debug file (Debian's libc6-dbg), found by build id as gdb
     finds it, as (address in the process, size) by name: where they lie
-    is their distance from mallinfo2. {} when there is no such table. No
-    debug information is read."""
+    is their distance from mallinfo2. {} when there is no such table, None
+    when the process has no mallinfo2 (yet). No debug information is
+    read."""
     try:
         fn = int(gdb.parse_and_eval("(unsigned long)&mallinfo2"))
     except gdb.error:
-        return {}
+        return None
     path = gdb.solib_name(fn) or gdb.current_progspace().filename
     objfile = next((o for o in gdb.objfiles() if o.is_valid() and o.filename == path), None)
     if objfile is None:

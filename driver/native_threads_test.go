@@ -439,3 +439,33 @@ func TestNativeThreadsWithoutLibcSymbols(t *testing.T) {
 		t.Errorf("warning %q does not say what to install", warn.String())
 	}
 }
+
+// TestNativeThreadsTrim: trim_probe's malloc_trim(0) in a threaded
+// program is gdb's call with only the stopped thread running, made once
+// every thread is stopped and no arena's lock is held: every stop
+// records what it released, or says the allocator was busy.
+func TestNativeThreadsTrim(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/threads.c")
+	if !libcDebugFile(t, bin) {
+		t.Skip("no symbol table for libc (Debian's libc6-dbg): the arenas' locks cannot be read")
+	}
+	m, out, err := runNativeOut(t, Options{}, "backend: native\nnative:\n  trim_probe: true\nbreakpoints:\n  - name: work\n    location: work\n", bin, "4", "5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counted(t, out, "calls") != 20 || m.Breakpoints[0].Hits != 20 || len(m.Stops) != 20 {
+		t.Fatalf("%d hits, %d stops, output %q", m.Breakpoints[0].Hits, len(m.Stops), out)
+	}
+	checkFigures(t, m, true)
+	for _, s := range m.Stops {
+		if s.Memory.HeapInUseBytes != nil && s.Memory.TrimReleasedBytes == nil {
+			t.Errorf("stop %d: memory %+v, want what malloc_trim released", s.Seq, *s.Memory)
+		}
+	}
+	for _, e := range m.Events {
+		if e.Kind == EventAllocatorCallFailed {
+			t.Errorf("event %+v", e)
+		}
+	}
+}
