@@ -562,6 +562,13 @@ def malloc_trim():
 # stop records it. The process's exit is left for gdb to collect.
 DIRECT = None
 
+# CALL_TIMEOUT bounds a direct call, in seconds, by function: a call
+# that waits for an arena's lock held by the stopped thread (a signal
+# handler that interrupted malloc, when libc's symbol table cannot tell
+# that the lock is held) would never return. malloc_trim walks and gives
+# back a whole heap.
+CALL_TIMEOUT = {"mallinfo2": 2.0, "malloc_trim": 10.0}
+
 # FAULTS are the signals with which a called function faults.
 FAULTS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGTRAP)
 
@@ -581,7 +588,7 @@ def direct_call(name, arg=0, result=0):
         return None
     inferior = gdb.selected_inferior()
     fn = int(func("(unsigned long)&" + name))
-    return DIRECT.call(inferior.pid, gdb.selected_thread().ptid[1], fn, arg, result, name)
+    return DIRECT.call(inferior.pid, gdb.selected_thread().ptid[1], fn, arg, result, name, CALL_TIMEOUT.get(name, 2.0))
 
 
 def direct_tracer():
@@ -675,6 +682,8 @@ class _Direct:
         # How far below the stack pointer the last signal frame was
         # found (see signal_frame).
         self.frame_depth = 0
+        # When the running call is given up (see wait).
+        self.deadline, self.expired = 0.0, False
 
     def refuses(self, pid):
         """Whether process pid cannot be called directly: its memory file
@@ -730,7 +739,7 @@ class _Direct:
             return False
         return True
 
-    def call(self, pid, tid, fn, arg, result, name):
+    def call(self, pid, tid, fn, arg, result, name, timeout):
         c, regs = self.c, self.regs
         self.iov.len = self.XSAVE
         if (self.ptrace(self.GETREGS, tid, None, c.byref(regs)) != 0
@@ -754,6 +763,7 @@ class _Direct:
         call.rip, call.rsp, call.rdi, call.rax, call.orig_rax = fn, sp, arg, 0, (1 << 64) - 1
         if self.ptrace(self.SETREGS, tid, None, c.byref(call)) != 0:
             return None
+        self.deadline, self.expired = time.monotonic() + timeout, False
         try:
             rax, why = self.run(tid)
         except BaseException:
@@ -766,6 +776,12 @@ class _Direct:
             raise CallFailed("the process ended during %s()" % name)
         if not self.restore(tid):
             raise CallFailed("the registers from before %s() could not be put back" % name)
+        if why == "timeout":
+            # The thread goes back to the breakpoint as it was: the call
+            # had changed nothing but the stack below it, or it waits
+            # for a lock it holds itself.
+            raise CallFailed("%s() did not return within %g s (a lock it waits for may be held by the stopped thread): given up"
+                             % (name, timeout))
         if why:
             sig, how = why
             self.libc.syscall(self.SYS_TGKILL, pid, tid, sig)
@@ -790,9 +806,21 @@ class _Direct:
         """Waits for the running thread to stop and returns the signal,
         or None when the process ended instead. The end is only looked at
         (WNOWAIT), so that gdb reaps it; a stop is then taken without
-        WEXITED, so that a process killed meanwhile is not reaped either."""
-        info = os.waitid(os.P_PID, tid, os.WEXITED | os.WSTOPPED | os.WNOWAIT | self.WALL)
-        if info is None or info.si_code not in (os.CLD_TRAPPED, os.CLD_STOPPED):
+        WEXITED, so that a process killed meanwhile is not reaped either.
+        A call still running at self.deadline (it waits for a lock that
+        the stopped thread itself holds, say) is stopped with SIGSTOP
+        (self.expired), which run then reports."""
+        delay, flags = 0.00002, os.WEXITED | os.WSTOPPED | os.WNOWAIT | self.WALL
+        while True:
+            info = os.waitid(os.P_PID, tid, flags | os.WNOHANG)
+            if info is not None:
+                break
+            if not self.expired and time.monotonic() > self.deadline:
+                self.expired = True
+                self.libc.syscall(self.SYS_TGKILL, self.pid, tid, signal.SIGSTOP)
+            time.sleep(delay)
+            delay = min(2 * delay, 0.005)
+        if info.si_code not in (os.CLD_TRAPPED, os.CLD_STOPPED):
             return None
         if os.waitid(os.P_PID, tid, os.WSTOPPED | os.WNOHANG | self.WALL) is None:
             return None
@@ -820,6 +848,8 @@ class _Direct:
             # process sent (si_code SI_USER, or below: SI_TKILL...) the
             # sender's pid.
             (code,), (sender,) = struct.unpack_from("<i", info, 8), struct.unpack_from("<i", info, 16)
+            if self.expired and sig == signal.SIGSTOP and code <= 0 and sender == os.getpid():
+                return None, "timeout"
             if code > 0 and sig in FAULTS:
                 return None, (sig, "faulted:")
             if passed_quietly(sig):
