@@ -978,7 +978,7 @@ MP_LAYOUTS = {112: (40, 56), 136: (60, 80)}
 # MAX_CHUNKS bounds the free chunks read in one arena: a list that does
 # not end (memory that is not a heap's, a heap the program corrupted)
 # stops the walk there.
-MAX_CHUNKS = 4000000
+MAX_CHUNKS = 1000000
 
 
 class HeapUnreadable(Exception):
@@ -1096,15 +1096,19 @@ class Heap:
             # bin_at(i): the bin's fd and bk pointers, seen as a chunk
             # whose fd lies at bins[2 * (i - 1)].
             b = address + MS_BINS + 16 * (i - 1) - 16
-            p = struct.unpack_from("<Q", state, MS_BINS + 16 * (i - 1) + 8)[0]  # last(b): b->bk
+            p, after = struct.unpack_from("<Q", state, MS_BINS + 16 * (i - 1) + 8)[0], b  # last(b): b->bk
             while p != b:
-                head, _, bk = struct.unpack("<QQQ", self.read(p + 8, 24))
+                head, fd, bk = struct.unpack("<QQQ", self.read(p + 8, 24))
+                if fd != after:
+                    # Links that do not agree: a heap the program
+                    # corrupted, or memory that is not a heap's.
+                    raise HeapUnreadable("arena 0x%x: bin %d: chunk 0x%x's forward link is not 0x%x" % (address, i, p, after))
                 avail += head & ~7
                 nblocks += 1
                 walked += 1
                 if walked > MAX_CHUNKS:
                     raise HeapUnreadable("arena 0x%x: bin %d does not end" % (address, i))
-                p = bk
+                p, after = bk, p
         system_mem = struct.unpack_from("<Q", state, MS_SYSTEM_MEM)[0]
         m["smblks"] += nfast
         m["ordblks"] += nblocks

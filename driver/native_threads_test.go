@@ -510,3 +510,31 @@ func TestNativeSignalHandlerWithoutLibcSymbols(t *testing.T) {
 		}
 	}
 }
+
+// TestNativeThreadsCorruptHeap: in a threaded program nothing is called,
+// so a corrupted fastbin link does not abort the program as glibc's own
+// walk does (TestNativeCorruptHeap): the reading stops at the misaligned
+// link, the stop records allocator-call-failed and resident memory, and
+// the program runs to its end.
+func TestNativeThreadsCorruptHeap(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/corrupt.c")
+	if !libcDebugFile(t, bin) {
+		t.Skip("no symbol table for libc (Debian's libc6-dbg): the arenas cannot be read")
+	}
+	for _, p := range stopPaths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			_, m, err := runNative(t, Options{NoAgent: p.noAgent}, roundPlan, bin, "thread")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Target.ExitCode == nil || *m.Target.ExitCode != 0 || len(m.Stops) != 1 || m.Stops[0].Memory.RSSBytes <= 0 || m.Stops[0].Memory.HeapInUseBytes != nil {
+				t.Fatalf("target %+v, stops %+v", m.Target, m.Stops)
+			}
+			if len(m.Events) != 1 || m.Events[0].Kind != EventAllocatorCallFailed || !strings.Contains(m.Events[0].Message, "glibc's arenas could not be read: arena 0x") || !strings.Contains(m.Events[0].Message, "is misaligned") {
+				t.Errorf("events %+v", m.Events)
+			}
+		})
+	}
+}
