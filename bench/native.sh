@@ -8,9 +8,10 @@
 # the ratio of the medians b/a, and the lowest and highest ratio of one
 # round's b to its a. The target is at most 1.25 (moonshot 1.05).
 #
-# Usage: bench/native.sh [STOPS [ROUNDS [WORK]]]   (needs go, gcc, gdb, bc)
+# Usage: bench/native.sh [STOPS [ROUNDS [WORK [THREADS]]]]   (needs go, gcc, gdb, bc)
 # WORK is the loop iterations between stops (default 4000000: the program
-# alone runs about 1.4 s).
+# alone runs about 1.4 s). THREADS (default 1) is the program's threads,
+# main included; the others wait idle (bench/native-threads.sh).
 #
 # Measured on the 2-core shared development machine, load average below 1:
 #   bench/native.sh 100 15           alone 1.38 s, native 1.68 s: 1.225 (rounds 1.204-1.250)
@@ -26,11 +27,12 @@ set -euo pipefail
 stops=${1:-100}
 rounds=${2:-5}
 work=${3:-4000000}
+threads=${4:-1}
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d /tmp/snapctl-native.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
-gcc -g -O0 -o "$tmp/compute" "$root/bench/native/compute.c"
+gcc -g -O0 -pthread -o "$tmp/compute" "$root/bench/native/compute.c"
 (cd "$root" && go build -o "$tmp/snapctl" ./cmd/snapctl)
 
 # now prints a monotonic clock in seconds: bash's EPOCHREALTIME needs no fork.
@@ -39,16 +41,16 @@ now() { echo "$EPOCHREALTIME"; }
 alone=() native=()
 for r in $(seq 1 "$rounds"); do
 	t0=$(now)
-	"$tmp/compute" "$stops" "$work" >/dev/null
+	"$tmp/compute" "$stops" "$work" "$threads" >/dev/null
 	t1=$(now)
-	"$tmp/snapctl" run -q --force -o "$tmp/run" "$root/bench/native/plan.yaml" "$tmp/compute" "$stops" "$work" >/dev/null
+	"$tmp/snapctl" run -q --force -o "$tmp/run" "$root/bench/native/plan.yaml" "$tmp/compute" "$stops" "$work" "$threads" >/dev/null
 	t2=$(now)
 	alone+=("$(echo "$t1 - $t0" | bc -l)")
 	native+=("$(echo "$t2 - $t1" | bc -l)")
 done
-got=$(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))['stops']))" "$tmp/run/run.json")
+got=$(python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print(sum(1 for s in m['stops'] if 'heap_in_use_bytes' in s['memory']))" "$tmp/run/run.json")
 if [ "$got" != "$stops" ]; then
-	echo "native run took $got stops, want $stops" >&2
+	echo "native run took $got stops with the allocator's figures, want $stops" >&2
 	exit 1
 fi
 
@@ -61,3 +63,4 @@ ratios=()
 for i in "${!alone[@]}"; do ratios+=("$(echo "${native[$i]} / ${alone[$i]}" | bc -l)"); done
 echo "ratio (medians): $(echo "$(median "${native[@]}") / $(median "${alone[@]}")" | bc -l | xargs printf '%.3f')  (target <= 1.25)"
 echo "ratio per round: $(printf '%s\n' "${ratios[@]}" | sort -g | awk '{v[NR]=$1} END {printf "min %.3f  max %.3f", v[1], v[NR]}')"
+echo "per stop ($threads threads): $(echo "($(median "${native[@]}") - $(median "${alone[@]}")) * 1000 / $stops" | bc -l | xargs printf '%.2f') ms, startup included"

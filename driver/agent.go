@@ -357,7 +357,8 @@ func (s *session) readAgent() error {
 		for line := range bytes.Lines(data[:end]) {
 			var rec agentRecord
 			if err := json.Unmarshal(line, &rec); err != nil {
-				return fmt.Errorf("reading the agent's records: %w", err)
+				// A line cut short by a full file system.
+				return s.diskFull(fmt.Errorf("reading the agent's records: %w", err))
 			}
 			if err := s.agentStop(&rec); err != nil && failed == nil {
 				failed = err
@@ -424,9 +425,24 @@ func (s *session) agentStop(rec *agentRecord) error {
 // agentStopped handles gdb's stop at one of the agent's breakpoints, whose
 // records have been read: the agent stops the target after the hit that
 // finishes the breakpoint, which is deleted here. (After a failed snapshot
-// it stops it too, but reading that record ended the run.) The target goes
-// on.
+// it stops it too, but reading that record ended the run.) Natively, it
+// also stops it for a measurement that needs every thread stopped
+// (agent.py's Agent.defers), which it takes now, at snapctl's command. The
+// target goes on.
+//
+// The agent also stops the target when it could not write a record (a
+// full file system): that ends the run, with the stops recorded so far.
 func (s *session) agentStopped(ctx context.Context, st *bpState) error {
+	r, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote("python snapctl_agent.stopped()"))
+	if err != nil {
+		return fmt.Errorf("measuring at breakpoint %q: %w", st.bp.Name, err)
+	}
+	if why := loadFailure(r); why != "" {
+		return s.diskFull(fmt.Errorf("gdb's agent at breakpoint %q: %s", st.bp.Name, why))
+	}
+	if err := s.readAgent(); err != nil {
+		return err
+	}
 	if st.bp.Done(st.hits) {
 		if _, err := s.send(ctx, "-break-delete", st.number); err != nil {
 			return fmt.Errorf("deleting breakpoint %q: %w", st.bp.Name, err)

@@ -76,6 +76,10 @@ def thread_record(thread, details):
     return rec
 
 
+class RecordLost(Exception):
+    """A record could not be written (see Agent.write)."""
+
+
 # BUSY_WIDTH is the length of every line of the busy file: each one
 # overwrites the whole of the last.
 BUSY_WIDTH = 32
@@ -110,6 +114,11 @@ class Agent:
         # of threads stays as it was (self.known).
         self.details = {}
         self.known = None
+        # A stop's breakpoint, hit and thread, whose measurement waits
+        # for gdb's stop of every thread (see defers).
+        self.deferred = None
+        # Why a record could not be written (see write).
+        self.lost = None
 
     def insert(self, path):
         """Inserts the breakpoint described in the JSON file at path and
@@ -135,7 +144,19 @@ class Agent:
         self.mark("%d %d" % (self.calls, bp.number))
 
     def write(self, rec):
-        os.write(self.fd, (json.dumps(rec, separators=(",", ":")) + "\n").encode())
+        """Appends rec to the records. A record that cannot be written
+        whole (a full file system) is kept as lost, and RecordLost tells
+        the stop to stop gdb, so that snapctl asks (see stopped) and ends
+        the run rather than lose stops without a word."""
+        data = (json.dumps(rec, separators=(",", ":")) + "\n").encode()
+        try:
+            n = os.write(self.fd, data)
+        except OSError as e:
+            self.lost = "writing the agent's records: %s" % e
+            raise RecordLost()
+        if n != len(data):
+            self.lost = "writing the agent's records: %d of %d bytes written" % (n, len(data))
+            raise RecordLost()
 
     def threads(self, current, frame):
         """Every thread with its innermost frame; the current one's is
@@ -183,14 +204,53 @@ class Agent:
             self.details[current.num] = current.details
         return self.details[current.num]
 
-    def snapshot(self, bp, hit):
+    def defers(self):
+        """Whether a stop that takes a measurement leaves it for gdb's stop
+        (see stopped): a native measurement while the process has more
+        than one thread. gdb calls a breakpoint's stop() while the other
+        threads run on (natively gdb 13 drives the threads one by one
+        underneath all-stop): the allocator is read only once gdb has
+        stopped every thread, and gdb's own inferior call (no direct
+        call) is made from a command, never from stop()."""
+        return self.measure["kind"] == "native" and not direct_usable()
+
+    def stopped(self):
+        """Takes the measurement that a stop left for gdb's stop of every
+        thread (see defers), from snapctl's command at that stop: the
+        record is written as stop() would have. A record that could not be
+        written is said after agentFailed (agent.go), for snapctl to end
+        the run."""
+        if self.lost is None and self.deferred is not None:
+            self.take_deferred()
+        if self.lost is not None:
+            print("snapctl: agent failed: %s" % self.lost)
+
+    def take_deferred(self):
+        bp, hit, thread = self.deferred
+        self.deferred = None
+        self.begin(bp)
+        try:
+            if thread.is_valid():
+                thread.switch()
+            try:
+                rec = self.snapshot(bp, hit, callback=False)
+            except Exception as e:
+                rec = {"bp": str(bp.number), "kind": "agent", "error": "%s: %s" % (type(e).__name__, e)}
+            try:
+                self.write(rec)
+            except RecordLost:
+                pass
+        finally:
+            self.mark("-")
+
+    def snapshot(self, bp, hit, callback=True):
         self.taken += 1
         path = "%s/%d%s" % (self.snapdir, self.taken, self.ext)
         memory = None
         if self.measure["kind"] == "native":
             # The measurement goes in the record: a file per stop would
             # cost its creation here and its removal in snapctl.
-            memory, path = native_memory(self.measure.get("trim", False)), ""
+            memory, path = native_memory(self.measure.get("trim", False), callback), ""
         else:
             # Success prints only the report line; valgrind's errors come
             # back as text.
@@ -248,6 +308,72 @@ def location_resolves(location, condition):
         bp.delete()
 
 
+# LAST_AT holds each thread's program counter and stack pointer at its
+# last stop at a breakpoint, by LWP (see repeated_hit).
+LAST_AT = {}
+
+
+def repeated_hit():
+    """Whether the current stop at a breakpoint reports again a hit already
+    counted. Natively, a signal that comes while gdb steps the thread over
+    the breakpoint (SIGALRM, SIGCHLD: one that gdb passes without
+    stopping) is delivered with a step-resume breakpoint of gdb's at the
+    same address, and when the handler returns there gdb checks the
+    breakpoint again (docs/design.md, fact 33). The thread has not moved:
+    same program counter and stack pointer as at its last stop, and the
+    kernel's signal frame, whose saved rsp and rip lie side by side, is
+    below the stack pointer (Direct.signal_frame). Where the registers
+    cannot be read through ptrace, gdb is asked whether it holds a
+    step-resume breakpoint for the thread at this address, which costs
+    0.1 ms: with a fast timer gdb restarts the step over and over, and
+    the longer a check takes the less often the thread gets through."""
+    thread = gdb.selected_thread()
+    tid = thread.ptid[1]
+    d = direct_tracer()
+    at = d.pc_sp(tid) if d else None
+    if at is None:
+        frame = gdb.newest_frame()
+        at = (frame.pc(), int(frame.read_register("sp")))
+    same = LAST_AT.get(tid) == at
+    if len(LAST_AT) >= 4096 and tid not in LAST_AT:
+        # Threads that ended: a program that starts thread after thread.
+        LAST_AT.clear()
+    LAST_AT[tid] = at
+    if not same:
+        return False
+    if d:
+        return d.signal_frame(at[1], at[0])
+    return step_resume_at(thread.num, at[0])
+
+
+class NewHit(gdb.Function):
+    """$_snapctl_hit(): 0 when the stop reports again a hit already
+    counted (see repeated_hit), else 1. The native backend's GDB/MI
+    breakpoints have it first in their condition, so that gdb counts and
+    reports only new hits."""
+
+    def __init__(self):
+        super().__init__("_snapctl_hit")
+
+    def invoke(self):
+        return 0 if repeated_hit() else 1
+
+
+NewHit()
+
+
+def step_resume_at(thread, pc):
+    """Whether gdb holds a step-resume breakpoint of thread (gdb's number)
+    at address pc, one of those it inserts where a signal interrupted a
+    step (maint info breakpoints: "step resume" or "high-priority step
+    resume", the address, "thread N" last)."""
+    address, owner = "0x%016x" % pc, "thread %d" % thread
+    for line in gdb.execute("maint info breakpoints", to_string=True).splitlines():
+        if "step resume" in line and address in line and line.rstrip().endswith(owner):
+            return True
+    return False
+
+
 class SnapBreakpoint(gdb.Breakpoint):
     def __init__(self, agent, spec):
         # A location in a library not loaded yet is pending until the
@@ -283,9 +409,13 @@ class SnapBreakpoint(gdb.Breakpoint):
     def stop(self):
         if os.path.exists(self.agent.halt):
             return False
+        if self.agent.measure["kind"] == "native" and repeated_hit():
+            return False
         self.agent.begin(self)
         try:
             return self.take()
+        except RecordLost:
+            return True
         finally:
             self.agent.mark("-")
 
@@ -301,6 +431,9 @@ class SnapBreakpoint(gdb.Breakpoint):
         hit = self.times - self.skip
         if not should_snapshot(hit, self.every, self.max_hits):
             return False
+        if self.agent.defers():
+            self.agent.deferred = (self, hit, gdb.selected_thread())
+            return True
         try:
             rec = self.agent.snapshot(self, hit)
         except Exception as e:
@@ -434,6 +567,13 @@ def malloc_trim():
 # stop records it. The process's exit is left for gdb to collect.
 DIRECT = None
 
+# CALL_TIMEOUT bounds a direct call, in seconds, by function: a call
+# that waits for an arena's lock held by the stopped thread (a signal
+# handler that interrupted malloc, when libc's symbol table cannot tell
+# that the lock is held) would never return. malloc_trim walks and gives
+# back a whole heap.
+CALL_TIMEOUT = {"mallinfo2": 2.0, "malloc_trim": 10.0}
+
 # FAULTS are the signals with which a called function faults.
 FAULTS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGTRAP)
 
@@ -449,19 +589,43 @@ def direct_call(name, arg=0, result=0):
     the call returns the first result bytes written there. None when gdb
     must make the call (nothing was changed then); CallFailed when the
     call was made and did not return."""
-    global DIRECT
+    if not direct_usable():
+        return None
     inferior = gdb.selected_inferior()
-    if len(inferior.threads()) != 1 or not x86_64():
+    fn = int(func("(unsigned long)&" + name))
+    return DIRECT.call(inferior.pid, gdb.selected_thread().ptid[1], fn, arg, result, name, CALL_TIMEOUT.get(name, 2.0))
+
+
+def direct_tracer():
+    """The _Direct of the current process when its registers can be read
+    through ptrace from here (x86-64), else None."""
+    global DIRECT
+    if not x86_64():
         return None
     if DIRECT is None:
         try:
             DIRECT = _Direct()
         except (ImportError, OSError, AttributeError):
             DIRECT = False
-    if not DIRECT or DIRECT.refuses(inferior.pid):
+    if not DIRECT:
         return None
-    fn = int(func("(unsigned long)&" + name))
-    return DIRECT.call(inferior.pid, gdb.selected_thread().ptid[1], fn, arg, result, name)
+    DIRECT.refuses(gdb.selected_inferior().pid)
+    return DIRECT if DIRECT.mem >= 0 else None
+
+
+def direct_usable():
+    """Whether a call in the current process can be made directly (see
+    direct_call) without changing anything first."""
+    global DIRECT
+    inferior = gdb.selected_inferior()
+    if len(inferior.threads()) != 1 or not x86_64():
+        return False
+    if DIRECT is None:
+        try:
+            DIRECT = _Direct()
+        except (ImportError, OSError, AttributeError):
+            DIRECT = False
+    return bool(DIRECT) and not DIRECT.refuses(inferior.pid)
 
 
 # PASSED caches, by signal number, whether gdb's signal table passes the
@@ -520,6 +684,11 @@ class _Direct:
         # stopped says that the thread is in a stop snapctl has taken
         # from the kernel (see settle).
         self.stopped = True
+        # How far below the stack pointer the last signal frame was
+        # found (see signal_frame).
+        self.frame_depth = 0
+        # When the running call is given up (see wait).
+        self.deadline, self.expired = 0.0, False
 
     def refuses(self, pid):
         """Whether process pid cannot be called directly: its memory file
@@ -538,7 +707,44 @@ class _Direct:
                 pass
         return self.refused
 
-    def call(self, pid, tid, fn, arg, result, name):
+    def pc_sp(self, tid):
+        """Thread tid's program counter and stack pointer; None when they
+        cannot be read."""
+        regs = self.now
+        if self.ptrace(self.GETREGS, tid, None, self.c.byref(regs)) != 0:
+            return None
+        return regs.rip, regs.rsp
+
+    # FRAME_WINDOW is how far below the stack pointer the kernel's signal
+    # frame is looked for: the red zone, the XSAVE area (up to 11 KB with
+    # AMX) and the frame itself.
+    FRAME_WINDOW = 16384
+
+    def signal_frame(self, sp, pc):
+        """Whether a signal frame saved at stack pointer sp and address pc
+        lies below sp: struct sigcontext holds rsp, then rip. The rip found
+        is overwritten (the memory is below the stack pointer, free), so
+        that a frame is found once. The kernel puts the frame at the same
+        distance below the same stack pointer every time, so that
+        distance is tried first (16 bytes read, not 16 KB)."""
+        pattern = struct.pack("<QQ", sp, pc)
+        try:
+            at = sp - self.frame_depth
+            found = self.frame_depth > 0 and os.pread(self.mem, 16, at) == pattern
+            if not found:
+                start = max(sp - self.FRAME_WINDOW, 0)
+                data = os.pread(self.mem, sp - start, start)
+                i = data.rfind(pattern)
+                if i < 0 or i % 8:
+                    return False
+                at = start + i
+                self.frame_depth = sp - at
+            os.pwrite(self.mem, bytes(8), at + 8)
+        except OSError:
+            return False
+        return True
+
+    def call(self, pid, tid, fn, arg, result, name, timeout):
         c, regs = self.c, self.regs
         self.iov.len = self.XSAVE
         if (self.ptrace(self.GETREGS, tid, None, c.byref(regs)) != 0
@@ -562,6 +768,7 @@ class _Direct:
         call.rip, call.rsp, call.rdi, call.rax, call.orig_rax = fn, sp, arg, 0, (1 << 64) - 1
         if self.ptrace(self.SETREGS, tid, None, c.byref(call)) != 0:
             return None
+        self.deadline, self.expired = time.monotonic() + timeout, False
         try:
             rax, why = self.run(tid)
         except BaseException:
@@ -574,6 +781,12 @@ class _Direct:
             raise CallFailed("the process ended during %s()" % name)
         if not self.restore(tid):
             raise CallFailed("the registers from before %s() could not be put back" % name)
+        if why == "timeout":
+            # The thread goes back to the breakpoint as it was: the call
+            # had changed nothing but the stack below it, or it waits
+            # for a lock it holds itself.
+            raise CallFailed("%s() did not return within %g s (a lock it waits for may be held by the stopped thread): given up"
+                             % (name, timeout))
         if why:
             sig, how = why
             self.libc.syscall(self.SYS_TGKILL, pid, tid, sig)
@@ -598,9 +811,21 @@ class _Direct:
         """Waits for the running thread to stop and returns the signal,
         or None when the process ended instead. The end is only looked at
         (WNOWAIT), so that gdb reaps it; a stop is then taken without
-        WEXITED, so that a process killed meanwhile is not reaped either."""
-        info = os.waitid(os.P_PID, tid, os.WEXITED | os.WSTOPPED | os.WNOWAIT | self.WALL)
-        if info is None or info.si_code not in (os.CLD_TRAPPED, os.CLD_STOPPED):
+        WEXITED, so that a process killed meanwhile is not reaped either.
+        A call still running at self.deadline (it waits for a lock that
+        the stopped thread itself holds, say) is stopped with SIGSTOP
+        (self.expired), which run then reports."""
+        delay, flags = 0.00002, os.WEXITED | os.WSTOPPED | os.WNOWAIT | self.WALL
+        while True:
+            info = os.waitid(os.P_PID, tid, flags | os.WNOHANG)
+            if info is not None:
+                break
+            if not self.expired and time.monotonic() > self.deadline:
+                self.expired = True
+                self.libc.syscall(self.SYS_TGKILL, self.pid, tid, signal.SIGSTOP)
+            time.sleep(delay)
+            delay = min(2 * delay, 0.005)
+        if info.si_code not in (os.CLD_TRAPPED, os.CLD_STOPPED):
             return None
         if os.waitid(os.P_PID, tid, os.WSTOPPED | os.WNOHANG | self.WALL) is None:
             return None
@@ -628,6 +853,8 @@ class _Direct:
             # process sent (si_code SI_USER, or below: SI_TKILL...) the
             # sender's pid.
             (code,), (sender,) = struct.unpack_from("<i", info, 8), struct.unpack_from("<i", info, 16)
+            if self.expired and sig == signal.SIGSTOP and code <= 0 and sender == os.getpid():
+                return None, "timeout"
             if code > 0 and sig in FAULTS:
                 return None, (sig, "faulted:")
             if passed_quietly(sig):
@@ -670,10 +897,10 @@ def skip_library_debug_info(nowhere):
     gdb.execute("set debug-file-directory %s" % nowhere)
 
 
-def elf_symbols(path, names):
+def elf_symbols(path, names, sizes=False):
     """The values of the symbols names in the symbol table (.symtab) of
-    the 64-bit little-endian ELF file at path, as a dict; {} when there is
-    no such file or table. It reads the section headers, the table and
+    the 64-bit little-endian ELF file at path, as a dict, with sizes as
+    (value, size) pairs; {} when there is no such file or table. It reads the section headers, the table and
     its strings, not the whole file (a program with its debug
     information can be hundreds of megabytes)."""
     try:
@@ -700,7 +927,8 @@ def elf_symbols(path, names):
                 for n in names:
                     sym = last_symbol(table, entsize, strings, n.encode())
                     if sym >= 0:
-                        out[n] = struct.unpack_from("<Q", table, sym + 8)[0]
+                        value, size = struct.unpack_from("<QQ", table, sym + 8)
+                        out[n] = (value, size) if sizes else value
             return out
     except (OSError, struct.error):
         return {}
@@ -727,17 +955,216 @@ def last_symbol(table, entsize, strings, name):
     return last
 
 
-# NARENAS holds, by process, the address of glibc's narenas, None when it
-# is unknown.
-NARENAS = {}
+# glibc's allocator read from the stopped process's memory. With more
+# than one thread no stop calls into the allocator to read it: another
+# thread, stopped anywhere, may hold an arena's lock, and gdb lets a call
+# run only from a command, never from a breakpoint's stop(). Instead the
+# agent reads what mallinfo2() would add up, with every thread stopped:
+# each arena's malloc_state (its lock, fastbins, top chunk, bins, the next
+# arena, system_mem) and mp_ (n_mmaps, mmapped_mem), whose addresses come
+# from the symbol table of the file that defines mallinfo2 or of its
+# separate debug file (Debian's libc6-dbg), found by build id as gdb finds
+# it; no debug information is read. int_mallinfo in malloc.c is the model:
+# the top chunk and every chunk in a fastbin or a regular bin is free, the
+# rest of system_mem is in use (so a chunk in a thread's tcache counts as
+# in use, as there). The layouts are glibc's from 2.27 to 2.41 on 64-bit
+# little-endian machines: malloc_state is 2200 bytes throughout, mp_ is
+# 112 bytes up to 2.34 and 136 from 2.35 (transparent huge page fields);
+# the symbol table's sizes select the layout, and any other size leaves
+# the heap unread (Heap.why).
+
+# MALLOC_STATE are the offsets in struct malloc_state: mutex (an int, 0
+# when free), fastbinsY[10], top, bins[254], next, system_mem.
+MS_SIZE, MS_FASTBINS, MS_TOP, MS_BINS, MS_NEXT, MS_SYSTEM_MEM = 2200, 16, 96, 112, 2160, 2184
+NFASTBINS, NBINS = 10, 128
+# MP_LAYOUTS gives, by the size of mp_, the offsets of n_mmaps (int) and
+# mmapped_mem in it.
+MP_LAYOUTS = {112: (40, 56), 136: (60, 80)}
+# MAX_CHUNKS bounds the free chunks read in one arena: a list that does
+# not end (memory that is not a heap's, a heap the program corrupted)
+# stops the walk there.
+MAX_CHUNKS = 1000000
 
 
-def narenas_address():
-    """Where glibc's narenas lies in the current process: its distance
-    from mallinfo2 in the symbol table of the file that defines mallinfo2
-    (a static program that keeps its table) or of that file's separate
-    debug file (Debian's libc6-dbg), found by build id as gdb finds it.
-    No debug information is read."""
+class HeapUnreadable(Exception):
+    """The arenas could not be read at this stop."""
+
+
+class Heap:
+    """Where glibc keeps the allocator's state in one process, and the
+    reading of it. why says why it cannot be read, "" when it can."""
+
+    def __init__(self, inferior):
+        self.pid = inferior.pid
+        self.why = ""
+        self.mem = -1
+        self.narenas = None
+        syms = libc_symbols(("main_arena", "mp_", "narenas", "__libc_version"))
+        # No mallinfo2 yet (a stop before libc is loaded): asked again at
+        # the next stop.
+        self.retry = syms is None
+        syms = syms or {}
+        if "narenas" in syms:
+            self.narenas = syms["narenas"][0]
+        if self.retry:
+            self.why = "the program has no mallinfo2: no glibc allocator (yet)"
+            return
+        if "main_arena" not in syms or "mp_" not in syms:
+            self.why = ("glibc's arenas cannot be found: no symbol table for libc "
+                        "(install Debian's libc6-dbg, or the distribution's libc debug symbols)")
+            return
+        (self.arena, arena_size), (self.mp, mp_size) = syms["main_arena"], syms["mp_"]
+        version = self.version(syms.get("__libc_version"))
+        if arena_size != MS_SIZE or mp_size not in MP_LAYOUTS or version < (2, 27) or not x86_64():
+            self.why = "glibc %s's allocator is not one snapctl can read (malloc_state %d bytes, mp_ %d)" % (
+                ".".join(map(str, version)), arena_size, mp_size)
+            return
+        self.n_mmaps, self.mmapped_mem = MP_LAYOUTS[mp_size]
+        # Safe-linking (glibc 2.32) hides fastbin links: the link at
+        # address A holds next ^ (A >> 12).
+        self.mangled = version >= (2, 32)
+        try:
+            self.mem = os.open("/proc/%d/mem" % self.pid, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as e:
+            self.why = "the process's memory cannot be read: %s" % e
+
+    def version(self, sym):
+        """glibc's version, from __libc_version; (0, 0) when unknown."""
+        if sym is None:
+            return (0, 0)
+        try:
+            text = self.read(sym[0], 16).split(b"\0")[0].decode()
+            return tuple(int(x) for x in text.split(".")[:2])
+        except (HeapUnreadable, ValueError, UnicodeDecodeError):
+            return (0, 0)
+
+    def close(self):
+        if self.mem >= 0:
+            os.close(self.mem)
+            self.mem = -1
+
+    def read(self, address, size):
+        try:
+            if self.mem < 0:
+                self.mem = os.open("/proc/%d/mem" % self.pid, os.O_RDONLY | os.O_CLOEXEC)
+            data = os.pread(self.mem, size, address)
+        except (OSError, OverflowError) as e:
+            raise HeapUnreadable("reading %d bytes at 0x%x: %s" % (size, address, e))
+        if len(data) != size:
+            raise HeapUnreadable("reading %d bytes at 0x%x: short read" % (size, address))
+        return data
+
+    def arenas(self):
+        """Every arena as (address, its malloc_state's bytes), main first."""
+        out, address = [], self.arena
+        while True:
+            out.append((address, self.read(address, MS_SIZE)))
+            address = struct.unpack_from("<Q", out[-1][1], MS_NEXT)[0]
+            if address == self.arena:
+                return out
+            if len(out) > 65536 or address == 0:
+                raise HeapUnreadable("the list of arenas does not lead back to main_arena")
+
+    def locked(self, arenas):
+        """How many arenas' locks are held."""
+        return sum(1 for _, state in arenas if struct.unpack_from("<i", state, 0)[0] != 0)
+
+    def mallinfo(self, arenas):
+        """What mallinfo2() would return, as a dict of its fields."""
+        m = dict.fromkeys(MALLINFO2, 0)
+        for address, state in arenas:
+            self.add_arena(m, address, state)
+        mp = self.read(self.mp, self.mmapped_mem + 8)
+        m["hblks"] = struct.unpack_from("<i", mp, self.n_mmaps)[0]
+        m["hblkhd"] = struct.unpack_from("<Q", mp, self.mmapped_mem)[0]
+        return m
+
+    def add_arena(self, m, address, state):
+        size = lambda chunk: struct.unpack("<Q", self.read(chunk + 8, 8))[0] & ~7
+        top = struct.unpack_from("<Q", state, MS_TOP)[0]
+        avail, nblocks = size(top), 1
+        fastavail = nfast = 0
+        for i in range(NFASTBINS):
+            p = struct.unpack_from("<Q", state, MS_FASTBINS + 8 * i)[0]
+            while p:
+                if p & 15:
+                    raise HeapUnreadable("arena 0x%x: a fastbin chunk at 0x%x is misaligned" % (address, p))
+                head, link = struct.unpack("<QQ", self.read(p + 8, 16))
+                fastavail += head & ~7
+                nfast += 1
+                if nfast > MAX_CHUNKS:
+                    raise HeapUnreadable("arena 0x%x: a fastbin does not end" % address)
+                p = ((p + 16) >> 12) ^ link if self.mangled else link
+        avail += fastavail
+        walked = 0
+        for i in range(1, NBINS):
+            # bin_at(i): the bin's fd and bk pointers, seen as a chunk
+            # whose fd lies at bins[2 * (i - 1)].
+            b = address + MS_BINS + 16 * (i - 1) - 16
+            p, after = struct.unpack_from("<Q", state, MS_BINS + 16 * (i - 1) + 8)[0], b  # last(b): b->bk
+            while p != b:
+                head, fd, bk = struct.unpack("<QQQ", self.read(p + 8, 24))
+                if fd != after:
+                    # Links that do not agree: a heap the program
+                    # corrupted, or memory that is not a heap's.
+                    raise HeapUnreadable("arena 0x%x: bin %d: chunk 0x%x's forward link is not 0x%x" % (address, i, p, after))
+                avail += head & ~7
+                nblocks += 1
+                walked += 1
+                if walked > MAX_CHUNKS:
+                    raise HeapUnreadable("arena 0x%x: bin %d does not end" % (address, i))
+                p, after = bk, p
+        system_mem = struct.unpack_from("<Q", state, MS_SYSTEM_MEM)[0]
+        m["smblks"] += nfast
+        m["ordblks"] += nblocks
+        m["fordblks"] += avail
+        m["uordblks"] += system_mem - avail
+        m["arena"] += system_mem
+        m["fsmblks"] += fastavail
+        if address == self.arena:
+            m["keepcost"] = size(top)
+
+    def count(self):
+        """glibc's own count of arenas (an arena is never freed), None
+        when its address is unknown."""
+        if self.narenas is None:
+            return None
+        try:
+            return struct.unpack("<Q", self.read(self.narenas, 8))[0]
+        except HeapUnreadable:
+            return None
+
+
+# HEAPS holds each process's Heap, by pid.
+HEAPS = {}
+
+
+def heap():
+    """The current process's Heap."""
+    inferior = gdb.selected_inferior()
+    h = HEAPS.get(inferior.pid)
+    if h is None:
+        for old in HEAPS.values():
+            old.close()
+        HEAPS.clear()
+        try:
+            h = Heap(inferior)
+        except (gdb.error, AttributeError, OSError, struct.error) as e:
+            h = Heap.__new__(Heap)
+            h.pid, h.why, h.mem, h.narenas, h.retry = inferior.pid, "glibc's arenas cannot be found: %s" % e, -1, None, False
+        if not h.retry:
+            HEAPS[inferior.pid] = h
+    return h
+
+
+def libc_symbols(names):
+    """The symbols names of the file that defines mallinfo2 in the current
+    process (a static program that keeps its table) or of that file's
+    separate debug file (Debian's libc6-dbg), found by build id as gdb
+    finds it, as (address in the process, size) by name: where they lie
+    is their distance from mallinfo2. {} when there is no such table, None
+    when the process has no mallinfo2 (yet). No debug information is
+    read."""
     try:
         fn = int(gdb.parse_and_eval("(unsigned long)&mallinfo2"))
     except gdb.error:
@@ -745,47 +1172,72 @@ def narenas_address():
     path = gdb.solib_name(fn) or gdb.current_progspace().filename
     objfile = next((o for o in gdb.objfiles() if o.is_valid() and o.filename == path), None)
     if objfile is None:
-        return None
+        return {}
     paths = [objfile.filename]
     if objfile.build_id:
         dirs = DEBUG_DIRS if DEBUG_DIRS is not None else gdb.parameter("debug-file-directory")
         for d in dirs.split(os.pathsep):
             paths.append(os.path.join(d, ".build-id", objfile.build_id[:2], objfile.build_id[2:] + ".debug"))
+    best = {}
     for path in paths:
-        syms = elf_symbols(path, ("narenas", "mallinfo2"))
-        if len(syms) == 2:
-            return fn + syms["narenas"] - syms["mallinfo2"]
-    return None
+        syms = elf_symbols(path, ("mallinfo2",) + tuple(names), sizes=True)
+        if "mallinfo2" not in syms:
+            continue
+        base = fn - syms["mallinfo2"][0]
+        found = {n: (base + v, size) for n, (v, size) in syms.items() if n != "mallinfo2"}
+        if len(found) > len(best):
+            best = found
+        if len(best) == len(names):
+            break
+    return best
 
 
-def arenas():
-    """The number of glibc's arenas: glibc's own count, narenas (an arena
-    is never freed), read from memory; None when its address is unknown
-    (see narenas_address)."""
+def native_memory(trim, callback=True):
+    """The native measurement of the stopped process. In a breakpoint's
+    stop() (callback) the process has one thread and the direct call is
+    usable (see Agent.defers); elsewhere it runs from a command of
+    snapctl's with every thread stopped, and gdb may make a call. With
+    more than one thread nothing is called to read the allocator (see
+    Heap); malloc_trim, which must be called, runs with only the stopped
+    thread (scheduler-locking on) and only when no arena's lock is held.
+    An arena whose lock is held is in the middle of a change: that stop
+    records resident memory only (busy_error)."""
     inferior = gdb.selected_inferior()
-    if inferior.pid not in NARENAS:
-        try:
-            NARENAS[inferior.pid] = narenas_address()
-        except (gdb.error, AttributeError, OSError, struct.error):
-            NARENAS[inferior.pid] = None
-    address = NARENAS[inferior.pid]
-    if address is None:
-        return None
-    try:
-        return struct.unpack("<Q", inferior.read_memory(address, 8).tobytes())[0]
-    except gdb.MemoryError:
-        return None
-
-
-def native_memory(trim):
-    pid = gdb.selected_inferior().pid
+    pid = inferior.pid
+    single = len(inferior.threads()) == 1
     rss, anon = proc_status(pid)
     rec = {"rss_bytes": rss, "anon_rss_bytes": anon}
+    h = heap()
+    arenas = None
+    if not h.why:
+        try:
+            arenas = h.arenas()
+        except HeapUnreadable as e:
+            if not single:
+                rec["call_error"] = "glibc's arenas could not be read: %s" % e
+                return rec
+        if arenas is not None and h.locked(arenas):
+            rec["busy_error"] = ("a thread holds the lock of %d of glibc's %d arenas: it is inside the allocator"
+                                 % (h.locked(arenas), len(arenas)))
+            return rec
     try:
-        mi = mallinfo2()
+        if single and (callback or direct_usable()):
+            mi = mallinfo2()
+        elif arenas is not None:
+            mi = h.mallinfo(arenas)
+        elif single:
+            mi = mallinfo2()
+        else:
+            # A static binary, a libc that is not glibc, or no symbol
+            # table for libc.
+            rec["allocator_error"] = h.why
+            return rec
     except CallFailed as e:
         # This stop's call, not the allocator: the next stop calls again.
         rec["call_error"] = str(e)
+        return rec
+    except HeapUnreadable as e:
+        rec["call_error"] = "glibc's arenas could not be read: %s" % e
         return rec
     except gdb.error as e:
         # A static binary, or a libc that is not glibc.
@@ -793,33 +1245,42 @@ def native_memory(trim):
         return rec
     rec.update(heap_in_use_bytes=mi["uordblks"], heap_free_bytes=mi["fordblks"],
                mmap_bytes=mi["hblkhd"], arena_bytes=mi["arena"])
-    n = arenas()
+    n = h.count()
     if n is not None:
         rec["arenas"] = n
     if trim:
         try:
-            malloc_trim()
+            if single:
+                malloc_trim()
+            elif arenas is None:
+                raise CallFailed("malloc_trim() not called: with more than one thread it is called only when "
+                                 "no arena's lock is held, which needs libc's symbol table")
+            else:
+                with scheduler_locked():
+                    malloc_trim()
             rec["trim_released_bytes"] = rss - proc_status(pid)[0]
         except (CallFailed, gdb.error) as e:
             rec["call_error"] = str(e)
     return rec
 
 
-def measure_native(path, trim, lock=None):
-    """Writes the native measurement of the stopped target to path. With
-    lock (gdb's scheduler-locking mode, "on" at an around_call stop), only
-    the stopped thread runs during the inferior calls, so that no other
-    thread allocates between the readings of a call's hit and return;
-    without it every thread runs during the calls, and one that holds an
-    arena's lock releases it."""
-    prev = None
-    if lock:
-        prev = gdb.parameter("scheduler-locking")
-        gdb.execute("set scheduler-locking %s" % lock)
-    try:
-        rec = native_memory(trim)
-    finally:
-        if prev is not None:
-            gdb.execute("set scheduler-locking %s" % prev)
+class scheduler_locked:
+    """gdb's scheduler-locking on for a with block: only the selected
+    thread runs during gdb's calls."""
+
+    def __enter__(self):
+        self.prev = gdb.parameter("scheduler-locking")
+        if self.prev != "on":
+            gdb.execute("set scheduler-locking on")
+
+    def __exit__(self, *exc):
+        if self.prev != "on":
+            gdb.execute("set scheduler-locking %s" % self.prev)
+
+
+def measure_native(path, trim):
+    """Writes the native measurement of the stopped target to path, for
+    a stop over MI: every thread is stopped (gdb's all-stop)."""
+    rec = native_memory(trim, callback=False)
     with open(path, "w") as f:
         json.dump(rec, f)

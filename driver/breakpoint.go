@@ -319,7 +319,8 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 	res, errs := s.sendBatch(ctx, cmds)
 	for i, err := range errs[:snap+1] {
 		if err != nil {
-			return nil, fmt.Errorf("at breakpoint %q: %s: %w", st.bp.Name, cmds[i].Name, err)
+			// The measurement's file may not fit in a full TMPDIR.
+			return nil, s.diskFull(fmt.Errorf("at breakpoint %q: %s: %w", st.bp.Name, cmds[i].Name, err))
 		}
 	}
 	if backtrace && mode != breakpoints.ThreadsNone {

@@ -168,6 +168,9 @@ func (s *session) setup(ctx context.Context) error {
 		st.sum.Number = st.number
 		st.resolved = !pendingResult(r)
 		s.bps[st.number] = st
+		if err := s.newHitsOnly(ctx, st); err != nil {
+			return err
+		}
 	}
 	return nil
 }

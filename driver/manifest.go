@@ -296,6 +296,11 @@ const (
 	// allocator did not return (a fault inside it, or a signal gdb stops
 	// for); that stop records resident memory only.
 	EventAllocatorCallFailed EventKind = "allocator-call-failed"
+	// EventAllocatorBusy: at one native stop a thread held the lock of
+	// one of glibc's arenas (it was inside the allocator, maybe in a
+	// signal handler that interrupted it); that stop records resident
+	// memory only.
+	EventAllocatorBusy EventKind = "allocator-busy"
 	// EventSchedulerLockReleased: a locked around_call blocked, and the
 	// stop deadline let the other threads run.
 	EventSchedulerLockReleased EventKind = "scheduler-lock-released"

@@ -17,15 +17,14 @@ import (
 
 // nativeBackend runs the program natively under gdb, or attaches gdb to a
 // running process, and at each stop reads what the kernel and glibc's
-// allocator say (agent.py's measure_native): resident memory from
-// /proc/PID/status, and mallinfo2() through an inferior call. No valgrind,
-// no vgdb, no per-site snapshot: per-site diffs are massif's job.
+// allocator say (agent.py's native_memory): resident memory from
+// /proc/PID/status, and glibc's mallinfo2() figures, called while the
+// program has one thread and read from its arenas in memory while it has
+// more. No valgrind, no vgdb, no per-site snapshot: per-site diffs are
+// massif's job.
 type nativeBackend struct {
 	// trim calls malloc_trim(0) at each stop (native.trim_probe).
 	trim bool
-	// lock is the plan's scheduler-locking mode, for the measurements
-	// over MI.
-	lock string
 	// attach is the process snapctl attach attached to, 0 when gdb
 	// started the program.
 	attach int
@@ -227,18 +226,32 @@ func shellQuote(s string) string {
 }
 
 // measureCommand is the measurement of a stop over MI (a breakpoint with
-// commands or around_call), whose calls run under the plan's
-// scheduler-locking mode (see measure_native).
+// commands or around_call), with every thread stopped (see
+// measure_native).
 func (b *nativeBackend) measureCommand(path string) string {
 	trim := "False"
 	if b.trim {
 		trim = "True"
 	}
-	lock := "None"
-	if b.lock != "" {
-		lock = pyString(b.lock)
+	return "python measure_native(" + pyString(path) + ", " + trim + ")"
+}
+
+// newHitsOnly puts agent.py's $_snapctl_hit() first in the condition of
+// st's GDB/MI breakpoint under the native backend, so that gdb neither
+// counts nor reports a hit that a signal during the step over the
+// breakpoint makes it report again (docs/design.md, fact 33).
+func (s *session) newHitsOnly(ctx context.Context, st *bpState) error {
+	if s.native == nil {
+		return nil
 	}
-	return "python measure_native(" + pyString(path) + ", " + trim + ", " + lock + ")"
+	cond := "$_snapctl_hit()"
+	if c := st.bp.GdbCondition(); c != "" {
+		cond += " && (" + c + ")"
+	}
+	if _, err := s.send(ctx, "-break-condition", st.number, mi.Word(cond)); err != nil {
+		return fmt.Errorf("setting the condition of breakpoint %q: %w", st.bp.Name, err)
+	}
+	return nil
 }
 
 func (*nativeBackend) ext() string { return ".json" }
@@ -268,15 +281,23 @@ func (b *nativeBackend) keep(s *session, ms measurement, stop *Stop) (string, er
 	}
 	if m.AllocatorError != "" && b.noAllocator == "" {
 		b.noAllocator = m.AllocatorError
+		why := m.AllocatorError
+		if !strings.Contains(why, "glibc") {
+			why += ": a static binary, or a C library that is not glibc"
+		}
 		s.event(Event{Kind: EventNoAllocatorState, Message: fmt.Sprintf(
-			"glibc's allocator cannot be read (%s): a static binary, or a C library that is not glibc; only resident memory is recorded", m.AllocatorError)})
+			"glibc's allocator cannot be read (%s); only resident memory is recorded", why)})
 		fmt.Fprintf(s.opts.Warn, "warning: glibc's allocator cannot be read in this program (%s): only resident memory is recorded\n", m.AllocatorError)
+	}
+	if m.BusyError != "" {
+		s.event(Event{Kind: EventAllocatorBusy, Message: fmt.Sprintf(
+			"breakpoint %q hit %d: %s; this stop records resident memory only", stop.Breakpoint, stop.Hit, m.BusyError)})
 	}
 	if m.CallError != "" {
 		s.event(Event{Kind: EventAllocatorCallFailed, Message: fmt.Sprintf(
 			"breakpoint %q hit %d: %s; this stop records resident memory only", stop.Breakpoint, stop.Hit, m.CallError)})
 	}
-	m.AllocatorError, m.CallError = "", ""
+	m.AllocatorError, m.CallError, m.BusyError = "", "", ""
 	stop.Memory = &m
 	if m.HeapInUseBytes != nil {
 		stop.HeapBytes = *m.HeapInUseBytes

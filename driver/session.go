@@ -457,7 +457,7 @@ func newSession(opts Options, plan *breakpoints.Plan, t tools, binary, dir strin
 		Target:    Target{Argv: argv, Cwd: plan.Target.Cwd},
 	}
 	if nb, ok := s.backend.(*nativeBackend); ok {
-		nb.trim, nb.attach, nb.lock = plan.Native.TrimProbe, opts.AttachPID, plan.SchedulerLocking
+		nb.trim, nb.attach = plan.Native.TrimProbe, opts.AttachPID
 		s.native = newNativeAnalysis(plan, s.an.diffs)
 		s.m.Native = &NativeSettings{TrimProbe: nb.trim, AttachedPid: nb.attach}
 		if nb.attach != 0 {

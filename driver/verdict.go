@@ -39,6 +39,9 @@ type Memory struct {
 	// CallError says why this stop's call to the allocator did not
 	// return; not recorded (an event says it).
 	CallError string `json:"call_error,omitempty"`
+	// BusyError says that a thread held an arena's lock at this stop, so
+	// that the allocator was not read; not recorded (an event says it).
+	BusyError string `json:"busy_error,omitempty"`
 }
 
 // MemoryDelta is the change between two stops (run.json
