@@ -344,6 +344,21 @@ func (b *nativeBackend) gdbDetach(s *session) error {
 		s.waitStopped(wctx)
 		wcancel()
 	}
+	// gdb interrupts an all-stop target with a SIGINT to the process. When
+	// a breakpoint's stop overtook it, that SIGINT still waits in the
+	// process, and once detached the process would die of it: gdb lets
+	// the process take it, and stops at it without passing it on.
+	for range 5 {
+		if !sigintPending(b.attach) {
+			break
+		}
+		if _, err := s.gdb.Send(ctx, "-exec-continue"); err != nil {
+			break
+		}
+		wctx, wcancel := context.WithTimeout(ctx, 2*s.opts.Grace)
+		s.waitStopped(wctx)
+		wcancel()
+	}
 	s.gdb.Send(ctx, "-break-delete")
 	if _, err := s.gdb.Send(ctx, "-target-detach"); err != nil {
 		return errors.New(miMessage(err))
@@ -371,4 +386,32 @@ func (s *session) attachFate(err error) error {
 		return err
 	}
 	return fmt.Errorf("%w; %s", err, b.left)
+}
+
+// sigintPending reports whether a SIGINT waits in process pid, for the
+// process (/proc/PID/status ShdPnd) or one of its threads (SigPnd).
+func sigintPending(pid int) bool {
+	const sigint = 1 << (syscall.SIGINT - 1)
+	pending := func(path, key string) bool {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return false
+		}
+		for line := range strings.Lines(string(data)) {
+			if v, ok := strings.CutPrefix(line, key+":"); ok {
+				mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+				return err == nil && mask&sigint != 0
+			}
+		}
+		return false
+	}
+	if pending(fmt.Sprintf("/proc/%d/status", pid), "ShdPnd") {
+		return true
+	}
+	for _, tid := range threadIDs(pid) {
+		if pending(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid), "SigPnd") {
+			return true
+		}
+	}
+	return false
 }
