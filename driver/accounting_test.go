@@ -57,9 +57,6 @@ func TestInterruptTakesNoStop(t *testing.T) {
 	bin := testenv.Build(t, "testdata/spin.c")
 	for _, backend := range []string{BackendMassif, BackendNative} {
 		for _, p := range stopPaths {
-			if backend == BackendNative && !p.noAgent {
-				continue
-			}
 			t.Run(backend+"/"+p.name, func(t *testing.T) {
 				t.Parallel()
 				testenv.NoLeftovers(t)

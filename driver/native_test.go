@@ -771,7 +771,7 @@ func libcDebugFile(t *testing.T, bin string) bool {
 // use around_call, whose stops go over GDB/MI with the other threads
 // stopped: the agent's stop cannot yet measure a program with more than
 // one thread.
-const fstPlan = "backend: native\nbreakpoints:\n  - name: round\n    location: round_done\n    around_call: true\n"
+const fstPlan = "backend: native\nbreakpoints:\n  - name: round\n    location: round_done\n"
 
 // TestNativeFSTWorkload: a 4-thread service on OpenFST whose resident
 // memory grows round after round with no leak is `retention`, run after

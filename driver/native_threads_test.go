@@ -310,9 +310,9 @@ func TestNativeSignalHandler(t *testing.T) {
 // TestNativeFastTimer: SIGALRM every millisecond, faster than gdb steps
 // a thread over the breakpoint on a busy machine, so that signals come
 // during the step and gdb checks the breakpoint again where the handler
-// returns (fact 33): without repeated_hit these runs count a few more
+// returns (fact 42): without repeated_hit these runs count a few more
 // hits than calls. The hits are the program's calls, one thread or four.
-// (A 200 us timer holds gdb in that loop for most of the run: fact 33.)
+// (A 200 us timer holds gdb in that loop for most of the run: fact 42.)
 func TestNativeFastTimer(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "testdata/native/alarm.c")
