@@ -362,6 +362,22 @@ class NewHit(gdb.Function):
 NewHit()
 
 
+def utf8_host_charset():
+    """Has gdb decode the program's paths as UTF-8 where its locale says
+    ASCII. gdb hands Python every file name (a program's, an objfile's, a
+    symtab's) decoded with its host charset, strictly, and under the C
+    locale (no LANG, as in many CI jobs and services) that is ASCII: a
+    program under "/srv/müller" failed every native stop. Python's file
+    functions encode those names as UTF-8 again under the C locale (its
+    UTF-8 mode), so the bytes round-trip. gdb's charset for the target's
+    own strings is left alone."""
+    if "ANSI_X3.4-1968" in gdb.execute("show host-charset", to_string=True):
+        gdb.execute("set host-charset UTF-8")
+
+
+utf8_host_charset()
+
+
 def step_resume_at(thread, pc):
     """Whether gdb holds a step-resume breakpoint of thread (gdb's number)
     at address pc, one of those it inserts where a signal interrupted a
