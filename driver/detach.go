@@ -389,29 +389,17 @@ func (s *session) attachFate(err error) error {
 }
 
 // sigintPending reports whether a SIGINT waits in process pid, for the
-// process (/proc/PID/status ShdPnd) or one of its threads (SigPnd).
+// process (ShdPnd) or one of its threads (SigPnd, read from /proc/TID,
+// which Linux serves for every thread).
 func sigintPending(pid int) bool {
 	const sigint = 1 << (syscall.SIGINT - 1)
-	pending := func(path, key string) bool {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return false
-		}
-		for line := range strings.Lines(string(data)) {
-			if v, ok := strings.CutPrefix(line, key+":"); ok {
-				mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-				return err == nil && mask&sigint != 0
-			}
-		}
-		return false
+	pending := func(id int, key string) bool {
+		st, err := procStatus(id)
+		mask, perr := strconv.ParseUint(st[key], 16, 64)
+		return err == nil && perr == nil && mask&sigint != 0
 	}
-	if pending(fmt.Sprintf("/proc/%d/status", pid), "ShdPnd") {
+	if pending(pid, "ShdPnd") {
 		return true
 	}
-	for _, tid := range threadIDs(pid) {
-		if pending(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid), "SigPnd") {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(threadIDs(pid), func(tid int) bool { return pending(tid, "SigPnd") })
 }
