@@ -17,8 +17,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/plan"
 )
 
 // The agent is a Python script that snapctl loads into gdb (agent.py). A
@@ -64,7 +64,7 @@ type agentState struct {
 
 // agentOwns reports whether the agent can take bp's stops: nothing in
 // them resumes the target or needs the MI client.
-func agentOwns(bp *breakpoints.Breakpoint) bool {
+func agentOwns(bp *plan.Breakpoint) bool {
 	return !bp.AroundCall && len(bp.Commands) == 0
 }
 

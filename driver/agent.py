@@ -13,7 +13,7 @@
 # act: after the hit that finishes the breakpoint (max_hits), which snapctl
 # deletes, and after a failed snapshot, which the record describes.
 #
-# The hit selection below must agree with breakpoints.Breakpoint's
+# The hit selection below must agree with plan.Breakpoint's
 # ShouldSnapshot and Done; TestAgentHitSelection compares them.
 
 import json

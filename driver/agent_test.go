@@ -13,12 +13,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/plan"
 )
 
 // The agent selects hits in Python: it must take exactly the hits that
-// breakpoints.Breakpoint's ShouldSnapshot and Done take in Go, for every
+// plan.Breakpoint's ShouldSnapshot and Done take in Go, for every
 // every and max_hits.
 func TestAgentHitSelection(t *testing.T) {
 	testenv.MustHave(t, "gdb")
@@ -33,7 +33,7 @@ func TestAgentHitSelection(t *testing.T) {
 	var want []decision
 	for every := 0; every <= 4; every++ {
 		for _, maxHits := range []int{0, 1, 2, 5, 7} {
-			bp := breakpoints.Breakpoint{Every: every, MaxHits: maxHits}
+			bp := plan.Breakpoint{Every: every, MaxHits: maxHits}
 			// Hits count from 1, after skip.
 			for hit := 1; hit <= 12; hit++ {
 				want = append(want, decision{every, maxHits, hit, bp.ShouldSnapshot(hit), bp.Done(hit)})

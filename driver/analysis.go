@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/snapctl/snapctl/breakpoints"
+	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -34,7 +34,7 @@ type analysis struct {
 	problems []string
 }
 
-func newAnalysis(plan *breakpoints.Plan) *analysis {
+func newAnalysis(plan *plan.Plan) *analysis {
 	opts := snapshots.Options{
 		Library: plan.Report.LibraryFrames,
 		Ignore:  plan.Report.Ignore,
@@ -215,7 +215,7 @@ func (a *analysis) report(title string) *snapshots.Report {
 }
 
 // gate applies the plan's report.fail_on limits to the suspects.
-func gate(limits breakpoints.FailOn, suspects []snapshots.Suspect) error {
+func gate(limits plan.FailOn, suspects []snapshots.Suspect) error {
 	var over []string
 	for _, s := range suspects {
 		switch {

@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -289,15 +289,15 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 	if st.bp.AroundCall {
 		// Whether another thread ran during the call is told from
 		// every thread's state before and after it.
-		mode = breakpoints.ThreadsAll
+		mode = plan.ThreadsAll
 	}
 	var cmds []mi.Command
-	if backtrace && mode != breakpoints.ThreadsNone {
+	if backtrace && mode != plan.ThreadsNone {
 		cmds = append(cmds, mi.Command{Name: "-stack-list-frames", Args: []string{"0", strconv.Itoa(backtraceDepth - 1)}})
 	}
 	var threads []Thread
 	switch mode {
-	case breakpoints.ThreadsAll:
+	case plan.ThreadsAll:
 		threads = s.knownThreads(tid, stop.Frame)
 		if threads == nil {
 			cmds = append(cmds, mi.Command{Name: "-thread-info"})
@@ -323,14 +323,14 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 			return nil, s.diskFull(fmt.Errorf("at breakpoint %q: %s: %w", st.bp.Name, cmds[i].Name, err))
 		}
 	}
-	if backtrace && mode != breakpoints.ThreadsNone {
+	if backtrace && mode != plan.ThreadsNone {
 		stop.Backtrace = framesOf(res[0].List("stack"))
 		if len(stop.Backtrace) > 0 {
 			stop.Frame = stop.Backtrace[0]
 		}
 	}
 	switch {
-	case threads == nil && mode == breakpoints.ThreadsAll:
+	case threads == nil && mode == plan.ThreadsAll:
 		threads = threadsOf(res[snap-1].List("threads"))
 		s.threads, s.threadsKnown = threads, true
 	case threads == nil:
@@ -340,12 +340,12 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 			t.Frame = nil
 			s.current[tid] = t
 		}
-	case mode != breakpoints.ThreadsNone:
+	case mode != plan.ThreadsNone:
 		threads = []Thread{threads[0]}
 		f := stop.Frame
 		threads[0].Frame = &f
 	}
-	if mode == breakpoints.ThreadsNone {
+	if mode == plan.ThreadsNone {
 		t := findThread(threads, tid)
 		stop.Thread = Thread{ID: t.ID, TargetID: t.TargetID, State: t.State}
 		threads = nil

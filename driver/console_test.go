@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/internal/term"
+	"github.com/snapctl/snapctl/plan"
 )
 
 // The target's stdout and stderr on one terminal share one pseudo-terminal,
@@ -19,7 +19,7 @@ func TestConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer master.Close()
-	plan := &breakpoints.Plan{Breakpoints: []breakpoints.Breakpoint{{Name: "request"}}}
+	plan := &plan.Plan{Breakpoints: []plan.Breakpoint{{Name: "request"}}}
 	status := newStatusLine(tty, time.Now(), plan)
 	status.tick = time.Hour
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/snapctl/snapctl/breakpoints"
+	"github.com/snapctl/snapctl/plan"
 )
 
 // stopTimeout bounds the actions at one stop, on either path: the plan's
@@ -18,7 +18,7 @@ func (s *session) stopTimeout() time.Duration {
 	if s.plan.StopTimeout > 0 {
 		return s.plan.StopTimeout
 	}
-	return breakpoints.DefaultStopTimeout
+	return plan.DefaultStopTimeout
 }
 
 // remoteTimeout is gdb's remotetimeout, in whole seconds, for snapctl's

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/plan"
 )
 
 // earlyGDB is the session's gdb, started on the program when Run begins
@@ -43,7 +43,7 @@ type earlyGDB struct {
 // environment and working directory the session would give it. It
 // returns nil when the private directory cannot be made: the session then
 // makes its own and says why.
-func startEarlyGDB(ctx context.Context, gdbPath, binary string, plan *breakpoints.Plan, opts *Options) *earlyGDB {
+func startEarlyGDB(ctx context.Context, gdbPath, binary string, plan *plan.Plan, opts *Options) *earlyGDB {
 	priv, release, err := newPrivateDir()
 	if err != nil {
 		return nil
@@ -75,7 +75,7 @@ func startEarlyGDB(ctx context.Context, gdbPath, binary string, plan *breakpoint
 // Anything unclear leaves resolved false, and the checking gdb decides.
 // The version comes with reading the agent, from Python, when it can:
 // -gdb-version's banner, some 700 bytes, costs gdb a write() per byte.
-func (e *earlyGDB) check(ctx context.Context, plan *breakpoints.Plan) {
+func (e *earlyGDB) check(ctx context.Context, plan *plan.Plan) {
 	script := filepath.Join(e.priv, agentScript)
 	if err := os.WriteFile(script, []byte(agentSource), 0o600); err == nil {
 		load := agentRead(script) + "print(gdb.execute('show version', to_string=True).splitlines()[0])\n"

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/plan"
 )
 
 // TestEarlyGDBChecks: the early gdb gives the first line of gdb's
@@ -44,7 +44,7 @@ func TestEarlyGDBChecks(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			plan, err := breakpoints.Parse("plan.yaml", []byte("breakpoints:\n  - name: a\n"+tt.locations))
+			plan, err := plan.Parse("plan.yaml", []byte("breakpoints:\n  - name: a\n"+tt.locations))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,9 +3,9 @@ package driver
 import (
 	"errors"
 
-	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/internal/child"
+	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/preflight"
 )
 
@@ -67,8 +67,8 @@ const (
 // error wraps several kinds: the cause that ended the run wins.
 func ExitStatus(err error) (code int, reason string) {
 	var (
-		planErr  *breakpoints.Error
-		planErrs breakpoints.ErrorList
+		planErr  *plan.Error
+		planErrs plan.ErrorList
 		missing  *preflight.MissingToolError
 		binErr   *preflight.BinaryError
 		dirErr   *OutputDirError

@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/plan"
 )
 
 // The session's gdb: starting it, setting it up for the stop loop,
@@ -102,9 +102,9 @@ func (s *session) targetGone() bool {
 // readsBacktraces reports whether any of the plan's stops reads a
 // backtrace: threads other than none, or an around_call, whose stops read
 // every thread.
-func readsBacktraces(p *breakpoints.Plan) bool {
+func readsBacktraces(p *plan.Plan) bool {
 	for _, bp := range p.Breakpoints {
-		if bp.Threads != breakpoints.ThreadsNone || bp.AroundCall {
+		if bp.Threads != plan.ThreadsNone || bp.AroundCall {
 			return true
 		}
 	}
@@ -196,7 +196,7 @@ func (s *session) gdbDied(err error) bool {
 // arguments from the target at every stop. (With 1 KiB cache lines the
 // arguments of a stop cost little: bench/stops.sh 300 measured 5.57 ms a
 // stop with scalars against 5.53 with none, within its noise.)
-func frameArguments(plan *breakpoints.Plan) string {
+func frameArguments(plan *plan.Plan) string {
 	for _, bp := range plan.Breakpoints {
 		if len(bp.Commands) > 0 {
 			return "scalars"
@@ -221,7 +221,7 @@ func (s *session) drainEvents() {
 // insertArgs are the -break-insert arguments of a breakpoint. Validation
 // against the bare binary (live false) leaves out the ignore count, which
 // only matters in the running target.
-func insertArgs(bp *breakpoints.Breakpoint, live bool) []string {
+func insertArgs(bp *plan.Breakpoint, live bool) []string {
 	if live {
 		// -f: a location in a library not loaded yet (valgrind stops
 		// the target before the dynamic loader runs, and a plugin comes

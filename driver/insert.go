@@ -3,8 +3,8 @@ package driver
 import (
 	"strconv"
 
-	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/plan"
 )
 
 // breakInsertArgs returns the arguments of the MI command -break-insert for
@@ -21,8 +21,8 @@ import (
 // do not appear. A gdb explicit location ("-source leak.c -line 15")
 // becomes MI's options for it (--source leak.c --line 15), since MI does
 // not parse explicit locations in the location string; so does a function
-// in single quotes (--function NAME, see breakpoints.GdbLocation).
-func breakInsertArgs(b *breakpoints.Breakpoint) []string {
+// in single quotes (--function NAME, see plan.GdbLocation).
+func breakInsertArgs(b *plan.Breakpoint) []string {
 	var args []string
 	if b.Skip > 0 {
 		args = append(args, "-i", strconv.Itoa(b.Skip))
@@ -33,7 +33,7 @@ func breakInsertArgs(b *breakpoints.Breakpoint) []string {
 	// The plan was checked: an explicit location reads, and so does the
 	// one GdbLocation makes of a quoted function.
 	loc := b.GdbLocation()
-	if opts, err := breakpoints.ExplicitLocation(loc); err == nil && opts != nil {
+	if opts, err := plan.ExplicitLocation(loc); err == nil && opts != nil {
 		for _, o := range opts {
 			args = append(args, "--"+o.Name)
 			if o.Value != "" {
@@ -51,7 +51,7 @@ func breakInsertArgs(b *breakpoints.Breakpoint) []string {
 // function, --fair-sched, then valgrind.args as written. valgrindArgs adds
 // the options snapctl owns (--tool=massif, --vgdb*, --massif-out-file,
 // --log-file) before them.
-func massifPlanArgs(p *breakpoints.Plan) []string {
+func massifPlanArgs(p *plan.Plan) []string {
 	v := p.Valgrind
 	args := []string{"--threshold=" + strconv.FormatFloat(v.Threshold, 'f', -1, 64)}
 	if v.Depth > 0 {
@@ -71,7 +71,7 @@ func massifPlanArgs(p *breakpoints.Plan) []string {
 	}
 	fair := v.FairSched
 	if fair == "" {
-		fair = breakpoints.DefaultFairSched
+		fair = plan.DefaultFairSched
 	}
 	args = append(args, "--fair-sched="+fair)
 	return append(args, v.Args...)

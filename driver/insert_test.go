@@ -10,31 +10,31 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/plan"
 )
 
 func TestBreakInsertArgs(t *testing.T) {
 	for _, tt := range []struct {
-		b    breakpoints.Breakpoint
+		b    plan.Breakpoint
 		want []string
 	}{
-		{breakpoints.Breakpoint{Location: "main"}, []string{"main"}},
-		{breakpoints.Breakpoint{Location: "f", Skip: 3}, []string{"-i", "3", "f"}},
-		{breakpoints.Breakpoint{Location: "f", Thread: 2}, []string{"-c", `"$_thread == 2"`, "f"}},
-		{breakpoints.Breakpoint{Location: "f", Condition: "x>1"}, []string{"-c", "x>1", "f"}},
-		{breakpoints.Breakpoint{Location: "f", Condition: `s[0] == '"'`, Thread: 4, Skip: 1},
+		{plan.Breakpoint{Location: "main"}, []string{"main"}},
+		{plan.Breakpoint{Location: "f", Skip: 3}, []string{"-i", "3", "f"}},
+		{plan.Breakpoint{Location: "f", Thread: 2}, []string{"-c", `"$_thread == 2"`, "f"}},
+		{plan.Breakpoint{Location: "f", Condition: "x>1"}, []string{"-c", "x>1", "f"}},
+		{plan.Breakpoint{Location: "f", Condition: `s[0] == '"'`, Thread: 4, Skip: 1},
 			[]string{"-i", "1", "-c", `"$_thread == 4 && (s[0] == '\"')"`, "f"}},
-		{breakpoints.Breakpoint{Location: "-source a.c -line 3"}, []string{"--source", "a.c", "--line", "3"}},
-		{breakpoints.Breakpoint{Location: "-func ns::f(int, char) -qualified", Skip: 1}, []string{"-i", "1", "--function", `"ns::f(int, char)"`, "--qualified"}},
-		{breakpoints.Breakpoint{Location: "Scheduler::submit(int, char)"}, []string{`"Scheduler::submit(int, char)"`}},
+		{plan.Breakpoint{Location: "-source a.c -line 3"}, []string{"--source", "a.c", "--line", "3"}},
+		{plan.Breakpoint{Location: "-func ns::f(int, char) -qualified", Skip: 1}, []string{"-i", "1", "--function", `"ns::f(int, char)"`, "--qualified"}},
+		{plan.Breakpoint{Location: "Scheduler::submit(int, char)"}, []string{`"Scheduler::submit(int, char)"`}},
 		// A quoted function becomes an explicit one, without its quotes.
-		{breakpoints.Breakpoint{Location: "'ns::Box<long>::operator<<(int)'"}, []string{"--function", "ns::Box<long>::operator<<(int)"}},
-		{breakpoints.Breakpoint{Location: "'ns::f(int, char)'", Skip: 2}, []string{"-i", "2", "--function", `"ns::f(int, char)"`}},
-		{breakpoints.Breakpoint{Location: "'leak.c':12"}, []string{`"'leak.c':12"`}},
+		{plan.Breakpoint{Location: "'ns::Box<long>::operator<<(int)'"}, []string{"--function", "ns::Box<long>::operator<<(int)"}},
+		{plan.Breakpoint{Location: "'ns::f(int, char)'", Skip: 2}, []string{"-i", "2", "--function", `"ns::f(int, char)"`}},
+		{plan.Breakpoint{Location: "'leak.c':12"}, []string{`"'leak.c':12"`}},
 		// Every, MaxHits and AroundCall belong to the stop loop.
-		{breakpoints.Breakpoint{Location: "f", Every: 5, MaxHits: 10, AroundCall: true}, []string{"f"}},
+		{plan.Breakpoint{Location: "f", Every: 5, MaxHits: 10, AroundCall: true}, []string{"f"}},
 	} {
 		if diff := cmp.Diff(tt.want, breakInsertArgs(&tt.b)); diff != "" {
 			t.Errorf("%+v: breakInsertArgs (-want +got):\n%s", tt.b, diff)
@@ -45,7 +45,7 @@ func TestBreakInsertArgs(t *testing.T) {
 // The plan's valgrind section as valgrind's options, for the plan that
 // sets every key.
 func TestMassifPlanArgs(t *testing.T) {
-	p, err := breakpoints.Load(filepath.Join("..", "testdata", "plans", "full.yaml"))
+	p, err := plan.Load(filepath.Join("..", "testdata", "plans", "full.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,20 +78,20 @@ func TestBreakInsertArgsInGdb(t *testing.T) {
 	}
 	defer c.Close()
 	for _, tt := range []struct {
-		b              breakpoints.Breakpoint
+		b              plan.Breakpoint
 		function, line string
 		cond, ignore   string
 	}{
-		{b: breakpoints.Breakpoint{Location: "handle_request"}, function: "handle_request(int)"},
-		{b: breakpoints.Breakpoint{Location: "locations.cpp:16", Condition: `id % 10 == 0`, Skip: 2},
+		{b: plan.Breakpoint{Location: "handle_request"}, function: "handle_request(int)"},
+		{b: plan.Breakpoint{Location: "locations.cpp:16", Condition: `id % 10 == 0`, Skip: 2},
 			function: "handle_request(int)", line: "16", cond: "id % 10 == 0", ignore: "2"},
-		{b: breakpoints.Breakpoint{Location: "Scheduler::submit(int)", Thread: 1, Condition: "job > 3"},
+		{b: plan.Breakpoint{Location: "Scheduler::submit(int)", Thread: 1, Condition: "job > 3"},
 			function: "Scheduler::submit(int)", cond: "$_thread == 1 && (job > 3)"},
-		{b: breakpoints.Breakpoint{Location: "ns::f(int, char)"}, function: "ns::f(int, char)"},
-		{b: breakpoints.Breakpoint{Location: "'ns::f(int, char)'"}, function: "ns::f(int, char)"},
-		{b: breakpoints.Breakpoint{Location: "-source locations.cpp -line 17", Condition: `queue_len != 1`},
+		{b: plan.Breakpoint{Location: "ns::f(int, char)"}, function: "ns::f(int, char)"},
+		{b: plan.Breakpoint{Location: "'ns::f(int, char)'"}, function: "ns::f(int, char)"},
+		{b: plan.Breakpoint{Location: "-source locations.cpp -line 17", Condition: `queue_len != 1`},
 			function: "handle_request(int)", line: "17", cond: "queue_len != 1"},
-		{b: breakpoints.Breakpoint{Location: "-function ns::f(int, char) -qualified"}, function: "ns::f(int, char)"},
+		{b: plan.Breakpoint{Location: "-function ns::f(int, char) -qualified"}, function: "ns::f(int, char)"},
 	} {
 		r, err := c.Send(ctx, "-break-insert", breakInsertArgs(&tt.b)...)
 		if err != nil {
@@ -115,7 +115,7 @@ func TestBreakInsertArgsInGdb(t *testing.T) {
 func TestValgrindAcceptsPlanArgs(t *testing.T) {
 	testenv.MustHave(t, "valgrind")
 	testenv.NoLeftovers(t)
-	p, err := breakpoints.Load(filepath.Join("..", "testdata", "plans", "full.yaml"))
+	p, err := plan.Load(filepath.Join("..", "testdata", "plans", "full.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

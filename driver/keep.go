@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/snapctl/snapctl/breakpoints"
+	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -53,7 +53,7 @@ func (s *session) readTree(t *taken, f io.Reader) (parse, keep bool, err error) 
 	default:
 		parse = !sameCall(t)
 	}
-	keep = !same || t.bp.bp.KeepSnapshots != breakpoints.KeepChanged
+	keep = !same || t.bp.bp.KeepSnapshots != plan.KeepChanged
 	return parse, keep, nil
 }
 
@@ -218,5 +218,5 @@ func phaseIndex(phase string) int {
 // within-call diff is empty and not kept (run.json keeps every diff of
 // the default keep_snapshots: all, empty ones too).
 func sameCall(t *taken) bool {
-	return t.bp.bp.KeepSnapshots == breakpoints.KeepChanged && t.hitOf != nil && t.tree == t.hitOf.tree
+	return t.bp.bp.KeepSnapshots == plan.KeepChanged && t.hitOf != nil && t.tree == t.hitOf.tree
 }

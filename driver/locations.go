@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/preflight"
 )
 
@@ -20,7 +20,7 @@ import (
 // starts, whether every breakpoint's location resolves. It reports whether
 // one resolves in the program itself (inProgram): the program's debug
 // information matters to the breakpoints only then.
-func validateLocations(ctx context.Context, gdbPath, binary string, plan *breakpoints.Plan, env []string, timeout time.Duration) (inProgram bool, err error) {
+func validateLocations(ctx context.Context, gdbPath, binary string, p *plan.Plan, env []string, timeout time.Duration) (inProgram bool, err error) {
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	c, err := mi.Start(sctx, mi.Options{Path: gdbPath, Args: []string{binary}, Env: env})
@@ -31,7 +31,7 @@ func validateLocations(ctx context.Context, gdbPath, binary string, plan *breakp
 		return false, &ToolError{Tool: "gdb", Msg: "cannot start", Err: err}
 	}
 	defer c.Close()
-	insert := func(bp *breakpoints.Breakpoint) (*mi.Result, error) {
+	insert := func(bp *plan.Breakpoint) (*mi.Result, error) {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		return c.Send(cctx, "-break-insert", insertArgs(bp, false)...)
@@ -40,8 +40,8 @@ func validateLocations(ctx context.Context, gdbPath, binary string, plan *breakp
 	// has read the symbols of the libraries it links, static functions
 	// included.
 	var again []int
-	for i := range plan.Breakpoints {
-		r, err := insert(&plan.Breakpoints[i])
+	for i := range p.Breakpoints {
+		r, err := insert(&p.Breakpoints[i])
 		if err != nil || pendingResult(r) {
 			again = append(again, i)
 			continue
@@ -49,10 +49,10 @@ func validateLocations(ctx context.Context, gdbPath, binary string, plan *breakp
 		inProgram = true
 	}
 	if len(again) > 0 && ctx.Err() == nil {
-		loadLibrarySymbols(ctx, c, binary, plan.Target.Cwd, env, timeout)
+		loadLibrarySymbols(ctx, c, binary, p.Target.Cwd, env, timeout)
 	}
 	for _, i := range again {
-		bp := &plan.Breakpoints[i]
+		bp := &p.Breakpoints[i]
 		r, err := insert(bp)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -101,7 +101,7 @@ func programWarnings(warnings []preflight.Finding, inProgram bool) []preflight.F
 
 // unresolvedError is the plan error for a location that neither the
 // program nor the libraries it links define; msg is gdb's word for it.
-func unresolvedError(bp *breakpoints.Breakpoint, msg string) error {
+func unresolvedError(bp *plan.Breakpoint, msg string) error {
 	return bp.LocationError("gdb cannot resolve %q in the program or the libraries it links: %s; if a library the program loads later (dlopen) defines it, add `pending: true` to the breakpoint",
 		bp.Location, strings.TrimSuffix(msg, "."))
 }
@@ -115,7 +115,7 @@ func pendingResult(r *mi.Result) bool {
 // locationOrCondition says which of a breakpoint's location and condition
 // gdb refused with msg: the location when it does not resolve without the
 // condition either, else the condition.
-func locationOrCondition(ctx context.Context, c *mi.Client, bp *breakpoints.Breakpoint, msg string, timeout time.Duration) error {
+func locationOrCondition(ctx context.Context, c *mi.Client, bp *plan.Breakpoint, msg string, timeout time.Duration) error {
 	if bp.GdbCondition() == "" {
 		return unresolvedError(bp, msg)
 	}

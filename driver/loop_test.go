@@ -13,9 +13,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/internal/child"
+	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -246,7 +246,7 @@ func TestLoopInterruptBringsAnotherStop(t *testing.T) {
 		{"own stop", []string{`*stopped,reason="signal-received",signal-name="SIGTRAP",thread-id="1"`}, []int{1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			plan, err := breakpoints.Parse("plan.yaml", []byte("stop_timeout: 100ms\nbreakpoints:\n  - name: request\n    location: handle_request\n    around_call: true\n"))
+			plan, err := plan.Parse("plan.yaml", []byte("stop_timeout: 100ms\nbreakpoints:\n  - name: request\n    location: handle_request\n    around_call: true\n"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -275,7 +275,7 @@ func TestLoopInterruptBringsAnotherStop(t *testing.T) {
 
 // fakeSession is a session on a scripted gdb whose stops are given, stopped
 // at nothing yet, with the plan's first breakpoint as gdb's number 1.
-func fakeSession(t *testing.T, plan *breakpoints.Plan, stops ...string) (*session, *fakeGDB) {
+func fakeSession(t *testing.T, plan *plan.Plan, stops ...string) (*session, *fakeGDB) {
 	t.Helper()
 	fake := newFakeGDB(t, stops...)
 	return scriptedSession(t, plan, fake), fake
@@ -284,7 +284,7 @@ func fakeSession(t *testing.T, plan *breakpoints.Plan, stops ...string) (*sessio
 // scriptedSession is a session on plan whose gdb is the scripted debugger
 // d and whose valgrind never exits, with the plan's first breakpoint as
 // gdb's number 1: the state the stop loop starts from.
-func scriptedSession(t *testing.T, plan *breakpoints.Plan, d debugger) *session {
+func scriptedSession(t *testing.T, plan *plan.Plan, d debugger) *session {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, snapshotDir), 0o755); err != nil {
@@ -303,9 +303,9 @@ func scriptedSession(t *testing.T, plan *breakpoints.Plan, d debugger) *session 
 }
 
 // mustPlan parses a plan written in a test.
-func mustPlan(t *testing.T, yaml string) *breakpoints.Plan {
+func mustPlan(t *testing.T, yaml string) *plan.Plan {
 	t.Helper()
-	p, err := breakpoints.Parse("plan.yaml", []byte(yaml))
+	p, err := plan.Parse("plan.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,14 +357,14 @@ func TestThreadsChanged(t *testing.T) {
 // frame-arguments is set once for the session, to scalars when a
 // breakpoint has commands (so that bt shows arguments) and none otherwise.
 func TestFrameArgumentsOncePerSession(t *testing.T) {
-	plan, err := breakpoints.Parse("plan.yaml", []byte("breakpoints:\n  - name: request\n    location: handle_request\n    commands: [bt]\n"))
+	p, err := plan.Parse("plan.yaml", []byte("breakpoints:\n  - name: request\n    location: handle_request\n    commands: [bt]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := frameArguments(plan); got != "scalars" {
+	if got := frameArguments(p); got != "scalars" {
 		t.Errorf("frameArguments with commands = %q, want scalars", got)
 	}
-	s, fake := fakeSession(t, plan, hitRecord, `*stopped,reason="exited-normally"`)
+	s, fake := fakeSession(t, p, hitRecord, `*stopped,reason="exited-normally"`)
 	fake.events <- mustRecord(t, hitRecord)
 	if err := s.loop(context.Background()); err != nil {
 		t.Fatal(err)
@@ -377,7 +377,7 @@ func TestFrameArgumentsOncePerSession(t *testing.T) {
 	if n := len(spooled[Stop](t, s.stops)); n != 2 {
 		t.Errorf("%d stops, want 2", n)
 	}
-	plain, err := breakpoints.Parse("plan.yaml", []byte("breakpoints:\n  - name: request\n    location: handle_request\n"))
+	plain, err := plan.Parse("plan.yaml", []byte("breakpoints:\n  - name: request\n    location: handle_request\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

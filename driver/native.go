@@ -11,8 +11,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/plan"
 )
 
 // nativeBackend runs the program natively under gdb, or attaches gdb to a
@@ -85,12 +85,12 @@ func (b *nativeBackend) launch(ctx context.Context, s *session) error {
 // or another thread's frame (threads: none, no around_call) or runs
 // commands, whose output would lose the libraries' lines. A crash's
 // backtrace then names a library's frames by their exported symbols.
-func libraryDebugInfoUnused(p *breakpoints.Plan, early *earlyGDB) bool {
+func libraryDebugInfoUnused(p *plan.Plan, early *earlyGDB) bool {
 	if !early.locationsResolved() {
 		return false
 	}
 	for _, bp := range p.Breakpoints {
-		if bp.Pending || bp.Threads != breakpoints.ThreadsNone || bp.AroundCall || len(bp.Commands) > 0 {
+		if bp.Pending || bp.Threads != plan.ThreadsNone || bp.AroundCall || len(bp.Commands) > 0 {
 			return false
 		}
 	}

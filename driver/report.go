@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/snapctl/snapctl/breakpoints"
+	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -170,7 +170,7 @@ func unchangedNote(b BreakpointSummary) string {
 // Result has no plan.
 func (r *Result) MaxFrames() int {
 	if r.Plan == nil {
-		return breakpoints.DefaultReportDepth
+		return plan.DefaultReportDepth
 	}
 	return r.Plan.Report.Depth
 }

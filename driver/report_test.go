@@ -13,8 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -22,7 +22,7 @@ import (
 // each breakpoint and kind, in stop order, and says how many more run.json
 // holds; run.json gets every diff.
 func TestReportBounded(t *testing.T) {
-	plan, err := breakpoints.Parse("plan.yaml", []byte("breakpoints:\n  - name: request\n    location: handle_request\n    around_call: true\n"))
+	plan, err := plan.Parse("plan.yaml", []byte("breakpoints:\n  - name: request\n    location: handle_request\n    around_call: true\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestReportBounded(t *testing.T) {
 
 // A short run with a suspect shows every diff and no "more" line.
 func TestReportShort(t *testing.T) {
-	a := newAnalysis(&breakpoints.Plan{})
+	a := newAnalysis(&plan.Plan{})
 	a.diffs.dir = t.TempDir()
 	defer a.diffs.close()
 	for i := 1; i <= shownDiffs; i++ {
@@ -131,7 +131,7 @@ func TestReportShort(t *testing.T) {
 // shown: 33 unchanged intervals of which the report keeps none make one
 // line in the terminal and in report.md, and the verdict leads.
 func TestReportCountsUnchanged(t *testing.T) {
-	a := newAnalysis(&breakpoints.Plan{})
+	a := newAnalysis(&plan.Plan{})
 	a.diffs.dir = t.TempDir()
 	defer a.diffs.close()
 	for i := 1; i <= 33; i++ {
@@ -232,7 +232,7 @@ func TestReportDepth(t *testing.T) {
 		callers int
 		more    string
 	}{{3, 3, "… 16 more callers"}, {0, 19, ""}, {12, 12, "… 7 more callers"}} {
-		plan := &breakpoints.Plan{Report: breakpoints.Report{Depth: tc.depth}}
+		plan := &plan.Plan{Report: plan.Report{Depth: tc.depth}}
 		res := &Result{Manifest: &Manifest{Status: StatusCompleted}, Plan: plan, Report: rep}
 		md := filepath.Join(t.TempDir(), reportFile)
 		if err := writeReport(md, res); err != nil {
@@ -394,7 +394,7 @@ func TestRunHTMLGrowthBesideChurn(t *testing.T) {
 func TestGateShortName(t *testing.T) {
 	f := snapshots.Frame{Function: "std::pair<std::_Rb_tree_iterator<std::pair<int const, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > > >, bool> " +
 		"store::Cache<int>::put(int, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > const&, std::chrono::duration<long, std::ratio<1l, 1000l> >, std::allocator<char> const&)", File: "cache.hpp", Line: 40}
-	err := gate(breakpoints.FailOn{GrowthPerHit: 8}, []snapshots.Suspect{{Frame: f, Breakpoint: "put", GrowthPerHit: 12}})
+	err := gate(plan.FailOn{GrowthPerHit: 8}, []snapshots.Suspect{{Frame: f, Breakpoint: "put", GrowthPerHit: 12}})
 	want := `fail_on exceeded by 1 site(s): store::Cache<…>::put(…) (cache.hpp:40) +12 B per hit at breakpoint "put"`
 	if err == nil || err.Error() != want {
 		t.Errorf("gate: %v, want %s", err, want)

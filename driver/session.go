@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/internal/child"
+	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/preflight"
 	"github.com/snapctl/snapctl/snapshots"
 )
@@ -125,7 +125,7 @@ type Result struct {
 	// Manifest is run.json as written, but for its stops and diffs, which
 	// only run.json holds (see Manifest).
 	Manifest *Manifest
-	Plan     *breakpoints.Plan
+	Plan     *plan.Plan
 	// Report is the analysis as the renderers take it: every suspect, and
 	// of the diffs only the largest heap changes of each breakpoint and
 	// kind.
@@ -142,20 +142,20 @@ type Result struct {
 // ErrTimeout, *CrashError, *ToolError, *NeverHitError, *LeakError.
 func Run(ctx context.Context, opts Options) (*Result, error) {
 	opts.defaults()
-	plan, err := loadPlan(ctx, opts.PlanPath)
+	p, err := loadPlan(ctx, opts.PlanPath)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkCwd(plan.Target); err != nil {
+	if err := checkCwd(p.Target); err != nil {
 		return nil, err
 	}
 	if opts.Backend != "" {
-		plan.Backend = opts.Backend
+		p.Backend = opts.Backend
 	}
-	if _, err := newBackend(plan.Backend); err != nil {
+	if _, err := newBackend(p.Backend); err != nil {
 		return nil, err
 	}
-	native := plan.Backend == BackendNative
+	native := p.Backend == BackendNative
 	if opts.AttachPID != 0 {
 		if !native {
 			return nil, errors.New("attaching to a process needs the native backend")
@@ -177,7 +177,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	// status line says so from the start.
 	var status *statusLine
 	if opts.Status != nil {
-		status = newStatusLine(opts.Status, time.Now(), plan)
+		status = newStatusLine(opts.Status, time.Now(), p)
 		status.setPhase("checking the tools and the plan")
 		defer status.clear()
 	}
@@ -193,11 +193,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	var early *earlyGDB
 	gdbPath, err := preflight.FindTool("gdb", opts.GDB)
 	if err == nil && opts.AttachPID == 0 && !opts.Trace {
-		early = startEarlyGDB(ctx, gdbPath, binary, plan, &opts)
+		early = startEarlyGDB(ctx, gdbPath, binary, p, &opts)
 		defer early.discard()
 	}
 	validate := func() {
-		inProgram, err := validateLocations(ctx, gdbPath, binary, plan, opts.childEnv(), opts.CommandTimeout)
+		inProgram, err := validateLocations(ctx, gdbPath, binary, p, opts.childEnv(), opts.CommandTimeout)
 		located <- locatedResult{inProgram, err}
 	}
 	switch {
@@ -208,7 +208,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			if early.locationsResolved() {
 				// Every location but the pending ones, in the
 				// program alone.
-				located <- locatedResult{inProgram: slices.ContainsFunc(plan.Breakpoints, func(bp breakpoints.Breakpoint) bool { return !bp.Pending })}
+				located <- locatedResult{inProgram: slices.ContainsFunc(p.Breakpoints, func(bp plan.Breakpoint) bool { return !bp.Pending })}
 				return
 			}
 			validate()
@@ -250,7 +250,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := newSession(opts, plan, tools, binary, dir)
+	s := newSession(opts, p, tools, binary, dir)
 	if early != nil {
 		s.early, early.handed = early, true
 	}
@@ -260,17 +260,17 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	return s.run(ctx)
 }
 
-// loadPlan reads the plan as breakpoints.Load does, but gives up when ctx
+// loadPlan reads the plan as plan.Load does, but gives up when ctx
 // ends: a plan given as a FIFO or a pipe may never reach its end, and
 // Ctrl-C must still end snapctl. The abandoned read ends with the process.
-func loadPlan(ctx context.Context, path string) (*breakpoints.Plan, error) {
+func loadPlan(ctx context.Context, path string) (*plan.Plan, error) {
 	type loaded struct {
-		plan *breakpoints.Plan
+		plan *plan.Plan
 		err  error
 	}
 	done := make(chan loaded, 1)
 	go func() {
-		p, err := breakpoints.Load(path)
+		p, err := plan.Load(path)
 		done <- loaded{p, err}
 	}()
 	select {
@@ -283,7 +283,7 @@ func loadPlan(ctx context.Context, path string) (*breakpoints.Plan, error) {
 
 // checkCwd checks the plan's target.cwd before anything starts: a missing
 // directory would otherwise surface as valgrind failing to start.
-func checkCwd(t breakpoints.Target) error {
+func checkCwd(t plan.Target) error {
 	if t.Cwd == "" {
 		return nil
 	}
@@ -311,7 +311,7 @@ type tools struct {
 // session is the state of one run.
 type session struct {
 	opts    Options
-	plan    *breakpoints.Plan
+	plan    *plan.Plan
 	tools   tools
 	binary  string
 	dir     string // run directory, absolute
@@ -399,7 +399,7 @@ type session struct {
 
 // bpState is one plan breakpoint during the run.
 type bpState struct {
-	bp     *breakpoints.Breakpoint
+	bp     *plan.Breakpoint
 	sum    *BreakpointSummary
 	number string // gdb's number
 	hits   int    // hits counted as the plan counts them
@@ -420,19 +420,19 @@ type bpState struct {
 	last [2]lastSnapshot
 }
 
-func newSession(opts Options, plan *breakpoints.Plan, t tools, binary, dir string) *session {
-	argv := append([]string{binary}, plan.Target.Args...)
+func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *session {
+	argv := append([]string{binary}, p.Target.Args...)
 	if opts.Args != nil {
 		argv = append([]string{binary}, opts.Args...)
 	}
 	s := &session{
-		opts: opts, plan: plan, tools: t, binary: binary, dir: dir,
+		opts: opts, plan: p, tools: t, binary: binary, dir: dir,
 		argv:    argv,
-		cwd:     plan.Target.Cwd,
+		cwd:     p.Target.Cwd,
 		start:   time.Now(),
 		bps:     make(map[string]*bpState),
 		current: make(map[string]Thread),
-		an:      newAnalysis(plan),
+		an:      newAnalysis(p),
 		stops:   newSpool(".stops-*.jsonl"),
 		events:  newSpool(".events-*.jsonl"),
 	}
@@ -440,13 +440,13 @@ func newSession(opts Options, plan *breakpoints.Plan, t tools, binary, dir strin
 	// TMPDIR stops the snapshots, but the stops already taken still reach
 	// run.json.
 	s.stops.dir, s.events.dir, s.an.diffs.dir = dir, dir, dir
-	name := plan.Backend
+	name := p.Backend
 	if opts.Backend != "" {
 		name = opts.Backend
 	}
 	s.backend, _ = newBackend(name) // Run checked the name
 	if _, ok := s.backend.(massifBackend); ok || s.backend == nil {
-		s.backend = massifBackend{bytesOnly: !plan.Valgrind.Blocks}
+		s.backend = massifBackend{bytesOnly: !p.Valgrind.Blocks}
 	}
 	s.m = &Manifest{
 		Backend:   s.backend.name(),
@@ -454,32 +454,32 @@ func newSession(opts Options, plan *breakpoints.Plan, t tools, binary, dir strin
 		Status:    StatusFailed,
 		StartedAt: s.start.UTC(),
 		Plan:      planFile,
-		Target:    Target{Argv: argv, Cwd: plan.Target.Cwd},
+		Target:    Target{Argv: argv, Cwd: p.Target.Cwd},
 	}
 	if nb, ok := s.backend.(*nativeBackend); ok {
-		nb.trim, nb.attach = plan.Native.TrimProbe, opts.AttachPID
-		s.native = newNativeAnalysis(plan, s.an.diffs)
+		nb.trim, nb.attach = p.Native.TrimProbe, opts.AttachPID
+		s.native = newNativeAnalysis(p, s.an.diffs)
 		s.m.Native = &NativeSettings{TrimProbe: nb.trim, AttachedPid: nb.attach}
 		if nb.attach != 0 {
 			s.m.Target.Argv = []string{binary}
 		}
 	}
-	for i := range plan.Breakpoints {
-		bp := &plan.Breakpoints[i]
+	for i := range p.Breakpoints {
+		bp := &p.Breakpoints[i]
 		if opts.KeepSnapshots != "" {
 			bp.KeepSnapshots = opts.KeepSnapshots
 		}
 		sum := BreakpointSummary{Name: bp.Name, Location: bp.Location, Optional: bp.Optional}
-		if bp.KeepSnapshots != breakpoints.KeepAll {
+		if bp.KeepSnapshots != plan.KeepAll {
 			sum.KeepSnapshots = bp.KeepSnapshots
 		}
 		s.m.Breakpoints = append(s.m.Breakpoints, sum)
 	}
-	for i := range plan.Breakpoints {
-		s.order = append(s.order, &bpState{bp: &plan.Breakpoints[i], sum: &s.m.Breakpoints[i], step: 1})
+	for i := range p.Breakpoints {
+		s.order = append(s.order, &bpState{bp: &p.Breakpoints[i], sum: &s.m.Breakpoints[i], step: 1})
 	}
 	if opts.Status != nil {
-		s.status = newStatusLine(opts.Status, s.start, plan)
+		s.status = newStatusLine(opts.Status, s.start, p)
 	}
 	return s
 }

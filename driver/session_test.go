@@ -13,8 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/preflight"
 	"github.com/snapctl/snapctl/snapshots"
 )
@@ -39,10 +39,10 @@ var stopPaths = []struct {
 // runPlanOpts is runPlan with opts, whose plan, binary, arguments and run
 // directory it sets. With a plan that has a breakpoint without commands
 // and around_call, it checks that gdb's agent ran unless opts.NoAgent.
-func runPlanOpts(t *testing.T, opts Options, plan, binary string, args ...string) (*Result, error) {
+func runPlanOpts(t *testing.T, opts Options, p, binary string, args ...string) (*Result, error) {
 	t.Helper()
-	res, err := runPlanDir(t, opts, plan, binary, args...)
-	if res != nil && slices.ContainsFunc(res.Plan.Breakpoints, func(bp breakpoints.Breakpoint) bool { return agentOwns(&bp) }) &&
+	res, err := runPlanDir(t, opts, p, binary, args...)
+	if res != nil && slices.ContainsFunc(res.Plan.Breakpoints, func(bp plan.Breakpoint) bool { return agentOwns(&bp) }) &&
 		res.Manifest.GdbAgent == opts.NoAgent {
 		t.Errorf("gdb_agent = %v with NoAgent %v", res.Manifest.GdbAgent, opts.NoAgent)
 	}
@@ -244,9 +244,9 @@ func TestRunUnresolvedLocation(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "testdata/leak.c")
 	res, err := runPlan(t, "breakpoints:\n  - name: request\n    location: handle_requets\n", bin)
-	var pe *breakpoints.Error
+	var pe *plan.Error
 	if !errors.As(err, &pe) {
-		t.Fatalf("err = %v, want a *breakpoints.Error", err)
+		t.Fatalf("err = %v, want a *plan.Error", err)
 	}
 	if res != nil {
 		t.Errorf("a run directory was made: %s", res.Dir)
@@ -322,7 +322,7 @@ func TestPrepareRunDir(t *testing.T) {
 // Once the run directory exists, a failure still writes run.json and
 // returns the Result: here the plan cannot be copied into it.
 func TestRunWritesManifestWhenPlanCopyFails(t *testing.T) {
-	plan, err := breakpoints.Parse("plan.yaml", []byte("breakpoints:\n  - name: request\n    location: handle_request\n"))
+	plan, err := plan.Parse("plan.yaml", []byte("breakpoints:\n  - name: request\n    location: handle_request\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +364,7 @@ func TestRunInterruptedBeforeStart(t *testing.T) {
 		t.Errorf("Result %+v before the run directory exists, want nil", res)
 	}
 
-	plan, err := breakpoints.Load(planPath)
+	plan, err := plan.Load(planPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/internal/term"
+	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -54,7 +54,7 @@ type statusLine struct {
 	done    chan struct{} // closed when the redraw goroutine has ended
 }
 
-func newStatusLine(w io.Writer, start time.Time, plan *breakpoints.Plan) *statusLine {
+func newStatusLine(w io.Writer, start time.Time, plan *plan.Plan) *statusLine {
 	s := &statusLine{
 		w:      w,
 		start:  start,

@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/plan"
 )
 
 func TestStatusLine(t *testing.T) {
-	plan := &breakpoints.Plan{Breakpoints: []breakpoints.Breakpoint{{Name: "request"}, {Name: "idle"}}}
+	plan := &plan.Plan{Breakpoints: []plan.Breakpoint{{Name: "request"}, {Name: "idle"}}}
 	var buf bytes.Buffer
 	s := newStatusLine(&buf, time.Now().Add(-3*time.Second), plan)
 	s.minGap = 0
@@ -43,7 +43,7 @@ func TestStatusLine(t *testing.T) {
 // A stop the throttle held back is drawn before the line is cleared, so
 // the last state is never lost.
 func TestStatusLineDrawsFinalStateBeforeClear(t *testing.T) {
-	plan := &breakpoints.Plan{Breakpoints: []breakpoints.Breakpoint{{Name: "request"}}}
+	plan := &plan.Plan{Breakpoints: []plan.Breakpoint{{Name: "request"}}}
 	var buf testenv.Buffer
 	s := newStatusLine(&buf, time.Now(), plan)
 	s.minGap = time.Hour
@@ -66,7 +66,7 @@ func TestStatusLineDrawsFinalStateBeforeClear(t *testing.T) {
 // Between stops the line is redrawn every tick, so the elapsed time moves;
 // nothing is written after clear.
 func TestStatusLineTicksBetweenStops(t *testing.T) {
-	plan := &breakpoints.Plan{Breakpoints: []breakpoints.Breakpoint{{Name: "request"}}}
+	plan := &plan.Plan{Breakpoints: []plan.Breakpoint{{Name: "request"}}}
 	var buf testenv.Buffer
 	// Elapsed is 2.8s at the stop; a tick shows 3s within ~200 ms.
 	s := newStatusLine(&buf, time.Now().Add(-2800*time.Millisecond), plan)
@@ -97,7 +97,7 @@ func TestStatusLineTicksBetweenStops(t *testing.T) {
 // unfinished keeps the status line off until it ends, and snapctl ends it
 // at the end of the run.
 func TestStatusLineGivesWayToOutput(t *testing.T) {
-	plan := &breakpoints.Plan{Breakpoints: []breakpoints.Breakpoint{{Name: "request"}}}
+	plan := &plan.Plan{Breakpoints: []plan.Breakpoint{{Name: "request"}}}
 	var status, prog bytes.Buffer
 	// Both buffers stand for one terminal: the test interleaves them by
 	// recording each write in order.
@@ -132,7 +132,7 @@ func TestStatusLineGivesWayToOutput(t *testing.T) {
 // The line shows what snapctl does before the program runs, and is cut to
 // the terminal's width.
 func TestStatusLinePhaseAndWidth(t *testing.T) {
-	plan := &breakpoints.Plan{Breakpoints: []breakpoints.Breakpoint{{Name: "request"}}}
+	plan := &plan.Plan{Breakpoints: []plan.Breakpoint{{Name: "request"}}}
 	var buf bytes.Buffer
 	s := newStatusLine(&buf, time.Now(), plan)
 	s.tick = time.Hour
@@ -163,7 +163,7 @@ func TestStatusLineLabelsCounts(t *testing.T) {
 		{BackendMassif, "0s  command: 1 snapshot  reset: 0 snapshots  heap 1.0 KiB (0 B)"},
 		{BackendNative, "0s  command: 1 measurement  reset: 0 measurements  heap 1.0 KiB (0 B)"},
 	} {
-		plan := &breakpoints.Plan{Backend: tc.backend, Breakpoints: []breakpoints.Breakpoint{{Name: "command"}, {Name: "reset"}}}
+		plan := &plan.Plan{Backend: tc.backend, Breakpoints: []plan.Breakpoint{{Name: "command"}, {Name: "reset"}}}
 		var buf bytes.Buffer
 		s := newStatusLine(&buf, time.Now(), plan)
 		s.minGap, s.tick = 0, time.Hour
@@ -178,7 +178,7 @@ func TestStatusLineLabelsCounts(t *testing.T) {
 // A control character in a breakpoint's name is escaped on the status
 // line: nothing but snapctl's own "\r" moves the cursor.
 func TestStatusLineEscapesNames(t *testing.T) {
-	plan := &breakpoints.Plan{Breakpoints: []breakpoints.Breakpoint{{Name: "req\x1b[2J"}}}
+	plan := &plan.Plan{Breakpoints: []plan.Breakpoint{{Name: "req\x1b[2J"}}}
 	var buf bytes.Buffer
 	s := newStatusLine(&buf, time.Now(), plan)
 	s.minGap = 0

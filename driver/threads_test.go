@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/snapctl/snapctl/breakpoints"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/plan"
 )
 
 // threadStartingGDB is a fakeGDB whose target starts a thread while it
@@ -83,11 +83,11 @@ func TestRunThreadsModes(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "../testdata/e2e/blocked.c")
 	for _, p := range stopPaths {
-		for _, mode := range []string{breakpoints.ThreadsAll, breakpoints.ThreadsCurrent, breakpoints.ThreadsNone} {
+		for _, mode := range []string{plan.ThreadsAll, plan.ThreadsCurrent, plan.ThreadsNone} {
 			t.Run(p.name+"/"+mode, func(t *testing.T) {
 				t.Parallel()
-				plan := "threads: " + mode + "\nbreakpoints:\n  - name: request\n    location: handle_request\n"
-				res, err := runPlanOpts(t, Options{NoAgent: p.noAgent}, plan, bin, "3")
+				pl := "threads: " + mode + "\nbreakpoints:\n  - name: request\n    location: handle_request\n"
+				res, err := runPlanOpts(t, Options{NoAgent: p.noAgent}, pl, bin, "3")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -104,16 +104,16 @@ func TestRunThreadsModes(t *testing.T) {
 						ids = append(ids, th.ID)
 					}
 					switch mode {
-					case breakpoints.ThreadsAll:
+					case plan.ThreadsAll:
 						if !slices.Equal(ids, []string{"1", "2"}) || s.Threads[0].Frame == nil {
 							t.Errorf("stop %d: threads %+v, want main and the worker with frames", s.Seq, s.Threads)
 						}
-					case breakpoints.ThreadsCurrent:
+					case plan.ThreadsCurrent:
 						if !slices.Equal(ids, []string{"2"}) || !strings.Contains(s.Thread.Details, "VgTs_Runnable") ||
 							len(s.Backtrace) < 2 || s.Backtrace[1].Function != "worker" {
 							t.Errorf("stop %d: thread %+v, threads %+v, backtrace %v, want the worker alone, its details and backtrace", s.Seq, s.Thread, s.Threads, s.Backtrace)
 						}
-					case breakpoints.ThreadsNone:
+					case plan.ThreadsNone:
 						if len(ids) != 0 || len(s.Backtrace) != 0 || s.Thread.Details != "" {
 							t.Errorf("stop %d: threads %+v, backtrace %v, thread %+v, want nothing but the id", s.Seq, s.Threads, s.Backtrace, s.Thread)
 						}

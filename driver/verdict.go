@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/snapctl/snapctl/breakpoints"
+	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -165,7 +165,7 @@ const (
 // stops arrive. It keeps a bounded series of each breakpoint's hit-phase
 // figures.
 type nativeAnalysis struct {
-	plan   *breakpoints.Plan
+	plan   *plan.Plan
 	diffs  *spool
 	series map[string]*series
 	// open are the hit-phase stops of around_call breakpoints whose
@@ -173,7 +173,7 @@ type nativeAnalysis struct {
 	open map[*taken]*Memory
 }
 
-func newNativeAnalysis(plan *breakpoints.Plan, diffs *spool) *nativeAnalysis {
+func newNativeAnalysis(plan *plan.Plan, diffs *spool) *nativeAnalysis {
 	return &nativeAnalysis{plan: plan, diffs: diffs, series: make(map[string]*series), open: make(map[*taken]*Memory)}
 }
 
@@ -520,7 +520,7 @@ func signed(n int64) string { return snapshots.FormatDelta(n) }
 
 // nativeGate applies report.fail_on to in-use heap growth: growth_per_hit
 // and total_growth limit each breakpoint's.
-func nativeGate(limits breakpoints.FailOn, verdicts []Verdict) error {
+func nativeGate(limits plan.FailOn, verdicts []Verdict) error {
 	var over []string
 	for _, v := range verdicts {
 		f := v.Figures

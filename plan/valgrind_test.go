@@ -1,4 +1,4 @@
-package breakpoints
+package plan
 
 import (
 	"testing"
