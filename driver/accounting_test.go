@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -71,7 +72,7 @@ func TestInterruptTakesNoStop(t *testing.T) {
 					done <- err
 				}()
 				for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
-					var m Manifest
+					var m runjson.Manifest
 					if data, err := os.ReadFile(filepath.Join(out, manifestFile)); err == nil && json.Unmarshal(data, &m) == nil && len(m.Stops) >= 20 {
 						break
 					}
@@ -109,8 +110,8 @@ func TestInterruptTakesNoStop(t *testing.T) {
 						after = append(after, "...")
 					}
 				}
-				if m.Status != StatusInterrupt || len(after) > 1 {
-					t.Errorf("status %s, %d stops, %d after the interrupt at %s: %v", m.Status, len(m.Stops), len(after), stamp(cancelled), after[:min(len(after), 6)])
+				if m.Status != runjson.StatusInterrupt || len(after) > 1 {
+					t.Errorf("status %s, %d stops, %d after the interrupt at %s: %v", m.Status, len(m.Stops), len(after), runjson.Stamp(cancelled), after[:min(len(after), 6)])
 				}
 			})
 		}
@@ -129,8 +130,8 @@ func TestForceClearsKilledRun(t *testing.T) {
 	s := &session{dir: dir}
 	left := []string{
 		filepath.Join(dir, manifestFile),
-		filepath.Join(dir, snapshotName(1, "request", 1, phaseHit)),
-		s.unlistedPath(snapshotName(2, "request", 2, phaseHit)),
+		filepath.Join(dir, snapshotName(1, "request", 1, runjson.PhaseHit)),
+		s.unlistedPath(snapshotName(2, "request", 2, runjson.PhaseHit)),
 		filepath.Join(dir, snapshotDir, ".0003"+snapshotExt),
 		filepath.Join(dir, ".stops-123.jsonl"), filepath.Join(dir, ".events-4.jsonl"), filepath.Join(dir, ".diffs-56.jsonl"),
 		filepath.Join(dir, ".run.json.tmp-789"), filepath.Join(dir, "report.html"), filepath.Join(dir, ".report.html.tmp-1"),
@@ -205,7 +206,7 @@ func TestReadAgentBacklog(t *testing.T) {
 	if err := s.readAgent(); err != nil {
 		t.Fatal(err)
 	}
-	stops := spooled[Stop](t, s.stops)
+	stops := spooled[runjson.Stop](t, s.stops)
 	if len(stops) != n {
 		t.Fatalf("%d stops, want %d", len(stops), n)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/plan"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // The agent is a Python script that snapctl loads into gdb (agent.py). A
@@ -318,12 +319,12 @@ type agentFrame struct {
 }
 
 // frame converts a frame as frameOf converts gdb's MI frames.
-func (f agentFrame) frame() Frame {
-	return newFrame(Frame{Function: f.Func, File: f.File, Line: f.Line, FullName: f.FullName, Addr: f.Addr, From: f.From})
+func (f agentFrame) frame() runjson.Frame {
+	return newFrame(runjson.Frame{Function: f.Func, File: f.File, Line: f.Line, FullName: f.FullName, Addr: f.Addr, From: f.From})
 }
 
-func (t agentThread) thread() Thread {
-	out := Thread{ID: t.ID, TargetID: t.TargetID, State: t.State, Details: t.Details}
+func (t agentThread) thread() runjson.Thread {
+	out := runjson.Thread{ID: t.ID, TargetID: t.TargetID, State: t.State, Details: t.Details}
 	if t.Frame != nil {
 		f := t.Frame.frame()
 		out.Frame = &f
@@ -389,7 +390,7 @@ func (s *session) agentStop(rec *agentRecord) error {
 	case "snapshot":
 		return &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("snapshot at breakpoint %q failed", st.bp.Name), Tail: rec.Error}
 	case "condition":
-		s.event(Event{Kind: EventConditionError,
+		s.event(runjson.Event{Kind: runjson.EventConditionError,
 			Message: fmt.Sprintf("breakpoint %q: gdb cannot evaluate its condition: %s", st.bp.Name, rec.Error)})
 		return nil
 	default:
@@ -405,7 +406,7 @@ func (s *session) agentStop(rec *agentRecord) error {
 		return fmt.Errorf("gdb's agent and snapctl disagree whether hit %d is breakpoint %q's last (agent: %v)", rec.Hit, st.bp.Name, rec.Done)
 	}
 	st.hits, st.sum.Hits = rec.Hit, rec.Hit
-	stop := &Stop{Breakpoint: st.bp.Name, Hit: rec.Hit, Phase: phaseHit}
+	stop := &runjson.Stop{Breakpoint: st.bp.Name, Hit: rec.Hit, Phase: runjson.PhaseHit}
 	for _, f := range rec.Backtrace {
 		stop.Backtrace = append(stop.Backtrace, f.frame())
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/plan"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // The agent selects hits in Python: it must take exactly the hits that
@@ -97,15 +98,15 @@ func TestReadAgentWholeRecords(t *testing.T) {
 	if err := s.readAgent(); err != nil {
 		t.Fatal(err)
 	}
-	stops := spooled[Stop](t, s.stops)
+	stops := spooled[runjson.Stop](t, s.stops)
 	if len(stops) != 2 {
 		t.Fatalf("%d stops, want 2", len(stops))
 	}
-	want := Stop{Seq: 2, Breakpoint: "request", Hit: 2, Phase: phaseHit, Time: "2026-09-21T14:13:20.250Z",
-		Thread:    Thread{ID: "1", TargetID: "Thread 7", State: "stopped"},
-		Frame:     Frame{Function: "handle_request", File: "leak.c", FullName: "/src/leak.c", Line: 23, Addr: "0x0000000000109154"},
-		Backtrace: []Frame{{Function: "handle_request", File: "leak.c", FullName: "/src/leak.c", Line: 23, Addr: "0x0000000000109154"}, {Function: "main", File: "leak.c", Line: 35, Addr: "0x00000000001091ea"}},
-		Threads:   []Thread{{ID: "1", TargetID: "Thread 7", State: "stopped", Frame: &Frame{Function: "handle_request", File: "leak.c", Line: 23}}},
+	want := runjson.Stop{Seq: 2, Breakpoint: "request", Hit: 2, Phase: runjson.PhaseHit, Time: "2026-09-21T14:13:20.250Z",
+		Thread:    runjson.Thread{ID: "1", TargetID: "Thread 7", State: "stopped"},
+		Frame:     runjson.Frame{Function: "handle_request", File: "leak.c", FullName: "/src/leak.c", Line: 23, Addr: "0x0000000000109154"},
+		Backtrace: []runjson.Frame{{Function: "handle_request", File: "leak.c", FullName: "/src/leak.c", Line: 23, Addr: "0x0000000000109154"}, {Function: "main", File: "leak.c", Line: 35, Addr: "0x00000000001091ea"}},
+		Threads:   []runjson.Thread{{ID: "1", TargetID: "Thread 7", State: "stopped", Frame: &runjson.Frame{Function: "handle_request", File: "leak.c", Line: 23}}},
 		Snapshot:  "snapshots/0002-request-2.massif.gz", HeapBytes: 32, HeapExtraBytes: 8}
 	if diff := cmp.Diff(want, stops[1]); diff != "" {
 		t.Errorf("stop 2 (-want +got):\n%s", diff)
@@ -196,7 +197,7 @@ func TestRunConditionError(t *testing.T) {
 			if p.noAgent {
 				return
 			}
-			if len(m.Events) != 2 || m.Events[0].Kind != EventConditionError || !strings.Contains(m.Events[0].Message, "Cannot access memory at address 0x0") {
+			if len(m.Events) != 2 || m.Events[0].Kind != runjson.EventConditionError || !strings.Contains(m.Events[0].Message, "Cannot access memory at address 0x0") {
 				t.Errorf("events %+v, want two condition-error events with gdb's words", m.Events)
 			}
 		})

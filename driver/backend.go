@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // backend is the seam between a session and the way it measures memory:
@@ -34,7 +35,7 @@ type backend interface {
 	// time), for the stop: massif stages its file in the run directory
 	// and returns where (the taken stop's raw file, compressed and read
 	// once the target runs again); native reads it at once and returns "".
-	keep(s *session, m measurement, stop *Stop) (string, error)
+	keep(s *session, m measurement, stop *runjson.Stop) (string, error)
 	// agentMeasure is the measurement as agent.py's Agent takes it, a
 	// Python dict literal.
 	agentMeasure() string

@@ -13,6 +13,7 @@ import (
 
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/plan"
+	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -23,7 +24,7 @@ import (
 // reads them, also when a run ends in the middle of a stop, so every kept
 // snapshot has its stop in run.json.
 type taken struct {
-	stop  *Stop
+	stop  *runjson.Stop
 	bp    *bpState
 	raw   string              // the snapshot file massif wrote, staged
 	hitOf *taken              // for a return-phase stop, its hit
@@ -38,10 +39,10 @@ type taken struct {
 // measurement (what the backend's command wrote at the stop) is kept.
 // The stop joins the pending ones, which flush reads and analyses once the
 // target runs again. hitOf is the hit of a return-phase stop.
-func (s *session) take(stop *Stop, st *bpState, hitOf *taken, m measurement, at time.Time) error {
+func (s *session) take(stop *runjson.Stop, st *bpState, hitOf *taken, m measurement, at time.Time) error {
 	s.seq++
 	stop.Seq = s.seq
-	stop.Time = stamp(at)
+	stop.Time = runjson.Stamp(at)
 	raw, err := s.backend.keep(s, m, stop)
 	if err != nil {
 		return err
@@ -71,7 +72,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 	// The threads, the backtrace and the snapshot only read the stopped
 	// target: they go to gdb at once, without waiting for each answer.
 	tid := rec.String("thread-id")
-	stop := &Stop{Breakpoint: st.bp.Name, Hit: hit, Phase: phaseHit}
+	stop := &runjson.Stop{Breakpoint: st.bp.Name, Hit: hit, Phase: runjson.PhaseHit}
 	if f := recFrame(rec); f != nil {
 		stop.Frame = *f
 	}
@@ -105,7 +106,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		// A command held gdb past stop_timeout: it was interrupted,
 		// and the rest of the stop is given up. The target has not
 		// moved, so it is left as any stop is, with fresh time.
-		s.event(Event{Kind: EventStopAbandoned, Thread: stop.Thread,
+		s.event(runjson.Event{Kind: runjson.EventStopAbandoned, Thread: stop.Thread,
 			Message: fmt.Sprintf("breakpoint %q hit %d: gdb command %q did not finish within %v; interrupted, stop abandoned", st.bp.Name, hit, blocked, timeout)})
 		return s.leaveStop(ctx, context.WithoutCancel(ctx), st, hit, restore)
 	}
@@ -119,7 +120,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}
-		s.event(Event{Kind: EventAroundCallFailed, Thread: stop.Thread,
+		s.event(runjson.Event{Kind: runjson.EventAroundCallFailed, Thread: stop.Thread,
 			Message: fmt.Sprintf("breakpoint %q hit %d: finish: %s", st.bp.Name, hit, miMessage(err))})
 		return s.leaveStop(ctx, sctx, st, hit, restore)
 	}
@@ -143,7 +144,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 			restore = func(context.Context) error { return nil }
 		}
 		if released && returned(rec2) {
-			ret := &Stop{Breakpoint: st.bp.Name, Hit: hit, Phase: phaseReturn, SchedulerLocking: stop.SchedulerLocking, SchedulerLockReleased: true}
+			ret := &runjson.Stop{Breakpoint: st.bp.Name, Hit: hit, Phase: runjson.PhaseReturn, SchedulerLocking: stop.SchedulerLocking, SchedulerLockReleased: true}
 			if f := recFrame(rec2); f != nil {
 				ret.Frame = *f
 			}
@@ -159,7 +160,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		if released {
 			irec = rec2
 		}
-		s.event(Event{Kind: EventStopAbandoned, Thread: stop.Thread,
+		s.event(runjson.Event{Kind: runjson.EventStopAbandoned, Thread: stop.Thread,
 			Message: fmt.Sprintf("breakpoint %q hit %d: the call did not return within %v; stop abandoned", st.bp.Name, hit, timeout)})
 		if irec == nil || ownStop(irec) || returned(irec) {
 			return s.leaveStop(ctx, context.WithoutCancel(ctx), st, hit, restore)
@@ -170,11 +171,11 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 	if r := rec2.String("reason"); !returned(rec2) {
 		// Another stop came first: a breakpoint in another thread, a
 		// signal, the exit. The return snapshot of this hit is lost.
-		s.event(Event{Kind: EventAroundCallCutShort, Reason: r, Thread: stop.Thread,
+		s.event(runjson.Event{Kind: runjson.EventAroundCallCutShort, Reason: r, Thread: stop.Thread,
 			Message: fmt.Sprintf("breakpoint %q hit %d: %s before the call returned", st.bp.Name, hit, r)})
 		return s.otherStop(ctx, context.WithoutCancel(sctx), st, hit, restore, rec2)
 	}
-	ret := &Stop{Breakpoint: st.bp.Name, Hit: hit, Phase: phaseReturn, SchedulerLocking: stop.SchedulerLocking}
+	ret := &runjson.Stop{Breakpoint: st.bp.Name, Hit: hit, Phase: runjson.PhaseReturn, SchedulerLocking: stop.SchedulerLocking}
 	if f := recFrame(rec2); f != nil {
 		ret.Frame = *f
 	}
@@ -283,7 +284,7 @@ const backtraceDepth = 32
 // sends the commands in then (the resume of a stop with nothing else to
 // do), all in one exchange with gdb. It fills stop's threads, frames and
 // snapshot file and returns the threads.
-func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Stop, tid string, backtrace bool, hitOf *taken, then []mi.Command) ([]Thread, error) {
+func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *runjson.Stop, tid string, backtrace bool, hitOf *taken, then []mi.Command) ([]runjson.Thread, error) {
 	tmp := filepath.Join(s.priv, "snap"+s.backend.ext())
 	mode := st.bp.Threads
 	if st.bp.AroundCall {
@@ -295,7 +296,7 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 	if backtrace && mode != plan.ThreadsNone {
 		cmds = append(cmds, mi.Command{Name: "-stack-list-frames", Args: []string{"0", strconv.Itoa(backtraceDepth - 1)}})
 	}
-	var threads []Thread
+	var threads []runjson.Thread
 	switch mode {
 	case plan.ThreadsAll:
 		threads = s.knownThreads(tid, stop.Frame)
@@ -308,7 +309,7 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 		// Under threads: none the stop keeps only the thread's target
 		// id, read the same way.
 		if t, ok := s.current[tid]; ok {
-			threads = []Thread{t}
+			threads = []runjson.Thread{t}
 		} else {
 			cmds = append(cmds, mi.Command{Name: "-thread-info", Args: []string{tid}})
 		}
@@ -341,13 +342,13 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 			s.current[tid] = t
 		}
 	case mode != plan.ThreadsNone:
-		threads = []Thread{threads[0]}
+		threads = []runjson.Thread{threads[0]}
 		f := stop.Frame
 		threads[0].Frame = &f
 	}
 	if mode == plan.ThreadsNone {
 		t := findThread(threads, tid)
-		stop.Thread = Thread{ID: t.ID, TargetID: t.TargetID, State: t.State}
+		stop.Thread = runjson.Thread{ID: t.ID, TargetID: t.TargetID, State: t.State}
 		threads = nil
 	} else {
 		stop.Thread = findThread(threads, tid)
@@ -380,7 +381,7 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 // it: the target had one thread, tid, and gdb has announced no thread
 // since (=thread-created, =thread-exited). Its frame is then the stop's.
 // It returns nil when gdb must be asked.
-func (s *session) knownThreads(tid string, frame Frame) []Thread {
+func (s *session) knownThreads(tid string, frame runjson.Frame) []runjson.Thread {
 	if !s.threadsKnown || len(s.threads) != 1 || s.threads[0].ID != tid || frame.Addr == "" {
 		return nil
 	}
@@ -493,14 +494,14 @@ func (s *session) readSnapshot(t *taken) (*snapshots.HeapTree, error) {
 		}
 		// The same tree: the same totals.
 		from := t.bp.last[phaseIndex(t.stop.Phase)]
-		if t.stop.Phase == phaseReturn {
+		if t.stop.Phase == runjson.PhaseReturn {
 			h := t.hitOf.stop
 			from = lastSnapshot{heap: h.HeapBytes, extra: h.HeapExtraBytes, stacks: h.StacksBytes}
 		}
 		t.stop.HeapBytes, t.stop.HeapExtraBytes, t.stop.StacksBytes = from.heap, from.extra, from.stacks
 	}
 	t.bp.sum.Snapshots++
-	if t.stop.Phase == phaseHit {
+	if t.stop.Phase == runjson.PhaseHit {
 		t.bp.hitSnapshots++
 		if n := t.bp.bp.EndRunAfter; n > 0 && t.bp.hitSnapshots == n {
 			s.endTarget(fmt.Sprintf("breakpoint %q took %d snapshots (end_run_after)", t.bp.bp.Name, n))
@@ -547,11 +548,11 @@ func (s *session) lockScheduler(ctx context.Context) (func(context.Context) erro
 // When a command still holds gdb as ctx's deadline passes (`shell sleep
 // 30`, a Python loop), gdb is interrupted, the commands after it are not
 // run, and blocked names it.
-func (s *session) runCommands(ctx context.Context, cmds []string) (out []CommandOutput, blocked string) {
+func (s *session) runCommands(ctx context.Context, cmds []string) (out []runjson.CommandOutput, blocked string) {
 	if len(cmds) == 0 {
 		return nil, ""
 	}
-	out = make([]CommandOutput, 0, len(cmds))
+	out = make([]runjson.CommandOutput, 0, len(cmds))
 	for _, c := range cmds {
 		o, err := s.command(ctx, c)
 		out = append(out, o)
@@ -564,8 +565,8 @@ func (s *session) runCommands(ctx context.Context, cmds []string) (out []Command
 }
 
 // command runs one of a breakpoint's gdb commands and records its output.
-func (s *session) command(ctx context.Context, line string) (CommandOutput, error) {
-	out := CommandOutput{Command: line}
+func (s *session) command(ctx context.Context, line string) (runjson.CommandOutput, error) {
+	out := runjson.CommandOutput{Command: line}
 	r, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote(line))
 	if err != nil {
 		out.Error = miMessage(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/snapctl/snapctl/internal/term"
 	"github.com/snapctl/snapctl/plan"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // The target's stdout and stderr on one terminal share one pseudo-terminal,
@@ -30,7 +31,7 @@ func TestConsole(t *testing.T) {
 	if stdout != stderr || stdout == io.Writer(tty) || !term.IsTerminal(stdout) {
 		t.Fatalf("stdout %v and stderr %v: want one new terminal for both", stdout, stderr)
 	}
-	status.update("request", phaseHit, 1024)
+	status.update("request", runjson.PhaseHit, 1024)
 	io.WriteString(stdout, "out 1\n")
 	io.WriteString(stderr, "unfinished")
 	con.close(5 * time.Second)

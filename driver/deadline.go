@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/plan"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // stopTimeout bounds the actions at one stop, on either path: the plan's
@@ -123,7 +124,7 @@ func (s *session) checkStalls() error {
 // backend's is in.
 func (s *session) stalled(what string) error {
 	d := s.diagnose()
-	s.event(Event{Kind: EventStopStalled, Message: fmt.Sprintf("%s: %s %s (%s)", what, d.tool, d.why, d.states)})
+	s.event(runjson.Event{Kind: runjson.EventStopStalled, Message: fmt.Sprintf("%s: %s %s (%s)", what, d.tool, d.why, d.states)})
 	return &ToolError{Tool: d.tool, Msg: fmt.Sprintf("%s; %s; %s", d.why, what, d.states)}
 }
 

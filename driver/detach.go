@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // Leaving a process that snapctl attach attached to. gdb deletes its
@@ -27,7 +28,7 @@ import (
 
 // EventTargetLeft is the event that says how snapctl attach left the
 // process when gdb could not detach from it.
-const EventTargetLeft EventKind = "target-left"
+const EventTargetLeft runjson.EventKind = "target-left"
 
 // attachArgs are the arguments of the gdb that attaches. gdb goes on
 // after an internal error (the command that met it fails) rather than
@@ -374,7 +375,7 @@ func (s *session) attachFate(err error) error {
 	if !ok || b.left == "" {
 		return err
 	}
-	s.event(Event{Kind: EventTargetLeft, Message: b.left})
+	s.event(runjson.Event{Kind: EventTargetLeft, Message: b.left})
 	var te *ToolError
 	switch {
 	case err == nil:

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // The attach tests below assert what snapctl owes a process it attached
@@ -583,7 +584,7 @@ func TestNativeChildrenRunOn(t *testing.T) {
 			}
 		}
 	})
-	if err != nil || m.Status != StatusCompleted || len(m.Stops) != 1 {
+	if err != nil || m.Status != runjson.StatusCompleted || len(m.Stops) != 1 {
 		t.Fatalf("run: %v, status %s, %d stops (%s)", err, m.Status, len(m.Stops), res.Dir)
 	}
 	time.Sleep(300 * time.Millisecond)

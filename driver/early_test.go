@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -59,19 +60,19 @@ func TestRunNothingMeasured(t *testing.T) {
 					t.Errorf("unresolved breakpoints %q", nh.Unresolved)
 				}
 				m := readManifest(t, res.Dir)
-				if m.Status != StatusCompleted || *m.ExitCode != tt.code || len(m.Stops) != 0 {
+				if m.Status != runjson.StatusCompleted || *m.ExitCode != tt.code || len(m.Stops) != 0 {
 					t.Errorf("status %s, exit code %d, %d stops; want completed, %d, none", m.Status, *m.ExitCode, len(m.Stops), tt.code)
 				}
-				var kinds []EventKind
+				var kinds []runjson.EventKind
 				for _, e := range m.Events {
 					kinds = append(kinds, e.Kind)
-					if e.Kind == EventNothingMeasured && e.Message != "nothing measured: "+tt.why {
+					if e.Kind == runjson.EventNothingMeasured && e.Message != "nothing measured: "+tt.why {
 						t.Errorf("event message %q, want %q", e.Message, "nothing measured: "+tt.why)
 					}
 				}
-				want := []EventKind{EventNothingMeasured}
+				want := []runjson.EventKind{runjson.EventNothingMeasured}
 				if tt.unresolved {
-					want = []EventKind{EventBreakpointUnresolved, EventNothingMeasured}
+					want = []runjson.EventKind{runjson.EventBreakpointUnresolved, runjson.EventNothingMeasured}
 				}
 				if !slicesHaveInOrder(kinds, want) {
 					t.Errorf("events %v, want %v among them", kinds, want)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // Sentinel errors for the ways a session ends early. Run returns them wrapped,
@@ -61,8 +63,8 @@ func (e *ToolError) Unwrap() error { return e.Err }
 
 // CrashError reports a target that died of a signal.
 type CrashError struct {
-	Signal string // "SIGSEGV"
-	Frame  *Frame // where it died, when gdb could tell
+	Signal string         // "SIGSEGV"
+	Frame  *runjson.Frame // where it died, when gdb could tell
 }
 
 func (e *CrashError) Error() string {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // The end of a session: tearing the children down and writing the run
@@ -65,15 +66,15 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	var crash *CrashError
 	switch {
 	case err == nil:
-		s.m.Status = StatusCompleted
+		s.m.Status = runjson.StatusCompleted
 	case errors.As(err, &crash):
-		s.m.Status = StatusCrashed
+		s.m.Status = runjson.StatusCrashed
 	case errors.Is(err, ErrTimeout):
-		s.m.Status = StatusTimeout
+		s.m.Status = runjson.StatusTimeout
 	case errors.Is(err, ErrInterrupted):
-		s.m.Status = StatusInterrupt
+		s.m.Status = runjson.StatusInterrupt
 	default:
-		s.m.Status = StatusFailed
+		s.m.Status = runjson.StatusFailed
 	}
 	s.m.Error = ""
 	if err != nil {
@@ -83,7 +84,7 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	s.m.Suspects = s.an.stacks.InternSuspects(rep.Suspects)
 	s.m.Stacks = s.an.stacks.Stacks()
 	for _, p := range s.an.problems {
-		s.events.add(&Event{Time: stamp(time.Now()), Kind: EventAnalysisError, Message: p})
+		s.events.add(&runjson.Event{Time: runjson.Stamp(time.Now()), Kind: runjson.EventAnalysisError, Message: p})
 	}
 	res.Report = rep
 	if s.native != nil {
@@ -277,22 +278,22 @@ func (s *session) endedEarly() error {
 // pending breakpoint whose location never resolved, and a run in which no
 // breakpoint took a snapshot, with why.
 func (s *session) unmeasured() {
-	now := stamp(time.Now())
+	now := runjson.Stamp(time.Now())
 	for _, b := range s.m.Breakpoints {
 		if b.Unresolved {
-			s.events.add(&Event{Time: now, Kind: EventBreakpointUnresolved,
+			s.events.add(&runjson.Event{Time: now, Kind: runjson.EventBreakpointUnresolved,
 				Message: fmt.Sprintf("breakpoint %q (%s) never resolved: no library loaded during the run defines its location", b.Name, b.Location)})
 		}
 	}
 	if measuredNothing(s.m) {
-		s.events.add(&Event{Time: now, Kind: EventNothingMeasured, Message: "nothing measured: " + whyNothing(s.m)})
+		s.events.add(&runjson.Event{Time: now, Kind: runjson.EventNothingMeasured, Message: "nothing measured: " + whyNothing(s.m)})
 	}
 }
 
 // measuredNothing reports whether the run's breakpoints took no
 // snapshot. A run.json without breakpoints, which a plan cannot give,
 // says nothing of it.
-func measuredNothing(m *Manifest) bool {
+func measuredNothing(m *runjson.Manifest) bool {
 	if len(m.Breakpoints) == 0 {
 		return false
 	}
@@ -307,14 +308,14 @@ func measuredNothing(m *Manifest) bool {
 // whyNothing says why a run took no snapshot, from what run.json says of
 // it: how the target, or the run, ended before any breakpoint took one,
 // and the pending locations that never resolved.
-func whyNothing(m *Manifest) string {
+func whyNothing(m *runjson.Manifest) string {
 	var why string
 	switch {
-	case m.Status == StatusCompleted && m.Target.ExitCode != nil:
+	case m.Status == runjson.StatusCompleted && m.Target.ExitCode != nil:
 		why = fmt.Sprintf("the target exited with status %d before any breakpoint took a snapshot", *m.Target.ExitCode)
-	case m.Status == StatusCompleted && m.Target.Signal != nil:
+	case m.Status == runjson.StatusCompleted && m.Target.Signal != nil:
 		why = fmt.Sprintf("snapctl ended the target (%s) before any breakpoint took a snapshot", *m.Target.Signal)
-	case m.Status == StatusCrashed && m.Target.Signal != nil:
+	case m.Status == runjson.StatusCrashed && m.Target.Signal != nil:
 		why = fmt.Sprintf("the target was killed by %s before any breakpoint took a snapshot", *m.Target.Signal)
 	default:
 		why = fmt.Sprintf("the run ended (%s) before any breakpoint took a snapshot", m.Status)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // debugger is the seam between the session and gdb: a *mi.Client in a real
@@ -50,16 +51,16 @@ func insertError(st *bpState, err error) error {
 
 // frameOf converts an MI frame tuple ({addr, func, file, fullname, line,
 // from}) into a Frame.
-func frameOf(v *mi.Value) Frame {
+func frameOf(v *mi.Value) runjson.Frame {
 	line, _ := strconv.Atoi(v.String("line"))
-	return newFrame(Frame{Function: v.String("func"), File: v.String("file"), Line: line,
+	return newFrame(runjson.Frame{Function: v.String("func"), File: v.String("file"), Line: line,
 		FullName: v.String("fullname"), Addr: v.String("addr"), From: v.String("from")})
 }
 
 // newFrame is f, with the fields as gdb gives them, as run.json records
 // it: the file's base name, as massif prints it, and "??" for a function
 // gdb cannot name.
-func newFrame(f Frame) Frame {
+func newFrame(f runjson.Frame) runjson.Frame {
 	if f.File != "" {
 		f.File = filepath.Base(f.File)
 	}
@@ -70,8 +71,8 @@ func newFrame(f Frame) Frame {
 }
 
 // framesOf converts the stack list of -stack-list-frames.
-func framesOf(list []*mi.Value) []Frame {
-	out := make([]Frame, 0, len(list))
+func framesOf(list []*mi.Value) []runjson.Frame {
+	out := make([]runjson.Frame, 0, len(list))
 	for _, v := range list {
 		out = append(out, frameOf(v))
 	}
@@ -79,10 +80,10 @@ func framesOf(list []*mi.Value) []Frame {
 }
 
 // threadsOf converts the threads list of -thread-info.
-func threadsOf(list []*mi.Value) []Thread {
-	out := make([]Thread, 0, len(list))
+func threadsOf(list []*mi.Value) []runjson.Thread {
+	out := make([]runjson.Thread, 0, len(list))
 	for _, v := range list {
-		t := Thread{
+		t := runjson.Thread{
 			ID:       v.String("id"),
 			TargetID: v.String("target-id"),
 			State:    v.String("state"),
@@ -100,8 +101,8 @@ func threadsOf(list []*mi.Value) []Thread {
 // threadsChanged compares the threads before and after the target was
 // resumed by a stop's actions and names every thread other than self that
 // ran: its frame or state changed, it is new, or it is gone.
-func threadsChanged(self string, before, after []Thread) []string {
-	old := make(map[string]Thread, len(before))
+func threadsChanged(self string, before, after []runjson.Thread) []string {
+	old := make(map[string]runjson.Thread, len(before))
 	for _, t := range before {
 		old[t.ID] = t
 	}
@@ -130,14 +131,14 @@ func threadsChanged(self string, before, after []Thread) []string {
 	return changed
 }
 
-func describeThread(t Thread) string {
+func describeThread(t runjson.Thread) string {
 	if t.TargetID == "" {
 		return t.ID
 	}
 	return t.ID + " (" + t.TargetID + ")"
 }
 
-func framePC(f *Frame) string {
+func framePC(f *runjson.Frame) string {
 	if f == nil {
 		return ""
 	}

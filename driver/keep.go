@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/snapctl/snapctl/plan"
+	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -48,7 +49,7 @@ func (s *session) readTree(t *taken, f io.Reader) (parse, keep bool, err error) 
 	last := t.bp.last[phaseIndex(t.stop.Phase)]
 	same := last.seq != 0 && last.tree == t.tree
 	switch t.stop.Phase {
-	case phaseHit:
+	case runjson.PhaseHit:
 		parse = !same || t.bp.bp.AroundCall
 	default:
 		parse = !sameCall(t)
@@ -207,7 +208,7 @@ func (s *session) remember(t *taken, kept bool) {
 
 // phaseIndex indexes bpState.last: 0 for the hit phase, 1 for the return.
 func phaseIndex(phase string) int {
-	if phase == phaseReturn {
+	if phase == runjson.PhaseReturn {
 		return 1
 	}
 	return 0

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -170,7 +171,7 @@ func TestUnchangedSnapshotNotParsed(t *testing.T) {
 	if err := s.readAgent(); err != nil {
 		t.Fatalf("readAgent = %v; the repeat was parsed", err)
 	}
-	stops := spooled[Stop](t, s.stops)
+	stops := spooled[runjson.Stop](t, s.stops)
 	diffs := spooled[snapshots.Diff](t, s.an.diffs)
 	if len(stops) != 3 || len(diffs) != 2 {
 		t.Fatalf("%d stops, %d diffs; want 3, 2", len(stops), len(diffs))

@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 const (
@@ -37,11 +38,11 @@ func signalRecord(sig string) string {
 
 var (
 	// signalFrame is the frame of signalRecord.
-	signalFrame = Frame{Function: "handle_request", File: "leak.c", Line: 23, FullName: "/src/leak.c", Addr: "0x10"}
+	signalFrame = runjson.Frame{Function: "handle_request", File: "leak.c", Line: 23, FullName: "/src/leak.c", Addr: "0x10"}
 	// fakeBacktrace is the fake's answer to -stack-list-frames.
-	fakeBacktrace = []Frame{signalFrame, {Function: "main", File: "leak.c", Line: 35, Addr: "0x20"}}
+	fakeBacktrace = []runjson.Frame{signalFrame, {Function: "main", File: "leak.c", Line: 35, Addr: "0x20"}}
 	// hitThread is the stopped thread of a hit, as the fake lists it.
-	hitThread = Thread{ID: "1", TargetID: "Thread 42", State: "stopped"}
+	hitThread = runjson.Thread{ID: "1", TargetID: "Thread 42", State: "stopped"}
 )
 
 // The commands of a stop at a plain breakpoint under the default threads
@@ -88,10 +89,10 @@ func runLoop(t *testing.T, s *session, ctx context.Context) error {
 // eventsOf returns run.json's events without their times, but for the
 // nothing-measured event that finish adds when no stop took a snapshot, as
 // most scripted runs here do (TestRunNothingMeasured checks it).
-func eventsOf(m *Manifest) []Event {
-	var out []Event
+func eventsOf(m *runjson.Manifest) []runjson.Event {
+	var out []runjson.Event
 	for _, e := range m.Events {
-		if e.Kind == EventNothingMeasured {
+		if e.Kind == runjson.EventNothingMeasured {
 			continue
 		}
 		e.Time = ""
@@ -101,7 +102,7 @@ func eventsOf(m *Manifest) []Event {
 }
 
 // phases lists run.json's stops as "breakpoint hit phase scheduler-locking".
-func phases(m *Manifest) []string {
+func phases(m *runjson.Manifest) []string {
 	var out []string
 	for _, st := range m.Stops {
 		out = append(out, strings.TrimSpace(fmt.Sprintf("%s %d %s %s", st.Breakpoint, st.Hit, st.Phase, st.SchedulerLocking)))
@@ -127,7 +128,7 @@ func checkSent(t *testing.T, fake *fakeGDB, want []string) {
 	}
 }
 
-func checkEvents(t *testing.T, m *Manifest, want []Event) {
+func checkEvents(t *testing.T, m *runjson.Manifest, want []runjson.Event) {
 	t.Helper()
 	if diff := cmp.Diff(want, eventsOf(m)); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
@@ -137,21 +138,21 @@ func checkEvents(t *testing.T, m *Manifest, want []Event) {
 // A stop that is not a plan breakpoint's is recorded as an
 // unexpected-stop event and the target goes on.
 func TestLoopUnexpectedStop(t *testing.T) {
-	otherFrame := &Frame{Function: "other", File: "other.c", Line: 5, Addr: "0x30"}
+	otherFrame := &runjson.Frame{Function: "other", File: "other.c", Line: 5, Addr: "0x30"}
 	for _, tc := range []struct {
 		name string
 		rec  string
-		want Event
+		want runjson.Event
 	}{
 		{"unknown breakpoint",
 			`*stopped,reason="breakpoint-hit",disp="keep",bkptno="7",frame={addr="0x30",func="other",args=[],file="other.c",line="5"},thread-id="2",stopped-threads="all"`,
-			Event{Kind: EventUnexpectedStop, Reason: "breakpoint-hit", Thread: Thread{ID: "2"}, Frame: otherFrame, Message: "breakpoint 7 is not the plan's"}},
+			runjson.Event{Kind: runjson.EventUnexpectedStop, Reason: "breakpoint-hit", Thread: runjson.Thread{ID: "2"}, Frame: otherFrame, Message: "breakpoint 7 is not the plan's"}},
 		{"watchpoint",
 			`*stopped,reason="watchpoint-trigger",wpt={number="3",exp="x"},value={old="1",new="2"},frame={addr="0x30",func="other",args=[],file="other.c",line="5"},thread-id="1",stopped-threads="all"`,
-			Event{Kind: EventUnexpectedStop, Reason: "watchpoint-trigger", Thread: Thread{ID: "1"}, Frame: otherFrame}},
+			runjson.Event{Kind: runjson.EventUnexpectedStop, Reason: "watchpoint-trigger", Thread: runjson.Thread{ID: "1"}, Frame: otherFrame}},
 		{"no reason",
 			`*stopped,frame={addr="0x30",func="other",args=[],file="other.c",line="5"},thread-id="1",stopped-threads="all"`,
-			Event{Kind: EventUnexpectedStop, Thread: Thread{ID: "1"}, Frame: otherFrame}},
+			runjson.Event{Kind: runjson.EventUnexpectedStop, Thread: runjson.Thread{ID: "1"}, Frame: otherFrame}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, fake := fakeSession(t, mustPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n    optional: true\n"), exitedNormally)
@@ -163,11 +164,11 @@ func TestLoopUnexpectedStop(t *testing.T) {
 			m, err := finishRun(t, s, loopErr)
 			// The optional breakpoint never hit: nothing was measured.
 			var nh *NeverHitError
-			if !errors.As(err, &nh) || !nh.Nothing || m.Status != StatusCompleted {
+			if !errors.As(err, &nh) || !nh.Nothing || m.Status != runjson.StatusCompleted {
 				t.Errorf("run ended with %v, status %q; want nothing measured, completed", err, m.Status)
 			}
 			checkSent(t, fake, []string{"-exec-continue"})
-			checkEvents(t, m, []Event{tc.want})
+			checkEvents(t, m, []runjson.Event{tc.want})
 			if len(m.Stops) != 0 || m.Breakpoints[0].Hits != 0 {
 				t.Errorf("stops %+v, hits %d; want none", m.Stops, m.Breakpoints[0].Hits)
 			}
@@ -182,9 +183,9 @@ func TestLoopSignal(t *testing.T) {
 	killedBy := func(sig string) string {
 		return `*stopped,reason="exited-signalled",signal-name="` + sig + `",signal-meaning="a signal"`
 	}
-	sigEvent := func(sig string, bt []Frame) Event {
+	sigEvent := func(sig string, bt []runjson.Frame) runjson.Event {
 		f := signalFrame
-		return Event{Kind: EventSignal, Signal: sig, Reason: "signal-received", Thread: Thread{ID: "1"}, Frame: &f, Backtrace: bt}
+		return runjson.Event{Kind: runjson.EventSignal, Signal: sig, Reason: "signal-received", Thread: runjson.Thread{ID: "1"}, Frame: &f, Backtrace: bt}
 	}
 	for _, tc := range []struct {
 		name   string
@@ -192,19 +193,19 @@ func TestLoopSignal(t *testing.T) {
 		end    string // the stop after the signal
 		noBT   bool   // gdb cannot list the frames
 		err    error
-		status Status
-		crash  *Crash
+		status runjson.Status
+		crash  *runjson.Crash
 	}{
-		{name: "handled", sig: "SIGUSR1", end: `*stopped,reason="exited",exit-code="01"`, status: StatusCompleted},
+		{name: "handled", sig: "SIGUSR1", end: `*stopped,reason="exited",exit-code="01"`, status: runjson.StatusCompleted},
 		{name: "fatal", sig: "SIGSEGV", end: killedBy("SIGSEGV"),
-			err: &CrashError{Signal: "SIGSEGV", Frame: &fakeBacktrace[0]}, status: StatusCrashed,
-			crash: &Crash{Signal: "SIGSEGV", Thread: Thread{ID: "1"}, Backtrace: fakeBacktrace}},
+			err: &CrashError{Signal: "SIGSEGV", Frame: &fakeBacktrace[0]}, status: runjson.StatusCrashed,
+			crash: &runjson.Crash{Signal: "SIGSEGV", Thread: runjson.Thread{ID: "1"}, Backtrace: fakeBacktrace}},
 		{name: "fatal, then killed by another", sig: "SIGSEGV", end: killedBy("SIGKILL"),
-			err: &CrashError{Signal: "SIGKILL"}, status: StatusCrashed,
-			crash: &Crash{Signal: "SIGSEGV", Thread: Thread{ID: "1"}, Backtrace: fakeBacktrace}},
+			err: &CrashError{Signal: "SIGKILL"}, status: runjson.StatusCrashed,
+			crash: &runjson.Crash{Signal: "SIGSEGV", Thread: runjson.Thread{ID: "1"}, Backtrace: fakeBacktrace}},
 		{name: "fatal without a backtrace", sig: "SIGABRT", end: killedBy("SIGABRT"), noBT: true,
-			err: &CrashError{Signal: "SIGABRT"}, status: StatusCrashed,
-			crash: &Crash{Signal: "SIGABRT", Thread: Thread{ID: "1"}}},
+			err: &CrashError{Signal: "SIGABRT"}, status: runjson.StatusCrashed,
+			crash: &runjson.Crash{Signal: "SIGABRT", Thread: runjson.Thread{ID: "1"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, fake := fakeSession(t, mustPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n    optional: true\n"), tc.end)
@@ -226,7 +227,7 @@ func TestLoopSignal(t *testing.T) {
 			if tc.noBT {
 				bt = nil
 			}
-			checkEvents(t, m, []Event{sigEvent(tc.sig, bt)})
+			checkEvents(t, m, []runjson.Event{sigEvent(tc.sig, bt)})
 			if diff := cmp.Diff(tc.crash, m.Target.Crash); diff != "" {
 				t.Errorf("crash (-want +got):\n%s", diff)
 			}
@@ -258,7 +259,7 @@ func TestLoopStopFails(t *testing.T) {
 		ctx    func() (context.Context, context.CancelFunc)
 		stops  []string // the stops of the continues gdb runs
 		sent   []string
-		status Status
+		status runjson.Status
 		check  func(t *testing.T, err error)
 	}{
 		{name: "run ends", plan: withCommands,
@@ -266,7 +267,7 @@ func TestLoopStopFails(t *testing.T) {
 			ctx: func() (context.Context, context.CancelFunc) {
 				return context.WithTimeoutCause(context.Background(), 50*time.Millisecond, ErrTimeout)
 			},
-			sent: firstStop, status: StatusTimeout,
+			sent: firstStop, status: runjson.StatusTimeout,
 			check: func(t *testing.T, err error) {
 				if err != ErrTimeout {
 					t.Errorf("got %v, want the run's cause, ErrTimeout", err)
@@ -279,7 +280,7 @@ func TestLoopStopFails(t *testing.T) {
 			// gdb runs the whole batch, the continue too: the
 			// run ends all the same.
 			stops: []string{exitedNormally},
-			sent:  cmds(firstStop, "-exec-continue"), status: StatusFailed,
+			sent:  cmds(firstStop, "-exec-continue"), status: runjson.StatusFailed,
 			check: func(t *testing.T, err error) {
 				var me *mi.Error
 				const want = `at breakpoint "request": -thread-info: gdb: -thread-info 1: Invalid thread id: 1`
@@ -289,7 +290,7 @@ func TestLoopStopFails(t *testing.T) {
 			}},
 		{name: "gdb dies", plan: plain,
 			fake: func(_ *session, f *fakeGDB) { f.dieAt, f.dieWith = snapshotMonitor, gdbKilled },
-			sent: firstStop, status: StatusFailed,
+			sent: firstStop, status: runjson.StatusFailed,
 			check: func(t *testing.T, err error) {
 				want := &ToolError{Tool: "gdb", Msg: "was killed by SIGKILL during the run", Tail: "Fatal signal: Segmentation fault"}
 				if diff := cmp.Diff(want, err); diff != "" {
@@ -306,7 +307,7 @@ func TestLoopStopFails(t *testing.T) {
 					"-exec-continue": "The program is not being run.",
 				}
 			},
-			sent: cmds(firstStop, "-exec-continue"), status: StatusFailed,
+			sent: cmds(firstStop, "-exec-continue"), status: runjson.StatusFailed,
 			check: func(t *testing.T, err error) {
 				want := &ToolError{Tool: "vgdb", Msg: `the connection to valgrind was lost (gdb: "Remote communication error.  Target disconnected.: Connection reset by peer.") and the target's process exited with status 0: vgdb exited or was killed, or the target called exec (valgrind follows exec only with --trace-children=yes)`}
 				if diff := cmp.Diff(want, err); diff != "" {
@@ -379,14 +380,14 @@ func TestLoopStopAbandoned(t *testing.T) {
 			var nh *NeverHitError
 			var early *EndedEarlyError
 			switch {
-			case tc.exit != 0 && (!errors.As(err, &early) || early.ExitCode != tc.exit || m.Status != StatusCompleted):
+			case tc.exit != 0 && (!errors.As(err, &early) || early.ExitCode != tc.exit || m.Status != runjson.StatusCompleted):
 				// The abandoned stop was the only one and the target
 				// failed: it ended before anything was measured.
 				t.Errorf("run ended with %v, status %q; want the target ended early, completed", err, m.Status)
-			case tc.exit == 0 && len(tc.hits) == 0 && (!errors.As(err, &nh) || !nh.Nothing || m.Status != StatusCompleted):
+			case tc.exit == 0 && len(tc.hits) == 0 && (!errors.As(err, &nh) || !nh.Nothing || m.Status != runjson.StatusCompleted):
 				// The abandoned stop was the only one: nothing measured.
 				t.Errorf("run ended with %v, status %q; want nothing measured, completed", err, m.Status)
-			case len(tc.hits) > 0 && (err != nil || m.Status != StatusCompleted):
+			case len(tc.hits) > 0 && (err != nil || m.Status != runjson.StatusCompleted):
 				t.Errorf("run ended with %v, status %q; want nil, completed", err, m.Status)
 			}
 			checkSent(t, fake, tc.sent)
@@ -459,7 +460,7 @@ func TestLoopChildGone(t *testing.T) {
 			}
 			m, _ := finishRun(t, s, loopErr)
 			checkSent(t, fake, nil)
-			if m.Status != StatusFailed || !strings.HasPrefix(m.Error, tc.want.Tool+": ") {
+			if m.Status != runjson.StatusFailed || !strings.HasPrefix(m.Error, tc.want.Tool+": ") {
 				t.Errorf("status %q, error %q; want failed, naming %s", m.Status, m.Error, tc.want.Tool)
 			}
 		})
@@ -478,14 +479,14 @@ func TestLoopAroundCallFailed(t *testing.T) {
 		t.Fatal(loopErr)
 	}
 	m, err := finishRun(t, s, loopErr)
-	if err != nil || m.Status != StatusCompleted {
+	if err != nil || m.Status != runjson.StatusCompleted {
 		t.Errorf("run ended with %v, status %q; want nil, completed", err, m.Status)
 	}
 	checkSent(t, fake, cmds(aroundStop,
 		"-gdb-show scheduler-locking", "-gdb-set scheduler-locking on",
 		"-exec-finish",
 		"-gdb-set scheduler-locking replay", "-exec-continue"))
-	checkEvents(t, m, []Event{{Kind: EventAroundCallFailed, Thread: hitThread,
+	checkEvents(t, m, []runjson.Event{{Kind: runjson.EventAroundCallFailed, Thread: hitThread,
 		Message: `breakpoint "request" hit 1: finish: "finish" not meaningful in the outermost frame.`}})
 	if diff := cmp.Diff([]string{"request 1 hit on"}, phases(m)); diff != "" {
 		t.Errorf("stops (-want +got):\n%s", diff)
@@ -539,7 +540,7 @@ func TestLoopAroundCallCutShort(t *testing.T) {
 				t.Fatal(loopErr)
 			}
 			m, err := finishRun(t, s, loopErr)
-			if err != nil || m.Status != StatusCompleted {
+			if err != nil || m.Status != runjson.StatusCompleted {
 				t.Errorf("run ended with %v, status %q; want nil, completed", err, m.Status)
 			}
 			checkSent(t, fake, tc.sent)
@@ -550,7 +551,7 @@ func TestLoopAroundCallCutShort(t *testing.T) {
 			if diff := cmp.Diff(tc.events, kinds); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
 			}
-			want := Event{Kind: EventAroundCallCutShort, Reason: tc.reason, Thread: hitThread,
+			want := runjson.Event{Kind: runjson.EventAroundCallCutShort, Reason: tc.reason, Thread: hitThread,
 				Message: `breakpoint "request" hit 1: ` + tc.reason + ` before the call returned`}
 			if diff := cmp.Diff(want, eventsOf(m)[0]); diff != "" {
 				t.Errorf("event (-want +got):\n%s", diff)
@@ -624,7 +625,7 @@ func TestLoopSchedulerLocking(t *testing.T) {
 				t.Fatal(loopErr)
 			}
 			m, err := finishRun(t, s, loopErr)
-			if err != nil || m.Status != StatusCompleted {
+			if err != nil || m.Status != runjson.StatusCompleted {
 				t.Errorf("run ended with %v, status %q; want nil, completed", err, m.Status)
 			}
 			checkSent(t, fake, tc.sent)
@@ -654,7 +655,7 @@ func TestLoopSchedulerLockingNotRestored(t *testing.T) {
 	if diff := cmp.Diff([]string{"request 1 hit on"}, phases(m)); diff != "" {
 		t.Errorf("stops (-want +got):\n%s", diff)
 	}
-	if m.Status != StatusFailed {
+	if m.Status != runjson.StatusFailed {
 		t.Errorf("status %q, want failed", m.Status)
 	}
 }
@@ -686,7 +687,7 @@ func TestLoopCancelled(t *testing.T) {
 			if diff := cmp.Diff(tc.exit, m.Target.ExitCode); diff != "" {
 				t.Errorf("exit code (-want +got):\n%s", diff)
 			}
-			if m.Status != StatusInterrupt || len(m.Stops) != 0 {
+			if m.Status != runjson.StatusInterrupt || len(m.Stops) != 0 {
 				t.Errorf("status %q, stops %+v; want interrupted, none", m.Status, m.Stops)
 			}
 		})

@@ -16,6 +16,7 @@ import (
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/internal/child"
 	"github.com/snapctl/snapctl/plan"
+	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -194,7 +195,7 @@ func TestLoopEveryMaxHits(t *testing.T) {
 	}
 	var hits []int
 	var heaps []int64
-	for _, stop := range spooled[Stop](t, s.stops) {
+	for _, stop := range spooled[runjson.Stop](t, s.stops) {
 		hits = append(hits, stop.Hit)
 		heaps = append(heaps, stop.HeapBytes)
 		if stop.Thread.TargetID != "Thread 42" || len(stop.Backtrace) != 2 || stop.Frame.File != "leak.c" {
@@ -260,7 +261,7 @@ func TestLoopInterruptBringsAnotherStop(t *testing.T) {
 				t.Fatal(err)
 			}
 			var hits []int
-			for _, stop := range spooled[Stop](t, s.stops) {
+			for _, stop := range spooled[runjson.Stop](t, s.stops) {
 				hits = append(hits, stop.Hit)
 			}
 			if diff := cmp.Diff(tc.hits, hits); diff != "" {
@@ -340,9 +341,9 @@ func mustRecord(t *testing.T, line string) *mi.Record {
 }
 
 func TestThreadsChanged(t *testing.T) {
-	f := func(addr string) *Frame { return &Frame{Function: "f", Addr: addr} }
-	before := []Thread{{ID: "1", Frame: f("0x1")}, {ID: "2", TargetID: "Thread 2", Frame: f("0x2"), State: "stopped"}, {ID: "3", Frame: f("0x3")}}
-	after := []Thread{{ID: "1", Frame: f("0x9")}, {ID: "2", TargetID: "Thread 2", Frame: f("0x5"), State: "stopped"}, {ID: "4", Frame: f("0x4")}}
+	f := func(addr string) *runjson.Frame { return &runjson.Frame{Function: "f", Addr: addr} }
+	before := []runjson.Thread{{ID: "1", Frame: f("0x1")}, {ID: "2", TargetID: "Thread 2", Frame: f("0x2"), State: "stopped"}, {ID: "3", Frame: f("0x3")}}
+	after := []runjson.Thread{{ID: "1", Frame: f("0x9")}, {ID: "2", TargetID: "Thread 2", Frame: f("0x5"), State: "stopped"}, {ID: "4", Frame: f("0x4")}}
 	got := threadsChanged("1", before, after)
 	want := []string{"2 (Thread 2): frame changed", "4: new", "3: exited"}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -374,7 +375,7 @@ func TestFrameArgumentsOncePerSession(t *testing.T) {
 			t.Errorf("sent %q at a stop", l)
 		}
 	}
-	if n := len(spooled[Stop](t, s.stops)); n != 2 {
+	if n := len(spooled[runjson.Stop](t, s.stops)); n != 2 {
 		t.Errorf("%d stops, want 2", n)
 	}
 	plain, err := plan.Parse("plan.yaml", []byte("breakpoints:\n  - name: request\n    location: handle_request\n"))
@@ -407,14 +408,14 @@ func valgrindEnded(t *testing.T, s *session, killed bool) {
 
 // finishRun ends a scripted session as a run does once its stop loop has
 // returned loopErr, and returns run.json as written and the run's error.
-func finishRun(t *testing.T, s *session, loopErr error) (*Manifest, error) {
+func finishRun(t *testing.T, s *session, loopErr error) (*runjson.Manifest, error) {
 	t.Helper()
 	_, err := s.finish(&Result{Dir: s.dir, Manifest: s.m, Plan: s.plan}, loopErr)
 	data, rerr := os.ReadFile(filepath.Join(s.dir, manifestFile))
 	if rerr != nil {
 		t.Fatal(rerr)
 	}
-	var m Manifest
+	var m runjson.Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
 		t.Fatal(err)
 	}

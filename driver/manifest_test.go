@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -18,10 +19,10 @@ import (
 // the run was; an empty run has empty lists, not nulls.
 func TestWriteManifestStreams(t *testing.T) {
 	code := 0
-	m := &Manifest{
-		Schema: Schema, Status: StatusCompleted, StartedAt: time.Unix(1, 0).UTC(), FinishedAt: time.Unix(2, 0).UTC(),
-		Plan: planFile, Target: Target{Argv: []string{"./leak", "a <b>"}, ExitCode: &code},
-		Breakpoints: []BreakpointSummary{{Name: "request", Location: "handle_request", Hits: 3, Snapshots: 3, Unchanged: 1, KeepSnapshots: "changed"}},
+	m := &runjson.Manifest{
+		Schema: runjson.Schema, Status: runjson.StatusCompleted, StartedAt: time.Unix(1, 0).UTC(), FinishedAt: time.Unix(2, 0).UTC(),
+		Plan: planFile, Target: runjson.Target{Argv: []string{"./leak", "a <b>"}, ExitCode: &code},
+		Breakpoints: []runjson.BreakpointSummary{{Name: "request", Location: "handle_request", Hits: 3, Snapshots: 3, Unchanged: 1, KeepSnapshots: "changed"}},
 		Suspects:    []snapshots.Suspect{{Breakpoint: "request", GrowthPerHit: 16, StackID: new(0)}},
 		Stacks:      [][]snapshots.Frame{{{Function: "keep"}, {Function: "main"}}},
 	}
@@ -32,12 +33,12 @@ func TestWriteManifestStreams(t *testing.T) {
 	defer diffs.close()
 	whole := *m
 	// A message that looks like one of the lists' own lines.
-	ev := Event{Kind: EventSignal, Message: "a\n  \"stops\": []"}
+	ev := runjson.Event{Kind: runjson.EventSignal, Message: "a\n  \"stops\": []"}
 	events.add(&ev)
-	whole.Events = []Event{ev}
+	whole.Events = []runjson.Event{ev}
 	for i := 1; i <= 3; i++ {
-		st := Stop{Seq: i, Breakpoint: "request", Hit: i, Phase: phaseHit, Snapshot: snapshotName(i, "request", i, phaseHit),
-			Backtrace: []Frame{{Function: "f", File: "leak.c", Line: 3}}, HeapBytes: int64(16 * i)}
+		st := runjson.Stop{Seq: i, Breakpoint: "request", Hit: i, Phase: runjson.PhaseHit, Snapshot: snapshotName(i, "request", i, runjson.PhaseHit),
+			Backtrace: []runjson.Frame{{Function: "f", File: "leak.c", Line: 3}}, HeapBytes: int64(16 * i)}
 		if i == 3 {
 			st.Snapshot, st.SameAsSeq = "", 2
 		}
@@ -53,7 +54,7 @@ func TestWriteManifestStreams(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		spools manifestSpools
-		want   *Manifest
+		want   *runjson.Manifest
 	}{
 		{"full", manifestSpools{stops: stops, events: events, diffs: diffs}, &whole},
 		{"empty", manifestSpools{}, m},
@@ -68,7 +69,7 @@ func TestWriteManifestStreams(t *testing.T) {
 		}
 		w := *tc.want
 		if w.Stops == nil {
-			w.Stops, w.Events, w.Diffs = []Stop{}, []Event{}, []*snapshots.Diff{}
+			w.Stops, w.Events, w.Diffs = []runjson.Stop{}, []runjson.Event{}, []*snapshots.Diff{}
 		}
 		want, _ := json.MarshalIndent(&w, "", "  ")
 		want = append(want, '\n')
@@ -110,7 +111,7 @@ func TestManifestStacksOnce(t *testing.T) {
 			t.Errorf("diff %d..%d for the reports lost its stack: %+v", d.FromSeq, d.ToSeq, d.Sites[0])
 		}
 	}
-	m := &Manifest{Schema: Schema, Suspects: a.stacks.InternSuspects([]snapshots.Suspect{{Frame: other[0], Stack: other, Breakpoint: "request"}}),
+	m := &runjson.Manifest{Schema: runjson.Schema, Suspects: a.stacks.InternSuspects([]snapshots.Suspect{{Frame: other[0], Stack: other, Breakpoint: "request"}}),
 		Stacks: a.stacks.Stacks()}
 	stops := newSpool("stops-*")
 	stops.dir = t.TempDir()
@@ -131,7 +132,7 @@ func TestManifestStacksOnce(t *testing.T) {
 	if n := bytes.Count(data, []byte(`"stack_id": 1`)); n != 4 {
 		t.Errorf("%d references to stack 1, want 4 (three diffs and the suspect)", n)
 	}
-	var got Manifest
+	var got runjson.Manifest
 	if err := json.Unmarshal(data, &got); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // massifBackend runs the target under valgrind's massif, which gdb reaches
@@ -86,7 +87,7 @@ func (b massifBackend) monitor() string {
 }
 
 // keep moves the snapshot into the run directory's snapshots/.
-func (massifBackend) keep(s *session, m measurement, stop *Stop) (string, error) {
+func (massifBackend) keep(s *session, m measurement, stop *runjson.Stop) (string, error) {
 	stop.Snapshot = snapshotName(stop.Seq, stop.Breakpoint, stop.Hit, stop.Phase)
 	return s.stageSnapshot(m.path, stop)
 }

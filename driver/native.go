@@ -13,6 +13,7 @@ import (
 
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/plan"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // nativeBackend runs the program natively under gdb, or attaches gdb to a
@@ -265,7 +266,7 @@ func (b *nativeBackend) agentMeasure() string {
 }
 
 // keep reads the measurement into the stop; its file, if any, goes.
-func (b *nativeBackend) keep(s *session, ms measurement, stop *Stop) (string, error) {
+func (b *nativeBackend) keep(s *session, ms measurement, stop *runjson.Stop) (string, error) {
 	data := ms.data
 	if data == nil {
 		var err error
@@ -275,7 +276,7 @@ func (b *nativeBackend) keep(s *session, ms measurement, stop *Stop) (string, er
 			return "", fmt.Errorf("reading the measurement at stop %d: %w", stop.Seq, err)
 		}
 	}
-	var m Memory
+	var m runjson.Memory
 	if err := json.Unmarshal(data, &m); err != nil {
 		return "", fmt.Errorf("reading the measurement at stop %d: %w", stop.Seq, err)
 	}
@@ -285,16 +286,16 @@ func (b *nativeBackend) keep(s *session, ms measurement, stop *Stop) (string, er
 		if !strings.Contains(why, "glibc") {
 			why += ": a static binary, or a C library that is not glibc"
 		}
-		s.event(Event{Kind: EventNoAllocatorState, Message: fmt.Sprintf(
+		s.event(runjson.Event{Kind: runjson.EventNoAllocatorState, Message: fmt.Sprintf(
 			"glibc's allocator cannot be read (%s); only resident memory is recorded", why)})
 		fmt.Fprintf(s.opts.Warn, "warning: glibc's allocator cannot be read in this program (%s): only resident memory is recorded\n", m.AllocatorError)
 	}
 	if m.BusyError != "" {
-		s.event(Event{Kind: EventAllocatorBusy, Message: fmt.Sprintf(
+		s.event(runjson.Event{Kind: runjson.EventAllocatorBusy, Message: fmt.Sprintf(
 			"breakpoint %q hit %d: %s; this stop records resident memory only", stop.Breakpoint, stop.Hit, m.BusyError)})
 	}
 	if m.CallError != "" {
-		s.event(Event{Kind: EventAllocatorCallFailed, Message: fmt.Sprintf(
+		s.event(runjson.Event{Kind: runjson.EventAllocatorCallFailed, Message: fmt.Sprintf(
 			"breakpoint %q hit %d: %s; this stop records resident memory only", stop.Breakpoint, stop.Hit, m.CallError)})
 	}
 	m.AllocatorError, m.CallError, m.BusyError = "", "", ""
@@ -309,7 +310,7 @@ func (b *nativeBackend) keep(s *session, ms measurement, stop *Stop) (string, er
 // and the breakpoint's previous one, and within an around_call's call.
 func (b *nativeBackend) record(s *session, t *taken) error {
 	t.bp.sum.Snapshots++
-	if t.stop.Phase == phaseHit {
+	if t.stop.Phase == runjson.PhaseHit {
 		t.bp.hitSnapshots++
 		if n := t.bp.bp.EndRunAfter; n > 0 && t.bp.hitSnapshots == n {
 			s.endTarget(fmt.Sprintf("breakpoint %q took %d snapshots (end_run_after)", t.bp.bp.Name, n))
@@ -354,7 +355,7 @@ func hasFeature(r *mi.Result, name string) bool {
 // event, and finishes the call's frame. It returns the stop that followed
 // (the return, or whatever came first) or released false when the call's
 // frame is not on the stack any more.
-func (s *session) releaseLock(ctx context.Context, st *bpState, stop *Stop, hit int, restore func(context.Context) error) (released bool, rec *mi.Record, err error) {
+func (s *session) releaseLock(ctx context.Context, st *bpState, stop *runjson.Stop, hit int, restore func(context.Context) error) (released bool, rec *mi.Record, err error) {
 	lctx, cancel := context.WithTimeout(ctx, s.stopTimeout())
 	defer cancel()
 	if err := restore(lctx); err != nil {
@@ -370,7 +371,7 @@ func (s *session) releaseLock(ctx context.Context, st *bpState, stop *Stop, hit 
 			level = f.String("level") // the outermost: the call itself
 		}
 	}
-	s.event(Event{Kind: EventSchedulerLockReleased, Thread: stop.Thread,
+	s.event(runjson.Event{Kind: runjson.EventSchedulerLockReleased, Thread: stop.Thread,
 		Message: fmt.Sprintf("breakpoint %q hit %d: the call did not return within %v with only its thread running; scheduler-locking released, every thread runs until it returns", st.bp.Name, hit, s.stopTimeout())})
 	if level == "" {
 		return false, nil, nil
@@ -416,7 +417,7 @@ func (s *session) taskSwitches() map[string]int64 {
 
 // threadsRan names the threads other than self whose context switches
 // changed since before (taskSwitches): they ran.
-func (s *session) threadsRan(before map[string]int64, self Thread) []string {
+func (s *session) threadsRan(before map[string]int64, self runjson.Thread) []string {
 	if before == nil {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // fixtureProcs returns the test's live processes that run bin: a child
@@ -39,7 +40,7 @@ func TestNativeFork(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if m.Status != StatusCompleted || m.Target.ExitCode == nil || *m.Target.ExitCode != 0 {
+				if m.Status != runjson.StatusCompleted || m.Target.ExitCode == nil || *m.Target.ExitCode != 0 {
 					t.Fatalf("status %s, target %+v, events %+v", m.Status, m.Target, m.Events)
 				}
 				if len(m.Stops) != 4 || len(m.Events) != 0 {
@@ -89,7 +90,7 @@ func TestNativeAttachFork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Status != StatusCompleted || len(m.Stops) != 5 || !m.Native.Detached {
+	if m.Status != runjson.StatusCompleted || len(m.Stops) != 5 || !m.Native.Detached {
 		t.Fatalf("status %s, %d stops, native %+v, events %+v", m.Status, len(m.Stops), m.Native, m.Events)
 	}
 	for _, d := range nativeDiffs(t, res.Dir) {
@@ -138,13 +139,13 @@ func TestNativeExec(t *testing.T) {
 					t.Errorf("message %q does not say %q", msg, want)
 				}
 			}
-			if m.Status != StatusFailed || m.ExitCode == nil || *m.ExitCode != ExitExec || m.ExitReason != ReasonExec || m.Target.Exec != bin {
+			if m.Status != runjson.StatusFailed || m.ExitCode == nil || *m.ExitCode != ExitExec || m.ExitReason != ReasonExec || m.Target.Exec != bin {
 				t.Errorf("status %s, exit %v %s, target %+v", m.Status, m.ExitCode, m.ExitReason, m.Target)
 			}
 			if len(m.Stops) != 2 || len(m.Diffs) != 1 || *nativeDiffs(t, res.Dir)[0].MemoryDelta.HeapInUseBytes != 100*112 {
 				t.Errorf("%d stops, diffs %+v; want 2 stops, one diff of 11200", len(m.Stops), nativeDiffs(t, res.Dir))
 			}
-			if !slices.ContainsFunc(m.Events, func(e Event) bool { return e.Kind == "target-exec" && e.Message == msg }) {
+			if !slices.ContainsFunc(m.Events, func(e runjson.Event) bool { return e.Kind == "target-exec" && e.Message == msg }) {
 				t.Errorf("events %+v: no target-exec", m.Events)
 			}
 			if strings.Contains(out.String(), "after exec") {

@@ -22,11 +22,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/preflight"
+	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
 // runNative runs plan (whose backend is native) on binary with args.
-func runNative(t *testing.T, opts Options, plan, binary string, args ...string) (*Result, *Manifest, error) {
+func runNative(t *testing.T, opts Options, plan, binary string, args ...string) (*Result, *runjson.Manifest, error) {
 	t.Helper()
 	testenv.MustHave(t, "gdb")
 	res, err := runSession(t, opts, plan, binary, args...)
@@ -81,7 +82,7 @@ func TestNativeLeak(t *testing.T) {
 				t.Fatalf("verdicts %+v", m.Verdicts)
 			}
 			v := m.Verdicts[0]
-			if v.Verdict != VerdictLeak || *v.Figures.InUseGrowth != 5*11200 || *v.Figures.InUsePerHit != 11200 || v.Figures.InUseIntervals != 5 {
+			if v.Verdict != runjson.VerdictLeak || *v.Figures.InUseGrowth != 5*11200 || *v.Figures.InUsePerHit != 11200 || v.Figures.InUseIntervals != 5 {
 				t.Errorf("verdict %+v, figures %+v", v, v.Figures)
 			}
 			if !strings.Contains(v.Sentence, "--backend massif") {
@@ -96,9 +97,9 @@ func TestNativeLeak(t *testing.T) {
 }
 
 // nativeDiffs reads run.json's diffs as the native backend writes them.
-func nativeDiffs(t *testing.T, dir string) []MemoryDiff {
+func nativeDiffs(t *testing.T, dir string) []runjson.MemoryDiff {
 	t.Helper()
-	var m struct{ Diffs []MemoryDiff }
+	var m struct{ Diffs []runjson.MemoryDiff }
 	readJSON(t, filepath.Join(dir, manifestFile), &m)
 	return m.Diffs
 }
@@ -118,7 +119,7 @@ func TestNativeRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Verdicts) != 1 || m.Verdicts[0].Verdict != VerdictRetention {
+	if len(m.Verdicts) != 1 || m.Verdicts[0].Verdict != runjson.VerdictRetention {
 		t.Fatalf("verdicts %+v", m.Verdicts)
 	}
 	f := m.Verdicts[0].Figures
@@ -150,7 +151,7 @@ func TestNativeRetention(t *testing.T) {
 	}
 	// What the trim released is in every report, and in the verdict.
 	v := m.Verdicts[0]
-	if v.Verdict != VerdictRetention || v.Figures.TrimReleased == nil || *v.Figures.TrimReleased != *m.Stops[len(m.Stops)-1].Memory.TrimReleasedBytes {
+	if v.Verdict != runjson.VerdictRetention || v.Figures.TrimReleased == nil || *v.Figures.TrimReleased != *m.Stops[len(m.Stops)-1].Memory.TrimReleasedBytes {
 		t.Fatalf("verdict %+v, figures %+v", v, v.Figures)
 	}
 	released := "malloc_trim(0) released up to " + snapshots.FormatBytes(*v.Figures.TrimReleased) + " at a stop, " + snapshots.FormatBytes(*v.Figures.TrimReleasedTotal) + " in all"
@@ -188,7 +189,7 @@ func TestNativeOutsideHeap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Verdicts) != 1 || m.Verdicts[0].Verdict != VerdictOutsideHeap {
+	if len(m.Verdicts) != 1 || m.Verdicts[0].Verdict != runjson.VerdictOutsideHeap {
 		t.Fatalf("verdicts %+v", m.Verdicts)
 	}
 	f := m.Verdicts[0].Figures
@@ -220,7 +221,7 @@ func TestNativeLockedCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var within []MemoryDiff
+	var within []runjson.MemoryDiff
 	for _, d := range nativeDiffs(t, res.Dir) {
 		if d.Kind == "within-call" {
 			within = append(within, d)
@@ -238,7 +239,7 @@ func TestNativeLockedCall(t *testing.T) {
 		if s.Memory == nil || s.Memory.Arenas == nil || *s.Memory.Arenas != 2 {
 			t.Errorf("stop %d: memory %+v, want 2 arenas", s.Seq, s.Memory)
 		}
-		if s.Phase != phaseReturn {
+		if s.Phase != runjson.PhaseReturn {
 			continue
 		}
 		if s.OtherThreadsRan == nil || *s.OtherThreadsRan || s.SchedulerLocking != "on" {
@@ -257,14 +258,14 @@ func TestNativeLockReleased(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Status != StatusCompleted || len(m.Stops) != 2 {
+	if m.Status != runjson.StatusCompleted || len(m.Stops) != 2 {
 		t.Fatalf("status %s, %d stops, events %+v", m.Status, len(m.Stops), m.Events)
 	}
 	ret := m.Stops[1]
-	if ret.Phase != phaseReturn || !ret.SchedulerLockReleased || ret.OtherThreadsRan == nil || !*ret.OtherThreadsRan {
+	if ret.Phase != runjson.PhaseReturn || !ret.SchedulerLockReleased || ret.OtherThreadsRan == nil || !*ret.OtherThreadsRan {
 		t.Errorf("return stop %+v", ret)
 	}
-	if !slices.ContainsFunc(m.Events, func(e Event) bool { return e.Kind == EventSchedulerLockReleased }) {
+	if !slices.ContainsFunc(m.Events, func(e runjson.Event) bool { return e.Kind == runjson.EventSchedulerLockReleased }) {
 		t.Errorf("events %+v: no scheduler-lock-released", m.Events)
 	}
 }
@@ -279,7 +280,7 @@ func TestNativeUnlockedCallSeesOtherThreads(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range m.Stops {
-		if s.Phase == phaseReturn && (s.OtherThreadsRan == nil || !*s.OtherThreadsRan) {
+		if s.Phase == runjson.PhaseReturn && (s.OtherThreadsRan == nil || !*s.OtherThreadsRan) {
 			t.Errorf("return stop %d: other_threads_ran %v with scheduler_locking off", s.Seq, s.OtherThreadsRan)
 		}
 	}
@@ -315,7 +316,7 @@ func TestNativeAttach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Status != StatusCompleted || len(m.Stops) != 5 || m.Native == nil || m.Native.AttachedPid != pid || !m.Native.Detached {
+	if m.Status != runjson.StatusCompleted || len(m.Stops) != 5 || m.Native == nil || m.Native.AttachedPid != pid || !m.Native.Detached {
 		t.Fatalf("status %s, %d stops, native %+v", m.Status, len(m.Stops), m.Native)
 	}
 	// 100 bytes leaked per tick: one 112-byte chunk between stops.
@@ -406,7 +407,7 @@ func TestNativeNoAllocator(t *testing.T) {
 	}
 	n := 0
 	for _, e := range m.Events {
-		if e.Kind == EventNoAllocatorState {
+		if e.Kind == runjson.EventNoAllocatorState {
 			n++
 		}
 	}
@@ -438,14 +439,14 @@ func TestNativeCorruptHeap(t *testing.T) {
 			if len(m.Stops) != 1 || m.Stops[0].Memory == nil || m.Stops[0].Memory.RSSBytes <= 0 || m.Stops[0].Memory.HeapInUseBytes != nil {
 				t.Fatalf("stops %+v, want one with resident memory only", m.Stops)
 			}
-			var kinds []EventKind
+			var kinds []runjson.EventKind
 			for _, e := range m.Events {
 				kinds = append(kinds, e.Kind)
-				if e.Kind == EventAllocatorCallFailed && !strings.Contains(e.Message, `breakpoint "round" hit 1: mallinfo2() raised SIGABRT`) {
+				if e.Kind == runjson.EventAllocatorCallFailed && !strings.Contains(e.Message, `breakpoint "round" hit 1: mallinfo2() raised SIGABRT`) {
 					t.Errorf("event message %q", e.Message)
 				}
 			}
-			if !slices.Contains(kinds, EventAllocatorCallFailed) || slices.Contains(kinds, EventNoAllocatorState) || warn.String() != "" {
+			if !slices.Contains(kinds, runjson.EventAllocatorCallFailed) || slices.Contains(kinds, runjson.EventNoAllocatorState) || warn.String() != "" {
 				t.Errorf("events %q, warnings %q; want allocator-call-failed and no claim that the allocator cannot be read", kinds, warn.String())
 			}
 		})
@@ -686,7 +687,7 @@ func TestNativeAttachWorkload(t *testing.T) {
 	}
 	// How many ticks fit in the workload's half second depends on the
 	// machine's load; one shows the breakpoint was in place.
-	if m.Status != StatusCompleted || len(m.Stops) < 1 || !m.Native.Detached || m.Target.Signal != nil {
+	if m.Status != runjson.StatusCompleted || len(m.Stops) < 1 || !m.Native.Detached || m.Target.Signal != nil {
 		t.Fatalf("status %s, %d stops, native %+v, signal %v", m.Status, len(m.Stops), m.Native, m.Target.Signal)
 	}
 	before := switches(t, pid)
@@ -792,10 +793,10 @@ func TestNativeFSTWorkload(t *testing.T) {
 		leak     bool
 		findings []string
 	}{
-		{"retention-1", false, []string{VerdictRetention}},
-		{"retention-2", false, []string{VerdictRetention}},
-		{"retention-3", false, []string{VerdictRetention}},
-		{"leak", true, []string{VerdictLeak, VerdictRetention}},
+		{"retention-1", false, []string{runjson.VerdictRetention}},
+		{"retention-2", false, []string{runjson.VerdictRetention}},
+		{"retention-3", false, []string{runjson.VerdictRetention}},
+		{"leak", true, []string{runjson.VerdictLeak, runjson.VerdictRetention}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

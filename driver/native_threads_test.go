@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // Native stops in programs with many threads, on both stop paths: the
@@ -25,7 +26,7 @@ import (
 
 // runNativeOut is runNative with the target's standard output, which the
 // fixtures use to say what they counted.
-func runNativeOut(t *testing.T, opts Options, plan, binary string, args ...string) (*Manifest, string, error) {
+func runNativeOut(t *testing.T, opts Options, plan, binary string, args ...string) (*runjson.Manifest, string, error) {
 	t.Helper()
 	var out testenv.Buffer
 	opts.Stdout = &out
@@ -62,11 +63,11 @@ var nativePaths = []struct {
 // that they add up: in use and free make the arenas' bytes. A stop at
 // which another thread was inside the allocator (allocator-busy, which
 // busy allows) has resident memory only.
-func checkFigures(t *testing.T, m *Manifest, busy bool) {
+func checkFigures(t *testing.T, m *runjson.Manifest, busy bool) {
 	t.Helper()
 	events := 0
 	for _, e := range m.Events {
-		if e.Kind == EventAllocatorBusy {
+		if e.Kind == runjson.EventAllocatorBusy {
 			events++
 		}
 	}
@@ -114,7 +115,7 @@ func TestNativeDemo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(out, "served 60 requests") || m.Status != StatusCompleted {
+			if !strings.Contains(out, "served 60 requests") || m.Status != runjson.StatusCompleted {
 				t.Fatalf("status %s, output %q", m.Status, out)
 			}
 			// 60 requests: 10 skipped, then one measurement every 10th.
@@ -122,7 +123,7 @@ func TestNativeDemo(t *testing.T) {
 				t.Fatalf("breakpoints %+v, %d stops; want 50 hits, 5 stops", m.Breakpoints, len(m.Stops))
 			}
 			checkFigures(t, m, true)
-			if len(m.Verdicts) != 1 || m.Verdicts[0].Verdict != VerdictLeak {
+			if len(m.Verdicts) != 1 || m.Verdicts[0].Verdict != runjson.VerdictLeak {
 				t.Errorf("verdicts %+v, want a leak", m.Verdicts)
 			}
 		})
@@ -191,7 +192,7 @@ func TestNativeThreads(t *testing.T) {
 				calls := counted(t, out, "calls")
 				threads, _ := strconv.Atoi(c.args[0])
 				per, _ := strconv.Atoi(c.args[1])
-				if calls != threads*per || m.Breakpoints[0].Hits != calls || len(m.Stops) != calls || m.Status != StatusCompleted {
+				if calls != threads*per || m.Breakpoints[0].Hits != calls || len(m.Stops) != calls || m.Status != runjson.StatusCompleted {
 					t.Fatalf("status %s, %d calls, %d hits, %d stops, events %+v", m.Status, calls, m.Breakpoints[0].Hits, len(m.Stops), m.Events)
 				}
 				checkFigures(t, m, true)
@@ -216,12 +217,12 @@ func TestNativeThreadsAroundCall(t *testing.T) {
 				t.Fatal(err)
 			}
 			calls := counted(t, out, "calls")
-			if calls != 40 || m.Breakpoints[0].Hits != calls || m.Status != StatusCompleted {
+			if calls != 40 || m.Breakpoints[0].Hits != calls || m.Status != runjson.StatusCompleted {
 				t.Fatalf("status %s, %d calls, %d hits, events %+v", m.Status, calls, m.Breakpoints[0].Hits, m.Events)
 			}
 			hits := 0
 			for _, s := range m.Stops {
-				if s.Phase == phaseHit {
+				if s.Phase == runjson.PhaseHit {
 					hits++
 				}
 			}
@@ -255,7 +256,7 @@ func TestNativeLockHeld(t *testing.T) {
 			}
 			busy := 0
 			for _, e := range m.Events {
-				if e.Kind == EventAllocatorBusy && strings.Contains(e.Message, "holds the lock of 1 of glibc's") {
+				if e.Kind == runjson.EventAllocatorBusy && strings.Contains(e.Message, "holds the lock of 1 of glibc's") {
 					busy++
 				}
 			}
@@ -267,7 +268,7 @@ func TestNativeLockHeld(t *testing.T) {
 					t.Errorf("stop %d (lock held: %v): memory %+v", s.Seq, held, s.Memory)
 				}
 			}
-			checkFigures(t, &Manifest{Stops: m.Stops[4:]}, false)
+			checkFigures(t, &runjson.Manifest{Stops: m.Stops[4:]}, false)
 		})
 	}
 }
@@ -295,14 +296,14 @@ func TestNativeSignalHandler(t *testing.T) {
 			}
 			busy := 0
 			for _, e := range m.Events {
-				if e.Kind == EventAllocatorBusy {
+				if e.Kind == runjson.EventAllocatorBusy {
 					busy++
 				}
 			}
 			if busy != 3 {
 				t.Errorf("%d allocator-busy events, want 3: %+v", busy, m.Events)
 			}
-			checkFigures(t, &Manifest{Stops: m.Stops[3:]}, false)
+			checkFigures(t, &runjson.Manifest{Stops: m.Stops[3:]}, false)
 		})
 	}
 }
@@ -365,7 +366,7 @@ func TestNativeFullTmpdir(t *testing.T) {
 			// tmpfs; the program runs for seconds); then TMPDIR fills up.
 			for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
 				paths, _ := filepath.Glob(filepath.Join(filepath.Dir(tmp), "*", "run dir", manifestFile))
-				var sofar Manifest
+				var sofar runjson.Manifest
 				if len(paths) == 1 {
 					if data, err := os.ReadFile(paths[0]); err == nil && json.Unmarshal(data, &sofar) == nil && len(sofar.Stops) > 0 {
 						break
@@ -384,7 +385,7 @@ func TestNativeFullTmpdir(t *testing.T) {
 			if !errors.Is(res.err, syscall.ENOSPC) || !strings.HasPrefix(res.err.Error(), "no space left on device in "+tmp+": ") {
 				t.Fatalf("error %v, want one that says %s is full", res.err, tmp)
 			}
-			if m.Status != StatusFailed || len(m.Stops) == 0 || !strings.HasPrefix(m.Error, "no space left on device") {
+			if m.Status != runjson.StatusFailed || len(m.Stops) == 0 || !strings.HasPrefix(m.Error, "no space left on device") {
 				t.Errorf("status %s, %d stops, error %q", m.Status, len(m.Stops), m.Error)
 			}
 		})
@@ -469,7 +470,7 @@ func TestNativeThreadsTrim(t *testing.T) {
 		}
 	}
 	for _, e := range m.Events {
-		if e.Kind == EventAllocatorCallFailed {
+		if e.Kind == runjson.EventAllocatorCallFailed {
 			t.Errorf("event %+v", e)
 		}
 	}
@@ -497,7 +498,7 @@ func TestNativeSignalHandlerWithoutLibcSymbols(t *testing.T) {
 	}
 	failed := 0
 	for _, e := range m.Events {
-		if e.Kind == EventAllocatorCallFailed && strings.Contains(e.Message, "mallinfo2() did not return within 2 s") {
+		if e.Kind == runjson.EventAllocatorCallFailed && strings.Contains(e.Message, "mallinfo2() did not return within 2 s") {
 			failed++
 		}
 	}
@@ -532,7 +533,7 @@ func TestNativeThreadsCorruptHeap(t *testing.T) {
 			if m.Target.ExitCode == nil || *m.Target.ExitCode != 0 || len(m.Stops) != 1 || m.Stops[0].Memory.RSSBytes <= 0 || m.Stops[0].Memory.HeapInUseBytes != nil {
 				t.Fatalf("target %+v, stops %+v", m.Target, m.Stops)
 			}
-			if len(m.Events) != 1 || m.Events[0].Kind != EventAllocatorCallFailed || !strings.Contains(m.Events[0].Message, "glibc's arenas could not be read: arena 0x") || !strings.Contains(m.Events[0].Message, "is misaligned") {
+			if len(m.Events) != 1 || m.Events[0].Kind != runjson.EventAllocatorCallFailed || !strings.Contains(m.Events[0].Message, "glibc's arenas could not be read: arena 0x") || !strings.Contains(m.Events[0].Message, "is misaligned") {
 				t.Errorf("events %+v", m.Events)
 			}
 		})

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/snapctl/snapctl/plan"
+	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -106,7 +107,7 @@ func verdict(res *Result) string {
 	switch sus := suspectsOf(res); {
 	case measuredNothing(m):
 		v = "verdict: nothing measured: " + whyNothing(m)
-	case len(sus) == 0 && m.Status == StatusCompleted:
+	case len(sus) == 0 && m.Status == runjson.StatusCompleted:
 		v = "verdict: no leak found: no site grew between hits"
 	case len(sus) == 0:
 		v = fmt.Sprintf("verdict: no leak found in what ran (%s)", m.Status)
@@ -158,7 +159,7 @@ func moreDiffs(res *Result) string {
 }
 
 // unchangedNote says how many snapshots keep_snapshots: changed dropped.
-func unchangedNote(b BreakpointSummary) string {
+func unchangedNote(b runjson.BreakpointSummary) string {
 	if b.Unchanged == 0 {
 		return ""
 	}
@@ -216,7 +217,7 @@ func writeReport(path string, res *Result) error {
 	})
 }
 
-func exitNote(m *Manifest) string {
+func exitNote(m *runjson.Manifest) string {
 	switch {
 	case m.Target.Signal != nil:
 		note := fmt.Sprintf(" (target killed by %s", *m.Target.Signal)
@@ -246,10 +247,10 @@ const massifNote = "Per-site diffs are the massif backend's job: rerun with --ba
 // nativeVerdicts are the lines the native backend's reports lead with. A
 // run that did not complete says so first: its verdicts are from the
 // stops taken before it ended.
-func nativeVerdicts(m *Manifest) []string {
+func nativeVerdicts(m *runjson.Manifest) []string {
 	var out []string
 	prefix := "verdict: "
-	if m.Status != StatusCompleted {
+	if m.Status != runjson.StatusCompleted {
 		lead := fmt.Sprintf("run %s", m.Status)
 		if m.Error != "" {
 			lead += ": " + m.Error
@@ -275,7 +276,7 @@ func nativeVerdicts(m *Manifest) []string {
 // nativeBreakpoint says what one breakpoint's stops measured: hits,
 // measurements, the verdict's findings, arenas and what malloc_trim(0)
 // released.
-func nativeBreakpoint(m *Manifest, b BreakpointSummary) string {
+func nativeBreakpoint(m *runjson.Manifest, b runjson.BreakpointSummary) string {
 	out := fmt.Sprintf("%s, %s", plural(b.Hits, "hit"), plural(b.Snapshots, "measurement"))
 	for _, v := range m.Verdicts {
 		if v.Breakpoint != b.Name {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -42,7 +43,7 @@ func (s *session) writeHTML(res *Result) error {
 		var lead []snapshots.Fact
 		for i, v := range nativeVerdicts(res.Manifest) {
 			label := "Verdict"
-			if i == 0 && res.Manifest.Status != StatusCompleted {
+			if i == 0 && res.Manifest.Status != runjson.StatusCompleted {
 				label = "Run"
 			}
 			lead = append(lead, snapshots.Fact{Label: label, Value: v})
@@ -142,7 +143,7 @@ func (s *session) timeline() ([]snapshots.StopPoint, []snapshots.Growth, error) 
 	}
 	series := make(map[string]*ends)
 	err := s.stops.each(func(line []byte) error {
-		var st Stop
+		var st runjson.Stop
 		if err := json.Unmarshal(line, &st); err != nil {
 			return fmt.Errorf("reading spooled stop: %w", err)
 		}

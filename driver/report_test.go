@@ -15,6 +15,7 @@ import (
 
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/plan"
+	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -65,7 +66,7 @@ func TestReportBounded(t *testing.T) {
 		t.Errorf("diffs shown, by to_seq (-want +got):\n%s", diff)
 	}
 
-	res := &Result{Dir: "/runs/x", Manifest: &Manifest{Target: Target{Argv: []string{"./leak"}}, Status: StatusCompleted},
+	res := &Result{Dir: "/runs/x", Manifest: &runjson.Manifest{Target: runjson.Target{Argv: []string{"./leak"}}, Status: runjson.StatusCompleted},
 		Report: rep, Stops: hits + 3, Diffs: a.diffs.len()}
 	var out bytes.Buffer
 	if err := WriteText(&out, res, snapshots.RenderOptions{}); err != nil {
@@ -117,7 +118,7 @@ func TestReportShort(t *testing.T) {
 	}
 	rep := a.report("")
 	rep.Suspects = []snapshots.Suspect{{Frame: snapshots.Frame{Function: "f"}, Breakpoint: "b", GrowthPerHit: 16}}
-	res := &Result{Manifest: &Manifest{}, Report: rep, Diffs: a.diffs.len()}
+	res := &Result{Manifest: &runjson.Manifest{}, Report: rep, Diffs: a.diffs.len()}
 	var out bytes.Buffer
 	if err := WriteText(&out, res, snapshots.RenderOptions{}); err != nil {
 		t.Fatal(err)
@@ -147,7 +148,7 @@ func TestReportCountsUnchanged(t *testing.T) {
 	if len(rep.Diffs) != 0 {
 		t.Errorf("the report keeps %d diffs in which no site changed", len(rep.Diffs))
 	}
-	res := &Result{Dir: "/runs/x", Manifest: &Manifest{Status: StatusCompleted, Breakpoints: []BreakpointSummary{{Name: "b", Location: "f", Hits: 34, Snapshots: 34}}},
+	res := &Result{Dir: "/runs/x", Manifest: &runjson.Manifest{Status: runjson.StatusCompleted, Breakpoints: []runjson.BreakpointSummary{{Name: "b", Location: "f", Hits: 34, Snapshots: 34}}},
 		Report: rep, Stops: 34, Diffs: a.diffs.len()}
 	var out bytes.Buffer
 	if err := WriteText(&out, res, snapshots.RenderOptions{MaxDiffs: 3, MaxSites: 10}); err != nil {
@@ -233,7 +234,7 @@ func TestReportDepth(t *testing.T) {
 		more    string
 	}{{3, 3, "… 16 more callers"}, {0, 19, ""}, {12, 12, "… 7 more callers"}} {
 		plan := &plan.Plan{Report: plan.Report{Depth: tc.depth}}
-		res := &Result{Manifest: &Manifest{Status: StatusCompleted}, Plan: plan, Report: rep}
+		res := &Result{Manifest: &runjson.Manifest{Status: runjson.StatusCompleted}, Plan: plan, Report: rep}
 		md := filepath.Join(t.TempDir(), reportFile)
 		if err := writeReport(md, res); err != nil {
 			t.Fatal(err)
@@ -274,7 +275,7 @@ func TestVerdictShortNameAndBlocks(t *testing.T) {
 		{snapshots.Suspect{Frame: snapshots.Frame{Function: "grow", File: "v.c", Line: 3}, Breakpoint: "b", GrowthPerHit: 54},
 			"verdict: 1 suspect; fastest grow (v.c:3) +54 B per hit at breakpoint b"},
 	} {
-		res := &Result{Manifest: &Manifest{Status: StatusCompleted}, Report: &snapshots.Report{Suspects: []snapshots.Suspect{tc.sus}}}
+		res := &Result{Manifest: &runjson.Manifest{Status: runjson.StatusCompleted}, Report: &snapshots.Report{Suspects: []snapshots.Suspect{tc.sus}}}
 		if got := verdict(res); got != tc.want {
 			t.Errorf("verdict:\n got %q\nwant %q", got, tc.want)
 		}

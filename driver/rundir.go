@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/internal/fsutil"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // Names inside a run directory (docs/design.md, "The run directory").
@@ -176,7 +177,7 @@ func makePrivateDir(tmp string) (string, error) {
 // snapshots/.SEQ.ms, as soon as its stop is numbered, so that TMPDIR holds
 // no more than the snapshot being written; flush compresses it under the
 // stop's name later (keepSnapshot). It returns the staging path.
-func (s *session) stageSnapshot(raw string, stop *Stop) (string, error) {
+func (s *session) stageSnapshot(raw string, stop *runjson.Stop) (string, error) {
 	staged := filepath.Join(s.dir, snapshotDir, fmt.Sprintf(".%04d%s", stop.Seq, snapshotExt))
 	if err := moveFile(raw, staged); err != nil {
 		return "", fmt.Errorf("keeping snapshot %s: %w", stop.Snapshot, err)

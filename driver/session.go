@@ -14,6 +14,7 @@ import (
 	"github.com/snapctl/snapctl/internal/child"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/preflight"
+	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -124,7 +125,7 @@ type Result struct {
 	Dir string // absolute path of the run directory
 	// Manifest is run.json as written, but for its stops and diffs, which
 	// only run.json holds (see Manifest).
-	Manifest *Manifest
+	Manifest *runjson.Manifest
 	Plan     *plan.Plan
 	// Report is the analysis as the renderers take it: every suspect, and
 	// of the diffs only the largest heap changes of each breakpoint and
@@ -319,7 +320,7 @@ type session struct {
 	argv    []string
 	cwd     string
 	start   time.Time
-	m       *Manifest
+	m       *runjson.Manifest
 	backend backend
 	// native makes the native backend's diffs and verdicts; nil with
 	// massif.
@@ -371,11 +372,11 @@ type session struct {
 	schedMode string
 	// threads is the thread list as gdb last gave it; threadsKnown is
 	// cleared when gdb announces a thread that started or ended.
-	threads      []Thread
+	threads      []runjson.Thread
 	threadsKnown bool
 	// current holds each thread's details, without its frame, as
 	// -thread-info TID gave them; cleared with threadsKnown.
-	current map[string]Thread
+	current map[string]runjson.Thread
 	// pending are stops whose snapshots are kept but not yet read.
 	pending []*taken
 	// agent reads the records of gdb's agent; nil when it does not run.
@@ -400,7 +401,7 @@ type session struct {
 // bpState is one plan breakpoint during the run.
 type bpState struct {
 	bp     *plan.Breakpoint
-	sum    *BreakpointSummary
+	sum    *runjson.BreakpointSummary
 	number string // gdb's number
 	hits   int    // hits counted as the plan counts them
 	step   int    // hits one stop stands for (Every when gdb ignores the others)
@@ -431,7 +432,7 @@ func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *sessio
 		cwd:     p.Target.Cwd,
 		start:   time.Now(),
 		bps:     make(map[string]*bpState),
-		current: make(map[string]Thread),
+		current: make(map[string]runjson.Thread),
 		an:      newAnalysis(p),
 		stops:   newSpool(".stops-*.jsonl"),
 		events:  newSpool(".events-*.jsonl"),
@@ -448,18 +449,18 @@ func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *sessio
 	if _, ok := s.backend.(massifBackend); ok || s.backend == nil {
 		s.backend = massifBackend{bytesOnly: !p.Valgrind.Blocks}
 	}
-	s.m = &Manifest{
+	s.m = &runjson.Manifest{
 		Backend:   s.backend.name(),
-		Schema:    Schema,
-		Status:    StatusFailed,
+		Schema:    runjson.Schema,
+		Status:    runjson.StatusFailed,
 		StartedAt: s.start.UTC(),
 		Plan:      planFile,
-		Target:    Target{Argv: argv, Cwd: p.Target.Cwd},
+		Target:    runjson.Target{Argv: argv, Cwd: p.Target.Cwd},
 	}
 	if nb, ok := s.backend.(*nativeBackend); ok {
 		nb.trim, nb.attach = p.Native.TrimProbe, opts.AttachPID
 		s.native = newNativeAnalysis(p, s.an.diffs)
-		s.m.Native = &NativeSettings{TrimProbe: nb.trim, AttachedPid: nb.attach}
+		s.m.Native = &runjson.NativeSettings{TrimProbe: nb.trim, AttachedPid: nb.attach}
 		if nb.attach != 0 {
 			s.m.Target.Argv = []string{binary}
 		}
@@ -469,7 +470,7 @@ func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *sessio
 		if opts.KeepSnapshots != "" {
 			bp.KeepSnapshots = opts.KeepSnapshots
 		}
-		sum := BreakpointSummary{Name: bp.Name, Location: bp.Location, Optional: bp.Optional}
+		sum := runjson.BreakpointSummary{Name: bp.Name, Location: bp.Location, Optional: bp.Optional}
 		if bp.KeepSnapshots != plan.KeepAll {
 			sum.KeepSnapshots = bp.KeepSnapshots
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/preflight"
+	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -91,13 +92,13 @@ func mustOpen(t *testing.T, path string) *os.File {
 	return f
 }
 
-func readManifest(t *testing.T, dir string) *Manifest {
+func readManifest(t *testing.T, dir string) *runjson.Manifest {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(dir, manifestFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m Manifest
+	var m runjson.Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
 		t.Fatalf("run.json: %v", err)
 	}
@@ -120,8 +121,8 @@ func TestRunLeak(t *testing.T) {
 				t.Fatal(err)
 			}
 			m := readManifest(t, res.Dir)
-			if m.Schema != Schema || m.Status != StatusCompleted {
-				t.Errorf("schema, status = %q, %q; want %q, %q", m.Schema, m.Status, Schema, StatusCompleted)
+			if m.Schema != runjson.Schema || m.Status != runjson.StatusCompleted {
+				t.Errorf("schema, status = %q, %q; want %q, %q", m.Schema, m.Status, runjson.Schema, runjson.StatusCompleted)
 			}
 			if m.Target.ExitCode == nil || *m.Target.ExitCode != 0 || m.Target.Signal != nil {
 				t.Errorf("target exit = %v, signal %v; want 0, null", m.Target.ExitCode, m.Target.Signal)
@@ -270,7 +271,7 @@ func TestRunNeverHit(t *testing.T) {
 				t.Fatalf("err = %v, want breakpoint \"unused\" never hit", err)
 			}
 			m := readManifest(t, res.Dir)
-			if m.Status != StatusCompleted || len(m.Stops) != 2 {
+			if m.Status != runjson.StatusCompleted || len(m.Stops) != 2 {
 				t.Errorf("status %s with %d stops, want completed with 2", m.Status, len(m.Stops))
 			}
 		})
@@ -299,7 +300,7 @@ func TestPrepareRunDir(t *testing.T) {
 	}
 
 	// An earlier run's snapshots go too; files snapctl does not write stay.
-	old := filepath.Join(dir, snapshotName(1, "request", 1, phaseHit))
+	old := filepath.Join(dir, snapshotName(1, "request", 1, runjson.PhaseHit))
 	mine := []string{filepath.Join(dir, "notes.txt"), filepath.Join(dir, snapshotDir, "notes.txt")}
 	for _, p := range append(mine, old) {
 		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
@@ -342,7 +343,7 @@ func TestRunWritesManifestWhenPlanCopyFails(t *testing.T) {
 	if res == nil {
 		t.Fatal("nil Result once the run directory exists")
 	}
-	if m := readManifest(t, dir); m.Status != StatusFailed || !strings.Contains(m.Error, "copying the plan") {
+	if m := readManifest(t, dir); m.Status != runjson.StatusFailed || !strings.Contains(m.Error, "copying the plan") {
 		t.Errorf("run.json: status %q, error %q", m.Status, m.Error)
 	}
 }
@@ -424,7 +425,7 @@ func TestRunManifestDuringRun(t *testing.T) {
 			ManifestEvery: 50 * time.Millisecond, Env: []string{testenv.ScopeEnv(t)}})
 		done <- err
 	}()
-	var m Manifest
+	var m runjson.Manifest
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		if data, err := os.ReadFile(filepath.Join(out, manifestFile)); err == nil && json.Unmarshal(data, &m) == nil && len(m.Stops) == 5 {
 			break
@@ -438,7 +439,7 @@ func TestRunManifestDuringRun(t *testing.T) {
 			t.Fatalf("run.json never listed 5 stops during the run: %+v", m.Stops)
 		}
 	}
-	if m.Status != StatusFailed || !strings.Contains(m.Error, "had not ended") {
+	if m.Status != runjson.StatusFailed || !strings.Contains(m.Error, "had not ended") {
 		t.Errorf("status %q, error %q during the run; want failed and why", m.Status, m.Error)
 	}
 	// A snapshot takes its own name once a run.json that lists it is
@@ -458,7 +459,7 @@ func TestRunManifestDuringRun(t *testing.T) {
 	if err := <-done; !errors.Is(err, ErrInterrupted) {
 		t.Errorf("Run = %v, want ErrInterrupted", err)
 	}
-	if final := readManifest(t, out); final.Status != StatusInterrupt || final.Error == unfinished {
+	if final := readManifest(t, out); final.Status != runjson.StatusInterrupt || final.Error == unfinished {
 		t.Errorf("final status %q, error %q", final.Status, final.Error)
 	}
 }

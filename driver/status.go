@@ -9,6 +9,7 @@ import (
 
 	"github.com/snapctl/snapctl/internal/term"
 	"github.com/snapctl/snapctl/plan"
+	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -89,7 +90,7 @@ func (s *statusLine) setPhase(phase string) {
 func (s *statusLine) update(bp, phase string, heap int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if phase == phaseHit {
+	if phase == runjson.PhaseHit {
 		s.stops[bp]++
 	}
 	if s.seen {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/plan"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 func TestStatusLine(t *testing.T) {
@@ -16,9 +17,9 @@ func TestStatusLine(t *testing.T) {
 	s := newStatusLine(&buf, time.Now().Add(-3*time.Second), plan)
 	s.minGap = 0
 	s.tick = time.Hour // only the stops draw; buf is read unlocked
-	s.update("request", phaseHit, 1024)
-	s.update("request", phaseHit, 1040)
-	s.update("request", phaseReturn, 1056)
+	s.update("request", runjson.PhaseHit, 1024)
+	s.update("request", runjson.PhaseHit, 1040)
+	s.update("request", runjson.PhaseReturn, 1056)
 	out := buf.String()
 	last := out[strings.LastIndex(out, "\r"):]
 	for _, want := range []string{"3s", "request: 2 snapshots", "idle: 0 snapshots", "heap 1.0 KiB", "(+16 B)"} {
@@ -48,8 +49,8 @@ func TestStatusLineDrawsFinalStateBeforeClear(t *testing.T) {
 	s := newStatusLine(&buf, time.Now(), plan)
 	s.minGap = time.Hour
 	s.tick = time.Hour
-	s.update("request", phaseHit, 1024)
-	s.update("request", phaseHit, 2048) // held back by minGap
+	s.update("request", runjson.PhaseHit, 1024)
+	s.update("request", runjson.PhaseHit, 2048) // held back by minGap
 	if out := buf.String(); strings.Contains(out, "request: 2") {
 		t.Fatalf("the throttle did not hold the second stop back: %q", out)
 	}
@@ -71,7 +72,7 @@ func TestStatusLineTicksBetweenStops(t *testing.T) {
 	// Elapsed is 2.8s at the stop; a tick shows 3s within ~200 ms.
 	s := newStatusLine(&buf, time.Now().Add(-2800*time.Millisecond), plan)
 	s.tick = 20 * time.Millisecond
-	s.update("request", phaseHit, 1024)
+	s.update("request", runjson.PhaseHit, 1024)
 	if out := buf.String(); !strings.HasPrefix(out, "\r2s ") {
 		t.Fatalf("first line %q, want it to show 2s", out)
 	}
@@ -89,7 +90,7 @@ func TestStatusLineTicksBetweenStops(t *testing.T) {
 		t.Errorf("written after clear: %q", got[n:])
 	}
 	// An update after clear starts the redraws again; clear ends them.
-	s.update("request", phaseHit, 2048)
+	s.update("request", runjson.PhaseHit, 2048)
 	s.clear()
 }
 
@@ -107,11 +108,11 @@ func TestStatusLineGivesWayToOutput(t *testing.T) {
 	s.tick = time.Hour
 	out := writerFunc(func(p []byte) { prog.Write(p); screen.Write(p) })
 
-	s.update("request", phaseHit, 1024)
+	s.update("request", runjson.PhaseHit, 1024)
 	s.output(out, []byte("request 1 done\n"))
-	s.update("request", phaseHit, 1056)
+	s.update("request", runjson.PhaseHit, 1056)
 	s.output(out, []byte("prompt> "))
-	s.update("request", phaseHit, 1088) // not drawn: the line is unfinished
+	s.update("request", runjson.PhaseHit, 1088) // not drawn: the line is unfinished
 	s.clear()
 	s.endOutput()
 
@@ -167,7 +168,7 @@ func TestStatusLineLabelsCounts(t *testing.T) {
 		var buf bytes.Buffer
 		s := newStatusLine(&buf, time.Now(), plan)
 		s.minGap, s.tick = 0, time.Hour
-		s.update("command", phaseHit, 1024)
+		s.update("command", runjson.PhaseHit, 1024)
 		s.clear()
 		if got := strings.Trim(buf.String(), "\r "); got != tc.want {
 			t.Errorf("backend %q: line %q, want %q", tc.backend, got, tc.want)
@@ -183,7 +184,7 @@ func TestStatusLineEscapesNames(t *testing.T) {
 	s := newStatusLine(&buf, time.Now(), plan)
 	s.minGap = 0
 	s.tick = time.Hour
-	s.update("req\x1b[2J", phaseHit, 1024)
+	s.update("req\x1b[2J", runjson.PhaseHit, 1024)
 	s.clear()
 	if out := buf.String(); strings.Contains(out, "\x1b") || !strings.Contains(out, `req\x1b[2J: 1`) {
 		t.Errorf("status line %q, want the name escaped", out)

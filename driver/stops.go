@@ -12,6 +12,7 @@ import (
 
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/internal/child"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // fatalSignals end the target unless it handles them; the frame where one
@@ -241,7 +242,7 @@ func (s *session) handleStop(ctx context.Context, rec *mi.Record) (done bool, er
 	case "breakpoint-hit":
 		st := s.bps[rec.String("bkptno")]
 		if st == nil {
-			s.event(Event{Kind: EventUnexpectedStop, Reason: reason, Thread: Thread{ID: rec.String("thread-id")}, Frame: recFrame(rec),
+			s.event(runjson.Event{Kind: runjson.EventUnexpectedStop, Reason: reason, Thread: runjson.Thread{ID: rec.String("thread-id")}, Frame: recFrame(rec),
 				Message: "breakpoint " + rec.String("bkptno") + " is not the plan's"})
 			return false, s.cont(ctx)
 		}
@@ -278,7 +279,7 @@ func (s *session) handleStop(ctx context.Context, rec *mi.Record) (done bool, er
 	case "exec":
 		return true, s.execStop(rec)
 	default:
-		s.event(Event{Kind: EventUnexpectedStop, Reason: reason, Thread: Thread{ID: rec.String("thread-id")}, Frame: recFrame(rec)})
+		s.event(runjson.Event{Kind: runjson.EventUnexpectedStop, Reason: reason, Thread: runjson.Thread{ID: rec.String("thread-id")}, Frame: recFrame(rec)})
 		return false, s.cont(ctx)
 	}
 }
@@ -291,7 +292,7 @@ func (s *session) execStop(rec *mi.Record) error {
 	prog := rec.String("new-exec")
 	s.m.Target.Exec = prog
 	err := &ExecError{Pid: s.targetPid, Program: prog, Stops: s.stops.len(), Attached: s.opts.AttachPID != 0}
-	s.event(Event{Kind: EventTargetExec, Message: err.Error()})
+	s.event(runjson.Event{Kind: runjson.EventTargetExec, Message: err.Error()})
 	return err
 }
 
@@ -300,13 +301,13 @@ func (s *session) execStop(rec *mi.Record) error {
 // the crash site.
 func (s *session) onSignal(ctx context.Context, rec *mi.Record) error {
 	sig := rec.String("signal-name")
-	ev := Event{Kind: EventSignal, Signal: sig, Reason: "signal-received", Thread: Thread{ID: rec.String("thread-id")}, Frame: recFrame(rec)}
+	ev := runjson.Event{Kind: runjson.EventSignal, Signal: sig, Reason: "signal-received", Thread: runjson.Thread{ID: rec.String("thread-id")}, Frame: recFrame(rec)}
 	if r, err := s.send(ctx, "-stack-list-frames"); err == nil {
 		ev.Backtrace = framesOf(r.List("stack"))
 	}
 	s.event(ev)
 	if fatalSignals[sig] {
-		s.m.Target.Crash = &Crash{Signal: sig, Thread: ev.Thread, Backtrace: ev.Backtrace}
+		s.m.Target.Crash = &runjson.Crash{Signal: sig, Thread: ev.Thread, Backtrace: ev.Backtrace}
 	}
 	return s.cont(ctx)
 }
@@ -406,24 +407,24 @@ func (s *session) stopFailed(ctx context.Context, err error) (done bool, _ error
 		return false, s.stalled(err.Error())
 	}
 	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		s.event(Event{Kind: EventStopAbandoned, Message: err.Error()})
+		s.event(runjson.Event{Kind: runjson.EventStopAbandoned, Message: err.Error()})
 		return s.afterInterrupt(ctx, s.interrupt())
 	}
 	return false, s.explain(ctx, err)
 }
 
-func (s *session) addStop(st *Stop) {
+func (s *session) addStop(st *runjson.Stop) {
 	s.stops.add(st)
 	if s.status != nil {
 		s.status.update(st.Breakpoint, st.Phase, st.HeapBytes)
 	}
 }
 
-func (s *session) event(ev Event) {
-	ev.Time = stamp(time.Now())
+func (s *session) event(ev runjson.Event) {
+	ev.Time = runjson.Stamp(time.Now())
 	s.events.add(&ev)
 	switch ev.Kind {
-	case EventStopAbandoned, EventAroundCallCutShort, EventAroundCallFailed:
+	case runjson.EventStopAbandoned, runjson.EventAroundCallCutShort, runjson.EventAroundCallFailed:
 		// Not prefixed "snapctl:": that line is kept for the one
 		// message that says how the run ended.
 		s.clearStatus()
@@ -437,7 +438,7 @@ func (s *session) clearStatus() {
 	}
 }
 
-func recFrame(rec *mi.Record) *Frame {
+func recFrame(rec *mi.Record) *runjson.Frame {
 	v := rec.Results.Tuple("frame")
 	if v == nil {
 		return nil
@@ -449,7 +450,7 @@ func recFrame(rec *mi.Record) *Frame {
 // userFrame returns the innermost frame of the program's own code: the
 // first whose source file is on this machine (the C library's sources
 // usually are not), else the first with a file, else the first.
-func userFrame(frames []Frame) *Frame {
+func userFrame(frames []runjson.Frame) *runjson.Frame {
 	for i := range frames {
 		if f := frames[i].FullName; f != "" {
 			if _, err := os.Stat(f); err == nil {
@@ -470,14 +471,14 @@ func userFrame(frames []Frame) *Frame {
 
 // findThread returns the thread with gdb id id from threads, or a thread
 // with only the id.
-func findThread(threads []Thread, id string) Thread {
+func findThread(threads []runjson.Thread, id string) runjson.Thread {
 	for _, t := range threads {
 		if t.ID == id {
 			t.Frame = nil // the stop's frame is recorded once
 			return t
 		}
 	}
-	return Thread{ID: id}
+	return runjson.Thread{ID: id}
 }
 
 // attachedDone reports whether a run attached to a process has nothing

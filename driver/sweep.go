@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // runMarkVar names the environment variable that marks every process a
@@ -36,7 +38,7 @@ func runMark(priv string) string { return runMarkVar + "=" + priv }
 // EventLeftoversEnded is the event that names the processes snapctl
 // ended at the end of a run because they carried its mark: under massif,
 // what the program forked or daemonized, which runs under valgrind.
-const EventLeftoversEnded EventKind = "leftovers-ended"
+const EventLeftoversEnded runjson.EventKind = "leftovers-ended"
 
 // swept is a process that sweep killed.
 type swept struct {
@@ -89,7 +91,7 @@ func (s *session) sweepAtEnd(left []swept, skip ...int) {
 	if s.usesValgrind() {
 		why = "processes the program left running run under valgrind, and nothing of valgrind's outlives a massif run"
 	}
-	s.event(Event{Kind: EventLeftoversEnded, Message: fmt.Sprintf("snapctl ended process %s with SIGKILL at the end of the run: %s", strings.Join(names, ", "), why)})
+	s.event(runjson.Event{Kind: EventLeftoversEnded, Message: fmt.Sprintf("snapctl ended process %s with SIGKILL at the end of the run: %s", strings.Join(names, ", "), why)})
 }
 
 // marked lists the processes whose environment carries mark, snapctl

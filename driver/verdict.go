@@ -8,62 +8,12 @@ import (
 	"strings"
 
 	"github.com/snapctl/snapctl/plan"
+	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
-// Memory is what the native backend reads at a stop (run.json
-// stops[].memory). The allocator's figures are glibc's mallinfo2(); they
-// are absent when the program's allocator cannot be read (a static
-// binary, a C library that is not glibc).
-type Memory struct {
-	RSSBytes     int64 `json:"rss_bytes"`      // VmRSS of /proc/PID/status
-	AnonRSSBytes int64 `json:"anon_rss_bytes"` // RssAnon
-	// HeapInUseBytes is mallinfo2's uordblks: allocated and not freed
-	// (chunks in glibc's per-thread caches count as in use).
-	HeapInUseBytes *int64 `json:"heap_in_use_bytes,omitempty"`
-	// HeapFreeBytes is fordblks: freed but held by the allocator.
-	HeapFreeBytes *int64 `json:"heap_free_bytes,omitempty"`
-	// MmapBytes is hblkhd: blocks the allocator mmapped one each.
-	MmapBytes *int64 `json:"mmap_bytes,omitempty"`
-	// ArenaBytes is arena: the bytes of the arenas' heaps.
-	ArenaBytes *int64 `json:"arena_bytes,omitempty"`
-	// Arenas is the number of arenas: glibc's narenas, found through
-	// libc's symbol table (agent.py, narenas_address).
-	Arenas *int `json:"arenas,omitempty"`
-	// TrimReleasedBytes is how much VmRSS dropped when the stop called
-	// malloc_trim(0) (native.trim_probe), after the figures above.
-	TrimReleasedBytes *int64 `json:"trim_released_bytes,omitempty"`
-	// AllocatorError is set by the agent and not recorded (an event says
-	// it once).
-	AllocatorError string `json:"allocator_error,omitempty"`
-	// CallError says why this stop's call to the allocator did not
-	// return; not recorded (an event says it).
-	CallError string `json:"call_error,omitempty"`
-	// BusyError says that a thread held an arena's lock at this stop, so
-	// that the allocator was not read; not recorded (an event says it).
-	BusyError string `json:"busy_error,omitempty"`
-}
-
-// MemoryDelta is the change between two stops (run.json
-// diffs[].memory_delta, native backend).
-type MemoryDelta struct {
-	RSSBytes       int64  `json:"rss_bytes"`
-	HeapInUseBytes *int64 `json:"heap_in_use_bytes,omitempty"`
-	HeapFreeBytes  *int64 `json:"heap_free_bytes,omitempty"`
-}
-
-// MemoryDiff is a diff of the native backend: between consecutive hits of
-// a breakpoint, or within an around_call's call.
-type MemoryDiff struct {
-	Kind        string      `json:"kind"` // "between-hits" or "within-call"
-	Breakpoint  string      `json:"breakpoint"`
-	FromSeq     int         `json:"from_seq"`
-	ToSeq       int         `json:"to_seq"`
-	MemoryDelta MemoryDelta `json:"memory_delta"`
-}
-
-func delta(a, b *Memory) MemoryDelta {
-	d := MemoryDelta{RSSBytes: b.RSSBytes - a.RSSBytes}
+func delta(a, b *runjson.Memory) runjson.MemoryDelta {
+	d := runjson.MemoryDelta{RSSBytes: b.RSSBytes - a.RSSBytes}
 	sub := func(x, y *int64) *int64 {
 		if x == nil || y == nil {
 			return nil
@@ -75,68 +25,8 @@ func delta(a, b *Memory) MemoryDelta {
 	return d
 }
 
-// The verdicts of the native backend. A verdict is the most urgent of the
-// findings that hold for a breakpoint, in this order: leak, outside-heap,
-// retention, rss-growth; flat when none holds.
-const (
-	VerdictLeak        = "leak"
-	VerdictOutsideHeap = "outside-heap"
-	VerdictRetention   = "retention"
-	// VerdictRSSGrowth: resident memory grew, and the allocator could not
-	// be read to say why.
-	VerdictRSSGrowth = "rss-growth"
-	VerdictFlat      = "flat"
-	// VerdictTooFewStops: fewer than minTrendStops stops, too few to tell
-	// steady growth from noise.
-	VerdictTooFewStops = "too-few-stops"
-)
-
 // findingOrder ranks the findings, the most urgent first.
-var findingOrder = []string{VerdictLeak, VerdictOutsideHeap, VerdictRetention, VerdictRSSGrowth}
-
-// Verdict is run.json's verdicts[]: what the native backend concludes of
-// one breakpoint's hits.
-type Verdict struct {
-	Breakpoint string `json:"breakpoint"`
-	Verdict    string `json:"verdict"`
-	// Findings are all the findings that hold, the most urgent (Verdict)
-	// first; empty when the verdict is flat or too-few-stops.
-	Findings []string       `json:"findings"`
-	Figures  VerdictFigures `json:"figures"`
-	// Sentence says it in words, with what to do next.
-	Sentence string `json:"sentence"`
-}
-
-// VerdictFigures are what the verdict is decided from. The growths are
-// trends over all of the breakpoint's hit-phase stops (docs/design.md,
-// "Native verdicts"): the Theil-Sen slope, in bytes per hit, times the hits
-// between the first stop and the last. In-use heap counts the allocator's
-// mmapped blocks too (heap_in_use_bytes + mmap_bytes).
-type VerdictFigures struct {
-	Stops          int    `json:"stops"`
-	Hits           int    `json:"hits"` // hits between the first and the last stop
-	RSSGrowth      int64  `json:"rss_growth_bytes"`
-	InUseGrowth    *int64 `json:"heap_in_use_growth_bytes,omitempty"`
-	FreeGrowth     *int64 `json:"heap_free_growth_bytes,omitempty"`
-	InUsePerHit    *int64 `json:"heap_in_use_growth_per_hit_bytes,omitempty"`
-	InUseIntervals int    `json:"heap_in_use_grew_intervals"` // intervals in which in-use grew
-	// Intervals counts the intervals between consecutive stops that both
-	// read the allocator.
-	Intervals int `json:"intervals"`
-	// The Mann-Kendall statistics (z) of the series: how consistently
-	// later stops hold more than earlier ones; a finding needs at least
-	// minTrendZ.
-	RSSTrend   float64  `json:"rss_trend"`
-	InUseTrend *float64 `json:"heap_in_use_trend,omitempty"`
-	FreeTrend  *float64 `json:"heap_free_trend,omitempty"`
-	// Arenas is the most arenas seen at a stop.
-	Arenas *int `json:"arenas,omitempty"`
-	// TrimReleased is the most that malloc_trim(0) returned at one stop,
-	// and TrimReleasedTotal what it returned over all of them, with
-	// native.trim_probe.
-	TrimReleased      *int64 `json:"trim_released_bytes,omitempty"`
-	TrimReleasedTotal *int64 `json:"trim_released_total_bytes,omitempty"`
-}
+var findingOrder = []string{runjson.VerdictLeak, runjson.VerdictOutsideHeap, runjson.VerdictRetention, runjson.VerdictRSSGrowth}
 
 // The thresholds of the verdicts (README, "Native verdicts";
 // docs/design.md, "Native verdicts").
@@ -170,11 +60,11 @@ type nativeAnalysis struct {
 	series map[string]*series
 	// open are the hit-phase stops of around_call breakpoints whose
 	// return is still to come, by hit stop.
-	open map[*taken]*Memory
+	open map[*taken]*runjson.Memory
 }
 
 func newNativeAnalysis(plan *plan.Plan, diffs *spool) *nativeAnalysis {
-	return &nativeAnalysis{plan: plan, diffs: diffs, series: make(map[string]*series), open: make(map[*taken]*Memory)}
+	return &nativeAnalysis{plan: plan, diffs: diffs, series: make(map[string]*series), open: make(map[*taken]*runjson.Memory)}
 }
 
 func (a *nativeAnalysis) add(t *taken) {
@@ -185,7 +75,7 @@ func (a *nativeAnalysis) add(t *taken) {
 	bp := t.stop.Breakpoint
 	if t.hitOf != nil {
 		if from := t.hitOf.stop.Memory; from != nil {
-			a.diffs.add(&MemoryDiff{Kind: "within-call", Breakpoint: bp, FromSeq: t.hitOf.stop.Seq, ToSeq: t.stop.Seq, MemoryDelta: delta(from, mem)})
+			a.diffs.add(&runjson.MemoryDiff{Kind: "within-call", Breakpoint: bp, FromSeq: t.hitOf.stop.Seq, ToSeq: t.stop.Seq, MemoryDelta: delta(from, mem)})
 		}
 		return
 	}
@@ -194,7 +84,7 @@ func (a *nativeAnalysis) add(t *taken) {
 		s = &series{stride: 1}
 		a.series[bp] = s
 	} else {
-		a.diffs.add(&MemoryDiff{Kind: "between-hits", Breakpoint: bp, FromSeq: s.lastSeq, ToSeq: t.stop.Seq, MemoryDelta: delta(s.lastMem, mem)})
+		a.diffs.add(&runjson.MemoryDiff{Kind: "between-hits", Breakpoint: bp, FromSeq: s.lastSeq, ToSeq: t.stop.Seq, MemoryDelta: delta(s.lastMem, mem)})
 	}
 	s.lastSeq, s.lastMem = t.stop.Seq, mem
 	s.add(pointOf(t.stop.Hit, mem))
@@ -202,8 +92,8 @@ func (a *nativeAnalysis) add(t *taken) {
 
 // verdicts returns a verdict for every breakpoint with at least two
 // hit-phase stops, in plan order.
-func (a *nativeAnalysis) verdicts(trimProbe bool) []Verdict {
-	var out []Verdict
+func (a *nativeAnalysis) verdicts(trimProbe bool) []runjson.Verdict {
+	var out []runjson.Verdict
 	for _, bp := range a.plan.Breakpoints {
 		if s := a.series[bp.Name]; s != nil && s.seen >= 2 {
 			out = append(out, verdictOf(bp.Name, s, trimProbe))
@@ -225,7 +115,7 @@ type point struct {
 	trim      *int64
 }
 
-func pointOf(hit int, m *Memory) point {
+func pointOf(hit int, m *runjson.Memory) point {
 	p := point{hit: hit, rss: m.RSSBytes, arenas: m.Arenas, trim: m.TrimReleasedBytes}
 	if m.HeapInUseBytes != nil && m.HeapFreeBytes != nil {
 		p.alloc, p.use, p.free = true, *m.HeapInUseBytes, *m.HeapFreeBytes
@@ -246,7 +136,7 @@ type series struct {
 	first   point
 	last    point
 	lastSeq int
-	lastMem *Memory
+	lastMem *runjson.Memory
 	// Over every stop: intervals whose both ends read the allocator, and
 	// how many of them grew in use; the most arenas; what malloc_trim
 	// returned.
@@ -365,9 +255,9 @@ func round2(z float64) float64 { return math.Round(z*100) / 100 }
 //   - outside-heap: R grows, and what neither U nor F explains is at least
 //     minRSSBytes and half of R's growth;
 //   - rss-growth: R grows and the allocator could not be read.
-func verdictOf(bp string, s *series, trimProbe bool) Verdict {
+func verdictOf(bp string, s *series, trimProbe bool) runjson.Verdict {
 	pts := s.analysed()
-	f := VerdictFigures{Stops: s.seen, Hits: s.last.hit - s.first.hit, Intervals: s.intervals, InUseIntervals: s.grew,
+	f := runjson.VerdictFigures{Stops: s.seen, Hits: s.last.hit - s.first.hit, Intervals: s.intervals, InUseIntervals: s.grew,
 		Arenas: s.arenas, TrimReleased: s.trimMax}
 	if s.trimMax != nil {
 		t := s.trimTotal
@@ -400,25 +290,25 @@ func verdictOf(bp string, s *series, trimProbe bool) Verdict {
 		uz, fz := round2(ut.z), round2(ft.z)
 		f.InUseGrowth, f.FreeGrowth, f.InUsePerHit, f.InUseTrend, f.FreeTrend = &ug, &fg, &per, &uz, &fz
 		if ut.grows(len(use)) {
-			findings = append(findings, VerdictLeak)
+			findings = append(findings, runjson.VerdictLeak)
 		}
 		excess := f.RSSGrowth - max(ug, 0)
 		rest := excess - max(fg, 0)
 		if rssGrows && rest >= minRSSBytes && 2*rest >= f.RSSGrowth {
-			findings = append(findings, VerdictOutsideHeap)
+			findings = append(findings, runjson.VerdictOutsideHeap)
 		}
 		if (rssGrows && excess >= minRSSBytes && 2*fg >= excess) || (trimProbe && medianTrim(pts) >= minRSSBytes) {
-			findings = append(findings, VerdictRetention)
+			findings = append(findings, runjson.VerdictRetention)
 		}
 	} else if rssGrows {
-		findings = append(findings, VerdictRSSGrowth)
+		findings = append(findings, runjson.VerdictRSSGrowth)
 	}
-	v := Verdict{Breakpoint: bp, Verdict: VerdictFlat, Findings: findings, Figures: f}
+	v := runjson.Verdict{Breakpoint: bp, Verdict: runjson.VerdictFlat, Findings: findings, Figures: f}
 	switch {
 	case len(findings) > 0:
 		v.Verdict = findings[0]
 	case s.seen < minTrendStops:
-		v.Verdict = VerdictTooFewStops
+		v.Verdict = runjson.VerdictTooFewStops
 	}
 	if v.Findings == nil {
 		v.Findings = []string{}
@@ -445,7 +335,7 @@ func medianTrim(pts []point) int64 {
 
 // sentence says a verdict in one sentence with its numbers, and what to do
 // next: the verdict's own clause, then the other findings that hold.
-func sentence(v Verdict, trimProbe bool) string {
+func sentence(v runjson.Verdict, trimProbe bool) string {
 	f := v.Figures
 	b := snapshots.FormatBytes
 	over := fmt.Sprintf("over %d hits (%d stops)", f.Hits, f.Stops)
@@ -460,34 +350,34 @@ func sentence(v Verdict, trimProbe bool) string {
 		trim = fmt.Sprintf("; malloc_trim(0) returned up to %s at a stop, %s over the run", b(*f.TrimReleased), b(deref(f.TrimReleasedTotal)))
 	}
 	switch v.Verdict {
-	case VerdictFlat:
+	case runjson.VerdictFlat:
 		return fmt.Sprintf("flat at breakpoint %s: no steady growth %s: resident memory changed %s%s%s", v.Breakpoint, over, signed(f.RSSGrowth), heap(), trim)
-	case VerdictTooFewStops:
+	case runjson.VerdictTooFewStops:
 		return fmt.Sprintf("too few stops at breakpoint %s to tell steady growth from noise: %d stops, a verdict needs at least %d (resident memory changed %s%s)%s",
 			v.Breakpoint, f.Stops, minTrendStops, signed(f.RSSGrowth), heap(), trim)
 	}
 	var clauses, next []string
 	for _, fd := range v.Findings {
 		switch fd {
-		case VerdictLeak:
+		case runjson.VerdictLeak:
 			clauses = append(clauses, fmt.Sprintf("leak at breakpoint %s: in-use heap grew %s %s, %s per hit, up in %d of %d intervals; resident memory %s",
 				v.Breakpoint, signed(*f.InUseGrowth), over, signed(deref(f.InUsePerHit)), f.InUseIntervals, f.Intervals, signed(f.RSSGrowth)))
 			next = append(next, "rerun with --backend massif to see the allocation call sites")
 			if threads := int64(max(deref32(f.Arenas), 1)); *f.InUseGrowth <= tcacheBytes*threads {
 				next = append(next, fmt.Sprintf("glibc's per-thread caches count as in use and can fill by up to %s a thread: GLIBC_TUNABLES=glibc.malloc.tcache_count=0 rules them out", b(tcacheBytes)))
 			}
-		case VerdictOutsideHeap:
+		case runjson.VerdictOutsideHeap:
 			clauses = append(clauses, fmt.Sprintf("memory outside the heap at breakpoint %s: resident memory grew %s %s while in-use heap changed %s and free heap %s",
 				v.Breakpoint, b(f.RSSGrowth), over, signed(*f.InUseGrowth), signed(*f.FreeGrowth)))
 			next = append(next, "mmap, thread stacks or another allocator: /proc/PID/smaps names the mappings")
-		case VerdictRetention:
+		case runjson.VerdictRetention:
 			clauses = append(clauses, fmt.Sprintf("allocator retention at breakpoint %s: resident memory grew %s %s while in-use heap changed %s and the allocator holds %s more free",
 				v.Breakpoint, signed(f.RSSGrowth), over, signed(*f.InUseGrowth), signed(*f.FreeGrowth)))
 			if !trimProbe {
 				next = append(next, "set native.trim_probe: true to measure what malloc_trim(0) would return")
 			}
 			next = append(next, "fewer arenas (MALLOC_ARENA_MAX=2), a lower M_TRIM_THRESHOLD (mallopt, or GLIBC_TUNABLES=glibc.malloc.trim_threshold=...) or calling malloc_trim return it to the system")
-		case VerdictRSSGrowth:
+		case runjson.VerdictRSSGrowth:
 			clauses = append(clauses, fmt.Sprintf("resident memory grew %s at breakpoint %s %s", b(f.RSSGrowth), v.Breakpoint, over))
 			next = append(next, "glibc's allocator could not be read to say whether it is a leak")
 		}
@@ -496,7 +386,7 @@ func sentence(v Verdict, trimProbe bool) string {
 	if len(clauses) > 1 {
 		out += "; also " + strings.Join(clauses[1:], "; also ")
 	}
-	if trim == "" && trimProbe && slices.Contains(v.Findings, VerdictRetention) {
+	if trim == "" && trimProbe && slices.Contains(v.Findings, runjson.VerdictRetention) {
 		trim = "; malloc_trim(0) returned nothing"
 	}
 	return out + trim + "; " + strings.Join(next, "; ")
@@ -520,7 +410,7 @@ func signed(n int64) string { return snapshots.FormatDelta(n) }
 
 // nativeGate applies report.fail_on to in-use heap growth: growth_per_hit
 // and total_growth limit each breakpoint's.
-func nativeGate(limits plan.FailOn, verdicts []Verdict) error {
+func nativeGate(limits plan.FailOn, verdicts []runjson.Verdict) error {
 	var over []string
 	for _, v := range verdicts {
 		f := v.Figures

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -16,7 +17,7 @@ import (
 func seriesOf(rss []int64, use, free []int64) *series {
 	s := &series{stride: 1}
 	for i := range rss {
-		m := &Memory{RSSBytes: rss[i]}
+		m := &runjson.Memory{RSSBytes: rss[i]}
 		if use != nil {
 			u, f := use[i], free[i]
 			m.HeapInUseBytes, m.HeapFreeBytes = &u, &f
@@ -72,38 +73,38 @@ func TestVerdictRule(t *testing.T) {
 		// The field report's service: 112 B kept per hit, in-use heap up
 		// in 9 of 9 intervals, resident memory flat. No floor hides it.
 		{name: "slow steady leak", rss: repeat(8*mib, 10), use: ramp(100000, 112, 10), free: repeat(50000, 10),
-			verdict: VerdictLeak, findings: []string{VerdictLeak}, useGrowth: 9 * 112},
+			verdict: runjson.VerdictLeak, findings: []string{runjson.VerdictLeak}, useGrowth: 9 * 112},
 		// A leak in 18 of 18 intervals while resident memory grows more,
 		// through freed memory the allocator keeps: both hold, leak first.
 		{name: "leak and retention", rss: ramp(8*mib, 2*mib, 19), use: ramp(100000, 64<<10, 19), free: ramp(0, 1900<<10, 19),
-			verdict: VerdictLeak, findings: []string{VerdictLeak, VerdictRetention}, useGrowth: 18 * 64 << 10, rssG: 36 * mib},
+			verdict: runjson.VerdictLeak, findings: []string{runjson.VerdictLeak, runjson.VerdictRetention}, useGrowth: 18 * 64 << 10, rssG: 36 * mib},
 		// A leak that fills free arena pages: resident memory barely
 		// moves; the in-use heap's trend is all that counts.
 		{name: "leak into free pages", rss: repeat(8*mib, 10), use: ramp(1*mib, 50, 10), free: ramp(4*mib, -50, 10),
-			verdict: VerdictLeak, findings: []string{VerdictLeak}, useGrowth: 450},
+			verdict: runjson.VerdictLeak, findings: []string{runjson.VerdictLeak}, useGrowth: 450},
 		// Other threads' in-flight work: in-use heap jumps by hundreds of
 		// KiB from stop to stop with no trend.
 		{name: "in-flight noise", rss: repeat(8*mib, 10), use: plus(repeat(1*mib, 10), noise), free: repeat(2*mib, 10),
-			verdict: VerdictFlat, findings: []string{}},
+			verdict: runjson.VerdictFlat, findings: []string{}},
 		// The same noise over a leak of 128 KiB a hit: the trend shows.
 		{name: "leak under noise", rss: repeat(8*mib, 10), use: plus(ramp(1*mib, 128<<10, 10), noise), free: repeat(2*mib, 10),
-			verdict: VerdictLeak, findings: []string{VerdictLeak}},
+			verdict: runjson.VerdictLeak, findings: []string{runjson.VerdictLeak}},
 		// One step (a cache filled once) is no trend.
 		{name: "one step", rss: repeat(8*mib, 10), use: append(repeat(100000, 5), repeat(140000, 5)...), free: repeat(0, 10),
-			verdict: VerdictFlat, findings: []string{}},
+			verdict: runjson.VerdictFlat, findings: []string{}},
 		{name: "retention", rss: ramp(8*mib, 2*mib, 6), use: repeat(7000, 6), free: ramp(1*mib, 2*mib, 6),
-			verdict: VerdictRetention, findings: []string{VerdictRetention}, rssG: 10 * mib},
+			verdict: runjson.VerdictRetention, findings: []string{runjson.VerdictRetention}, rssG: 10 * mib},
 		{name: "outside the heap", rss: ramp(8*mib, mib, 6), use: repeat(7000, 6), free: repeat(1*mib, 6),
-			verdict: VerdictOutsideHeap, findings: []string{VerdictOutsideHeap}, rssG: 5 * mib},
+			verdict: runjson.VerdictOutsideHeap, findings: []string{runjson.VerdictOutsideHeap}, rssG: 5 * mib},
 		// Growth below a page-rounding step of resident memory is not
 		// growth.
 		{name: "small rss steps", rss: ramp(8*mib, 16<<10, 10), use: repeat(7000, 10), free: repeat(0, 10),
-			verdict: VerdictFlat, findings: []string{}, rssG: 9 * 16 << 10},
+			verdict: runjson.VerdictFlat, findings: []string{}, rssG: 9 * 16 << 10},
 		{name: "no allocator", rss: ramp(8*mib, mib, 6),
-			verdict: VerdictRSSGrowth, findings: []string{VerdictRSSGrowth}, rssG: 5 * mib},
+			verdict: runjson.VerdictRSSGrowth, findings: []string{runjson.VerdictRSSGrowth}, rssG: 5 * mib},
 		// Four stops cannot show a trend, whatever they hold.
 		{name: "four stops", rss: ramp(8*mib, mib, 4), use: ramp(7000, 10000, 4), free: repeat(0, 4),
-			verdict: VerdictTooFewStops, findings: []string{}, useGrowth: 30000, rssG: 3 * mib},
+			verdict: runjson.VerdictTooFewStops, findings: []string{}, useGrowth: 30000, rssG: 3 * mib},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := verdictOf("round", seriesOf(tc.rss, tc.use, tc.free), false)
@@ -122,7 +123,7 @@ func TestVerdictRule(t *testing.T) {
 			// A leak small enough to be glibc's per-thread cache filling
 			// says how to rule that out.
 			tcache := strings.Contains(v.Sentence, "GLIBC_TUNABLES=glibc.malloc.tcache_count=0 rules them out")
-			if want := v.Verdict == VerdictLeak && *v.Figures.InUseGrowth <= tcacheBytes; tcache != want {
+			if want := v.Verdict == runjson.VerdictLeak && *v.Figures.InUseGrowth <= tcacheBytes; tcache != want {
 				t.Errorf("sentence %q: tcache hint %v, want %v", v.Sentence, tcache, want)
 			}
 		})
@@ -159,7 +160,7 @@ func TestSeriesThinning(t *testing.T) {
 	s := &series{stride: 1}
 	for i := 0; i < 100000; i++ {
 		u, f := int64(1000+i*8), int64(0)
-		s.add(pointOf(i+1, &Memory{RSSBytes: 8 * mib, HeapInUseBytes: &u, HeapFreeBytes: &f}))
+		s.add(pointOf(i+1, &runjson.Memory{RSSBytes: 8 * mib, HeapInUseBytes: &u, HeapFreeBytes: &f}))
 	}
 	if len(s.points) >= maxSeriesPoints {
 		t.Errorf("%d points kept", len(s.points))
@@ -174,7 +175,7 @@ func TestSeriesThinning(t *testing.T) {
 		t.Errorf("last point is stop %d", pts[len(pts)-1].index)
 	}
 	v := verdictOf("round", s, false)
-	if v.Verdict != VerdictLeak || v.Figures.Stops != 100000 || v.Figures.InUseIntervals != 99999 || *v.Figures.InUsePerHit != 8 || *v.Figures.InUseGrowth != 8*99999 {
+	if v.Verdict != runjson.VerdictLeak || v.Figures.Stops != 100000 || v.Figures.InUseIntervals != 99999 || *v.Figures.InUsePerHit != 8 || *v.Figures.InUseGrowth != 8*99999 {
 		t.Errorf("verdict %s, figures %+v", v.Verdict, v.Figures)
 	}
 }
@@ -185,10 +186,10 @@ func TestVerdictTrimProbe(t *testing.T) {
 	s := &series{stride: 1}
 	for i := 0; i < 6; i++ {
 		u, f, tr := int64(7000), int64(mib+i*2*mib), int64(2*mib)
-		s.add(pointOf(i+1, &Memory{RSSBytes: 8 * mib, HeapInUseBytes: &u, HeapFreeBytes: &f, TrimReleasedBytes: &tr}))
+		s.add(pointOf(i+1, &runjson.Memory{RSSBytes: 8 * mib, HeapInUseBytes: &u, HeapFreeBytes: &f, TrimReleasedBytes: &tr}))
 	}
 	v := verdictOf("round", s, true)
-	if v.Verdict != VerdictRetention || *v.Figures.TrimReleased != 2*mib || *v.Figures.TrimReleasedTotal != 12*mib {
+	if v.Verdict != runjson.VerdictRetention || *v.Figures.TrimReleased != 2*mib || *v.Figures.TrimReleasedTotal != 12*mib {
 		t.Errorf("verdict %s, figures %+v", v.Verdict, v.Figures)
 	}
 	if !strings.Contains(v.Sentence, "malloc_trim(0) returned up to 2.0 MiB at a stop, 12.0 MiB over the run") {
@@ -201,8 +202,8 @@ func TestVerdictTrimProbe(t *testing.T) {
 func TestNativeReportFailedRun(t *testing.T) {
 	v := verdictOf("round", seriesOf(repeat(8*mib, 6), ramp(1000, 112, 6), repeat(0, 6)), false)
 	code := 1
-	m := &Manifest{Backend: BackendNative, Status: StatusFailed, Error: "gdb's agent failed at breakpoint \"round\"", ExitCode: &code, ExitReason: "failed",
-		Breakpoints: []BreakpointSummary{{Name: "round", Location: "round_done", Hits: 6, Snapshots: 6}}, Verdicts: []Verdict{v}}
+	m := &runjson.Manifest{Backend: BackendNative, Status: runjson.StatusFailed, Error: "gdb's agent failed at breakpoint \"round\"", ExitCode: &code, ExitReason: "failed",
+		Breakpoints: []runjson.BreakpointSummary{{Name: "round", Location: "round_done", Hits: 6, Snapshots: 6}}, Verdicts: []runjson.Verdict{v}}
 	m.Target.Argv = []string{"./server"}
 	res := &Result{Manifest: m, Dir: t.TempDir(), Stops: 6, Diffs: 5}
 	var text strings.Builder

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/internal/child"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // endGrace is how long a target that snapctl ends (after its workload, or
@@ -98,11 +99,11 @@ func (s *session) endTarget(why string) {
 		// A process snapctl attached to is not snapctl's to end: the
 		// run ends and gdb detaches (see attachedDone).
 		s.ending = why
-		s.event(Event{Kind: EventRunEnded, Message: why + ": snapctl detaches from the process, which goes on running" + also})
+		s.event(runjson.Event{Kind: runjson.EventRunEnded, Message: why + ": snapctl detaches from the process, which goes on running" + also})
 		return
 	}
 	s.ending = why
-	s.event(Event{Kind: EventTargetEnded, Message: fmt.Sprintf("%s: snapctl ends the target with SIGTERM (SIGKILL after %v)%s", why, endGrace, also)})
+	s.event(runjson.Event{Kind: runjson.EventTargetEnded, Message: fmt.Sprintf("%s: snapctl ends the target with SIGTERM (SIGKILL after %v)%s", why, endGrace, also)})
 	pid := s.pid()
 	syscall.Kill(pid, syscall.SIGTERM)
 	s.endKill = time.AfterFunc(endGrace, func() { syscall.Kill(pid, syscall.SIGKILL) })

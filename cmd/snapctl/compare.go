@@ -17,6 +17,7 @@ import (
 
 	"github.com/snapctl/snapctl/driver"
 	"github.com/snapctl/snapctl/internal/fsutil"
+	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -218,10 +219,10 @@ func loadRun(ctx context.Context, dir string) (snapshots.CompareRun, error) {
 	// A comparison reads the suspects' frames and growth, which v1 and
 	// v2 spell alike (v2 only moved the stacks into a table): a run
 	// recorded before the upgrade still compares with one after.
-	if m.Schema != driver.Schema && m.Schema != schemaV1 {
-		return snapshots.CompareRun{}, &runDirError{dir, fmt.Sprintf("run.json has schema %q; this snapctl reads %s and %s", m.Schema, schemaV1, driver.Schema)}
+	if m.Schema != runjson.Schema && m.Schema != schemaV1 {
+		return snapshots.CompareRun{}, &runDirError{dir, fmt.Sprintf("run.json has schema %q; this snapctl reads %s and %s", m.Schema, schemaV1, runjson.Schema)}
 	}
-	if m.Status != string(driver.StatusCompleted) {
+	if m.Status != string(runjson.StatusCompleted) {
 		msg := fmt.Sprintf("the run did not complete (status %s", m.Status)
 		if m.Error != "" {
 			msg += ": " + m.Error
@@ -251,7 +252,7 @@ func loadRun(ctx context.Context, dir string) (snapshots.CompareRun, error) {
 			cb.Verdict, cb.Findings, cb.InUsePerHit = v.Verdict, v.Findings, v.Figures.InUsePerHit
 			// A run of a snapctl before findings: its verdict is its only
 			// finding.
-			if v.Findings == nil && v.Verdict != driver.VerdictFlat {
+			if v.Findings == nil && v.Verdict != runjson.VerdictFlat {
 				cb.Findings = []string{v.Verdict}
 			}
 		}

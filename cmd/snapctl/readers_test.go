@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snapctl/snapctl/driver"
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // reader is a snapctl reader command started on its own, for the tests
@@ -152,7 +152,7 @@ func TestReadersRefuseOddFiles(t *testing.T) {
 // that never comes.
 func TestCompareRefusesOddRunJSON(t *testing.T) {
 	good := t.TempDir()
-	manifest := `{"schema": "` + driver.Schema + `", "status": "completed", "breakpoints": [], "stops": [], "suspects": []}`
+	manifest := `{"schema": "` + runjson.Schema + `", "status": "completed", "breakpoints": [], "stops": [], "suspects": []}`
 	if err := os.WriteFile(filepath.Join(good, "run.json"), []byte(manifest), 0o644); err != nil {
 		t.Fatal(err)
 	}
