@@ -3,7 +3,6 @@ package driver
 import (
 	"bytes"
 	"context"
-	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
@@ -33,19 +33,12 @@ import (
 // commands or around_call, and every breakpoint when gdb has no Python,
 // stop over MI.
 
-//go:embed agent.py
-var agentSource string
-
 const (
-	agentScript  = "agent.py"
 	agentRecords = "agent.jsonl"
 	// agentBusy is where the agent marks the stop it is in (see
 	// agentState.overdue).
 	agentBusy = "agent-busy"
 	agentBp   = "agent-breakpoint.json"
-	// agentFailed starts the line the agent's loader prints when Python
-	// cannot load it.
-	agentFailed = "snapctl: agent failed: "
 	// agentPoll is how often the loop reads the agent's records while
 	// nothing else happens: the status line and the analysis keep up, and
 	// snapshots do not pile up in the private directory.
@@ -102,13 +95,13 @@ func (s *session) startAgent(ctx context.Context) error {
 		f.Close()
 		return fmt.Errorf("opening the agent's busy file: %w", err)
 	}
-	r, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote(pythonTry(agentNew(records, s.priv, s.backend.agentMeasure()))))
+	r, err := s.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote(gdb.PythonTry(agentNew(records, s.priv, s.backend.agentMeasure()))))
 	if err != nil {
 		f.Close()
 		bf.Close()
 		return fmt.Errorf("loading gdb's agent: %w", err)
 	}
-	if why := loadFailure(r); why != "" {
+	if why := gdb.LoadFailure(r); why != "" {
 		f.Close()
 		bf.Close()
 		s.agentUnusable(why)
@@ -132,22 +125,22 @@ func (s *session) defineAgent(ctx context.Context) (python bool, why string, err
 	if s.agentSourced {
 		return true, "", nil
 	}
-	r, err := s.send(ctx, "-list-features")
+	r, err := s.gdb.Send(ctx, "-list-features")
 	if err != nil {
 		return false, "", fmt.Errorf("asking gdb for its features: %w", err)
 	}
-	if !hasFeature(r, "python") {
+	if !gdb.HasFeature(r, "python") {
 		return false, "", nil
 	}
-	script := filepath.Join(s.priv, agentScript)
-	if err := os.WriteFile(script, []byte(agentSource), 0o600); err != nil {
+	script := filepath.Join(s.priv, gdb.AgentScript)
+	if err := os.WriteFile(script, []byte(gdb.AgentSource), 0o600); err != nil {
 		return true, "", fmt.Errorf("writing gdb's agent: %w", err)
 	}
-	r, err = s.send(ctx, "-interpreter-exec", "console", mi.Quote(pythonTry(agentRead(script))))
+	r, err = s.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote(gdb.PythonTry(gdb.AgentRead(script))))
 	if err != nil {
 		return true, "", fmt.Errorf("loading gdb's agent: %w", err)
 	}
-	if why := loadFailure(r); why != "" {
+	if why := gdb.LoadFailure(r); why != "" {
 		return true, why, nil
 	}
 	s.agentSourced = true
@@ -159,65 +152,40 @@ func (s *session) defineAgent(ctx context.Context) (python bool, why string, err
 // snapdir's busy file and takes its measurements into snapdir as
 // measure, the backend's agentMeasure, says.
 func agentNew(records, snapdir, measure string) string {
-	return "snapctl_agent = Agent(" + pyString(records) + ", " + pyString(snapdir) + ", " + pyString(filepath.Join(snapdir, agentBusy)) + ", " +
+	return "snapctl_agent = Agent(" + gdb.PyString(records) + ", " + gdb.PyString(snapdir) + ", " + gdb.PyString(filepath.Join(snapdir, agentBusy)) + ", " +
 		measure + ")\n"
-}
-
-// pythonTry is the gdb command that runs code, lines of Python, inside a
-// try, so that Python's own words reach snapctl after agentFailed: gdb
-// would only answer "Error while executing Python code", and its source
-// command says nothing at all of a script that fails.
-func pythonTry(code string) string {
-	try := "try:\n"
-	for _, line := range strings.SplitAfter(strings.TrimSuffix(code, "\n"), "\n") {
-		try += "    " + line
-	}
-	return "python exec(" + pyString(try+"\nexcept Exception as e:\n    print('"+agentFailed+"%s' % e)\n") + ")"
-}
-
-// loadFailure is what Python said when a pythonTry command failed, ""
-// when it did not.
-func loadFailure(r *mi.Result) string {
-	_, why, failed := strings.Cut(r.Console(), agentFailed)
-	if !failed {
-		return ""
-	}
-	if why = strings.TrimSpace(why); why == "" {
-		why = "no reason given"
-	}
-	return why
 }
 
 // CheckAgent reports whether the gdb at path can load snapctl's agent, for
 // snapctl doctor: nil when it can, else what gdb or its Python said.
-func CheckAgent(ctx context.Context, gdb string) error {
+func CheckAgent(ctx context.Context, gdbPath string) error {
 	dir, err := os.MkdirTemp("", "snapctl-agent-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	script := filepath.Join(dir, agentScript)
-	if err := os.WriteFile(script, []byte(agentSource), 0o600); err != nil {
+	script := filepath.Join(dir, gdb.AgentScript)
+	if err := os.WriteFile(script, []byte(gdb.AgentSource), 0o600); err != nil {
 		return err
 	}
 	const loaded = "snapctl: agent loaded"
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, gdb, "--nx", "--batch",
-		"-ex", pythonTry(agentRead(script)+agentNew(filepath.Join(dir, agentRecords), dir, massifBackend{}.agentMeasure())),
+	cmd := exec.CommandContext(ctx, gdbPath, "--nx", "--batch",
+		"-ex", gdb.PythonTry(gdb.AgentRead(script)+agentNew(filepath.Join(dir, agentRecords), dir, massifBackend{}.agentMeasure())),
 		"-ex", "python print('"+loaded+"')")
 	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()
 	text := strings.TrimSpace(string(out))
-	switch _, why, failed := strings.Cut(text, agentFailed); {
+	switch _, why, failed := strings.Cut(text, gdb.AgentFailed); {
 	case failed:
-		return errors.New(lastLine(why))
+		return errors.New(gdb.LastLine(why))
 	case strings.Contains(text, loaded):
 		return nil
 	case text != "":
 		// A gdb without Python says so: "Python scripting is not
 		// supported in this copy of GDB."
-		return errors.New(lastLine(text))
+		return errors.New(gdb.LastLine(text))
 	case err != nil:
 		return err
 	}
@@ -240,7 +208,7 @@ type agentSpec struct {
 // quoting a location and a condition for MI and Python at once.
 func (s *session) insertAgentBreakpoint(ctx context.Context, st *bpState) error {
 	data, err := json.Marshal(agentSpec{Location: st.bp.GdbLocation(), Condition: st.bp.GdbCondition(),
-		Skip: st.bp.Skip, Every: st.bp.Every, MaxHits: st.bp.HitLimit(), Threads: st.bp.Threads, Depth: backtraceDepth})
+		Skip: st.bp.Skip, Every: st.bp.Every, MaxHits: st.bp.HitLimit(), Threads: st.bp.Threads, Depth: gdb.BacktraceDepth})
 	if err != nil {
 		return err
 	}
@@ -248,11 +216,11 @@ func (s *session) insertAgentBreakpoint(ctx context.Context, st *bpState) error 
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		return fmt.Errorf("writing the agent's breakpoint: %w", err)
 	}
-	r, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote("python snapctl_agent.insert("+pyString(path)+")"))
+	r, err := s.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("python snapctl_agent.insert("+gdb.PyString(path)+")"))
 	if err != nil {
 		return insertError(st, err)
 	}
-	number := lastLine(r.Console())
+	number := gdb.LastLine(r.Console())
 	if _, err := strconv.Atoi(number); err != nil {
 		return fmt.Errorf("gdb's agent answered %q to inserting breakpoint %q", r.Console(), st.bp.Name)
 	}
@@ -260,19 +228,6 @@ func (s *session) insertAgentBreakpoint(ctx context.Context, st *bpState) error 
 	st.sum.Number = st.number
 	s.bps[st.number] = st
 	return nil
-}
-
-// pyString returns s as a Python string literal: JSON's string syntax is
-// Python's too.
-func pyString(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
-}
-
-// lastLine returns the last non-empty line of console output.
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 // agentRecord is one line of the agent's records: a stop it handled, or a
@@ -320,7 +275,7 @@ type agentFrame struct {
 
 // frame converts a frame as frameOf converts gdb's MI frames.
 func (f agentFrame) frame() runjson.Frame {
-	return newFrame(runjson.Frame{Function: f.Func, File: f.File, Line: f.Line, FullName: f.FullName, Addr: f.Addr, From: f.From})
+	return gdb.NewFrame(runjson.Frame{Function: f.Func, File: f.File, Line: f.Line, FullName: f.FullName, Addr: f.Addr, From: f.From})
 }
 
 func (t agentThread) thread() runjson.Thread {
@@ -394,7 +349,7 @@ func (s *session) agentStop(rec *agentRecord) error {
 			Message: fmt.Sprintf("breakpoint %q: gdb cannot evaluate its condition: %s", st.bp.Name, rec.Error)})
 		return nil
 	default:
-		if lostTarget(rec.Error) {
+		if gdb.LostTarget(rec.Error) {
 			// valgrind or vgdb died under the agent's stop.
 			return s.targetLost(rec.Error)
 		}
@@ -434,18 +389,18 @@ func (s *session) agentStop(rec *agentRecord) error {
 // The agent also stops the target when it could not write a record (a
 // full file system): that ends the run, with the stops recorded so far.
 func (s *session) agentStopped(ctx context.Context, st *bpState) error {
-	r, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote("python snapctl_agent.stopped()"))
+	r, err := s.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("python snapctl_agent.stopped()"))
 	if err != nil {
 		return fmt.Errorf("measuring at breakpoint %q: %w", st.bp.Name, err)
 	}
-	if why := loadFailure(r); why != "" {
+	if why := gdb.LoadFailure(r); why != "" {
 		return s.diskFull(fmt.Errorf("gdb's agent at breakpoint %q: %s", st.bp.Name, why))
 	}
 	if err := s.readAgent(); err != nil {
 		return err
 	}
 	if st.bp.Done(st.hits) {
-		if _, err := s.send(ctx, "-break-delete", st.number); err != nil {
+		if _, err := s.gdb.Send(ctx, "-break-delete", st.number); err != nil {
 			return fmt.Errorf("deleting breakpoint %q: %w", st.bp.Name, err)
 		}
 		s.deleted(st)
@@ -460,7 +415,7 @@ func (s *session) agentHits(ctx context.Context) {
 	if s.agent == nil || ctx.Err() != nil {
 		return
 	}
-	r, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote("python snapctl_agent.hits()"))
+	r, err := s.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("python snapctl_agent.hits()"))
 	if err != nil {
 		return
 	}
@@ -468,7 +423,7 @@ func (s *session) agentHits(ctx context.Context) {
 		Times   int  `json:"times"`
 		Pending bool `json:"pending"`
 	}
-	if err := json.Unmarshal([]byte(lastLine(r.Console())), &hits); err != nil {
+	if err := json.Unmarshal([]byte(gdb.LastLine(r.Console())), &hits); err != nil {
 		return
 	}
 	for _, st := range s.order {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/internal/testenv"
 )
 
@@ -111,15 +112,15 @@ func TestAgentContract(t *testing.T) {
 		{Location: "keep", Condition: "*(int *) 0 == 1", MaxHits: 1, Threads: "all", Depth: 2},
 		{Location: "main", Threads: "current", Depth: 0},
 	}
-	script := filepath.Join(dir, agentScript)
-	if err := os.WriteFile(script, []byte(agentSource), 0o600); err != nil {
+	script := filepath.Join(dir, gdb.AgentScript)
+	if err := os.WriteFile(script, []byte(gdb.AgentSource), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	run := func(name, measure string, specs []agentSpec) []map[string]json.RawMessage {
 		t.Helper()
 		records := filepath.Join(dir, name+".jsonl")
 		var py strings.Builder
-		py.WriteString("python\na = Agent(" + pyString(records) + ", " + pyString(dir) + ", " + pyString(filepath.Join(dir, agentBusy)) + ", " + measure + ")\n")
+		py.WriteString("python\na = Agent(" + gdb.PyString(records) + ", " + gdb.PyString(dir) + ", " + gdb.PyString(filepath.Join(dir, agentBusy)) + ", " + measure + ")\n")
 		for i, sp := range specs {
 			data, err := json.Marshal(sp)
 			if err != nil {
@@ -129,7 +130,7 @@ func TestAgentContract(t *testing.T) {
 			if err := os.WriteFile(path, data, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			py.WriteString("a.insert(" + pyString(path) + ")\n")
+			py.WriteString("a.insert(" + gdb.PyString(path) + ")\n")
 		}
 		// What the agent read of each file, in the file's own terms.
 		py.WriteString("import json\nprint('SPECS ' + json.dumps([{'location': b.location, 'condition': b.cond, 'skip': b.skip, " +

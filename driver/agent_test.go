@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
@@ -23,8 +24,8 @@ import (
 // every and max_hits.
 func TestAgentHitSelection(t *testing.T) {
 	testenv.MustHave(t, "gdb")
-	script := filepath.Join(t.TempDir(), agentScript)
-	if err := os.WriteFile(script, []byte(agentSource), 0o600); err != nil {
+	script := filepath.Join(t.TempDir(), gdb.AgentScript)
+	if err := os.WriteFile(script, []byte(gdb.AgentSource), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	type decision struct {
@@ -56,7 +57,7 @@ end`
 		t.Fatalf("gdb: %v\n%s", err, out)
 	}
 	var got []decision
-	if err := json.Unmarshal([]byte(lastLine(string(out))), &got); err != nil {
+	if err := json.Unmarshal([]byte(gdb.LastLine(string(out))), &got); err != nil {
 		t.Fatalf("agent's answer %q: %v", out, err)
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -362,12 +363,12 @@ func TestAgentELFSymbols(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	script := filepath.Join(dir, agentScript)
-	if err := os.WriteFile(script, []byte(agentSource), 0o600); err != nil {
+	script := filepath.Join(dir, gdb.AgentScript)
+	if err := os.WriteFile(script, []byte(gdb.AgentSource), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	py := "python\nimport json\nnames = ('main', 'handle_request')\nprint(json.dumps([elf_symbols(p, names) for p in (" +
-		pyString(bin) + ", " + pyString(filepath.Join(dir, "missing")) + ", " + pyString(text) + ", " + pyString(head) + ", " + pyString(cut) + ")]))\nend\n"
+		gdb.PyString(bin) + ", " + gdb.PyString(filepath.Join(dir, "missing")) + ", " + gdb.PyString(text) + ", " + gdb.PyString(head) + ", " + gdb.PyString(cut) + ")]))\nend\n"
 	cmdFile := filepath.Join(dir, "cmds")
 	if err := os.WriteFile(cmdFile, []byte(py), 0o600); err != nil {
 		t.Fatal(err)
@@ -377,7 +378,7 @@ func TestAgentELFSymbols(t *testing.T) {
 		t.Fatalf("gdb: %v\n%s", err, out)
 	}
 	var got []map[string]uint64
-	if err := json.Unmarshal([]byte(lastLine(string(out))), &got); err != nil {
+	if err := json.Unmarshal([]byte(gdb.LastLine(string(out))), &got); err != nil {
 		t.Fatalf("agent's answer %q: %v", out, err)
 	}
 	if diff := cmp.Diff([]map[string]uint64{want, {}, {}, {}, {}}, got); diff != "" {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/runjson"
 )
@@ -79,13 +80,13 @@ func pyDict(kv ...any) string {
 		v := "False"
 		switch x := kv[i+1].(type) {
 		case string:
-			v = pyString(x)
+			v = gdb.PyString(x)
 		case bool:
 			if x {
 				v = "True"
 			}
 		}
-		parts = append(parts, pyString(kv[i].(string))+": "+v)
+		parts = append(parts, gdb.PyString(kv[i].(string))+": "+v)
 	}
 	return "{" + strings.Join(parts, ", ") + "}"
 }

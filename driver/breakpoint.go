@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
@@ -73,7 +74,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 	// target: they go to gdb at once, without waiting for each answer.
 	tid := rec.String("thread-id")
 	stop := &runjson.Stop{Breakpoint: st.bp.Name, Hit: hit, Phase: runjson.PhaseHit}
-	if f := recFrame(rec); f != nil {
+	if f := gdb.RecFrame(rec); f != nil {
 		stop.Frame = *f
 	}
 	resumes := st.bp.AroundCall || len(st.bp.Commands) > 0
@@ -92,7 +93,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		return false, s.flush()
 	}
 
-	restore, err := s.lockScheduler(sctx)
+	restore, err := s.gdb.LockScheduler(sctx, s.plan.SchedulerLocking)
 	if err != nil {
 		return s.stopFailed(ctx, err)
 	}
@@ -116,12 +117,12 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 
 	// around_call: run to the return of the function and snapshot again.
 	switches := s.taskSwitches()
-	if _, err := s.send(sctx, "-exec-finish"); err != nil {
+	if _, err := s.gdb.Send(sctx, "-exec-finish"); err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}
 		s.event(runjson.Event{Kind: runjson.EventAroundCallFailed, Thread: stop.Thread,
-			Message: fmt.Sprintf("breakpoint %q hit %d: finish: %s", st.bp.Name, hit, miMessage(err))})
+			Message: fmt.Sprintf("breakpoint %q hit %d: finish: %s", st.bp.Name, hit, gdb.Message(err))})
 		return s.leaveStop(ctx, sctx, st, hit, restore)
 	}
 	rec2, err := s.waitStopped(sctx)
@@ -131,9 +132,9 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		}
 		// The call does not return in time (blocked, or waiting for a
 		// thread that valgrind does not schedule): give this stop up.
-		irec := s.interrupt()
+		irec := s.gdb.Interrupt()
 		released := false
-		if irec != nil && ownStop(irec) && s.native != nil && stop.SchedulerLocking == "on" {
+		if irec != nil && gdb.OwnStop(irec) && s.native != nil && stop.SchedulerLocking == "on" {
 			// Natively the lock holds: the call may wait for a
 			// thread that the lock keeps stopped. The deadline
 			// releases it and the call goes on with every thread.
@@ -143,16 +144,16 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 			}
 			restore = func(context.Context) error { return nil }
 		}
-		if released && returned(rec2) {
+		if released && gdb.Returned(rec2) {
 			ret := &runjson.Stop{Breakpoint: st.bp.Name, Hit: hit, Phase: runjson.PhaseReturn, SchedulerLocking: stop.SchedulerLocking, SchedulerLockReleased: true}
-			if f := recFrame(rec2); f != nil {
+			if f := gdb.RecFrame(rec2); f != nil {
 				ret.Frame = *f
 			}
 			after, err := s.inspectAndSnapshot(ctx, st, ret, stop.Thread.ID, false, s.pending[len(s.pending)-1], nil)
 			if err != nil {
 				return s.stopFailed(ctx, err)
 			}
-			changed := append(threadsChanged(stop.Thread.ID, threads, after), "scheduler-locking released")
+			changed := append(gdb.ThreadsChanged(stop.Thread.ID, threads, after), "scheduler-locking released")
 			ran := true
 			ret.OtherThreadsRan, ret.ThreadsChanged = &ran, changed
 			return s.leaveStop(ctx, ctx, st, hit, restore)
@@ -162,13 +163,13 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		}
 		s.event(runjson.Event{Kind: runjson.EventStopAbandoned, Thread: stop.Thread,
 			Message: fmt.Sprintf("breakpoint %q hit %d: the call did not return within %v; stop abandoned", st.bp.Name, hit, timeout)})
-		if irec == nil || ownStop(irec) || returned(irec) {
+		if irec == nil || gdb.OwnStop(irec) || gdb.Returned(irec) {
 			return s.leaveStop(ctx, context.WithoutCancel(ctx), st, hit, restore)
 		}
 		// Another stop came before the interrupt took effect.
 		return s.otherStop(ctx, context.WithoutCancel(ctx), st, hit, restore, irec)
 	}
-	if r := rec2.String("reason"); !returned(rec2) {
+	if r := rec2.String("reason"); !gdb.Returned(rec2) {
 		// Another stop came first: a breakpoint in another thread, a
 		// signal, the exit. The return snapshot of this hit is lost.
 		s.event(runjson.Event{Kind: runjson.EventAroundCallCutShort, Reason: r, Thread: stop.Thread,
@@ -176,25 +177,18 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		return s.otherStop(ctx, context.WithoutCancel(sctx), st, hit, restore, rec2)
 	}
 	ret := &runjson.Stop{Breakpoint: st.bp.Name, Hit: hit, Phase: runjson.PhaseReturn, SchedulerLocking: stop.SchedulerLocking}
-	if f := recFrame(rec2); f != nil {
+	if f := gdb.RecFrame(rec2); f != nil {
 		ret.Frame = *f
 	}
 	after, err := s.inspectAndSnapshot(sctx, st, ret, stop.Thread.ID, false, s.pending[len(s.pending)-1], nil)
 	if err != nil {
 		return s.stopFailed(ctx, err)
 	}
-	changed := threadsChanged(stop.Thread.ID, threads, after)
+	changed := gdb.ThreadsChanged(stop.Thread.ID, threads, after)
 	changed = append(changed, s.threadsRan(switches, stop.Thread)...)
 	ran := len(changed) > 0
 	ret.OtherThreadsRan, ret.ThreadsChanged = &ran, changed
 	return s.leaveStop(ctx, sctx, st, hit, restore)
-}
-
-// returned reports whether rec is the stop of -exec-finish: the call
-// returned.
-func returned(rec *mi.Record) bool {
-	r := rec.String("reason")
-	return r == "function-finished" || r == "location-reached"
 }
 
 // leaveStop restores gdb's scheduler-locking mode, resumes the target and
@@ -231,8 +225,8 @@ func (s *session) exitedMeanwhile() *mi.Record {
 			if !ok {
 				return nil
 			}
-			s.note(rec)
-			if rec.Type == mi.TypeExec && rec.Class == "stopped" && exitRecord(rec) {
+			s.gdb.Note(rec)
+			if rec.Type == mi.TypeExec && rec.Class == "stopped" && gdb.ExitRecord(rec) {
 				return rec
 			}
 		case <-s.gdb.Done():
@@ -257,7 +251,7 @@ func (s *session) endAtStop(ctx context.Context, rec *mi.Record) (bool, error) {
 // applies every and max_hits for the hit, reads the stop's snapshots and
 // handles rec as the stop loop would.
 func (s *session) otherStop(ctx, sctx context.Context, st *bpState, hit int, restore func(context.Context) error, rec *mi.Record) (bool, error) {
-	if exitRecord(rec) {
+	if gdb.ExitRecord(rec) {
 		// The call ended the program (exit() in it): there is no
 		// target left to restore a setting on.
 		return s.endAtStop(ctx, rec)
@@ -272,12 +266,6 @@ func (s *session) otherStop(ctx, sctx context.Context, st *bpState, hit int, res
 	}
 	return s.endAtStop(ctx, rec)
 }
-
-// backtraceDepth caps the frames a stop records of the stopped thread. The
-// reports use the first ones (the stop's frame, the first frame in the
-// program's own code); every frame more is read from the target's stack
-// through vgdb at every stop.
-const backtraceDepth = 32
 
 // inspectAndSnapshot reads the thread state the plan asks for (and, with
 // backtrace, the stopped thread's frames), takes the snapshot and then
@@ -294,12 +282,12 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *run
 	}
 	var cmds []mi.Command
 	if backtrace && mode != plan.ThreadsNone {
-		cmds = append(cmds, mi.Command{Name: "-stack-list-frames", Args: []string{"0", strconv.Itoa(backtraceDepth - 1)}})
+		cmds = append(cmds, mi.Command{Name: "-stack-list-frames", Args: []string{"0", strconv.Itoa(gdb.BacktraceDepth - 1)}})
 	}
 	var threads []runjson.Thread
 	switch mode {
 	case plan.ThreadsAll:
-		threads = s.knownThreads(tid, stop.Frame)
+		threads = s.gdb.KnownThreads(tid, stop.Frame)
 		if threads == nil {
 			cmds = append(cmds, mi.Command{Name: "-thread-info"})
 		}
@@ -308,7 +296,7 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *run
 		// they are read again only when the set of threads changed.
 		// Under threads: none the stop keeps only the thread's target
 		// id, read the same way.
-		if t, ok := s.current[tid]; ok {
+		if t, ok := s.gdb.Thread(tid); ok {
 			threads = []runjson.Thread{t}
 		} else {
 			cmds = append(cmds, mi.Command{Name: "-thread-info", Args: []string{tid}})
@@ -317,7 +305,7 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *run
 	snap := len(cmds)
 	cmds = append(cmds, mi.Command{Name: "-interpreter-exec", Args: []string{"console", mi.Quote(s.backend.measureCommand(tmp))}})
 	cmds = append(cmds, then...)
-	res, errs := s.sendBatch(ctx, cmds)
+	res, errs := s.gdb.SendBatch(ctx, cmds)
 	for i, err := range errs[:snap+1] {
 		if err != nil {
 			// The measurement's file may not fit in a full TMPDIR.
@@ -325,21 +313,19 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *run
 		}
 	}
 	if backtrace && mode != plan.ThreadsNone {
-		stop.Backtrace = framesOf(res[0].List("stack"))
+		stop.Backtrace = gdb.FramesOf(res[0].List("stack"))
 		if len(stop.Backtrace) > 0 {
 			stop.Frame = stop.Backtrace[0]
 		}
 	}
 	switch {
 	case threads == nil && mode == plan.ThreadsAll:
-		threads = threadsOf(res[snap-1].List("threads"))
-		s.threads, s.threadsKnown = threads, true
+		threads = gdb.ThreadsOf(res[snap-1].List("threads"))
+		s.gdb.SetThreads(threads)
 	case threads == nil:
-		threads = threadsOf(res[snap-1].List("threads"))
+		threads = gdb.ThreadsOf(res[snap-1].List("threads"))
 		if len(threads) == 1 {
-			t := threads[0]
-			t.Frame = nil
-			s.current[tid] = t
+			s.gdb.SetThread(tid, threads[0])
 		}
 	case mode != plan.ThreadsNone:
 		threads = []runjson.Thread{threads[0]}
@@ -347,11 +333,11 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *run
 		threads[0].Frame = &f
 	}
 	if mode == plan.ThreadsNone {
-		t := findThread(threads, tid)
+		t := gdb.FindThread(threads, tid)
 		stop.Thread = runjson.Thread{ID: t.ID, TargetID: t.TargetID, State: t.State}
 		threads = nil
 	} else {
-		stop.Thread = findThread(threads, tid)
+		stop.Thread = gdb.FindThread(threads, tid)
 	}
 	stop.Threads = threads
 	// Errors come back as target-stream text with a ^done
@@ -376,30 +362,13 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *run
 	return threads, nil
 }
 
-// knownThreads returns the thread list of the stop of thread tid at frame
-// without asking gdb, when it cannot have changed since gdb last listed
-// it: the target had one thread, tid, and gdb has announced no thread
-// since (=thread-created, =thread-exited). Its frame is then the stop's.
-// It returns nil when gdb must be asked.
-func (s *session) knownThreads(tid string, frame runjson.Frame) []runjson.Thread {
-	if !s.threadsKnown || len(s.threads) != 1 || s.threads[0].ID != tid || frame.Addr == "" {
-		return nil
-	}
-	return s.threads
-}
-
-// note keeps what gdb announces between stops: a thread that started or
-// ended makes the known thread list stale; a breakpoint's new hit count
-// (gdb's "times", sent with every hit, ignored ones included) numbers the
-// next stop of that breakpoint as gdb counts its hits.
-func (s *session) note(rec *mi.Record) {
-	if rec.Type != mi.TypeNotify {
-		return
-	}
+// noteBreakpoint keeps what gdb announces of the plan's breakpoints
+// between stops (the gdb connection notes the threads first): where a
+// breakpoint resolved, and its new hit count (gdb's "times", sent with
+// every hit, ignored ones included), which numbers the next stop of that
+// breakpoint as gdb counts its hits.
+func (s *session) noteBreakpoint(rec *mi.Record) {
 	switch rec.Class {
-	case "thread-created", "thread-exited":
-		s.threadsKnown = false
-		clear(s.current)
 	case "breakpoint-created":
 		if st := s.bps[rec.String("bkpt.number")]; st != nil {
 			st.resolvedAt(rec)
@@ -414,15 +383,6 @@ func (s *session) note(rec *mi.Record) {
 			}
 		}
 	}
-}
-
-// sendBatch sends MI commands in one write, in order, with the
-// per-command deadline for the whole batch, and returns every result and
-// error by position.
-func (s *session) sendBatch(ctx context.Context, cmds []mi.Command) ([]*mi.Result, []error) {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.CommandTimeout)
-	defer cancel()
-	return s.gdb.SendBatch(ctx, cmds)
 }
 
 // flush reads the snapshots of the pending stops in order, records the
@@ -511,38 +471,6 @@ func (s *session) readSnapshot(t *taken) (*snapshots.HeapTree, error) {
 	return snap, nil
 }
 
-// lockScheduler sets the plan's scheduler-locking mode, for a stop whose
-// actions resume the target, when it differs from gdb's; the returned
-// function restores gdb's mode. Valgrind ignores the mode (docs/design.md,
-// fact 1); it is set so a plan behaves the same under a target that
-// honours it.
-func (s *session) lockScheduler(ctx context.Context) (func(context.Context) error, error) {
-	noop := func(context.Context) error { return nil }
-	if s.plan.SchedulerLocking == "" {
-		return noop, nil
-	}
-	if s.schedMode == "" {
-		r, err := s.send(ctx, "-gdb-show", "scheduler-locking")
-		if err != nil {
-			return nil, fmt.Errorf("reading scheduler-locking: %w", err)
-		}
-		s.schedMode = r.String("value")
-	}
-	prev := s.schedMode
-	if prev == s.plan.SchedulerLocking {
-		return noop, nil
-	}
-	if _, err := s.send(ctx, "-gdb-set", "scheduler-locking", s.plan.SchedulerLocking); err != nil {
-		return nil, fmt.Errorf("setting scheduler-locking %s: %w", s.plan.SchedulerLocking, err)
-	}
-	return func(ctx context.Context) error {
-		if _, err := s.send(ctx, "-gdb-set", "scheduler-locking", prev); err != nil {
-			return fmt.Errorf("restoring scheduler-locking %s: %w", prev, err)
-		}
-		return nil
-	}, nil
-}
-
 // runCommands runs a breakpoint's gdb commands and records their output.
 // Frame arguments are printed as gdb's default does (see frameArguments).
 // When a command still holds gdb as ctx's deadline passes (`shell sleep
@@ -557,7 +485,7 @@ func (s *session) runCommands(ctx context.Context, cmds []string) (out []runjson
 		o, err := s.command(ctx, c)
 		out = append(out, o)
 		if errors.Is(err, context.DeadlineExceeded) && context.Cause(ctx) == context.DeadlineExceeded {
-			s.interruptCommand()
+			s.gdb.InterruptCommand()
 			return out, c
 		}
 	}
@@ -567,42 +495,19 @@ func (s *session) runCommands(ctx context.Context, cmds []string) (out []runjson
 // command runs one of a breakpoint's gdb commands and records its output.
 func (s *session) command(ctx context.Context, line string) (runjson.CommandOutput, error) {
 	out := runjson.CommandOutput{Command: line}
-	r, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote(line))
+	r, err := s.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote(line))
 	if err != nil {
-		out.Error = miMessage(err)
+		out.Error = gdb.Message(err)
 		return out, err
 	}
 	out.Output = r.Console() + r.Target()
 	return out, nil
 }
 
-// interruptCommand ends a gdb command that blocks gdb, as Ctrl-C would in
-// a terminal: SIGINT to gdb's process group, which holds gdb and the
-// shell commands it runs (vgdb runs in a session of its own). gdb answers
-// the interrupted command with "Quit"; interruptCommand waits, bounded,
-// until gdb answers again.
-func (s *session) interruptCommand() {
-	if s.gdbPid <= 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for ctx.Err() == nil {
-		syscall.Kill(-s.gdbPid, syscall.SIGINT)
-		pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		_, err := s.gdb.Send(pctx, "-gdb-version")
-		pcancel()
-		var me *mi.Error
-		if err == nil || errors.As(err, &me) || errors.Is(err, mi.ErrExited) {
-			return // gdb answers again, if only with "Quit"
-		}
-	}
-}
-
 // resume applies every and max_hits after a hit and continues the target.
 func (s *session) resume(ctx context.Context, st *bpState, hit int) error {
 	cmds := resumeCmds(st, hit)
-	_, errs := s.sendBatch(ctx, cmds)
+	_, errs := s.gdb.SendBatch(ctx, cmds)
 	return s.resumed(st, cmds, errs)
 }
 
@@ -614,7 +519,7 @@ func (s *session) settle(ctx context.Context, st *bpState, hit int) error {
 	if len(cmds) == 0 {
 		return nil
 	}
-	_, errs := s.sendBatch(ctx, cmds)
+	_, errs := s.gdb.SendBatch(ctx, cmds)
 	return s.resumed(st, cmds, errs)
 }
 

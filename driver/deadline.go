@@ -84,17 +84,17 @@ func (s *session) checkStalls() error {
 				name, lasted.Round(100*time.Millisecond), limit))
 		}
 	}
-	if s.gdbPid == 0 {
+	if s.gdb.Pid() == 0 {
 		return nil // a scripted gdb, in tests
 	}
 	w := &s.watch
 	if w.stopped == nil {
 		w.stopped = make(map[string]time.Time)
 	}
-	watched := map[string]int{"gdb": s.gdbPid}
+	watched := map[string]int{"gdb": s.gdb.Pid()}
 	if s.usesValgrind() {
 		if !w.vgdb.ok && now.Sub(w.lookedUp) >= time.Second {
-			w.vgdb, w.lookedUp = gdbChild(s.gdbPid), now
+			w.vgdb, w.lookedUp = gdbChild(s.gdb.Pid()), now
 		}
 		watched["vgdb"] = w.vgdb.pid
 		if s.vg != nil {
@@ -223,7 +223,7 @@ type diagnosis struct {
 // between the other two; else valgrind when it is busy, since gdb waits
 // for its answer; else gdb, which runs the stop while the others wait.
 func (s *session) diagnose() diagnosis {
-	if s.gdbPid == 0 {
+	if s.gdb.Pid() == 0 {
 		// A scripted gdb, in tests: no process to look at.
 		return diagnosis{tool: "gdb", why: "did not answer in time", states: "gdb scripted"}
 	}
@@ -231,7 +231,7 @@ func (s *session) diagnose() diagnosis {
 		name string
 		ps   procState
 	}
-	gdb := readProcState(s.gdbPid)
+	gdb := readProcState(s.gdb.Pid())
 	procs := []proc{{"gdb", gdb}}
 	vg := procState{}
 	if s.usesValgrind() {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/internal/testenv"
 )
 
@@ -33,8 +34,8 @@ func TestRemoteTimeout(t *testing.T) {
 func TestAgentBusyFile(t *testing.T) {
 	testenv.MustHave(t, "gdb")
 	dir := t.TempDir()
-	script := filepath.Join(dir, agentScript)
-	if err := os.WriteFile(script, []byte(agentSource), 0o600); err != nil {
+	script := filepath.Join(dir, gdb.AgentScript)
+	if err := os.WriteFile(script, []byte(gdb.AgentSource), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	busy := filepath.Join(dir, agentBusy)
@@ -44,7 +45,7 @@ func TestAgentBusyFile(t *testing.T) {
 		t.Helper()
 		cmds := filepath.Join(dir, "cmds")
 		text := "python\nclass B:\n    number = 7\n" +
-			"a = Agent(" + pyString(filepath.Join(dir, agentRecords)) + ", " + pyString(dir) + ", " + pyString(busy) + ", " + massifBackend{}.agentMeasure() + ")\n" +
+			"a = Agent(" + gdb.PyString(filepath.Join(dir, agentRecords)) + ", " + gdb.PyString(dir) + ", " + gdb.PyString(busy) + ", " + massifBackend{}.agentMeasure() + ")\n" +
 			py + "\nend\n"
 		if err := os.WriteFile(cmds, []byte(text), 0o600); err != nil {
 			t.Fatal(err)

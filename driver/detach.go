@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/runjson"
 )
@@ -68,7 +69,7 @@ func (b *nativeBackend) guardBreakpoints(ctx context.Context, s *session) {
 	if breakInsn == nil {
 		return
 	}
-	r, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote("maint info breakpoints"))
+	r, err := s.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("maint info breakpoints"))
 	if err != nil {
 		return
 	}
@@ -281,9 +282,9 @@ func (b *nativeBackend) detach(s *session) {
 		return // the process has ended: nothing to leave running
 	}
 	var did []string
-	if readProcState(s.gdbPid).state == 'T' {
+	if readProcState(s.gdb.Pid()).state == 'T' {
 		// gdb answers nothing while stopped (SIGSTOP, SIGTSTP).
-		syscall.Kill(-s.gdbPid, syscall.SIGCONT)
+		syscall.Kill(-s.gdb.Pid(), syscall.SIGCONT)
 		did = append(did, "continued the stopped gdb")
 	}
 	select {
@@ -298,7 +299,7 @@ func (b *nativeBackend) detach(s *session) {
 			return
 		}
 		did = append(did, "ended gdb, which could not detach ("+err.Error()+")")
-		syscall.Kill(-s.gdbPid, syscall.SIGKILL)
+		syscall.Kill(-s.gdb.Pid(), syscall.SIGKILL)
 		select {
 		case <-s.gdb.Done():
 		case <-time.After(5 * s.opts.Grace):
@@ -339,7 +340,7 @@ func (b *nativeBackend) detach(s *session) {
 func (b *nativeBackend) gdbDetach(s *session) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*s.opts.Grace)
 	defer cancel()
-	if running(ctx, s.gdb) {
+	if gdb.Running(ctx, s.gdb) {
 		s.gdb.Send(ctx, "-exec-interrupt")
 		wctx, wcancel := context.WithTimeout(ctx, 2*s.opts.Grace)
 		s.waitStopped(wctx)
@@ -362,7 +363,7 @@ func (b *nativeBackend) gdbDetach(s *session) error {
 	}
 	s.gdb.Send(ctx, "-break-delete")
 	if _, err := s.gdb.Send(ctx, "-target-detach"); err != nil {
-		return errors.New(miMessage(err))
+		return errors.New(gdb.Message(err))
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/plan"
 )
@@ -76,11 +77,11 @@ func startEarlyGDB(ctx context.Context, gdbPath, binary string, plan *plan.Plan,
 // The version comes with reading the agent, from Python, when it can:
 // -gdb-version's banner, some 700 bytes, costs gdb a write() per byte.
 func (e *earlyGDB) check(ctx context.Context, plan *plan.Plan) {
-	script := filepath.Join(e.priv, agentScript)
-	if err := os.WriteFile(script, []byte(agentSource), 0o600); err == nil {
-		load := agentRead(script) + "print(gdb.execute('show version', to_string=True).splitlines()[0])\n"
-		if r, err := e.c.Send(ctx, "-interpreter-exec", "console", mi.Quote(pythonTry(load))); err == nil && loadFailure(r) == "" {
-			e.sourced, e.version = true, lastLine(r.Console())
+	script := filepath.Join(e.priv, gdb.AgentScript)
+	if err := os.WriteFile(script, []byte(gdb.AgentSource), 0o600); err == nil {
+		load := gdb.AgentRead(script) + "print(gdb.execute('show version', to_string=True).splitlines()[0])\n"
+		if r, err := e.c.Send(ctx, "-interpreter-exec", "console", mi.Quote(gdb.PythonTry(load))); err == nil && gdb.LoadFailure(r) == "" {
+			e.sourced, e.version = true, gdb.LastLine(r.Console())
 		}
 	}
 	if e.version == "" {
@@ -97,7 +98,7 @@ func (e *earlyGDB) check(ctx context.Context, plan *plan.Plan) {
 		if bp.Pending {
 			continue // resolved, or refused, once a library loads it
 		}
-		checks = append(checks, "location_resolves("+pyString(bp.GdbLocation())+", "+pyString(bp.GdbCondition())+")")
+		checks = append(checks, "location_resolves("+gdb.PyString(bp.GdbLocation())+", "+gdb.PyString(bp.GdbCondition())+")")
 	}
 	if len(checks) > 0 {
 		r, err := e.c.Send(ctx, "-interpreter-exec", "console", mi.Quote("python print(all(["+strings.Join(checks, ", ")+"]))"))

@@ -26,7 +26,7 @@ func (s *session) teardown() (reap func()) {
 	var skip []int
 	if s.closeFn != nil {
 		if r := s.closeFn(); r != nil {
-			reap, skip = r, []int{s.gdbPid}
+			reap, skip = r, []int{s.gdb.Pid()}
 		}
 	}
 	if s.vg != nil {

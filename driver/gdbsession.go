@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
-	"github.com/snapctl/snapctl/plan"
 )
 
 // The session's gdb: starting it, setting it up for the stop loop,
@@ -59,7 +59,7 @@ func (s *session) startGDB(ctx context.Context, args, env []string) error {
 // useGDB makes c the session's gdb; traceOut, if any, is its transcript,
 // closed with it.
 func (s *session) useGDB(c *mi.Client, traceOut *os.File) {
-	s.gdb, s.gdbPid = c, c.Pid()
+	s.gdb = gdb.NewConn(c, c.Pid(), s.opts.CommandTimeout, s.noteBreakpoint)
 	if p := c.Process(); p != nil {
 		s.groups.Add(p)
 	}
@@ -99,25 +99,6 @@ func (s *session) targetGone() bool {
 	return s.opts.AttachPID == 0 && (s.m.Target.ExitCode != nil || s.m.Target.Signal != nil)
 }
 
-// readsBacktraces reports whether any of the plan's stops reads a
-// backtrace: threads other than none, or an around_call, whose stops read
-// every thread.
-func readsBacktraces(p *plan.Plan) bool {
-	for _, bp := range p.Breakpoints {
-		if bp.Threads != plan.ThreadsNone || bp.AroundCall {
-			return true
-		}
-	}
-	return false
-}
-
-// send runs one MI command with the per-command deadline.
-func (s *session) send(ctx context.Context, cmd string, args ...string) (*mi.Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.CommandTimeout)
-	defer cancel()
-	return s.gdb.Send(ctx, cmd, args...)
-}
-
 // setup runs the session's gdb settings and the plan's gdb init
 // commands, loads gdb's agent and inserts the breakpoints in the target
 // the backend launched.
@@ -127,7 +108,7 @@ func (s *session) setup(ctx context.Context) error {
 	// commands such as bt and frame do. The mode is set once for the
 	// session (see frameArguments); the plan's init commands may override
 	// it.
-	if _, err := s.send(ctx, "-gdb-set", "print", "frame-arguments", frameArguments(s.plan)); err != nil {
+	if _, err := s.gdb.Send(ctx, "-gdb-set", "print", "frame-arguments", gdb.FrameArguments(s.plan)); err != nil {
 		return fmt.Errorf("setting up gdb: %w", err)
 	}
 	// Unwinding a stack reads it a line of gdb's target memory cache at a
@@ -140,13 +121,13 @@ func (s *session) setup(ctx context.Context) error {
 	// stop that reads none still reads one line of stack, for the stopped
 	// frame, and there gdb's 64 bytes are the cheapest. A line never spans
 	// two pages, so it is readable whenever its first byte is.
-	if readsBacktraces(s.plan) {
-		if _, err := s.send(ctx, "-gdb-set", "dcache", "line-size", "256"); err != nil {
+	if gdb.ReadsBacktraces(s.plan) {
+		if _, err := s.gdb.Send(ctx, "-gdb-set", "dcache", "line-size", "256"); err != nil {
 			return fmt.Errorf("setting up gdb: %w", err)
 		}
 	}
 	for _, line := range s.plan.Gdb.Init {
-		if _, err := s.send(ctx, "-interpreter-exec", "console", mi.Quote(line)); err != nil {
+		if _, err := s.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote(line)); err != nil {
 			return fmt.Errorf("gdb init command %q: %w", line, err)
 		}
 	}
@@ -160,13 +141,13 @@ func (s *session) setup(ctx context.Context) error {
 			}
 			continue
 		}
-		r, err := s.send(ctx, "-break-insert", insertArgs(st.bp, true)...)
+		r, err := s.gdb.Send(ctx, "-break-insert", gdb.InsertArgs(st.bp, true)...)
 		if err != nil {
 			return insertError(st, err)
 		}
 		st.number = r.String("bkpt.number")
 		st.sum.Number = st.number
-		st.resolved = !pendingResult(r)
+		st.resolved = !gdb.PendingResult(r)
 		s.bps[st.number] = st
 		if err := s.newHitsOnly(ctx, st); err != nil {
 			return err
@@ -188,51 +169,6 @@ func (s *session) gdbDied(err error) bool {
 	case <-time.After(200 * time.Millisecond):
 		return false
 	}
-}
-
-// frameArguments is gdb's print frame-arguments mode for a session:
-// gdb's default, scalars, when a breakpoint has commands, so that bt and
-// frame print what users expect; else none, which spares reading the
-// arguments from the target at every stop. (With 1 KiB cache lines the
-// arguments of a stop cost little: bench/stops.sh 300 measured 5.57 ms a
-// stop with scalars against 5.53 with none, within its noise.)
-func frameArguments(plan *plan.Plan) string {
-	for _, bp := range plan.Breakpoints {
-		if len(bp.Commands) > 0 {
-			return "scalars"
-		}
-	}
-	return "none"
-}
-
-// drainEvents discards async records already delivered, but for what
-// note keeps of them (a breakpoint the agent inserted that resolved).
-func (s *session) drainEvents() {
-	for {
-		select {
-		case rec := <-s.gdb.Events():
-			s.note(rec)
-		default:
-			return
-		}
-	}
-}
-
-// insertArgs are the -break-insert arguments of a breakpoint. Validation
-// against the bare binary (live false) leaves out the ignore count, which
-// only matters in the running target.
-func insertArgs(bp *plan.Breakpoint, live bool) []string {
-	if live {
-		// -f: a location in a library not loaded yet (valgrind stops
-		// the target before the dynamic loader runs, and a plugin comes
-		// with dlopen) is a pending breakpoint that gdb resolves when
-		// the library loads. The check on the bare binary has ruled
-		// out the locations that nothing defines.
-		return append([]string{"-f"}, breakInsertArgs(bp)...)
-	}
-	b := *bp
-	b.Skip = 0
-	return breakInsertArgs(&b)
 }
 
 // finalHits reads from gdb how often each breakpoint was hit, however the
@@ -273,7 +209,7 @@ func (s *session) countHits(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	r, err := s.send(ctx, "-break-list")
+	r, err := s.gdb.Send(ctx, "-break-list")
 	if err != nil {
 		return
 	}

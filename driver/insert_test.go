@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/plan"
@@ -36,7 +37,7 @@ func TestBreakInsertArgs(t *testing.T) {
 		// Every, MaxHits and AroundCall belong to the stop loop.
 		{plan.Breakpoint{Location: "f", Every: 5, MaxHits: 10, AroundCall: true}, []string{"f"}},
 	} {
-		if diff := cmp.Diff(tt.want, breakInsertArgs(&tt.b)); diff != "" {
+		if diff := cmp.Diff(tt.want, gdb.BreakInsertArgs(&tt.b)); diff != "" {
 			t.Errorf("%+v: breakInsertArgs (-want +got):\n%s", tt.b, diff)
 		}
 	}
@@ -93,7 +94,7 @@ func TestBreakInsertArgsInGdb(t *testing.T) {
 			function: "handle_request(int)", line: "17", cond: "queue_len != 1"},
 		{b: plan.Breakpoint{Location: "-function ns::f(int, char) -qualified"}, function: "ns::f(int, char)"},
 	} {
-		r, err := c.Send(ctx, "-break-insert", breakInsertArgs(&tt.b)...)
+		r, err := c.Send(ctx, "-break-insert", gdb.BreakInsertArgs(&tt.b)...)
 		if err != nil {
 			t.Errorf("%q: %v", tt.b.Location, err)
 			continue

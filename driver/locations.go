@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/preflight"
@@ -34,7 +35,7 @@ func validateLocations(ctx context.Context, gdbPath, binary string, p *plan.Plan
 	insert := func(bp *plan.Breakpoint) (*mi.Result, error) {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		return c.Send(cctx, "-break-insert", insertArgs(bp, false)...)
+		return c.Send(cctx, "-break-insert", gdb.InsertArgs(bp, false)...)
 	}
 	// First in the program alone, then what it does not define once gdb
 	// has read the symbols of the libraries it links, static functions
@@ -42,7 +43,7 @@ func validateLocations(ctx context.Context, gdbPath, binary string, p *plan.Plan
 	var again []int
 	for i := range p.Breakpoints {
 		r, err := insert(&p.Breakpoints[i])
-		if err != nil || pendingResult(r) {
+		if err != nil || gdb.PendingResult(r) {
 			again = append(again, i)
 			continue
 		}
@@ -67,7 +68,7 @@ func validateLocations(ctx context.Context, gdbPath, binary string, p *plan.Plan
 			}
 			return false, &ToolError{Tool: "gdb", Msg: "checking breakpoint locations", Err: err}
 		}
-		if pendingResult(r) && !bp.Pending {
+		if gdb.PendingResult(r) && !bp.Pending {
 			return false, unresolvedError(bp, "no code location matches")
 		}
 	}
@@ -106,12 +107,6 @@ func unresolvedError(bp *plan.Breakpoint, msg string) error {
 		bp.Location, strings.TrimSuffix(msg, "."))
 }
 
-// pendingResult reports whether gdb made -break-insert's breakpoint a
-// pending one: no code location matches yet.
-func pendingResult(r *mi.Result) bool {
-	return r != nil && (r.String("bkpt.pending") != "" || r.String("bkpt.addr") == "<PENDING>")
-}
-
 // locationOrCondition says which of a breakpoint's location and condition
 // gdb refused with msg: the location when it does not resolve without the
 // condition either, else the condition.
@@ -123,7 +118,7 @@ func locationOrCondition(ctx context.Context, c *mi.Client, bp *plan.Breakpoint,
 	plain.Condition, plain.Thread = "", 0
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if _, err := c.Send(cctx, "-break-insert", insertArgs(&plain, false)...); err != nil {
+	if _, err := c.Send(cctx, "-break-insert", gdb.InsertArgs(&plain, false)...); err != nil {
 		return unresolvedError(bp, msg)
 	}
 	if bp.Condition == "" {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/internal/child"
 	"github.com/snapctl/snapctl/plan"
@@ -285,7 +286,7 @@ func fakeSession(t *testing.T, plan *plan.Plan, stops ...string) (*session, *fak
 // scriptedSession is a session on plan whose gdb is the scripted debugger
 // d and whose valgrind never exits, with the plan's first breakpoint as
 // gdb's number 1: the state the stop loop starts from.
-func scriptedSession(t *testing.T, plan *plan.Plan, d debugger) *session {
+func scriptedSession(t *testing.T, plan *plan.Plan, d gdb.Debugger) *session {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, snapshotDir), 0o755); err != nil {
@@ -294,7 +295,7 @@ func scriptedSession(t *testing.T, plan *plan.Plan, d debugger) *session {
 	s := newSession(Options{CommandTimeout: 5e9, Grace: 1}, plan, tools{}, "/src/leak", dir)
 	s.opts.defaults()
 	s.priv = t.TempDir()
-	s.gdb = d
+	s.gdb = gdb.NewConn(d, 0, s.opts.CommandTimeout, s.noteBreakpoint)
 	t.Cleanup(s.closeSpools)
 	s.vg = &valgrindProc{} // no process: never done, pid 0
 	st := s.order[0]
@@ -344,12 +345,12 @@ func TestThreadsChanged(t *testing.T) {
 	f := func(addr string) *runjson.Frame { return &runjson.Frame{Function: "f", Addr: addr} }
 	before := []runjson.Thread{{ID: "1", Frame: f("0x1")}, {ID: "2", TargetID: "Thread 2", Frame: f("0x2"), State: "stopped"}, {ID: "3", Frame: f("0x3")}}
 	after := []runjson.Thread{{ID: "1", Frame: f("0x9")}, {ID: "2", TargetID: "Thread 2", Frame: f("0x5"), State: "stopped"}, {ID: "4", Frame: f("0x4")}}
-	got := threadsChanged("1", before, after)
+	got := gdb.ThreadsChanged("1", before, after)
 	want := []string{"2 (Thread 2): frame changed", "4: new", "3: exited"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	if got := threadsChanged("1", before, before); got != nil {
+	if got := gdb.ThreadsChanged("1", before, before); got != nil {
 		t.Errorf("no change: got %v", got)
 	}
 }
@@ -362,7 +363,7 @@ func TestFrameArgumentsOncePerSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := frameArguments(p); got != "scalars" {
+	if got := gdb.FrameArguments(p); got != "scalars" {
 		t.Errorf("frameArguments with commands = %q, want scalars", got)
 	}
 	s, fake := fakeSession(t, p, hitRecord, `*stopped,reason="exited-normally"`)
@@ -382,7 +383,7 @@ func TestFrameArgumentsOncePerSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := frameArguments(plain); got != "none" {
+	if got := gdb.FrameArguments(plain); got != "none" {
 		t.Errorf("frameArguments without commands = %q, want none", got)
 	}
 }

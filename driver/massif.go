@@ -66,8 +66,8 @@ func (massifBackend) launch(ctx context.Context, s *session) error {
 // instruction until gdb says so.
 func (massifBackend) start(ctx context.Context, s *session) error {
 	// The stop that connecting produced is not a breakpoint's.
-	s.drainEvents()
-	if _, err := s.send(ctx, "-exec-continue"); err != nil {
+	s.gdb.Drain()
+	if _, err := s.gdb.Send(ctx, "-exec-continue"); err != nil {
 		return fmt.Errorf("starting the target: %w", err)
 	}
 	return nil
@@ -139,12 +139,12 @@ func (s *session) connectVgdb(ctx context.Context) error {
 	// and gdb then fails to connect or, mid-run, loses track of the
 	// target for good (docs/design.md, fact 28). snapctl's own deadlines
 	// bound every exchange instead, so gdb waits longer than any of them.
-	if _, err := s.send(ctx, "-gdb-set", "remotetimeout", remoteTimeout(s.opts.CommandTimeout, s.stopTimeout())); err != nil {
+	if _, err := s.gdb.Send(ctx, "-gdb-set", "remotetimeout", remoteTimeout(s.opts.CommandTimeout, s.stopTimeout())); err != nil {
 		return fmt.Errorf("setting up gdb: %w", err)
 	}
 	// -target-select passes its arguments to the CLI unparsed: the pipe
 	// command must not be quoted.
-	if _, err := s.send(ctx, "-target-select", "remote", pipe); err != nil {
+	if _, err := s.gdb.Send(ctx, "-target-select", "remote", pipe); err != nil {
 		if s.gdbDied(err) {
 			return s.gdbGone()
 		}

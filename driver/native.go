@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
@@ -101,8 +102,8 @@ func libraryDebugInfoUnused(p *plan.Plan, early *earlyGDB) bool {
 // attachTo attaches gdb to the process snapctl attach names. gdb stops
 // it; start resumes it once the breakpoints are in.
 func (b *nativeBackend) attachTo(ctx context.Context, s *session) error {
-	if _, err := s.send(ctx, "-target-attach", fmt.Sprint(b.attach)); err != nil {
-		return attachError(b.attach, miMessage(err))
+	if _, err := s.gdb.Send(ctx, "-target-attach", fmt.Sprint(b.attach)); err != nil {
+		return attachError(b.attach, gdb.Message(err))
 	}
 	b.attached = true
 	s.targetPid = b.attach
@@ -117,10 +118,10 @@ func (b *nativeBackend) start(ctx context.Context, s *session) error {
 	if err := followParent(ctx, s); err != nil {
 		return err
 	}
-	s.drainEvents()
+	s.gdb.Drain()
 	if b.attach != 0 {
 		b.guardBreakpoints(ctx, s)
-		if _, err := s.send(ctx, "-exec-continue"); err != nil {
+		if _, err := s.gdb.Send(ctx, "-exec-continue"); err != nil {
 			return fmt.Errorf("resuming the process: %w", err)
 		}
 		return nil
@@ -149,19 +150,19 @@ func (b *nativeBackend) start(ctx context.Context, s *session) error {
 		args = append(args, shellQuote(a))
 	}
 	args = append(args, "</dev/null", ">"+shellQuote(outPath), errRedirect)
-	if _, err := s.send(ctx, "-exec-arguments", args...); err != nil {
+	if _, err := s.gdb.Send(ctx, "-exec-arguments", args...); err != nil {
 		return fmt.Errorf("setting the program's arguments: %w", err)
 	}
 	if libraryDebugInfoUnused(s.plan, s.early) {
-		nowhere := mi.Quote("python skip_library_debug_info(" + pyString(filepath.Join(s.priv, "no-debug-files")) + ")")
-		if _, err := s.send(ctx, "-interpreter-exec", "console", nowhere); err != nil {
+		nowhere := mi.Quote("python skip_library_debug_info(" + gdb.PyString(filepath.Join(s.priv, "no-debug-files")) + ")")
+		if _, err := s.gdb.Send(ctx, "-interpreter-exec", "console", nowhere); err != nil {
 			return fmt.Errorf("setting up gdb: %w", err)
 		}
 	}
-	if _, err := s.send(ctx, "-exec-run"); err != nil {
+	if _, err := s.gdb.Send(ctx, "-exec-run"); err != nil {
 		return fmt.Errorf("starting the target: %w", err)
 	}
-	if r, err := s.send(ctx, "-list-thread-groups"); err == nil {
+	if r, err := s.gdb.Send(ctx, "-list-thread-groups"); err == nil {
 		for _, g := range r.List("groups") {
 			if pid := g.String("pid"); pid != "" {
 				fmt.Sscan(pid, &s.targetPid)
@@ -186,7 +187,7 @@ func followParent(ctx context.Context, s *session) error {
 		{"-interpreter-exec", "console", mi.Quote("catch exec")},
 	}
 	for _, c := range cmds {
-		if _, err := s.send(ctx, c[0], c[1:]...); err != nil {
+		if _, err := s.gdb.Send(ctx, c[0], c[1:]...); err != nil {
 			return fmt.Errorf("setting up gdb for fork and exec: %w", err)
 		}
 	}
@@ -234,7 +235,7 @@ func (b *nativeBackend) measureCommand(path string) string {
 	if b.trim {
 		trim = "True"
 	}
-	return "python measure_native(" + pyString(path) + ", " + trim + ")"
+	return "python measure_native(" + gdb.PyString(path) + ", " + trim + ")"
 }
 
 // newHitsOnly puts agent.py's $_snapctl_hit() first in the condition of
@@ -249,7 +250,7 @@ func (s *session) newHitsOnly(ctx context.Context, st *bpState) error {
 	if c := st.bp.GdbCondition(); c != "" {
 		cond += " && (" + c + ")"
 	}
-	if _, err := s.send(ctx, "-break-condition", st.number, mi.Word(cond)); err != nil {
+	if _, err := s.gdb.Send(ctx, "-break-condition", st.number, mi.Word(cond)); err != nil {
 		return fmt.Errorf("setting the condition of breakpoint %q: %w", st.bp.Name, err)
 	}
 	return nil
@@ -325,30 +326,6 @@ func (b *nativeBackend) record(s *session, t *taken) error {
 // go first, and the process goes on running as before (detach.go).
 func (b *nativeBackend) beforeClose(s *session) { b.detach(s) }
 
-// running reports whether a thread of the target runs, as gdb sees it;
-// true when gdb cannot say.
-func running(ctx context.Context, gdb debugger) bool {
-	r, err := gdb.Send(ctx, "-thread-info")
-	if err != nil {
-		return true
-	}
-	for _, t := range r.List("threads") {
-		if t.String("state") == "running" {
-			return true
-		}
-	}
-	return false
-}
-
-func hasFeature(r *mi.Result, name string) bool {
-	for _, v := range r.List("features") {
-		if v.String("") == name {
-			return true
-		}
-	}
-	return false
-}
-
 // releaseLock goes on with an around_call whose call did not return
 // within stop_timeout under scheduler-locking, and which an interrupt has
 // stopped inside: it restores gdb's mode (every thread runs), records an
@@ -361,7 +338,7 @@ func (s *session) releaseLock(ctx context.Context, st *bpState, stop *runjson.St
 	if err := restore(lctx); err != nil {
 		return false, nil, err
 	}
-	r, err := s.send(lctx, "-stack-list-frames", "--thread", stop.Thread.ID)
+	r, err := s.gdb.Send(lctx, "-stack-list-frames", "--thread", stop.Thread.ID)
 	if err != nil {
 		return false, nil, err
 	}
@@ -376,7 +353,7 @@ func (s *session) releaseLock(ctx context.Context, st *bpState, stop *runjson.St
 	if level == "" {
 		return false, nil, nil
 	}
-	if _, err := s.send(lctx, "-exec-finish", "--thread", stop.Thread.ID, "--frame", level); err != nil {
+	if _, err := s.gdb.Send(lctx, "-exec-finish", "--thread", stop.Thread.ID, "--frame", level); err != nil {
 		return false, nil, err
 	}
 	rec, err = s.waitStopped(lctx)
@@ -384,7 +361,7 @@ func (s *session) releaseLock(ctx context.Context, st *bpState, stop *runjson.St
 		if ctx.Err() != nil {
 			return false, nil, err
 		}
-		return true, s.interrupt(), nil
+		return true, s.gdb.Interrupt(), nil
 	}
 	return true, rec, nil
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/preflight"
 	"github.com/snapctl/snapctl/runjson"
@@ -554,8 +555,8 @@ func TestAgentDirectCall(t *testing.T) {
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, "testdata/native/direct.c", "-pthread")
 	dir := t.TempDir()
-	script, output := filepath.Join(dir, agentScript), filepath.Join(dir, "output")
-	if err := os.WriteFile(script, []byte(agentSource), 0o600); err != nil {
+	script, output := filepath.Join(dir, gdb.AgentScript), filepath.Join(dir, "output")
+	if err := os.WriteFile(script, []byte(gdb.AgentSource), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	py := `python
@@ -564,7 +565,7 @@ out = {"cases": [], "signals": []}
 gdb.events.stop.connect(lambda ev: out["signals"].append(ev.stop_signal) if hasattr(ev, "stop_signal") else None)
 gdb.execute("break probe")
 gdb.execute("break probe2")
-gdb.execute("run > " + ` + pyString(output) + `)
+gdb.execute("run > " + ` + gdb.PyString(output) + `)
 pid = gdb.selected_inferior().pid
 def state():
     gdb.execute("maint flush register-cache", to_string=True)
@@ -619,7 +620,7 @@ end
 		Cases        [][]interface{} `json:"cases"`
 		Signals      []string        `json:"signals"`
 	}
-	dec := json.NewDecoder(strings.NewReader(lastLine(string(out))))
+	dec := json.NewDecoder(strings.NewReader(gdb.LastLine(string(out))))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&got); err != nil {
 		t.Fatalf("agent's answer %q: %v", out, err)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/internal/child"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/preflight"
@@ -330,13 +331,12 @@ type session struct {
 	// stdout and stderr receive the target's output (see targetOutput).
 	stdout, stderr io.Writer
 	vg             *valgrindProc
-	gdb            debugger
+	gdb            *gdb.Conn
 	// closeFn closes gdb, or only kills it and returns what waits for
 	// its end.
 	closeFn func() (reap func())
 	// early is the native backend's gdb, started during Run's checks.
-	early  *earlyGDB
-	gdbPid int // gdb's process (and group) id, for diagnose
+	early *earlyGDB
 	// workload is the plan's workload; workloadDone receives its end and
 	// is nil once that has been handled (or when there is none).
 	workload     *child.Process
@@ -367,16 +367,6 @@ type session struct {
 	bps      map[string]*bpState // by gdb breakpoint number
 	order    []*bpState          // plan order
 	seq      int
-	// schedMode is gdb's own scheduler-locking mode, read at the first
-	// stop that needs it.
-	schedMode string
-	// threads is the thread list as gdb last gave it; threadsKnown is
-	// cleared when gdb announces a thread that started or ended.
-	threads      []runjson.Thread
-	threadsKnown bool
-	// current holds each thread's details, without its frame, as
-	// -thread-info TID gave them; cleared with threadsKnown.
-	current map[string]runjson.Thread
 	// pending are stops whose snapshots are kept but not yet read.
 	pending []*taken
 	// agent reads the records of gdb's agent; nil when it does not run.
@@ -428,14 +418,13 @@ func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *sessio
 	}
 	s := &session{
 		opts: opts, plan: p, tools: t, binary: binary, dir: dir,
-		argv:    argv,
-		cwd:     p.Target.Cwd,
-		start:   time.Now(),
-		bps:     make(map[string]*bpState),
-		current: make(map[string]runjson.Thread),
-		an:      newAnalysis(p),
-		stops:   newSpool(".stops-*.jsonl"),
-		events:  newSpool(".events-*.jsonl"),
+		argv:   argv,
+		cwd:    p.Target.Cwd,
+		start:  time.Now(),
+		bps:    make(map[string]*bpState),
+		an:     newAnalysis(p),
+		stops:  newSpool(".stops-*.jsonl"),
+		events: newSpool(".events-*.jsonl"),
 	}
 	// The spools sit in the run directory, not the private one: a full
 	// TMPDIR stops the snapshots, but the stops already taken still reach

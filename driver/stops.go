@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/internal/child"
 	"github.com/snapctl/snapctl/runjson"
@@ -60,7 +61,7 @@ func (s *session) loop(ctx context.Context) error {
 		case <-ctx.Done():
 			// The run ends whatever stopped the target; an exit that
 			// came first is still recorded.
-			if rec := s.interrupt(); rec != nil && exitRecord(rec) {
+			if rec := s.gdb.Interrupt(); rec != nil && gdb.ExitRecord(rec) {
 				s.handleStop(ctx, rec)
 			}
 			return context.Cause(ctx)
@@ -86,16 +87,16 @@ func (s *session) loop(ctx context.Context) error {
 			if !ok {
 				return s.gdbGone()
 			}
-			if rec.Type == mi.TypeLog && lostTarget(rec.Text) {
+			if rec.Type == mi.TypeLog && gdb.LostTarget(rec.Text) {
 				return s.targetLost(rec.Text)
 			}
-			s.note(rec)
+			s.gdb.Note(rec)
 			if rec.Type != mi.TypeExec || rec.Class != "stopped" {
 				continue
 			}
 			if ctx.Err() != nil {
 				// The target is stopped already; an exit is recorded.
-				if exitRecord(rec) {
+				if gdb.ExitRecord(rec) {
 					s.handleStop(ctx, rec)
 				}
 				return context.Cause(ctx)
@@ -136,14 +137,6 @@ func (s *session) gdbGone() error {
 	}
 	msg, tail := gdbExit(s.gdb.Err())
 	return &ToolError{Tool: "gdb", Msg: msg, Tail: tail}
-}
-
-// lostTarget reports whether gdb's words mean that the connection to
-// valgrind's gdbserver is gone.
-func lostTarget(msg string) bool {
-	return strings.Contains(msg, "Remote connection closed") ||
-		strings.Contains(msg, "Remote communication error") ||
-		strings.Contains(msg, "The program is not being run")
 }
 
 // targetLost names the child that took the connection down: valgrind when
@@ -222,7 +215,7 @@ func (s *session) explain(ctx context.Context, err error) error {
 		return err
 	case errors.Is(err, mi.ErrExited):
 		return s.gdbGone()
-	case errors.As(err, &me) && lostTarget(me.Msg):
+	case errors.As(err, &me) && gdb.LostTarget(me.Msg):
 		return s.targetLost(me.Msg)
 	case errors.Is(err, context.DeadlineExceeded):
 		// gdb did not answer in time: say who held it up.
@@ -242,7 +235,7 @@ func (s *session) handleStop(ctx context.Context, rec *mi.Record) (done bool, er
 	case "breakpoint-hit":
 		st := s.bps[rec.String("bkptno")]
 		if st == nil {
-			s.event(runjson.Event{Kind: runjson.EventUnexpectedStop, Reason: reason, Thread: runjson.Thread{ID: rec.String("thread-id")}, Frame: recFrame(rec),
+			s.event(runjson.Event{Kind: runjson.EventUnexpectedStop, Reason: reason, Thread: runjson.Thread{ID: rec.String("thread-id")}, Frame: gdb.RecFrame(rec),
 				Message: "breakpoint " + rec.String("bkptno") + " is not the plan's"})
 			return false, s.cont(ctx)
 		}
@@ -279,7 +272,7 @@ func (s *session) handleStop(ctx context.Context, rec *mi.Record) (done bool, er
 	case "exec":
 		return true, s.execStop(rec)
 	default:
-		s.event(runjson.Event{Kind: runjson.EventUnexpectedStop, Reason: reason, Thread: runjson.Thread{ID: rec.String("thread-id")}, Frame: recFrame(rec)})
+		s.event(runjson.Event{Kind: runjson.EventUnexpectedStop, Reason: reason, Thread: runjson.Thread{ID: rec.String("thread-id")}, Frame: gdb.RecFrame(rec)})
 		return false, s.cont(ctx)
 	}
 }
@@ -301,9 +294,9 @@ func (s *session) execStop(rec *mi.Record) error {
 // the crash site.
 func (s *session) onSignal(ctx context.Context, rec *mi.Record) error {
 	sig := rec.String("signal-name")
-	ev := runjson.Event{Kind: runjson.EventSignal, Signal: sig, Reason: "signal-received", Thread: runjson.Thread{ID: rec.String("thread-id")}, Frame: recFrame(rec)}
-	if r, err := s.send(ctx, "-stack-list-frames"); err == nil {
-		ev.Backtrace = framesOf(r.List("stack"))
+	ev := runjson.Event{Kind: runjson.EventSignal, Signal: sig, Reason: "signal-received", Thread: runjson.Thread{ID: rec.String("thread-id")}, Frame: gdb.RecFrame(rec)}
+	if r, err := s.gdb.Send(ctx, "-stack-list-frames"); err == nil {
+		ev.Backtrace = gdb.FramesOf(r.List("stack"))
 	}
 	s.event(ev)
 	if fatalSignals[sig] {
@@ -314,76 +307,20 @@ func (s *session) onSignal(ctx context.Context, rec *mi.Record) error {
 
 // cont resumes the target.
 func (s *session) cont(ctx context.Context) error {
-	if _, err := s.send(ctx, "-exec-continue"); err != nil {
+	if _, err := s.gdb.Send(ctx, "-exec-continue"); err != nil {
 		return fmt.Errorf("resuming the target: %w", err)
 	}
 	return nil
 }
 
-// waitStopped waits for the next *stopped record.
+// waitStopped waits for the next *stopped record; once gdb is gone, the
+// error says how it ended.
 func (s *session) waitStopped(ctx context.Context) (*mi.Record, error) {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		case <-s.gdb.Done():
-			return nil, s.gdbGone()
-		case rec, ok := <-s.gdb.Events():
-			if !ok {
-				return nil, s.gdbGone()
-			}
-			s.note(rec)
-			if rec.Type == mi.TypeExec && rec.Class == "stopped" {
-				return rec, nil
-			}
-		}
+	rec, err := s.gdb.WaitStopped(ctx)
+	if errors.Is(err, gdb.ErrGone) {
+		return nil, s.gdbGone()
 	}
-}
-
-// interrupt stops a running target (best effort, bounded): used when the
-// run is cancelled and when a stop's actions hang. An interrupt that
-// reaches vgdb just as gdb resumes the target can be lost, so it is sent
-// again until the target stops. It returns the *stopped record that
-// followed, or nil: not always the interrupt's own (see ownStop).
-func (s *session) interrupt() *mi.Record {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	for ctx.Err() == nil {
-		if _, err := s.gdb.Send(ctx, "-exec-interrupt"); err != nil {
-			return nil
-		}
-		wctx, wcancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		rec, err := s.waitStopped(wctx)
-		wcancel()
-		if err == nil {
-			return rec
-		}
-	}
-	return nil
-}
-
-// ownStop reports whether rec is the stop an interrupt causes: a SIGINT or
-// SIGTRAP, or a stop without a reason. Anything else (a breakpoint hit, a
-// signal, the target's exit) happened before the interrupt took effect and
-// must be handled as any stop.
-func ownStop(rec *mi.Record) bool {
-	switch rec.String("reason") {
-	case "":
-		return true
-	case "signal-received":
-		sig := rec.String("signal-name")
-		return sig == "SIGINT" || sig == "SIGTRAP"
-	}
-	return false
-}
-
-// exitRecord reports whether rec says that the target has ended.
-func exitRecord(rec *mi.Record) bool {
-	switch rec.String("reason") {
-	case "exited-normally", "exited", "exited-signalled":
-		return true
-	}
-	return false
+	return rec, err
 }
 
 // afterInterrupt goes on from the stop that an interrupt returned: a stop
@@ -391,7 +328,7 @@ func exitRecord(rec *mi.Record) bool {
 // stop loop would, so that a breakpoint hit or the target's exit is not
 // lost. It reports whether the target has exited.
 func (s *session) afterInterrupt(ctx context.Context, rec *mi.Record) (done bool, err error) {
-	if rec == nil || ownStop(rec) {
+	if rec == nil || gdb.OwnStop(rec) {
 		return false, s.cont(ctx)
 	}
 	return s.handleStop(ctx, rec)
@@ -408,7 +345,7 @@ func (s *session) stopFailed(ctx context.Context, err error) (done bool, _ error
 	}
 	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		s.event(runjson.Event{Kind: runjson.EventStopAbandoned, Message: err.Error()})
-		return s.afterInterrupt(ctx, s.interrupt())
+		return s.afterInterrupt(ctx, s.gdb.Interrupt())
 	}
 	return false, s.explain(ctx, err)
 }
@@ -438,15 +375,6 @@ func (s *session) clearStatus() {
 	}
 }
 
-func recFrame(rec *mi.Record) *runjson.Frame {
-	v := rec.Results.Tuple("frame")
-	if v == nil {
-		return nil
-	}
-	f := frameOf(v)
-	return &f
-}
-
 // userFrame returns the innermost frame of the program's own code: the
 // first whose source file is on this machine (the C library's sources
 // usually are not), else the first with a file, else the first.
@@ -467,18 +395,6 @@ func userFrame(frames []runjson.Frame) *runjson.Frame {
 		return &frames[0]
 	}
 	return nil
-}
-
-// findThread returns the thread with gdb id id from threads, or a thread
-// with only the id.
-func findThread(threads []runjson.Thread, id string) runjson.Thread {
-	for _, t := range threads {
-		if t.ID == id {
-			t.Frame = nil // the stop's frame is recorded once
-			return t
-		}
-	}
-	return runjson.Thread{ID: id}
 }
 
 // attachedDone reports whether a run attached to a process has nothing

@@ -54,13 +54,13 @@ func (s *session) leftovers() []swept {
 	if s.priv == "" {
 		return nil
 	}
-	tools := []int{os.Getpid(), s.gdbPid}
+	tools := []int{os.Getpid(), s.gdb.Pid()}
 	if s.vg != nil {
 		tools = append(tools, s.vg.Pid())
 	}
 	var out []swept
 	for _, pid := range marked(runMark(s.priv)) {
-		if slices.Contains(tools, pid) || readProcState(pid).ppid == s.gdbPid {
+		if slices.Contains(tools, pid) || readProcState(pid).ppid == s.gdb.Pid() {
 			continue
 		}
 		if name := procName(pid); name != "vgdb" {

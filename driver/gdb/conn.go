@@ -1,0 +1,240 @@
+package gdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/runjson"
+)
+
+// Conn is the run's gdb: one GDB/MI connection with a deadline on every
+// command, what gdb announces between stops (the thread list, which goes
+// stale when a thread starts or ends) and gdb's own scheduler-locking
+// mode. The driver owns what gdb's numbers mean: Conn hands every
+// notification on to the notify function it was given.
+type Conn struct {
+	d Debugger
+	// pid is gdb's process (and group) id, 0 for a scripted debugger.
+	pid int
+	// timeout bounds every command (the run's CommandTimeout).
+	timeout time.Duration
+	notify  func(*mi.Record)
+	// schedMode is gdb's own scheduler-locking mode, read at the first
+	// stop that needs it.
+	schedMode string
+	// threads is the thread list as gdb last gave it; threadsKnown is
+	// cleared when gdb announces a thread that started or ended.
+	threads      []runjson.Thread
+	threadsKnown bool
+	// current holds each thread's details, without its frame, as
+	// -thread-info TID gave them; cleared with threadsKnown.
+	current map[string]runjson.Thread
+}
+
+// NewConn is the connection to the gdb d, whose process is pid: every
+// command waits at most timeout, and notify sees every async notification
+// that WaitStopped, Drain or Note reads.
+func NewConn(d Debugger, pid int, timeout time.Duration, notify func(*mi.Record)) *Conn {
+	if notify == nil {
+		notify = func(*mi.Record) {}
+	}
+	return &Conn{d: d, pid: pid, timeout: timeout, notify: notify, current: make(map[string]runjson.Thread)}
+}
+
+// ErrGone is what WaitStopped returns once gdb has exited.
+var ErrGone = fmt.Errorf("gdb is gone: %w", mi.ErrExited)
+
+// Pid is gdb's process id, which is also its process group's.
+func (c *Conn) Pid() int {
+	if c == nil {
+		return 0
+	}
+	return c.pid
+}
+
+// Send runs one MI command with the per-command deadline.
+func (c *Conn) Send(ctx context.Context, cmd string, args ...string) (*mi.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	return c.d.Send(ctx, cmd, args...)
+}
+
+// SendBatch sends MI commands in one write, in order, with the
+// per-command deadline for the whole batch, and returns every result and
+// error by position.
+func (c *Conn) SendBatch(ctx context.Context, cmds []mi.Command) ([]*mi.Result, []error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	return c.d.SendBatch(ctx, cmds)
+}
+
+// Events delivers gdb's async records; Note must see each one read.
+func (c *Conn) Events() <-chan *mi.Record { return c.d.Events() }
+
+// Done is closed when gdb has exited; Err then says why.
+func (c *Conn) Done() <-chan struct{} { return c.d.Done() }
+
+// Err says why gdb is gone, nil while it runs.
+func (c *Conn) Err() error { return c.d.Err() }
+
+// Debugger is the connection itself, for what talks to gdb without the
+// deadline (a last word at teardown).
+func (c *Conn) Debugger() Debugger { return c.d }
+
+// Note keeps what gdb announces between stops: a thread that started or
+// ended makes the known thread list stale. Every notification then goes
+// to the notify function.
+func (c *Conn) Note(rec *mi.Record) {
+	if rec.Type != mi.TypeNotify {
+		return
+	}
+	switch rec.Class {
+	case "thread-created", "thread-exited":
+		c.threadsKnown = false
+		clear(c.current)
+	}
+	c.notify(rec)
+}
+
+// Drain notes and discards the async records already delivered.
+func (c *Conn) Drain() {
+	for {
+		select {
+		case rec := <-c.d.Events():
+			c.Note(rec)
+		default:
+			return
+		}
+	}
+}
+
+// WaitStopped waits for the next *stopped record, noting the records on
+// the way; ErrGone once gdb has exited.
+func (c *Conn) WaitStopped(ctx context.Context) (*mi.Record, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-c.d.Done():
+			return nil, ErrGone
+		case rec, ok := <-c.d.Events():
+			if !ok {
+				return nil, ErrGone
+			}
+			c.Note(rec)
+			if rec.Type == mi.TypeExec && rec.Class == "stopped" {
+				return rec, nil
+			}
+		}
+	}
+}
+
+// Interrupt stops a running target (best effort, bounded): used when the
+// run is cancelled and when a stop's actions hang. An interrupt that
+// reaches vgdb just as gdb resumes the target can be lost, so it is sent
+// again until the target stops. It returns the *stopped record that
+// followed, or nil: not always the interrupt's own (see OwnStop).
+func (c *Conn) Interrupt() *mi.Record {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		if _, err := c.d.Send(ctx, "-exec-interrupt"); err != nil {
+			return nil
+		}
+		wctx, wcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		rec, err := c.WaitStopped(wctx)
+		wcancel()
+		if err == nil {
+			return rec
+		}
+	}
+	return nil
+}
+
+// InterruptCommand ends a gdb command that blocks gdb, as Ctrl-C would in
+// a terminal: SIGINT to gdb's process group, which holds gdb and the
+// shell commands it runs (vgdb runs in a session of its own). gdb answers
+// the interrupted command with "Quit"; InterruptCommand waits, bounded,
+// until gdb answers again.
+func (c *Conn) InterruptCommand() {
+	if c.pid <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		syscall.Kill(-c.pid, syscall.SIGINT)
+		pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		_, err := c.d.Send(pctx, "-gdb-version")
+		pcancel()
+		var me *mi.Error
+		if err == nil || errors.As(err, &me) || errors.Is(err, mi.ErrExited) {
+			return // gdb answers again, if only with "Quit"
+		}
+	}
+}
+
+// LockScheduler sets gdb's scheduler-locking to mode, for a stop whose
+// actions resume the target, when it differs from gdb's; the returned
+// function restores gdb's mode. mode "" leaves gdb's as it is.
+// Valgrind ignores the mode (docs/facts.md, fact 1).
+func (c *Conn) LockScheduler(ctx context.Context, mode string) (func(context.Context) error, error) {
+	noop := func(context.Context) error { return nil }
+	if mode == "" {
+		return noop, nil
+	}
+	if c.schedMode == "" {
+		r, err := c.Send(ctx, "-gdb-show", "scheduler-locking")
+		if err != nil {
+			return nil, fmt.Errorf("reading scheduler-locking: %w", err)
+		}
+		c.schedMode = r.String("value")
+	}
+	prev := c.schedMode
+	if prev == mode {
+		return noop, nil
+	}
+	if _, err := c.Send(ctx, "-gdb-set", "scheduler-locking", mode); err != nil {
+		return nil, fmt.Errorf("setting scheduler-locking %s: %w", mode, err)
+	}
+	return func(ctx context.Context) error {
+		if _, err := c.Send(ctx, "-gdb-set", "scheduler-locking", prev); err != nil {
+			return fmt.Errorf("restoring scheduler-locking %s: %w", prev, err)
+		}
+		return nil
+	}, nil
+}
+
+// KnownThreads returns the thread list of the stop of thread tid at frame
+// without asking gdb, when it cannot have changed since gdb last listed
+// it: the target had one thread, tid, and gdb has announced no thread
+// since (=thread-created, =thread-exited). Its frame is then the stop's.
+// It returns nil when gdb must be asked.
+func (c *Conn) KnownThreads(tid string, frame runjson.Frame) []runjson.Thread {
+	if !c.threadsKnown || len(c.threads) != 1 || c.threads[0].ID != tid || frame.Addr == "" {
+		return nil
+	}
+	return c.threads
+}
+
+// SetThreads keeps every thread as -thread-info listed them.
+func (c *Conn) SetThreads(threads []runjson.Thread) {
+	c.threads, c.threadsKnown = threads, true
+}
+
+// Thread returns thread tid's details as -thread-info TID last gave them,
+// while no thread started or ended since.
+func (c *Conn) Thread(tid string) (runjson.Thread, bool) {
+	t, ok := c.current[tid]
+	return t, ok
+}
+
+// SetThread keeps thread tid's details t, without its frame.
+func (c *Conn) SetThread(tid string, t runjson.Thread) {
+	t.Frame = nil
+	c.current[tid] = t
+}
