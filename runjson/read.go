@@ -46,8 +46,11 @@ func (e *Error) Unwrap() error { return e.Err }
 // symlink to one is fine) of at most MaxSize bytes; the read ends when ctx
 // does.
 //
-// The stacks are resolved (Manifest.ResolveStacks): the diffs' sites and
-// the suspects hold their stacks whichever schema wrote them.
+// The stacks are left as written: inline with v1, named by stack_id in
+// Stacks with v2. A reader that wants them calls Manifest.ResolveStacks,
+// after which both schemas read alike; one that does not (compare reads
+// the suspects' frames only) is not refused for a stack table it never
+// looks at.
 //
 // An error is an *Error, except when ctx ended the read: then it is the
 // *fsutil.InterruptedError, for the caller's interrupted exit.
@@ -80,9 +83,6 @@ func Read(ctx context.Context, dir string) (*Manifest, error) {
 	}
 	if !known(m.Schema) {
 		return nil, schemaError(dir, m.Schema)
-	}
-	if err := m.ResolveStacks(); err != nil {
-		return nil, &Error{Dir: dir, Msg: "run.json is not a consistent run: " + err.Error(), Err: err}
 	}
 	return m, nil
 }
