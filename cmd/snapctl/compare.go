@@ -1,22 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"reflect"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/snapctl/snapctl/driver"
-	"github.com/snapctl/snapctl/internal/fsutil"
 	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
@@ -109,89 +103,10 @@ type runDirError struct {
 
 func (e *runDirError) Error() string { return fmt.Sprintf("%s: %s", e.dir, e.msg) }
 
-// runManifest is what compare reads of run.json.
-type runManifest struct {
-	Schema      string `json:"schema"`
-	Status      string `json:"status"`
-	Error       string `json:"error"`
-	Breakpoints []struct {
-		Name     string `json:"name"`
-		Location string `json:"location"`
-	} `json:"breakpoints"`
-	Stops []struct {
-		Breakpoint string `json:"breakpoint"`
-		Phase      string `json:"phase"`
-	} `json:"stops"`
-	Suspects []snapshots.Suspect `json:"suspects"`
-	Backend  string              `json:"backend"`
-	Verdicts []struct {
-		Breakpoint string   `json:"breakpoint"`
-		Verdict    string   `json:"verdict"`
-		Findings   []string `json:"findings"`
-		Figures    struct {
-			InUsePerHit *int64 `json:"heap_in_use_growth_per_hit_bytes"`
-		} `json:"figures"`
-	} `json:"verdicts"`
-}
-
-// jsonTypeName is how a JSON document spells the kind of a Go type.
-func jsonTypeName(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.String:
-		return "a string"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.Struct, reflect.Map:
-		return "an object"
-	case reflect.Pointer:
-		return jsonTypeName(t.Elem())
-	}
-	if t.ConvertibleTo(reflect.TypeFor[float64]()) {
-		if k := t.Kind(); k >= reflect.Int && k <= reflect.Uint64 {
-			return "an integer"
-		}
-		return "a number"
-	}
-	return t.String()
-}
-
-// manifestError says what is wrong with a run.json that does not decode:
-// where its syntax breaks, or which field holds what type.
-func manifestError(data []byte, err error) string {
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syn):
-		line := 1 + bytes.Count(data[:min(int(syn.Offset), len(data))], []byte("\n"))
-		return fmt.Sprintf("run.json is not valid JSON: line %d (byte %d): %v", line, syn.Offset, err)
-	case errors.As(err, &typ):
-		field := typ.Field
-		if field == "" {
-			field = "the document"
-		}
-		return fmt.Sprintf("run.json is valid JSON but not a run: field %s (byte %d) is %s, where snapctl expects %s", field, typ.Offset, article(typ.Value), jsonTypeName(typ.Type))
-	}
-	return "run.json is not valid JSON: " + err.Error()
-}
-
-// article puts "a" or "an" before one of encoding/json's value kinds.
-func article(kind string) string {
-	switch {
-	case kind == "":
-		return "a value"
-	case strings.ContainsRune("aeiou", rune(kind[0])):
-		return "an " + kind
-	}
-	return "a " + kind
-}
-
-// schemaV1 is run.json's schema before the stacks moved into a table.
-const schemaV1 = "snapctl.run/v1"
-
 // loadRun reads a run directory's run.json for a comparison. It must be a
-// completed run of a schema this snapctl knows.
+// completed run of a schema this snapctl knows; a run recorded with schema
+// v1 compares with one of v2, since the comparison reads the suspects'
+// frames and growth, which both spell alike.
 func loadRun(ctx context.Context, dir string) (snapshots.CompareRun, error) {
 	fi, err := os.Stat(dir)
 	switch {
@@ -202,27 +117,15 @@ func loadRun(ctx context.Context, dir string) (snapshots.CompareRun, error) {
 	case !fi.IsDir():
 		return snapshots.CompareRun{}, &runDirError{dir, "not a run directory (compare takes the directories `snapctl run` writes, not files)"}
 	}
-	data, err := readRunJSON(ctx, dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return snapshots.CompareRun{}, &runDirError{dir, "not a run directory: it has no run.json"}
-	}
-	if errors.Is(err, context.Canceled) {
-		return snapshots.CompareRun{}, err
+	m, err := runjson.Read(ctx, dir)
+	var bad *runjson.Error
+	if errors.As(err, &bad) {
+		return snapshots.CompareRun{}, &runDirError{dir, bad.Msg}
 	}
 	if err != nil {
-		return snapshots.CompareRun{}, &runDirError{dir, err.Error()}
+		return snapshots.CompareRun{}, err // interrupted
 	}
-	var m runManifest
-	if err := json.Unmarshal(data, &m); err != nil {
-		return snapshots.CompareRun{}, &runDirError{dir, manifestError(data, err)}
-	}
-	// A comparison reads the suspects' frames and growth, which v1 and
-	// v2 spell alike (v2 only moved the stacks into a table): a run
-	// recorded before the upgrade still compares with one after.
-	if m.Schema != runjson.Schema && m.Schema != schemaV1 {
-		return snapshots.CompareRun{}, &runDirError{dir, fmt.Sprintf("run.json has schema %q; this snapctl reads %s and %s", m.Schema, schemaV1, runjson.Schema)}
-	}
-	if m.Status != string(runjson.StatusCompleted) {
+	if m.Status != runjson.StatusCompleted {
 		msg := fmt.Sprintf("the run did not complete (status %s", m.Status)
 		if m.Error != "" {
 			msg += ": " + m.Error
@@ -231,7 +134,7 @@ func loadRun(ctx context.Context, dir string) (snapshots.CompareRun, error) {
 	}
 	snaps := make(map[string]int)
 	for _, s := range m.Stops {
-		if s.Phase == "hit" {
+		if s.Phase == runjson.PhaseHit {
 			snaps[s.Breakpoint]++
 		}
 	}
@@ -259,19 +162,4 @@ func loadRun(ctx context.Context, dir string) (snapshots.CompareRun, error) {
 		run.Breakpoints = append(run.Breakpoints, cb)
 	}
 	return run, nil
-}
-
-// maxRunJSON bounds the run.json compare reads: a run of 100,000 stops
-// writes a few tens of megabytes.
-const maxRunJSON = 256 << 20
-
-// readRunJSON reads dir's run.json, which must be a regular file no larger
-// than maxRunJSON; the read ends when ctx does.
-func readRunJSON(ctx context.Context, dir string) ([]byte, error) {
-	data, err := fsutil.ReadFile(ctx, filepath.Join(dir, "run.json"), fsutil.ReadOptions{What: "run.json", Limit: maxRunJSON})
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		err = pe.Err // the message names the directory already
-	}
-	return data, err
 }
