@@ -42,10 +42,10 @@ func (s *session) teardown() (reap func()) {
 	// Not the dying gdb, which would hold the sweep up until it is gone.
 	s.sweepAtEnd(left, skip...)
 	if s.console != nil {
-		s.console.close(s.opts.Grace)
+		s.console.Close(s.opts.Grace)
 	}
 	if s.status != nil {
-		s.status.clear()
+		s.status.Clear()
 	}
 	return reap
 }

@@ -33,7 +33,7 @@ func (massifBackend) launch(ctx context.Context, s *session) error {
 		Stdout:     s.stdout,
 		Stderr:     s.stderr,
 		Tail:       s.consoleTail(),
-		Drain:      func() { s.console.drain(s.opts.Grace) },
+		Drain:      func() { s.console.Drain(s.opts.Grace) },
 		Log:        filepath.Join(s.dir, valgrindLog),
 		VgdbPrefix: s.vgdbPrefix(),
 	})

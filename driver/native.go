@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/snapctl/snapctl/driver/console"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/plan"
@@ -131,7 +132,7 @@ func (b *nativeBackend) start(ctx context.Context, s *session) error {
 	outPath, errPath := filepath.Join(s.priv, nativeOut), filepath.Join(s.priv, nativeErr)
 	fifos := []string{outPath, errPath}
 	errRedirect := "2>" + shellQuote(errPath)
-	if sameFile(s.stdout, s.stderr) {
+	if console.SameFile(s.stdout, s.stderr) {
 		fifos, errRedirect = fifos[:1], "2>&1"
 	}
 	for _, p := range fifos {

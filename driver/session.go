@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/console"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/internal/child"
 	"github.com/snapctl/snapctl/plan"
@@ -177,11 +178,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	// The checks take a second or more before valgrind starts: the
 	// status line says so from the start.
-	var status *statusLine
+	var status *console.Status
 	if opts.Status != nil {
-		status = newStatusLine(opts.Status, time.Now(), p)
-		status.setPhase("checking the tools and the plan")
-		defer status.clear()
+		status = console.NewStatus(opts.Status, time.Now(), breakpointNames(p), measureUnit(p.Backend))
+		status.SetPhase("checking the tools and the plan")
+		defer status.Clear()
 	}
 	// gdb checks the breakpoint locations while the tools and the binary
 	// are checked: both take about as long as gdb takes to start. The
@@ -238,7 +239,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	warnings := programWarnings(env.Warnings, loc.inProgram)
 	if status != nil && len(warnings) > 0 {
-		status.clear()
+		status.Clear()
 	}
 	for _, w := range warnings {
 		fmt.Fprintf(opts.Warn, "warning: %s\n", w)
@@ -382,10 +383,10 @@ type session struct {
 	// watch finds stalls that nothing reports (see checkStalls).
 	watch  stallWatch
 	an     *analysis
-	status *statusLine
+	status *console.Status
 	// console carries the target's output to the status line's terminal;
 	// nil without a status line.
-	console *console
+	console *console.Console
 }
 
 // bpState is one plan breakpoint during the run.
@@ -467,9 +468,6 @@ func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *sessio
 	}
 	for i := range p.Breakpoints {
 		s.order = append(s.order, &bpState{bp: &p.Breakpoints[i], sum: &s.m.Breakpoints[i], step: 1})
-	}
-	if opts.Status != nil {
-		s.status = newStatusLine(opts.Status, s.start, p)
 	}
 	return s
 }
@@ -559,7 +557,7 @@ func (s *session) startAndLoop(ctx context.Context) error {
 		return s.explain(ctx, err)
 	}
 	if s.status != nil {
-		s.status.setPhase("")
+		s.status.SetPhase("")
 	}
 	if len(s.plan.Workload) > 0 {
 		if err := s.startWorkload(stdout, stderr); err != nil {
@@ -576,3 +574,21 @@ func (s *session) startAndLoop(ctx context.Context) error {
 // unfinished is run.json's error until the run ends: what a reader of a
 // snapctl killed outright finds.
 const unfinished = "the run had not ended when run.json was last written: snapctl was killed, or is still running"
+
+// breakpointNames are the plan's breakpoints' names, in plan order.
+func breakpointNames(p *plan.Plan) []string {
+	names := make([]string, 0, len(p.Breakpoints))
+	for _, bp := range p.Breakpoints {
+		names = append(names, bp.Name)
+	}
+	return names
+}
+
+// measureUnit is what the status line calls one measurement of the
+// backend named: a snapshot under massif, a measurement natively.
+func measureUnit(backend string) string {
+	if backend == BackendNative {
+		return "measurement"
+	}
+	return "snapshot"
+}

@@ -353,7 +353,7 @@ func (s *session) stopFailed(ctx context.Context, err error) (done bool, _ error
 func (s *session) addStop(st *runjson.Stop) {
 	s.stops.add(st)
 	if s.status != nil {
-		s.status.update(st.Breakpoint, st.Phase, st.HeapBytes)
+		s.status.Update(st.Breakpoint, st.Phase, st.HeapBytes)
 	}
 }
 
@@ -371,7 +371,7 @@ func (s *session) event(ev runjson.Event) {
 
 func (s *session) clearStatus() {
 	if s.status != nil {
-		s.status.clear()
+		s.status.Clear()
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/console"
 	"github.com/snapctl/snapctl/internal/child"
 )
 
@@ -33,7 +34,7 @@ type valgrindConfig struct {
 	// console's shared pseudo-terminal): Stderr is then handed to valgrind
 	// as it is, the same terminal as Stdout, and the order of the two
 	// holds.
-	Tail *tailWriter
+	Tail *console.Tail
 	// Drain, with Tail, waits until Tail holds all that valgrind wrote
 	// before it exited: the console copies it from the terminal on its
 	// own time.
@@ -53,7 +54,7 @@ type valgrindProc struct {
 	fifo string
 	// stderr keeps what valgrind last wrote on its stderr, for messages;
 	// drain, when set, waits for it to hold all of it (valgrindConfig).
-	stderr *tailWriter
+	stderr *console.Tail
 	drain  func()
 }
 
@@ -71,11 +72,11 @@ func startValgrind(cfg valgrindConfig) (*valgrindProc, error) {
 	switch {
 	case stderr != nil:
 		cmd.Stdout, cmd.Stderr = cfg.Stdout, cfg.Stderr
-	case sameFile(cfg.Stdout, cfg.Stderr):
-		stderr = newTailWriter(cfg.Stderr, tailMax)
+	case console.SameFile(cfg.Stdout, cfg.Stderr):
+		stderr = console.NewTail(cfg.Stderr, console.TailMax)
 		cmd.Stdout, cmd.Stderr = stderr, stderr
 	default:
-		stderr = newTailWriter(cfg.Stderr, tailMax)
+		stderr = console.NewTail(cfg.Stderr, console.TailMax)
 		cmd.Stdout, cmd.Stderr = cfg.Stdout, stderr
 	}
 	// No stdin: valgrind runs in a background process group, where reading
@@ -183,7 +184,7 @@ func (p *valgrindProc) said(n int) string {
 	if p.drain != nil {
 		p.drain()
 	}
-	return p.stderr.lines(n)
+	return p.stderr.Lines(n)
 }
 
 // stop ends valgrind and everything in its process group. When the target

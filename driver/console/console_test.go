@@ -1,4 +1,4 @@
-package driver
+package console
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/internal/term"
-	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
 )
 
@@ -20,22 +19,21 @@ func TestConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer master.Close()
-	plan := &plan.Plan{Breakpoints: []plan.Breakpoint{{Name: "request"}}}
-	status := newStatusLine(tty, time.Now(), plan)
+	status := NewStatus(tty, time.Now(), []string{"request"}, "snapshot")
 	status.tick = time.Hour
 
-	con, stdout, stderr, err := openConsole(status, tty, tty)
+	con, stdout, stderr, err := Open(status, tty, tty)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if stdout != stderr || stdout == io.Writer(tty) || !term.IsTerminal(stdout) {
 		t.Fatalf("stdout %v and stderr %v: want one new terminal for both", stdout, stderr)
 	}
-	status.update("request", runjson.PhaseHit, 1024)
+	status.Update("request", runjson.PhaseHit, 1024)
 	io.WriteString(stdout, "out 1\n")
 	io.WriteString(stderr, "unfinished")
-	con.close(5 * time.Second)
-	status.clear()
+	con.Close(5 * time.Second)
+	status.Clear()
 	tty.Close()
 	got, _ := io.ReadAll(master)
 	const line = "0s  request: 1 snapshot  heap 1.0 KiB (0 B)"
@@ -45,11 +43,11 @@ func TestConsole(t *testing.T) {
 	}
 
 	var buf bytes.Buffer
-	con, stdout, stderr, err = openConsole(status, &buf, &buf)
+	con, stdout, stderr, err = Open(status, &buf, &buf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer con.close(0)
+	defer con.Close(0)
 	if stdout != io.Writer(&buf) || stderr != io.Writer(&buf) {
 		t.Errorf("a buffer was replaced: %v %v", stdout, stderr)
 	}
