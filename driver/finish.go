@@ -19,19 +19,18 @@ import (
 // valgrind's process group, with a grace period before signals. A gdb
 // whose program is gone is only killed: reap waits for its end, after the
 // run directory is written.
-func (s *session) teardown() (reap func()) {
+func (s *session) teardown(ended bool) (reap func()) {
 	left := s.leftovers()
 	s.backend.beforeClose(s)
 	reap = func() {}
 	var skip []int
 	if s.closeFn != nil {
-		if r := s.closeFn(); r != nil {
+		if r := s.closeFn(ended); r != nil {
 			reap, skip = r, []int{s.gdb.Pid()}
 		}
 	}
 	if s.vg != nil {
-		exited := s.m.Target.ExitCode != nil || s.m.Target.Signal != nil
-		s.vg.stop(s.opts.Grace, exited)
+		s.vg.stop(s.opts.Grace, ended)
 	}
 	if s.endKill != nil {
 		s.endKill.Stop()

@@ -63,13 +63,13 @@ func (s *session) useGDB(c *mi.Client, traceOut *os.File) {
 	if p := c.Process(); p != nil {
 		s.groups.Add(p)
 	}
-	s.closeFn = func() (reap func()) {
+	s.closeFn = func(ended bool) (reap func()) {
 		closed := func() {
 			if traceOut != nil {
 				traceOut.Close()
 			}
 		}
-		if s.targetGone() {
+		if ended && s.opts.AttachPID == 0 {
 			// gdb dies while the run directory is written (Run reaps it).
 			c.Kill()
 			return func() { c.CloseNow(); closed() }
@@ -92,11 +92,11 @@ func (s *session) adoptEarlyGDB() bool {
 	return true
 }
 
-// targetGone reports whether the target has ended (it exited or a signal
-// killed it) and gdb has nothing left to do: no program to kill or detach
-// from (under attach, the process lives on).
-func (s *session) targetGone() bool {
-	return s.opts.AttachPID == 0 && (s.m.Target.ExitCode != nil || s.m.Target.Signal != nil)
+// targetEnded reports whether the target has ended, as the stop loop
+// recorded it: it exited or a signal killed it. Teardown is told once,
+// when the loop is over.
+func (s *session) targetEnded() bool {
+	return s.m.Target.ExitCode != nil || s.m.Target.Signal != nil
 }
 
 // setup runs the session's gdb settings and the plan's gdb init

@@ -313,12 +313,14 @@ type tools struct {
 
 // session is the state of one run.
 type session struct {
-	opts    Options
-	plan    *plan.Plan
-	tools   tools
-	binary  string
-	dir     string // run directory, absolute
-	priv    string // private directory, absolute, no spaces
+	opts   Options
+	plan   *plan.Plan
+	tools  tools
+	binary string
+	dir    string // run directory, absolute
+	priv   string // private directory, absolute, no spaces
+	// release unlocks the private directory (lockPrivateDir).
+	release func()
 	argv    []string
 	cwd     string
 	start   time.Time
@@ -333,9 +335,9 @@ type session struct {
 	stdout, stderr io.Writer
 	vg             *valgrindProc
 	gdb            *gdb.Conn
-	// closeFn closes gdb, or only kills it and returns what waits for
-	// its end.
-	closeFn func() (reap func())
+	// closeFn closes gdb, or, once the target has ended, only kills it
+	// and returns what waits for its end.
+	closeFn func(ended bool) (reap func())
 	// early is the native backend's gdb, started during Run's checks.
 	early *earlyGDB
 	// workload is the plan's workload; workloadDone receives its end and
@@ -472,57 +474,93 @@ func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *sessio
 	return s
 }
 
-// run starts the children, runs the stop loop, tears everything down and
-// writes the run directory.
+// run is the run from its run directory on, in the order a run has: its
+// private directory and the run directory's first files; the children
+// and the stop loop; the teardown; run.json and the reports, which say how
+// the run ended; and last what only the run needed goes. Every step runs
+// whatever the ones before it did, so that run.json always says how the
+// run ended and nothing is left behind.
 func (s *session) run(ctx context.Context) (*Result, error) {
 	res := &Result{Dir: s.dir, Manifest: s.m, Plan: s.plan}
-	defer s.closeSpools()
-	// The private directory comes with the gdb started during the
-	// checks, when there is one.
-	var priv string
-	var release func()
-	var err error
+	end := outcome{err: s.prepare()}
+	if end.err == nil {
+		end = s.runTarget(ctx)
+	}
+	res, err := s.finish(res, end.err)
+	if end.reap != nil {
+		end.reap()
+	}
+	s.cleanup()
+	return res, err
+}
+
+// outcome is how the run's target and children ended: what the run
+// failed of (nil when it completed), and reap, which waits for a gdb
+// that teardown only killed.
+type outcome struct {
+	err  error
+	reap func()
+}
+
+// prepare makes the private directory (the one that came with the gdb
+// started during the checks, when there is one) and the run directory's
+// first files: the plan's copy, and a run.json that says the run did not
+// complete, for a snapctl killed before it ends. The loop rewrites it as
+// stops come (refreshManifest), so that it also lists them.
+func (s *session) prepare() error {
 	if s.early != nil {
-		priv, release = s.early.priv, s.early.release
-	} else if priv, release, err = newPrivateDir(); err != nil {
-		return s.finish(res, err)
+		s.priv, s.release = s.early.priv, s.early.release
+	} else {
+		priv, release, err := newPrivateDir()
+		if err != nil {
+			return err
+		}
+		s.priv, s.release = priv, release
 	}
-	defer release()
-	s.priv = priv
-	defer os.RemoveAll(priv)
-	defer s.early.closeUnused()
-	// From here on every path goes through finish: the run directory
-	// exists, so run.json says how the run ended.
 	if err := os.WriteFile(filepath.Join(s.dir, planFile), s.plan.Source, 0o644); err != nil {
-		return s.finish(res, fmt.Errorf("copying the plan: %w", err))
+		return fmt.Errorf("copying the plan: %w", err)
 	}
-	// Write a failed manifest at once: if snapctl itself is killed, the run
-	// directory says the run did not complete. The loop rewrites it as
-	// stops come (refreshManifest), so that it also lists them.
 	s.m.Error = unfinished
 	if err := writeManifest(s.dir, s.m, manifestSpools{}); err != nil {
-		return s.finish(res, err)
+		return err
 	}
 	s.written = time.Now()
+	return nil
+}
 
+// runTarget starts the children and runs the stop loop until the target
+// ends, ctx ends, --timeout passes or something fails; then it tears the
+// children down. A second Ctrl-C (Options.Kill) kills them at once.
+func (s *session) runTarget(ctx context.Context) outcome {
 	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	if s.opts.Timeout > 0 {
 		var stop context.CancelFunc
 		runCtx, stop = context.WithTimeoutCause(runCtx, s.opts.Timeout, ErrTimeout)
 		defer stop()
 	}
-
-	defer s.closeAgent()
-
+	defer cancel(nil)
 	stopKiller := s.killOn(s.opts.Kill)
-	err = s.startAndLoop(runCtx)
-	reap := s.teardown()
+	err := s.startAndLoop(runCtx)
+	reap := s.teardown(s.targetEnded())
 	stopKiller()
 	err = s.attachFate(err)
-	res, err = s.finish(res, s.classify(ctx, runCtx, err))
-	reap()
-	return res, err
+	return outcome{err: s.classify(ctx, runCtx, err), reap: reap}
+}
+
+// cleanup removes what only the run needed, once run.json and the reports
+// are written: the agent's records, copied into the run directory first
+// with --trace; the early gdb if the run never used it; the private
+// directory; the spools the run.json lists came from.
+func (s *session) cleanup() {
+	s.closeAgent()
+	s.early.closeUnused()
+	if s.priv != "" {
+		os.RemoveAll(s.priv)
+	}
+	if s.release != nil {
+		s.release()
+	}
+	s.closeSpools()
 }
 
 // classify turns a context ending into ErrInterrupted or ErrTimeout.
