@@ -48,16 +48,17 @@ func TestEarlyGDBChecks(t *testing.T) {
 			}
 			opts := Options{Env: append(tt.env, testenv.ScopeEnv(t))}
 			opts.defaults()
-			e := startEarlyGDB(context.Background(), "gdb", bin, plan, &opts)
+			e, priv := startEarlyGDB(context.Background(), "gdb", bin, plan, &opts)
 			if e == nil {
 				t.Fatal("no early gdb")
 			}
-			defer e.discard()
-			if got := e.gdbVersion(); got != version {
+			defer priv.remove()
+			defer e.CloseUnused()
+			if got := e.Version(); got != version {
 				t.Errorf("version %q, want %q", got, version)
 			}
-			if e.agentSourced() != tt.wantSourced || e.locationsResolved() != tt.wantResolved {
-				t.Errorf("sourced %v, resolved %v; want %v, %v", e.agentSourced(), e.locationsResolved(), tt.wantSourced, tt.wantResolved)
+			if e.AgentSourced() != tt.wantSourced || e.LocationsResolved() != tt.wantResolved {
+				t.Errorf("sourced %v, resolved %v; want %v, %v", e.AgentSourced(), e.LocationsResolved(), tt.wantSourced, tt.wantResolved)
 			}
 		})
 	}

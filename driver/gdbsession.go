@@ -83,12 +83,15 @@ func (s *session) useGDB(c *mi.Client, traceOut *os.File) {
 // adoptEarlyGDB makes the early gdb the session's when it started, and
 // reports whether it did.
 func (s *session) adoptEarlyGDB() bool {
-	c := s.early.client()
+	if s.early == nil {
+		return false
+	}
+	c := s.early.Client()
 	if c == nil {
 		return false
 	}
 	s.useGDB(c, nil)
-	s.agentSourced = s.early.agentSourced()
+	s.agentSourced = s.early.AgentSourced()
 	return true
 }
 

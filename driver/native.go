@@ -88,8 +88,8 @@ func (b *nativeBackend) launch(ctx context.Context, s *session) error {
 // or another thread's frame (threads: none, no around_call) or runs
 // commands, whose output would lose the libraries' lines. A crash's
 // backtrace then names a library's frames by their exported symbols.
-func libraryDebugInfoUnused(p *plan.Plan, early *earlyGDB) bool {
-	if !early.locationsResolved() {
+func libraryDebugInfoUnused(p *plan.Plan, early *gdb.Early) bool {
+	if early == nil || !early.LocationsResolved() {
 		return false
 	}
 	for _, bp := range p.Breakpoints {

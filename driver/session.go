@@ -188,16 +188,25 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	// are checked: both take about as long as gdb takes to start. The
 	// tools' errors come first.
 	//
-	// The session's own gdb starts at once (earlyGDB) and checks the
-	// locations and its version itself; only what it cannot vouch for
-	// goes to the checking gdb. Attaching, it starts on no program, and
-	// --trace records it from its start: both keep the usual order.
+	// The session's own gdb starts at once (gdb.Early), with the private
+	// directory, and checks the locations and its version itself; only
+	// what it cannot vouch for goes to the checking gdb. Attaching, it
+	// starts on no program, and --trace records it from its start: both
+	// keep the usual order.
 	located := make(chan locatedResult, 1)
-	var early *earlyGDB
+	var early *gdb.Early
+	var priv privateDir
 	gdbPath, err := preflight.FindTool("gdb", opts.GDB)
 	if err == nil && opts.AttachPID == 0 && !opts.Trace {
-		early = startEarlyGDB(ctx, gdbPath, binary, p, &opts)
-		defer early.discard()
+		if early, priv = startEarlyGDB(ctx, gdbPath, binary, p, &opts); early != nil {
+			// Unless the session takes them over: the checks failed.
+			defer func() {
+				if !priv.handed {
+					early.CloseUnused()
+					priv.remove()
+				}
+			}()
+		}
 	}
 	validate := func() {
 		inProgram, err := validateLocations(ctx, gdbPath, binary, p, opts.childEnv(), opts.CommandTimeout)
@@ -208,7 +217,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		located <- locatedResult{err: err}
 	case early != nil:
 		go func() {
-			if early.locationsResolved() {
+			if early.LocationsResolved() {
 				// Every location but the pending ones, in the
 				// program alone.
 				located <- locatedResult{inProgram: slices.ContainsFunc(p.Breakpoints, func(bp plan.Breakpoint) bool { return !bp.Pending })}
@@ -219,7 +228,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	default:
 		go validate()
 	}
-	env, err := preflight.Check(ctx, preflight.Options{Gdb: opts.GDB, Valgrind: opts.Valgrind, Binary: opts.Binary, NoValgrind: native, GdbVersion: early.gdbVersion})
+	env, err := preflight.Check(ctx, preflight.Options{Gdb: opts.GDB, Valgrind: opts.Valgrind, Binary: opts.Binary, NoValgrind: native, GdbVersion: early.Version})
 	if err != nil {
 		<-located
 		// A tool that failed because the user stopped snapctl is not
@@ -255,7 +264,8 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	s := newSession(opts, p, tools, binary, dir)
 	if early != nil {
-		s.early, early.handed = early, true
+		s.early, s.priv, s.release = early, priv.path, priv.release
+		priv.handed = true
 	}
 	if status != nil {
 		s.status = status // the one on screen since the checks
@@ -339,7 +349,7 @@ type session struct {
 	// and returns what waits for its end.
 	closeFn func(ended bool) (reap func())
 	// early is the native backend's gdb, started during Run's checks.
-	early *earlyGDB
+	early *gdb.Early
 	// workload is the plan's workload; workloadDone receives its end and
 	// is nil once that has been handled (or when there is none).
 	workload     *child.Process
@@ -508,9 +518,7 @@ type outcome struct {
 // complete, for a snapctl killed before it ends. The loop rewrites it as
 // stops come (refreshManifest), so that it also lists them.
 func (s *session) prepare() error {
-	if s.early != nil {
-		s.priv, s.release = s.early.priv, s.early.release
-	} else {
+	if s.priv == "" {
 		priv, release, err := newPrivateDir()
 		if err != nil {
 			return err
@@ -553,7 +561,9 @@ func (s *session) runTarget(ctx context.Context) outcome {
 // directory; the spools the run.json lists came from.
 func (s *session) cleanup() {
 	s.closeAgent()
-	s.early.closeUnused()
+	if s.early != nil {
+		s.early.CloseUnused()
+	}
 	if s.priv != "" {
 		os.RemoveAll(s.priv)
 	}
@@ -629,4 +639,39 @@ func measureUnit(backend string) string {
 		return "measurement"
 	}
 	return "snapshot"
+}
+
+// privateDir is a private directory made for the early gdb before the run
+// directory exists, until the session takes it over (handed).
+type privateDir struct {
+	path    string
+	release func()
+	handed  bool
+}
+
+// remove unlocks and removes the directory.
+func (p *privateDir) remove() {
+	p.release()
+	os.RemoveAll(p.path)
+}
+
+// startEarlyGDB starts the session's gdb on binary while Run checks the
+// tools and the plan, with the environment and working directory the
+// session would give it, in a private directory of its own. It returns
+// nil when the private directory cannot be made: the session then makes
+// its own and says why.
+func startEarlyGDB(ctx context.Context, gdbPath, binary string, p *plan.Plan, opts *Options) (*gdb.Early, privateDir) {
+	dir, release, err := newPrivateDir()
+	if err != nil {
+		return nil, privateDir{}
+	}
+	cfg := gdb.EarlyConfig{Path: gdbPath, Args: []string{binary}, Cwd: p.Target.Cwd, Env: append(opts.childEnv(), runMark(dir)),
+		Dir: dir, Timeout: opts.CommandTimeout, Breakpoints: p.Breakpoints}
+	if p.Backend == BackendNative {
+		// This gdb starts the target; under massif valgrind does.
+		cfg.Env = append(cfg.Env, p.Target.Env...)
+		cfg.Args = append(slices.Clip(unmarkProgram), binary)
+		cfg.StartsProgram = true
+	}
+	return gdb.StartEarly(ctx, cfg), privateDir{path: dir, release: release}
 }
