@@ -186,7 +186,7 @@ func TestTimelineThinned(t *testing.T) {
 func TestReadAgentBacklog(t *testing.T) {
 	plan := mustPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n")
 	s := scriptedSession(t, plan, newFakeGDB(t))
-	s.order[0].agent = true
+	s.rec.order[0].agent = true
 	records := openAgentRecords(t, s)
 	var text strings.Builder
 	const n = 1500
@@ -206,7 +206,7 @@ func TestReadAgentBacklog(t *testing.T) {
 	if err := s.readAgent(); err != nil {
 		t.Fatal(err)
 	}
-	stops := spooled[runjson.Stop](t, s.stops)
+	stops := spooled[runjson.Stop](t, s.rec.stops)
 	if len(stops) != n {
 		t.Fatalf("%d stops, want %d", len(stops), n)
 	}

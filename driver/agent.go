@@ -65,7 +65,7 @@ func agentOwns(bp *plan.Breakpoint) bool {
 // startAgent loads the agent into gdb when gdb has Python and a plan
 // breakpoint can use it. It leaves s.agent nil otherwise.
 func (s *session) startAgent(ctx context.Context) error {
-	if s.opts.NoAgent || !slices.ContainsFunc(s.order, func(st *bpState) bool { return agentOwns(st.bp) }) {
+	if s.opts.NoAgent || !slices.ContainsFunc(s.rec.order, func(st *bpState) bool { return agentOwns(st.bp) }) {
 		return nil
 	}
 	python, why, err := s.defineAgent(ctx)
@@ -108,6 +108,7 @@ func (s *session) startAgent(ctx context.Context) error {
 		return nil
 	}
 	s.agent = &agentState{f: f, busy: bf}
+	s.rec.agentFirst = s.readAgent
 	s.m.GdbAgent = true
 	return nil
 }
@@ -226,7 +227,7 @@ func (s *session) insertAgentBreakpoint(ctx context.Context, st *bpState) error 
 	}
 	st.number, st.agent = number, true
 	st.sum.Number = st.number
-	s.bps[st.number] = st
+	s.rec.bps[st.number] = st
 	return nil
 }
 
@@ -336,7 +337,7 @@ const agentBatch = 128 << 10
 // agentStop records one of the agent's stops, as inspectAndSnapshot does
 // for a stop over MI.
 func (s *session) agentStop(rec *agentRecord) error {
-	st := s.bps[rec.Bp]
+	st := s.rec.bps[rec.Bp]
 	if st == nil {
 		return fmt.Errorf("the agent recorded a stop at breakpoint %s, which is not the plan's", rec.Bp)
 	}
@@ -375,7 +376,7 @@ func (s *session) agentStop(rec *agentRecord) error {
 	}
 	stop.Thread = rec.Thread.thread()
 	sec, frac := math.Modf(rec.Time)
-	return s.take(stop, st, nil, measurement{path: rec.Snapshot, data: rec.Memory}, time.Unix(int64(sec), int64(frac*1e9)))
+	return s.rec.number(stop, st, nil, measurement{path: rec.Snapshot, data: rec.Memory}, time.Unix(int64(sec), int64(frac*1e9)))
 }
 
 // agentStopped handles gdb's stop at one of the agent's breakpoints, whose
@@ -403,7 +404,7 @@ func (s *session) agentStopped(ctx context.Context, st *bpState) error {
 		if _, err := s.gdb.Send(ctx, "-break-delete", st.number); err != nil {
 			return fmt.Errorf("deleting breakpoint %q: %w", st.bp.Name, err)
 		}
-		s.deleted(st)
+		s.rec.deleted(st)
 	}
 	return s.cont(ctx)
 }
@@ -426,7 +427,7 @@ func (s *session) agentHits(ctx context.Context) {
 	if err := json.Unmarshal([]byte(gdb.LastLine(r.Console())), &hits); err != nil {
 		return
 	}
-	for _, st := range s.order {
+	for _, st := range s.rec.order {
 		h, ok := hits[st.number]
 		if !ok || !st.agent {
 			continue

@@ -71,7 +71,7 @@ end`
 func TestReadAgentWholeRecords(t *testing.T) {
 	plan := mustPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n")
 	s := scriptedSession(t, plan, newFakeGDB(t))
-	st := s.order[0]
+	st := s.rec.order[0]
 	st.agent = true
 	records := openAgentRecords(t, s)
 
@@ -92,14 +92,14 @@ func TestReadAgentWholeRecords(t *testing.T) {
 	if err := s.readAgent(); err != nil {
 		t.Fatal(err)
 	}
-	if s.seq != 1 || st.sum.Snapshots != 1 {
-		t.Fatalf("after one whole record and half of another: %d stops, %d snapshots; want 1, 1", s.seq, st.sum.Snapshots)
+	if s.rec.seq != 1 || st.sum.Snapshots != 1 {
+		t.Fatalf("after one whole record and half of another: %d stops, %d snapshots; want 1, 1", s.rec.seq, st.sum.Snapshots)
 	}
 	appendRecords(t, records, lines[1][half:])
 	if err := s.readAgent(); err != nil {
 		t.Fatal(err)
 	}
-	stops := spooled[runjson.Stop](t, s.stops)
+	stops := spooled[runjson.Stop](t, s.rec.stops)
 	if len(stops) != 2 {
 		t.Fatalf("%d stops, want 2", len(stops))
 	}
@@ -293,7 +293,7 @@ func TestReadAgentBadRecords(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := scriptedSession(t, mustPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n"), newFakeGDB(t))
-			s.order[0].agent = true
+			s.rec.order[0].agent = true
 			records := filepath.Join(s.priv, agentRecords)
 			if err := os.WriteFile(records, []byte(tt.record), 0o600); err != nil {
 				t.Fatal(err)

@@ -35,23 +35,6 @@ type taken struct {
 	same bool
 }
 
-// take records a stop, whichever path took it (gdb's agent or GDB/MI): the
-// one place stops are numbered, in the order they happened, and their
-// measurement (what the backend's command wrote at the stop) is kept.
-// The stop joins the pending ones, which flush reads and analyses once the
-// target runs again. hitOf is the hit of a return-phase stop.
-func (s *session) take(stop *runjson.Stop, st *bpState, hitOf *taken, m measurement, at time.Time) error {
-	s.seq++
-	stop.Seq = s.seq
-	stop.Time = runjson.Stamp(at)
-	raw, err := s.backend.keep(s, m, stop)
-	if err != nil {
-		return err
-	}
-	s.pending = append(s.pending, &taken{stop: stop, bp: st, hitOf: hitOf, raw: raw})
-	return nil
-}
-
 // atBreakpoint handles a stop at a plan breakpoint: snapshot, commands,
 // around_call's return snapshot, every/max_hits, continue. The snapshots
 // are read and analysed once the target runs again.
@@ -149,7 +132,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 			if f := gdb.RecFrame(rec2); f != nil {
 				ret.Frame = *f
 			}
-			after, err := s.inspectAndSnapshot(ctx, st, ret, stop.Thread.ID, false, s.pending[len(s.pending)-1], nil)
+			after, err := s.inspectAndSnapshot(ctx, st, ret, stop.Thread.ID, false, s.rec.pending[len(s.rec.pending)-1], nil)
 			if err != nil {
 				return s.stopFailed(ctx, err)
 			}
@@ -180,7 +163,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 	if f := gdb.RecFrame(rec2); f != nil {
 		ret.Frame = *f
 	}
-	after, err := s.inspectAndSnapshot(sctx, st, ret, stop.Thread.ID, false, s.pending[len(s.pending)-1], nil)
+	after, err := s.inspectAndSnapshot(sctx, st, ret, stop.Thread.ID, false, s.rec.pending[len(s.rec.pending)-1], nil)
 	if err != nil {
 		return s.stopFailed(ctx, err)
 	}
@@ -346,60 +329,24 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *run
 		return nil, &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("snapshot at breakpoint %q failed", st.bp.Name), Tail: msg}
 	}
 	// The agent's stops since the last one came before this snapshot,
-	// also those while around_call's finish ran the call: they are
-	// numbered first.
-	if err := s.readAgent(); err != nil {
-		return nil, err
-	}
-	if err := s.take(stop, st, hitOf, measurement{path: tmp}, time.Now()); err != nil {
+	// also those while around_call's finish ran the call: the recorder
+	// numbers them first.
+	if err := s.rec.take(stop, st, hitOf, measurement{path: tmp}, time.Now()); err != nil {
 		return nil, err
 	}
 	if len(then) > 0 {
-		if err := s.resumed(st, then, errs[snap+1:]); err != nil {
+		if err := s.rec.resumed(st, then, errs[snap+1:]); err != nil {
 			return nil, err
 		}
 	}
 	return threads, nil
 }
 
-// noteBreakpoint keeps what gdb announces of the plan's breakpoints
-// between stops (the gdb connection notes the threads first): where a
-// breakpoint resolved, and its new hit count (gdb's "times", sent with
-// every hit, ignored ones included), which numbers the next stop of that
-// breakpoint as gdb counts its hits.
-func (s *session) noteBreakpoint(rec *mi.Record) {
-	switch rec.Class {
-	case "breakpoint-created":
-		if st := s.bps[rec.String("bkpt.number")]; st != nil {
-			st.resolvedAt(rec)
-		}
-	case "breakpoint-modified":
-		if st := s.bps[rec.String("bkpt.number")]; st != nil {
-			st.resolvedAt(rec)
-		}
-		if st := s.bps[rec.String("bkpt.number")]; st != nil && !st.agent {
-			if n, err := strconv.Atoi(rec.String("bkpt.times")); err == nil {
-				st.times = n
-			}
-		}
-	}
-}
-
 // flush reads the snapshots of the pending stops in order, records the
 // stops in run.json and feeds the analysis.
 func (s *session) flush() error {
-	pending := s.pending
-	s.pending = nil
-	for i, t := range pending {
-		if err := s.backend.record(s, t); err != nil {
-			// run.json lists no stop from here on: their files go.
-			for _, u := range pending[i:] {
-				if u.raw != "" {
-					os.Remove(u.raw)
-				}
-			}
-			return s.diskFull(err)
-		}
+	if err := s.rec.flush(); err != nil {
+		return s.diskFull(err)
 	}
 	return nil
 }
@@ -508,7 +455,7 @@ func (s *session) command(ctx context.Context, line string) (runjson.CommandOutp
 func (s *session) resume(ctx context.Context, st *bpState, hit int) error {
 	cmds := resumeCmds(st, hit)
 	_, errs := s.gdb.SendBatch(ctx, cmds)
-	return s.resumed(st, cmds, errs)
+	return s.rec.resumed(st, cmds, errs)
 }
 
 // settle applies every and max_hits after a hit without resuming the
@@ -520,7 +467,7 @@ func (s *session) settle(ctx context.Context, st *bpState, hit int) error {
 		return nil
 	}
 	_, errs := s.gdb.SendBatch(ctx, cmds)
-	return s.resumed(st, cmds, errs)
+	return s.rec.resumed(st, cmds, errs)
 }
 
 // resumeCmds are the commands that apply every and max_hits after a hit
@@ -535,32 +482,4 @@ func resumeCmds(st *bpState, hit int) []mi.Command {
 		cmds = append(cmds, mi.Command{Name: "-break-after", Args: []string{st.number, strconv.Itoa(n)}})
 	}
 	return append(cmds, mi.Command{Name: "-exec-continue"})
-}
-
-// deleted records that st's breakpoint is gone after its last hit
-// (max_hits), whichever path took its stops.
-func (s *session) deleted(st *bpState) {
-	st.sum.Deleted = true
-	delete(s.bps, st.number)
-}
-
-// resumed checks gdb's answers to resumeCmds and records their effect.
-func (s *session) resumed(st *bpState, cmds []mi.Command, errs []error) error {
-	st.step = 1 // unless gdb is told to ignore hits
-	for i, c := range cmds {
-		switch err := errs[i]; {
-		case c.Name == "-break-delete" && err != nil:
-			return fmt.Errorf("deleting breakpoint %q: %w", st.bp.Name, err)
-		case c.Name == "-break-delete":
-			s.deleted(st)
-		case c.Name == "-break-after" && err != nil:
-			return fmt.Errorf("setting the ignore count of %q: %w", st.bp.Name, err)
-		case c.Name == "-break-after":
-			n, _ := strconv.Atoi(c.Args[1])
-			st.step = n + 1
-		case err != nil:
-			return fmt.Errorf("resuming the target: %w", err)
-		}
-	}
-	return nil
 }

@@ -77,7 +77,7 @@ func (s *session) checkStalls() error {
 	if s.agent != nil {
 		if bp, lasted, ok := s.agent.overdue(now, limit); ok {
 			name := "number " + bp
-			if st := s.bps[bp]; st != nil {
+			if st := s.rec.bps[bp]; st != nil {
 				name = strconv.Quote(st.bp.Name)
 			}
 			return s.stalled(fmt.Sprintf("the stop at breakpoint %s has not ended after %v (stop_timeout %v)",

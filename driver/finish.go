@@ -61,7 +61,7 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	if ferr := s.flush(); ferr != nil && err == nil {
 		err = ferr
 	}
-	s.settleUnresolved()
+	s.rec.settleUnresolved()
 	var crash *CrashError
 	switch {
 	case err == nil:
@@ -83,20 +83,20 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	s.m.Suspects = s.an.stacks.InternSuspects(rep.Suspects)
 	s.m.Stacks = s.an.stacks.Stacks()
 	for _, p := range s.an.problems {
-		s.events.add(&runjson.Event{Time: runjson.Stamp(time.Now()), Kind: runjson.EventAnalysisError, Message: p})
+		s.rec.events.add(&runjson.Event{Time: runjson.Stamp(time.Now()), Kind: runjson.EventAnalysisError, Message: p})
 	}
 	res.Report = rep
 	if s.native != nil {
 		s.m.Verdicts = s.native.verdicts(s.plan.Native.TrimProbe)
 	}
-	res.Stops, res.Diffs = s.stops.len(), s.an.diffs.len()
+	res.Stops, res.Diffs = s.rec.stops.len(), s.an.diffs.len()
 	s.unmeasured()
 	if err == nil {
 		// A completed run still fails for CI on a target that ended
 		// before any breakpoint hit, on a breakpoint that never hit, then
 		// on a fail_on limit.
 		if err = s.endedEarly(); err == nil {
-			err = s.neverHit()
+			err = s.rec.neverHit(measuredNothing(s.m))
 		}
 		if err == nil {
 			if s.native != nil {
@@ -110,7 +110,7 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	s.m.ExitCode, s.m.ExitReason = &code, reason
 	// A writing during the run must not land after this one.
 	s.refreshed(true)
-	if werr := writeManifest(s.dir, s.m, manifestSpools{stops: s.stops, events: s.events, diffs: s.an.diffs}); werr != nil {
+	if werr := writeManifest(s.dir, s.m, manifestSpools{stops: s.rec.stops, events: s.rec.events, diffs: s.an.diffs}); werr != nil {
 		// The run.json written last stands, with the snapshots it lists.
 		s.dropUnlisted()
 		return res, errors.Join(err, werr)
@@ -143,15 +143,15 @@ func (s *session) refreshManifest() {
 	if s.refreshing != nil && !s.refreshed(false) {
 		return
 	}
-	if n := s.stops.len(); n == s.writtenStops || time.Since(s.written) < s.opts.ManifestEvery {
+	if n := s.rec.stops.len(); n == s.writtenStops || time.Since(s.written) < s.opts.ManifestEvery {
 		return
 	}
 	var sp manifestSpools
 	var err error
-	if sp.stops, err = s.stops.view(); err != nil {
+	if sp.stops, err = s.rec.stops.view(); err != nil {
 		return
 	}
-	if sp.events, err = s.events.view(); err != nil {
+	if sp.events, err = s.rec.events.view(); err != nil {
 		sp.close()
 		return
 	}
@@ -166,7 +166,7 @@ func (s *session) refreshManifest() {
 		native := *m.Native
 		m.Native = &native
 	}
-	r := &refresh{done: make(chan error, 1), stops: s.stops.len(), names: s.unlisted}
+	r := &refresh{done: make(chan error, 1), stops: s.rec.stops.len(), names: s.unlisted}
 	s.unlisted = nil
 	s.refreshing, s.written = r, time.Now()
 	go func() {
@@ -216,8 +216,8 @@ func (s *session) refreshed(wait bool) bool {
 
 // closeSpools removes the spooled stops and diffs.
 func (s *session) closeSpools() {
-	s.stops.close()
-	s.events.close()
+	s.rec.stops.close()
+	s.rec.events.close()
 	s.an.diffs.close()
 }
 
@@ -227,38 +227,6 @@ func (st *bpState) resolvedAt(rec *mi.Record) {
 	if addr := rec.String("bkpt.addr"); addr != "" && addr != "<PENDING>" && rec.String("bkpt.pending") == "" {
 		st.resolved = true
 	}
-}
-
-// settleUnresolved keeps run.json's "unresolved" for the breakpoints that
-// never resolved: gdb's table at the end (countHits, agentHits) shows as
-// pending a breakpoint whose location the target's exec took away too,
-// though it resolved, or hit, before.
-func (s *session) settleUnresolved() {
-	for _, st := range s.order {
-		if st.resolved || st.hits > 0 || st.sum.Snapshots > 0 {
-			st.sum.Unresolved = false
-		}
-	}
-}
-
-// neverHit reports the non-optional breakpoints without a single hit, or,
-// when no breakpoint took a snapshot, every breakpoint, optional or not:
-// a run that measured nothing never passes.
-func (s *session) neverHit() error {
-	nothing := measuredNothing(s.m)
-	var names, unresolved []string
-	for _, st := range s.order {
-		if st.hits == 0 && (!st.bp.Optional || nothing) {
-			names = append(names, st.bp.Name)
-			if st.sum.Unresolved {
-				unresolved = append(unresolved, st.bp.Name)
-			}
-		}
-	}
-	if names == nil && !nothing {
-		return nil
-	}
-	return &NeverHitError{Breakpoints: names, Unresolved: unresolved, Nothing: nothing}
 }
 
 // endedEarly reports a target that exited with a failure before any
@@ -280,12 +248,12 @@ func (s *session) unmeasured() {
 	now := runjson.Stamp(time.Now())
 	for _, b := range s.m.Breakpoints {
 		if b.Unresolved {
-			s.events.add(&runjson.Event{Time: now, Kind: runjson.EventBreakpointUnresolved,
+			s.rec.events.add(&runjson.Event{Time: now, Kind: runjson.EventBreakpointUnresolved,
 				Message: fmt.Sprintf("breakpoint %q (%s) never resolved: no library loaded during the run defines its location", b.Name, b.Location)})
 		}
 	}
 	if measuredNothing(s.m) {
-		s.events.add(&runjson.Event{Time: now, Kind: runjson.EventNothingMeasured, Message: "nothing measured: " + whyNothing(s.m)})
+		s.rec.events.add(&runjson.Event{Time: now, Kind: runjson.EventNothingMeasured, Message: "nothing measured: " + whyNothing(s.m)})
 	}
 }
 

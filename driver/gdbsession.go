@@ -59,7 +59,7 @@ func (s *session) startGDB(ctx context.Context, args, env []string) error {
 // useGDB makes c the session's gdb; traceOut, if any, is its transcript,
 // closed with it.
 func (s *session) useGDB(c *mi.Client, traceOut *os.File) {
-	s.gdb = gdb.NewConn(c, c.Pid(), s.opts.CommandTimeout, s.noteBreakpoint)
+	s.gdb = gdb.NewConn(c, c.Pid(), s.opts.CommandTimeout, s.rec.note)
 	if p := c.Process(); p != nil {
 		s.groups.Add(p)
 	}
@@ -137,7 +137,7 @@ func (s *session) setup(ctx context.Context) error {
 	if err := s.startAgent(ctx); err != nil {
 		return err
 	}
-	for _, st := range s.order {
+	for _, st := range s.rec.order {
 		if s.agent != nil && agentOwns(st.bp) {
 			if err := s.insertAgentBreakpoint(ctx, st); err != nil {
 				return err
@@ -151,7 +151,7 @@ func (s *session) setup(ctx context.Context) error {
 		st.number = r.String("bkpt.number")
 		st.sum.Number = st.number
 		st.resolved = !gdb.PendingResult(r)
-		s.bps[st.number] = st
+		s.rec.bps[st.number] = st
 		if err := s.newHitsOnly(ctx, st); err != nil {
 			return err
 		}
@@ -200,7 +200,7 @@ func (s *session) finalHits(ctx context.Context) {
 
 // agentHasAll reports whether the agent took every breakpoint of the plan.
 func (s *session) agentHasAll() bool {
-	return s.agent != nil && !slices.ContainsFunc(s.order, func(st *bpState) bool { return !st.agent })
+	return s.agent != nil && !slices.ContainsFunc(s.rec.order, func(st *bpState) bool { return !st.agent })
 }
 
 // countHits sets each breakpoint's hits to the number of times the target
@@ -217,7 +217,7 @@ func (s *session) countHits(ctx context.Context) {
 		return
 	}
 	for _, v := range r.List("BreakpointTable.body") {
-		st := s.bps[v.String("number")]
+		st := s.rec.bps[v.String("number")]
 		if st == nil {
 			continue
 		}

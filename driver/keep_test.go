@@ -154,7 +154,7 @@ func TestRunKeepChangedAroundCall(t *testing.T) {
 func TestUnchangedSnapshotNotParsed(t *testing.T) {
 	plan := mustPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n")
 	s := scriptedSession(t, plan, newFakeGDB(t))
-	st := s.order[0]
+	st := s.rec.order[0]
 	st.agent = true
 	records := openAgentRecords(t, s)
 	var lines string
@@ -171,7 +171,7 @@ func TestUnchangedSnapshotNotParsed(t *testing.T) {
 	if err := s.readAgent(); err != nil {
 		t.Fatalf("readAgent = %v; the repeat was parsed", err)
 	}
-	stops := spooled[runjson.Stop](t, s.stops)
+	stops := spooled[runjson.Stop](t, s.rec.stops)
 	diffs := spooled[snapshots.Diff](t, s.an.diffs)
 	if len(stops) != 3 || len(diffs) != 2 {
 		t.Fatalf("%d stops, %d diffs; want 3, 2", len(stops), len(diffs))

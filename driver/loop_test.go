@@ -196,7 +196,7 @@ func TestLoopEveryMaxHits(t *testing.T) {
 	}
 	var hits []int
 	var heaps []int64
-	for _, stop := range spooled[runjson.Stop](t, s.stops) {
+	for _, stop := range spooled[runjson.Stop](t, s.rec.stops) {
 		hits = append(hits, stop.Hit)
 		heaps = append(heaps, stop.HeapBytes)
 		if stop.Thread.TargetID != "Thread 42" || len(stop.Backtrace) != 2 || stop.Frame.File != "leak.c" {
@@ -262,7 +262,7 @@ func TestLoopInterruptBringsAnotherStop(t *testing.T) {
 				t.Fatal(err)
 			}
 			var hits []int
-			for _, stop := range spooled[runjson.Stop](t, s.stops) {
+			for _, stop := range spooled[runjson.Stop](t, s.rec.stops) {
 				hits = append(hits, stop.Hit)
 			}
 			if diff := cmp.Diff(tc.hits, hits); diff != "" {
@@ -295,12 +295,12 @@ func scriptedSession(t *testing.T, plan *plan.Plan, d gdb.Debugger) *session {
 	s := newSession(Options{CommandTimeout: 5e9, Grace: 1}, plan, tools{}, "/src/leak", dir)
 	s.opts.defaults()
 	s.priv = t.TempDir()
-	s.gdb = gdb.NewConn(d, 0, s.opts.CommandTimeout, s.noteBreakpoint)
+	s.gdb = gdb.NewConn(d, 0, s.opts.CommandTimeout, s.rec.note)
 	t.Cleanup(s.closeSpools)
 	s.vg = &valgrindProc{} // no process: never done, pid 0
-	st := s.order[0]
+	st := s.rec.order[0]
 	st.number, st.sum.Number = "1", "1"
-	s.bps["1"] = st
+	s.rec.bps["1"] = st
 	return s
 }
 
@@ -376,7 +376,7 @@ func TestFrameArgumentsOncePerSession(t *testing.T) {
 			t.Errorf("sent %q at a stop", l)
 		}
 	}
-	if n := len(spooled[runjson.Stop](t, s.stops)); n != 2 {
+	if n := len(spooled[runjson.Stop](t, s.rec.stops)); n != 2 {
 		t.Errorf("%d stops, want 2", n)
 	}
 	plain, err := plan.Parse("plan.yaml", []byte("breakpoints:\n  - name: request\n    location: handle_request\n"))

@@ -142,7 +142,7 @@ func (s *session) timeline() ([]snapshots.StopPoint, []snapshots.Growth, error) 
 		firstFile, lastFile string
 	}
 	series := make(map[string]*ends)
-	err := s.stops.each(func(line []byte) error {
+	err := s.rec.stops.each(func(line []byte) error {
 		var st runjson.Stop
 		if err := json.Unmarshal(line, &st); err != nil {
 			return fmt.Errorf("reading spooled stop: %w", err)

@@ -377,19 +377,14 @@ type session struct {
 	// by their names in run.json; their files keep a hidden name until
 	// a run.json that lists them is written (see publish).
 	unlisted []string
-	bps      map[string]*bpState // by gdb breakpoint number
-	order    []*bpState          // plan order
-	seq      int
-	// pending are stops whose snapshots are kept but not yet read.
-	pending []*taken
+	// rec is the run's record of its stops and events.
+	rec *recorder
 	// agent reads the records of gdb's agent; nil when it does not run.
 	agent *agentState
 	// agentSourced says that gdb has read agent.py's definitions (the
 	// early gdb's check, or defineAgent), so that they are not read
 	// again.
 	agentSourced bool
-	// stops spools the stop records for run.json, events its events.
-	stops, events *spool
 	// groups are the process groups of the children, for Options.Kill.
 	groups child.Group
 	// watch finds stalls that nothing reports (see checkStalls).
@@ -401,29 +396,6 @@ type session struct {
 	console *console.Console
 }
 
-// bpState is one plan breakpoint during the run.
-type bpState struct {
-	bp     *plan.Breakpoint
-	sum    *runjson.BreakpointSummary
-	number string // gdb's number
-	hits   int    // hits counted as the plan counts them
-	step   int    // hits one stop stands for (Every when gdb ignores the others)
-	// hitSnapshots counts the hit-phase snapshots read, for end_run_after.
-	hitSnapshots int
-	// times is gdb's hit count as its last =breakpoint-modified gave it
-	// (MI breakpoints; 0 until one came).
-	times int
-	// agent is set when gdb's agent takes the breakpoint's stops.
-	agent bool
-	// resolved says that gdb found a code location for the breakpoint at
-	// some point of the run (see resolvedAt): after an exec it may be
-	// pending again, but it was not unresolved.
-	resolved bool
-	// last are the last snapshots read of the hit and return phases
-	// (see phaseIndex).
-	last [2]lastSnapshot
-}
-
 func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *session {
 	argv := append([]string{binary}, p.Target.Args...)
 	if opts.Args != nil {
@@ -431,18 +403,15 @@ func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *sessio
 	}
 	s := &session{
 		opts: opts, plan: p, tools: t, binary: binary, dir: dir,
-		argv:   argv,
-		cwd:    p.Target.Cwd,
-		start:  time.Now(),
-		bps:    make(map[string]*bpState),
-		an:     newAnalysis(p),
-		stops:  newSpool(".stops-*.jsonl"),
-		events: newSpool(".events-*.jsonl"),
+		argv:  argv,
+		cwd:   p.Target.Cwd,
+		start: time.Now(),
+		an:    newAnalysis(p),
 	}
 	// The spools sit in the run directory, not the private one: a full
 	// TMPDIR stops the snapshots, but the stops already taken still reach
 	// run.json.
-	s.stops.dir, s.events.dir, s.an.diffs.dir = dir, dir, dir
+	s.an.diffs.dir = dir
 	name := p.Backend
 	if opts.Backend != "" {
 		name = opts.Backend
@@ -467,20 +436,24 @@ func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *sessio
 			s.m.Target.Argv = []string{binary}
 		}
 	}
-	for i := range p.Breakpoints {
-		bp := &p.Breakpoints[i]
-		if opts.KeepSnapshots != "" {
-			bp.KeepSnapshots = opts.KeepSnapshots
+	s.rec = newRecorder(p, s.m, opts.KeepSnapshots, dir)
+	s.rec.keep = func(m measurement, stop *runjson.Stop) (string, error) { return s.backend.keep(s, m, stop) }
+	s.rec.read = func(t *taken) error { return s.backend.record(s, t) }
+	s.rec.onStop = func(st *runjson.Stop) {
+		if s.status != nil {
+			s.status.Update(st.Breakpoint, st.Phase, st.HeapBytes)
 		}
-		sum := runjson.BreakpointSummary{Name: bp.Name, Location: bp.Location, Optional: bp.Optional}
-		if bp.KeepSnapshots != plan.KeepAll {
-			sum.KeepSnapshots = bp.KeepSnapshots
+	}
+	s.rec.onEvent = func(ev runjson.Event) {
+		switch ev.Kind {
+		case runjson.EventStopAbandoned, runjson.EventAroundCallCutShort, runjson.EventAroundCallFailed:
+			// Not prefixed "snapctl:": that line is kept for the one
+			// message that says how the run ended.
+			s.clearStatus()
+			fmt.Fprintf(s.opts.Warn, "warning: %s\n", ev.Message)
 		}
-		s.m.Breakpoints = append(s.m.Breakpoints, sum)
 	}
-	for i := range p.Breakpoints {
-		s.order = append(s.order, &bpState{bp: &p.Breakpoints[i], sum: &s.m.Breakpoints[i], step: 1})
-	}
+	s.rec.endRun = s.endTarget
 	return s
 }
 

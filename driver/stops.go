@@ -227,13 +227,9 @@ func (s *session) explain(ctx context.Context, err error) error {
 // handleStop deals with one *stopped record. It resumes the target unless
 // the target has exited (done).
 func (s *session) handleStop(ctx context.Context, rec *mi.Record) (done bool, err error) {
-	// The agent's stops all came before this one.
-	if err := s.readAgent(); err != nil {
-		return false, err
-	}
 	switch reason := rec.String("reason"); reason {
 	case "breakpoint-hit":
-		st := s.bps[rec.String("bkptno")]
+		st := s.rec.bps[rec.String("bkptno")]
 		if st == nil {
 			s.event(runjson.Event{Kind: runjson.EventUnexpectedStop, Reason: reason, Thread: runjson.Thread{ID: rec.String("thread-id")}, Frame: gdb.RecFrame(rec),
 				Message: "breakpoint " + rec.String("bkptno") + " is not the plan's"})
@@ -284,7 +280,7 @@ func (s *session) handleStop(ctx context.Context, rec *mi.Record) (done bool, er
 func (s *session) execStop(rec *mi.Record) error {
 	prog := rec.String("new-exec")
 	s.m.Target.Exec = prog
-	err := &ExecError{Pid: s.targetPid, Program: prog, Stops: s.stops.len(), Attached: s.opts.AttachPID != 0}
+	err := &ExecError{Pid: s.targetPid, Program: prog, Stops: s.rec.stops.len(), Attached: s.opts.AttachPID != 0}
 	s.event(runjson.Event{Kind: runjson.EventTargetExec, Message: err.Error()})
 	return err
 }
@@ -350,24 +346,9 @@ func (s *session) stopFailed(ctx context.Context, err error) (done bool, _ error
 	return false, s.explain(ctx, err)
 }
 
-func (s *session) addStop(st *runjson.Stop) {
-	s.stops.add(st)
-	if s.status != nil {
-		s.status.Update(st.Breakpoint, st.Phase, st.HeapBytes)
-	}
-}
+func (s *session) addStop(st *runjson.Stop) { s.rec.add(st) }
 
-func (s *session) event(ev runjson.Event) {
-	ev.Time = runjson.Stamp(time.Now())
-	s.events.add(&ev)
-	switch ev.Kind {
-	case runjson.EventStopAbandoned, runjson.EventAroundCallCutShort, runjson.EventAroundCallFailed:
-		// Not prefixed "snapctl:": that line is kept for the one
-		// message that says how the run ended.
-		s.clearStatus()
-		fmt.Fprintf(s.opts.Warn, "warning: %s\n", ev.Message)
-	}
-}
+func (s *session) event(ev runjson.Event) { s.rec.event(ev) }
 
 func (s *session) clearStatus() {
 	if s.status != nil {
@@ -408,10 +389,5 @@ func (s *session) attachedDone() bool {
 	if s.ending != "" {
 		return true // the workload ended, or end_run_after
 	}
-	for _, st := range s.order {
-		if !st.sum.Deleted {
-			return false
-		}
-	}
-	return true
+	return s.rec.allDeleted()
 }

@@ -66,7 +66,7 @@ func TestThreadListAskedOnlyWhenItMayHaveChanged(t *testing.T) {
 	if len(listings) != 2 || listings[0] != 1 || listings[1] != 3 {
 		t.Errorf("-thread-info at stops %v, want [1 3]", listings)
 	}
-	stops := spooled[runjson.Stop](t, s.stops)
+	stops := spooled[runjson.Stop](t, s.rec.stops)
 	if len(stops) != 4 {
 		t.Fatalf("%d stops, want 4", len(stops))
 	}
