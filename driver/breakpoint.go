@@ -354,7 +354,7 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *Sto
 	}
 	stop.Threads = threads
 	// Errors come back as target-stream text with a ^done
-	// (docs/design.md, fact 5).
+	// (docs/facts.md, fact 5).
 	if msg := s.backend.failure(res[snap]); msg != "" {
 		return nil, &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("snapshot at breakpoint %q failed", st.bp.Name), Tail: msg}
 	}
@@ -512,7 +512,7 @@ func (s *session) readSnapshot(t *taken) (*snapshots.HeapTree, error) {
 
 // lockScheduler sets the plan's scheduler-locking mode, for a stop whose
 // actions resume the target, when it differs from gdb's; the returned
-// function restores gdb's mode. Valgrind ignores the mode (docs/design.md,
+// function restores gdb's mode. Valgrind ignores the mode (docs/facts.md,
 // fact 1); it is set so a plan behaves the same under a target that
 // honours it.
 func (s *session) lockScheduler(ctx context.Context) (func(context.Context) error, error) {

@@ -138,7 +138,7 @@ type VerdictFigures struct {
 	TrimReleasedTotal *int64 `json:"trim_released_total_bytes,omitempty"`
 }
 
-// The thresholds of the verdicts (README, "Native verdicts";
+// The thresholds of the verdicts (docs/native.md, "Native verdicts";
 // docs/design.md, "Native verdicts").
 const (
 	// minTrendStops is the fewest stops a trend can be shown from: with
