@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/faults.sh: the fault matrix. Every fault README makes a promise
+# bench/faults.sh: the fault matrix. Every fault the docs make a promise
 # about (kill -9 of gdb, valgrind, vgdb, the target and snapctl at start-up,
 # mid-run and the target's exit; SIGSTOP of each; SIGINT, SIGTERM, SIGHUP
 # and a double Ctrl-C; a full run directory and a full TMPDIR; odd paths;

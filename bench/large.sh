@@ -14,7 +14,7 @@
 # run.json. It fails when run.json does not hold all N stops or the files
 # kept are not N (all), 1 (changed) and 0 (native), and prints, per
 # backend and keep, the peak at each N less the peak at the smallest: the
-# README promises it within 2 MiB.
+# docs/run.md promises it within 2 MiB.
 #
 # Usage: bench/large.sh [N...]   (from anywhere; needs go, gcc, gdb, valgrind)
 # Under massif a stop takes about 2 ms (valgrind and gdb): 100,000 stops

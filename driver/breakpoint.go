@@ -324,7 +324,7 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *run
 	}
 	stop.Threads = threads
 	// Errors come back as target-stream text with a ^done
-	// (docs/design.md, fact 5).
+	// (docs/facts.md, fact 5).
 	if msg := s.backend.failure(res[snap]); msg != "" {
 		return nil, &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("snapshot at breakpoint %q failed", st.bp.Name), Tail: msg}
 	}

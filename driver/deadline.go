@@ -182,7 +182,7 @@ func (p procState) describe() string {
 
 // gdbChild returns the vgdb that gdb runs: the process named vgdb whose
 // parent, or an ancestor up to three levels up, is gdb. snapctl execs
-// vgdb from gdb's shell, but a shell that forks (docs/design.md, fact
+// vgdb from gdb's shell, but a shell that forks (docs/facts.md, fact
 // 30) would put one in between.
 func gdbChild(gdbPid int) procState {
 	entries, _ := os.ReadDir("/proc")

@@ -85,7 +85,7 @@ func TestAgentBusyFile(t *testing.T) {
 }
 
 // The stall watch finds vgdb whether gdb's shell execs it or forks it
-// (docs/design.md, fact 30): a shell stands for gdb, and runs a program
+// (docs/facts.md, fact 30): a shell stands for gdb, and runs a program
 // named vgdb as its child, or behind a shell of its own that forks (a
 // command follows).
 func TestGdbChildBehindShell(t *testing.T) {

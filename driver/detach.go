@@ -25,7 +25,7 @@ import (
 // wrote stay in the process, which dies of SIGTRAP at the next hit:
 // snapctl then puts the original bytes back itself. It knows where they
 // go from gdb's breakpoint table, read once the breakpoints are set, and
-// what they were from the program's files (docs/design.md, "Facts").
+// what they were from the program's files (docs/facts.md, fact 34).
 
 // EventTargetLeft is the event that says how snapctl attach left the
 // process when gdb could not detach from it.
@@ -35,7 +35,7 @@ const EventTargetLeft runjson.EventKind = "target-left"
 // after an internal error (the command that met it fails) rather than
 // quit: a gdb that quits leaves its breakpoints in the process, and the
 // threads it stopped run on at once, into them, before snapctl can take
-// them out (docs/design.md, "Facts"); a gdb that lives can still delete
+// them out (docs/facts.md, fact 34); a gdb that lives can still delete
 // them and detach.
 var attachArgs = []string{
 	"-iex", "maint set internal-error quit no",

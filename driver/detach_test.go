@@ -261,8 +261,8 @@ func TestAttachCyclesUnderLoad(t *testing.T) {
 // breakpoints in the server: snapctl takes them out itself, the server
 // serves on, and the message says so. The server is idle when gdb dies:
 // under load a thread runs into a breakpoint within the milliseconds
-// before snapctl can take it out, and dies of SIGTRAP (docs/design.md,
-// "Facts").
+// before snapctl can take it out, and dies of SIGTRAP (docs/facts.md,
+// fact 34).
 func TestAttachGdbKilled(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb")

@@ -2,8 +2,8 @@ package driver
 
 import "strings"
 
-// The heap snapshot taken at every stop (docs/design.md, facts 5, 6, 9, 18
-// and 33). With the plan's valgrind.blocks (the default), `monitor
+// The heap snapshot taken at every stop (docs/facts.md, facts 5, 6, 9, 18
+// and 35). With the plan's valgrind.blocks (the default), `monitor
 // xtmemory FILE.ms` writes the bytes (curB) and the live blocks (curBk)
 // of every allocation stack into FILE in massif's format (the ".ms" in
 // the name selects it). With blocks: false, `monitor detailed_snapshot

@@ -130,14 +130,14 @@ func (s *session) connectVgdb(ctx context.Context) error {
 	// unset. bash execs a lone command, but Debian's /bin/sh (dash) forks
 	// it and waits: vgdb would be gdb's grandchild, behind a shell that
 	// neither a signal to gdb's child nor the stall watch reaches
-	// (docs/design.md, fact 30). exec makes vgdb gdb's child in every
+	// (docs/facts.md, fact 30). exec makes vgdb gdb's child in every
 	// shell.
 	pipe := fmt.Sprintf("| exec %s --vgdb-prefix=%s --pid=%d", s.tools.vgdb, s.vgdbPrefix(), s.vg.Pid())
 	// gdb gives up on a reply that takes longer than remotetimeout (2s by
 	// default) and goes on reading the late one as the next packet's
 	// answer: on a loaded machine valgrind's gdbserver can take that long,
 	// and gdb then fails to connect or, mid-run, loses track of the
-	// target for good (docs/design.md, fact 28). snapctl's own deadlines
+	// target for good (docs/facts.md, fact 28). snapctl's own deadlines
 	// bound every exchange instead, so gdb waits longer than any of them.
 	if _, err := s.gdb.Send(ctx, "-gdb-set", "remotetimeout", remoteTimeout(s.opts.CommandTimeout, s.stopTimeout())); err != nil {
 		return fmt.Errorf("setting up gdb: %w", err)
@@ -185,8 +185,8 @@ func (s *session) valgrindArgs() []string {
 	args = append(args, "--px-file-backed=unwindregs-at-mem-access")
 	// No --xtree-memory: `monitor xtmemory` builds its tree from the live
 	// blocks whenever it is asked, and with allocs valgrind would only
-	// write the whole run's tree once more at exit (docs/design.md, fact
-	// 33).
+	// write the whole run's tree once more at exit (docs/facts.md, fact
+	// 35).
 	args = append(args, massifPlanArgs(s.plan)...)
 	return append(args, s.argv...)
 }

@@ -242,7 +242,7 @@ func (b *nativeBackend) measureCommand(path string) string {
 // newHitsOnly puts agent.py's $_snapctl_hit() first in the condition of
 // st's GDB/MI breakpoint under the native backend, so that gdb neither
 // counts nor reports a hit that a signal during the step over the
-// breakpoint makes it report again (docs/design.md, fact 42).
+// breakpoint makes it report again (docs/facts.md, fact 42).
 func (s *session) newHitsOnly(ctx context.Context, st *bpState) error {
 	if s.native == nil {
 		return nil

@@ -107,7 +107,7 @@ func nativeDiffs(t *testing.T, dir string) []runjson.MemoryDiff {
 
 // noTcache turns glibc's per-thread cache off in the target: mallinfo2
 // counts the freed blocks it holds as in use, and on retain.c they add
-// 288 bytes a round (docs/design.md, the fact on tcache), a trend the
+// 288 bytes a round (docs/facts.md, fact 39), a trend the
 // verdict would call a leak.
 const noTcache = "target:\n  env:\n    GLIBC_TUNABLES: glibc.malloc.tcache_count=0\n"
 
@@ -780,8 +780,8 @@ const fstPlan = "backend: native\nbreakpoints:\n  - name: round\n    location: r
 // run; with a small machine leaked per worker and round it is `leak`
 // (and still retention). glibc's per-thread cache is turned off in the
 // target: mallinfo2 counts its freed blocks as in use, and on this
-// workload it creeps up by about 3 KiB a round (docs/design.md, fact on
-// tcache).
+// workload it creeps up by about 3 KiB a round (docs/facts.md, fact
+// 39).
 func TestNativeFSTWorkload(t *testing.T) {
 	t.Parallel()
 	if _, err := os.Stat("/usr/include/fst/fstlib.h"); err != nil {

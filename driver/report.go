@@ -357,7 +357,7 @@ func writeNativeMarkdown(bw *bufio.Writer, res *Result) error {
 		fmt.Fprintf(pw, "| %s | %s | %s | %d | %s | %s | %s | %s | %s |\n", v.Breakpoint, v.Verdict, findings, f.Stops,
 			snapshots.FormatDelta(f.RSSGrowth), opt(f.InUseGrowth), opt(f.FreeGrowth), arenas, trim)
 	}
-	fmt.Fprintf(pw, "\nGrowths are trends over all of a breakpoint's stops (README, \"Native verdicts\"); run.json's `diffs` hold the %s between consecutive measurements.\n", plural(res.Diffs, "change"))
+	fmt.Fprintf(pw, "\nGrowths are trends over all of a breakpoint's stops (docs/native.md, \"Native verdicts\"); run.json's `diffs` hold the %s between consecutive measurements.\n", plural(res.Diffs, "change"))
 	fmt.Fprintf(pw, "\n%s\n", massifNote)
 	return bw.Flush()
 }

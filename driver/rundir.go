@@ -135,7 +135,7 @@ func writeFileAtomicFunc(path string, write func(io.Writer) error) error {
 }
 
 // newPrivateDir creates the session's private directory: mode 0700, owned by
-// the user, with a name free of spaces (docs/design.md, fact 6: monitor
+// the user, with a name free of spaces (docs/facts.md, fact 6: monitor
 // command lines are split on spaces), locked for the session's life. It
 // holds the vgdb FIFOs (fact 10) and snapshots while massif writes them
 // (docs/design.md, "The private directory"). Before that it sweeps what

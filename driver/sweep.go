@@ -27,7 +27,7 @@ const runMarkVar = "SNAPCTL_RUN"
 
 // unmarkProgram are the arguments of a gdb that starts the native
 // backend's program: the program, and so what it forks or daemonizes,
-// does not carry the mark. The README promises that the program's own
+// does not carry the mark. docs/native.md promises that the program's own
 // children run on after a native run, as they would without snapctl.
 var unmarkProgram = []string{"-iex", "unset environment " + runMarkVar}
 

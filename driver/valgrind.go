@@ -18,7 +18,7 @@ import (
 )
 
 // readyBanner is what valgrind writes to its log once its gdbserver accepts
-// vgdb (docs/design.md, fact 11); connecting earlier fails with "no FIFO
+// vgdb (docs/facts.md, fact 11); connecting earlier fails with "no FIFO
 // found".
 const readyBanner = "TO DEBUG THIS PROCESS USING GDB"
 
@@ -155,7 +155,7 @@ func (p *valgrindProc) waitReady(ctx context.Context, timeout time.Duration) err
 // has the banner, and valgrind holds open the FIFO vgdb writes to. It
 // prints the banner before it creates its shared memory file and the
 // FIFOs, and a vgdb that comes in between finds no FIFO, or a
-// half-written file, and ends the connection (docs/design.md, fact 11).
+// half-written file, and ends the connection (docs/facts.md, fact 11).
 func (p *valgrindProc) ready() bool {
 	data, err := os.ReadFile(p.log)
 	if err != nil || !bytes.Contains(data, []byte(readyBanner)) {
@@ -190,7 +190,7 @@ func (p *valgrindProc) said(n int) string {
 // stop ends valgrind and everything in its process group. When the target
 // has exited (exited set) it waits up to grace for valgrind to finish on
 // its own; then it sends SIGTERM, and after grace SIGKILL (a valgrind
-// waiting for gdb at startup ignores SIGTERM: docs/design.md, fact 11).
+// waiting for gdb at startup ignores SIGTERM: docs/facts.md, fact 11).
 func (p *valgrindProc) stop(grace time.Duration, exited bool) {
 	if p.proc == nil {
 		return

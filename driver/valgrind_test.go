@@ -12,7 +12,7 @@ import (
 
 // waitReady waits past valgrind's banner until valgrind holds open the
 // FIFO vgdb writes to: valgrind prints the banner before it makes its
-// FIFOs (docs/design.md, fact 11). A shell plays valgrind: it writes the
+// FIFOs (docs/facts.md, fact 11). A shell plays valgrind: it writes the
 // banner, and only 0.3 s later makes the FIFO and opens it.
 func TestWaitReadyWaitsForTheFIFO(t *testing.T) {
 	dir := t.TempDir()

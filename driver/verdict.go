@@ -28,7 +28,7 @@ func delta(a, b *runjson.Memory) runjson.MemoryDelta {
 // findingOrder ranks the findings, the most urgent first.
 var findingOrder = []string{runjson.VerdictLeak, runjson.VerdictOutsideHeap, runjson.VerdictRetention, runjson.VerdictRSSGrowth}
 
-// The thresholds of the verdicts (README, "Native verdicts";
+// The thresholds of the verdicts (docs/native.md, "Native verdicts";
 // docs/design.md, "Native verdicts").
 const (
 	// minTrendStops is the fewest stops a trend can be shown from: with

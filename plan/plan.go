@@ -33,7 +33,7 @@ type Plan struct {
 	// SchedulerLocking is gdb's scheduler-locking mode while snapctl works
 	// at a stop: "on" (default), "step", "off" or "replay" (key
 	// "scheduler_locking"). Valgrind's gdbserver ignores it
-	// (docs/design.md, fact 1).
+	// (docs/facts.md, fact 1).
 	SchedulerLocking string
 	// StopTimeout bounds the actions at one stop (snapshot, commands,
 	// finish for around_call); a stop that takes longer is abandoned

@@ -60,7 +60,7 @@ type Manifest struct {
 	// Valgrind is valgrind's command line, for reproducing the run by hand.
 	Valgrind []string `json:"valgrind"`
 	// GdbAgent says whether gdb's agent took the stops of the breakpoints
-	// without commands or around_call (see the README); false when gdb has
+	// without commands or around_call (docs/run.md); false when gdb has
 	// no Python or no breakpoint could use it, and every stop went over MI.
 	GdbAgent bool `json:"gdb_agent"`
 	// Breakpoints summarises each plan breakpoint: how often it stopped.
@@ -204,7 +204,7 @@ type Stop struct {
 
 	// OtherThreadsRan is set on a return-phase stop: whether any thread
 	// other than the stopped one ran while finish resumed the target
-	// (valgrind does not honour scheduler-locking: docs/design.md, fact 1).
+	// (valgrind does not honour scheduler-locking: docs/facts.md, fact 1).
 	OtherThreadsRan *bool `json:"other_threads_ran,omitempty"`
 	// ThreadsChanged names those threads ("2 (Thread 4243): frame
 	// changed", "3 (Thread 4244): new").

@@ -77,7 +77,7 @@ type Options struct {
 	// not, so that its callers are the sites. A name matches a function as
 	// massif prints it ("Pool::get(int)") or its qualified name
 	// ("Pool::get"). Massif's xtmemory snapshots do not apply --alloc-fn
-	// (docs/design.md, fact 36).
+	// (docs/facts.md, fact 36).
 	AllocFns []string
 }
 

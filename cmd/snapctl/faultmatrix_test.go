@@ -1,6 +1,6 @@
 package main
 
-// The fault matrix: every fault of README's promises against both backends,
+// The fault matrix: every fault the docs promise about, against both backends,
 // judged promise by promise, printed as one table of held and broken.
 //
 //	SNAPCTL_FAULTS=quick go test -run TestFaultMatrix -v ./cmd/snapctl/   # the rows .ci/run runs
@@ -453,7 +453,7 @@ func killAt(t *testing.T, fx *faultRun, child, m string) []promise {
 }
 
 // stopAt stops child with SIGSTOP mid-run. A stopped gdb, vgdb or valgrind
-// stalls the stop after stop_timeout (exit 1, README's troubleshooting); a
+// stalls the stop after stop_timeout (exit 1, docs/troubleshooting.md); a
 // stopped snapctl is continued after two seconds and the run completes.
 func stopAt(t *testing.T, fx *faultRun, child string) []promise {
 	plan := requestPlan + "stop_timeout: 3s\n"
@@ -494,7 +494,8 @@ func signalAt(t *testing.T, fx *faultRun, sig syscall.Signal, double bool) []pro
 	ps := judge(t, fx, r, res, []int{exitInterrupted}, "interrupted")
 	if fx.backend == "massif" {
 		// The stop under way when the signal came may finish; no other
-		// begins (README: after the first Ctrl-C no new stop is taken).
+		// begins (docs/troubleshooting.md: after the first Ctrl-C no new
+		// stop is taken).
 		after, _ := filepath.Glob(filepath.Join(r.out, "snapshots", "*"))
 		ps = append(ps, promise{name: "no stop after the signal", held: len(after) <= len(before)+1,
 			detail: fmt.Sprintf("%d snapshots when the signal came, %d at the end", len(before), len(after))})
@@ -558,9 +559,9 @@ func readOnlyRun(t *testing.T, fx *faultRun) []promise {
 }
 
 // daemonChild runs a target that daemonizes: its parent exits 0 and its
-// child sleeps two minutes in a session of its own. README: under the
-// native backend the child runs on after the run; under massif, where it
-// runs inside valgrind, it ends with the run and run.json says so.
+// child sleeps two minutes in a session of its own. docs/native.md: under
+// the native backend the child runs on after the run; under massif, where
+// it runs inside valgrind, it ends with the run and run.json says so.
 func daemonChild(t *testing.T, fx *faultRun) []promise {
 	r := fx.startRun(t, requestPlan, []string{"daemon", "3"}, nil, nil, "")
 	res := finish(r)

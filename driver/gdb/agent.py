@@ -319,7 +319,7 @@ def repeated_hit():
     the breakpoint (SIGALRM, SIGCHLD: one that gdb passes without
     stopping) is delivered with a step-resume breakpoint of gdb's at the
     same address, and when the handler returns there gdb checks the
-    breakpoint again (docs/design.md, fact 42). The thread has not moved:
+    breakpoint again (docs/facts.md, fact 42). The thread has not moved:
     same program counter and stack pointer as at its last stop, and the
     kernel's signal frame, whose saved rsp and rip lie side by side, is
     below the stack pointer (Direct.signal_frame). Where the registers

@@ -61,7 +61,7 @@ type Options struct {
 // warnings, where it would ask "Create a core file of GDB?" and, with no
 // terminal, answer yes: it raises its soft RLIMIT_CORE to the hard limit
 // first, so that a 50 MB core lands in its working directory even under
-// `ulimit -S -c 0` (docs/design.md, "Facts"). gdb still aborts, and
+// `ulimit -S -c 0` (docs/facts.md, fact 33). gdb still aborts, and
 // snapctl says so.
 var noCoreArgs = []string{
 	"-iex", "maint set internal-error corefile no",

@@ -50,7 +50,7 @@ func Main(m *testing.M) int {
 	if !parallelSet {
 		flag.Set("test.parallel", strconv.Itoa(max(4, 2*runtime.GOMAXPROCS(0))))
 	}
-	// gdb runs vgdb through $SHELL (docs/design.md, fact 30). Sessions
+	// gdb runs vgdb through $SHELL (docs/facts.md, fact 30). Sessions
 	// and CI machines often have no SHELL, so gdb falls back to /bin/sh:
 	// the tests run with that, the shell that does not exec a lone
 	// command, wherever they are started from.
