@@ -203,7 +203,7 @@ func TestReadAgentBacklog(t *testing.T) {
 		t.Fatalf("%d bytes of records: not two batches", text.Len())
 	}
 	appendRecords(t, records, text.String())
-	if err := s.readAgent(); err != nil {
+	if err := s.agent.read(); err != nil {
 		t.Fatal(err)
 	}
 	stops := spooled[runjson.Stop](t, s.rec.stops)

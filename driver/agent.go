@@ -45,10 +45,21 @@ const (
 	agentPoll = 100 * time.Millisecond
 )
 
-// agentState is the reading side of the agent's records file.
-type agentState struct {
-	f       *os.File
-	partial []byte // a record not yet whole
+// agent is gdb's agent as the run sees it: agent.py's Agent in gdb, which
+// takes the stops of the breakpoints it inserted, and the reading side of
+// its records, whose stops it hands to the recorder in the order they
+// were taken.
+type agent struct {
+	gdb  *gdb.Conn
+	rec  *recorder
+	priv string // the private directory, where its files are
+	// failed says what a record of a failure means for the run: gdb's
+	// agent failed, or the backend's measurement did (failure).
+	failed func(st *bpState, rec *agentRecord) error
+	// diskFull names a full file system as the cause of an error.
+	diskFull func(error) error
+	f        *os.File
+	partial  []byte // a record not yet whole
 	// busy is the agent's busy file; mark is what it said at the last
 	// look, a stop under way since at least since, or "" between stops.
 	busy  *os.File
@@ -68,7 +79,7 @@ func (s *session) startAgent(ctx context.Context) error {
 	if s.opts.NoAgent || !slices.ContainsFunc(s.rec.order, func(st *bpState) bool { return agentOwns(st.bp) }) {
 		return nil
 	}
-	python, why, err := s.defineAgent(ctx)
+	python, why, err := s.gdb.LoadAgent(ctx, s.priv)
 	switch {
 	case err != nil:
 		return err
@@ -107,8 +118,7 @@ func (s *session) startAgent(ctx context.Context) error {
 		s.agentUnusable(why)
 		return nil
 	}
-	s.agent = &agentState{f: f, busy: bf}
-	s.rec.agentFirst = s.readAgent
+	s.useAgent(f, bf)
 	s.m.GdbAgent = true
 	return nil
 }
@@ -117,35 +127,6 @@ func (s *session) startAgent(ctx context.Context) error {
 // broken still drives the run over MI.
 func (s *session) agentUnusable(why string) {
 	fmt.Fprintf(s.opts.Warn, "warning: gdb's Python cannot load snapctl's agent (%s); every stop goes over GDB/MI, which is slower\n", why)
-}
-
-// defineAgent has gdb read agent.py's definitions, unless it has (the
-// early gdb's check): python is false when gdb has no Python, and why is
-// what Python said when it could not read them.
-func (s *session) defineAgent(ctx context.Context) (python bool, why string, err error) {
-	if s.agentSourced {
-		return true, "", nil
-	}
-	r, err := s.gdb.Send(ctx, "-list-features")
-	if err != nil {
-		return false, "", fmt.Errorf("asking gdb for its features: %w", err)
-	}
-	if !gdb.HasFeature(r, "python") {
-		return false, "", nil
-	}
-	script := filepath.Join(s.priv, gdb.AgentScript)
-	if err := os.WriteFile(script, []byte(gdb.AgentSource), 0o600); err != nil {
-		return true, "", fmt.Errorf("writing gdb's agent: %w", err)
-	}
-	r, err = s.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote(gdb.PythonTry(gdb.AgentRead(script))))
-	if err != nil {
-		return true, "", fmt.Errorf("loading gdb's agent: %w", err)
-	}
-	if why := gdb.LoadFailure(r); why != "" {
-		return true, why, nil
-	}
-	s.agentSourced = true
-	return true, "", nil
 }
 
 // agentNew is the Python that creates the agent, snapctl_agent, from
@@ -204,20 +185,20 @@ type agentSpec struct {
 	Depth     int    `json:"depth"`   // at most this many frames of backtrace
 }
 
-// insertAgentBreakpoint has the agent insert st's breakpoint and records
+// insert has the agent insert st's breakpoint and records
 // gdb's number for it. The breakpoint goes through a file, which spares
 // quoting a location and a condition for MI and Python at once.
-func (s *session) insertAgentBreakpoint(ctx context.Context, st *bpState) error {
+func (a *agent) insert(ctx context.Context, st *bpState) error {
 	data, err := json.Marshal(agentSpec{Location: st.bp.GdbLocation(), Condition: st.bp.GdbCondition(),
 		Skip: st.bp.Skip, Every: st.bp.Every, MaxHits: st.bp.HitLimit(), Threads: st.bp.Threads, Depth: gdb.BacktraceDepth})
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(s.priv, agentBp)
+	path := filepath.Join(a.priv, agentBp)
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		return fmt.Errorf("writing the agent's breakpoint: %w", err)
 	}
-	r, err := s.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("python snapctl_agent.insert("+gdb.PyString(path)+")"))
+	r, err := a.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("python snapctl_agent.insert("+gdb.PyString(path)+")"))
 	if err != nil {
 		return insertError(st, err)
 	}
@@ -225,9 +206,7 @@ func (s *session) insertAgentBreakpoint(ctx context.Context, st *bpState) error 
 	if _, err := strconv.Atoi(number); err != nil {
 		return fmt.Errorf("gdb's agent answered %q to inserting breakpoint %q", r.Console(), st.bp.Name)
 	}
-	st.number, st.agent = number, true
-	st.sum.Number = st.number
-	s.rec.bps[st.number] = st
+	a.rec.inserted(st, number, true)
 	return nil
 }
 
@@ -288,7 +267,7 @@ func (t agentThread) thread() runjson.Thread {
 	return out
 }
 
-// readAgent reads the records the agent wrote since the last call, keeps
+// read reads the records the agent wrote since the last call, keeps
 // their snapshots and records their stops. Records are whole lines; a line
 // still being written waits for the next call. It returns the error that a
 // record describes, the first one, after keeping every stop before it.
@@ -297,32 +276,29 @@ func (t agentThread) thread() runjson.Thread {
 // flushed before the next is read: the agent goes on taking stops while
 // the loop is busy (writing run.json takes longer the more stops it
 // lists), and the backlog must not be held in memory at once.
-func (s *session) readAgent() error {
-	if s.agent == nil {
-		return nil
-	}
+func (a *agent) read() error {
 	var failed error
 	for {
-		data, err := io.ReadAll(io.LimitReader(s.agent.f, agentBatch))
+		data, err := io.ReadAll(io.LimitReader(a.f, agentBatch))
 		if err != nil {
 			return fmt.Errorf("reading the agent's records: %w", err)
 		}
 		more := len(data) == agentBatch
-		data = append(s.agent.partial, data...)
+		data = append(a.partial, data...)
 		end := bytes.LastIndexByte(data, '\n') + 1
-		s.agent.partial = append([]byte(nil), data[end:]...)
+		a.partial = append([]byte(nil), data[end:]...)
 		for line := range bytes.Lines(data[:end]) {
 			var rec agentRecord
 			if err := json.Unmarshal(line, &rec); err != nil {
 				// A line cut short by a full file system.
-				return s.diskFull(fmt.Errorf("reading the agent's records: %w", err))
+				return a.diskFull(fmt.Errorf("reading the agent's records: %w", err))
 			}
-			if err := s.agentStop(&rec); err != nil && failed == nil {
+			if err := a.stop(&rec); err != nil && failed == nil {
 				failed = err
 			}
 		}
-		if err := s.flush(); err != nil {
-			return err
+		if err := a.rec.flush(); err != nil {
+			return a.diskFull(err)
 		}
 		if !more {
 			return failed
@@ -334,27 +310,15 @@ func (s *session) readAgent() error {
 // about 500 stops.
 const agentBatch = 128 << 10
 
-// agentStop records one of the agent's stops, as inspectAndSnapshot does
+// stop records one of the agent's stops, as inspectAndSnapshot does
 // for a stop over MI.
-func (s *session) agentStop(rec *agentRecord) error {
-	st := s.rec.bps[rec.Bp]
+func (a *agent) stop(rec *agentRecord) error {
+	st := a.rec.bps[rec.Bp]
 	if st == nil {
 		return fmt.Errorf("the agent recorded a stop at breakpoint %s, which is not the plan's", rec.Bp)
 	}
-	switch rec.Kind {
-	case "":
-	case "snapshot":
-		return &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("snapshot at breakpoint %q failed", st.bp.Name), Tail: rec.Error}
-	case "condition":
-		s.event(runjson.Event{Kind: runjson.EventConditionError,
-			Message: fmt.Sprintf("breakpoint %q: gdb cannot evaluate its condition: %s", st.bp.Name, rec.Error)})
-		return nil
-	default:
-		if gdb.LostTarget(rec.Error) {
-			// valgrind or vgdb died under the agent's stop.
-			return s.targetLost(rec.Error)
-		}
-		return fmt.Errorf("gdb's agent failed at breakpoint %q: %s", st.bp.Name, rec.Error)
+	if rec.Kind != "" {
+		return a.failed(st, rec)
 	}
 	if rec.Done != st.bp.Done(rec.Hit) {
 		// The hit selection exists in both languages (docs/design.md,
@@ -376,7 +340,7 @@ func (s *session) agentStop(rec *agentRecord) error {
 	}
 	stop.Thread = rec.Thread.thread()
 	sec, frac := math.Modf(rec.Time)
-	return s.rec.number(stop, st, nil, measurement{path: rec.Snapshot, data: rec.Memory}, time.Unix(int64(sec), int64(frac*1e9)))
+	return a.rec.number(stop, st, nil, measurement{path: rec.Snapshot, data: rec.Memory}, time.Unix(int64(sec), int64(frac*1e9)))
 }
 
 // agentStopped handles gdb's stop at one of the agent's breakpoints, whose
@@ -397,7 +361,7 @@ func (s *session) agentStopped(ctx context.Context, st *bpState) error {
 	if why := gdb.LoadFailure(r); why != "" {
 		return s.diskFull(fmt.Errorf("gdb's agent at breakpoint %q: %s", st.bp.Name, why))
 	}
-	if err := s.readAgent(); err != nil {
+	if err := s.agent.read(); err != nil {
 		return err
 	}
 	if st.bp.Done(st.hits) {
@@ -409,14 +373,14 @@ func (s *session) agentStopped(ctx context.Context, st *bpState) error {
 	return s.cont(ctx)
 }
 
-// agentHits sets the hits of the agent's breakpoints from its counts, and
+// hits sets the hits of the agent's breakpoints from its counts, and
 // whether each is still pending, as countHits does from gdb's for the
 // others. Best effort.
-func (s *session) agentHits(ctx context.Context) {
-	if s.agent == nil || ctx.Err() != nil {
+func (a *agent) hits(ctx context.Context) {
+	if ctx.Err() != nil {
 		return
 	}
-	r, err := s.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("python snapctl_agent.hits()"))
+	r, err := a.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("python snapctl_agent.hits()"))
 	if err != nil {
 		return
 	}
@@ -427,7 +391,7 @@ func (s *session) agentHits(ctx context.Context) {
 	if err := json.Unmarshal([]byte(gdb.LastLine(r.Console())), &hits); err != nil {
 		return
 	}
-	for _, st := range s.rec.order {
+	for _, st := range a.rec.order {
 		h, ok := hits[st.number]
 		if !ok || !st.agent {
 			continue
@@ -441,19 +405,46 @@ func (s *session) agentHits(ctx context.Context) {
 	}
 }
 
-// closeAgent closes the records file, after copying it into the run
-// directory with --trace: the agent's stops are not in the MI transcript.
-func (s *session) closeAgent() {
-	if s.agent == nil {
+// close closes the records file, after copying it to trace, "" for none
+// (the run directory's copy with --trace: the agent's stops are not in
+// the MI transcript).
+func (a *agent) close(trace string, warn io.Writer) {
+	a.f.Close()
+	a.busy.Close()
+	if trace == "" {
 		return
 	}
-	s.agent.f.Close()
-	s.agent.busy.Close()
-	if s.opts.Trace {
-		if data, err := os.ReadFile(filepath.Join(s.priv, agentRecords)); err == nil {
-			if err := os.WriteFile(filepath.Join(s.dir, agentTrace), data, 0o644); err != nil {
-				fmt.Fprintf(s.opts.Warn, "warning: keeping the agent's records: %v\n", err)
-			}
+	if data, err := os.ReadFile(filepath.Join(a.priv, agentRecords)); err == nil {
+		if err := os.WriteFile(trace, data, 0o644); err != nil {
+			fmt.Fprintf(warn, "warning: keeping the agent's records: %v\n", err)
 		}
+	}
+}
+
+// useAgent makes the agent whose records are read from records, with its
+// busy file busy, the session's.
+func (s *session) useAgent(records, busy *os.File) {
+	s.agent = &agent{gdb: s.gdb, rec: s.rec, priv: s.priv, failed: s.agentFailed, diskFull: s.diskFull, f: records, busy: busy}
+	s.rec.agentFirst = s.agent.read
+}
+
+// agentFailed is what a record of a failure at a hit of st means for the
+// run: the backend's measurement failed, gdb could not evaluate the
+// breakpoint's condition (an event; the run goes on), or gdb's agent
+// failed.
+func (s *session) agentFailed(st *bpState, rec *agentRecord) error {
+	switch rec.Kind {
+	case "snapshot":
+		return &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("snapshot at breakpoint %q failed", st.bp.Name), Tail: rec.Error}
+	case "condition":
+		s.event(runjson.Event{Kind: runjson.EventConditionError,
+			Message: fmt.Sprintf("breakpoint %q: gdb cannot evaluate its condition: %s", st.bp.Name, rec.Error)})
+		return nil
+	default:
+		if gdb.LostTarget(rec.Error) {
+			// valgrind or vgdb died under the agent's stop.
+			return s.targetLost(rec.Error)
+		}
+		return fmt.Errorf("gdb's agent failed at breakpoint %q: %s", st.bp.Name, rec.Error)
 	}
 }

@@ -89,14 +89,14 @@ func TestReadAgentWholeRecords(t *testing.T) {
 	}
 	half := len(lines[1]) / 2
 	appendRecords(t, records, lines[0]+lines[1][:half])
-	if err := s.readAgent(); err != nil {
+	if err := s.agent.read(); err != nil {
 		t.Fatal(err)
 	}
 	if s.rec.seq != 1 || st.sum.Snapshots != 1 {
 		t.Fatalf("after one whole record and half of another: %d stops, %d snapshots; want 1, 1", s.rec.seq, st.sum.Snapshots)
 	}
 	appendRecords(t, records, lines[1][half:])
-	if err := s.readAgent(); err != nil {
+	if err := s.agent.read(); err != nil {
 		t.Fatal(err)
 	}
 	stops := spooled[runjson.Stop](t, s.rec.stops)
@@ -121,7 +121,7 @@ func TestReadAgentWholeRecords(t *testing.T) {
 	// A failed snapshot ends the run with valgrind's words.
 	appendRecords(t, records, `{"bp":"1","kind":"snapshot","error":"Error: can not open xtree output file"}`+"\n")
 	var te *ToolError
-	if err := s.readAgent(); err == nil || !strings.Contains(err.Error(), "can not open") || !errors.As(err, &te) {
+	if err := s.agent.read(); err == nil || !strings.Contains(err.Error(), "can not open") || !errors.As(err, &te) {
 		t.Errorf("readAgent after a failed snapshot = %v, want valgrind's error", err)
 	}
 }
@@ -303,8 +303,8 @@ func TestReadAgentBadRecords(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			s.agent = &agentState{f: f}
-			if err := s.readAgent(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			s.useAgent(f, nil)
+			if err := s.agent.read(); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("readAgent = %v, want an error with %q", err, tt.want)
 			}
 		})
@@ -324,7 +324,7 @@ func openAgentRecords(t *testing.T, s *session) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	s.agent = &agentState{f: f}
+	s.useAgent(f, nil)
 	return records
 }
 

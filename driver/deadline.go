@@ -38,7 +38,7 @@ func remoteTimeout(deadlines ...time.Duration) string {
 // under way for longer than limit, by the gdb number of its breakpoint
 // and how long it has lasted. A stop is timed from the first look that
 // found it, at most one poll after it began.
-func (a *agentState) overdue(now time.Time, limit time.Duration) (bp string, lasted time.Duration, ok bool) {
+func (a *agent) overdue(now time.Time, limit time.Duration) (bp string, lasted time.Duration, ok bool) {
 	buf := make([]byte, 64)
 	n, _ := a.busy.ReadAt(buf, 0)
 	mark := strings.TrimSpace(string(buf[:n]))

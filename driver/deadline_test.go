@@ -29,7 +29,7 @@ func TestRemoteTimeout(t *testing.T) {
 }
 
 // The agent's busy file, written by agent.py in gdb and read by
-// agentState.overdue: a stop under way is overdue once the same mark has
+// agent.overdue: a stop under way is overdue once the same mark has
 // been seen for the limit; a new stop, or none, starts over.
 func TestAgentBusyFile(t *testing.T) {
 	testenv.MustHave(t, "gdb")
@@ -39,9 +39,9 @@ func TestAgentBusyFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	busy := filepath.Join(dir, agentBusy)
-	// agent runs py in gdb with agent.py loaded, a an Agent whose busy
+	// runAgent runs py in gdb with agent.py loaded, a an Agent whose busy
 	// file is busy and B a breakpoint numbered 7.
-	agent := func(py string) {
+	runAgent := func(py string) {
 		t.Helper()
 		cmds := filepath.Join(dir, "cmds")
 		text := "python\nclass B:\n    number = 7\n" +
@@ -59,7 +59,7 @@ func TestAgentBusyFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	a := &agentState{busy: f}
+	a := &agent{busy: f}
 	t0 := time.Unix(1790000000, 0)
 	check := func(at time.Duration, wantBp string, wantOK bool) {
 		t.Helper()
@@ -69,18 +69,18 @@ func TestAgentBusyFile(t *testing.T) {
 		}
 	}
 
-	agent("a.begin(B())\na.begin(B())")
+	runAgent("a.begin(B())\na.begin(B())")
 	if data, _ := os.ReadFile(busy); string(data) != fmt.Sprintf("%-31s\n", "2 7") {
 		t.Errorf("busy file %q, want \"2 7\" padded to 32 bytes", data)
 	}
 	check(0, "", false) // first seen
 	check(time.Second, "", false)
 	check(2*time.Second, "7", true)
-	agent("a.begin(B())\na.begin(B())\na.begin(B())")
+	runAgent("a.begin(B())\na.begin(B())\na.begin(B())")
 	check(3*time.Second, "", false) // another stop: timed from here
 	check(4*time.Second, "", false)
 	check(5*time.Second, "7", true)
-	agent("a.begin(B())\na.mark('-')")
+	runAgent("a.begin(B())\na.mark('-')")
 	check(9*time.Second, "", false)
 }
 

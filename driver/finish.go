@@ -55,8 +55,10 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	s.m.FinishedAt = time.Now().UTC()
 	// Stops whose actions were cut short still have their snapshots, and
 	// so do the agent's stops since the loop last read its records.
-	if ferr := s.readAgent(); ferr != nil && err == nil {
-		err = ferr
+	if s.agent != nil {
+		if ferr := s.agent.read(); ferr != nil && err == nil {
+			err = ferr
+		}
 	}
 	if ferr := s.flush(); ferr != nil && err == nil {
 		err = ferr

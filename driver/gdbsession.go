@@ -91,7 +91,9 @@ func (s *session) adoptEarlyGDB() bool {
 		return false
 	}
 	s.useGDB(c, nil)
-	s.agentSourced = s.early.AgentSourced()
+	if s.early.AgentSourced() {
+		s.gdb.AgentLoaded()
+	}
 	return true
 }
 
@@ -139,7 +141,7 @@ func (s *session) setup(ctx context.Context) error {
 	}
 	for _, st := range s.rec.order {
 		if s.agent != nil && agentOwns(st.bp) {
-			if err := s.insertAgentBreakpoint(ctx, st); err != nil {
+			if err := s.agent.insert(ctx, st); err != nil {
 				return err
 			}
 			continue
@@ -195,7 +197,9 @@ func (s *session) finalHits(ctx context.Context) {
 	if !s.agentHasAll() {
 		s.countHits(hctx)
 	}
-	s.agentHits(hctx)
+	if s.agent != nil {
+		s.agent.hits(hctx)
+	}
 }
 
 // agentHasAll reports whether the agent took every breakpoint of the plan.

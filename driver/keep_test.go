@@ -168,7 +168,7 @@ func TestUnchangedSnapshotNotParsed(t *testing.T) {
 		lines += fmt.Sprintf(`{"bp":"1","hit":%d,"time":1790000000.25,"snapshot":%q,"thread":{"id":"1"},"done":false}`+"\n", hit+1, snap)
 	}
 	appendRecords(t, records, lines)
-	if err := s.readAgent(); err != nil {
+	if err := s.agent.read(); err != nil {
 		t.Fatalf("readAgent = %v; the repeat was parsed", err)
 	}
 	stops := spooled[runjson.Stop](t, s.rec.stops)

@@ -66,7 +66,7 @@ func (b *nativeBackend) launch(ctx context.Context, s *session) error {
 		}
 	}
 	// The allocator is read through the agent's measure_native.
-	switch python, why, err := s.defineAgent(ctx); {
+	switch python, why, err := s.gdb.LoadAgent(ctx, s.priv); {
 	case err != nil:
 		return err
 	case !python:

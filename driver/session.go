@@ -380,11 +380,7 @@ type session struct {
 	// rec is the run's record of its stops and events.
 	rec *recorder
 	// agent reads the records of gdb's agent; nil when it does not run.
-	agent *agentState
-	// agentSourced says that gdb has read agent.py's definitions (the
-	// early gdb's check, or defineAgent), so that they are not read
-	// again.
-	agentSourced bool
+	agent *agent
 	// groups are the process groups of the children, for Options.Kill.
 	groups child.Group
 	// watch finds stalls that nothing reports (see checkStalls).
@@ -533,7 +529,13 @@ func (s *session) runTarget(ctx context.Context) outcome {
 // with --trace; the early gdb if the run never used it; the private
 // directory; the spools the run.json lists came from.
 func (s *session) cleanup() {
-	s.closeAgent()
+	if s.agent != nil {
+		trace := ""
+		if s.opts.Trace {
+			trace = filepath.Join(s.dir, agentTrace)
+		}
+		s.agent.close(trace, s.opts.Warn)
+	}
 	if s.early != nil {
 		s.early.CloseUnused()
 	}

@@ -48,8 +48,10 @@ func (s *session) loop(ctx context.Context) error {
 	for {
 		select {
 		case <-poll.C:
-			if err := s.readAgent(); err != nil {
-				return s.explain(ctx, err)
+			if s.agent != nil {
+				if err := s.agent.read(); err != nil {
+					return s.explain(ctx, err)
+				}
 			}
 			if err := s.checkStalls(); err != nil {
 				return err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -33,6 +35,9 @@ type Conn struct {
 	// current holds each thread's details, without its frame, as
 	// -thread-info TID gave them; cleared with threadsKnown.
 	current map[string]runjson.Thread
+	// agentLoaded says that gdb has read agent.py's definitions (the early
+	// gdb's check, or LoadAgent), so that they are not read again.
+	agentLoaded bool
 }
 
 // NewConn is the connection to the gdb d, whose process is pid: every
@@ -238,3 +243,36 @@ func (c *Conn) SetThread(tid string, t runjson.Thread) {
 	t.Frame = nil
 	c.current[tid] = t
 }
+
+// LoadAgent has gdb read agent.py's definitions from dir, unless it has:
+// python is false when gdb has no Python, and why is what Python said
+// when it could not read them.
+func (c *Conn) LoadAgent(ctx context.Context, dir string) (python bool, why string, err error) {
+	if c.agentLoaded {
+		return true, "", nil
+	}
+	r, err := c.Send(ctx, "-list-features")
+	if err != nil {
+		return false, "", fmt.Errorf("asking gdb for its features: %w", err)
+	}
+	if !HasFeature(r, "python") {
+		return false, "", nil
+	}
+	script := filepath.Join(dir, AgentScript)
+	if err := os.WriteFile(script, []byte(AgentSource), 0o600); err != nil {
+		return true, "", fmt.Errorf("writing gdb's agent: %w", err)
+	}
+	r, err = c.Send(ctx, "-interpreter-exec", "console", mi.Quote(PythonTry(AgentRead(script))))
+	if err != nil {
+		return true, "", fmt.Errorf("loading gdb's agent: %w", err)
+	}
+	if why := LoadFailure(r); why != "" {
+		return true, why, nil
+	}
+	c.agentLoaded = true
+	return true, "", nil
+}
+
+// AgentLoaded records that gdb has read agent.py's definitions already:
+// the early gdb's check did.
+func (c *Conn) AgentLoaded() { c.agentLoaded = true }
