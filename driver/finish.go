@@ -24,8 +24,9 @@ func (s *session) teardown(ended bool) (reap func()) {
 	s.backend.beforeClose(s)
 	reap = func() {}
 	var skip []int
-	if s.closeFn != nil {
-		if r := s.closeFn(ended); r != nil {
+	// gdb dies while the run directory is written (Run reaps it).
+	if s.gdb != nil {
+		if r := s.gdb.Close(ended && s.opts.AttachPID == 0); r != nil {
 			reap, skip = r, []int{s.gdb.Pid()}
 		}
 	}

@@ -59,24 +59,13 @@ func (s *session) startGDB(ctx context.Context, args, env []string) error {
 // useGDB makes c the session's gdb; traceOut, if any, is its transcript,
 // closed with it.
 func (s *session) useGDB(c *mi.Client, traceOut *os.File) {
-	s.gdb = gdb.NewConn(c, c.Pid(), s.opts.CommandTimeout, s.rec.note)
+	var trace io.Closer
+	if traceOut != nil {
+		trace = traceOut
+	}
+	s.gdb = gdb.Open(c, trace, s.opts.CommandTimeout, s.rec.note)
 	if p := c.Process(); p != nil {
 		s.groups.Add(p)
-	}
-	s.closeFn = func(ended bool) (reap func()) {
-		closed := func() {
-			if traceOut != nil {
-				traceOut.Close()
-			}
-		}
-		if ended && s.opts.AttachPID == 0 {
-			// gdb dies while the run directory is written (Run reaps it).
-			c.Kill()
-			return func() { c.CloseNow(); closed() }
-		}
-		c.Close()
-		closed()
-		return nil
 	}
 }
 

@@ -345,9 +345,6 @@ type session struct {
 	stdout, stderr io.Writer
 	vg             *valgrindProc
 	gdb            *gdb.Conn
-	// closeFn closes gdb, or, once the target has ended, only kills it
-	// and returns what waits for its end.
-	closeFn func(ended bool) (reap func())
 	// early is the native backend's gdb, started during Run's checks.
 	early *gdb.Early
 	// workload is the plan's workload; workloadDone receives its end and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -35,6 +36,10 @@ type Conn struct {
 	// current holds each thread's details, without its frame, as
 	// -thread-info TID gave them; cleared with threadsKnown.
 	current map[string]runjson.Thread
+	// client is the real gdb, nil for a scripted debugger; trace is its
+	// MI transcript, closed with it.
+	client *mi.Client
+	trace  io.Closer
 	// agentLoaded says that gdb has read agent.py's definitions (the early
 	// gdb's check, or LoadAgent), so that they are not read again.
 	agentLoaded bool
@@ -48,6 +53,35 @@ func NewConn(d Debugger, pid int, timeout time.Duration, notify func(*mi.Record)
 		notify = func(*mi.Record) {}
 	}
 	return &Conn{d: d, pid: pid, timeout: timeout, notify: notify, current: make(map[string]runjson.Thread)}
+}
+
+// Open is the connection to the gdb process c, whose MI transcript, if
+// any, is trace (closed with gdb).
+func Open(c *mi.Client, trace io.Closer, timeout time.Duration, notify func(*mi.Record)) *Conn {
+	conn := NewConn(c, c.Pid(), timeout, notify)
+	conn.client, conn.trace = c, trace
+	return conn
+}
+
+// Close ends gdb: it asks gdb to quit, or, with kill (gdb has nothing left
+// to do and the run must not wait for it), kills it and returns reap,
+// which waits for its end.
+func (c *Conn) Close(kill bool) (reap func()) {
+	if c == nil || c.client == nil {
+		return nil
+	}
+	closed := func() {
+		if c.trace != nil {
+			c.trace.Close()
+		}
+	}
+	if kill {
+		c.client.Kill()
+		return func() { c.client.CloseNow(); closed() }
+	}
+	c.client.Close()
+	closed()
+	return nil
 }
 
 // ErrGone is what WaitStopped returns once gdb has exited.
