@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"fmt"
 	"io"
 
 	"github.com/snapctl/snapctl/driver/console"
@@ -8,7 +9,7 @@ import (
 )
 
 // targetOutput returns the writers for the target's stdout and stderr. With
-// a status line, it shows "starting valgrind" and opens the console; if no
+// a status line, it shows what starts (startPhase) and opens the console; if no
 // pseudo-terminal can be had, the run goes on without a status line rather
 // than with one that runs into the program's output. Without a status
 // line, a target whose stdout and stderr are one terminal still gets a
@@ -30,7 +31,7 @@ func (s *session) targetOutput() (stdout, stderr io.Writer) {
 	}
 	s.console = con
 	if s.status != nil {
-		s.status.SetPhase("starting valgrind")
+		s.status.SetPhase(s.startPhase())
 	}
 	return stdout, stderr
 }
@@ -42,4 +43,16 @@ func (s *session) consoleTail() *console.Tail {
 		return nil
 	}
 	return s.console.Tail()
+}
+
+// startPhase is what the status line says while the target starts:
+// valgrind under massif; natively the program under gdb, or the attach.
+func (s *session) startPhase() string {
+	switch {
+	case s.opts.AttachPID != 0:
+		return fmt.Sprintf("attaching to process %d", s.opts.AttachPID)
+	case s.plan.Backend == BackendNative:
+		return "starting the program under gdb"
+	}
+	return "starting valgrind"
 }
