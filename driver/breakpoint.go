@@ -411,7 +411,7 @@ func (s *session) readSnapshot(t *taken) (*snapshots.HeapTree, error) {
 	if t.stop.Phase == runjson.PhaseHit {
 		t.bp.hitSnapshots++
 		if n := t.bp.bp.EndRunAfter; n > 0 && t.bp.hitSnapshots == n {
-			s.endTarget(fmt.Sprintf("breakpoint %q took %d snapshots (end_run_after)", t.bp.bp.Name, n))
+			s.end.end(fmt.Sprintf("breakpoint %q took %d snapshots (end_run_after)", t.bp.bp.Name, n))
 		}
 	}
 	s.remember(t, keep)

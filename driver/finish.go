@@ -33,10 +33,7 @@ func (s *session) teardown(ended bool) (reap func()) {
 	if s.vg != nil {
 		s.vg.stop(s.opts.Grace, ended)
 	}
-	if s.endKill != nil {
-		s.endKill.Stop()
-	}
-	s.stopWorkload()
+	s.end.stop()
 	// What left the children's process groups: a target that called
 	// daemon() or setsid() under valgrind, a vgdb in a session of its own.
 	// Not the dying gdb, which would hold the sweep up until it is gone.
@@ -238,7 +235,7 @@ func (st *bpState) resolvedAt(rec *mi.Record) {
 // refusing its file limit under valgrind). One that exited with 0 ran
 // without reaching the breakpoints, which neverHit reports.
 func (s *session) endedEarly() error {
-	if !measuredNothing(s.m) || s.ending != "" || s.m.Target.ExitCode == nil || *s.m.Target.ExitCode == 0 {
+	if !measuredNothing(s.m) || s.end.why != "" || s.m.Target.ExitCode == nil || *s.m.Target.ExitCode == 0 {
 		return nil
 	}
 	return &EndedEarlyError{ExitCode: *s.m.Target.ExitCode}

@@ -347,16 +347,8 @@ type session struct {
 	gdb            *gdb.Conn
 	// early is the native backend's gdb, started during Run's checks.
 	early *gdb.Early
-	// workload is the plan's workload; workloadDone receives its end and
-	// is nil once that has been handled (or when there is none).
-	workload     *child.Process
-	workloadDone <-chan struct{}
-	// ending says why snapctl is ending the target (endTarget), "" until
-	// it does; endKill sends the SIGKILL after the grace period; endErr is
-	// the run's error once the target has ended (a failed workload).
-	ending  string
-	endKill *time.Timer
-	endErr  error
+	// end is how snapctl ends the target on its own account.
+	end *ending
 	// inline qualifies the bare names valgrind gives inlined C++ frames;
 	// read once (inlined).
 	inline     *inlineNames
@@ -446,7 +438,8 @@ func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *sessio
 			fmt.Fprintf(s.opts.Warn, "warning: %s\n", ev.Message)
 		}
 	}
-	s.rec.endRun = s.endTarget
+	s.end = &ending{plan: p, opts: &s.opts, pid: s.pid, target: &s.m.Target, event: s.rec.event}
+	s.rec.endRun = s.end.end
 	return s
 }
 
@@ -580,10 +573,10 @@ func (s *session) startAndLoop(ctx context.Context) error {
 		s.status.SetPhase("")
 	}
 	if len(s.plan.Workload) > 0 {
-		if err := s.startWorkload(stdout, stderr); err != nil {
+		if err := s.end.startWorkload(s.cwd, s.childEnv(), &s.groups, stdout, stderr); err != nil {
 			// The target still ends cleanly, its snapshots kept.
-			s.endErr = err
-			s.endTarget("the workload could not start")
+			s.end.err = err
+			s.end.end("the workload could not start")
 		}
 	}
 	err := s.loop(ctx)

@@ -58,7 +58,7 @@ func (s *session) loop(ctx context.Context) error {
 			}
 			s.refreshManifest()
 			if s.attachedDone() {
-				return s.endErr
+				return s.end.err
 			}
 		case <-ctx.Done():
 			// The run ends whatever stopped the target; an exit that
@@ -69,16 +69,16 @@ func (s *session) loop(ctx context.Context) error {
 			return context.Cause(ctx)
 		case <-s.gdb.Done():
 			return s.gdbGone()
-		case <-s.workloadDone:
-			s.workloadEnded()
+		case <-s.end.done:
+			s.end.workloadEnded()
 			if s.attachedDone() {
-				return s.endErr
+				return s.end.err
 			}
 		case <-vgDone:
 			// The exit record normally follows at once; if it does not,
 			// valgrind died under gdb's feet.
 			if s.killedAtEnd() {
-				return s.endErr
+				return s.end.err
 			}
 			vgDone = nil
 			vgGone = time.After(3 * time.Second)
@@ -108,7 +108,7 @@ func (s *session) loop(ctx context.Context) error {
 				return s.explain(ctx, err)
 			}
 			if done || s.attachedDone() {
-				return s.endErr
+				return s.end.err
 			}
 		}
 	}
@@ -146,7 +146,7 @@ func (s *session) gdbGone() error {
 // its end once vgdb was gone).
 func (s *session) targetLost(what string) error {
 	if s.killedAtEnd() {
-		return s.endErr
+		return s.end.err
 	}
 	if s.vg == nil {
 		return &ToolError{Tool: "gdb", Msg: fmt.Sprintf("lost the target: %s", strings.TrimSpace(what))}
@@ -256,7 +256,7 @@ func (s *session) handleStop(ctx context.Context, rec *mi.Record) (done bool, er
 		return true, nil
 	case "exited-signalled":
 		sig := rec.String("signal-name")
-		if s.endedBySnapctl(sig) {
+		if s.end.bySnapctl(sig) {
 			return true, nil
 		}
 		s.m.Target.Signal = &sig
@@ -388,7 +388,7 @@ func (s *session) attachedDone() bool {
 	if s.opts.AttachPID == 0 {
 		return false
 	}
-	if s.ending != "" {
+	if s.end.why != "" {
 		return true // the workload ended, or end_run_after
 	}
 	return s.rec.allDeleted()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/internal/child"
+	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
 )
 
@@ -35,22 +36,47 @@ func (e *WorkloadError) Error() string {
 
 func (e *WorkloadError) Unwrap() error { return e.Err }
 
+// ending is how the run ends the target on its own account: the plan's
+// workload, whose end ends the run, and end_run_after. A target ended
+// this way completes the run normally; a process snapctl attached to is
+// left running, and the run ends.
+type ending struct {
+	plan *plan.Plan
+	opts *Options
+	// pid is the target's process id, 0 while unknown; target is the
+	// manifest's record of the target, which says when snapctl's signal
+	// ended it; event records an event.
+	pid    func() int
+	target *runjson.Target
+	event  func(runjson.Event)
+	// workload is the plan's workload; done receives its end and is nil
+	// once that has been handled (or when there is none).
+	workload *child.Process
+	done     <-chan struct{}
+	// why says why snapctl is ending the target (end), "" until it does;
+	// kill sends the SIGKILL after the grace period; err is the run's
+	// error once the target has ended (a failed workload).
+	why  string
+	kill *time.Timer
+	err  error
+}
+
 // startWorkload starts the plan's workload, once the target runs with its
 // breakpoints in place, in the target's directory and environment plus
 // SNAPCTL_TARGET_PID, in a process group of its own. Its end arrives on
-// s.workloadDone.
-func (s *session) startWorkload(stdout, stderr io.Writer) error {
-	argv := s.plan.Workload
+// e.done.
+func (e *ending) startWorkload(cwd string, env []string, groups *child.Group, stdout, stderr io.Writer) error {
+	argv := e.plan.Workload
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = s.cwd
-	cmd.Env = append(append(s.childEnv(), s.plan.Target.Env...), "SNAPCTL_TARGET_PID="+strconv.Itoa(s.pid()))
+	cmd.Dir = cwd
+	cmd.Env = append(append(env, e.plan.Target.Env...), "SNAPCTL_TARGET_PID="+strconv.Itoa(e.pid()))
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	proc, err := child.Start("workload", cmd, child.Options{DieWithParent: true, WaitDelay: 2 * time.Second})
 	if err != nil {
 		return &WorkloadError{Argv: argv, Err: err}
 	}
-	s.groups.Add(proc)
-	s.workload, s.workloadDone = proc, proc.Done()
+	groups.Add(proc)
+	e.workload, e.done = proc, proc.Done()
 	return nil
 }
 
@@ -59,64 +85,68 @@ func (s *session) startWorkload(stdout, stderr io.Writer) error {
 // A workload that ends after snapctl began to end the target (end_run_after)
 // was ended with it, by snapctl or by losing its server: how it exited is
 // not a failure of the run.
-func (s *session) workloadEnded() {
-	s.workloadDone = nil
-	if s.ending != "" {
+func (e *ending) workloadEnded() {
+	e.done = nil
+	if e.why != "" {
 		return
 	}
-	if err := s.workload.Wait(); err != nil {
-		s.endErr = &WorkloadError{Argv: s.plan.Workload, Err: err}
-		s.endTarget("the workload failed")
+	if err := e.workload.Wait(); err != nil {
+		e.err = &WorkloadError{Argv: e.plan.Workload, Err: err}
+		e.end("the workload failed")
 		return
 	}
-	s.endTarget("the workload finished")
+	e.end("the workload finished")
 }
 
-// stopWorkload ends a workload still running when the run ends: SIGTERM to
-// its group, SIGKILL after the grace period.
-func (s *session) stopWorkload() {
-	if s.workload == nil || s.workloadDone == nil {
+// stop ends what is left of the ending when the run ends: the SIGKILL
+// still to come, and a workload still running, SIGTERM to its group and
+// SIGKILL after the grace period.
+func (e *ending) stop() {
+	if e.kill != nil {
+		e.kill.Stop()
+	}
+	if e.workload == nil || e.done == nil {
 		return
 	}
-	s.workload.Stop(s.opts.Grace, syscall.SIGTERM, syscall.SIGKILL)
-	s.workloadDone = nil
+	e.workload.Stop(e.opts.Grace, syscall.SIGTERM, syscall.SIGKILL)
+	e.done = nil
 }
 
-// endTarget ends the target on snapctl's own account (why says what
+// end ends the target on snapctl's own account (why says what
 // happened): SIGTERM now, SIGKILL after endGrace. A target ended this way
 // completes the run normally. A workload still running ends with the
 // target: SIGTERM to its process group now, SIGKILL at teardown.
-func (s *session) endTarget(why string) {
-	if s.ending != "" || s.pid() == 0 {
+func (e *ending) end(why string) {
+	if e.why != "" || e.pid() == 0 {
 		return
 	}
 	also := ""
-	if s.workloadDone != nil {
-		s.workload.Signal(syscall.SIGTERM)
+	if e.done != nil {
+		e.workload.Signal(syscall.SIGTERM)
 		also = "; snapctl ends the workload too (SIGTERM)"
 	}
-	if s.opts.AttachPID != 0 {
+	if e.opts.AttachPID != 0 {
 		// A process snapctl attached to is not snapctl's to end: the
 		// run ends and gdb detaches (see attachedDone).
-		s.ending = why
-		s.event(runjson.Event{Kind: runjson.EventRunEnded, Message: why + ": snapctl detaches from the process, which goes on running" + also})
+		e.why = why
+		e.event(runjson.Event{Kind: runjson.EventRunEnded, Message: why + ": snapctl detaches from the process, which goes on running" + also})
 		return
 	}
-	s.ending = why
-	s.event(runjson.Event{Kind: runjson.EventTargetEnded, Message: fmt.Sprintf("%s: snapctl ends the target with SIGTERM (SIGKILL after %v)%s", why, endGrace, also)})
-	pid := s.pid()
+	e.why = why
+	e.event(runjson.Event{Kind: runjson.EventTargetEnded, Message: fmt.Sprintf("%s: snapctl ends the target with SIGTERM (SIGKILL after %v)%s", why, endGrace, also)})
+	pid := e.pid()
 	syscall.Kill(pid, syscall.SIGTERM)
-	s.endKill = time.AfterFunc(endGrace, func() { syscall.Kill(pid, syscall.SIGKILL) })
+	e.kill = time.AfterFunc(endGrace, func() { syscall.Kill(pid, syscall.SIGKILL) })
 }
 
-// endedBySnapctl reports whether the target's end was snapctl's doing: it
+// bySnapctl reports whether the target's end was snapctl's doing: it
 // was told to end, and it died of the signal it was sent. It records the
 // signal as the target's.
-func (s *session) endedBySnapctl(sig string) bool {
-	if s.ending == "" || (sig != "SIGTERM" && sig != "SIGKILL") {
+func (e *ending) bySnapctl(sig string) bool {
+	if e.why == "" || (sig != "SIGTERM" && sig != "SIGKILL") {
 		return false
 	}
-	s.m.Target.Signal = &sig
+	e.target.Signal = &sig
 	return true
 }
 
@@ -124,7 +154,7 @@ func (s *session) endedBySnapctl(sig string) bool {
 // signal that endTarget sent (SIGKILL after the grace period); the run
 // then ends as snapctl meant it to.
 func (s *session) killedAtEnd() bool {
-	if s.ending == "" || s.vg == nil {
+	if s.end.why == "" || s.vg == nil {
 		return false
 	}
 	select {
@@ -133,7 +163,7 @@ func (s *session) killedAtEnd() bool {
 		return false
 	}
 	if sig, killed := child.Signaled(s.vg.state()); killed {
-		return s.endedBySnapctl(child.SignalName(sig))
+		return s.end.bySnapctl(child.SignalName(sig))
 	}
 	return false
 }
