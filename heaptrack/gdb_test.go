@@ -2,7 +2,6 @@ package heaptrack
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"os/exec"
@@ -129,4 +128,38 @@ func (g *miGDB) letOut(tid int) {
 	g.send("-gdb-set scheduler-locking replay")
 }
 
-var _ = context.Background
+// letOutOf runs thread tid alone until it releases heaptrack's lock at
+// addr: a thread-specific temporary breakpoint on pthread_mutex_unlock for
+// that mutex, then the return from it. Nothing else runs; the thread ends
+// the event it was writing and goes no further than the unlock.
+func (g *miGDB) letOutOf(tid int, addr uint64) {
+	g.t.Helper()
+	r := g.send("-thread-info")
+	m := regexp.MustCompile(`id="(\d+)",target-id="[^"]*LWP ` + strconv.Itoa(tid) + `\)"`).FindStringSubmatch(r)
+	if m == nil {
+		g.t.Fatalf("no gdb thread for LWP %d in %s", tid, r)
+	}
+	id := m[1]
+	g.send("-gdb-set scheduler-locking on")
+	g.send(fmt.Sprintf("-break-insert -t -p %s -c \"$rdi == %#x\" pthread_mutex_unlock", id, addr))
+	g.send("-thread-select " + id)
+	g.send("-exec-continue")
+	if s := g.waitStopped(); !strings.Contains(s, `reason="breakpoint-hit"`) {
+		g.t.Fatalf("thread %s did not reach the unlock: %s", id, s)
+	}
+	g.send("-exec-finish")
+	g.waitStopped()
+	g.send("-gdb-set scheduler-locking replay")
+}
+
+// value evaluates a C expression in the stopped program.
+func (g *miGDB) value(expr string) int64 {
+	g.t.Helper()
+	r := g.send(`-data-evaluate-expression "` + expr + `"`)
+	m := regexp.MustCompile(`value="(-?\d+)"`).FindStringSubmatch(r)
+	if m == nil {
+		g.t.Fatalf("%s: %s", expr, r)
+	}
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	return n
+}

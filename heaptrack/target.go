@@ -136,3 +136,7 @@ func (t *Target) WritesTo(fd int, path string) bool {
 	b, err2 := os.Stat(path)
 	return err1 == nil && err2 == nil && os.SameFile(a, b)
 }
+
+// LockAddr returns the address of the library's lock in the process, for
+// a breakpoint on its release (a thread to let out of a BusyError).
+func (t *Target) LockAddr() uint64 { return t.Base + t.Layout.Lock }
