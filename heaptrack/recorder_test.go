@@ -30,12 +30,16 @@ func needTools(t *testing.T) Tools {
 // optimization, no instructions valgrind 3.19 lacks.
 func compile(t *testing.T, src string) string {
 	t.Helper()
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("gcc is not installed")
+	cc := "gcc"
+	if strings.HasSuffix(src, ".cpp") {
+		cc = "g++"
 	}
-	exe := filepath.Join(t.TempDir(), strings.TrimSuffix(src, ".c"))
+	if _, err := exec.LookPath(cc); err != nil {
+		t.Skip(cc + " is not installed")
+	}
+	exe := filepath.Join(t.TempDir(), strings.TrimSuffix(strings.TrimSuffix(src, ".c"), ".cpp"))
 	abs, _ := filepath.Abs(filepath.Join("testdata", src))
-	if out, err := exec.Command("gcc", "-g", "-O0", "-march=x86-64", "-pthread", "-o", exe, abs).CombinedOutput(); err != nil {
+	if out, err := exec.Command(cc, "-g", "-O0", "-march=x86-64", "-pthread", "-o", exe, abs).CombinedOutput(); err != nil {
 		t.Fatalf("compiling %s: %v\n%s", src, err, out)
 	}
 	return exe
@@ -74,12 +78,17 @@ func checkSites(t *testing.T, what string, s *snapshots.Snapshot, want map[strin
 	}
 }
 
-// runSites runs sites.c natively under gdb with heaptrack's preload
-// library, cuts the stream at each of rounds stops at round_done and
-// returns the snapshots, the last one taken when the stream ended.
+// runSites runs sites.c for rounds rounds, stopping at round_done.
 func runSites(t *testing.T, rounds int) []*snapshots.Snapshot {
+	return runNative(t, compile(t, "sites.c"), "round_done", itoa(rounds))
+}
+
+// runNative runs exe natively under gdb with heaptrack's preload library,
+// cuts the stream at every stop at breakpoint bp and returns the
+// snapshots, the last one taken when the stream ended.
+func runNative(t *testing.T, exe, bp string, args ...string) []*snapshots.Snapshot {
+	t.Helper()
 	tools := needTools(t)
-	exe := compile(t, "sites.c")
 	layout, err := ReadLayout(tools.Preload)
 	if err != nil {
 		t.Fatal(err)
@@ -91,8 +100,8 @@ func runSites(t *testing.T, rounds int) []*snapshots.Snapshot {
 		t.Fatal(err)
 	}
 	defer rec.Close()
-	g := startGDB(t, tools.Env(rec.FIFO()), exe, itoa(rounds))
-	g.send("-break-insert round_done")
+	g := startGDB(t, tools.Env(rec.FIFO()), append([]string{exe}, args...)...)
+	g.send("-break-insert " + bp)
 	g.send("-exec-run")
 	var snaps []*snapshots.Snapshot
 	var target *Target

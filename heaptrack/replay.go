@@ -30,12 +30,15 @@ const cutPrefix = "# snapctl-cut "
 // RootName is the root line of a snapshot's tree, as massif names it.
 const RootName = "(heap allocation functions) malloc/new/new[], --alloc-fns, etc."
 
-// massifAllocFns are the functions massif counts as allocation functions
-// by default: a stack's innermost frames that name one are dropped, so
-// that the call site of `new` is the site, as under massif.
+// massifAllocFns are the allocation functions valgrind replaces whose
+// stacks would otherwise differ: heaptrack's library sees malloc, called
+// by libstdc++'s operator new, so a stack of `new` starts with operator
+// new, while valgrind replaces operator new itself and its stacks start
+// at the caller. Those leading frames are dropped. malloc, calloc and the
+// other C functions are not here: heaptrack's stacks already start at
+// their callers, and a frame inlined at that address that happens to be
+// named calloc (ld.so's rtld-malloc.h) is kept, as massif keeps it.
 var massifAllocFns = map[string]bool{
-	"malloc": true, "calloc": true, "realloc": true, "memalign": true, "posix_memalign": true,
-	"valloc": true, "aligned_alloc": true, "__builtin_new": true, "__builtin_vec_new": true,
 	"operator new(unsigned long)":                                            true,
 	"operator new[](unsigned long)":                                          true,
 	"operator new(unsigned long, std::nothrow_t const&)":                     true,
@@ -261,7 +264,7 @@ func (r *Replayer) Snapshot(index int) *snapshots.Snapshot {
 }
 
 // frames appends the frames of stack s, innermost first, without the
-// allocation functions it starts with.
+// operator new it starts with.
 func (r *Replayer) frames(s uint32, out []snapshots.Frame) []snapshots.Frame {
 	site := false
 	for ; s != 0; s = r.stacks[s].parent {
