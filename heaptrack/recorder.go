@@ -163,10 +163,10 @@ func (r *Recorder) forward() {
 				return
 			}
 		case err == io.EOF:
-			if len(ahead) > 0 {
-				end(errors.New("heaptrack's stream ended before the buffer read at the last stop"))
-				return
-			}
+			// Bytes still ahead were read at a stop and never written
+			// out: the program ended without exit() (_exit, a signal),
+			// so the library did not flush its last buffer. They were
+			// forwarded already; what followed them is lost.
 			end(nil)
 			return
 		case err != nil:
@@ -301,7 +301,10 @@ func (r *Recorder) Cut(ctx context.Context, t *Target, index int) (*snapshots.Sn
 
 // Finish waits for the stream to end (the program exited, or the library
 // stopped) and returns the heap at its end, numbered index: what the
-// program had not freed.
+// program had not freed. The library writes its last buffer out from an
+// atexit handler: a program that ends by _exit or a signal loses up to
+// 4 KiB of its last events. For an exact end, cut at a stop on the
+// exit_group system call instead.
 func (r *Recorder) Finish(ctx context.Context, index int) (*snapshots.Snapshot, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
