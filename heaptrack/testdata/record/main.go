@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/snapctl/snapctl/heaptrack"
@@ -62,9 +63,17 @@ func run(args []string) error {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	fmt.Printf("events %d, live at exit %d bytes in %d blocks, %d sites\n", rep.Events, s.HeapBytes, rep.LiveBlocks, len(s.Tree.Children))
+	var self, kids syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
 	fmt.Printf("program %.2fs, stream read %.2fs after it; snapctl peak RSS %s, Go heap in use %d KiB\n",
 		ran.Seconds(), time.Since(start).Seconds()-ran.Seconds(), vmHWM(), ms.HeapInuse>>10)
+	fmt.Printf("cpu: snapctl %.2fs, program and heaptrack_interpret %.2fs\n", cpu(self), cpu(kids))
 	return nil
+}
+
+func cpu(r syscall.Rusage) float64 {
+	return float64(r.Utime.Sec+r.Stime.Sec) + float64(r.Utime.Usec+r.Stime.Usec)/1e6
 }
 
 // vmHWM is this process's peak resident set.
