@@ -28,7 +28,7 @@ func TestAttach(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rec, err := Start(ctx, tools, filepath.Join(t.TempDir(), "heaptrack.fifo"))
+	rec, err := Start(tools, filepath.Join(t.TempDir(), "heaptrack.fifo"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,8 +46,9 @@ func TestAttach(t *testing.T) {
 		}
 		switch {
 		case stop == 0:
-			g.send(`-interpreter-exec console "call (void) dlmopen(0, \"` + tools.Inject + `\", 2)"`)
-			g.send(`-interpreter-exec console "call (void) heaptrack_inject(\"` + rec.FIFO() + `\")"`)
+			for _, c := range tools.InjectCommands(rec.FIFO()) {
+				g.console(c)
+			}
 			if target, err = OpenTarget(g.pid(), layout); err != nil {
 				t.Fatal(err)
 			}
@@ -67,7 +68,7 @@ func TestAttach(t *testing.T) {
 				break
 			}
 		default:
-			g.send(`-interpreter-exec console "call (void) heaptrack_stop()"`)
+			g.console(StopCommand)
 		}
 		g.send("-exec-continue")
 	}

@@ -27,7 +27,7 @@ func TestCutWhileThreadsAllocate(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rec, err := Start(ctx, tools, filepath.Join(t.TempDir(), "heaptrack.fifo"))
+	rec, err := Start(tools, filepath.Join(t.TempDir(), "heaptrack.fifo"))
 	if err != nil {
 		t.Fatal(err)
 	}

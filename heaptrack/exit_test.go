@@ -21,7 +21,7 @@ func TestCutAtExitGroup(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rec, err := Start(ctx, tools, filepath.Join(t.TempDir(), "heaptrack.fifo"))
+	rec, err := Start(tools, filepath.Join(t.TempDir(), "heaptrack.fifo"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func startGDB(t *testing.T, env []string, args ...string) *miGDB {
 	g.send("-gdb-set startup-with-shell off")
 	g.send("-gdb-set confirm off")
 	for _, e := range env {
-		g.send(`-interpreter-exec console "set environment ` + e + `"`)
+		g.console("set environment " + e)
 	}
 	return g
 }
@@ -162,4 +162,10 @@ func (g *miGDB) value(expr string) int64 {
 	}
 	n, _ := strconv.ParseInt(m[1], 10, 64)
 	return n
+}
+
+// console runs a gdb CLI command.
+func (g *miGDB) console(cmd string) string {
+	g.t.Helper()
+	return g.send("-interpreter-exec console " + strconv.Quote(cmd))
 }

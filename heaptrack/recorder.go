@@ -55,7 +55,7 @@ type cutResult struct {
 // Start makes the FIFO fifo (which must not exist), opens it and starts
 // the interpreter. The program is then started with tools.Env(fifo) in
 // its environment; its library opens the FIFO at its first allocation.
-func Start(ctx context.Context, tools Tools, fifo string) (*Recorder, error) {
+func Start(tools Tools, fifo string) (*Recorder, error) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		return nil, fmt.Errorf("making heaptrack's FIFO: %w", err)
 	}

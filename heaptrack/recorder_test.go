@@ -95,7 +95,7 @@ func runNative(t *testing.T, exe, bp string, args ...string) []*snapshots.Snapsh
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rec, err := Start(ctx, tools, filepath.Join(t.TempDir(), "heaptrack.fifo"))
+	rec, err := Start(tools, filepath.Join(t.TempDir(), "heaptrack.fifo"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Tools are heaptrack's installed parts that snapctl runs or loads.
@@ -62,4 +63,46 @@ func FindTools(dir string) (Tools, error) {
 // off` so that no shell is traced either).
 func (t Tools) Env(out string) []string {
 	return []string{"LD_PRELOAD=" + t.Preload, "DUMP_HEAPTRACK_OUTPUT=" + out}
+}
+
+// InjectCommands are the gdb CLI commands that start heaptrack in a
+// running process stopped under gdb, writing its raw stream to out, as
+// `heaptrack -p` does: dlmopen loads the inject library into the base
+// namespace (RTLD_NOW), and heaptrack_inject opens out and hooks the
+// allocation functions in every loaded module's relocation tables except
+// ld.so's. Blocks allocated before are unknown: the interpreter drops
+// their frees. gdb passes the strings by allocating them in the process,
+// before heaptrack records.
+func (t Tools) InjectCommands(out string) []string {
+	return []string{
+		`call (void) dlmopen(0, ` + cString(t.Inject) + `, 2)`,
+		`call (void) heaptrack_inject(` + cString(out) + `)`,
+	}
+}
+
+// StopCommand is the gdb CLI command that ends heaptrack's recording in a
+// process it was injected into: the library writes its buffer out,
+// closes its output (the stream ends) and restores the hooks; it stays
+// loaded and idle, and the process runs on as before.
+const StopCommand = `call (void) heaptrack_stop()`
+
+// cString quotes s as a C string literal for gdb's expression parser.
+func cString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, c := range []byte(s) {
+		switch c {
+		case '"', '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		default:
+			if c < 0x20 || c >= 0x7f {
+				fmt.Fprintf(&b, "\\%03o", c)
+				continue
+			}
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }

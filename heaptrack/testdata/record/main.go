@@ -43,7 +43,7 @@ func run(args []string) error {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 	start := time.Now()
-	rec, err := heaptrack.Start(ctx, tools, filepath.Join(dir, "fifo"))
+	rec, err := heaptrack.Start(tools, filepath.Join(dir, "fifo"))
 	if err != nil {
 		return err
 	}
