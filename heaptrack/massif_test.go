@@ -1,6 +1,7 @@
 package heaptrack
 
 import (
+	"bytes"
 	"compress/gzip"
 	"os"
 	"os/exec"
@@ -120,7 +121,16 @@ func TestSitesEqualMassif(t *testing.T) {
 				t.Fatalf("%d massif stops and %d native snapshots, want %d and %d with the end", len(massif), len(native), c.stops, c.stops)
 			}
 			for i := range massif {
-				m, h := fixtureSites(massif[i], c.src), fixtureSites(native[i], c.src)
+				// Through the file snapctl would keep for the stop.
+				var b bytes.Buffer
+				if err := WriteXtmemory(&b, native[i], exe); err != nil {
+					t.Fatal(err)
+				}
+				kept, err := snapshots.ReadHeap(&b, "native.ms")
+				if err != nil {
+					t.Fatal(err)
+				}
+				m, h := fixtureSites(massif[i], c.src), fixtureSites(kept, c.src)
 				if len(m) != c.sites {
 					t.Errorf("stop %d: massif has %d fixture stacks, want %d: %v", i, len(m), c.sites, m)
 				}
