@@ -115,6 +115,7 @@ var filler = bytes.Repeat(append(append([]byte{'#'}, bytes.Repeat([]byte{'.'}, 9
 // library flushes its buffer: they are checked and dropped.
 func (r *Recorder) forward() {
 	var ahead []byte
+	last := byte('\n') // the last byte forwarded
 	buf := make([]byte, 64<<10)
 	send := func(b []byte) error {
 		n := min(len(ahead), len(b))
@@ -123,6 +124,7 @@ func (r *Recorder) forward() {
 		}
 		ahead = ahead[n:]
 		if len(b) > n {
+			last = b[len(b)-1]
 			if _, err := r.in.Write(b[n:]); err != nil {
 				return fmt.Errorf("writing to heaptrack_interpret: %w", err)
 			}
@@ -147,15 +149,7 @@ func (r *Recorder) forward() {
 			r.rd.SetReadDeadline(time.Time{})
 			err := r.drain(send)
 			if err == nil {
-				// What is still ahead must begin the buffer read now.
-				if len(req.pending) < len(ahead) || !bytes.Equal(req.pending[:len(ahead)], ahead) {
-					err = errors.New("heaptrack's buffer at this stop does not continue the one read at the last stop")
-				}
-			}
-			if err == nil {
-				rest := req.pending[len(ahead):]
-				ahead = append(ahead[:0:0], req.pending...)
-				_, err = r.in.Write(append(append(rest[:len(rest):len(rest)], cutPrefix+strconv.Itoa(req.index)+"\n"...), filler...))
+				err = r.mark(req, &ahead, &last)
 			}
 			req.done <- err
 			if err != nil {
@@ -174,6 +168,28 @@ func (r *Recorder) forward() {
 			return
 		}
 	}
+}
+
+// mark forwards, after what the FIFO held, the library's buffer as read
+// at a stop (the part not forwarded at an earlier stop: what is still
+// ahead must begin it), then the cut's marker line and the filler that
+// makes the interpreter write the marker out.
+func (r *Recorder) mark(req cutRequest, ahead *[]byte, last *byte) error {
+	if len(req.pending) < len(*ahead) || !bytes.Equal(req.pending[:len(*ahead)], *ahead) {
+		return errors.New("heaptrack's buffer at this stop does not continue the one read at the last stop")
+	}
+	rest := req.pending[len(*ahead):]
+	if len(rest) > 0 {
+		*last = rest[len(rest)-1]
+	}
+	if *last != '\n' {
+		// A thread wrote without the lock held: not heaptrack's code
+		// as this package knows it.
+		return errors.New("heaptrack's stream would be cut inside a line")
+	}
+	*ahead = append((*ahead)[:0:0], req.pending...)
+	_, err := r.in.Write(append(append(rest[:len(rest):len(rest)], cutPrefix+strconv.Itoa(req.index)+"\n"...), filler...))
+	return err
 }
 
 // drain forwards what the FIFO holds now: with every writer stopped, all
