@@ -101,8 +101,8 @@ func Start(tools Tools, fifo string) (*Recorder, error) {
 // FIFO returns the FIFO's path, for Tools.Env.
 func (r *Recorder) FIFO() string { return r.fifo }
 
-// Replayer returns the replayer, for its totals; it must only be read
-// between Cut calls or after Finish.
+// Replayer returns the replayer, for its totals once Finish has
+// returned: until then the stream is being replayed into it.
 func (r *Recorder) Replayer() *Replayer { return r.rep }
 
 // filler follows a cut marker: 5,000 bytes of lines the interpreter passes
