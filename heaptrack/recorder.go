@@ -28,7 +28,7 @@ type Recorder struct {
 	hold   *os.File // a write end kept open until Finish, so that reads wait for the program
 	interp *exec.Cmd
 	in     io.WriteCloser // interpreter's stdin
-	stderr bytes.Buffer
+	stderr limitedWriter  // the interpreter's stderr, its first 64 KiB
 
 	reqs   chan cutRequest
 	cuts   chan cutResult
@@ -77,7 +77,8 @@ func Start(tools Tools, fifo string) (*Recorder, error) {
 		fwdErr: make(chan error, 1), repErr: make(chan error, 1), rep: NewReplayer()}
 	cmd := exec.Command(tools.Interpret)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Stderr = &limitedWriter{w: &r.stderr, n: 64 << 10}
+	r.stderr.n = 64 << 10
+	cmd.Stderr = &r.stderr
 	in, err := cmd.StdinPipe()
 	if err == nil {
 		var out io.ReadCloser
@@ -370,21 +371,30 @@ func (r *Recorder) Close() error {
 }
 
 func (r *Recorder) stderrText() string {
-	if r.stderr.Len() == 0 {
-		return ""
+	if s := r.stderr.String(); s != "" {
+		return "; heaptrack_interpret said: " + s
 	}
-	return "; heaptrack_interpret said: " + string(bytes.TrimSpace(r.stderr.Bytes()))
+	return ""
 }
 
 // limitedWriter keeps the first n bytes written to it.
 type limitedWriter struct {
-	w *bytes.Buffer
-	n int
+	mu sync.Mutex
+	b  bytes.Buffer
+	n  int
 }
 
 func (l *limitedWriter) Write(p []byte) (int, error) {
-	if rest := l.n - l.w.Len(); rest > 0 {
-		l.w.Write(p[:min(rest, len(p))])
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if rest := l.n - l.b.Len(); rest > 0 {
+		l.b.Write(p[:min(rest, len(p))])
 	}
 	return len(p), nil
+}
+
+func (l *limitedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(bytes.TrimSpace(l.b.Bytes()))
 }
