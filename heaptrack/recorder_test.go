@@ -3,7 +3,6 @@ package heaptrack
 import (
 	"context"
 	"errors"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -185,19 +184,4 @@ func TestSnapshotStacks(t *testing.T) {
 	if len(small.Children) != 1 || small.Children[0].Frame.Function != "worker" || small.Children[0].Frame.Line != 35 {
 		t.Fatalf("keep_small is called from %+v, want worker at sites.c:35", small.Children)
 	}
-}
-
-func TestPrintTree(t *testing.T) {
-	if os.Getenv("SITES_PRINT") == "" {
-		t.Skip("SITES_PRINT unset")
-	}
-	snaps := runSites(t, 2)
-	var p func(n *snapshots.Node, d int)
-	p = func(n *snapshots.Node, d int) {
-		t.Logf("%s%d/%d %s %s", strings.Repeat(" ", d), n.Bytes, n.Blocks, n.Frame.Addr, snapshots.FrameString(n.Frame))
-		for _, c := range n.Children {
-			p(c, d+1)
-		}
-	}
-	p(snaps[1].Tree, 0)
 }
