@@ -1,0 +1,171 @@
+package heaptrack
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// miGDB is the least of GDB/MI the tests need: gdb runs the fixture
+// natively, stops it at a breakpoint, and the test cuts the stream while
+// every thread is stopped.
+type miGDB struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	lines chan string
+}
+
+func startGDB(t *testing.T, env []string, args ...string) *miGDB {
+	t.Helper()
+	cmd := exec.Command("gdb", append([]string{"--interpreter=mi2", "-nx", "-q", "--args"}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting gdb: %v", err)
+	}
+	g := &miGDB{t: t, cmd: cmd, in: in, lines: make(chan string, 1024)}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			g.lines <- sc.Text()
+		}
+		close(g.lines)
+	}()
+	g.send("-gdb-set startup-with-shell off")
+	g.send("-gdb-set confirm off")
+	for _, e := range env {
+		g.console("set environment " + e)
+	}
+	return g
+}
+
+// send sends a command and returns its result record (^done...).
+func (g *miGDB) send(cmd string) string {
+	g.t.Helper()
+	fmt.Fprintln(g.in, cmd)
+	for {
+		l := g.next()
+		if strings.HasPrefix(l, "^error") {
+			g.t.Fatalf("gdb: %s: %s", cmd, l)
+		}
+		if strings.HasPrefix(l, "^") {
+			return l
+		}
+	}
+}
+
+func (g *miGDB) next() string {
+	g.t.Helper()
+	select {
+	case l, ok := <-g.lines:
+		if !ok {
+			g.t.Fatal("gdb ended")
+		}
+		return l
+	case <-time.After(2 * time.Minute):
+		g.t.Fatal("gdb said nothing for 2 minutes")
+	}
+	return ""
+}
+
+// waitStopped waits for the target to stop and returns the record.
+func (g *miGDB) waitStopped() string {
+	g.t.Helper()
+	for {
+		if l := g.next(); strings.HasPrefix(l, "*stopped") {
+			return l
+		}
+	}
+}
+
+var pidRE = regexp.MustCompile(`pid="(\d+)"`)
+
+// pid returns the inferior's process id.
+func (g *miGDB) pid() int {
+	g.t.Helper()
+	m := pidRE.FindStringSubmatch(g.send("-list-thread-groups"))
+	if m == nil {
+		g.t.Fatal("gdb names no process")
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// letOut lets thread tid alone run for a moment and stops it again: a
+// thread stopped while it held heaptrack's lock leaves it.
+func (g *miGDB) letOut(tid int) {
+	g.t.Helper()
+	r := g.send("-thread-info")
+	m := regexp.MustCompile(`id="(\d+)",target-id="[^"]*LWP ` + strconv.Itoa(tid) + `\)"`).FindStringSubmatch(r)
+	if m == nil {
+		g.t.Fatalf("no gdb thread for LWP %d in %s", tid, r)
+	}
+	g.send("-gdb-set scheduler-locking on")
+	g.send("-exec-continue --thread " + m[1])
+	time.Sleep(20 * time.Millisecond)
+	g.send("-exec-interrupt --thread " + m[1])
+	g.waitStopped()
+	g.send("-gdb-set scheduler-locking replay")
+}
+
+// letOutOf runs thread tid alone until it releases heaptrack's lock at
+// addr: a thread-specific temporary breakpoint on pthread_mutex_unlock for
+// that mutex, then the return from it. Nothing else runs; the thread ends
+// the event it was writing and goes no further than the unlock.
+func (g *miGDB) letOutOf(tid int, addr uint64) {
+	g.t.Helper()
+	r := g.send("-thread-info")
+	m := regexp.MustCompile(`id="(\d+)",target-id="[^"]*LWP ` + strconv.Itoa(tid) + `\)"`).FindStringSubmatch(r)
+	if m == nil {
+		g.t.Fatalf("no gdb thread for LWP %d in %s", tid, r)
+	}
+	id := m[1]
+	g.send("-gdb-set scheduler-locking on")
+	g.send(fmt.Sprintf("-break-insert -t -p %s -c \"$rdi == %#x\" pthread_mutex_unlock", id, addr))
+	g.send("-thread-select " + id)
+	g.send("-exec-continue")
+	if s := g.waitStopped(); !strings.Contains(s, `reason="breakpoint-hit"`) {
+		g.t.Fatalf("thread %s did not reach the unlock: %s", id, s)
+	}
+	g.send("-exec-finish")
+	g.waitStopped()
+	g.send("-gdb-set scheduler-locking replay")
+}
+
+// value evaluates a C expression in the stopped program.
+func (g *miGDB) value(expr string) int64 {
+	g.t.Helper()
+	r := g.send(`-data-evaluate-expression "` + expr + `"`)
+	m := regexp.MustCompile(`value="(-?\d+)"`).FindStringSubmatch(r)
+	if m == nil {
+		g.t.Fatalf("%s: %s", expr, r)
+	}
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	return n
+}
+
+// console runs a gdb CLI command.
+func (g *miGDB) console(cmd string) string {
+	g.t.Helper()
+	return g.send("-interpreter-exec console " + strconv.Quote(cmd))
+}
