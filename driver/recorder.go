@@ -17,9 +17,9 @@ import (
 // breakpoint's summary and hit counts, applies max_hits and end_run_after,
 // and spools the stops and events that run.json lists.
 //
-// Its ordering rules: the agent's stops are read (agentFirst) inside the
-// call that numbers a stop taken over MI, so that they keep their place
-// before it; a stop's measurement is read (flush) only once the target
+// Its ordering rules: the agent's stops are read (agentStops) inside the
+// call that numbers a stop taken over MI, and before any stop gdb reports
+// over MI is handled, so that they keep their place before it; a stop's measurement is read (flush) only once the target
 // runs again, in the order the stops were numbered; the breakpoints'
 // summaries are all made before any state points into them.
 type recorder struct {
@@ -109,12 +109,20 @@ func (r *recorder) inserted(st *bpState, number string, agent bool) {
 // the hit of a return-phase stop. A stop taken over MI comes after every
 // stop the agent recorded: those are read and numbered first.
 func (r *recorder) take(stop *runjson.Stop, st *bpState, hitOf *taken, m measurement, at time.Time) error {
-	if r.agentFirst != nil {
-		if err := r.agentFirst(); err != nil {
-			return err
-		}
+	if err := r.agentStops(); err != nil {
+		return err
 	}
 	return r.number(stop, st, hitOf, m, at)
+}
+
+// agentStops reads and numbers the stops gdb's agent took since it was
+// last asked: every stop gdb reports over MI, and every stop taken over
+// MI, comes after them.
+func (r *recorder) agentStops() error {
+	if r.agentFirst == nil {
+		return nil
+	}
+	return r.agentFirst()
 }
 
 // number numbers one stop, in the order stops are taken, and keeps its

@@ -229,6 +229,9 @@ func (s *session) explain(ctx context.Context, err error) error {
 // handleStop deals with one *stopped record. It resumes the target unless
 // the target has exited (done).
 func (s *session) handleStop(ctx context.Context, rec *mi.Record) (done bool, err error) {
+	if err := s.rec.agentStops(); err != nil {
+		return false, err
+	}
 	switch reason := rec.String("reason"); reason {
 	case "breakpoint-hit":
 		st := s.rec.bps[rec.String("bkptno")]
