@@ -1000,6 +1000,21 @@ MP_LAYOUTS = {112: (40, 56), 136: (60, 80)}
 # not end (memory that is not a heap's, a heap the program corrupted)
 # stops the walk there.
 MAX_CHUNKS = 1000000
+# glibc's per-thread cache (tcache, 2.26 on) keeps freed chunks marked in
+# use, so mallinfo2() and the arenas count them as in use; the
+# measurement takes them out of in-use heap and adds them to free
+# (tcache_bytes). Each thread's tcache_perthread_struct is a malloc'd
+# chunk, pointed to by libc's thread-local `tcache` (in the symbol table
+# with the arenas'), which lies at a fixed distance below every thread's
+# thread pointer (x86-64's TLS variant II): libc's l_tls_offset, read at
+# the offset glibc publishes for libthread_db
+# (_thread_db_link_map_l_tls_offset), less tcache's offset in libc's TLS
+# block. The struct is counts[64] (uint16_t, a 0x290-byte chunk; char up
+# to 2.29, a 0x250-byte chunk), then entries[64]; bin i holds chunks of
+# 32 + 16 i bytes, so the counts alone give the bytes: one read a thread.
+TCACHE_SYMBOLS = ("tcache", "_thread_db_link_map_l_tls_offset", "_dl_main_map")
+TCACHE_BINS, TCACHE_MIN = 64, 32
+TCACHE_LAYOUTS = {0x290: 2, 0x250: 1}
 
 
 class HeapUnreadable(Exception):
@@ -1015,7 +1030,10 @@ class Heap:
         self.why = ""
         self.mem = -1
         self.narenas = None
-        syms = libc_symbols(("main_arena", "mp_", "narenas", "__libc_version"))
+        # tcache_why says why the tcaches cannot be read when the arenas
+        # can (else why says it).
+        self.tcache, self.tcache_why = None, ""
+        syms = libc_symbols(("main_arena", "mp_", "narenas", "__libc_version") + TCACHE_SYMBOLS)
         # No mallinfo2 yet (a stop before libc is loaded): asked again at
         # the next stop.
         self.retry = syms is None
@@ -1039,6 +1057,10 @@ class Heap:
         # Safe-linking (glibc 2.32) hides fastbin links: the link at
         # address A holds next ^ (A >> 12).
         self.mangled = version >= (2, 32)
+        try:
+            self.tcache = self.find_tcache(syms)
+        except (HeapUnreadable, gdb.error, struct.error) as e:
+            self.tcache_why = "glibc's per-thread caches cannot be found: %s" % e
         try:
             self.mem = os.open("/proc/%d/mem" % self.pid, os.O_RDONLY | os.O_CLOEXEC)
         except OSError as e:
@@ -1151,6 +1173,82 @@ class Heap:
             return None
 
 
+    def find_tcache(self, syms):
+        """Where each thread's tcache pointer lies, as its distance below
+        the thread pointer (see TCACHE_SYMBOLS)."""
+        if "tcache" not in syms or "_thread_db_link_map_l_tls_offset" not in syms:
+            raise HeapUnreadable("libc's symbol table has no tcache")
+        base = syms[""][0]
+        offset = syms["tcache"][0] - base
+        # The descriptor glibc keeps for libthread_db: the field's size in
+        # bits, a count, its offset in struct link_map.
+        bits, _, field = struct.unpack("<III", self.read(syms["_thread_db_link_map_l_tls_offset"][0], 12))
+        if bits != 64:
+            raise HeapUnreadable("link_map's l_tls_offset is %d bits" % bits)
+        if "_dl_main_map" in syms:
+            # A static program: its own link_map, not in the list.
+            lm = syms["_dl_main_map"][0]
+        else:
+            lm = self.link_map(base)
+        tls = struct.unpack("<Q", self.read(lm + field, 8))[0]
+        if tls == 0 or tls >= 1 << 32:
+            raise HeapUnreadable("libc's TLS block is not static (l_tls_offset 0x%x)" % tls)
+        return tls - offset
+
+    def link_map(self, base):
+        """The link_map of the object loaded at base, from the dynamic
+        linker's list (_r_debug.r_map; public fields l_addr, then l_next
+        at 24)."""
+        lm = struct.unpack("<Q", self.read(int(gdb.parse_and_eval("(unsigned long)&_r_debug")) + 8, 8))[0]
+        for _ in range(65536):
+            if lm == 0:
+                break
+            l_addr, l_next = struct.unpack("<Q16xQ", self.read(lm, 32))
+            if l_addr == base:
+                return lm
+            lm = l_next
+        raise HeapUnreadable("libc is not in the dynamic linker's list")
+
+    def tcache_bytes(self, threads):
+        """The bytes of the chunks in the tcaches of threads, every one
+        stopped: counts[i] chunks of TCACHE_MIN + 16 i bytes in bin i."""
+        total = 0
+        for th in threads:
+            p = struct.unpack("<Q", self.read(thread_pointer(th) - self.tcache, 8))[0]
+            # None yet (the thread has not allocated), or gone.
+            if p == 0 or p & 15:
+                continue
+            head, = struct.unpack("<Q", self.read(p - 8, 8))
+            width = TCACHE_LAYOUTS.get(head & ~7)
+            if width is None:
+                raise HeapUnreadable("thread %d's tcache at 0x%x is a chunk of %d bytes, not glibc's tcache_perthread_struct"
+                                     % (th.num, p, head & ~7))
+            counts = struct.unpack("<%d%s" % (TCACHE_BINS, "H" if width == 2 else "B"), self.read(p, width * TCACHE_BINS))
+            total += sum(n * (TCACHE_MIN + 16 * i) for i, n in enumerate(counts))
+        return total
+
+
+def thread_pointer(th):
+    """The thread pointer of th (its fs base): glibc's pthread_t, which
+    libthread_db gives as the thread's handle; else read from the
+    thread's registers."""
+    try:
+        handle = th.handle()
+    except (gdb.error, AttributeError):
+        handle = None
+    if handle and len(handle) == 8:
+        return int.from_bytes(handle, "little")
+    current = gdb.selected_thread()
+    try:
+        th.switch()
+        return int(gdb.parse_and_eval("(unsigned long)$fs_base"))
+    except gdb.error as e:
+        raise HeapUnreadable("thread %d's thread pointer: %s" % (th.num, e))
+    finally:
+        if current is not None and current.is_valid():
+            current.switch()
+
+
 # HEAPS holds each process's Heap, by pid.
 HEAPS = {}
 
@@ -1168,6 +1266,7 @@ def heap():
         except (gdb.error, AttributeError, OSError, struct.error) as e:
             h = Heap.__new__(Heap)
             h.pid, h.why, h.mem, h.narenas, h.retry = inferior.pid, "glibc's arenas cannot be found: %s" % e, -1, None, False
+            h.tcache, h.tcache_why = None, ""
         if not h.retry:
             HEAPS[inferior.pid] = h
     return h
@@ -1178,7 +1277,9 @@ def libc_symbols(names):
     process (a static program that keeps its table) or of that file's
     separate debug file (Debian's libc6-dbg), found by build id as gdb
     finds it, as (address in the process, size) by name: where they lie
-    is their distance from mallinfo2. {} when there is no such table, None
+    is their distance from mallinfo2, which is under the name "" (a
+    thread-local symbol's value is an offset in the file's TLS block: less
+    that distance, it is that offset). {} when there is no such table, None
     when the process has no mallinfo2 (yet). No debug information is
     read."""
     try:
@@ -1201,9 +1302,10 @@ def libc_symbols(names):
             continue
         base = fn - syms["mallinfo2"][0]
         found = {n: (base + v, size) for n, (v, size) in syms.items() if n != "mallinfo2"}
+        found[""] = (base, 0)
         if len(found) > len(best):
             best = found
-        if len(best) == len(names):
+        if len(best) == len(names) + 1:
             break
     return best
 
@@ -1259,8 +1361,19 @@ def native_memory(trim, callback=True):
         # A static binary, or a libc that is not glibc.
         rec["allocator_error"] = str(e)
         return rec
-    rec.update(heap_in_use_bytes=mi["uordblks"], heap_free_bytes=mi["fordblks"],
+    cached = None
+    if h.tcache is not None:
+        try:
+            cached = h.tcache_bytes(inferior.threads())
+        except HeapUnreadable as e:
+            rec["call_error"] = "glibc's per-thread caches could not be read: %s" % e
+            return rec
+    else:
+        rec["tcache_error"] = h.tcache_why or h.why
+    rec.update(heap_in_use_bytes=mi["uordblks"] - (cached or 0), heap_free_bytes=mi["fordblks"] + (cached or 0),
                mmap_bytes=mi["hblkhd"], arena_bytes=mi["arena"])
+    if cached is not None:
+        rec["tcache_bytes"] = cached
     n = h.count()
     if n is not None:
         rec["arenas"] = n

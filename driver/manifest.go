@@ -301,6 +301,9 @@ const (
 	// signal handler that interrupted it); that stop records resident
 	// memory only.
 	EventAllocatorBusy EventKind = "allocator-busy"
+	// EventTcacheNotSubtracted: the native backend cannot read glibc's
+	// per-thread caches, whose freed chunks then count as in use.
+	EventTcacheNotSubtracted EventKind = "tcache-not-subtracted"
 	// EventSchedulerLockReleased: a locked around_call blocked, and the
 	// stop deadline let the other threads run.
 	EventSchedulerLockReleased EventKind = "scheduler-lock-released"

@@ -18,11 +18,18 @@ import (
 type Memory struct {
 	RSSBytes     int64 `json:"rss_bytes"`      // VmRSS of /proc/PID/status
 	AnonRSSBytes int64 `json:"anon_rss_bytes"` // RssAnon
-	// HeapInUseBytes is mallinfo2's uordblks: allocated and not freed
-	// (chunks in glibc's per-thread caches count as in use).
+	// HeapInUseBytes is mallinfo2's uordblks: allocated and not freed,
+	// less TcacheBytes.
 	HeapInUseBytes *int64 `json:"heap_in_use_bytes,omitempty"`
-	// HeapFreeBytes is fordblks: freed but held by the allocator.
+	// HeapFreeBytes is fordblks: freed but held by the allocator, with
+	// TcacheBytes.
 	HeapFreeBytes *int64 `json:"heap_free_bytes,omitempty"`
+	// TcacheBytes is the freed chunks in glibc's per-thread caches,
+	// which mallinfo2 counts as in use; absent when they could not be
+	// read (TcacheError), and then counted as in use.
+	TcacheBytes *int64 `json:"tcache_bytes,omitempty"`
+	// TcacheError says why not; not recorded (an event says it once).
+	TcacheError string `json:"tcache_error,omitempty"`
 	// MmapBytes is hblkhd: blocks the allocator mmapped one each.
 	MmapBytes *int64 `json:"mmap_bytes,omitempty"`
 	// ArenaBytes is arena: the bytes of the arenas' heaps.
