@@ -950,6 +950,26 @@ def elf_symbols(path, names, sizes=False):
         return {}
 
 
+def elf_tls_block(path):
+    """The size in memory and the alignment of the TLS block (PT_TLS) of
+    the 64-bit little-endian ELF file at path."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if head[:6] != b"\x7fELF\x02\x01":
+                raise HeapUnreadable("%s is not a 64-bit little-endian ELF file" % path)
+            phoff, = struct.unpack_from("<Q", head, 0x20)
+            phentsize, phnum = struct.unpack_from("<HH", head, 0x36)
+            f.seek(phoff)
+            headers = f.read(phentsize * phnum)
+    except OSError as e:
+        raise HeapUnreadable("reading %s: %s" % (path, e))
+    for i in range(phnum):
+        if struct.unpack_from("<I", headers, i * phentsize)[0] == 7:  # PT_TLS
+            return struct.unpack_from("<QQ", headers, i * phentsize + 0x28)
+    raise HeapUnreadable("%s has no TLS block" % path)
+
+
 def last_symbol(table, entsize, strings, name):
     """The offset in table, a symbol table, of the last symbol called
     name, -1 when there is none. The searches run in C, not a Python loop
@@ -1030,8 +1050,8 @@ class Heap:
         self.why = ""
         self.mem = -1
         self.narenas = None
-        # tcache_why says why the tcaches cannot be read when the arenas
-        # can (else why says it).
+        # tcache is the distance of each thread's tcache pointer below its
+        # thread pointer, None when tcache_why says why it is unknown.
         self.tcache, self.tcache_why = None, ""
         syms = libc_symbols(("main_arena", "mp_", "narenas", "__libc_version") + TCACHE_SYMBOLS)
         # No mallinfo2 yet (a stop before libc is loaded): asked again at
@@ -1043,6 +1063,10 @@ class Heap:
         if self.retry:
             self.why = "the program has no mallinfo2: no glibc allocator (yet)"
             return
+        try:
+            self.tcache = self.find_tcache(syms)
+        except (HeapUnreadable, gdb.error, struct.error) as e:
+            self.tcache_why = "glibc's per-thread caches cannot be found: %s" % e
         if "main_arena" not in syms or "mp_" not in syms:
             self.why = ("glibc's arenas cannot be found: no symbol table for libc "
                         "(install Debian's libc6-dbg, or the distribution's libc debug symbols)")
@@ -1057,10 +1081,6 @@ class Heap:
         # Safe-linking (glibc 2.32) hides fastbin links: the link at
         # address A holds next ^ (A >> 12).
         self.mangled = version >= (2, 32)
-        try:
-            self.tcache = self.find_tcache(syms)
-        except (HeapUnreadable, gdb.error, struct.error) as e:
-            self.tcache_why = "glibc's per-thread caches cannot be found: %s" % e
         try:
             self.mem = os.open("/proc/%d/mem" % self.pid, os.O_RDONLY | os.O_CLOEXEC)
         except OSError as e:
@@ -1176,21 +1196,27 @@ class Heap:
     def find_tcache(self, syms):
         """Where each thread's tcache pointer lies, as its distance below
         the thread pointer (see TCACHE_SYMBOLS)."""
-        if "tcache" not in syms or "_thread_db_link_map_l_tls_offset" not in syms:
+        if not x86_64():
+            raise HeapUnreadable("not an x86-64 process")
+        if "" not in syms:
+            raise HeapUnreadable("no symbol table for libc (install Debian's libc6-dbg, or the distribution's libc debug symbols)")
+        if "tcache" not in syms:
             raise HeapUnreadable("libc's symbol table has no tcache")
         base = syms[""][0]
         offset = syms["tcache"][0] - base
+        if "_dl_main_map" in syms:
+            # A static program: its TLS block is the only one, right
+            # below the thread pointer (glibc's __libc_setup_tls).
+            memsz, align = elf_tls_block(gdb.current_progspace().filename)
+            return -(-memsz // max(align, 1)) * max(align, 1) - offset
+        if "_thread_db_link_map_l_tls_offset" not in syms:
+            raise HeapUnreadable("libc's symbol table has no _thread_db_link_map_l_tls_offset")
         # The descriptor glibc keeps for libthread_db: the field's size in
         # bits, a count, its offset in struct link_map.
         bits, _, field = struct.unpack("<III", self.read(syms["_thread_db_link_map_l_tls_offset"][0], 12))
         if bits != 64:
             raise HeapUnreadable("link_map's l_tls_offset is %d bits" % bits)
-        if "_dl_main_map" in syms:
-            # A static program: its own link_map, not in the list.
-            lm = syms["_dl_main_map"][0]
-        else:
-            lm = self.link_map(base)
-        tls = struct.unpack("<Q", self.read(lm + field, 8))[0]
+        tls = struct.unpack("<Q", self.read(self.link_map(base) + field, 8))[0]
         if tls == 0 or tls >= 1 << 32:
             raise HeapUnreadable("libc's TLS block is not static (l_tls_offset 0x%x)" % tls)
         return tls - offset
@@ -1234,7 +1260,8 @@ def thread_pointer(th):
     thread's registers."""
     try:
         handle = th.handle()
-    except (gdb.error, AttributeError):
+    except (gdb.error, RuntimeError, AttributeError):
+        # No libthread_db (a static program that does not use threads).
         handle = None
     if handle and len(handle) == 8:
         return int.from_bytes(handle, "little")
@@ -1369,7 +1396,7 @@ def native_memory(trim, callback=True):
             rec["call_error"] = "glibc's per-thread caches could not be read: %s" % e
             return rec
     else:
-        rec["tcache_error"] = h.tcache_why or h.why
+        rec["tcache_error"] = h.tcache_why or "glibc's per-thread caches cannot be found: %s" % h.why
     rec.update(heap_in_use_bytes=mi["uordblks"] - (cached or 0), heap_free_bytes=mi["fordblks"] + (cached or 0),
                mmap_bytes=mi["hblkhd"], arena_bytes=mi["arena"])
     if cached is not None:

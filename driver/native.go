@@ -301,7 +301,7 @@ func (b *nativeBackend) keep(s *session, ms measurement, stop *Stop) (string, er
 	}
 	if m.TcacheError != "" && !b.noTcache {
 		b.noTcache = true
-		s.event(Event{Kind: EventTcacheNotSubtracted, Message: "the chunks in glibc's per-thread caches count as in-use heap (" + m.TcacheError + ")"})
+		s.event(Event{Kind: EventTcacheNotSubtracted, Message: m.TcacheError + "; the freed chunks they hold count as in-use heap"})
 	}
 	m.AllocatorError, m.CallError, m.BusyError, m.TcacheError = "", "", "", ""
 	stop.Memory = &m
