@@ -1244,12 +1244,14 @@ class Heap:
             # None yet (the thread has not allocated), or gone.
             if p == 0 or p & 15:
                 continue
-            head, = struct.unpack("<Q", self.read(p - 8, 8))
-            width = TCACHE_LAYOUTS.get(head & ~7)
+            # The chunk's size, then counts, in one read.
+            data = self.read(p - 8, 8 + 2 * TCACHE_BINS)
+            head = struct.unpack_from("<Q", data)[0] & ~7
+            width = TCACHE_LAYOUTS.get(head)
             if width is None:
                 raise HeapUnreadable("thread %d's tcache at 0x%x is a chunk of %d bytes, not glibc's tcache_perthread_struct"
-                                     % (th.num, p, head & ~7))
-            counts = struct.unpack("<%d%s" % (TCACHE_BINS, "H" if width == 2 else "B"), self.read(p, width * TCACHE_BINS))
+                                     % (th.num, p, head))
+            counts = struct.unpack_from("<%d%s" % (TCACHE_BINS, "H" if width == 2 else "B"), data, 8)
             total += sum(n * (TCACHE_MIN + 16 * i) for i, n in enumerate(counts))
         return total
 
