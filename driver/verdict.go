@@ -143,6 +143,9 @@ type VerdictFigures struct {
 	// native.trim_probe.
 	TrimReleased      *int64 `json:"trim_released_bytes,omitempty"`
 	TrimReleasedTotal *int64 `json:"trim_released_total_bytes,omitempty"`
+	// TcacheBytes is what glibc's per-thread caches held at the last
+	// stop that read them (out of in-use heap); absent when none did.
+	TcacheBytes *int64 `json:"tcache_bytes,omitempty"`
 }
 
 // The thresholds of the verdicts (README, "Native verdicts";
@@ -230,10 +233,11 @@ type point struct {
 	use, free int64
 	arenas    *int
 	trim      *int64
+	tcache    *int64
 }
 
 func pointOf(hit int, m *Memory) point {
-	p := point{hit: hit, rss: m.RSSBytes, arenas: m.Arenas, trim: m.TrimReleasedBytes}
+	p := point{hit: hit, rss: m.RSSBytes, arenas: m.Arenas, trim: m.TrimReleasedBytes, tcache: m.TcacheBytes}
 	if m.HeapInUseBytes != nil && m.HeapFreeBytes != nil {
 		p.alloc, p.use, p.free = true, *m.HeapInUseBytes, *m.HeapFreeBytes
 		if m.MmapBytes != nil {
@@ -256,11 +260,12 @@ type series struct {
 	lastMem *Memory
 	// Over every stop: intervals whose both ends read the allocator, and
 	// how many of them grew in use; the most arenas; what malloc_trim
-	// returned.
+	// returned; what the tcaches held last.
 	intervals, grew int
 	arenas          *int
 	trimMax         *int64
 	trimTotal       int64
+	tcache          *int64
 }
 
 func (s *series) add(p point) {
@@ -276,6 +281,9 @@ func (s *series) add(p point) {
 	if p.arenas != nil && (s.arenas == nil || *p.arenas > *s.arenas) {
 		n := *p.arenas
 		s.arenas = &n
+	}
+	if p.tcache != nil {
+		s.tcache = p.tcache
 	}
 	if p.trim != nil {
 		s.trimTotal += *p.trim
@@ -375,7 +383,7 @@ func round2(z float64) float64 { return math.Round(z*100) / 100 }
 func verdictOf(bp string, s *series, trimProbe bool) Verdict {
 	pts := s.analysed()
 	f := VerdictFigures{Stops: s.seen, Hits: s.last.hit - s.first.hit, Intervals: s.intervals, InUseIntervals: s.grew,
-		Arenas: s.arenas, TrimReleased: s.trimMax}
+		Arenas: s.arenas, TrimReleased: s.trimMax, TcacheBytes: s.tcache}
 	if s.trimMax != nil {
 		t := s.trimTotal
 		f.TrimReleasedTotal = &t
@@ -480,7 +488,7 @@ func sentence(v Verdict, trimProbe bool) string {
 			clauses = append(clauses, fmt.Sprintf("leak at breakpoint %s: in-use heap grew %s %s, %s per hit, up in %d of %d intervals; resident memory %s",
 				v.Breakpoint, signed(*f.InUseGrowth), over, signed(deref(f.InUsePerHit)), f.InUseIntervals, f.Intervals, signed(f.RSSGrowth)))
 			next = append(next, "rerun with --backend massif to see the allocation call sites")
-			if threads := int64(max(deref32(f.Arenas), 1)); *f.InUseGrowth <= tcacheBytes*threads {
+			if threads := int64(max(deref32(f.Arenas), 1)); f.TcacheBytes == nil && *f.InUseGrowth <= tcacheBytes*threads {
 				next = append(next, fmt.Sprintf("glibc's per-thread caches count as in use and can fill by up to %s a thread: GLIBC_TUNABLES=glibc.malloc.tcache_count=0 rules them out", b(tcacheBytes)))
 			}
 		case VerdictOutsideHeap:
