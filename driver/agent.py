@@ -1035,6 +1035,9 @@ MAX_CHUNKS = 1000000
 TCACHE_SYMBOLS = ("tcache", "_thread_db_link_map_l_tls_offset", "_dl_main_map")
 TCACHE_BINS, TCACHE_MIN = 64, 32
 TCACHE_LAYOUTS = {0x290: 2, 0x250: 1}
+# TCACHE_LAST is the last glibc whose tcache is known to be so; a
+# program's own glibc of unknown version is checked by the chunk's size.
+TCACHE_LAST = (2, 41)
 
 
 class HeapUnreadable(Exception):
@@ -1063,8 +1066,9 @@ class Heap:
         if self.retry:
             self.why = "the program has no mallinfo2: no glibc allocator (yet)"
             return
+        version = self.version(syms.get("__libc_version"))
         try:
-            self.tcache = self.find_tcache(syms)
+            self.tcache = self.find_tcache(syms, version)
         except (HeapUnreadable, gdb.error, struct.error) as e:
             self.tcache_why = "glibc's per-thread caches cannot be found: %s" % e
         if "main_arena" not in syms or "mp_" not in syms:
@@ -1072,7 +1076,6 @@ class Heap:
                         "(install Debian's libc6-dbg, or the distribution's libc debug symbols)")
             return
         (self.arena, arena_size), (self.mp, mp_size) = syms["main_arena"], syms["mp_"]
-        version = self.version(syms.get("__libc_version"))
         if arena_size != MS_SIZE or mp_size not in MP_LAYOUTS or version < (2, 27) or not x86_64():
             self.why = "glibc %s's allocator is not one snapctl can read (malloc_state %d bytes, mp_ %d)" % (
                 ".".join(map(str, version)), arena_size, mp_size)
@@ -1193,11 +1196,14 @@ class Heap:
             return None
 
 
-    def find_tcache(self, syms):
+    def find_tcache(self, syms, version):
         """Where each thread's tcache pointer lies, as its distance below
-        the thread pointer (see TCACHE_SYMBOLS)."""
+        the thread pointer (see TCACHE_SYMBOLS). version is glibc's,
+        (0, 0) when unknown (a static program)."""
         if not x86_64():
             raise HeapUnreadable("not an x86-64 process")
+        if version > TCACHE_LAST:
+            raise HeapUnreadable("glibc %s's tcache is newer than the layout snapctl knows" % ".".join(map(str, version)))
         if "" not in syms:
             raise HeapUnreadable("no symbol table for libc (install Debian's libc6-dbg, or the distribution's libc debug symbols)")
         if "tcache" not in syms:
