@@ -1003,7 +1003,7 @@ def last_symbol(table, entsize, strings, name):
 # it; no debug information is read. int_mallinfo in malloc.c is the model:
 # the top chunk and every chunk in a fastbin or a regular bin is free, the
 # rest of system_mem is in use (so a chunk in a thread's tcache counts as
-# in use, as there). The layouts are glibc's from 2.27 to 2.41 on 64-bit
+# in use, as there, until native_memory takes the tcaches out). The layouts are glibc's from 2.27 to 2.41 on 64-bit
 # little-endian machines: malloc_state is 2200 bytes throughout, mp_ is
 # 112 bytes up to 2.34 and 136 from 2.35 (transparent huge page fields);
 # the symbol table's sizes select the layout, and any other size leaves
@@ -1025,13 +1025,16 @@ MAX_CHUNKS = 1000000
 # measurement takes them out of in-use heap and adds them to free
 # (tcache_bytes). Each thread's tcache_perthread_struct is a malloc'd
 # chunk, pointed to by libc's thread-local `tcache` (in the symbol table
-# with the arenas'), which lies at a fixed distance below every thread's
-# thread pointer (x86-64's TLS variant II): libc's l_tls_offset, read at
-# the offset glibc publishes for libthread_db
-# (_thread_db_link_map_l_tls_offset), less tcache's offset in libc's TLS
-# block. The struct is counts[64] (uint16_t, a 0x290-byte chunk; char up
-# to 2.29, a 0x250-byte chunk), then entries[64]; bin i holds chunks of
-# 32 + 16 i bytes, so the counts alone give the bytes: one read a thread.
+# with the arenas', its value an offset in libc's TLS block), which lies
+# at a fixed distance below every thread's thread pointer (x86-64's TLS
+# variant II): libc's l_tls_offset less that offset. l_tls_offset is read
+# from libc's link_map at the offset glibc publishes for libthread_db
+# (_thread_db_link_map_l_tls_offset); a static program's one TLS block
+# lies right below the thread pointer. The thread pointer is the
+# pthread_t that libthread_db gives as the thread's handle. The struct is
+# counts[64] (uint16_t, a 0x290-byte chunk; char up to 2.29, a 0x250-byte
+# chunk), then entries[64]; bin i holds chunks of 32 + 16 i bytes, so the
+# counts alone give the bytes: two reads a thread, no list walked.
 TCACHE_SYMBOLS = ("tcache", "_thread_db_link_map_l_tls_offset", "_dl_main_map")
 TCACHE_BINS, TCACHE_MIN = 64, 32
 TCACHE_LAYOUTS = {0x290: 2, 0x250: 1}
@@ -1194,7 +1197,6 @@ class Heap:
             return struct.unpack("<Q", self.read(self.narenas, 8))[0]
         except HeapUnreadable:
             return None
-
 
     def find_tcache(self, syms, version):
         """Where each thread's tcache pointer lies, as its distance below
