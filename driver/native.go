@@ -41,6 +41,8 @@ type nativeBackend struct {
 	// noAllocator is gdb's word for why the allocator cannot be read (a
 	// static binary, a libc that is not glibc), once said.
 	noAllocator string
+	// noTcache is set once an event said the tcaches were not read.
+	noTcache bool
 }
 
 func (*nativeBackend) name() string { return BackendNative }
@@ -300,7 +302,11 @@ func (b *nativeBackend) keep(s *session, ms measurement, stop *runjson.Stop) (st
 		s.event(runjson.Event{Kind: runjson.EventAllocatorCallFailed, Message: fmt.Sprintf(
 			"breakpoint %q hit %d: %s; this stop records resident memory only", stop.Breakpoint, stop.Hit, m.CallError)})
 	}
-	m.AllocatorError, m.CallError, m.BusyError = "", "", ""
+	if m.TcacheError != "" && !b.noTcache {
+		b.noTcache = true
+		s.event(runjson.Event{Kind: runjson.EventTcacheNotSubtracted, Message: m.TcacheError + "; the freed chunks they hold count as in-use heap"})
+	}
+	m.AllocatorError, m.CallError, m.BusyError, m.TcacheError = "", "", "", ""
 	stop.Memory = &m
 	if m.HeapInUseBytes != nil {
 		stop.HeapBytes = *m.HeapInUseBytes

@@ -156,11 +156,12 @@ func TestNativeArenasExact(t *testing.T) {
 			}
 			for i, r := range rounds {
 				mem := m.Stops[i].Memory
-				if mem == nil || mem.HeapInUseBytes == nil || mem.Arenas == nil {
+				if mem == nil || mem.HeapInUseBytes == nil || mem.Arenas == nil || mem.TcacheBytes == nil {
 					t.Fatalf("stop %d: memory %+v", i+1, mem)
 				}
+				// mallinfo2 counts the tcaches' chunks as in use.
 				want := fmt.Sprintf("in use %s free %s mmap %s arena %s arenas 9", r[2], r[3], r[4], r[5])
-				got := fmt.Sprintf("in use %d free %d mmap %d arena %d arenas %d", *mem.HeapInUseBytes, *mem.HeapFreeBytes, *mem.MmapBytes, *mem.ArenaBytes, *mem.Arenas)
+				got := fmt.Sprintf("in use %d free %d mmap %d arena %d arenas %d", *mem.HeapInUseBytes+*mem.TcacheBytes, *mem.HeapFreeBytes-*mem.TcacheBytes, *mem.MmapBytes, *mem.ArenaBytes, *mem.Arenas)
 				if got != want {
 					t.Errorf("stop %d: %s; mallinfo2() in the program: %s", i+1, got, want)
 				}

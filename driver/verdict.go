@@ -113,10 +113,11 @@ type point struct {
 	use, free int64
 	arenas    *int
 	trim      *int64
+	tcache    *int64
 }
 
 func pointOf(hit int, m *runjson.Memory) point {
-	p := point{hit: hit, rss: m.RSSBytes, arenas: m.Arenas, trim: m.TrimReleasedBytes}
+	p := point{hit: hit, rss: m.RSSBytes, arenas: m.Arenas, trim: m.TrimReleasedBytes, tcache: m.TcacheBytes}
 	if m.HeapInUseBytes != nil && m.HeapFreeBytes != nil {
 		p.alloc, p.use, p.free = true, *m.HeapInUseBytes, *m.HeapFreeBytes
 		if m.MmapBytes != nil {
@@ -139,11 +140,12 @@ type series struct {
 	lastMem *runjson.Memory
 	// Over every stop: intervals whose both ends read the allocator, and
 	// how many of them grew in use; the most arenas; what malloc_trim
-	// returned.
+	// returned; what the tcaches held last.
 	intervals, grew int
 	arenas          *int
 	trimMax         *int64
 	trimTotal       int64
+	tcache          *int64
 }
 
 func (s *series) add(p point) {
@@ -159,6 +161,9 @@ func (s *series) add(p point) {
 	if p.arenas != nil && (s.arenas == nil || *p.arenas > *s.arenas) {
 		n := *p.arenas
 		s.arenas = &n
+	}
+	if p.tcache != nil {
+		s.tcache = p.tcache
 	}
 	if p.trim != nil {
 		s.trimTotal += *p.trim
@@ -258,7 +263,7 @@ func round2(z float64) float64 { return math.Round(z*100) / 100 }
 func verdictOf(bp string, s *series, trimProbe bool) runjson.Verdict {
 	pts := s.analysed()
 	f := runjson.VerdictFigures{Stops: s.seen, Hits: s.last.hit - s.first.hit, Intervals: s.intervals, InUseIntervals: s.grew,
-		Arenas: s.arenas, TrimReleased: s.trimMax}
+		Arenas: s.arenas, TrimReleased: s.trimMax, TcacheBytes: s.tcache}
 	if s.trimMax != nil {
 		t := s.trimTotal
 		f.TrimReleasedTotal = &t
@@ -363,7 +368,7 @@ func sentence(v runjson.Verdict, trimProbe bool) string {
 			clauses = append(clauses, fmt.Sprintf("leak at breakpoint %s: in-use heap grew %s %s, %s per hit, up in %d of %d intervals; resident memory %s",
 				v.Breakpoint, signed(*f.InUseGrowth), over, signed(deref(f.InUsePerHit)), f.InUseIntervals, f.Intervals, signed(f.RSSGrowth)))
 			next = append(next, "rerun with --backend massif to see the allocation call sites")
-			if threads := int64(max(deref32(f.Arenas), 1)); *f.InUseGrowth <= tcacheBytes*threads {
+			if threads := int64(max(deref32(f.Arenas), 1)); f.TcacheBytes == nil && *f.InUseGrowth <= tcacheBytes*threads {
 				next = append(next, fmt.Sprintf("glibc's per-thread caches count as in use and can fill by up to %s a thread: GLIBC_TUNABLES=glibc.malloc.tcache_count=0 rules them out", b(tcacheBytes)))
 			}
 		case runjson.VerdictOutsideHeap:

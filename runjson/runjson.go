@@ -314,6 +314,9 @@ const (
 	// EventBreakpointUnresolved: a pending breakpoint's location never
 	// resolved.
 	EventBreakpointUnresolved EventKind = "breakpoint-unresolved"
+	// EventTcacheNotSubtracted: the native backend cannot read glibc's
+	// per-thread caches, whose freed chunks then count as in use.
+	EventTcacheNotSubtracted EventKind = "tcache-not-subtracted"
 )
 
 // Event is a stop that was not a declared breakpoint's, or a problem at a
@@ -344,11 +347,18 @@ func Stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z
 type Memory struct {
 	RSSBytes     int64 `json:"rss_bytes"`      // VmRSS of /proc/PID/status
 	AnonRSSBytes int64 `json:"anon_rss_bytes"` // RssAnon
-	// HeapInUseBytes is mallinfo2's uordblks: allocated and not freed
-	// (chunks in glibc's per-thread caches count as in use).
+	// HeapInUseBytes is mallinfo2's uordblks: allocated and not freed,
+	// less TcacheBytes.
 	HeapInUseBytes *int64 `json:"heap_in_use_bytes,omitempty"`
-	// HeapFreeBytes is fordblks: freed but held by the allocator.
+	// HeapFreeBytes is fordblks: freed but held by the allocator, with
+	// TcacheBytes.
 	HeapFreeBytes *int64 `json:"heap_free_bytes,omitempty"`
+	// TcacheBytes is the freed chunks in glibc's per-thread caches,
+	// which mallinfo2 counts as in use; absent when they could not be
+	// read (TcacheError), and then counted as in use.
+	TcacheBytes *int64 `json:"tcache_bytes,omitempty"`
+	// TcacheError says why not; not recorded (an event says it once).
+	TcacheError string `json:"tcache_error,omitempty"`
 	// MmapBytes is hblkhd: blocks the allocator mmapped one each.
 	MmapBytes *int64 `json:"mmap_bytes,omitempty"`
 	// ArenaBytes is arena: the bytes of the arenas' heaps.
@@ -446,4 +456,7 @@ type VerdictFigures struct {
 	// native.trim_probe.
 	TrimReleased      *int64 `json:"trim_released_bytes,omitempty"`
 	TrimReleasedTotal *int64 `json:"trim_released_total_bytes,omitempty"`
+	// TcacheBytes is what glibc's per-thread caches held at the last
+	// stop that read them (out of in-use heap); absent when none did.
+	TcacheBytes *int64 `json:"tcache_bytes,omitempty"`
 }

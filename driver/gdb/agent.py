@@ -950,6 +950,26 @@ def elf_symbols(path, names, sizes=False):
         return {}
 
 
+def elf_tls_block(path):
+    """The size in memory and the alignment of the TLS block (PT_TLS) of
+    the 64-bit little-endian ELF file at path."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if head[:6] != b"\x7fELF\x02\x01":
+                raise HeapUnreadable("%s is not a 64-bit little-endian ELF file" % path)
+            phoff, = struct.unpack_from("<Q", head, 0x20)
+            phentsize, phnum = struct.unpack_from("<HH", head, 0x36)
+            f.seek(phoff)
+            headers = f.read(phentsize * phnum)
+    except OSError as e:
+        raise HeapUnreadable("reading %s: %s" % (path, e))
+    for i in range(phnum):
+        if struct.unpack_from("<I", headers, i * phentsize)[0] == 7:  # PT_TLS
+            return struct.unpack_from("<QQ", headers, i * phentsize + 0x28)
+    raise HeapUnreadable("%s has no TLS block" % path)
+
+
 def last_symbol(table, entsize, strings, name):
     """The offset in table, a symbol table, of the last symbol called
     name, -1 when there is none. The searches run in C, not a Python loop
@@ -983,7 +1003,7 @@ def last_symbol(table, entsize, strings, name):
 # it; no debug information is read. int_mallinfo in malloc.c is the model:
 # the top chunk and every chunk in a fastbin or a regular bin is free, the
 # rest of system_mem is in use (so a chunk in a thread's tcache counts as
-# in use, as there). The layouts are glibc's from 2.27 to 2.41 on 64-bit
+# in use, as there, until native_memory takes the tcaches out). The layouts are glibc's from 2.27 to 2.41 on 64-bit
 # little-endian machines: malloc_state is 2200 bytes throughout, mp_ is
 # 112 bytes up to 2.34 and 136 from 2.35 (transparent huge page fields);
 # the symbol table's sizes select the layout, and any other size leaves
@@ -1000,6 +1020,27 @@ MP_LAYOUTS = {112: (40, 56), 136: (60, 80)}
 # not end (memory that is not a heap's, a heap the program corrupted)
 # stops the walk there.
 MAX_CHUNKS = 1000000
+# glibc's per-thread cache (tcache, 2.26 on) keeps freed chunks marked in
+# use, so mallinfo2() and the arenas count them as in use; the
+# measurement takes them out of in-use heap and adds them to free
+# (tcache_bytes). Each thread's tcache_perthread_struct is a malloc'd
+# chunk, pointed to by libc's thread-local `tcache` (in the symbol table
+# with the arenas', its value an offset in libc's TLS block), which lies
+# at a fixed distance below every thread's thread pointer (x86-64's TLS
+# variant II): libc's l_tls_offset less that offset. l_tls_offset is read
+# from libc's link_map at the offset glibc publishes for libthread_db
+# (_thread_db_link_map_l_tls_offset); a static program's one TLS block
+# lies right below the thread pointer. The thread pointer is the
+# pthread_t that libthread_db gives as the thread's handle. The struct is
+# counts[64] (uint16_t, a 0x290-byte chunk; char up to 2.29, a 0x250-byte
+# chunk), then entries[64]; bin i holds chunks of 32 + 16 i bytes, so the
+# counts alone give the bytes: two reads a thread, no list walked.
+TCACHE_SYMBOLS = ("tcache", "_thread_db_link_map_l_tls_offset", "_dl_main_map")
+TCACHE_BINS, TCACHE_MIN = 64, 32
+TCACHE_LAYOUTS = {0x290: 2, 0x250: 1}
+# TCACHE_LAST is the last glibc whose tcache is known to be so; a
+# program's own glibc of unknown version is checked by the chunk's size.
+TCACHE_LAST = (2, 41)
 
 
 class HeapUnreadable(Exception):
@@ -1015,7 +1056,10 @@ class Heap:
         self.why = ""
         self.mem = -1
         self.narenas = None
-        syms = libc_symbols(("main_arena", "mp_", "narenas", "__libc_version"))
+        # tcache is the distance of each thread's tcache pointer below its
+        # thread pointer, None when tcache_why says why it is unknown.
+        self.tcache, self.tcache_why = None, ""
+        syms = libc_symbols(("main_arena", "mp_", "narenas", "__libc_version") + TCACHE_SYMBOLS)
         # No mallinfo2 yet (a stop before libc is loaded): asked again at
         # the next stop.
         self.retry = syms is None
@@ -1025,12 +1069,16 @@ class Heap:
         if self.retry:
             self.why = "the program has no mallinfo2: no glibc allocator (yet)"
             return
+        version = self.version(syms.get("__libc_version"))
+        try:
+            self.tcache = self.find_tcache(syms, version)
+        except (HeapUnreadable, gdb.error, struct.error) as e:
+            self.tcache_why = "glibc's per-thread caches cannot be found: %s" % e
         if "main_arena" not in syms or "mp_" not in syms:
             self.why = ("glibc's arenas cannot be found: no symbol table for libc "
                         "(install Debian's libc6-dbg, or the distribution's libc debug symbols)")
             return
         (self.arena, arena_size), (self.mp, mp_size) = syms["main_arena"], syms["mp_"]
-        version = self.version(syms.get("__libc_version"))
         if arena_size != MS_SIZE or mp_size not in MP_LAYOUTS or version < (2, 27) or not x86_64():
             self.why = "glibc %s's allocator is not one snapctl can read (malloc_state %d bytes, mp_ %d)" % (
                 ".".join(map(str, version)), arena_size, mp_size)
@@ -1150,6 +1198,93 @@ class Heap:
         except HeapUnreadable:
             return None
 
+    def find_tcache(self, syms, version):
+        """Where each thread's tcache pointer lies, as its distance below
+        the thread pointer (see TCACHE_SYMBOLS). version is glibc's,
+        (0, 0) when unknown (a static program)."""
+        if not x86_64():
+            raise HeapUnreadable("not an x86-64 process")
+        if version > TCACHE_LAST:
+            raise HeapUnreadable("glibc %s's tcache is newer than the layout snapctl knows" % ".".join(map(str, version)))
+        if "" not in syms:
+            raise HeapUnreadable("no symbol table for libc (install Debian's libc6-dbg, or the distribution's libc debug symbols)")
+        if "tcache" not in syms:
+            raise HeapUnreadable("libc's symbol table has no tcache")
+        base = syms[""][0]
+        offset = syms["tcache"][0] - base
+        if "_dl_main_map" in syms:
+            # A static program: its TLS block is the only one, right
+            # below the thread pointer (glibc's __libc_setup_tls).
+            memsz, align = elf_tls_block(gdb.current_progspace().filename)
+            return -(-memsz // max(align, 1)) * max(align, 1) - offset
+        if "_thread_db_link_map_l_tls_offset" not in syms:
+            raise HeapUnreadable("libc's symbol table has no _thread_db_link_map_l_tls_offset")
+        # The descriptor glibc keeps for libthread_db: the field's size in
+        # bits, a count, its offset in struct link_map.
+        bits, _, field = struct.unpack("<III", self.read(syms["_thread_db_link_map_l_tls_offset"][0], 12))
+        if bits != 64:
+            raise HeapUnreadable("link_map's l_tls_offset is %d bits" % bits)
+        tls = struct.unpack("<Q", self.read(self.link_map(base) + field, 8))[0]
+        if tls == 0 or tls >= 1 << 32:
+            raise HeapUnreadable("libc's TLS block is not static (l_tls_offset 0x%x)" % tls)
+        return tls - offset
+
+    def link_map(self, base):
+        """The link_map of the object loaded at base, from the dynamic
+        linker's list (_r_debug.r_map; public fields l_addr, then l_next
+        at 24)."""
+        lm = struct.unpack("<Q", self.read(int(gdb.parse_and_eval("(unsigned long)&_r_debug")) + 8, 8))[0]
+        for _ in range(65536):
+            if lm == 0:
+                break
+            l_addr, l_next = struct.unpack("<Q16xQ", self.read(lm, 32))
+            if l_addr == base:
+                return lm
+            lm = l_next
+        raise HeapUnreadable("libc is not in the dynamic linker's list")
+
+    def tcache_bytes(self, threads):
+        """The bytes of the chunks in the tcaches of threads, every one
+        stopped: counts[i] chunks of TCACHE_MIN + 16 i bytes in bin i."""
+        total = 0
+        for th in threads:
+            p = struct.unpack("<Q", self.read(thread_pointer(th) - self.tcache, 8))[0]
+            # None yet (the thread has not allocated), or gone.
+            if p == 0 or p & 15:
+                continue
+            # The chunk's size, then counts, in one read.
+            data = self.read(p - 8, 8 + 2 * TCACHE_BINS)
+            head = struct.unpack_from("<Q", data)[0] & ~7
+            width = TCACHE_LAYOUTS.get(head)
+            if width is None:
+                raise HeapUnreadable("thread %d's tcache at 0x%x is a chunk of %d bytes, not glibc's tcache_perthread_struct"
+                                     % (th.num, p, head))
+            counts = struct.unpack_from("<%d%s" % (TCACHE_BINS, "H" if width == 2 else "B"), data, 8)
+            total += sum(n * (TCACHE_MIN + 16 * i) for i, n in enumerate(counts))
+        return total
+
+
+def thread_pointer(th):
+    """The thread pointer of th (its fs base): glibc's pthread_t, which
+    libthread_db gives as the thread's handle; else read from the
+    thread's registers."""
+    try:
+        handle = th.handle()
+    except (gdb.error, RuntimeError, AttributeError):
+        # No libthread_db (a static program that does not use threads).
+        handle = None
+    if handle and len(handle) == 8:
+        return int.from_bytes(handle, "little")
+    current = gdb.selected_thread()
+    try:
+        th.switch()
+        return int(gdb.parse_and_eval("(unsigned long)$fs_base"))
+    except gdb.error as e:
+        raise HeapUnreadable("thread %d's thread pointer: %s" % (th.num, e))
+    finally:
+        if current is not None and current.is_valid():
+            current.switch()
+
 
 # HEAPS holds each process's Heap, by pid.
 HEAPS = {}
@@ -1168,6 +1303,7 @@ def heap():
         except (gdb.error, AttributeError, OSError, struct.error) as e:
             h = Heap.__new__(Heap)
             h.pid, h.why, h.mem, h.narenas, h.retry = inferior.pid, "glibc's arenas cannot be found: %s" % e, -1, None, False
+            h.tcache, h.tcache_why = None, ""
         if not h.retry:
             HEAPS[inferior.pid] = h
     return h
@@ -1178,7 +1314,9 @@ def libc_symbols(names):
     process (a static program that keeps its table) or of that file's
     separate debug file (Debian's libc6-dbg), found by build id as gdb
     finds it, as (address in the process, size) by name: where they lie
-    is their distance from mallinfo2. {} when there is no such table, None
+    is their distance from mallinfo2, which is under the name "" (a
+    thread-local symbol's value is an offset in the file's TLS block: less
+    that distance, it is that offset). {} when there is no such table, None
     when the process has no mallinfo2 (yet). No debug information is
     read."""
     try:
@@ -1201,9 +1339,10 @@ def libc_symbols(names):
             continue
         base = fn - syms["mallinfo2"][0]
         found = {n: (base + v, size) for n, (v, size) in syms.items() if n != "mallinfo2"}
+        found[""] = (base, 0)
         if len(found) > len(best):
             best = found
-        if len(best) == len(names):
+        if len(best) == len(names) + 1:
             break
     return best
 
@@ -1259,8 +1398,19 @@ def native_memory(trim, callback=True):
         # A static binary, or a libc that is not glibc.
         rec["allocator_error"] = str(e)
         return rec
-    rec.update(heap_in_use_bytes=mi["uordblks"], heap_free_bytes=mi["fordblks"],
+    cached = None
+    if h.tcache is not None:
+        try:
+            cached = h.tcache_bytes(inferior.threads())
+        except HeapUnreadable as e:
+            rec["call_error"] = "glibc's per-thread caches could not be read: %s" % e
+            return rec
+    else:
+        rec["tcache_error"] = h.tcache_why or "glibc's per-thread caches cannot be found: %s" % h.why
+    rec.update(heap_in_use_bytes=mi["uordblks"] - (cached or 0), heap_free_bytes=mi["fordblks"] + (cached or 0),
                mmap_bytes=mi["hblkhd"], arena_bytes=mi["arena"])
+    if cached is not None:
+        rec["tcache_bytes"] = cached
     n = h.count()
     if n is not None:
         rec["arenas"] = n
