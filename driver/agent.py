@@ -334,6 +334,8 @@ def repeated_hit():
     if at is None:
         frame = gdb.newest_frame()
         at = (frame.pc(), int(frame.read_register("sp")))
+    if tid in HELD:
+        release(tid)
     same = LAST_AT.get(tid) == at
     if len(LAST_AT) >= 4096 and tid not in LAST_AT:
         # Threads that ended: a program that starts thread after thread.
@@ -342,8 +344,142 @@ def repeated_hit():
     if not same:
         return False
     if d:
-        return d.signal_frame(at[1], at[0])
+        if not d.signal_frame(at[1], at[0]):
+            return False
+        hold(d, tid, at[0])
+        return True
     return step_resume_at(thread.num, at[0])
+
+
+# A signal that comes faster than gdb steps a thread over a breakpoint
+# interrupts every step (docs/design.md, fact 42): gdb delivers it, the
+# handler returns to the breakpoint, gdb checks it again (repeated_hit)
+# and steps again, and so on, while the thread makes no progress. At a
+# repeated hit the thread's signals are therefore held for the step: they
+# are blocked (PTRACE_SETSIGMASK, the thread is stopped) and a Release
+# breakpoint at the instruction after the breakpoint's, where the step
+# ends, unblocks them, so that what is pending is delivered there, one
+# instruction later than the program would have seen it. The program's
+# handlers run as before; a process-directed signal may go to another
+# thread, as it may whenever a thread blocks it. Only the signals an
+# instruction cannot raise itself are held: a blocked fault or trap would
+# be delivered with the default action.
+PTRACE_GETSIGMASK, PTRACE_SETSIGMASK = 0x420A, 0x420B
+HOLD_MASK = ((1 << 64) - 1) & ~sum(1 << (s - 1) for s in (
+    signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGTRAP, signal.SIGSYS))
+# HELD holds each thread whose signals are held, by LWP: the signals
+# blocked for the step (those it had blocked itself stay so) and the
+# Release breakpoints that end the hold.
+HELD = {}
+# RELEASES are the Release breakpoints by address, made once, enabled
+# only while a thread's step ends there.
+RELEASES = {}
+# NEXT_AT caches, by the address of a breakpoint, where a step from there
+# ends: the addresses, or None when the instruction may go elsewhere (a
+# jump through a register, a return, a system call).
+NEXT_AT = {}
+# BRANCHES are the mnemonics (gdb's AT&T disassembly) of instructions
+# that change the flow or stop in the kernel: a step from one of them
+# ends at its target (when the disassembly gives it, "jmp 0x401136") or
+# anywhere.
+BRANCHES = ("j", "call", "ret", "lret", "loop", "syscall", "sysenter", "sysexit", "sysret", "int", "iret",
+            "ud", "hlt", "xbegin", "xabort", "xend", "enter", "leave", "bound", "(bad)")
+# PREFIXES come before an instruction's mnemonic; a repeated string
+# instruction steps one element at a time and stays where it is.
+PREFIXES = ("lock", "bnd", "notrack", "cs", "ds", "es", "ss", "fs", "gs", "data16", "addr32", "rex", "rex.w")
+
+
+def step_ends(pc):
+    """The addresses where a step over the instruction at pc ends, or
+    None when they are not known."""
+    if pc in NEXT_AT:
+        return NEXT_AT[pc]
+    ends = None
+    try:
+        insn = gdb.selected_inferior().architecture().disassemble(pc)[0]
+        words = insn["asm"].split("#")[0].split()
+        while words and (words[0] in PREFIXES or words[0].startswith("rex.")):
+            words = words[1:]
+        if words and not words[0].startswith("rep"):
+            op = words[0]
+            if not op.startswith(BRANCHES) or op in ("enter", "leave"):
+                ends = (pc + insn["length"],)
+            elif (op.startswith("j") or op.startswith("call") or op.startswith("loop")) and len(words) > 1 \
+                    and words[1].startswith("0x"):
+                target = int(words[1], 16)
+                conditional = op not in ("jmp", "jmpq", "call", "callq")
+                ends = (target, pc + insn["length"]) if conditional else (target,)
+    except (gdb.error, gdb.MemoryError, ValueError, IndexError, KeyError):
+        ends = None
+    NEXT_AT[pc] = ends
+    return ends
+
+
+def sigmask(d, tid, mask=None):
+    """Thread tid's blocked signals, or sets them to mask; None when ptrace
+    refuses."""
+    c = d.c
+    buf = c.c_ulonglong(0 if mask is None else mask)
+    req = PTRACE_GETSIGMASK if mask is None else PTRACE_SETSIGMASK
+    if d.ptrace(req, tid, 8, c.byref(buf)) != 0:
+        return None
+    return buf.value
+
+
+def hold(d, tid, pc):
+    """Holds thread tid's signals for gdb's step over the breakpoint at
+    pc (see HELD)."""
+    ends = step_ends(pc)
+    if not ends:
+        return
+    mask = sigmask(d, tid)
+    if mask is None or sigmask(d, tid, mask | HOLD_MASK) is None:
+        return
+    releases = []
+    for at in ends:
+        bp = RELEASES.get(at)
+        if bp is None or not bp.is_valid():
+            bp = RELEASES[at] = Release(at)
+        bp.enabled = True
+        releases.append(bp)
+    HELD[tid] = (HOLD_MASK & ~mask, releases)
+
+
+def release(tid):
+    """Ends the hold of thread tid's signals (see HELD), stopped here."""
+    added, releases = HELD.pop(tid)
+    d = direct_tracer()
+    if d:
+        mask = sigmask(d, tid)
+        if mask is not None:
+            sigmask(d, tid, mask & ~added)
+    for bp in releases:
+        if bp.is_valid() and not any(bp in held[1] for held in HELD.values()):
+            bp.enabled = False
+
+
+def release_all(event=None):
+    """Ends every hold: at gdb's stop of every thread, or when the
+    process ends."""
+    for tid in list(HELD):
+        release(tid)
+
+
+class Release(gdb.Breakpoint):
+    """Where a held thread's step ends (see HELD)."""
+
+    def __init__(self, address):
+        super().__init__("*0x%x" % address, internal=True)
+
+    def stop(self):
+        tid = gdb.selected_thread().ptid[1]
+        if tid in HELD:
+            release(tid)
+        return False
+
+
+gdb.events.stop.connect(release_all)
+gdb.events.exited.connect(lambda event: HELD.clear())
 
 
 class NewHit(gdb.Function):
