@@ -346,7 +346,7 @@ def repeated_hit():
     if d:
         if not d.signal_frame(at[1], at[0]):
             return False
-        hold(d, tid, at[0])
+        hold(d, tid, at[0], at[1])
         return True
     return step_resume_at(thread.num, at[0])
 
@@ -374,44 +374,57 @@ HELD = {}
 # RELEASES are the Release breakpoints by address, made once, enabled
 # only while a thread's step ends there.
 RELEASES = {}
-# NEXT_AT caches, by the address of a breakpoint, where a step from there
-# ends: the addresses, or None when the instruction may go elsewhere (a
-# jump through a register, a return, a system call).
+# NEXT_AT caches, by the address of a breakpoint, where a step from
+# there ends: the addresses, RETURN for a return (to the address on the
+# stack), or None when the instruction may go anywhere (a jump through a
+# register, a system call, a fault).
 NEXT_AT = {}
+RETURN = "return"
 # BRANCHES are the mnemonics (gdb's AT&T disassembly) of instructions
-# that change the flow or stop in the kernel: a step from one of them
-# ends at its target (when the disassembly gives it, "jmp 0x401136") or
-# anywhere.
+# that change the flow or enter the kernel: a step from one of them ends
+# at its target, when the disassembly gives it ("jmp 0x401136 <f+16>"),
+# or anywhere.
 BRANCHES = ("j", "call", "ret", "lret", "loop", "syscall", "sysenter", "sysexit", "sysret", "int", "iret",
-            "ud", "hlt", "xbegin", "xabort", "xend", "enter", "leave", "bound", "(bad)")
-# PREFIXES come before an instruction's mnemonic; a repeated string
-# instruction steps one element at a time and stays where it is.
-PREFIXES = ("lock", "bnd", "notrack", "cs", "ds", "es", "ss", "fs", "gs", "data16", "addr32", "rex", "rex.w")
+            "ud", "hlt", "xbegin", "xabort", "xend", "bound", "(bad)")
+# PREFIXES come before a mnemonic in gdb's disassembly. A repeated string
+# instruction (rep, repz...) moves one element per step and stays where it
+# is: its end is not known.
+PREFIXES = ("lock", "bnd", "notrack", "xacquire", "xrelease", "cs", "ds", "es", "ss", "fs", "gs", "data16", "addr32")
 
 
-def step_ends(pc):
-    """The addresses where a step over the instruction at pc ends, or
-    None when they are not known."""
-    if pc in NEXT_AT:
-        return NEXT_AT[pc]
-    ends = None
-    try:
-        insn = gdb.selected_inferior().architecture().disassemble(pc)[0]
-        words = insn["asm"].split("#")[0].split()
-        while words and (words[0] in PREFIXES or words[0].startswith("rex.")):
-            words = words[1:]
-        if words and not words[0].startswith("rep"):
-            op = words[0]
-            if not op.startswith(BRANCHES) or op in ("enter", "leave"):
-                ends = (pc + insn["length"],)
-            elif (op.startswith("j") or op.startswith("call") or op.startswith("loop")) and len(words) > 1 \
-                    and words[1].startswith("0x"):
-                target = int(words[1], 16)
-                conditional = op not in ("jmp", "jmpq", "call", "callq")
-                ends = (target, pc + insn["length"]) if conditional else (target,)
-    except (gdb.error, gdb.MemoryError, ValueError, IndexError, KeyError):
+def step_ends(d, pc, sp):
+    """The addresses where a step over the instruction at pc, with the
+    stack pointer at sp, ends; None when they are not known."""
+    ends = NEXT_AT.get(pc, False)
+    if ends is False:
         ends = None
-    NEXT_AT[pc] = ends
+        try:
+            insn = gdb.selected_inferior().architecture().disassemble(pc)[0]
+            words = insn["asm"].split("#")[0].split()
+            while words and (words[0] in PREFIXES or words[0].startswith("rex")):
+                words = words[1:]
+            op = words[0] if words else "rep"
+            after = pc + insn["length"]
+            if op.startswith("rep"):
+                pass
+            elif not op.startswith(BRANCHES):
+                ends = (after,)
+            elif op in ("ret", "retq"):
+                ends = RETURN
+            elif op.startswith(("j", "call", "loop")) and len(words) > 1 and words[1].startswith("0x"):
+                target = int(words[1], 16)
+                ends = (target,) if op in ("jmp", "jmpq", "call", "callq") else (target, after)
+        except (gdb.error, ValueError, IndexError, KeyError):
+            ends = None
+        NEXT_AT[pc] = ends
+    if ends == RETURN:
+        try:
+            data = os.pread(d.mem, 8, sp)
+        except OSError:
+            return None
+        return struct.unpack("<Q", data) if len(data) == 8 else None
+    if ends and pc in ends:
+        return None  # a jump to itself: the breakpoint is the end
     return ends
 
 
@@ -426,22 +439,29 @@ def sigmask(d, tid, mask=None):
     return buf.value
 
 
-def hold(d, tid, pc):
+def hold(d, tid, pc, sp):
     """Holds thread tid's signals for gdb's step over the breakpoint at
-    pc (see HELD)."""
-    ends = step_ends(pc)
+    pc (see HELD); nothing when where the step ends is not known."""
+    ends = step_ends(d, pc, sp)
     if not ends:
+        return
+    releases = []
+    try:
+        for at in ends:
+            bp = RELEASES.get(at)
+            if bp is None or not bp.is_valid():
+                bp = RELEASES[at] = Release(at)
+            bp.enabled = True
+            releases.append(bp)
+    except (gdb.error, RuntimeError):
+        for bp in releases:
+            bp.enabled = any(bp in held[1] for held in HELD.values())
         return
     mask = sigmask(d, tid)
     if mask is None or sigmask(d, tid, mask | HOLD_MASK) is None:
+        for bp in releases:
+            bp.enabled = any(bp in held[1] for held in HELD.values())
         return
-    releases = []
-    for at in ends:
-        bp = RELEASES.get(at)
-        if bp is None or not bp.is_valid():
-            bp = RELEASES[at] = Release(at)
-        bp.enabled = True
-        releases.append(bp)
     HELD[tid] = (HOLD_MASK & ~mask, releases)
 
 
