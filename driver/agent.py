@@ -326,7 +326,10 @@ def repeated_hit():
     cannot be read through ptrace, gdb is asked whether it holds a
     step-resume breakpoint for the thread at this address, which costs
     0.1 ms: with a fast timer gdb restarts the step over and over, and
-    the longer a check takes the less often the thread gets through."""
+    the longer a check takes the less often the thread gets through.
+    With the registers read through ptrace, a repeated hit also holds
+    the thread's signals for gdb's next step (see hold), which then gets
+    through."""
     thread = gdb.selected_thread()
     tid = thread.ptid[1]
     d = direct_tracer()
@@ -352,18 +355,24 @@ def repeated_hit():
 
 
 # A signal that comes faster than gdb steps a thread over a breakpoint
-# interrupts every step (docs/design.md, fact 42): gdb delivers it, the
-# handler returns to the breakpoint, gdb checks it again (repeated_hit)
-# and steps again, and so on, while the thread makes no progress. At a
-# repeated hit the thread's signals are therefore held for the step: they
-# are blocked (PTRACE_SETSIGMASK, the thread is stopped) and a Release
-# breakpoint at the instruction after the breakpoint's, where the step
-# ends, unblocks them, so that what is pending is delivered there, one
-# instruction later than the program would have seen it. The program's
-# handlers run as before; a process-directed signal may go to another
-# thread, as it may whenever a thread blocks it. Only the signals an
-# instruction cannot raise itself are held: a blocked fault or trap would
-# be delivered with the default action.
+# interrupts nearly every step (docs/design.md, fact 42): gdb delivers it,
+# the handler returns to the breakpoint, gdb checks it again
+# (repeated_hit) and steps again, and so on, while the thread makes no
+# progress. At a repeated hit the thread's signals are therefore held for
+# the step: they are blocked (PTRACE_SETSIGMASK; the thread is stopped,
+# and nothing in memory changes while other threads run), and a Release
+# breakpoint where the step ends (the next instruction, a jump's targets,
+# a return's address) unblocks them, so that what is pending is
+# delivered there, one instruction later than the program would have
+# seen it. The program's handlers run as before; a process-directed
+# signal may go to another thread, as it may whenever a thread blocks it.
+# Only the signals an instruction cannot raise itself are held: a blocked
+# fault or trap would be delivered with the default action. Where the
+# step ends is not known (a jump through a register, a system call, which
+# could wait with the signals blocked), the thread is not held. This
+# cannot wait for a stop of snapctl's: stop() returning True at a repeated
+# hit does not stop gdb, whose step-resume breakpoint there outranks the
+# plan's. Every hold ends at gdb's next stop.
 PTRACE_GETSIGMASK, PTRACE_SETSIGMASK = 0x420A, 0x420B
 HOLD_MASK = ((1 << 64) - 1) & ~sum(1 << (s - 1) for s in (
     signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGTRAP, signal.SIGSYS))
@@ -403,6 +412,8 @@ def step_ends(d, pc, sp):
             words = insn["asm"].split("#")[0].split()
             while words and (words[0] in PREFIXES or words[0].startswith("rex")):
                 words = words[1:]
+            if len(words) > 1 and words[0].startswith("rep") and words[1].startswith("ret"):
+                words = words[1:]  # "repz ret", an old idiom for ret
             op = words[0] if words else "rep"
             after = pc + insn["length"]
             if op.startswith("rep"):
@@ -441,7 +452,8 @@ def sigmask(d, tid, mask=None):
 
 def hold(d, tid, pc, sp):
     """Holds thread tid's signals for gdb's step over the breakpoint at
-    pc (see HELD); nothing when where the step ends is not known."""
+    pc, sp its stack pointer (see HELD); nothing when where the step ends
+    is not known."""
     ends = step_ends(d, pc, sp)
     if not ends:
         return
@@ -453,16 +465,13 @@ def hold(d, tid, pc, sp):
                 bp = RELEASES[at] = Release(at)
             bp.enabled = True
             releases.append(bp)
+        mask = sigmask(d, tid)
+        if mask is not None and sigmask(d, tid, mask | HOLD_MASK) is not None:
+            HELD[tid] = (HOLD_MASK & ~mask, releases)
+            return
     except (gdb.error, RuntimeError):
-        for bp in releases:
-            bp.enabled = any(bp in held[1] for held in HELD.values())
-        return
-    mask = sigmask(d, tid)
-    if mask is None or sigmask(d, tid, mask | HOLD_MASK) is None:
-        for bp in releases:
-            bp.enabled = any(bp in held[1] for held in HELD.values())
-        return
-    HELD[tid] = (HOLD_MASK & ~mask, releases)
+        pass
+    release_needless(releases)
 
 
 def release(tid):
@@ -473,14 +482,18 @@ def release(tid):
         mask = sigmask(d, tid)
         if mask is not None:
             sigmask(d, tid, mask & ~added)
+    release_needless(releases)
+
+
+def release_needless(releases):
+    """Disables those of releases that no held thread waits at."""
     for bp in releases:
         if bp.is_valid() and not any(bp in held[1] for held in HELD.values()):
             bp.enabled = False
 
 
 def release_all(event=None):
-    """Ends every hold: at gdb's stop of every thread, or when the
-    process ends."""
+    """Ends every hold, at gdb's stop of every thread."""
     for tid in list(HELD):
         release(tid)
 
@@ -492,9 +505,14 @@ class Release(gdb.Breakpoint):
         super().__init__("*0x%x" % address, internal=True)
 
     def stop(self):
-        tid = gdb.selected_thread().ptid[1]
-        if tid in HELD:
-            release(tid)
+        # An exception here would stop gdb at a breakpoint that is not
+        # the plan's.
+        try:
+            tid = gdb.selected_thread().ptid[1]
+            if tid in HELD:
+                release(tid)
+        except Exception:
+            pass
         return False
 
 
