@@ -2,7 +2,10 @@ package driver
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,5 +92,50 @@ func TestNativeSignalTimer(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestNativeSignalTimerAttach: attached twice to a process of four threads
+// under a 200 us timer, on every stop path, each run takes its 100 stops
+// and detaches; after that the process runs on, its handler runs, and it
+// never finds SIGALRM blocked after a call: no thread is left with its
+// signals held.
+func TestNativeSignalTimerAttach(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/fasttimer.c")
+	for _, p := range timerPaths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			var out testenv.Buffer
+			cmd := exec.Command(bin, "0", "200", "4")
+			cmd.Env = append(os.Environ(), testenv.ScopeEnv(t))
+			cmd.Stdout = &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				cmd.Process.Kill()
+				cmd.Wait()
+			})
+			pid := cmd.Process.Pid
+			plan := "backend: native\nbreakpoints:\n" + p.bp("work", "work") + "    max_hits: 100\n"
+			for range 2 {
+				_, m, err := runNative(t, Options{AttachPID: pid, NoAgent: p.noAgent, Timeout: 5 * time.Minute}, plan, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m.Status != StatusCompleted || len(m.Stops) != 100 || m.Breakpoints[0].Hits != 100 || !m.Native.Detached {
+					t.Fatalf("status %s, %d stops, breakpoints %+v, native %+v", m.Status, len(m.Stops), m.Breakpoints, m.Native)
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+			cmd.Process.Signal(syscall.SIGTERM)
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("the process after the runs: %v, output %q", err, out.String())
+			}
+			if counted(t, out.String(), "calls") == 0 || counted(t, out.String(), "ticks") == 0 || counted(t, out.String(), "blocked") != 0 {
+				t.Errorf("output %q", out.String())
+			}
+		})
 	}
 }

@@ -1,7 +1,7 @@
 // A fast signal timer against breakpoints: SIGALRM every US microseconds
 // (argument 2, default 200) from ITIMER_REAL while THREADS threads
 // (argument 3, default 1: main alone) call work(i) CALLS times each
-// (argument 1, default 300), allocating. The handler (SA_RESTART) does a
+// (argument 1, default 300; 0: until SIGTERM), allocating. The handler (SA_RESTART) does a
 // little work and counts its runs. After each call the thread checks that
 // SIGALRM is not blocked, as the program left it: snapctl holds a thread's
 // signals only for gdb's step over the breakpoint. Each call also goes
@@ -19,7 +19,13 @@
 static atomic_long ticks;
 static atomic_int calls, blocked;
 static volatile unsigned long sink;
+static volatile sig_atomic_t quit;
 static int per;
+
+static void on_term(int sig) {
+	(void)sig;
+	quit = 1;
+}
 
 static void on_alarm(int sig) {
 	(void)sig;
@@ -56,7 +62,7 @@ void work(int i) {
 
 static void *worker(void *arg) {
 	(void)arg;
-	for (int i = 0; i < per; i++) {
+	for (int i = 0; per == 0 ? !quit : i < per; i++) {
 		free(malloc(64 + i));
 		work(i);
 		hop_jmp();
@@ -79,6 +85,8 @@ int main(int argc, char **argv) {
 	sa.sa_handler = on_alarm;
 	sa.sa_flags = SA_RESTART;
 	sigaction(SIGALRM, &sa, NULL);
+	sa.sa_handler = on_term;
+	sigaction(SIGTERM, &sa, NULL);
 	struct itimerval it = {{0, us}, {0, us}};
 	setitimer(ITIMER_REAL, &it, NULL);
 	pthread_t t[64];
