@@ -326,7 +326,10 @@ def repeated_hit():
     cannot be read through ptrace, gdb is asked whether it holds a
     step-resume breakpoint for the thread at this address, which costs
     0.1 ms: with a fast timer gdb restarts the step over and over, and
-    the longer a check takes the less often the thread gets through."""
+    the longer a check takes the less often the thread gets through.
+    With the registers read through ptrace, a repeated hit also holds
+    the thread's signals for gdb's next step (see hold), which then gets
+    through."""
     thread = gdb.selected_thread()
     tid = thread.ptid[1]
     d = direct_tracer()
@@ -334,6 +337,8 @@ def repeated_hit():
     if at is None:
         frame = gdb.newest_frame()
         at = (frame.pc(), int(frame.read_register("sp")))
+    if tid in HELD:
+        release(tid)
     same = LAST_AT.get(tid) == at
     if len(LAST_AT) >= 4096 and tid not in LAST_AT:
         # Threads that ended: a program that starts thread after thread.
@@ -342,8 +347,177 @@ def repeated_hit():
     if not same:
         return False
     if d:
-        return d.signal_frame(at[1], at[0])
+        if not d.signal_frame(at[1], at[0]):
+            return False
+        hold(d, tid, at[0], at[1])
+        return True
     return step_resume_at(thread.num, at[0])
+
+
+# A signal that comes faster than gdb steps a thread over a breakpoint
+# interrupts nearly every step (docs/design.md, fact 42): gdb delivers it,
+# the handler returns to the breakpoint, gdb checks it again
+# (repeated_hit) and steps again, and so on, while the thread makes no
+# progress. At a repeated hit the thread's signals are therefore held for
+# the step: they are blocked (PTRACE_SETSIGMASK; the thread is stopped,
+# and nothing in memory changes while other threads run), and a Release
+# breakpoint where the step ends (the next instruction, a jump's targets,
+# a return's address) unblocks them, so that what is pending is
+# delivered there, one instruction later than the program would have
+# seen it. The program's handlers run as before; a process-directed
+# signal may go to another thread, as it may whenever a thread blocks it.
+# Only the signals an instruction cannot raise itself are held: a blocked
+# fault or trap would be delivered with the default action. Where the
+# step ends is not known (a jump through a register, a system call, which
+# could wait with the signals blocked), the thread is not held. This
+# cannot wait for a stop of snapctl's: stop() returning True at a repeated
+# hit does not stop gdb, whose step-resume breakpoint there outranks the
+# plan's. Every hold ends at gdb's next stop.
+PTRACE_GETSIGMASK, PTRACE_SETSIGMASK = 0x420A, 0x420B
+HOLD_MASK = ((1 << 64) - 1) & ~sum(1 << (s - 1) for s in (
+    signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGTRAP, signal.SIGSYS))
+# HELD holds each thread whose signals are held, by LWP: the signals
+# blocked for the step (those it had blocked itself stay so) and the
+# Release breakpoints that end the hold.
+HELD = {}
+# RELEASES are the Release breakpoints by address, made once, enabled
+# only while a thread's step ends there.
+RELEASES = {}
+# NEXT_AT caches, by the address of a breakpoint, where a step from
+# there ends: the addresses, RETURN for a return (to the address on the
+# stack), or None when the instruction may go anywhere (a jump through a
+# register, a system call, a fault).
+NEXT_AT = {}
+RETURN = "return"
+# BRANCHES are the mnemonics (gdb's AT&T disassembly) of instructions
+# that change the flow or enter the kernel: a step from one of them ends
+# at its target, when the disassembly gives it ("jmp 0x401136 <f+16>"),
+# or anywhere.
+BRANCHES = ("j", "call", "ret", "lret", "loop", "syscall", "sysenter", "sysexit", "sysret", "int", "iret",
+            "ud", "hlt", "xbegin", "xabort", "xend", "bound", "(bad)")
+# PREFIXES come before a mnemonic in gdb's disassembly. A repeated string
+# instruction (rep, repz...) moves one element per step and stays where it
+# is: its end is not known.
+PREFIXES = ("lock", "bnd", "notrack", "xacquire", "xrelease", "cs", "ds", "es", "ss", "fs", "gs", "data16", "addr32")
+
+
+def step_ends(d, pc, sp):
+    """The addresses where a step over the instruction at pc, with the
+    stack pointer at sp, ends; None when they are not known."""
+    ends = NEXT_AT.get(pc, False)
+    if ends is False:
+        ends = None
+        try:
+            insn = gdb.selected_inferior().architecture().disassemble(pc)[0]
+            words = insn["asm"].split("#")[0].split()
+            while words and (words[0] in PREFIXES or words[0].startswith("rex")):
+                words = words[1:]
+            if len(words) > 1 and words[0].startswith("rep") and words[1].startswith("ret"):
+                words = words[1:]  # "repz ret", an old idiom for ret
+            op = words[0] if words else "rep"
+            after = pc + insn["length"]
+            if op.startswith("rep"):
+                pass
+            elif not op.startswith(BRANCHES):
+                ends = (after,)
+            elif op in ("ret", "retq"):
+                ends = RETURN
+            elif op.startswith(("j", "call", "loop")) and len(words) > 1 and words[1].startswith("0x"):
+                target = int(words[1], 16)
+                ends = (target,) if op in ("jmp", "jmpq", "call", "callq") else (target, after)
+        except (gdb.error, ValueError, IndexError, KeyError):
+            ends = None
+        NEXT_AT[pc] = ends
+    if ends == RETURN:
+        try:
+            data = os.pread(d.mem, 8, sp)
+        except OSError:
+            return None
+        return struct.unpack("<Q", data) if len(data) == 8 else None
+    if ends and pc in ends:
+        return None  # a jump to itself: the breakpoint is the end
+    return ends
+
+
+def sigmask(d, tid, mask=None):
+    """Thread tid's blocked signals, or sets them to mask; None when ptrace
+    refuses."""
+    c = d.c
+    buf = c.c_ulonglong(0 if mask is None else mask)
+    req = PTRACE_GETSIGMASK if mask is None else PTRACE_SETSIGMASK
+    if d.ptrace(req, tid, 8, c.byref(buf)) != 0:
+        return None
+    return buf.value
+
+
+def hold(d, tid, pc, sp):
+    """Holds thread tid's signals for gdb's step over the breakpoint at
+    pc, sp its stack pointer (see HELD); nothing when where the step ends
+    is not known."""
+    ends = step_ends(d, pc, sp)
+    if not ends:
+        return
+    releases = []
+    try:
+        for at in ends:
+            bp = RELEASES.get(at)
+            if bp is None or not bp.is_valid():
+                bp = RELEASES[at] = Release(at)
+            bp.enabled = True
+            releases.append(bp)
+        mask = sigmask(d, tid)
+        if mask is not None and sigmask(d, tid, mask | HOLD_MASK) is not None:
+            HELD[tid] = (HOLD_MASK & ~mask, releases)
+            return
+    except (gdb.error, RuntimeError):
+        pass
+    release_needless(releases)
+
+
+def release(tid):
+    """Ends the hold of thread tid's signals (see HELD), stopped here."""
+    added, releases = HELD.pop(tid)
+    d = direct_tracer()
+    if d:
+        mask = sigmask(d, tid)
+        if mask is not None:
+            sigmask(d, tid, mask & ~added)
+    release_needless(releases)
+
+
+def release_needless(releases):
+    """Disables those of releases that no held thread waits at."""
+    for bp in releases:
+        if bp.is_valid() and not any(bp in held[1] for held in HELD.values()):
+            bp.enabled = False
+
+
+def release_all(event=None):
+    """Ends every hold, at gdb's stop of every thread."""
+    for tid in list(HELD):
+        release(tid)
+
+
+class Release(gdb.Breakpoint):
+    """Where a held thread's step ends (see HELD)."""
+
+    def __init__(self, address):
+        super().__init__("*0x%x" % address, internal=True)
+
+    def stop(self):
+        # An exception here would stop gdb at a breakpoint that is not
+        # the plan's.
+        try:
+            tid = gdb.selected_thread().ptid[1]
+            if tid in HELD:
+                release(tid)
+        except Exception:
+            pass
+        return False
+
+
+gdb.events.stop.connect(release_all)
+gdb.events.exited.connect(lambda event: HELD.clear())
 
 
 class NewHit(gdb.Function):

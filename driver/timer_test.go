@@ -1,0 +1,141 @@
+package driver
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/snapctl/snapctl/internal/testenv"
+)
+
+// timerPaths are the stop paths of a native breakpoint: the agent's, GDB/MI's
+// for a breakpoint with commands, and GDB/MI's for every breakpoint when
+// gdb's agent is not loaded (its definitions, $_snapctl_hit() among them,
+// still are).
+var timerPaths = []struct {
+	name           string
+	noAgent, agent bool
+	bp             func(name, location string) string
+}{
+	{"agent", false, true, nativePaths[0].bp},
+	{"mi", false, false, nativePaths[1].bp},
+	{"noagent", true, false, nativePaths[0].bp},
+}
+
+// TestNativeSignalTimer: SIGALRM every 200 us (and 50 us), faster than gdb
+// steps a thread over a breakpoint, so that without the hold of the
+// thread's signals for the step (agent.py's hold) nearly every step is
+// interrupted, the handler returns to the breakpoint and gdb steps again:
+// such a run took minutes for a few calls (docs/design.md, fact 42). The
+// run completes (the generous timeout is the failure, not a figure of
+// speed), every call is one hit and one stop, on every stop path: with
+// one thread or four taking the timer's signals, with a condition that
+// skips every other call, and with breakpoints on a jump, a conditional
+// jump and a return, where the step ends elsewhere than at the next
+// instruction. The program's handler runs, and the program never finds
+// SIGALRM blocked after a call.
+func TestNativeSignalTimer(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/fasttimer.c")
+	type run struct {
+		name               string
+		calls, us, threads int
+		locations          []string
+		condition          string
+	}
+	work := []string{"work"}
+	runs := []run{
+		{"200us", 200, 200, 1, work, ""},
+		{"200us/4threads", 200, 200, 4, work, ""},
+		{"200us/condition", 200, 200, 1, work, "i % 2 == 0"},
+		{"200us/branches", 100, 200, 1, []string{"'*hop_jmp'", "'*at_jcc'", "'*hop_ret'"}, ""},
+		{"50us", 100, 50, 1, work, ""},
+	}
+	for _, r := range runs {
+		for _, p := range timerPaths {
+			t.Run(p.name+"/"+r.name, func(t *testing.T) {
+				t.Parallel()
+				plan := "backend: native\nbreakpoints:\n"
+				for i, loc := range r.locations {
+					plan += p.bp(fmt.Sprintf("bp%d", i), loc)
+					if r.condition != "" {
+						plan += "    condition: \"" + r.condition + "\"\n"
+					}
+				}
+				m, out, err := runNativeOut(t, Options{NoAgent: p.noAgent, Timeout: 5 * time.Minute}, plan,
+					bin, strconv.Itoa(r.calls), strconv.Itoa(r.us), strconv.Itoa(r.threads))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m.GdbAgent != p.agent {
+					t.Errorf("gdb_agent %v, want %v", m.GdbAgent, p.agent)
+				}
+				calls := counted(t, out, "calls")
+				hits := calls
+				if r.condition != "" {
+					hits /= 2
+				}
+				if calls != r.calls*r.threads || len(m.Breakpoints) != len(r.locations) || len(m.Stops) != hits*len(r.locations) {
+					t.Fatalf("%d calls, breakpoints %+v, %d stops; output %q", calls, m.Breakpoints, len(m.Stops), out)
+				}
+				for _, b := range m.Breakpoints {
+					if b.Hits != hits {
+						t.Errorf("breakpoint %s: %d hits, want %d", b.Name, b.Hits, hits)
+					}
+				}
+				if counted(t, out, "ticks") == 0 || counted(t, out, "blocked") != 0 {
+					t.Errorf("the handler ran %d times, SIGALRM found blocked after %d calls; output %q", counted(t, out, "ticks"), counted(t, out, "blocked"), out)
+				}
+			})
+		}
+	}
+}
+
+// TestNativeSignalTimerAttach: attached twice to a process of four threads
+// under a 200 us timer, on every stop path, each run takes its 100 stops
+// and detaches; after that the process runs on, its handler runs, and it
+// never finds SIGALRM blocked after a call: no thread is left with its
+// signals held.
+func TestNativeSignalTimerAttach(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/fasttimer.c")
+	for _, p := range timerPaths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			var out testenv.Buffer
+			cmd := exec.Command(bin, "0", "200", "4")
+			cmd.Env = append(os.Environ(), testenv.ScopeEnv(t))
+			cmd.Stdout = &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				cmd.Process.Kill()
+				cmd.Wait()
+			})
+			pid := cmd.Process.Pid
+			plan := "backend: native\nbreakpoints:\n" + p.bp("work", "work") + "    max_hits: 100\n"
+			for range 2 {
+				_, m, err := runNative(t, Options{AttachPID: pid, NoAgent: p.noAgent, Timeout: 5 * time.Minute}, plan, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m.Status != StatusCompleted || len(m.Stops) != 100 || m.Breakpoints[0].Hits != 100 || !m.Native.Detached {
+					t.Fatalf("status %s, %d stops, breakpoints %+v, native %+v", m.Status, len(m.Stops), m.Breakpoints, m.Native)
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+			cmd.Process.Signal(syscall.SIGTERM)
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("the process after the runs: %v, output %q", err, out.String())
+			}
+			if counted(t, out.String(), "calls") == 0 || counted(t, out.String(), "ticks") == 0 || counted(t, out.String(), "blocked") != 0 {
+				t.Errorf("output %q", out.String())
+			}
+		})
+	}
+}
