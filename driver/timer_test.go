@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // timerPaths are the stop paths of a native breakpoint: the agent's, GDB/MI's
@@ -124,7 +125,7 @@ func TestNativeSignalTimerAttach(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if m.Status != StatusCompleted || len(m.Stops) != 100 || m.Breakpoints[0].Hits != 100 || !m.Native.Detached {
+				if m.Status != runjson.StatusCompleted || len(m.Stops) != 100 || m.Breakpoints[0].Hits != 100 || !m.Native.Detached {
 					t.Fatalf("status %s, %d stops, breakpoints %+v, native %+v", m.Status, len(m.Stops), m.Breakpoints, m.Native)
 				}
 			}
