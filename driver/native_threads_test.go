@@ -314,7 +314,8 @@ func TestNativeSignalHandler(t *testing.T) {
 // during the step and gdb checks the breakpoint again where the handler
 // returns (fact 42): without repeated_hit these runs count a few more
 // hits than calls. The hits are the program's calls, one thread or four.
-// (A 200 us timer holds gdb in that loop for most of the run: fact 42.)
+// (A 200 us timer held gdb in that loop until agent.py held the thread's
+// signals for the step: TestNativeSignalTimer, timer_test.go.)
 func TestNativeFastTimer(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "testdata/native/alarm.c")
