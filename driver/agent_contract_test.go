@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"github.com/snapctl/snapctl/driver/backend"
+	"github.com/snapctl/snapctl/driver/backend/native"
+	"github.com/snapctl/snapctl/plan"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -178,8 +181,8 @@ func TestAgentContract(t *testing.T) {
 		}
 		return recs
 	}
-	native := run("native", (&nativeBackend{}).agentMeasure(), specs)
-	massif := run("echo", pyDict("kind", BackendMassif, "monitor", "echo", "ext", snapshotExt, "report", xtreeReport), specs[:1])
+	native := run("native", native.New(backend.Config{Plan: &plan.Plan{}}).AgentMeasure(), specs)
+	massif := run("echo", backend.PyDict("kind", BackendMassif, "monitor", "echo", "ext", snapshotExt, "report", xtreeReport), specs[:1])
 	recs := append(native, massif...)
 
 	row := func(rec map[string]json.RawMessage) int {

@@ -4,35 +4,29 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
-	"github.com/snapctl/snapctl/snapshots"
 )
 
-// taken is a stop whose snapshot file massif wrote and snapctl moved into
-// the run directory under a staging name (stageSnapshot), not yet read nor
-// compressed: that waits until the target runs again, so snapctl's own
-// work overlaps the target's. Taken stops wait in session.pending; flush
-// reads them, also when a run ends in the middle of a stop, so every kept
-// snapshot has its stop in run.json.
-type taken struct {
-	stop  *runjson.Stop
-	bp    *bpState
-	raw   string              // the snapshot file massif wrote, staged
-	hitOf *taken              // for a return-phase stop, its hit
-	snap  *snapshots.HeapTree // a hit's snapshot, until its return is read
-	// tree and same serve keep_snapshots: changed (see keep.go).
-	tree treeSum
-	same bool
+// stopRecord is a stop numbered and measured, whose measurement the
+// backend kept (massif: its snapshot file, staged in the run directory)
+// but has not yet read: that waits until the target runs again, so
+// snapctl's own work overlaps the target's. Stop records wait in
+// session.pending; flush has the backend read them, also when a run ends
+// in the middle of a stop, so every kept measurement has its stop in
+// run.json.
+type stopRecord struct {
+	backend.Stop
+	bp *bpState
 }
 
 // take records a stop, whichever path took it (gdb's agent or GDB/MI): the
@@ -40,15 +34,19 @@ type taken struct {
 // measurement (what the backend's command wrote at the stop) is kept.
 // The stop joins the pending ones, which flush reads and analyses once the
 // target runs again. hitOf is the hit of a return-phase stop.
-func (s *session) take(stop *runjson.Stop, st *bpState, hitOf *taken, m measurement, at time.Time) error {
+func (s *session) take(stop *runjson.Stop, st *bpState, hitOf *stopRecord, m backend.Measurement, at time.Time) error {
 	s.seq++
 	stop.Seq = s.seq
 	stop.Time = runjson.Stamp(at)
-	raw, err := s.backend.keep(s, m, stop)
+	raw, err := s.backend.Keep(m, stop)
 	if err != nil {
 		return err
 	}
-	s.pending = append(s.pending, &taken{stop: stop, bp: st, hitOf: hitOf, raw: raw})
+	t := &stopRecord{Stop: backend.Stop{Stop: stop, Breakpoint: st.bp, Raw: raw}, bp: st}
+	if hitOf != nil {
+		t.HitOf = &hitOf.Stop
+	}
+	s.pending = append(s.pending, t)
 	return nil
 }
 
@@ -134,7 +132,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		// thread that valgrind does not schedule): give this stop up.
 		irec := s.gdb.Interrupt()
 		released := false
-		if irec != nil && gdb.OwnStop(irec) && s.native != nil && stop.SchedulerLocking == "on" {
+		if irec != nil && gdb.OwnStop(irec) && s.launcher.local() && stop.SchedulerLocking == "on" {
 			// Natively the lock holds: the call may wait for a
 			// thread that the lock keeps stopped. The deadline
 			// releases it and the call goes on with every thread.
@@ -272,8 +270,8 @@ func (s *session) otherStop(ctx, sctx context.Context, st *bpState, hit int, res
 // sends the commands in then (the resume of a stop with nothing else to
 // do), all in one exchange with gdb. It fills stop's threads, frames and
 // snapshot file and returns the threads.
-func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *runjson.Stop, tid string, backtrace bool, hitOf *taken, then []mi.Command) ([]runjson.Thread, error) {
-	tmp := filepath.Join(s.priv, "snap"+s.backend.ext())
+func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *runjson.Stop, tid string, backtrace bool, hitOf *stopRecord, then []mi.Command) ([]runjson.Thread, error) {
+	tmp := filepath.Join(s.priv, "snap"+s.backend.Ext())
 	mode := st.bp.Threads
 	if st.bp.AroundCall {
 		// Whether another thread ran during the call is told from
@@ -303,7 +301,7 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *run
 		}
 	}
 	snap := len(cmds)
-	cmds = append(cmds, mi.Command{Name: "-interpreter-exec", Args: []string{"console", mi.Quote(s.backend.measureCommand(tmp))}})
+	cmds = append(cmds, mi.Command{Name: "-interpreter-exec", Args: []string{"console", mi.Quote(s.backend.Command(tmp))}})
 	cmds = append(cmds, then...)
 	res, errs := s.gdb.SendBatch(ctx, cmds)
 	for i, err := range errs[:snap+1] {
@@ -342,8 +340,8 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *run
 	stop.Threads = threads
 	// Errors come back as target-stream text with a ^done
 	// (docs/design.md, fact 5).
-	if msg := s.backend.failure(res[snap]); msg != "" {
-		return nil, &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("snapshot at breakpoint %q failed", st.bp.Name), Tail: msg}
+	if msg := s.backend.Failure(res[snap].Target()); msg != "" {
+		return nil, &ToolError{Tool: s.backend.Tool(), Msg: fmt.Sprintf("snapshot at breakpoint %q failed", st.bp.Name), Tail: msg}
 	}
 	// The agent's stops since the last one came before this snapshot,
 	// also those while around_call's finish ran the call: they are
@@ -351,7 +349,7 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *run
 	if err := s.readAgent(); err != nil {
 		return nil, err
 	}
-	if err := s.take(stop, st, hitOf, measurement{path: tmp}, time.Now()); err != nil {
+	if err := s.take(stop, st, hitOf, backend.Measurement{Path: tmp}, time.Now()); err != nil {
 		return nil, err
 	}
 	if len(then) > 0 {
@@ -385,23 +383,47 @@ func (s *session) noteBreakpoint(rec *mi.Record) {
 	}
 }
 
-// flush reads the snapshots of the pending stops in order, records the
-// stops in run.json and feeds the analysis.
+// flush has the backend read the measurements of the pending stops in
+// order (which feeds its analysis) and records the stops in run.json.
 func (s *session) flush() error {
 	pending := s.pending
 	s.pending = nil
 	for i, t := range pending {
-		if err := s.backend.record(s, t); err != nil {
+		if err := s.backend.Read(&t.Stop); err != nil {
 			// run.json lists no stop from here on: their files go.
 			for _, u := range pending[i:] {
-				if u.raw != "" {
-					os.Remove(u.raw)
+				if u.Raw != "" {
+					os.Remove(u.Raw)
 				}
 			}
 			return s.diskFull(err)
 		}
+		s.recorded(t)
 	}
 	return nil
+}
+
+// recorded is a stop's bookkeeping once its backend has read it, the same
+// for every backend: the breakpoint's snapshot count, end_run_after, a
+// measurement file kept the same as an earlier one (keep_snapshots:
+// changed) or waiting for run.json to list it (publish), and the stop in
+// run.json.
+func (s *session) recorded(t *stopRecord) {
+	stop := t.Stop.Stop
+	t.bp.sum.Snapshots++
+	if stop.Phase == runjson.PhaseHit {
+		t.bp.hitSnapshots++
+		if n := t.bp.bp.EndRunAfter; n > 0 && t.bp.hitSnapshots == n {
+			s.endTarget(fmt.Sprintf("breakpoint %q took %d snapshots (end_run_after)", t.bp.bp.Name, n))
+		}
+	}
+	switch {
+	case stop.Snapshot != "":
+		s.unlisted = append(s.unlisted, stop.Snapshot)
+	case stop.SameAsSeq != 0:
+		t.bp.sum.Unchanged++
+	}
+	s.addStop(stop)
 }
 
 // diskFull names a full file system as the cause of err, such as a
@@ -417,58 +439,6 @@ func (s *session) diskFull(err error) error {
 		}
 	}
 	return err
-}
-
-// readSnapshot keeps a stop's snapshot in the run directory, parsing it on
-// the way unless its tree is known (see readTree), and fills the stop's
-// totals. The snapshot is nil when it was not parsed.
-func (s *session) readSnapshot(t *taken) (*snapshots.HeapTree, error) {
-	path := s.unlistedPath(t.stop.Snapshot)
-	f, err := openFile(t.raw, os.O_RDWR)
-	if err != nil {
-		return nil, fmt.Errorf("keeping snapshot %s: %w", t.stop.Snapshot, err)
-	}
-	defer f.Close()
-	parse, keep, err := s.readTree(t, f)
-	if err == nil {
-		_, err = f.Seek(0, io.SeekStart)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("keeping snapshot %s: %w", t.stop.Snapshot, err)
-	}
-	var snap *snapshots.HeapTree
-	switch {
-	case parse:
-		if snap, err = s.parseSnapshot(t, f, path, keep); err != nil {
-			return nil, err
-		}
-		t.stop.HeapBytes, t.stop.HeapExtraBytes, t.stop.StacksBytes = snap.HeapBytes, snap.HeapExtraBytes, snap.StacksBytes
-	default:
-		if keep {
-			err = keepSnapshot(f, t.raw, path, func(io.Reader) error { return nil })
-		} else {
-			err = os.Remove(t.raw)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("keeping snapshot %s: %w", t.stop.Snapshot, err)
-		}
-		// The same tree: the same totals.
-		from := t.bp.last[phaseIndex(t.stop.Phase)]
-		if t.stop.Phase == runjson.PhaseReturn {
-			h := t.hitOf.stop
-			from = lastSnapshot{heap: h.HeapBytes, extra: h.HeapExtraBytes, stacks: h.StacksBytes}
-		}
-		t.stop.HeapBytes, t.stop.HeapExtraBytes, t.stop.StacksBytes = from.heap, from.extra, from.stacks
-	}
-	t.bp.sum.Snapshots++
-	if t.stop.Phase == runjson.PhaseHit {
-		t.bp.hitSnapshots++
-		if n := t.bp.bp.EndRunAfter; n > 0 && t.bp.hitSnapshots == n {
-			s.endTarget(fmt.Sprintf("breakpoint %q took %d snapshots (end_run_after)", t.bp.bp.Name, n))
-		}
-	}
-	s.remember(t, keep)
-	return snap, nil
 }
 
 // runCommands runs a breakpoint's gdb commands and records their output.

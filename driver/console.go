@@ -130,7 +130,8 @@ func (c *console) close(grace time.Duration) {
 }
 
 // targetOutput returns the writers for the target's stdout and stderr. With
-// a status line, it shows "starting valgrind" and opens the console; if no
+// a status line, it shows "starting valgrind" (natively "starting gdb")
+// and opens the console; if no
 // pseudo-terminal can be had, the run goes on without a status line rather
 // than with one that runs into the program's output. Without a status
 // line, a target whose stdout and stderr are one terminal still gets a
@@ -152,7 +153,7 @@ func (s *session) targetOutput() (stdout, stderr io.Writer) {
 	}
 	s.console = con
 	if s.status != nil {
-		s.status.setPhase("starting valgrind")
+		s.status.setPhase("starting " + s.backend.Tool())
 	}
 	return stdout, stderr
 }

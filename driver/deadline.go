@@ -268,6 +268,5 @@ func (s *session) diagnose() diagnosis {
 // usesValgrind reports whether the session runs valgrind and vgdb (the
 // massif backend), whose states its stall messages give.
 func (s *session) usesValgrind() bool {
-	_, massif := s.backend.(massifBackend)
-	return massif || s.vg != nil
+	return !s.launcher.local() || s.vg != nil
 }

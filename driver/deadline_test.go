@@ -2,6 +2,7 @@ package driver
 
 import (
 	"fmt"
+	"github.com/snapctl/snapctl/driver/backend/massif"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,7 +46,7 @@ func TestAgentBusyFile(t *testing.T) {
 		t.Helper()
 		cmds := filepath.Join(dir, "cmds")
 		text := "python\nclass B:\n    number = 7\n" +
-			"a = Agent(" + gdb.PyString(filepath.Join(dir, agentRecords)) + ", " + gdb.PyString(dir) + ", " + gdb.PyString(busy) + ", " + massifBackend{}.agentMeasure() + ")\n" +
+			"a = Agent(" + gdb.PyString(filepath.Join(dir, agentRecords)) + ", " + gdb.PyString(dir) + ", " + gdb.PyString(busy) + ", " + massif.DefaultAgentMeasure() + ")\n" +
 			py + "\nend\n"
 		if err := os.WriteFile(cmds, []byte(text), 0o600); err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/snapctl/snapctl/driver/backend"
 	"os"
 	"runtime"
 	"slices"
@@ -65,7 +66,7 @@ var breakInsn = map[string][]byte{
 // only where no file maps the address. Best effort: what cannot be read
 // is not guarded, and a location that resolves later (a library loaded
 // after the attach) is not either.
-func (b *nativeBackend) guardBreakpoints(ctx context.Context, s *session) {
+func (b *nativeLaunch) guardBreakpoints(ctx context.Context, s *session) {
 	if breakInsn == nil {
 		return
 	}
@@ -272,7 +273,7 @@ func threadIDs(pid int) []int {
 // continued first; gdb deletes the breakpoints and detaches; a gdb that
 // is gone or cannot is ended, and snapctl puts the original bytes back
 // itself. It says what it did when gdb could not detach (b.left).
-func (b *nativeBackend) detach(s *session) {
+func (b *nativeLaunch) detach(s *session) {
 	if !b.attached || s.gdb == nil {
 		return
 	}
@@ -319,7 +320,7 @@ func (b *nativeBackend) detach(s *session) {
 	}
 	removed := "no breakpoint of snapctl's was left in it"
 	if n > 0 {
-		removed = "snapctl removed its " + plural(n, "breakpoint") + " itself"
+		removed = "snapctl removed its " + backend.Plural(n, "breakpoint") + " itself"
 	}
 	switch {
 	case err != nil:
@@ -337,7 +338,7 @@ func (b *nativeBackend) detach(s *session) {
 
 // gdbDetach has gdb delete its breakpoints and detach: gdb detaches from a
 // stopped process only; one stopped at its exec is already.
-func (b *nativeBackend) gdbDetach(s *session) error {
+func (b *nativeLaunch) gdbDetach(s *session) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*s.opts.Grace)
 	defer cancel()
 	if gdb.Running(ctx, s.gdb) {
@@ -372,23 +373,27 @@ func (b *nativeBackend) gdbDetach(s *session) error {
 // snapctl attach attached to, when gdb could not detach from it, and
 // records it as an event.
 func (s *session) attachFate(err error) error {
-	b, ok := s.backend.(*nativeBackend)
-	if !ok || b.left == "" {
+	left := s.launcher.fate()
+	if left == "" {
 		return err
 	}
-	s.event(runjson.Event{Kind: EventTargetLeft, Message: b.left})
+	s.event(runjson.Event{Kind: EventTargetLeft, Message: left})
 	var te *ToolError
 	switch {
 	case err == nil:
 		s.clearStatus()
-		fmt.Fprintf(s.opts.Warn, "warning: %s\n", b.left)
+		fmt.Fprintf(s.opts.Warn, "warning: %s\n", left)
 		return nil
 	case errors.As(err, &te):
-		te.Msg += "; " + b.left
+		te.Msg += "; " + left
 		return err
 	}
-	return fmt.Errorf("%w; %s", err, b.left)
+	return fmt.Errorf("%w; %s", err, left)
 }
+
+// fate says how snapctl left the process attached to when gdb could not
+// detach from it, "" when it could or did not attach.
+func (b *nativeLaunch) fate() string { return b.left }
 
 // sigintPending reports whether a SIGINT waits in process pid, for the
 // process (ShdPnd) or one of its threads (SigPnd, read from /proc/TID,

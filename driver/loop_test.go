@@ -226,7 +226,7 @@ func TestLoopEveryMaxHits(t *testing.T) {
 	if diff := cmp.Diff(want, control); diff != "" {
 		t.Errorf("breakpoint control (-want +got):\n%s", diff)
 	}
-	if diffs := spooled[snapshots.Diff](t, s.an.diffs); len(diffs) != 2 || diffs[0].DeltaBytes != 16 {
+	if diffs := spooled[snapshots.Diff](t, s.diffs); len(diffs) != 2 || diffs[0].DeltaBytes != 16 {
 		t.Errorf("diffs = %+v, want two of +16 B", diffs)
 	}
 }

@@ -5,24 +5,23 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-
-	"github.com/snapctl/snapctl/driver/mi"
-	"github.com/snapctl/snapctl/runjson"
 )
 
-// massifBackend runs the target under valgrind's massif, which gdb reaches
-// through vgdb, and takes a snapshot at each stop (heapsnap.go): the heap
-// per allocation call site, with its live blocks unless bytesOnly (the
-// plan's valgrind.blocks: false).
-type massifBackend struct{ bytesOnly bool }
+// massifLaunch runs the target under valgrind's massif, which gdb reaches
+// through vgdb.
+type massifLaunch struct{}
 
-func (massifBackend) name() string { return BackendMassif }
+func newMassifLaunch(*backendPlan) launcher { return massifLaunch{} }
+
+func (massifLaunch) beforeClose(*session) {}
+func (massifLaunch) local() bool          { return false }
+func (massifLaunch) fate() string         { return "" }
 
 // launch starts valgrind and connects gdb to valgrind's gdbserver through
 // vgdb: the gdb started during Run's checks, which has read the binary
 // by now, or else one started here, which reads it while valgrind gets
 // ready.
-func (massifBackend) launch(ctx context.Context, s *session) error {
+func (massifLaunch) launch(ctx context.Context, s *session) error {
 	vargs := s.valgrindArgs()
 	s.m.Valgrind = append([]string{s.tools.valgrind}, vargs...)
 	vg, err := startValgrind(valgrindConfig{
@@ -64,62 +63,11 @@ func (massifBackend) launch(ctx context.Context, s *session) error {
 
 // start resumes the target, which valgrind holds at its first
 // instruction until gdb says so.
-func (massifBackend) start(ctx context.Context, s *session) error {
+func (massifLaunch) start(ctx context.Context, s *session) error {
 	// The stop that connecting produced is not a breakpoint's.
 	s.gdb.Drain()
 	if _, err := s.gdb.Send(ctx, "-exec-continue"); err != nil {
 		return fmt.Errorf("starting the target: %w", err)
-	}
-	return nil
-}
-
-func (b massifBackend) measureCommand(path string) string { return b.monitor() + " " + path }
-func (massifBackend) beforeClose(*session)                {}
-func (massifBackend) ext() string                         { return snapshotExt }
-func (massifBackend) failure(r *mi.Result) string         { return snapshotFailure(r.Target()) }
-
-// monitor is the snapshot's monitor command, before its file.
-func (b massifBackend) monitor() string {
-	if b.bytesOnly {
-		return bytesMonitor
-	}
-	return snapshotMonitor
-}
-
-// keep moves the snapshot into the run directory's snapshots/.
-func (massifBackend) keep(s *session, m measurement, stop *runjson.Stop) (string, error) {
-	stop.Snapshot = snapshotName(stop.Seq, stop.Breakpoint, stop.Hit, stop.Phase)
-	return s.stageSnapshot(m.path, stop)
-}
-
-func (b massifBackend) agentMeasure() string {
-	return pyDict("kind", BackendMassif, "monitor", b.monitor(), "ext", snapshotExt, "report", xtreeReport)
-}
-
-// record reads a taken stop's snapshot, records the stop in run.json and
-// feeds the analysis: between-hits diffs, and around_call's within-call
-// diff once the return's snapshot is read.
-func (massifBackend) record(s *session, t *taken) error {
-	snap, err := s.readSnapshot(t)
-	if err != nil {
-		return err
-	}
-	s.addStop(t.stop)
-	if t.hitOf == nil && snap == nil {
-		// The same tree as the previous hit's: not parsed again.
-		s.an.addSameHit(t.stop.Breakpoint, t.stop.Seq, t.stop.Hit, t.same)
-		return nil
-	}
-	if t.hitOf == nil {
-		s.an.addHit(t.stop.Breakpoint, t.stop.Seq, t.stop.Hit, snap, t.same)
-		if t.bp.bp.AroundCall {
-			t.snap = snap
-		}
-		return nil
-	}
-	if t.hitOf.snap != nil && !sameCall(t) {
-		s.an.addReturn(t.stop.Breakpoint, t.hitOf.stop.Seq, t.hitOf.snap, t.stop.Seq, snap)
-		t.hitOf.snap = nil
 	}
 	return nil
 }

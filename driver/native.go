@@ -2,7 +2,6 @@ package driver
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,16 +16,10 @@ import (
 	"github.com/snapctl/snapctl/runjson"
 )
 
-// nativeBackend runs the program natively under gdb, or attaches gdb to a
-// running process, and at each stop reads what the kernel and glibc's
-// allocator say (agent.py's native_memory): resident memory from
-// /proc/PID/status, and glibc's mallinfo2() figures, called while the
-// program has one thread and read from its arenas in memory while it has
-// more. No valgrind, no vgdb, no per-site snapshot: per-site diffs are
-// massif's job.
-type nativeBackend struct {
-	// trim calls malloc_trim(0) at each stop (native.trim_probe).
-	trim bool
+// nativeLaunch runs the program natively under gdb, or attaches gdb to a
+// running process; the native backend (driver/backend/native) measures
+// it at each stop.
+type nativeLaunch struct {
 	// attach is the process snapctl attach attached to, 0 when gdb
 	// started the program.
 	attach int
@@ -37,12 +30,11 @@ type nativeBackend struct {
 	// process when gdb could not detach (detach.go).
 	patches []textPatch
 	left    string
-	// noAllocator is gdb's word for why the allocator cannot be read (a
-	// static binary, a libc that is not glibc), once said.
-	noAllocator string
 }
 
-func (*nativeBackend) name() string { return BackendNative }
+func newNativeLaunch(p *backendPlan) launcher { return &nativeLaunch{attach: p.attach} }
+
+func (*nativeLaunch) local() bool { return true }
 
 // nativeOut and nativeErr are the FIFOs that carry the target's output
 // from the process gdb starts to snapctl: gdb's own stdout is the MI
@@ -54,7 +46,7 @@ const (
 
 // launch starts gdb on the binary, or on nothing when it attaches, and
 // loads agent.py, whose measure_native takes the measurements.
-func (b *nativeBackend) launch(ctx context.Context, s *session) error {
+func (b *nativeLaunch) launch(ctx context.Context, s *session) error {
 	args := attachArgs
 	if b.attach == 0 {
 		args = []string{s.binary}
@@ -101,7 +93,7 @@ func libraryDebugInfoUnused(p *plan.Plan, early *earlyGDB) bool {
 
 // attachTo attaches gdb to the process snapctl attach names. gdb stops
 // it; start resumes it once the breakpoints are in.
-func (b *nativeBackend) attachTo(ctx context.Context, s *session) error {
+func (b *nativeLaunch) attachTo(ctx context.Context, s *session) error {
 	if _, err := s.gdb.Send(ctx, "-target-attach", fmt.Sprint(b.attach)); err != nil {
 		return attachError(b.attach, gdb.Message(err))
 	}
@@ -114,7 +106,7 @@ func (b *nativeBackend) attachTo(ctx context.Context, s *session) error {
 // start runs the program (or resumes the one attached to). Its standard
 // streams are FIFOs that snapctl copies to the target's writers; its
 // stdin is /dev/null, as under valgrind.
-func (b *nativeBackend) start(ctx context.Context, s *session) error {
+func (b *nativeLaunch) start(ctx context.Context, s *session) error {
 	if err := followParent(ctx, s); err != nil {
 		return err
 	}
@@ -227,23 +219,12 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// measureCommand is the measurement of a stop over MI (a breakpoint with
-// commands or around_call), with every thread stopped (see
-// measure_native).
-func (b *nativeBackend) measureCommand(path string) string {
-	trim := "False"
-	if b.trim {
-		trim = "True"
-	}
-	return "python measure_native(" + gdb.PyString(path) + ", " + trim + ")"
-}
-
 // newHitsOnly puts agent.py's $_snapctl_hit() first in the condition of
 // st's GDB/MI breakpoint under the native backend, so that gdb neither
 // counts nor reports a hit that a signal during the step over the
 // breakpoint makes it report again (docs/design.md, fact 42).
 func (s *session) newHitsOnly(ctx context.Context, st *bpState) error {
-	if s.native == nil {
+	if !s.launcher.local() {
 		return nil
 	}
 	cond := "$_snapctl_hit()"
@@ -256,75 +237,9 @@ func (s *session) newHitsOnly(ctx context.Context, st *bpState) error {
 	return nil
 }
 
-func (*nativeBackend) ext() string { return ".json" }
-
-// failure is always "": measure_native's errors reach snapctl as gdb's
-// ^error.
-func (*nativeBackend) failure(*mi.Result) string { return "" }
-
-func (b *nativeBackend) agentMeasure() string {
-	return pyDict("kind", BackendNative, "ext", b.ext(), "trim", b.trim)
-}
-
-// keep reads the measurement into the stop; its file, if any, goes.
-func (b *nativeBackend) keep(s *session, ms measurement, stop *runjson.Stop) (string, error) {
-	data := ms.data
-	if data == nil {
-		var err error
-		data, err = os.ReadFile(ms.path)
-		os.Remove(ms.path)
-		if err != nil {
-			return "", fmt.Errorf("reading the measurement at stop %d: %w", stop.Seq, err)
-		}
-	}
-	var m runjson.Memory
-	if err := json.Unmarshal(data, &m); err != nil {
-		return "", fmt.Errorf("reading the measurement at stop %d: %w", stop.Seq, err)
-	}
-	if m.AllocatorError != "" && b.noAllocator == "" {
-		b.noAllocator = m.AllocatorError
-		why := m.AllocatorError
-		if !strings.Contains(why, "glibc") {
-			why += ": a static binary, or a C library that is not glibc"
-		}
-		s.event(runjson.Event{Kind: runjson.EventNoAllocatorState, Message: fmt.Sprintf(
-			"glibc's allocator cannot be read (%s); only resident memory is recorded", why)})
-		fmt.Fprintf(s.opts.Warn, "warning: glibc's allocator cannot be read in this program (%s): only resident memory is recorded\n", m.AllocatorError)
-	}
-	if m.BusyError != "" {
-		s.event(runjson.Event{Kind: runjson.EventAllocatorBusy, Message: fmt.Sprintf(
-			"breakpoint %q hit %d: %s; this stop records resident memory only", stop.Breakpoint, stop.Hit, m.BusyError)})
-	}
-	if m.CallError != "" {
-		s.event(runjson.Event{Kind: runjson.EventAllocatorCallFailed, Message: fmt.Sprintf(
-			"breakpoint %q hit %d: %s; this stop records resident memory only", stop.Breakpoint, stop.Hit, m.CallError)})
-	}
-	m.AllocatorError, m.CallError, m.BusyError = "", "", ""
-	stop.Memory = &m
-	if m.HeapInUseBytes != nil {
-		stop.HeapBytes = *m.HeapInUseBytes
-	}
-	return "", nil
-}
-
-// record records the stop and makes its memory diffs: between this hit
-// and the breakpoint's previous one, and within an around_call's call.
-func (b *nativeBackend) record(s *session, t *taken) error {
-	t.bp.sum.Snapshots++
-	if t.stop.Phase == runjson.PhaseHit {
-		t.bp.hitSnapshots++
-		if n := t.bp.bp.EndRunAfter; n > 0 && t.bp.hitSnapshots == n {
-			s.endTarget(fmt.Sprintf("breakpoint %q took %d snapshots (end_run_after)", t.bp.bp.Name, n))
-		}
-	}
-	s.addStop(t.stop)
-	s.native.add(t)
-	return nil
-}
-
 // beforeClose detaches gdb from a process it attached to: its breakpoints
 // go first, and the process goes on running as before (detach.go).
-func (b *nativeBackend) beforeClose(s *session) { b.detach(s) }
+func (b *nativeLaunch) beforeClose(s *session) { b.detach(s) }
 
 // releaseLock goes on with an around_call whose call did not return
 // within stop_timeout under scheduler-locking, and which an interrupt has
@@ -370,7 +285,7 @@ func (s *session) releaseLock(ctx context.Context, st *bpState, stop *runjson.St
 // target by thread id (LWP), nil under massif: a thread that ran between
 // two readings switched at least once.
 func (s *session) taskSwitches() map[string]int64 {
-	if s.native == nil || s.targetPid == 0 {
+	if !s.launcher.local() || s.targetPid == 0 {
 		return nil
 	}
 	dir := fmt.Sprintf("/proc/%d/task", s.targetPid)

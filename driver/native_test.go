@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/snapctl/snapctl/driver/backend/native"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,7 +91,7 @@ func TestNativeLeak(t *testing.T) {
 				t.Errorf("sentence %q does not say to rerun with massif", v.Sentence)
 			}
 			report, _ := os.ReadFile(filepath.Join(res.Dir, reportFile))
-			if !strings.Contains(string(report), "**verdict: leak at breakpoint round") || !strings.Contains(string(report), massifNote) {
+			if !strings.Contains(string(report), "**verdict: leak at breakpoint round") || !strings.Contains(string(report), native.MassifNote) {
 				t.Errorf("report.md:\n%s", report)
 			}
 		})
@@ -147,7 +148,7 @@ func TestNativeRetention(t *testing.T) {
 		n := int64(s.Hit) * 8192
 		want := n * (272 + 8)
 		if got := s.Memory.TrimReleasedBytes; got == nil || *got > want || *got < want-64<<10 {
-			t.Errorf("stop %d: trim_released_bytes %d, want %d less at most 64 KiB", s.Seq, deref(got), want)
+			t.Errorf("stop %d: trim_released_bytes %d, want %d less at most 64 KiB", s.Seq, derefInt(got), want)
 		}
 	}
 	// What the trim released is in every report, and in the verdict.
@@ -823,4 +824,11 @@ func TestNativeFSTWorkload(t *testing.T) {
 			}
 		})
 	}
+}
+
+func derefInt(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }

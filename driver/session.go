@@ -8,9 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/internal/child"
 	"github.com/snapctl/snapctl/plan"
@@ -312,20 +312,20 @@ type tools struct {
 
 // session is the state of one run.
 type session struct {
-	opts    Options
-	plan    *plan.Plan
-	tools   tools
-	binary  string
-	dir     string // run directory, absolute
-	priv    string // private directory, absolute, no spaces
-	argv    []string
-	cwd     string
-	start   time.Time
-	m       *runjson.Manifest
-	backend backend
-	// native makes the native backend's diffs and verdicts; nil with
-	// massif.
-	native *nativeAnalysis
+	opts   Options
+	plan   *plan.Plan
+	tools  tools
+	binary string
+	dir    string // run directory, absolute
+	priv   string // private directory, absolute, no spaces
+	argv   []string
+	cwd    string
+	start  time.Time
+	m      *runjson.Manifest
+	// backend measures the stops, analyses and reports them; launcher
+	// starts the target as the backend needs.
+	backend  backend.Backend
+	launcher launcher
 	// targetPid is the target's process id once known.
 	targetPid int
 	// stdout and stderr receive the target's output (see targetOutput).
@@ -347,12 +347,6 @@ type session struct {
 	ending  string
 	endKill *time.Timer
 	endErr  error
-	// inline qualifies the bare names valgrind gives inlined C++ frames;
-	// read once (inlined).
-	inline     *inlineNames
-	inlineOnce sync.Once
-	// frames numbers the frames of every snapshot of the run (frameTable).
-	frames *snapshots.FrameTable
 	// written is when run.json was last written during the run, with
 	// writtenStops stops (refreshManifest).
 	written      time.Time
@@ -367,8 +361,8 @@ type session struct {
 	bps      map[string]*bpState // by gdb breakpoint number
 	order    []*bpState          // plan order
 	seq      int
-	// pending are stops whose snapshots are kept but not yet read.
-	pending []*taken
+	// pending are stops whose measurements are kept but not yet read.
+	pending []*stopRecord
 	// agent reads the records of gdb's agent; nil when it does not run.
 	agent *agentState
 	// agentSourced says that gdb has read agent.py's definitions (the
@@ -380,8 +374,9 @@ type session struct {
 	// groups are the process groups of the children, for Options.Kill.
 	groups child.Group
 	// watch finds stalls that nothing reports (see checkStalls).
-	watch  stallWatch
-	an     *analysis
+	watch stallWatch
+	// diffs spools the backend's diffs for run.json.
+	diffs  *spool
 	status *statusLine
 	// console carries the target's output to the status line's terminal;
 	// nil without a status line.
@@ -395,7 +390,8 @@ type bpState struct {
 	number string // gdb's number
 	hits   int    // hits counted as the plan counts them
 	step   int    // hits one stop stands for (Every when gdb ignores the others)
-	// hitSnapshots counts the hit-phase snapshots read, for end_run_after.
+	// hitSnapshots counts the hit-phase snapshots read, for end_run_after
+	// (recorded).
 	hitSnapshots int
 	// times is gdb's hit count as its last =breakpoint-modified gave it
 	// (MI breakpoints; 0 until one came).
@@ -406,9 +402,6 @@ type bpState struct {
 	// some point of the run (see resolvedAt): after an exec it may be
 	// pending again, but it was not unresolved.
 	resolved bool
-	// last are the last snapshots read of the hit and return phases
-	// (see phaseIndex).
-	last [2]lastSnapshot
 }
 
 func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *session {
@@ -422,35 +415,33 @@ func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *sessio
 		cwd:    p.Target.Cwd,
 		start:  time.Now(),
 		bps:    make(map[string]*bpState),
-		an:     newAnalysis(p),
+		diffs:  newSpool(".diffs-*.jsonl"),
 		stops:  newSpool(".stops-*.jsonl"),
 		events: newSpool(".events-*.jsonl"),
 	}
 	// The spools sit in the run directory, not the private one: a full
 	// TMPDIR stops the snapshots, but the stops already taken still reach
 	// run.json.
-	s.stops.dir, s.events.dir, s.an.diffs.dir = dir, dir, dir
+	s.stops.dir, s.events.dir, s.diffs.dir = dir, dir, dir
 	name := p.Backend
 	if opts.Backend != "" {
 		name = opts.Backend
 	}
-	s.backend, _ = newBackend(name) // Run checked the name
-	if _, ok := s.backend.(massifBackend); ok || s.backend == nil {
-		s.backend = massifBackend{bytesOnly: !p.Valgrind.Blocks}
-	}
+	i, _ := newBackend(name) // Run checked the name
+	s.backend = backends[i].new(backend.Config{Plan: p, Binary: binary, Dir: dir, AttachPID: opts.AttachPID,
+		Diffs: s.diffs.add, Event: s.event, Warn: opts.Warn})
+	s.launcher = backends[i].launch(&backendPlan{attach: opts.AttachPID})
 	s.m = &runjson.Manifest{
-		Backend:   s.backend.name(),
+		Backend:   s.backend.Name(),
 		Schema:    runjson.Schema,
 		Status:    runjson.StatusFailed,
 		StartedAt: s.start.UTC(),
 		Plan:      planFile,
 		Target:    runjson.Target{Argv: argv, Cwd: p.Target.Cwd},
 	}
-	if nb, ok := s.backend.(*nativeBackend); ok {
-		nb.trim, nb.attach = p.Native.TrimProbe, opts.AttachPID
-		s.native = newNativeAnalysis(p, s.an.diffs)
-		s.m.Native = &runjson.NativeSettings{TrimProbe: nb.trim, AttachedPid: nb.attach}
-		if nb.attach != 0 {
+	if s.launcher.local() {
+		s.m.Native = &runjson.NativeSettings{TrimProbe: p.Native.TrimProbe, AttachedPid: opts.AttachPID}
+		if opts.AttachPID != 0 {
 			s.m.Target.Argv = []string{binary}
 		}
 	}
@@ -547,7 +538,7 @@ func (s *session) classify(parent, runCtx context.Context, err error) error {
 func (s *session) startAndLoop(ctx context.Context) error {
 	stdout, stderr := s.targetOutput()
 	s.stdout, s.stderr = stdout, stderr
-	if err := s.backend.launch(ctx, s); err != nil {
+	if err := s.launcher.launch(ctx, s); err != nil {
 		return err
 	}
 	if err := s.setup(ctx); err != nil {
@@ -555,7 +546,7 @@ func (s *session) startAndLoop(ctx context.Context) error {
 		// start: say which, not only what gdb answered.
 		return s.explain(ctx, err)
 	}
-	if err := s.backend.start(ctx, s); err != nil {
+	if err := s.launcher.start(ctx, s); err != nil {
 		return s.explain(ctx, err)
 	}
 	if s.status != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/snapctl/snapctl/driver/backend"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -375,32 +376,12 @@ func (s *session) clearStatus() {
 	}
 }
 
-// userFrame returns the innermost frame of the program's own code: the
-// first whose source file is on this machine (the C library's sources
-// usually are not), else the first with a file, else the first.
-func userFrame(frames []runjson.Frame) *runjson.Frame {
-	for i := range frames {
-		if f := frames[i].FullName; f != "" {
-			if _, err := os.Stat(f); err == nil {
-				return &frames[i]
-			}
-		}
-	}
-	for i := range frames {
-		if frames[i].File != "" {
-			return &frames[i]
-		}
-	}
-	if len(frames) > 0 {
-		return &frames[0]
-	}
-	return nil
-}
+func userFrame(frames []runjson.Frame) *runjson.Frame { return backend.UserFrame(frames) }
 
 // attachedDone reports whether a run attached to a process has nothing
 // left to do: every breakpoint reached its max_hits and was deleted, or
 // the workload or end_run_after ended the run (endTarget). The
-// process is left running (see nativeBackend.beforeClose).
+// process is left running (see nativeLaunch.beforeClose).
 func (s *session) attachedDone() bool {
 	if s.opts.AttachPID == 0 {
 		return false
