@@ -4,9 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"github.com/snapctl/snapctl/driver/backend"
-	"github.com/snapctl/snapctl/driver/backend/native"
-	"github.com/snapctl/snapctl/plan"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,8 +15,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/snapctl/snapctl/driver/backend"
+	"github.com/snapctl/snapctl/driver/backend/native"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/plan"
 )
 
 // contractTable returns the rows of the table that follows marker in

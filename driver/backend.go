@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/snapctl/snapctl/driver/backend"
@@ -21,15 +20,13 @@ const (
 var backends = []struct {
 	name   string
 	new    func(backend.Config) backend.Backend
-	launch func(p *backendPlan) launcher
+	launch func(s *session) backend.Launcher
+	// files are the files the backend writes in the run directory, as
+	// globs, which a new run clears.
+	files []string
 }{
-	{massif.Name, massif.New, newMassifLaunch},
-	{native.Name, native.New, newNativeLaunch},
-}
-
-// backendPlan is what a launcher is made from.
-type backendPlan struct {
-	attach int // the process snapctl attach names, 0 when gdb starts it
+	{massif.Name, massif.New, func(s *session) backend.Launcher { return massif.NewLauncher(s.plan, s.dir) }, massif.RunFiles},
+	{native.Name, native.New, func(s *session) backend.Launcher { return native.NewLauncher(s.plan, s.opts.AttachPID) }, nil},
 }
 
 // newBackend returns the index in backends of the backend named in a plan
@@ -46,25 +43,20 @@ func newBackend(name string) (int, error) {
 	return 0, fmt.Errorf("unknown backend %q: expected %s or %s", name, BackendMassif, BackendNative)
 }
 
-// launcher is how a backend starts the target under gdb and watches it:
-// still the session's, since it starts gdb, inserts guards and stops
-// processes through the session's state.
-type launcher interface {
-	// launch starts the target and gdb and connects them. The target
-	// stays stopped until start; the session inserts its breakpoints in
-	// between (see setup).
-	launch(ctx context.Context, s *session) error
-	// start sets the target going once the breakpoints are in.
-	start(ctx context.Context, s *session) error
-	// beforeClose runs before gdb is closed at teardown: the native
-	// backend detaches from a process it attached to.
-	beforeClose(s *session)
-	// local reports whether gdb runs the target as a process of its own
-	// (ptrace, /proc), not through a remote stub (valgrind's gdbserver):
-	// then gdb may report a hit twice around a signal, the target's
-	// threads are in /proc, and scheduler-locking holds.
-	local() bool
-	// fate says how snapctl left a process it attached to when gdb
-	// could not detach from it, "" otherwise.
-	fate() string
-}
+// AttachError says why snapctl attach cannot attach to a process.
+type AttachError = native.AttachError
+
+// The kinds of AttachError.
+const (
+	AttachNoProcess    = native.AttachNoProcess
+	AttachNotPermitted = native.AttachNotPermitted
+	AttachTraced       = native.AttachTraced
+)
+
+// CheckAttach checks, before gdb starts, that snapctl may attach to
+// process pid (see native.CheckAttach).
+func CheckAttach(pid int) error { return native.CheckAttach(pid) }
+
+// CheckAccess returns the executable of process pid, which gdb reads
+// (see native.CheckAccess).
+func CheckAccess(pid int) (string, error) { return native.CheckAccess(pid) }

@@ -132,7 +132,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		// thread that valgrind does not schedule): give this stop up.
 		irec := s.gdb.Interrupt()
 		released := false
-		if irec != nil && gdb.OwnStop(irec) && s.launcher.local() && stop.SchedulerLocking == "on" {
+		if irec != nil && gdb.OwnStop(irec) && s.launcher.Local() && stop.SchedulerLocking == "on" {
 			// Natively the lock holds: the call may wait for a
 			// thread that the lock keeps stopped. The deadline
 			// releases it and the call goes on with every thread.

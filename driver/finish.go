@@ -22,7 +22,9 @@ import (
 // run directory is written.
 func (s *session) teardown() (reap func()) {
 	left := s.leftovers()
-	s.launcher.beforeClose(s)
+	if s.launcher.BeforeClose(s.m.Target.ExitCode != nil || s.m.Target.Signal != nil) {
+		s.m.Native.Detached = true
+	}
 	reap = func() {}
 	var skip []int
 	if s.closeFn != nil {
@@ -30,10 +32,7 @@ func (s *session) teardown() (reap func()) {
 			reap, skip = r, []int{s.gdb.Pid()}
 		}
 	}
-	if s.vg != nil {
-		exited := s.m.Target.ExitCode != nil || s.m.Target.Signal != nil
-		s.vg.stop(s.opts.Grace, exited)
-	}
+	s.launcher.AfterClose(s.m.Target.ExitCode != nil || s.m.Target.Signal != nil)
 	if s.endKill != nil {
 		s.endKill.Stop()
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/snapctl/snapctl/driver/backend/massif"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/internal/child"
@@ -297,7 +298,6 @@ func scriptedSession(t *testing.T, plan *plan.Plan, d gdb.Debugger) *session {
 	s.priv = t.TempDir()
 	s.gdb = gdb.NewConn(d, 0, s.opts.CommandTimeout, s.noteBreakpoint)
 	t.Cleanup(s.closeSpools)
-	s.vg = &valgrindProc{} // no process: never done, pid 0
 	st := s.order[0]
 	st.number, st.sum.Number = "1", "1"
 	s.bps["1"] = st
@@ -404,7 +404,7 @@ func valgrindEnded(t *testing.T, s *session, killed bool) {
 		p.Kill()
 	}
 	p.Wait()
-	s.vg.proc = p
+	s.launcher.(*massif.Launch).Watch(p)
 }
 
 // finishRun ends a scripted session as a run does once its stop loop has

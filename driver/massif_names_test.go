@@ -11,3 +11,9 @@ const (
 )
 
 var snapshotName = massif.SnapshotName
+
+// valgrind's files in the run directory.
+const (
+	valgrindLog = "valgrind.log"
+	massifOut   = "massif.out"
+)

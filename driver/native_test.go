@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/snapctl/snapctl/driver/backend/native"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +20,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/snapctl/snapctl/driver/backend/native"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/preflight"
@@ -298,7 +299,7 @@ func startLoop(t *testing.T) *exec.Cmd {
 // switches is the process's context switches: they grow while it runs.
 func switches(t *testing.T, pid int) int64 {
 	t.Helper()
-	st, err := procStatus(pid)
+	st, err := native.ProcStatus(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +328,7 @@ func TestNativeAttach(t *testing.T) {
 			t.Errorf("diff %d..%d: in-use delta %d, want 112", d.FromSeq, d.ToSeq, *d.MemoryDelta.HeapInUseBytes)
 		}
 	}
-	st, err := procStatus(pid)
+	st, err := native.ProcStatus(pid)
 	if err != nil || st["TracerPid"] != "0" || strings.HasPrefix(st["State"], "t") || strings.HasPrefix(st["State"], "Z") {
 		t.Fatalf("after the run: %v, state %q, tracer %q", err, st["State"], st["TracerPid"])
 	}

@@ -3,7 +3,6 @@ package driver
 import (
 	"bytes"
 	"fmt"
-	"github.com/snapctl/snapctl/driver/backend/massif"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/snapctl/snapctl/driver/backend/massif"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/snapshots"
 )

@@ -20,8 +20,6 @@ const (
 	manifestFile = "run.json"
 	reportFile   = "report.md"
 	snapshotDir  = backend.SnapshotDir
-	valgrindLog  = "valgrind.log"
-	massifOut    = "massif.out"
 	traceFile    = "gdb-mi.log"
 	agentTrace   = "gdb-agent.jsonl"
 )
@@ -85,12 +83,13 @@ func prepareRunDir(dir string, force bool) (string, error) {
 // not a regular file under those names (a symlink, a FIFO): the run
 // writes through it.
 func clearRunFiles(dir string) error {
-	names := []string{manifestFile, reportFile, htmlFile, traceFile, agentTrace, valgrindLog, massifOut}
+	names := []string{manifestFile, reportFile, htmlFile, traceFile, agentTrace}
 	var snaps []string
-	for _, pattern := range []string{
-		filepath.Join(snapshotDir, "*.massif"), filepath.Join(snapshotDir, "*.massif.gz"), filepath.Join(snapshotDir, ".*.ms"),
-		".stops-*.jsonl", ".events-*.jsonl", ".diffs-*.jsonl", "." + manifestFile + ".tmp-*", "." + reportFile + ".tmp-*", "." + htmlFile + ".tmp-*",
-	} {
+	patterns := []string{".stops-*.jsonl", ".events-*.jsonl", ".diffs-*.jsonl", "." + manifestFile + ".tmp-*", "." + reportFile + ".tmp-*", "." + htmlFile + ".tmp-*"}
+	for _, b := range backends {
+		patterns = append(patterns, b.files...)
+	}
+	for _, pattern := range patterns {
 		more, err := filepath.Glob(filepath.Join(dir, pattern))
 		if err != nil {
 			return err

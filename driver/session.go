@@ -325,12 +325,9 @@ type session struct {
 	// backend measures the stops, analyses and reports them; launcher
 	// starts the target as the backend needs.
 	backend  backend.Backend
-	launcher launcher
-	// targetPid is the target's process id once known.
-	targetPid int
+	launcher backend.Launcher
 	// stdout and stderr receive the target's output (see targetOutput).
 	stdout, stderr io.Writer
-	vg             *valgrindProc
 	gdb            *gdb.Conn
 	// closeFn closes gdb, or only kills it and returns what waits for
 	// its end.
@@ -430,7 +427,7 @@ func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *sessio
 	i, _ := newBackend(name) // Run checked the name
 	s.backend = backends[i].new(backend.Config{Plan: p, Binary: binary, Dir: dir, AttachPID: opts.AttachPID,
 		Diffs: s.diffs.add, Event: s.event, Warn: opts.Warn})
-	s.launcher = backends[i].launch(&backendPlan{attach: opts.AttachPID})
+	s.launcher = backends[i].launch(s)
 	s.m = &runjson.Manifest{
 		Backend:   s.backend.Name(),
 		Schema:    runjson.Schema,
@@ -439,7 +436,7 @@ func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *sessio
 		Plan:      planFile,
 		Target:    runjson.Target{Argv: argv, Cwd: p.Target.Cwd},
 	}
-	if s.launcher.local() {
+	if s.launcher.Local() {
 		s.m.Native = &runjson.NativeSettings{TrimProbe: p.Native.TrimProbe, AttachedPid: opts.AttachPID}
 		if opts.AttachPID != 0 {
 			s.m.Target.Argv = []string{binary}
@@ -538,7 +535,11 @@ func (s *session) classify(parent, runCtx context.Context, err error) error {
 func (s *session) startAndLoop(ctx context.Context) error {
 	stdout, stderr := s.targetOutput()
 	s.stdout, s.stderr = stdout, stderr
-	if err := s.launcher.launch(ctx, s); err != nil {
+	err := s.launcher.Launch(ctx, s.launchEnv(stdout, stderr))
+	if c := s.launcher.Command(); c != nil {
+		s.m.Valgrind = c
+	}
+	if err != nil {
 		return err
 	}
 	if err := s.setup(ctx); err != nil {
@@ -546,7 +547,7 @@ func (s *session) startAndLoop(ctx context.Context) error {
 		// start: say which, not only what gdb answered.
 		return s.explain(ctx, err)
 	}
-	if err := s.launcher.start(ctx, s); err != nil {
+	if err := s.launcher.Start(ctx); err != nil {
 		return s.explain(ctx, err)
 	}
 	if s.status != nil {
@@ -559,7 +560,7 @@ func (s *session) startAndLoop(ctx context.Context) error {
 			s.endTarget("the workload could not start")
 		}
 	}
-	err := s.loop(ctx)
+	err = s.loop(ctx)
 	s.finalHits(ctx)
 	return err
 }

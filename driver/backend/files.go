@@ -82,3 +82,19 @@ func PyDict(kv ...any) string {
 	}
 	return "{" + strings.Join(parts, ", ") + "}"
 }
+
+// SameFile reports whether a and b write to the same place: the same
+// writer, or open files on one inode (a shell's 2>&1).
+func SameFile(a, b io.Writer) bool {
+	if a == b {
+		return true
+	}
+	fa, oka := a.(*os.File)
+	fb, okb := b.(*os.File)
+	if !oka || !okb || fa == nil || fb == nil {
+		return false
+	}
+	sa, erra := fa.Stat()
+	sb, errb := fb.Stat()
+	return erra == nil && errb == nil && os.SameFile(sa, sb)
+}

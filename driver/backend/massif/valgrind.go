@@ -1,4 +1,4 @@
-package driver
+package massif
 
 import (
 	"bytes"
@@ -10,9 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/internal/child"
 )
 
@@ -33,7 +35,10 @@ type valgrindConfig struct {
 	// console's shared pseudo-terminal): Stderr is then handed to valgrind
 	// as it is, the same terminal as Stdout, and the order of the two
 	// holds.
-	Tail *tailWriter
+	Tail interface {
+		io.Writer
+		Lines(n int) string
+	}
 	// Drain, with Tail, waits until Tail holds all that valgrind wrote
 	// before it exited: the console copies it from the terminal on its
 	// own time.
@@ -53,7 +58,7 @@ type valgrindProc struct {
 	fifo string
 	// stderr keeps what valgrind last wrote on its stderr, for messages;
 	// drain, when set, waits for it to hold all of it (valgrindConfig).
-	stderr *tailWriter
+	stderr interface{ Lines(n int) string }
 	drain  func()
 }
 
@@ -67,16 +72,16 @@ func startValgrind(cfg valgrindConfig) (*valgrindProc, error) {
 	// quote what valgrind said before its log was open. When stdout and
 	// stderr go to one place, one writer takes both: exec then gives
 	// valgrind a single pipe for the two, and their order holds.
-	stderr := cfg.Tail
+	var stderr interface{ Lines(n int) string } = cfg.Tail
 	switch {
-	case stderr != nil:
+	case cfg.Tail != nil:
 		cmd.Stdout, cmd.Stderr = cfg.Stdout, cfg.Stderr
-	case sameFile(cfg.Stdout, cfg.Stderr):
-		stderr = newTailWriter(cfg.Stderr, tailMax)
-		cmd.Stdout, cmd.Stderr = stderr, stderr
+	case backend.SameFile(cfg.Stdout, cfg.Stderr):
+		t := newTailWriter(cfg.Stderr, tailMax)
+		cmd.Stdout, cmd.Stderr, stderr = t, t, t
 	default:
-		stderr = newTailWriter(cfg.Stderr, tailMax)
-		cmd.Stdout, cmd.Stderr = cfg.Stdout, stderr
+		t := newTailWriter(cfg.Stderr, tailMax)
+		cmd.Stdout, cmd.Stderr, stderr = cfg.Stdout, t, t
 	}
 	// No stdin: valgrind runs in a background process group, where reading
 	// the terminal would stop it with SIGTTIN.
@@ -90,7 +95,7 @@ func startValgrind(cfg valgrindConfig) (*valgrindProc, error) {
 	// and a grandchild holds the pipe.
 	proc, err := child.Start("valgrind", cmd, child.Options{DieWithParent: true, WaitDelay: 2 * time.Second})
 	if err != nil {
-		return nil, &ToolError{Tool: "valgrind", Msg: "cannot start", Err: err}
+		return nil, &backend.ToolError{Tool: "valgrind", Msg: "cannot start", Err: err}
 	}
 	p := &valgrindProc{proc: proc, log: cfg.Log, stderr: stderr, fifo: cfg.VgdbPrefix + "-from-vgdb-to-"}
 	if cfg.Tail != nil {
@@ -140,9 +145,9 @@ func (p *valgrindProc) waitReady(ctx context.Context, timeout time.Duration) err
 		}
 		select {
 		case <-p.done():
-			return &ToolError{Tool: "valgrind", Msg: "exited before its gdbserver was ready", Err: errors.New(p.proc.Ended()), Tail: p.said(12)}
+			return &backend.ToolError{Tool: "valgrind", Msg: "exited before its gdbserver was ready", Err: errors.New(p.proc.Ended()), Tail: p.said(12)}
 		case <-deadline.C:
-			return &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("gdbserver not ready after %v", timeout), Tail: logTail(p.log, 12)}
+			return &backend.ToolError{Tool: "valgrind", Msg: fmt.Sprintf("gdbserver not ready after %v", timeout), Tail: logTail(p.log, 12)}
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		case <-tick.C:
@@ -183,7 +188,7 @@ func (p *valgrindProc) said(n int) string {
 	if p.drain != nil {
 		p.drain()
 	}
-	return p.stderr.lines(n)
+	return p.stderr.Lines(n)
 }
 
 // stop ends valgrind and everything in its process group. When the target
@@ -208,6 +213,44 @@ func logTail(path string, n int) string {
 		return ""
 	}
 	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// tailWriter passes what is written on to w and keeps the last max bytes
+// of it, for messages.
+type tailWriter struct {
+	w   io.Writer
+	max int
+
+	mu   sync.Mutex
+	tail []byte
+}
+
+// tailMax is how much of valgrind's stderr a tailWriter keeps.
+const tailMax = 4096
+
+func newTailWriter(w io.Writer, max int) *tailWriter {
+	return &tailWriter{w: w, max: max}
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	t.tail = append(t.tail, p...)
+	if over := len(t.tail) - t.max; over > 0 {
+		t.tail = append(t.tail[:0], t.tail[over:]...)
+	}
+	t.mu.Unlock()
+	return t.w.Write(p)
+}
+
+// Lines returns the last n complete or partial lines kept.
+func (t *tailWriter) Lines(n int) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines := strings.Split(strings.TrimRight(string(t.tail), "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
