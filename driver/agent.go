@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/backend"
+	"github.com/snapctl/snapctl/driver/backend/massif"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/plan"
@@ -106,7 +108,7 @@ func (s *session) startAgent(ctx context.Context) error {
 		f.Close()
 		return fmt.Errorf("opening the agent's busy file: %w", err)
 	}
-	r, err := s.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote(gdb.PythonTry(agentNew(records, s.priv, s.backend.agentMeasure()))))
+	r, err := s.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote(gdb.PythonTry(agentNew(records, s.priv, s.backend.AgentMeasure()))))
 	if err != nil {
 		f.Close()
 		bf.Close()
@@ -154,7 +156,7 @@ func CheckAgent(ctx context.Context, gdbPath string) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, gdbPath, "--nx", "--batch",
-		"-ex", gdb.PythonTry(gdb.AgentRead(script)+agentNew(filepath.Join(dir, agentRecords), dir, massifBackend{}.agentMeasure())),
+		"-ex", gdb.PythonTry(gdb.AgentRead(script)+agentNew(filepath.Join(dir, agentRecords), dir, massif.DefaultAgentMeasure())),
 		"-ex", "python print('"+loaded+"')")
 	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()
@@ -340,7 +342,7 @@ func (a *agent) stop(rec *agentRecord) error {
 	}
 	stop.Thread = rec.Thread.thread()
 	sec, frac := math.Modf(rec.Time)
-	return a.rec.number(stop, st, nil, measurement{path: rec.Snapshot, data: rec.Memory}, time.Unix(int64(sec), int64(frac*1e9)))
+	return a.rec.number(stop, st, nil, backend.Measurement{Path: rec.Snapshot, Data: rec.Memory}, time.Unix(int64(sec), int64(frac*1e9)))
 }
 
 // agentStopped handles gdb's stop at one of the agent's breakpoints, whose
@@ -435,7 +437,7 @@ func (s *session) useAgent(records, busy *os.File) {
 func (s *session) agentFailed(st *bpState, rec *agentRecord) error {
 	switch rec.Kind {
 	case "snapshot":
-		return &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("snapshot at breakpoint %q failed", st.bp.Name), Tail: rec.Error}
+		return &ToolError{Tool: s.backend.Tool(), Msg: fmt.Sprintf("snapshot at breakpoint %q failed", st.bp.Name), Tail: rec.Error}
 	case "condition":
 		s.event(runjson.Event{Kind: runjson.EventConditionError,
 			Message: fmt.Sprintf("breakpoint %q: gdb cannot evaluate its condition: %s", st.bp.Name, rec.Error)})

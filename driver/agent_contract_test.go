@@ -15,8 +15,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/snapctl/snapctl/driver/backend"
+	"github.com/snapctl/snapctl/driver/backend/native"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/plan"
 )
 
 // contractTable returns the rows of the table that follows marker in
@@ -178,8 +181,8 @@ func TestAgentContract(t *testing.T) {
 		}
 		return recs
 	}
-	native := run("native", (&nativeBackend{}).agentMeasure(), specs)
-	massif := run("echo", pyDict("kind", BackendMassif, "monitor", "echo", "ext", snapshotExt, "report", xtreeReport), specs[:1])
+	native := run("native", native.New(backend.Config{Plan: &plan.Plan{}}).AgentMeasure(), specs)
+	massif := run("echo", backend.PyDict("kind", BackendMassif, "monitor", "echo", "ext", snapshotExt, "report", xtreeReport), specs[:1])
 	recs := append(native, massif...)
 
 	row := func(rec map[string]json.RawMessage) int {

@@ -4,35 +4,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
-	"github.com/snapctl/snapctl/snapshots"
 )
 
-// taken is a stop whose snapshot file massif wrote and snapctl moved into
-// the run directory under a staging name (stageSnapshot), not yet read nor
-// compressed: that waits until the target runs again, so snapctl's own
-// work overlaps the target's. Taken stops wait in session.pending; flush
-// reads them, also when a run ends in the middle of a stop, so every kept
-// snapshot has its stop in run.json.
-type taken struct {
-	stop  *runjson.Stop
-	bp    *bpState
-	raw   string              // the snapshot file massif wrote, staged
-	hitOf *taken              // for a return-phase stop, its hit
-	snap  *snapshots.HeapTree // a hit's snapshot, until its return is read
-	// tree and same serve keep_snapshots: changed (see keep.go).
-	tree treeSum
-	same bool
+// stopRecord is a stop numbered and measured, whose measurement the
+// backend kept (massif: its snapshot file, staged in the run directory)
+// but has not yet read: that waits until the target runs again, so
+// snapctl's own work overlaps the target's. Stop records wait in
+// session.pending; flush has the backend read them, also when a run ends
+// in the middle of a stop, so every kept measurement has its stop in
+// run.json.
+type stopRecord struct {
+	backend.Stop
+	bp *bpState
 }
 
 // atBreakpoint handles a stop at a plan breakpoint: snapshot, commands,
@@ -117,7 +110,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		// thread that valgrind does not schedule): give this stop up.
 		irec := s.gdb.Interrupt()
 		released := false
-		if irec != nil && gdb.OwnStop(irec) && s.native != nil && stop.SchedulerLocking == "on" {
+		if irec != nil && gdb.OwnStop(irec) && s.launcher.Local() && stop.SchedulerLocking == "on" {
 			// Natively the lock holds: the call may wait for a
 			// thread that the lock keeps stopped. The deadline
 			// releases it and the call goes on with every thread.
@@ -255,8 +248,8 @@ func (s *session) otherStop(ctx, sctx context.Context, st *bpState, hit int, res
 // sends the commands in then (the resume of a stop with nothing else to
 // do), all in one exchange with gdb. It fills stop's threads, frames and
 // snapshot file and returns the threads.
-func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *runjson.Stop, tid string, backtrace bool, hitOf *taken, then []mi.Command) ([]runjson.Thread, error) {
-	tmp := filepath.Join(s.priv, "snap"+s.backend.ext())
+func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *runjson.Stop, tid string, backtrace bool, hitOf *stopRecord, then []mi.Command) ([]runjson.Thread, error) {
+	tmp := filepath.Join(s.priv, "snap"+s.backend.Ext())
 	mode := st.bp.Threads
 	if st.bp.AroundCall {
 		// Whether another thread ran during the call is told from
@@ -286,7 +279,7 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *run
 		}
 	}
 	snap := len(cmds)
-	cmds = append(cmds, mi.Command{Name: "-interpreter-exec", Args: []string{"console", mi.Quote(s.backend.measureCommand(tmp))}})
+	cmds = append(cmds, mi.Command{Name: "-interpreter-exec", Args: []string{"console", mi.Quote(s.backend.Command(tmp))}})
 	cmds = append(cmds, then...)
 	res, errs := s.gdb.SendBatch(ctx, cmds)
 	for i, err := range errs[:snap+1] {
@@ -325,13 +318,13 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *run
 	stop.Threads = threads
 	// Errors come back as target-stream text with a ^done
 	// (docs/facts.md, fact 5).
-	if msg := s.backend.failure(res[snap]); msg != "" {
-		return nil, &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("snapshot at breakpoint %q failed", st.bp.Name), Tail: msg}
+	if msg := s.backend.Failure(res[snap].Target()); msg != "" {
+		return nil, &ToolError{Tool: s.backend.Tool(), Msg: fmt.Sprintf("snapshot at breakpoint %q failed", st.bp.Name), Tail: msg}
 	}
 	// The agent's stops since the last one came before this snapshot,
 	// also those while around_call's finish ran the call: the recorder
 	// numbers them first.
-	if err := s.rec.take(stop, st, hitOf, measurement{path: tmp}, time.Now()); err != nil {
+	if err := s.rec.take(stop, st, hitOf, backend.Measurement{Path: tmp}, time.Now()); err != nil {
 		return nil, err
 	}
 	if len(then) > 0 {
@@ -364,58 +357,6 @@ func (s *session) diskFull(err error) error {
 		}
 	}
 	return err
-}
-
-// readSnapshot keeps a stop's snapshot in the run directory, parsing it on
-// the way unless its tree is known (see readTree), and fills the stop's
-// totals. The snapshot is nil when it was not parsed.
-func (s *session) readSnapshot(t *taken) (*snapshots.HeapTree, error) {
-	path := s.unlistedPath(t.stop.Snapshot)
-	f, err := openFile(t.raw, os.O_RDWR)
-	if err != nil {
-		return nil, fmt.Errorf("keeping snapshot %s: %w", t.stop.Snapshot, err)
-	}
-	defer f.Close()
-	parse, keep, err := s.readTree(t, f)
-	if err == nil {
-		_, err = f.Seek(0, io.SeekStart)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("keeping snapshot %s: %w", t.stop.Snapshot, err)
-	}
-	var snap *snapshots.HeapTree
-	switch {
-	case parse:
-		if snap, err = s.parseSnapshot(t, f, path, keep); err != nil {
-			return nil, err
-		}
-		t.stop.HeapBytes, t.stop.HeapExtraBytes, t.stop.StacksBytes = snap.HeapBytes, snap.HeapExtraBytes, snap.StacksBytes
-	default:
-		if keep {
-			err = keepSnapshot(f, t.raw, path, func(io.Reader) error { return nil })
-		} else {
-			err = os.Remove(t.raw)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("keeping snapshot %s: %w", t.stop.Snapshot, err)
-		}
-		// The same tree: the same totals.
-		from := t.bp.last[phaseIndex(t.stop.Phase)]
-		if t.stop.Phase == runjson.PhaseReturn {
-			h := t.hitOf.stop
-			from = lastSnapshot{heap: h.HeapBytes, extra: h.HeapExtraBytes, stacks: h.StacksBytes}
-		}
-		t.stop.HeapBytes, t.stop.HeapExtraBytes, t.stop.StacksBytes = from.heap, from.extra, from.stacks
-	}
-	t.bp.sum.Snapshots++
-	if t.stop.Phase == runjson.PhaseHit {
-		t.bp.hitSnapshots++
-		if n := t.bp.bp.EndRunAfter; n > 0 && t.bp.hitSnapshots == n {
-			s.end.end(fmt.Sprintf("breakpoint %q took %d snapshots (end_run_after)", t.bp.bp.Name, n))
-		}
-	}
-	s.remember(t, keep)
-	return snap, nil
 }
 
 // runCommands runs a breakpoint's gdb commands and records their output.

@@ -45,14 +45,12 @@ func (s *session) consoleTail() *console.Tail {
 	return s.console.Tail()
 }
 
-// startPhase is what the status line says while the target starts:
-// valgrind under massif; natively the program under gdb, or the attach.
+// startPhase is what the status line says while the target starts: the
+// attach, or the backend's tool starting (valgrind under massif, gdb
+// natively).
 func (s *session) startPhase() string {
-	switch {
-	case s.opts.AttachPID != 0:
+	if s.opts.AttachPID != 0 {
 		return fmt.Sprintf("attaching to process %d", s.opts.AttachPID)
-	case s.plan.Backend == BackendNative:
-		return "starting the program under gdb"
 	}
-	return "starting valgrind"
+	return "starting " + s.backend.Tool()
 }

@@ -22,18 +22,6 @@ func (s *session) stopTimeout() time.Duration {
 	return plan.DefaultStopTimeout
 }
 
-// remoteTimeout is gdb's remotetimeout, in whole seconds, for snapctl's
-// deadlines: longer than any of them, so that a slow reply through vgdb
-// meets snapctl's deadline, which names what stalled, and never gdb's,
-// which gives the reply up and reads it as the next packet's.
-func remoteTimeout(deadlines ...time.Duration) string {
-	longest := time.Duration(0)
-	for _, d := range deadlines {
-		longest = max(longest, d)
-	}
-	return strconv.Itoa(int(longest.Round(time.Second)/time.Second) + 1)
-}
-
 // overdue reads the agent's busy file and reports the stop that has been
 // under way for longer than limit, by the gdb number of its breakpoint
 // and how long it has lasted. A stop is timed from the first look that
@@ -61,9 +49,7 @@ func (a *agent) overdue(now time.Time, limit time.Duration) (bp string, lasted t
 // from gdb: an agent stop that does not end, and gdb, vgdb or valgrind
 // stopped by a signal.
 type stallWatch struct {
-	vgdb     procState            // vgdb as last found, pid 0 until then
-	lookedUp time.Time            // when vgdb was last looked for
-	stopped  map[string]time.Time // since when each tool has been seen stopped
+	stopped map[string]time.Time // since when each tool has been seen stopped
 }
 
 // checkStalls ends the run when one of the agent's stops has lasted
@@ -92,14 +78,8 @@ func (s *session) checkStalls() error {
 		w.stopped = make(map[string]time.Time)
 	}
 	watched := map[string]int{"gdb": s.gdb.Pid()}
-	if s.usesValgrind() {
-		if !w.vgdb.ok && now.Sub(w.lookedUp) >= time.Second {
-			w.vgdb, w.lookedUp = gdbChild(s.gdb.Pid()), now
-		}
-		watched["vgdb"] = w.vgdb.pid
-		if s.vg != nil {
-			watched["valgrind"] = s.vg.Pid()
-		}
+	for _, p := range s.launcher.Processes(s.gdb.Pid()) {
+		watched[p.Name] = p.Pid
 	}
 	for name, pid := range watched {
 		if pid == 0 || readProcState(pid).state != 'T' {
@@ -180,32 +160,6 @@ func (p procState) describe() string {
 	return "waiting"
 }
 
-// gdbChild returns the vgdb that gdb runs: the process named vgdb whose
-// parent, or an ancestor up to three levels up, is gdb. snapctl execs
-// vgdb from gdb's shell, but a shell that forks (docs/facts.md, fact
-// 30) would put one in between.
-func gdbChild(gdbPid int) procState {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if err != nil || strings.TrimSpace(string(comm)) != "vgdb" {
-			continue
-		}
-		ps := readProcState(pid)
-		for up, ppid := 0, ps.ppid; ps.ok && up < 3 && ppid > 1; up++ {
-			if ppid == gdbPid {
-				return ps
-			}
-			ppid = readProcState(ppid).ppid
-		}
-	}
-	return procState{}
-}
-
 // diagnosis names the process that holds a stop up.
 type diagnosis struct {
 	tool   string // "gdb", "vgdb" or "valgrind"
@@ -217,11 +171,10 @@ type diagnosis struct {
 }
 
 // diagnose names the process that holds a stop up and why, and lists the
-// state of the processes the backend runs: gdb, vgdb and valgrind under
-// massif, gdb alone under the native backend. A process that is stopped
-// (SIGSTOP, SIGTSTP) or gone is the culprit, vgdb first, since it sits
-// between the other two; else valgrind when it is busy, since gdb waits
-// for its answer; else gdb, which runs the stop while the others wait.
+// state of the processes the backend runs (launcher.Processes), then
+// gdb's. A process that is stopped (SIGSTOP, SIGTSTP) or gone is the
+// culprit, in that order; else the one gdb waits for the answers of
+// when it is busy; else gdb, which runs the stop while the others wait.
 func (s *session) diagnose() diagnosis {
 	if s.gdb.Pid() == 0 {
 		// A scripted gdb, in tests: no process to look at.
@@ -231,15 +184,15 @@ func (s *session) diagnose() diagnosis {
 		name string
 		ps   procState
 	}
-	gdb := readProcState(s.gdb.Pid())
-	procs := []proc{{"gdb", gdb}}
-	vg := procState{}
-	if s.usesValgrind() {
-		if s.vg != nil {
-			vg = readProcState(s.vg.Pid())
+	var procs []proc
+	busy := proc{}
+	for _, p := range s.launcher.Processes(s.gdb.Pid()) {
+		procs = append(procs, proc{p.Name, readProcState(p.Pid)})
+		if p.Answers {
+			busy = procs[len(procs)-1]
 		}
-		procs = []proc{{"vgdb", gdbChild(gdb.pid)}, {"valgrind", vg}, {"gdb", gdb}}
 	}
+	procs = append(procs, proc{"gdb", readProcState(s.gdb.Pid())})
 	var list []string
 	for _, p := range procs {
 		d := p.ps.describe()
@@ -259,15 +212,8 @@ func (s *session) diagnose() diagnosis {
 			return diagnosis{tool: p.name, why: "is stopped (it was sent SIGSTOP or SIGTSTP)", states: states, stuck: true}
 		}
 	}
-	if vg.state == 'R' || vg.state == 'D' {
-		return diagnosis{tool: "valgrind", why: "does not answer gdb", states: states}
+	if busy.ps.state == 'R' || busy.ps.state == 'D' {
+		return diagnosis{tool: busy.name, why: "does not answer gdb", states: states}
 	}
 	return diagnosis{tool: "gdb", why: "does not finish the stop", states: states}
-}
-
-// usesValgrind reports whether the session runs valgrind and vgdb (the
-// massif backend), whose states its stall messages give.
-func (s *session) usesValgrind() bool {
-	_, massif := s.backend.(massifBackend)
-	return massif || s.vg != nil
 }

@@ -5,10 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/backend/massif"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/internal/testenv"
 )
@@ -22,8 +22,8 @@ func TestRemoteTimeout(t *testing.T) {
 		{[]time.Duration{30 * time.Second, 2 * time.Minute}, "121"},
 		{[]time.Duration{1500 * time.Millisecond, 100 * time.Millisecond}, "3"},
 	} {
-		if got := remoteTimeout(tt.deadlines...); got != tt.want {
-			t.Errorf("remoteTimeout(%v) = %q, want %q", tt.deadlines, got, tt.want)
+		if got := massif.RemoteTimeout(tt.deadlines...); got != tt.want {
+			t.Errorf("massif.RemoteTimeout(%v) = %q, want %q", tt.deadlines, got, tt.want)
 		}
 	}
 }
@@ -45,7 +45,7 @@ func TestAgentBusyFile(t *testing.T) {
 		t.Helper()
 		cmds := filepath.Join(dir, "cmds")
 		text := "python\nclass B:\n    number = 7\n" +
-			"a = Agent(" + gdb.PyString(filepath.Join(dir, agentRecords)) + ", " + gdb.PyString(dir) + ", " + gdb.PyString(busy) + ", " + massifBackend{}.agentMeasure() + ")\n" +
+			"a = Agent(" + gdb.PyString(filepath.Join(dir, agentRecords)) + ", " + gdb.PyString(dir) + ", " + gdb.PyString(busy) + ", " + massif.DefaultAgentMeasure() + ")\n" +
 			py + "\nend\n"
 		if err := os.WriteFile(cmds, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
@@ -82,43 +82,4 @@ func TestAgentBusyFile(t *testing.T) {
 	check(5*time.Second, "7", true)
 	runAgent("a.begin(B())\na.mark('-')")
 	check(9*time.Second, "", false)
-}
-
-// The stall watch finds vgdb whether gdb's shell execs it or forks it
-// (docs/facts.md, fact 30): a shell stands for gdb, and runs a program
-// named vgdb as its child, or behind a shell of its own that forks (a
-// command follows).
-func TestGdbChildBehindShell(t *testing.T) {
-	sleep, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Skip(err)
-	}
-	vgdb := filepath.Join(t.TempDir(), "vgdb")
-	data, err := os.ReadFile(sleep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(vgdb, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, tt := range []struct{ name, gdb string }{
-		{"child", vgdb + " 30; true"},
-		{"grandchild", "/bin/sh -c '" + vgdb + " 30; true'; true"},
-	} {
-		gdb := exec.Command("/bin/sh", "-c", tt.gdb)
-		gdb.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := gdb.Start(); err != nil {
-			t.Fatal(err)
-		}
-		var got procState
-		for deadline := time.Now().Add(10 * time.Second); !got.ok && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			got = gdbChild(gdb.Process.Pid)
-		}
-		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", got.pid))
-		syscall.Kill(-gdb.Process.Pid, syscall.SIGKILL)
-		gdb.Wait()
-		if !got.ok || string(comm) != "vgdb\n" {
-			t.Errorf("%s: vgdb not found (got pid %d, %q)", tt.name, got.pid, comm)
-		}
-	}
 }

@@ -1,8 +1,6 @@
 package driver
 
 import (
-	"bytes"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/backend/native"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/runjson"
 )
@@ -83,10 +82,10 @@ func (s server) mustServe(t *testing.T) {
 	t.Helper()
 	got, err := s.ask("ping")
 	if err != nil || !strings.HasPrefix(got, "ok ") || !strings.HasSuffix(got, " ping\n") {
-		st, _ := procStatus(s.pid)
+		st, _ := native.ProcStatus(s.pid)
 		t.Fatalf("the server does not answer: %q, %v (state %q, tracer %q)", got, err, st["State"], st["TracerPid"])
 	}
-	st, err := procStatus(s.pid)
+	st, err := native.ProcStatus(s.pid)
 	if err != nil || st["TracerPid"] != "0" || !strings.HasPrefix(st["State"], "S") && !strings.HasPrefix(st["State"], "R") {
 		t.Fatalf("the server after snapctl: %v, state %q, tracer %q", err, st["State"], st["TracerPid"])
 	}
@@ -163,7 +162,9 @@ func textChanges(t *testing.T, pid int) []string {
 // traceStopped reports whether a thread of process pid is stopped by its
 // tracer.
 func traceStopped(pid int) bool {
-	for _, tid := range threadIDs(pid) {
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, e := range ents {
+		tid, _ := strconv.Atoi(e.Name())
 		if readProcState(tid).state == 't' {
 			return true
 		}
@@ -173,7 +174,7 @@ func traceStopped(pid int) bool {
 
 // tracer returns the process that traces pid, 0 for none.
 func tracer(pid int) int {
-	st, _ := procStatus(pid)
+	st, _ := native.ProcStatus(pid)
 	n, _ := strconv.Atoi(st["TracerPid"])
 	return n
 }
@@ -435,104 +436,6 @@ func TestGdbInternalErrorNoCore(t *testing.T) {
 	}
 }
 
-// TestBreakpointAddrs reads the addresses of `maint info breakpoints`,
-// gdb's own breakpoints and multiple locations included.
-func TestBreakpointAddrs(t *testing.T) {
-	table := `Num     Type           Disp Enb Address            What
--4      shlib events   keep y   0x00007fb45a7ec060 <__GI__dl_debug_state> inf 1
--4.1                        y   0x00007fb45a7ec060 <__GI__dl_debug_state> inf 1
--8      longjmp master keep n   0x00007fb45a630da0 <__libc_siglongjmp> inf 1
-1       breakpoint     keep y   <MULTIPLE>
-1.1                         y   0x000055c47277116d in tick at t.c:3 inf 1
-1.2                         y   0x000055c472771200 in tick at t.c:3 inf 1
-	breakpoint already hit 1 time
-`
-	got := breakpointAddrs(table)
-	want := []uint64{0x7fb45a7ec060, 0x7fb45a630da0, 0x55c47277116d, 0x55c472771200}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("addresses %x, want %x", got, want)
-	}
-	if got := breakpointAddrs("No breakpoints or watchpoints.\n"); len(got) != 0 {
-		t.Errorf("no breakpoints: %x", got)
-	}
-}
-
-// TestRestoreText: the bytes snapctl restores in a running threaded
-// process whose tracer is gone: an int3 written where the program has
-// other code is replaced with the file's bytes; an address that holds
-// the file's bytes already is left alone.
-func TestRestoreText(t *testing.T) {
-	t.Parallel()
-	if breakInsn == nil {
-		t.Skip("no breakpoint instruction known here")
-	}
-	srv := startServer(t)
-	maps := readMaps(srv.pid)
-	// handle_request's first instruction, as the file has it.
-	addr := symbolAddr(t, srv.pid, maps, "handle_request")
-	orig := originalBytes(srv.pid, maps, addr, len(breakInsn))
-	if orig == nil || bytes.Equal(orig, breakInsn) {
-		t.Fatalf("the program's bytes at %#x: %x", addr, orig)
-	}
-	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", srv.pid), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Close()
-	if _, err := mem.WriteAt(breakInsn, int64(addr)); err != nil {
-		t.Fatal(err)
-	}
-	if len(textChanges(t, srv.pid)) != 1 {
-		t.Fatalf("the int3 written is not seen")
-	}
-	n, err := restoreText(srv.pid, []textPatch{{addr: addr, orig: orig}, {addr: addr + 1, orig: []byte{0}}})
-	if err != nil || n != 1 {
-		t.Fatalf("restored %d, %v; want 1", n, err)
-	}
-	if ch := textChanges(t, srv.pid); len(ch) > 0 {
-		t.Fatalf("after the restore: %s", strings.Join(ch, "; "))
-	}
-	srv.mustServe(t)
-	if _, err := restoreText(1<<22+12345, nil); err == nil {
-		t.Errorf("no error for a process that does not exist")
-	}
-}
-
-// symbolAddr is the run-time address of the program's function name.
-func symbolAddr(t *testing.T, pid int, maps []mapping, name string) uint64 {
-	t.Helper()
-	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := elf.Open(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sym uint64
-	for _, s := range syms {
-		if s.Name == name {
-			sym = s.Value
-		}
-	}
-	if sym == 0 {
-		t.Fatalf("no symbol %s in %s", name, exe)
-	}
-	// A PIE's symbols are offsets from the first mapping of the file.
-	for _, m := range maps {
-		if m.path == exe && m.offset == 0 {
-			return m.start + sym
-		}
-	}
-	t.Fatalf("%s is not mapped", exe)
-	return 0
-}
-
 // TestAttachExited: a process that has exited, reaped or not yet (a
 // zombie), is no process to attach to: exit code 6, before gdb starts
 // or while it attaches, with gdb's words.
@@ -554,13 +457,13 @@ func TestAttachExited(t *testing.T) {
 		t.Errorf("a zombie: %v (exit %d, %s)", err, code, reason)
 	}
 	gdbSays := fmt.Sprintf("Cannot attach to process %d: Operation not permitted (process %d is a zombie - the process has already terminated)", pid, pid)
-	err = attachError(pid, gdbSays)
+	err = native.AttachRefused(pid, gdbSays)
 	want := fmt.Sprintf("cannot attach to process %d: it exited while gdb attached to it (gdb: %s)", pid, gdbSays)
 	if code, _ := ExitStatus(err); code != ExitNoProcess || fmt.Sprint(err) != want {
 		t.Errorf("gdb's refusal: %v (exit %d), want %q", err, code, want)
 	}
 	zombie.Wait()
-	if code, _ := ExitStatus(attachError(pid, "No such process.")); code != ExitNoProcess {
+	if code, _ := ExitStatus(native.AttachRefused(pid, "No such process.")); code != ExitNoProcess {
 		t.Errorf("a reaped process: exit %d", code)
 	}
 }

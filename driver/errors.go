@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/runjson"
 )
 
@@ -37,29 +38,7 @@ var errDirNotEmpty = errors.New("exists and is not empty (use --force to write i
 
 // ToolError reports a child process (valgrind, vgdb or gdb) that failed or
 // died, with the last lines it printed.
-type ToolError struct {
-	Tool string // "valgrind", "vgdb" or "gdb"
-	Msg  string // what went wrong, lowercase
-	Tail string // the last lines of the tool's output, may be empty
-	Err  error
-}
-
-func (e *ToolError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s", e.Tool, e.Msg)
-	if e.Err != nil {
-		fmt.Fprintf(&b, ": %v", e.Err)
-	}
-	if t := strings.TrimSpace(e.Tail); t != "" {
-		b.WriteString("\n")
-		for _, line := range strings.Split(t, "\n") {
-			b.WriteString("    " + line + "\n")
-		}
-	}
-	return strings.TrimRight(b.String(), "\n")
-}
-
-func (e *ToolError) Unwrap() error { return e.Err }
+type ToolError = backend.ToolError
 
 // CrashError reports a target that died of a signal.
 type CrashError struct {
@@ -138,20 +117,6 @@ func (e *EndedEarlyError) Error() string {
 
 // LeakError reports suspects growing faster than the plan's
 // report.fail_on limits.
-type LeakError struct {
-	GrowthPerHit int64    // the limit per hit, 0 for none
-	TotalGrowth  int64    // the limit over the run, 0 for none
-	Suspects     []string // "handle_request (leak.c:20) +24 B per hit at breakpoint \"request\""
-}
+type LeakError = backend.LeakError
 
-func (e *LeakError) Error() string {
-	return fmt.Sprintf("fail_on exceeded by %d site(s): %s", len(e.Suspects), strings.Join(e.Suspects, "; "))
-}
-
-func quoteList(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = fmt.Sprintf("%q", n)
-	}
-	return strings.Join(q, ", ")
-}
+func quoteList(names []string) string { return backend.QuoteList(names) }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/runjson"
 )
@@ -21,7 +22,9 @@ import (
 // run directory is written.
 func (s *session) teardown(ended bool) (reap func()) {
 	left := s.leftovers()
-	s.backend.beforeClose(s)
+	if s.launcher.BeforeClose(s.m.Target.ExitCode != nil || s.m.Target.Signal != nil) {
+		s.m.Native.Detached = true
+	}
 	reap = func() {}
 	var skip []int
 	// gdb dies while the run directory is written (Run reaps it).
@@ -30,9 +33,7 @@ func (s *session) teardown(ended bool) (reap func()) {
 			reap, skip = r, []int{s.gdb.Pid()}
 		}
 	}
-	if s.vg != nil {
-		s.vg.stop(s.opts.Grace, ended)
-	}
+	s.launcher.AfterClose(ended)
 	s.end.stop()
 	// What left the children's process groups: a target that called
 	// daemon() or setsid() under valgrind, a vgdb in a session of its own.
@@ -79,17 +80,13 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	if err != nil {
 		s.m.Error = strings.SplitN(err.Error(), "\n", 2)[0]
 	}
-	rep := s.an.report("snapctl run: " + strings.Join(s.argv, " "))
-	s.m.Suspects = s.an.stacks.InternSuspects(rep.Suspects)
-	s.m.Stacks = s.an.stacks.Stacks()
-	for _, p := range s.an.problems {
+	found := s.backend.Findings("snapctl run: " + strings.Join(s.argv, " "))
+	s.m.Suspects, s.m.Stacks, s.m.Verdicts = found.Suspects, found.Stacks, found.Verdicts
+	for _, p := range found.Problems {
 		s.rec.events.add(&runjson.Event{Time: runjson.Stamp(time.Now()), Kind: runjson.EventAnalysisError, Message: p})
 	}
-	res.Report = rep
-	if s.native != nil {
-		s.m.Verdicts = s.native.verdicts(s.plan.Native.TrimProbe)
-	}
-	res.Stops, res.Diffs = s.rec.stops.len(), s.an.diffs.len()
+	res.Report = found.Report
+	res.Stops, res.Diffs = s.rec.stops.len(), s.rec.diffs.len()
 	s.unmeasured()
 	if err == nil {
 		// A completed run still fails for CI on a target that ended
@@ -99,18 +96,14 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 			err = s.rec.neverHit(measuredNothing(s.m))
 		}
 		if err == nil {
-			if s.native != nil {
-				err = nativeGate(s.plan.Report.FailOn, s.m.Verdicts)
-			} else {
-				err = gate(s.plan.Report.FailOn, rep.Suspects)
-			}
+			err = s.backend.Gate(s.plan.Report.FailOn, found)
 		}
 	}
 	code, reason := ExitStatus(err)
 	s.m.ExitCode, s.m.ExitReason = &code, reason
 	// A writing during the run must not land after this one.
 	s.refreshed(true)
-	if werr := writeManifest(s.dir, s.m, manifestSpools{stops: s.rec.stops, events: s.rec.events, diffs: s.an.diffs}); werr != nil {
+	if werr := writeManifest(s.dir, s.m, manifestSpools{stops: s.rec.stops, events: s.rec.events, diffs: s.rec.diffs}); werr != nil {
 		// The run.json written last stands, with the snapshots it lists.
 		s.dropUnlisted()
 		return res, errors.Join(err, werr)
@@ -155,7 +148,7 @@ func (s *session) refreshManifest() {
 		sp.close()
 		return
 	}
-	if sp.diffs, err = s.an.diffs.view(); err != nil {
+	if sp.diffs, err = s.rec.diffs.view(); err != nil {
 		sp.close()
 		return
 	}
@@ -166,8 +159,8 @@ func (s *session) refreshManifest() {
 		native := *m.Native
 		m.Native = &native
 	}
-	r := &refresh{done: make(chan error, 1), stops: s.rec.stops.len(), names: s.unlisted}
-	s.unlisted = nil
+	r := &refresh{done: make(chan error, 1), stops: s.rec.stops.len(), names: s.rec.unlisted}
+	s.rec.unlisted = nil
 	s.refreshing, s.written = r, time.Now()
 	go func() {
 		err := writeManifest(s.dir, &m, sp)
@@ -207,7 +200,7 @@ func (s *session) refreshed(wait bool) bool {
 	}
 	s.refreshing = nil
 	if err != nil {
-		s.unlisted = append(r.names, s.unlisted...)
+		s.rec.unlisted = append(r.names, s.rec.unlisted...)
 		return true
 	}
 	s.writtenStops = r.stops
@@ -216,9 +209,7 @@ func (s *session) refreshed(wait bool) bool {
 
 // closeSpools removes the spooled stops and diffs.
 func (s *session) closeSpools() {
-	s.rec.stops.close()
-	s.rec.events.close()
-	s.an.diffs.close()
+	s.rec.closeSpools()
 }
 
 // resolvedAt notes that gdb's =breakpoint-created or =breakpoint-modified
@@ -257,48 +248,5 @@ func (s *session) unmeasured() {
 	}
 }
 
-// measuredNothing reports whether the run's breakpoints took no
-// snapshot. A run.json without breakpoints, which a plan cannot give,
-// says nothing of it.
-func measuredNothing(m *runjson.Manifest) bool {
-	if len(m.Breakpoints) == 0 {
-		return false
-	}
-	for _, b := range m.Breakpoints {
-		if b.Snapshots > 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// whyNothing says why a run took no snapshot, from what run.json says of
-// it: how the target, or the run, ended before any breakpoint took one,
-// and the pending locations that never resolved.
-func whyNothing(m *runjson.Manifest) string {
-	var why string
-	switch {
-	case m.Status == runjson.StatusCompleted && m.Target.ExitCode != nil:
-		why = fmt.Sprintf("the target exited with status %d before any breakpoint took a snapshot", *m.Target.ExitCode)
-	case m.Status == runjson.StatusCompleted && m.Target.Signal != nil:
-		why = fmt.Sprintf("snapctl ended the target (%s) before any breakpoint took a snapshot", *m.Target.Signal)
-	case m.Status == runjson.StatusCrashed && m.Target.Signal != nil:
-		why = fmt.Sprintf("the target was killed by %s before any breakpoint took a snapshot", *m.Target.Signal)
-	default:
-		why = fmt.Sprintf("the run ended (%s) before any breakpoint took a snapshot", m.Status)
-	}
-	var unresolved []string
-	for _, b := range m.Breakpoints {
-		if b.Unresolved {
-			unresolved = append(unresolved, b.Name)
-		}
-	}
-	switch len(unresolved) {
-	case 0:
-	case 1:
-		why += fmt.Sprintf("; the location of breakpoint %q never resolved", unresolved[0])
-	default:
-		why += fmt.Sprintf("; the locations of breakpoints %s never resolved", quoteList(unresolved))
-	}
-	return why
-}
+func measuredNothing(m *runjson.Manifest) bool { return backend.MeasuredNothing(m) }
+func whyNothing(m *runjson.Manifest) string    { return backend.WhyNothing(m) }

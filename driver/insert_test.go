@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/snapctl/snapctl/driver/backend/massif"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/internal/testenv"
@@ -55,11 +56,11 @@ func TestMassifPlanArgs(t *testing.T) {
 		"--alloc-fn=xmalloc", "--alloc-fn=xcalloc", "--ignore-fn=pool_grow",
 		"--fair-sched=try", "--max-snapshots=200", "--trace-children=no",
 	}
-	if diff := cmp.Diff(want, massifPlanArgs(p)); diff != "" {
-		t.Errorf("massifPlanArgs (-want +got):\n%s", diff)
+	if diff := cmp.Diff(want, massif.PlanArgs(p)); diff != "" {
+		t.Errorf("PlanArgs (-want +got):\n%s", diff)
 	}
-	if got := massifPlanArgs(mustPlan(t, "breakpoints:\n  - name: f\n    location: f\n")); !cmp.Equal(got, []string{"--threshold=0", "--fair-sched=yes"}) {
-		t.Errorf("massifPlanArgs of a bare plan = %q", got)
+	if got := massif.PlanArgs(mustPlan(t, "breakpoints:\n  - name: f\n    location: f\n")); !cmp.Equal(got, []string{"--threshold=0", "--fair-sched=yes"}) {
+		t.Errorf("PlanArgs of a bare plan = %q", got)
 	}
 }
 
@@ -125,7 +126,7 @@ func TestValgrindAcceptsPlanArgs(t *testing.T) {
 	defer cancel()
 	// A private vgdb prefix: valgrind's FIFOs stay out of /tmp, where other
 	// runs look for their own.
-	args := append([]string{"--tool=massif", "--massif-out-file=" + out, "--vgdb-prefix=" + filepath.Join(t.TempDir(), "vgdb")}, massifPlanArgs(p)...)
+	args := append([]string{"--tool=massif", "--massif-out-file=" + out, "--vgdb-prefix=" + filepath.Join(t.TempDir(), "vgdb")}, massif.PlanArgs(p)...)
 	args = append(args, "/bin/true")
 	cmd := exec.CommandContext(ctx, "valgrind", args...)
 	var stderr bytes.Buffer

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/snapctl/snapctl/driver/backend/massif"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/internal/child"
@@ -226,7 +227,7 @@ func TestLoopEveryMaxHits(t *testing.T) {
 	if diff := cmp.Diff(want, control); diff != "" {
 		t.Errorf("breakpoint control (-want +got):\n%s", diff)
 	}
-	if diffs := spooled[snapshots.Diff](t, s.an.diffs); len(diffs) != 2 || diffs[0].DeltaBytes != 16 {
+	if diffs := spooled[snapshots.Diff](t, s.rec.diffs); len(diffs) != 2 || diffs[0].DeltaBytes != 16 {
 		t.Errorf("diffs = %+v, want two of +16 B", diffs)
 	}
 }
@@ -297,7 +298,6 @@ func scriptedSession(t *testing.T, plan *plan.Plan, d gdb.Debugger) *session {
 	s.priv = t.TempDir()
 	s.gdb = gdb.NewConn(d, 0, s.opts.CommandTimeout, s.rec.note)
 	t.Cleanup(s.closeSpools)
-	s.vg = &valgrindProc{} // no process: never done, pid 0
 	st := s.rec.order[0]
 	st.number, st.sum.Number = "1", "1"
 	s.rec.bps["1"] = st
@@ -404,7 +404,7 @@ func valgrindEnded(t *testing.T, s *session, killed bool) {
 		p.Kill()
 	}
 	p.Wait()
-	s.vg.proc = p
+	s.launcher.(*massif.Launch).Watch(p)
 }
 
 // finishRun ends a scripted session as a run does once its stop loop has

@@ -12,21 +12,6 @@ import (
 	"github.com/snapctl/snapctl/snapshots"
 )
 
-// snapshotName is the file name of a stop's snapshot inside snapshots/:
-// sequence, breakpoint and hit, plus "-return" for the return phase.
-// Kept snapshots are gzipped (keepSnapshot): snapctl's commands read them
-// as they are; `gunzip -k` gives ms_print its plain file.
-func snapshotName(seq int, bp string, hit int, phase string) string {
-	name := fmt.Sprintf("%04d-%s-%d", seq, bp, hit)
-	if phase == runjson.PhaseReturn {
-		name += "-return"
-	}
-	return filepath.Join(snapshotDir, name+snapshotKeptExt)
-}
-
-// snapshotKeptExt ends the name of a kept snapshot.
-const snapshotKeptExt = ".massif.gz"
-
 // manifestSpools are the spools run.json's lists are streamed from; nil
 // for an empty list.
 type manifestSpools struct {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/backend/native"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/runjson"
 )
@@ -100,7 +101,7 @@ func TestNativeAttachFork(t *testing.T) {
 	}
 	before := switches(t, pid)
 	time.Sleep(300 * time.Millisecond)
-	st, err := procStatus(pid)
+	st, err := native.ProcStatus(pid)
 	if err != nil || st["TracerPid"] != "0" || strings.HasPrefix(st["State"], "t") || strings.HasPrefix(st["State"], "Z") {
 		t.Fatalf("after the run: %v, state %q, tracer %q", err, st["State"], st["TracerPid"])
 	}

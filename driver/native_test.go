@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/snapctl/snapctl/driver/backend/native"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/preflight"
@@ -90,7 +92,7 @@ func TestNativeLeak(t *testing.T) {
 				t.Errorf("sentence %q does not say to rerun with massif", v.Sentence)
 			}
 			report, _ := os.ReadFile(filepath.Join(res.Dir, reportFile))
-			if !strings.Contains(string(report), "**verdict: leak at breakpoint round") || !strings.Contains(string(report), massifNote) {
+			if !strings.Contains(string(report), "**verdict: leak at breakpoint round") || !strings.Contains(string(report), native.MassifNote) {
 				t.Errorf("report.md:\n%s", report)
 			}
 		})
@@ -147,7 +149,7 @@ func TestNativeRetention(t *testing.T) {
 		n := int64(s.Hit) * 8192
 		want := n * (272 + 8)
 		if got := s.Memory.TrimReleasedBytes; got == nil || *got > want || *got < want-64<<10 {
-			t.Errorf("stop %d: trim_released_bytes %d, want %d less at most 64 KiB", s.Seq, deref(got), want)
+			t.Errorf("stop %d: trim_released_bytes %d, want %d less at most 64 KiB", s.Seq, derefInt(got), want)
 		}
 	}
 	// What the trim released is in every report, and in the verdict.
@@ -297,7 +299,7 @@ func startLoop(t *testing.T) *exec.Cmd {
 // switches is the process's context switches: they grow while it runs.
 func switches(t *testing.T, pid int) int64 {
 	t.Helper()
-	st, err := procStatus(pid)
+	st, err := native.ProcStatus(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +328,7 @@ func TestNativeAttach(t *testing.T) {
 			t.Errorf("diff %d..%d: in-use delta %d, want 112", d.FromSeq, d.ToSeq, *d.MemoryDelta.HeapInUseBytes)
 		}
 	}
-	st, err := procStatus(pid)
+	st, err := native.ProcStatus(pid)
 	if err != nil || st["TracerPid"] != "0" || strings.HasPrefix(st["State"], "t") || strings.HasPrefix(st["State"], "Z") {
 		t.Fatalf("after the run: %v, state %q, tracer %q", err, st["State"], st["TracerPid"])
 	}
@@ -823,4 +825,11 @@ func TestNativeFSTWorkload(t *testing.T) {
 			}
 		})
 	}
+}
+
+func derefInt(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }

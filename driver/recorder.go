@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
@@ -27,16 +28,21 @@ type recorder struct {
 	order []*bpState          // plan order
 	seq   int
 	// pending are the stops numbered whose measurements are not read yet.
-	pending []*taken
-	// stops spools the stop records for run.json, events its events.
-	stops, events *spool
+	pending []*stopRecord
+	// stops, events and diffs spool the lists of run.json: the stops, the
+	// events, and the backend's diffs.
+	stops, events, diffs *spool
+	// unlisted are the measurement files kept since run.json was last
+	// written, by their names in run.json; they keep a hidden name until
+	// a run.json that lists them is written (see publish).
+	unlisted []string
 	// agentFirst reads the stops gdb's agent took since it was last
 	// asked; nil when the agent does not run.
 	agentFirst func() error
 	// keep and read are the backend's: keep takes a stop's measurement
 	// while the target is stopped, read reads it once it runs again.
-	keep func(measurement, *runjson.Stop) (string, error)
-	read func(*taken) error
+	keep func(backend.Measurement, *runjson.Stop) (string, error)
+	read func(*stopRecord) error
 	// onStop shows a recorded stop (the status line), onEvent an event
 	// the user must see at once; endRun ends the run (end_run_after).
 	onStop  func(*runjson.Stop)
@@ -62,9 +68,6 @@ type bpState struct {
 	// some point of the run (see resolvedAt): after an exec it may be
 	// pending again, but it was not unresolved.
 	resolved bool
-	// last are the last snapshots read of the hit and return phases
-	// (see phaseIndex).
-	last [2]lastSnapshot
 }
 
 // newRecorder is the record of a run of p, whose summaries are m's, with
@@ -75,8 +78,9 @@ func newRecorder(p *plan.Plan, m *runjson.Manifest, keepOverride, dir string) *r
 		bps:    make(map[string]*bpState),
 		stops:  newSpool(".stops-*.jsonl"),
 		events: newSpool(".events-*.jsonl"),
+		diffs:  newSpool(".diffs-*.jsonl"),
 	}
-	r.stops.dir, r.events.dir = dir, dir
+	r.stops.dir, r.events.dir, r.diffs.dir = dir, dir, dir
 	for i := range p.Breakpoints {
 		bp := &p.Breakpoints[i]
 		if keepOverride != "" {
@@ -108,7 +112,7 @@ func (r *recorder) inserted(st *bpState, number string, agent bool) {
 // the pending ones, which flush reads once the target runs again. hitOf is
 // the hit of a return-phase stop. A stop taken over MI comes after every
 // stop the agent recorded: those are read and numbered first.
-func (r *recorder) take(stop *runjson.Stop, st *bpState, hitOf *taken, m measurement, at time.Time) error {
+func (r *recorder) take(stop *runjson.Stop, st *bpState, hitOf *stopRecord, m backend.Measurement, at time.Time) error {
 	if err := r.agentStops(); err != nil {
 		return err
 	}
@@ -127,7 +131,7 @@ func (r *recorder) agentStops() error {
 
 // number numbers one stop, in the order stops are taken, and keeps its
 // measurement.
-func (r *recorder) number(stop *runjson.Stop, st *bpState, hitOf *taken, m measurement, at time.Time) error {
+func (r *recorder) number(stop *runjson.Stop, st *bpState, hitOf *stopRecord, m backend.Measurement, at time.Time) error {
 	r.seq++
 	stop.Seq = r.seq
 	stop.Time = runjson.Stamp(at)
@@ -135,12 +139,16 @@ func (r *recorder) number(stop *runjson.Stop, st *bpState, hitOf *taken, m measu
 	if err != nil {
 		return err
 	}
-	r.pending = append(r.pending, &taken{stop: stop, bp: st, hitOf: hitOf, raw: raw})
+	t := &stopRecord{Stop: backend.Stop{Stop: stop, Breakpoint: st.bp, Raw: raw}, bp: st}
+	if hitOf != nil {
+		t.HitOf = &hitOf.Stop
+	}
+	r.pending = append(r.pending, t)
 	return nil
 }
 
 // flush has the backend read the measurements of the pending stops in
-// order, which records the stops in run.json and feeds the analysis. On
+// order, which feeds its analysis, and records the stops in run.json. On
 // failure run.json lists no stop from there on, and their files go.
 func (r *recorder) flush() error {
 	pending := r.pending
@@ -148,28 +156,38 @@ func (r *recorder) flush() error {
 	for i, t := range pending {
 		if err := r.read(t); err != nil {
 			for _, u := range pending[i:] {
-				if u.raw != "" {
-					os.Remove(u.raw)
+				if u.Raw != "" {
+					os.Remove(u.Raw)
 				}
 			}
 			return err
 		}
+		r.measured(t)
 	}
 	return nil
 }
 
-// measured counts a stop whose measurement was read for its breakpoint,
-// ends the run at the breakpoint's end_run_after-th hit, and records the
-// stop.
-func (r *recorder) measured(t *taken) {
+// measured is a stop's bookkeeping once its backend has read it, the same
+// for every backend: the breakpoint's snapshot count, end_run_after, a
+// measurement file kept the same as an earlier one (keep_snapshots:
+// changed) or waiting for run.json to list it (publish), and the stop in
+// run.json.
+func (r *recorder) measured(t *stopRecord) {
+	stop := t.Stop.Stop
 	t.bp.sum.Snapshots++
-	if t.stop.Phase == runjson.PhaseHit {
+	if stop.Phase == runjson.PhaseHit {
 		t.bp.hitSnapshots++
 		if n := t.bp.bp.EndRunAfter; n > 0 && t.bp.hitSnapshots == n {
 			r.endRun(fmt.Sprintf("breakpoint %q took %d snapshots (end_run_after)", t.bp.bp.Name, n))
 		}
 	}
-	r.add(t.stop)
+	switch {
+	case stop.Snapshot != "":
+		r.unlisted = append(r.unlisted, stop.Snapshot)
+	case stop.SameAsSeq != 0:
+		t.bp.sum.Unchanged++
+	}
+	r.add(stop)
 }
 
 // add records a stop in run.json.
@@ -280,4 +298,5 @@ func (r *recorder) neverHit(nothing bool) error {
 func (r *recorder) closeSpools() {
 	r.stops.close()
 	r.events.close()
+	r.diffs.close()
 }

@@ -4,12 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 
+	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
@@ -29,61 +27,15 @@ func (s *session) writeHTML(res *Result) error {
 	if err != nil {
 		return err
 	}
-	opts := snapshots.HTMLOptions{Facts: runFacts(res), MaxSites: shownSites, MaxFrames: res.MaxFrames()}
-	if measuredNothing(res.Manifest) {
-		opts.Facts = append([]snapshots.Fact{{Label: "Verdict", Value: "nothing measured: " + whyNothing(res.Manifest)}}, opts.Facts...)
+	opts := snapshots.HTMLOptions{MaxSites: backend.ShownSites, MaxFrames: res.MaxFrames()}
+	s.backend.HTML(&opts, res.outcome())
+	if backend.MeasuredNothing(res.Manifest) {
+		opts.Facts = append([]snapshots.Fact{{Label: "Verdict", Value: "nothing measured: " + backend.WhyNothing(res.Manifest)}}, opts.Facts...)
 		opts.NoSites = true
-	} else if s.native == nil {
-		if more := moreDiffs(res); more != "" {
-			opts.Notes = append(opts.Notes, more)
-		}
-	} else {
-		// A run that did not complete says so first, then the verdicts,
-		// as in the other reports; per-site diffs are massif's.
-		var lead []snapshots.Fact
-		for i, v := range nativeVerdicts(res.Manifest) {
-			label := "Verdict"
-			if i == 0 && res.Manifest.Status != runjson.StatusCompleted {
-				label = "Run"
-			}
-			lead = append(lead, snapshots.Fact{Label: label, Value: v})
-		}
-		opts.Facts = append(lead, opts.Facts...)
-		opts.NoSites = true
-		opts.Notes = append(opts.Notes,
-			fmt.Sprintf("run.json's diffs hold the %s between consecutive measurements of a breakpoint (and within around_call's calls) as memory_delta; the charts draw every measurement.", plural(res.Diffs, "change")),
-			"The native backend measures resident memory and glibc's allocator at each stop; per-site diffs are massif's job: rerun with --backend massif for the call sites.")
 	}
 	return writeFileAtomicFunc(filepath.Join(s.dir, htmlFile), func(w io.Writer) error {
 		return snapshots.RenderReportHTML(w, &rep, opts)
 	})
-}
-
-// shownSites is how many sites report.html lists per diff.
-const shownSites = 20
-
-// runFacts is the header of report.html: what ran and how it ended.
-func runFacts(res *Result) []snapshots.Fact {
-	m := res.Manifest
-	facts := []snapshots.Fact{
-		{Label: "Command", Value: strings.Join(m.Target.Argv, " ")},
-		{Label: "Status", Value: string(m.Status) + exitNote(m)},
-	}
-	if m.Error != "" {
-		facts = append(facts, snapshots.Fact{Label: "Error", Value: m.Error})
-	}
-	facts = append(facts, snapshots.Fact{Label: "Stops", Value: strconv.Itoa(res.Stops)})
-	if m.Native != nil && m.Native.TrimProbe {
-		facts = append(facts, snapshots.Fact{Label: "native.trim_probe", Value: "on: every stop called malloc_trim(0) after measuring"})
-	}
-	for _, b := range m.Breakpoints {
-		value := fmt.Sprintf("%s: %s, %s%s", b.Location, plural(b.Hits, "hit"), plural(b.Snapshots, "snapshot"), unchangedNote(b))
-		if m.Backend == BackendNative {
-			value = b.Location + ": " + nativeBreakpoint(m, b)
-		}
-		facts = append(facts, snapshots.Fact{Label: "Breakpoint " + b.Name, Value: value})
-	}
-	return facts
 }
 
 // timelinePoints bounds the stops report.html draws per breakpoint: of
@@ -191,32 +143,14 @@ func (s *session) timeline() ([]snapshots.StopPoint, []snapshots.Growth, error) 
 	// In the order taken, as the page lists the breakpoints.
 	sort.Slice(points, func(i, j int) bool { return points[i].Seq < points[j].Seq })
 	var growth []snapshots.Growth
-	for _, name := range s.an.order {
-		e := series[name]
+	for _, bp := range s.plan.Breakpoints {
+		e := series[bp.Name]
 		if e == nil || e.first == e.last {
 			continue
 		}
-		first, err1 := s.snapshotTree(e.firstFile)
-		last, err2 := s.snapshotTree(e.lastFile)
-		if err1 != nil || err2 != nil {
-			continue
+		if root := s.backend.Growth(e.firstFile, e.lastFile); root != nil {
+			growth = append(growth, snapshots.Growth{Breakpoint: bp.Name, FromSeq: e.first, ToSeq: e.last, Root: root})
 		}
-		growth = append(growth, snapshots.Growth{Breakpoint: name, FromSeq: e.first, ToSeq: e.last,
-			Root: snapshots.GrowthFlameTrees(first, last, s.an.opts)})
 	}
 	return points, growth, nil
-}
-
-// snapshotTree reads the tree of a kept snapshot file, its first
-// snapshot's (an xtmemory file's curB).
-func (s *session) snapshotTree(file string) (*snapshots.HeapTree, error) {
-	if file == "" {
-		return nil, fmt.Errorf("no snapshot file")
-	}
-	f, err := os.Open(filepath.Join(s.dir, file))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return snapshots.ReadFirstTree(f, file, s.frameTable())
 }

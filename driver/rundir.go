@@ -1,8 +1,6 @@
 package driver
 
 import (
-	"bytes"
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -12,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/internal/fsutil"
-	"github.com/snapctl/snapctl/runjson"
 )
 
 // Names inside a run directory (docs/design.md, "The run directory").
@@ -21,9 +19,7 @@ const (
 	planFile     = "plan.yaml"
 	manifestFile = "run.json"
 	reportFile   = "report.md"
-	snapshotDir  = "snapshots"
-	valgrindLog  = "valgrind.log"
-	massifOut    = "massif.out"
+	snapshotDir  = backend.SnapshotDir
 	traceFile    = "gdb-mi.log"
 	agentTrace   = "gdb-agent.jsonl"
 )
@@ -87,12 +83,13 @@ func prepareRunDir(dir string, force bool) (string, error) {
 // not a regular file under those names (a symlink, a FIFO): the run
 // writes through it.
 func clearRunFiles(dir string) error {
-	names := []string{manifestFile, reportFile, htmlFile, traceFile, agentTrace, valgrindLog, massifOut}
+	names := []string{manifestFile, reportFile, htmlFile, traceFile, agentTrace}
 	var snaps []string
-	for _, pattern := range []string{
-		filepath.Join(snapshotDir, "*.massif"), filepath.Join(snapshotDir, "*.massif.gz"), filepath.Join(snapshotDir, ".*"+snapshotExt),
-		".stops-*.jsonl", ".events-*.jsonl", ".diffs-*.jsonl", "." + manifestFile + ".tmp-*", "." + reportFile + ".tmp-*", "." + htmlFile + ".tmp-*",
-	} {
+	patterns := []string{".stops-*.jsonl", ".events-*.jsonl", ".diffs-*.jsonl", "." + manifestFile + ".tmp-*", "." + reportFile + ".tmp-*", "." + htmlFile + ".tmp-*"}
+	for _, b := range backends {
+		patterns = append(patterns, b.files...)
+	}
+	for _, pattern := range patterns {
 		more, err := filepath.Glob(filepath.Join(dir, pattern))
 		if err != nil {
 			return err
@@ -172,19 +169,6 @@ func makePrivateDir(tmp string) (string, error) {
 	return dir, nil
 }
 
-// stageSnapshot moves the snapshot file massif wrote in the private
-// directory (in TMPDIR) into the run directory under a staging name,
-// snapshots/.SEQ.ms, as soon as its stop is numbered, so that TMPDIR holds
-// no more than the snapshot being written; flush compresses it under the
-// stop's name later (keepSnapshot). It returns the staging path.
-func (s *session) stageSnapshot(raw string, stop *runjson.Stop) (string, error) {
-	staged := filepath.Join(s.dir, snapshotDir, fmt.Sprintf(".%04d%s", stop.Seq, snapshotExt))
-	if err := moveFile(raw, staged); err != nil {
-		return "", fmt.Errorf("keeping snapshot %s: %w", stop.Snapshot, err)
-	}
-	return staged, nil
-}
-
 // unlistedPath is where a kept snapshot waits, compressed, until run.json
 // lists it: its name in run.json (snapshots/NNNN-BP-HIT.massif.gz) with a
 // dot before the base name. A snapshot takes its own name only once a
@@ -196,9 +180,7 @@ func (s *session) unlistedPath(name string) string {
 	return unlistedPath(s.dir, name)
 }
 
-func unlistedPath(dir, name string) string {
-	return filepath.Join(dir, filepath.Dir(name), "."+filepath.Base(name))
-}
+func unlistedPath(dir, name string) string { return backend.UnlistedPath(dir, name) }
 
 // publish gives the snapshots that the run.json just written lists their
 // own names. A snapctl killed before it ends leaves a run.json that lists
@@ -206,8 +188,8 @@ func unlistedPath(dir, name string) string {
 // run.json does not list. A file that cannot be moved is left where it
 // is, and the first error returned.
 func (s *session) publish() error {
-	err := publish(s.dir, s.unlisted)
-	s.unlisted = s.unlisted[:0]
+	err := publish(s.dir, s.rec.unlisted)
+	s.rec.unlisted = s.rec.unlisted[:0]
 	return err
 }
 
@@ -216,7 +198,7 @@ func (s *session) publish() error {
 func publish(dir string, names []string) error {
 	var first error
 	for _, name := range names {
-		if err := moveFile(unlistedPath(dir, name), filepath.Join(dir, name)); err != nil && first == nil {
+		if err := backend.MoveFile(unlistedPath(dir, name), filepath.Join(dir, name)); err != nil && first == nil {
 			first = fmt.Errorf("keeping snapshot %s: %w", name, err)
 		}
 	}
@@ -227,160 +209,8 @@ func publish(dir string, names []string) error {
 // last one could not be written: the run directory then holds only what
 // the run.json it has lists, and a full disk gets its space back.
 func (s *session) dropUnlisted() {
-	for _, name := range s.unlisted {
+	for _, name := range s.rec.unlisted {
 		os.Remove(s.unlistedPath(name))
 	}
-	s.unlisted = nil
-}
-
-// keepSnapshot compresses the snapshot file raw (staged by stageSnapshot),
-// open as f for reading and writing, with gzip into dst, and closes f;
-// raw is then gone. read gets raw's bytes as they are compressed (the
-// analysis parses them in the same pass) and may stop before the end: the
-// rest is still kept. dst is written through when it exists and is not a
-// regular file (see fsutil.WriteFile); on an error no partial file stays.
-//
-// The compressed bytes replace raw's in raw's own file, which then takes
-// dst's name: creating a file costs the kernel more than truncating,
-// rewriting and renaming one (on the ext4 of bench/stops.sh, 160 us
-// against 60 us, with 1,500 stops a run), and valgrind has already
-// created this one.
-func keepSnapshot(f *os.File, raw, dst string, read func(io.Reader) error) error {
-	defer f.Close()
-	buf := getGzipBuffer()
-	defer putGzipBuffer(buf)
-	buf.Reset()
-	zw := getGzipWriter()
-	defer putGzipWriter(zw)
-	zw.Reset(buf)
-	tee := io.TeeReader(f, zw)
-	if err := read(tee); err != nil {
-		return err
-	}
-	if _, err := io.Copy(io.Discard, tee); err != nil {
-		return err
-	}
-	if err := zw.Close(); err != nil {
-		return err
-	}
-	if fi, err := os.Lstat(dst); err == nil && !fi.Mode().IsRegular() {
-		if err := fsutil.WriteFile(dst, 0o644, func(w io.Writer) error { _, err := w.Write(buf.Bytes()); return err }); err != nil {
-			return err
-		}
-		return os.Remove(raw)
-	}
-	err := f.Truncate(0)
-	if err == nil {
-		_, err = f.WriteAt(buf.Bytes(), 0)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(raw, dst)
-	}
-	if err != nil {
-		os.Remove(raw)
-	}
-	return err
-}
-
-// gzipBuffer keeps the buffer keepSnapshot compresses into, a tenth of a
-// snapshot's size, from one snapshot to the next. One, not a sync.Pool:
-// a pool is emptied by the garbage collector, and a buffer and a writer
-// made anew after a collection while the old ones wait for the next were
-// snapctl's peak memory, higher the longer the run (bench/large.sh).
-var gzipBuffer = make(chan *bytes.Buffer, 1)
-
-func getGzipBuffer() *bytes.Buffer {
-	select {
-	case buf := <-gzipBuffer:
-		return buf
-	default:
-		return new(bytes.Buffer)
-	}
-}
-
-// putGzipBuffer keeps buf for the next snapshot unless one big snapshot
-// made it big: the next stop's is most likely small again.
-func putGzipBuffer(buf *bytes.Buffer) {
-	if buf.Cap() > 4<<20 {
-		return
-	}
-	select {
-	case gzipBuffer <- buf:
-	default:
-	}
-}
-
-// gzipWriter keeps the writer of kept snapshots for reuse: it holds about
-// a megabyte of compressor state, and allocating (and clearing) it anew
-// for every snapshot was most of snapctl's own CPU per stop (perf on
-// bench/threads: page faults under gzip.Writer.Write). One, kept for
-// good, as gzipBuffer.
-var gzipWriter = make(chan *gzip.Writer, 1)
-
-func getGzipWriter() *gzip.Writer {
-	select {
-	case zw := <-gzipWriter:
-		return zw
-	default:
-	}
-	zw, err := gzip.NewWriterLevel(nil, snapshotLevel)
-	if err != nil {
-		panic(err) // snapshotLevel is a valid level
-	}
-	return zw
-}
-
-func putGzipWriter(zw *gzip.Writer) {
-	select {
-	case gzipWriter <- zw:
-	default:
-	}
-}
-
-// snapshotLevel is the gzip level of kept snapshots: a massif tree repeats
-// its frame texts, and the fastest level already shrinks it about tenfold
-// for a fraction of the CPU of the default (bench/large.sh).
-const snapshotLevel = gzip.BestSpeed
-
-// moveFile renames src to dst, copying when they are on different file
-// systems (the private directory lives in TMPDIR, the run directory
-// anywhere) or when dst is not a regular file, which is written through
-// (see fsutil.WriteFile).
-func moveFile(src, dst string) error {
-	if fi, err := os.Lstat(dst); err == nil && !fi.Mode().IsRegular() {
-		in, err := os.Open(src)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		if err := fsutil.WriteFile(dst, 0o644, func(w io.Writer) error { _, err := io.Copy(w, in); return err }); err != nil {
-			return err
-		}
-		return os.Remove(src)
-	}
-	if err := os.Rename(src, dst); err == nil {
-		return nil
-	}
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		os.Remove(dst)
-		return err
-	}
-	if err := out.Close(); err != nil {
-		os.Remove(dst)
-		return err
-	}
-	return os.Remove(src)
+	s.rec.unlisted = nil
 }

@@ -8,9 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/console"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/internal/child"
@@ -335,26 +335,17 @@ type session struct {
 	cwd     string
 	start   time.Time
 	m       *runjson.Manifest
-	backend backend
-	// native makes the native backend's diffs and verdicts; nil with
-	// massif.
-	native *nativeAnalysis
-	// targetPid is the target's process id once known.
-	targetPid int
+	// backend measures the stops, analyses and reports them; launcher
+	// starts the target as the backend needs.
+	backend  backend.Backend
+	launcher backend.Launcher
 	// stdout and stderr receive the target's output (see targetOutput).
 	stdout, stderr io.Writer
-	vg             *valgrindProc
 	gdb            *gdb.Conn
 	// early is the native backend's gdb, started during Run's checks.
 	early *gdb.Early
 	// end is how snapctl ends the target on its own account.
 	end *ending
-	// inline qualifies the bare names valgrind gives inlined C++ frames;
-	// read once (inlined).
-	inline     *inlineNames
-	inlineOnce sync.Once
-	// frames numbers the frames of every snapshot of the run (frameTable).
-	frames *snapshots.FrameTable
 	// written is when run.json was last written during the run, with
 	// writtenStops stops (refreshManifest).
 	written      time.Time
@@ -362,10 +353,6 @@ type session struct {
 	// refreshing is run.json's writing under way in the background
 	// during the run, nil when none is (refreshManifest).
 	refreshing *refresh
-	// unlisted are the snapshots kept since run.json was last written,
-	// by their names in run.json; their files keep a hidden name until
-	// a run.json that lists them is written (see publish).
-	unlisted []string
 	// rec is the run's record of its stops and events.
 	rec *recorder
 	// agent reads the records of gdb's agent; nil when it does not run.
@@ -374,7 +361,6 @@ type session struct {
 	groups child.Group
 	// watch finds stalls that nothing reports (see checkStalls).
 	watch  stallWatch
-	an     *analysis
 	status *console.Status
 	// console carries the target's output to the status line's terminal;
 	// nil without a status line.
@@ -391,39 +377,35 @@ func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *sessio
 		argv:  argv,
 		cwd:   p.Target.Cwd,
 		start: time.Now(),
-		an:    newAnalysis(p),
 	}
-	// The spools sit in the run directory, not the private one: a full
-	// TMPDIR stops the snapshots, but the stops already taken still reach
-	// run.json.
-	s.an.diffs.dir = dir
 	name := p.Backend
 	if opts.Backend != "" {
 		name = opts.Backend
 	}
-	s.backend, _ = newBackend(name) // Run checked the name
-	if _, ok := s.backend.(massifBackend); ok || s.backend == nil {
-		s.backend = massifBackend{bytesOnly: !p.Valgrind.Blocks}
-	}
+	i, _ := newBackend(name) // Run checked the name
 	s.m = &runjson.Manifest{
-		Backend:   s.backend.name(),
+		Backend:   backends[i].name,
 		Schema:    runjson.Schema,
 		Status:    runjson.StatusFailed,
 		StartedAt: s.start.UTC(),
 		Plan:      planFile,
 		Target:    runjson.Target{Argv: argv, Cwd: p.Target.Cwd},
 	}
-	if nb, ok := s.backend.(*nativeBackend); ok {
-		nb.trim, nb.attach = p.Native.TrimProbe, opts.AttachPID
-		s.native = newNativeAnalysis(p, s.an.diffs)
-		s.m.Native = &runjson.NativeSettings{TrimProbe: nb.trim, AttachedPid: nb.attach}
-		if nb.attach != 0 {
+	// The recorder first: it applies --keep-snapshots to the plan's
+	// breakpoints, which the backend reads, and it holds the spools the
+	// backend writes to.
+	s.rec = newRecorder(p, s.m, opts.KeepSnapshots, dir)
+	s.backend = backends[i].new(backend.Config{Plan: p, Binary: binary, Dir: dir, AttachPID: opts.AttachPID,
+		Diffs: s.rec.diffs.add, Event: s.event, Warn: opts.Warn})
+	s.launcher = backends[i].launch(s)
+	if s.launcher.Local() {
+		s.m.Native = &runjson.NativeSettings{TrimProbe: p.Native.TrimProbe, AttachedPid: opts.AttachPID}
+		if opts.AttachPID != 0 {
 			s.m.Target.Argv = []string{binary}
 		}
 	}
-	s.rec = newRecorder(p, s.m, opts.KeepSnapshots, dir)
-	s.rec.keep = func(m measurement, stop *runjson.Stop) (string, error) { return s.backend.keep(s, m, stop) }
-	s.rec.read = func(t *taken) error { return s.backend.record(s, t) }
+	s.rec.keep = s.backend.Keep
+	s.rec.read = func(t *stopRecord) error { return s.backend.Read(&t.Stop) }
 	s.rec.onStop = func(st *runjson.Stop) {
 		if s.status != nil {
 			s.status.Update(st.Breakpoint, st.Phase, st.HeapBytes)
@@ -558,7 +540,11 @@ func (s *session) classify(parent, runCtx context.Context, err error) error {
 func (s *session) startAndLoop(ctx context.Context) error {
 	stdout, stderr := s.targetOutput()
 	s.stdout, s.stderr = stdout, stderr
-	if err := s.backend.launch(ctx, s); err != nil {
+	err := s.launcher.Launch(ctx, s.launchEnv(stdout, stderr))
+	if c := s.launcher.Command(); c != nil {
+		s.m.Valgrind = c
+	}
+	if err != nil {
 		return err
 	}
 	if err := s.setup(ctx); err != nil {
@@ -566,7 +552,7 @@ func (s *session) startAndLoop(ctx context.Context) error {
 		// start: say which, not only what gdb answered.
 		return s.explain(ctx, err)
 	}
-	if err := s.backend.start(ctx, s); err != nil {
+	if err := s.launcher.Start(ctx); err != nil {
 		return s.explain(ctx, err)
 	}
 	if s.status != nil {
@@ -579,7 +565,7 @@ func (s *session) startAndLoop(ctx context.Context) error {
 			s.end.end("the workload could not start")
 		}
 	}
-	err := s.loop(ctx)
+	err = s.loop(ctx)
 	s.finalHits(ctx)
 	return err
 }

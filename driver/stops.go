@@ -7,12 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
-	"github.com/snapctl/snapctl/internal/child"
 	"github.com/snapctl/snapctl/runjson"
 )
 
@@ -32,11 +31,10 @@ func (s *session) loop(ctx context.Context) error {
 	if s.agent != nil {
 		defer context.AfterFunc(ctx, haltAgent(s.priv))()
 	}
-	var vgDone <-chan struct{}
-	if s.vg != nil {
-		vgDone = s.vg.done()
-	}
-	var vgGone <-chan time.Time
+	// The process that runs the target under gdb, when gdb does not
+	// run it itself (valgrind).
+	runnerDone := s.launcher.Ended()
+	var runnerGone <-chan time.Time
 	// The agent's records are read every agentPoll; without the agent,
 	// stalls are looked for every second.
 	every := time.Second
@@ -74,17 +72,16 @@ func (s *session) loop(ctx context.Context) error {
 			if s.attachedDone() {
 				return s.end.err
 			}
-		case <-vgDone:
+		case <-runnerDone:
 			// The exit record normally follows at once; if it does not,
-			// valgrind died under gdb's feet.
+			// the process died under gdb's feet.
 			if s.killedAtEnd() {
 				return s.end.err
 			}
-			vgDone = nil
-			vgGone = time.After(3 * time.Second)
-		case <-vgGone:
-			return &ToolError{Tool: "valgrind", Msg: child.Describe(s.vg.state()) + " without gdb reporting the target's exit",
-				Tail: logTail(filepath.Join(s.dir, valgrindLog), 8)}
+			runnerDone = nil
+			runnerGone = time.After(3 * time.Second)
+		case <-runnerGone:
+			return s.launcher.Gone()
 		case rec, ok := <-s.gdb.Events():
 			if !ok {
 				return s.gdbGone()
@@ -141,69 +138,13 @@ func (s *session) gdbGone() error {
 	return &ToolError{Tool: "gdb", Msg: msg, Tail: tail}
 }
 
-// targetLost names the child that took the connection down: valgrind when
-// it was killed, else vgdb (valgrind still runs, or it ran the target to
-// its end once vgdb was gone).
+// targetLost is the error when gdb lost the target: the run's own end
+// when snapctl was ending the target, else what the backend says of it.
 func (s *session) targetLost(what string) error {
 	if s.killedAtEnd() {
 		return s.end.err
 	}
-	if s.vg == nil {
-		return &ToolError{Tool: "gdb", Msg: fmt.Sprintf("lost the target: %s", strings.TrimSpace(what))}
-	}
-	if err := s.valgrindKilled(); err != nil {
-		return err
-	}
-	what = strings.TrimSpace(what)
-	if exe := s.execed(); exe != "" {
-		return &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("the target called exec and now runs %s outside valgrind (gdb: %q): valgrind does not follow exec without --trace-children=yes; run snapctl on that program instead", exe, what)}
-	}
-	if s.vg.exited() {
-		code := -1
-		if st := s.vg.state(); st != nil && st.Exited() {
-			code = st.ExitCode()
-		}
-		if code >= 0 {
-			// Valgrind reports the target's exit to gdb; a process
-			// that exited without that report was either cut off
-			// from gdb or no longer valgrind.
-			return &ToolError{Tool: "vgdb", Msg: fmt.Sprintf("the connection to valgrind was lost (gdb: %q) and the target's process exited with status %d: vgdb exited or was killed, or the target called exec (valgrind follows exec only with --trace-children=yes)", what, code)}
-		}
-	}
-	return &ToolError{Tool: "vgdb", Msg: fmt.Sprintf("the connection to valgrind was lost (gdb: %q); vgdb exited or was killed", what)}
-}
-
-// execed returns the executable that valgrind's process runs when it is no
-// longer valgrind: the target called exec, and valgrind, which follows
-// exec only with --trace-children=yes, let the new program run natively.
-// It returns "" while valgrind still runs, or once the process is gone.
-func (s *session) execed() string {
-	if s.vg.exited() || s.vg.Pid() == 0 {
-		return ""
-	}
-	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", s.vg.Pid()))
-	if err != nil || exe == s.tools.valgrind || strings.Contains(exe, "/valgrind/") || strings.HasPrefix(filepath.Base(exe), "massif-") {
-		return ""
-	}
-	return exe
-}
-
-// valgrindKilled returns the error that names valgrind when a signal
-// killed it, waiting briefly for it to be reaped; else nil. A connection
-// through vgdb that fails may be valgrind's death seen from gdb's side.
-func (s *session) valgrindKilled() error {
-	if s.vg == nil {
-		return nil
-	}
-	select {
-	case <-s.vg.done():
-	case <-time.After(500 * time.Millisecond):
-	}
-	if _, killed := child.Signaled(s.vg.state()); killed {
-		return &ToolError{Tool: "valgrind", Msg: child.Describe(s.vg.state()) + " during the run",
-			Tail: logTail(filepath.Join(s.dir, valgrindLog), 8)}
-	}
-	return nil
+	return s.launcher.Lost(what)
 }
 
 // explain turns an error that ends the run into one that names its cause.
@@ -285,7 +226,7 @@ func (s *session) handleStop(ctx context.Context, rec *mi.Record) (done bool, er
 func (s *session) execStop(rec *mi.Record) error {
 	prog := rec.String("new-exec")
 	s.m.Target.Exec = prog
-	err := &ExecError{Pid: s.targetPid, Program: prog, Stops: s.rec.stops.len(), Attached: s.opts.AttachPID != 0}
+	err := &ExecError{Pid: s.launcher.Pid(), Program: prog, Stops: s.rec.stops.len(), Attached: s.opts.AttachPID != 0}
 	s.event(runjson.Event{Kind: runjson.EventTargetExec, Message: err.Error()})
 	return err
 }
@@ -361,32 +302,12 @@ func (s *session) clearStatus() {
 	}
 }
 
-// userFrame returns the innermost frame of the program's own code: the
-// first whose source file is on this machine (the C library's sources
-// usually are not), else the first with a file, else the first.
-func userFrame(frames []runjson.Frame) *runjson.Frame {
-	for i := range frames {
-		if f := frames[i].FullName; f != "" {
-			if _, err := os.Stat(f); err == nil {
-				return &frames[i]
-			}
-		}
-	}
-	for i := range frames {
-		if frames[i].File != "" {
-			return &frames[i]
-		}
-	}
-	if len(frames) > 0 {
-		return &frames[0]
-	}
-	return nil
-}
+func userFrame(frames []runjson.Frame) *runjson.Frame { return backend.UserFrame(frames) }
 
 // attachedDone reports whether a run attached to a process has nothing
 // left to do: every breakpoint reached its max_hits and was deleted, or
 // the workload or end_run_after ended the run (endTarget). The
-// process is left running (see nativeBackend.beforeClose).
+// process is left running (see the native backend's Launch.BeforeClose).
 func (s *session) attachedDone() bool {
 	if s.opts.AttachPID == 0 {
 		return false

@@ -55,8 +55,8 @@ func (s *session) leftovers() []swept {
 		return nil
 	}
 	tools := []int{os.Getpid(), s.gdb.Pid()}
-	if s.vg != nil {
-		tools = append(tools, s.vg.Pid())
+	for _, p := range s.launcher.Processes(s.gdb.Pid()) {
+		tools = append(tools, p.Pid)
 	}
 	var out []swept
 	for _, pid := range marked(runMark(s.priv)) {
@@ -88,8 +88,8 @@ func (s *session) sweepAtEnd(left []swept, skip ...int) {
 		return
 	}
 	why := "they outlived the run, and nothing snapctl starts may"
-	if s.usesValgrind() {
-		why = "processes the program left running run under valgrind, and nothing of valgrind's outlives a massif run"
+	if w := s.launcher.Leftovers(); w != "" {
+		why = w
 	}
 	s.event(runjson.Event{Kind: EventLeftoversEnded, Message: fmt.Sprintf("snapctl ended process %s with SIGKILL at the end of the run: %s", strings.Join(names, ", "), why)})
 }
@@ -208,4 +208,13 @@ func sweepDeadRuns(tmp string) {
 		os.RemoveAll(dir)
 		f.Close()
 	}
+}
+
+// procName is a process's command name, /proc/PID/comm.
+func procName(pid int) string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(data))
 }

@@ -154,29 +154,3 @@ func TestNativeTcacheWithoutLibcSymbols(t *testing.T) {
 		t.Errorf("events %q", events)
 	}
 }
-
-// TestVerdictTcacheHint: a small leak says that glibc's per-thread caches
-// can be ruled out with GLIBC_TUNABLES only when the stops did not read
-// them; when they did, the verdict gives what they held at the last stop.
-func TestVerdictTcacheHint(t *testing.T) {
-	const hint = "GLIBC_TUNABLES=glibc.malloc.tcache_count=0 rules them out"
-	for _, read := range []bool{false, true} {
-		s := &series{stride: 1}
-		for i := range 6 {
-			use, free := int64(7000+100*i), int64(0)
-			m := &runjson.Memory{RSSBytes: 8 << 20, HeapInUseBytes: &use, HeapFreeBytes: &free}
-			if read {
-				cached := int64(1000 * i)
-				m.TcacheBytes = &cached
-			}
-			s.add(pointOf(i+1, m))
-		}
-		v := verdictOf("round", s, false)
-		if v.Verdict != runjson.VerdictLeak || strings.Contains(v.Sentence, hint) == read {
-			t.Errorf("tcaches read %v: verdict %s, sentence %q", read, v.Verdict, v.Sentence)
-		}
-		if got := deref(v.Figures.TcacheBytes); (v.Figures.TcacheBytes != nil) != read || read && got != 5000 {
-			t.Errorf("tcaches read %v: figures' tcache_bytes %v (%d)", read, v.Figures.TcacheBytes, got)
-		}
-	}
-}

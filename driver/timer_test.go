@@ -31,7 +31,7 @@ var timerPaths = []struct {
 // steps a thread over a breakpoint, so that without the hold of the
 // thread's signals for the step (agent.py's hold) nearly every step is
 // interrupted, the handler returns to the breakpoint and gdb steps again:
-// such a run took minutes for a few calls (docs/design.md, fact 42). The
+// such a run took minutes for a few calls (docs/facts.md, fact 42). The
 // run completes (the generous timeout is the failure, not a figure of
 // speed), every call is one hit and one stop, on every stop path: with
 // one thread or four taking the timer's signals, with a condition that

@@ -154,15 +154,10 @@ func (e *ending) bySnapctl(sig string) bool {
 // signal that endTarget sent (SIGKILL after the grace period); the run
 // then ends as snapctl meant it to.
 func (s *session) killedAtEnd() bool {
-	if s.end.why == "" || s.vg == nil {
+	if s.end.why == "" || s.launcher.Ended() == nil {
 		return false
 	}
-	select {
-	case <-s.vg.done():
-	case <-time.After(s.opts.Grace):
-		return false
-	}
-	if sig, killed := child.Signaled(s.vg.state()); killed {
+	if sig, killed := s.launcher.Signaled(s.opts.Grace); killed {
 		return s.end.bySnapctl(child.SignalName(sig))
 	}
 	return false
@@ -171,8 +166,5 @@ func (s *session) killedAtEnd() bool {
 // pid is the target's process id: valgrind's, which runs the program in
 // its own process, or the one gdb started or attached to; 0 when unknown.
 func (s *session) pid() int {
-	if s.vg != nil {
-		return s.vg.Pid()
-	}
-	return s.targetPid
+	return s.launcher.Pid()
 }

@@ -355,7 +355,7 @@ def repeated_hit():
 
 
 # A signal that comes faster than gdb steps a thread over a breakpoint
-# interrupts nearly every step (docs/design.md, fact 42): gdb delivers it,
+# interrupts nearly every step (docs/facts.md, fact 42): gdb delivers it,
 # the handler returns to the breakpoint, gdb checks it again
 # (repeated_hit) and steps again, and so on, while the thread makes no
 # progress. At a repeated hit the thread's signals are therefore held for

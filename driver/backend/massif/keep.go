@@ -1,4 +1,4 @@
-package driver
+package massif
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
@@ -40,45 +41,46 @@ type lastSnapshot struct {
 // sameCall); but an around_call hit is, since its return is diffed
 // against it. Under keep_snapshots: changed, a file whose tree equals the
 // last one of its breakpoint and phase is not kept.
-func (s *session) readTree(t *taken, f io.Reader) (parse, keep bool, err error) {
+func (b *Backend) readTree(st *backend.Stop, f io.Reader) (parse, keep bool, err error) {
 	sum := newTreeHash()
 	if _, err := io.Copy(sum, f); err != nil {
 		return false, false, err
 	}
+	t := own(st)
 	t.tree = sum.sum()
-	last := t.bp.last[phaseIndex(t.stop.Phase)]
+	last := b.lastOf(st.Stop)
 	same := last.seq != 0 && last.tree == t.tree
-	switch t.stop.Phase {
+	switch st.Stop.Phase {
 	case runjson.PhaseHit:
-		parse = !same || t.bp.bp.AroundCall
+		parse = !same || st.Breakpoint.AroundCall
 	default:
-		parse = !sameCall(t)
+		parse = !sameCall(st)
 	}
-	keep = !same || t.bp.bp.KeepSnapshots != plan.KeepChanged
+	keep = !same || st.Breakpoint.KeepSnapshots != plan.KeepChanged
 	return parse, keep, nil
 }
 
 // parseSnapshot reads the stop's snapshot file f (at t.raw) and, with
 // keep, compresses it into path (its unlisted name, see unlistedPath) in
 // the same pass (keepSnapshot); without, removes it.
-func (s *session) parseSnapshot(t *taken, f *os.File, path string, keep bool) (*snapshots.HeapTree, error) {
+func (b *Backend) parseSnapshot(st *backend.Stop, f *os.File, path string, keep bool) (*snapshots.HeapTree, error) {
 	var snap *snapshots.HeapTree
 	var readErr error
 	read := func(r io.Reader) error {
-		snap, readErr = snapshots.ReadHeapTree(r, filepath.Join(s.dir, t.stop.Snapshot), s.frameTable())
+		snap, readErr = snapshots.ReadHeapTree(r, filepath.Join(b.cfg.Dir, st.Stop.Snapshot), b.frameTable())
 		return readErr
 	}
 	var err error
 	if keep {
-		err = keepSnapshot(f, t.raw, path, read)
+		err = keepSnapshot(f, st.Raw, path, read)
 	} else if err = read(f); err == nil {
-		err = os.Remove(t.raw)
+		err = os.Remove(st.Raw)
 	}
 	switch {
 	case readErr != nil:
 		return nil, fmt.Errorf("reading snapshot: %w", readErr)
 	case err != nil:
-		return nil, fmt.Errorf("keeping snapshot %s: %w", t.stop.Snapshot, err)
+		return nil, fmt.Errorf("keeping snapshot %s: %w", st.Stop.Snapshot, err)
 	}
 	return snap, nil
 }
@@ -192,21 +194,21 @@ func (t *treeHash) sum() treeSum {
 // remember records the stop just read as the last of its breakpoint and
 // phase, or, under keep_snapshots: changed when its file was not kept,
 // names the stop whose file holds the same tree (run.json "snapshot": ""
-// and "same_as_seq"). Its totals stay in the stop.
-func (s *session) remember(t *taken, kept bool) {
-	last := &t.bp.last[phaseIndex(t.stop.Phase)]
+// and "same_as_seq", which the run counts as unchanged). Its totals stay
+// in the stop.
+func (b *Backend) remember(st *backend.Stop, kept bool) {
+	t, stop := own(st), st.Stop
+	last := &b.lastRef(stop)[phaseIndex(stop.Phase)]
 	if !kept {
 		t.same = true
-		t.stop.Snapshot, t.stop.SameAsSeq = "", last.seq
-		t.bp.sum.Unchanged++
+		stop.Snapshot, stop.SameAsSeq = "", last.seq
 		return
 	}
-	s.unlisted = append(s.unlisted, t.stop.Snapshot)
-	*last = lastSnapshot{seq: t.stop.Seq, tree: t.tree,
-		heap: t.stop.HeapBytes, extra: t.stop.HeapExtraBytes, stacks: t.stop.StacksBytes}
+	*last = lastSnapshot{seq: stop.Seq, tree: t.tree,
+		heap: stop.HeapBytes, extra: stop.HeapExtraBytes, stacks: stop.StacksBytes}
 }
 
-// phaseIndex indexes bpState.last: 0 for the hit phase, 1 for the return.
+// phaseIndex indexes Backend.last: 0 for the hit phase, 1 for the return.
 func phaseIndex(phase string) int {
 	if phase == runjson.PhaseReturn {
 		return 1
@@ -218,6 +220,6 @@ func phaseIndex(phase string) int {
 // same tree as its hit under keep_snapshots: changed, so that their
 // within-call diff is empty and not kept (run.json keeps every diff of
 // the default keep_snapshots: all, empty ones too).
-func sameCall(t *taken) bool {
-	return t.bp.bp.KeepSnapshots == plan.KeepChanged && t.hitOf != nil && t.tree == t.hitOf.tree
+func sameCall(st *backend.Stop) bool {
+	return st.Breakpoint.KeepSnapshots == plan.KeepChanged && st.HitOf != nil && own(st).tree == own(st.HitOf).tree
 }

@@ -1,4 +1,4 @@
-package driver
+package native
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
@@ -56,26 +57,26 @@ const (
 // figures.
 type nativeAnalysis struct {
 	plan   *plan.Plan
-	diffs  *spool
+	diffs  func(any)
 	series map[string]*series
 	// open are the hit-phase stops of around_call breakpoints whose
 	// return is still to come, by hit stop.
-	open map[*taken]*runjson.Memory
+	open map[*backend.Stop]*runjson.Memory
 }
 
-func newNativeAnalysis(plan *plan.Plan, diffs *spool) *nativeAnalysis {
-	return &nativeAnalysis{plan: plan, diffs: diffs, series: make(map[string]*series), open: make(map[*taken]*runjson.Memory)}
+func newNativeAnalysis(plan *plan.Plan, diffs func(any)) *nativeAnalysis {
+	return &nativeAnalysis{plan: plan, diffs: diffs, series: make(map[string]*series), open: make(map[*backend.Stop]*runjson.Memory)}
 }
 
-func (a *nativeAnalysis) add(t *taken) {
-	mem := t.stop.Memory
+func (a *nativeAnalysis) add(t *backend.Stop) {
+	mem := t.Stop.Memory
 	if mem == nil {
 		return
 	}
-	bp := t.stop.Breakpoint
-	if t.hitOf != nil {
-		if from := t.hitOf.stop.Memory; from != nil {
-			a.diffs.add(&runjson.MemoryDiff{Kind: "within-call", Breakpoint: bp, FromSeq: t.hitOf.stop.Seq, ToSeq: t.stop.Seq, MemoryDelta: delta(from, mem)})
+	bp := t.Stop.Breakpoint
+	if t.HitOf != nil {
+		if from := t.HitOf.Stop.Memory; from != nil {
+			a.diffs(&runjson.MemoryDiff{Kind: "within-call", Breakpoint: bp, FromSeq: t.HitOf.Stop.Seq, ToSeq: t.Stop.Seq, MemoryDelta: delta(from, mem)})
 		}
 		return
 	}
@@ -84,10 +85,10 @@ func (a *nativeAnalysis) add(t *taken) {
 		s = &series{stride: 1}
 		a.series[bp] = s
 	} else {
-		a.diffs.add(&runjson.MemoryDiff{Kind: "between-hits", Breakpoint: bp, FromSeq: s.lastSeq, ToSeq: t.stop.Seq, MemoryDelta: delta(s.lastMem, mem)})
+		a.diffs(&runjson.MemoryDiff{Kind: "between-hits", Breakpoint: bp, FromSeq: s.lastSeq, ToSeq: t.Stop.Seq, MemoryDelta: delta(s.lastMem, mem)})
 	}
-	s.lastSeq, s.lastMem = t.stop.Seq, mem
-	s.add(pointOf(t.stop.Hit, mem))
+	s.lastSeq, s.lastMem = t.Stop.Seq, mem
+	s.add(pointOf(t.Stop.Hit, mem))
 }
 
 // verdicts returns a verdict for every breakpoint with at least two
@@ -429,5 +430,5 @@ func nativeGate(limits plan.FailOn, verdicts []runjson.Verdict) error {
 	if over == nil {
 		return nil
 	}
-	return &LeakError{GrowthPerHit: limits.GrowthPerHit, TotalGrowth: limits.TotalGrowth, Suspects: over}
+	return &backend.LeakError{GrowthPerHit: limits.GrowthPerHit, TotalGrowth: limits.TotalGrowth, Suspects: over}
 }

@@ -1,4 +1,4 @@
-package driver
+package massif
 
 import (
 	"strconv"
@@ -6,13 +6,13 @@ import (
 	"github.com/snapctl/snapctl/plan"
 )
 
-// massifPlanArgs returns the valgrind options the plan asks for, in this
+// PlanArgs returns the valgrind options the plan asks for, in this
 // order: --threshold, --depth (when set), --pages-as-heap=yes and
 // --stacks=yes (when true), one --alloc-fn and one --ignore-fn per
 // function, --fair-sched, then valgrind.args as written. valgrindArgs adds
 // the options snapctl owns (--tool=massif, --vgdb*, --massif-out-file,
 // --log-file) before them.
-func massifPlanArgs(p *plan.Plan) []string {
+func PlanArgs(p *plan.Plan) []string {
 	v := p.Valgrind
 	args := []string{"--threshold=" + strconv.FormatFloat(v.Threshold, 'f', -1, 64)}
 	if v.Depth > 0 {

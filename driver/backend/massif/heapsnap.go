@@ -1,4 +1,4 @@
-package driver
+package massif
 
 import "strings"
 
@@ -19,6 +19,14 @@ const (
 	// xtreeReport is the one line valgrind prints on success:
 	// "==42== xtree memory report: FILE".
 	xtreeReport = "xtree memory report: "
+)
+
+// SnapshotMonitor and Ext are the snapshot command and its file's
+// extension, for tests that play gdb.
+const (
+	SnapshotMonitor = snapshotMonitor
+	Ext             = snapshotExt
+	XtreeReport     = xtreeReport
 )
 
 // snapshotFailure returns what valgrind said when a snapshot command

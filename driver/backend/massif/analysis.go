@@ -1,9 +1,10 @@
-package driver
+package massif
 
 import (
 	"fmt"
 	"sort"
 
+	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/snapshots"
 )
@@ -18,9 +19,9 @@ type analysis struct {
 	opts   snapshots.Options
 	series map[string]*snapshots.Series
 	order  []string // breakpoints in plan order
-	// diffs holds every diff for run.json; shown the largest of each
-	// breakpoint and kind, for the reports.
-	diffs *spool
+	// diffs spools every diff for run.json; shown keeps the largest of
+	// each breakpoint and kind, for the reports.
+	diffs func(any)
 	// stacks numbers the distinct stacks of the spooled diffs and of the
 	// suspects: run.json stores each once (its "stacks").
 	stacks *snapshots.StackTable
@@ -34,7 +35,7 @@ type analysis struct {
 	problems []string
 }
 
-func newAnalysis(plan *plan.Plan) *analysis {
+func newAnalysis(plan *plan.Plan, diffs func(any)) *analysis {
 	opts := snapshots.Options{
 		Library: plan.Report.LibraryFrames,
 		Ignore:  plan.Report.Ignore,
@@ -49,7 +50,7 @@ func newAnalysis(plan *plan.Plan) *analysis {
 		opts.Depth = plan.Report.Depth
 	}
 	a := &analysis{opts: opts, series: make(map[string]*snapshots.Series),
-		diffs: newSpool(".diffs-*.jsonl"), stacks: snapshots.NewStackTable(), shown: make(map[shownKey][]*snapshots.Diff),
+		diffs: diffs, stacks: snapshots.NewStackTable(), shown: make(map[shownKey][]*snapshots.Diff),
 		counts: make(map[shownKey]*snapshots.IntervalCount)}
 	for _, bp := range plan.Breakpoints {
 		a.order = append(a.order, bp.Name)
@@ -84,7 +85,7 @@ func (a *analysis) addHit(bp string, seq, hit int, snap *snapshots.HeapTree, sam
 }
 
 // addSameHit feeds a hit-phase snapshot that was not parsed because its
-// tree equals the previous hit's (see session.readTree); same is addHit's.
+// tree equals the previous hit's (see Backend.readTree); same is addHit's.
 func (a *analysis) addSameHit(bp string, seq, hit int, same bool) {
 	s := a.series[bp]
 	if s == nil {
@@ -125,6 +126,10 @@ func (a *analysis) count(d *snapshots.Diff) {
 // show: the largest heap changes. run.json holds them all.
 const shownDiffs = 10
 
+// ShownDiffs is how many diffs of each breakpoint and kind the reports
+// show.
+const ShownDiffs = shownDiffs
+
 // shownKey groups diffs for the reports.
 type shownKey struct{ breakpoint, kind string }
 
@@ -135,7 +140,7 @@ func (a *analysis) add(d *snapshots.Diff) {
 	a.count(d)
 	spooled := *d
 	spooled.Sites = a.stacks.InternSites(d.Sites)
-	a.diffs.add(&spooled)
+	a.diffs(&spooled)
 	if len(d.Sites) == 0 {
 		return
 	}
@@ -173,9 +178,23 @@ func abs(n int64) int64 {
 	return n
 }
 
+// Findings ends the analysis: no snapshot can be read after it. They
+// are the analysis for the renderers, every suspect and the diffs worth
+// showing (run.json has all of them, spooled), and run.json's suspects
+// and stacks.
+func (b *Backend) Findings(title string) *backend.Findings {
+	rep := b.an.report(title)
+	return &backend.Findings{Report: rep, Suspects: b.an.stacks.InternSuspects(rep.Suspects), Stacks: b.an.stacks.Stacks(), Problems: b.an.problems}
+}
+
+// Gate applies the plan's report.fail_on limits to the suspects.
+func (b *Backend) Gate(limits plan.FailOn, f *backend.Findings) error {
+	return gate(limits, f.Report.Suspects)
+}
+
 // report returns the analysis for the renderers: every suspect, and the
-// diffs worth showing (run.json streams all of them from a.diffs). It
-// ends the analysis: no snapshot can be added after it.
+// diffs worth showing. It ends the analysis: no snapshot can be added
+// after it.
 func (a *analysis) report(title string) *snapshots.Report {
 	var suspects []snapshots.Suspect
 	for _, name := range a.order {
@@ -230,5 +249,5 @@ func gate(limits plan.FailOn, suspects []snapshots.Suspect) error {
 	if over == nil {
 		return nil
 	}
-	return &LeakError{GrowthPerHit: limits.GrowthPerHit, TotalGrowth: limits.TotalGrowth, Suspects: over}
+	return &backend.LeakError{GrowthPerHit: limits.GrowthPerHit, TotalGrowth: limits.TotalGrowth, Suspects: over}
 }

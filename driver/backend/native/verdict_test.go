@@ -1,13 +1,12 @@
-package driver
+package native
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
@@ -202,12 +201,12 @@ func TestVerdictTrimProbe(t *testing.T) {
 func TestNativeReportFailedRun(t *testing.T) {
 	v := verdictOf("round", seriesOf(repeat(8*mib, 6), ramp(1000, 112, 6), repeat(0, 6)), false)
 	code := 1
-	m := &runjson.Manifest{Backend: BackendNative, Status: runjson.StatusFailed, Error: "gdb's agent failed at breakpoint \"round\"", ExitCode: &code, ExitReason: "failed",
+	m := &runjson.Manifest{Backend: Name, Status: runjson.StatusFailed, Error: "gdb's agent failed at breakpoint \"round\"", ExitCode: &code, ExitReason: "failed",
 		Breakpoints: []runjson.BreakpointSummary{{Name: "round", Location: "round_done", Hits: 6, Snapshots: 6}}, Verdicts: []runjson.Verdict{v}}
 	m.Target.Argv = []string{"./server"}
-	res := &Result{Manifest: m, Dir: t.TempDir(), Stops: 6, Diffs: 5}
+	res := &backend.Outcome{Manifest: m, Dir: t.TempDir(), Stops: 6, Diffs: 5}
 	var text strings.Builder
-	if err := WriteText(&text, res, snapshots.RenderOptions{}); err != nil {
+	if err := (&Backend{}).Text(&text, res, snapshots.RenderOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(text.String(), "\n")
@@ -220,15 +219,40 @@ func TestNativeReportFailedRun(t *testing.T) {
 	if !strings.Contains(text.String(), "breakpoint round (round_done): 6 hits, 6 measurements; leak") {
 		t.Errorf("text report:\n%s", text.String())
 	}
-	path := filepath.Join(res.Dir, reportFile)
-	if err := writeReport(path, res); err != nil {
+	var md strings.Builder
+	if err := (&Backend{}).Markdown(&md, res); err != nil {
 		t.Fatal(err)
 	}
-	md, _ := os.ReadFile(path)
-	if !strings.HasPrefix(string(md), "# snapctl run (native)\n\n**run failed: gdb's agent failed") {
-		t.Errorf("report.md:\n%s", md)
+	if !strings.HasPrefix(md.String(), "# snapctl run (native)\n\n**run failed: gdb's agent failed") {
+		t.Errorf("report.md:\n%s", md.String())
 	}
-	if !strings.Contains(string(md), "run.json's `diffs` hold the 5 changes between consecutive measurements") {
-		t.Errorf("report.md:\n%s", md)
+	if !strings.Contains(md.String(), "run.json's `diffs` hold the 5 changes between consecutive measurements") {
+		t.Errorf("report.md:\n%s", md.String())
+	}
+}
+
+// TestVerdictTcacheHint: a small leak says that glibc's per-thread caches
+// can be ruled out with GLIBC_TUNABLES only when the stops did not read
+// them; when they did, the verdict gives what they held at the last stop.
+func TestVerdictTcacheHint(t *testing.T) {
+	const hint = "GLIBC_TUNABLES=glibc.malloc.tcache_count=0 rules them out"
+	for _, read := range []bool{false, true} {
+		s := &series{stride: 1}
+		for i := range 6 {
+			use, free := int64(7000+100*i), int64(0)
+			m := &runjson.Memory{RSSBytes: 8 << 20, HeapInUseBytes: &use, HeapFreeBytes: &free}
+			if read {
+				cached := int64(1000 * i)
+				m.TcacheBytes = &cached
+			}
+			s.add(pointOf(i+1, m))
+		}
+		v := verdictOf("round", s, false)
+		if v.Verdict != runjson.VerdictLeak || strings.Contains(v.Sentence, hint) == read {
+			t.Errorf("tcaches read %v: verdict %s, sentence %q", read, v.Verdict, v.Sentence)
+		}
+		if got := deref(v.Figures.TcacheBytes); (v.Figures.TcacheBytes != nil) != read || read && got != 5000 {
+			t.Errorf("tcaches read %v: figures' tcache_bytes %v (%d)", read, v.Figures.TcacheBytes, got)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package driver
+package native
 
 import (
 	"bufio"
@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -14,9 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
-	"github.com/snapctl/snapctl/runjson"
 )
 
 // Leaving a process that snapctl attach attached to. gdb deletes its
@@ -26,10 +27,6 @@ import (
 // snapctl then puts the original bytes back itself. It knows where they
 // go from gdb's breakpoint table, read once the breakpoints are set, and
 // what they were from the program's files (docs/facts.md, fact 34).
-
-// EventTargetLeft is the event that says how snapctl attach left the
-// process when gdb could not detach from it.
-const EventTargetLeft runjson.EventKind = "target-left"
 
 // attachArgs are the arguments of the gdb that attaches. gdb goes on
 // after an internal error (the command that met it fails) rather than
@@ -65,11 +62,11 @@ var breakInsn = map[string][]byte{
 // only where no file maps the address. Best effort: what cannot be read
 // is not guarded, and a location that resolves later (a library loaded
 // after the attach) is not either.
-func (b *nativeBackend) guardBreakpoints(ctx context.Context, s *session) {
+func (b *Launch) guardBreakpoints(ctx context.Context) {
 	if breakInsn == nil {
 		return
 	}
-	r, err := s.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("maint info breakpoints"))
+	r, err := b.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("maint info breakpoints"))
 	if err != nil {
 		return
 	}
@@ -272,42 +269,41 @@ func threadIDs(pid int) []int {
 // continued first; gdb deletes the breakpoints and detaches; a gdb that
 // is gone or cannot is ended, and snapctl puts the original bytes back
 // itself. It says what it did when gdb could not detach (b.left).
-func (b *nativeBackend) detach(s *session) {
-	if !b.attached || s.gdb == nil {
-		return
+func (b *Launch) detach(exited bool) (detached bool) {
+	if !b.attached || b.gdb == nil {
+		return false
 	}
 	b.attached = false
 	pid := b.attach
-	if s.m.Target.ExitCode != nil || s.m.Target.Signal != nil {
-		return // the process has ended: nothing to leave running
+	if exited {
+		return false // the process has ended: nothing to leave running
 	}
 	var did []string
-	if readProcState(s.gdb.Pid()).state == 'T' {
+	if readProcState(b.gdb.Pid()).state == 'T' {
 		// gdb answers nothing while stopped (SIGSTOP, SIGTSTP).
-		syscall.Kill(-s.gdb.Pid(), syscall.SIGCONT)
+		syscall.Kill(-b.gdb.Pid(), syscall.SIGCONT)
 		did = append(did, "continued the stopped gdb")
 	}
 	select {
-	case <-s.gdb.Done():
+	case <-b.gdb.Done():
 	default:
-		err := b.gdbDetach(s)
+		err := b.gdbDetach()
 		if err == nil {
-			s.m.Native.Detached = true
 			if len(did) > 0 {
 				b.left = fmt.Sprintf("process %d runs on: snapctl %s, which deleted the breakpoints and detached", pid, strings.Join(did, ", "))
 			}
-			return
+			return true
 		}
 		did = append(did, "ended gdb, which could not detach ("+err.Error()+")")
-		syscall.Kill(-s.gdb.Pid(), syscall.SIGKILL)
+		syscall.Kill(-b.gdb.Pid(), syscall.SIGKILL)
 		select {
-		case <-s.gdb.Done():
-		case <-time.After(5 * s.opts.Grace):
+		case <-b.gdb.Done():
+		case <-time.After(5 * b.env.Times.Grace):
 		}
 	}
 	if !readProcState(pid).ok {
 		b.left = fmt.Sprintf("process %d has exited", pid)
-		return
+		return false
 	}
 	n, err := restoreText(pid, b.patches)
 	// A process gdb left stopped (its attach sends SIGSTOP; so does its
@@ -319,7 +315,7 @@ func (b *nativeBackend) detach(s *session) {
 	}
 	removed := "no breakpoint of snapctl's was left in it"
 	if n > 0 {
-		removed = "snapctl removed its " + plural(n, "breakpoint") + " itself"
+		removed = "snapctl removed its " + backend.Plural(n, "breakpoint") + " itself"
 	}
 	switch {
 	case err != nil:
@@ -328,22 +324,24 @@ func (b *nativeBackend) detach(s *session) {
 		b.left = fmt.Sprintf("process %d has exited", pid)
 	default:
 		b.left = fmt.Sprintf("process %d runs on: %s", pid, removed)
-		s.m.Native.Detached = true
+		detached = true
 	}
 	if len(did) > 0 {
 		b.left += " (snapctl " + strings.Join(did, ", ") + ")"
 	}
+	return detached
 }
 
 // gdbDetach has gdb delete its breakpoints and detach: gdb detaches from a
 // stopped process only; one stopped at its exec is already.
-func (b *nativeBackend) gdbDetach(s *session) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*s.opts.Grace)
+func (b *Launch) gdbDetach() error {
+	grace := b.env.Times.Grace
+	ctx, cancel := context.WithTimeout(context.Background(), 10*grace)
 	defer cancel()
-	if gdb.Running(ctx, s.gdb) {
-		s.gdb.Send(ctx, "-exec-interrupt")
-		wctx, wcancel := context.WithTimeout(ctx, 2*s.opts.Grace)
-		s.waitStopped(wctx)
+	if gdb.Running(ctx, b.gdb) {
+		b.gdb.Send(ctx, "-exec-interrupt")
+		wctx, wcancel := context.WithTimeout(ctx, 2*grace)
+		b.gdb.WaitStopped(wctx)
 		wcancel()
 	}
 	// gdb interrupts an all-stop target with a SIGINT to the process. When
@@ -354,40 +352,18 @@ func (b *nativeBackend) gdbDetach(s *session) error {
 		if !sigintPending(b.attach) {
 			break
 		}
-		if _, err := s.gdb.Send(ctx, "-exec-continue"); err != nil {
+		if _, err := b.gdb.Send(ctx, "-exec-continue"); err != nil {
 			break
 		}
-		wctx, wcancel := context.WithTimeout(ctx, 2*s.opts.Grace)
-		s.waitStopped(wctx)
+		wctx, wcancel := context.WithTimeout(ctx, 2*grace)
+		b.gdb.WaitStopped(wctx)
 		wcancel()
 	}
-	s.gdb.Send(ctx, "-break-delete")
-	if _, err := s.gdb.Send(ctx, "-target-detach"); err != nil {
+	b.gdb.Send(ctx, "-break-delete")
+	if _, err := b.gdb.Send(ctx, "-target-detach"); err != nil {
 		return errors.New(gdb.Message(err))
 	}
 	return nil
-}
-
-// attachFate adds to the error a run ends with what became of the process
-// snapctl attach attached to, when gdb could not detach from it, and
-// records it as an event.
-func (s *session) attachFate(err error) error {
-	b, ok := s.backend.(*nativeBackend)
-	if !ok || b.left == "" {
-		return err
-	}
-	s.event(runjson.Event{Kind: EventTargetLeft, Message: b.left})
-	var te *ToolError
-	switch {
-	case err == nil:
-		s.clearStatus()
-		fmt.Fprintf(s.opts.Warn, "warning: %s\n", b.left)
-		return nil
-	case errors.As(err, &te):
-		te.Msg += "; " + b.left
-		return err
-	}
-	return fmt.Errorf("%w; %s", err, b.left)
 }
 
 // sigintPending reports whether a SIGINT waits in process pid, for the
@@ -396,7 +372,7 @@ func (s *session) attachFate(err error) error {
 func sigintPending(pid int) bool {
 	const sigint = 1 << (syscall.SIGINT - 1)
 	pending := func(id int, key string) bool {
-		st, err := procStatus(id)
+		st, err := ProcStatus(id)
 		mask, perr := strconv.ParseUint(st[key], 16, 64)
 		return err == nil && perr == nil && mask&sigint != 0
 	}
@@ -404,4 +380,27 @@ func sigintPending(pid int) bool {
 		return true
 	}
 	return slices.ContainsFunc(threadIDs(pid), func(tid int) bool { return pending(tid, "SigPnd") })
+}
+
+// procState is what /proc says of a process: its state letter (R, S, D,
+// T, t, Z...); ok is false once it is gone.
+type procState struct {
+	state byte
+	ok    bool
+}
+
+func readProcState(pid int) procState {
+	if pid <= 0 {
+		return procState{}
+	}
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return procState{}
+	}
+	// "pid (comm) S ppid ...": comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 || i+2 >= len(data) {
+		return procState{}
+	}
+	return procState{state: data[i+2], ok: true}
 }

@@ -1,4 +1,4 @@
-package driver
+package native
 
 import (
 	"bufio"
@@ -42,7 +42,7 @@ func CheckAttach(pid int) error {
 	if pid <= 0 {
 		return &AttachError{Pid: pid, Kind: AttachNoProcess, Msg: "not a process id"}
 	}
-	status, err := procStatus(pid)
+	status, err := ProcStatus(pid)
 	if err != nil {
 		return &AttachError{Pid: pid, Kind: AttachNoProcess, Msg: "no such process"}
 	}
@@ -52,7 +52,7 @@ func CheckAttach(pid int) error {
 	if t := strings.TrimSpace(status["TracerPid"]); t != "" && t != "0" {
 		tracer, _ := strconv.Atoi(t)
 		// TracerPid is the tracing thread; its process is named.
-		if ts, err := procStatus(tracer); err == nil {
+		if ts, err := ProcStatus(tracer); err == nil {
 			if tg, err := strconv.Atoi(ts["Tgid"]); err == nil {
 				tracer = tg
 			}
@@ -75,7 +75,7 @@ func CheckAccess(pid int) (string, error) {
 	case errors.Is(err, fs.ErrPermission):
 		return "", notPermitted(pid, "the kernel refuses snapctl ptrace access to it", false)
 	case errors.Is(err, fs.ErrNotExist):
-		if _, serr := procStatus(pid); serr != nil {
+		if _, serr := ProcStatus(pid); serr != nil {
 			return "", &AttachError{Pid: pid, Kind: AttachNoProcess, Msg: "no such process"}
 		}
 		return "", &AttachError{Pid: pid, Kind: AttachNotPermitted, Msg: "it runs no program (a kernel thread, or a process exiting)"}
@@ -83,10 +83,10 @@ func CheckAccess(pid int) (string, error) {
 	return "", &AttachError{Pid: pid, Kind: AttachNotPermitted, Msg: fmt.Sprintf("cannot read its executable: %v", err)}
 }
 
-// attachError explains gdb's refusal to attach (msg): the process ended
+// AttachRefused explains gdb's refusal to attach (msg): the process ended
 // (exit code 6, as for a process that was never there) or got a tracer
 // meanwhile, or ptrace was refused.
-func attachError(pid int, msg string) error {
+func AttachRefused(pid int, msg string) error {
 	if err := CheckAttach(pid); err != nil {
 		var ae *AttachError
 		if errors.As(err, &ae) && ae.Kind == AttachNoProcess {
@@ -109,7 +109,7 @@ func notPermitted(pid int, cause string, attaching bool) error {
 	p := preflight.CheckPtrace()
 	var why []string
 	if !p.CapSysPtrace {
-		st, _ := procStatus(pid)
+		st, _ := ProcStatus(pid)
 		if owner := otherOwner(st); owner != "" {
 			why = append(why, owner)
 		} else if !dumpable(pid, st) {
@@ -183,8 +183,8 @@ func dumpable(pid int, st map[string]string) bool {
 	return !ok || strconv.Itoa(int(sys.Uid)) == uids[1]
 }
 
-// procStatus reads /proc/PID/status into its fields.
-func procStatus(pid int) (map[string]string, error) {
+// ProcStatus reads /proc/PID/status into its fields.
+func ProcStatus(pid int) (map[string]string, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return nil, err

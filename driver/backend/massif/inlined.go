@@ -1,4 +1,4 @@
-package driver
+package massif
 
 import (
 	"debug/dwarf"
@@ -193,23 +193,23 @@ func (n *inlineNames) rename(t *snapshots.Node) {
 
 // inlined returns the program's scoped function names, read from its DWARF
 // at the first snapshot (the target runs meanwhile); nil when it has none.
-func (s *session) inlined() *inlineNames {
-	s.inlineOnce.Do(func() { s.inline = loadInlineNames(s.binary) })
-	return s.inline
+func (b *Backend) inlined() *inlineNames {
+	b.inlineOnce.Do(func() { b.inline = loadInlineNames(b.cfg.Binary) })
+	return b.inline
 }
 
 // frameTable returns the run's frame table, which every snapshot is read
 // into: each distinct frame is parsed, and its inlined name qualified,
 // once per run.
-func (s *session) frameTable() *snapshots.FrameTable {
-	if s.frames == nil {
-		s.frames = snapshots.NewFrameTable()
-		s.frames.Qualify = func(f snapshots.Frame) string {
-			if n := s.inlined(); n != nil {
+func (b *Backend) frameTable() *snapshots.FrameTable {
+	if b.frames == nil {
+		b.frames = snapshots.NewFrameTable()
+		b.frames.Qualify = func(f snapshots.Frame) string {
+			if n := b.inlined(); n != nil {
 				return n.qualify(f)
 			}
 			return f.Function
 		}
 	}
-	return s.frames
+	return b.frames
 }

@@ -1,4 +1,4 @@
-package driver
+package massif
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/console"
 	"github.com/snapctl/snapctl/internal/child"
 )
@@ -70,7 +71,7 @@ func startValgrind(cfg valgrindConfig) (*valgrindProc, error) {
 	// valgrind a single pipe for the two, and their order holds.
 	stderr := cfg.Tail
 	switch {
-	case stderr != nil:
+	case cfg.Tail != nil:
 		cmd.Stdout, cmd.Stderr = cfg.Stdout, cfg.Stderr
 	case console.SameFile(cfg.Stdout, cfg.Stderr):
 		stderr = console.NewTail(cfg.Stderr, console.TailMax)
@@ -91,7 +92,7 @@ func startValgrind(cfg valgrindConfig) (*valgrindProc, error) {
 	// and a grandchild holds the pipe.
 	proc, err := child.Start("valgrind", cmd, child.Options{DieWithParent: true, WaitDelay: 2 * time.Second})
 	if err != nil {
-		return nil, &ToolError{Tool: "valgrind", Msg: "cannot start", Err: err}
+		return nil, &backend.ToolError{Tool: "valgrind", Msg: "cannot start", Err: err}
 	}
 	p := &valgrindProc{proc: proc, log: cfg.Log, stderr: stderr, fifo: cfg.VgdbPrefix + "-from-vgdb-to-"}
 	if cfg.Tail != nil {
@@ -141,9 +142,9 @@ func (p *valgrindProc) waitReady(ctx context.Context, timeout time.Duration) err
 		}
 		select {
 		case <-p.done():
-			return &ToolError{Tool: "valgrind", Msg: "exited before its gdbserver was ready", Err: errors.New(p.proc.Ended()), Tail: p.said(12)}
+			return &backend.ToolError{Tool: "valgrind", Msg: "exited before its gdbserver was ready", Err: errors.New(p.proc.Ended()), Tail: p.said(12)}
 		case <-deadline.C:
-			return &ToolError{Tool: "valgrind", Msg: fmt.Sprintf("gdbserver not ready after %v", timeout), Tail: logTail(p.log, 12)}
+			return &backend.ToolError{Tool: "valgrind", Msg: fmt.Sprintf("gdbserver not ready after %v", timeout), Tail: logTail(p.log, 12)}
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		case <-tick.C:

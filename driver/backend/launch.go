@@ -1,0 +1,137 @@
+package backend
+
+import (
+	"context"
+	"io"
+	"syscall"
+	"time"
+
+	"github.com/snapctl/snapctl/driver/console"
+	"github.com/snapctl/snapctl/driver/gdb"
+	"github.com/snapctl/snapctl/internal/child"
+)
+
+// Launcher is how a backend starts the target under gdb and watches what
+// runs it.
+type Launcher interface {
+	// Launch starts the target and gdb and connects them. The target
+	// stays stopped until Start; the run inserts its breakpoints in
+	// between.
+	Launch(ctx context.Context, env *Env) error
+	// Start sets the target going once the breakpoints are in.
+	Start(ctx context.Context) error
+	// Command is the command line of the tool that runs the target
+	// (run.json's "valgrind"), nil when gdb runs it.
+	Command() []string
+	Watcher
+	// BeforeClose runs at teardown before gdb is closed, exited saying
+	// whether the target has ended: the native backend detaches from a
+	// process it attached to, and says whether gdb or snapctl left it
+	// running without breakpoints. AfterClose runs once gdb is closed.
+	BeforeClose(exited bool) (detached bool)
+	AfterClose(exited bool)
+	// Local reports whether gdb runs the target as a process of its own
+	// (ptrace, /proc), not through a remote stub such as valgrind's
+	// gdbserver: then gdb may report a hit twice around a signal, the
+	// target's threads are in /proc, and scheduler-locking holds.
+	Local() bool
+	// Fate says how snapctl left a process it attached to when gdb could
+	// not detach from it, "" otherwise.
+	Fate() string
+}
+
+// Process is one of the processes besides gdb that run the target.
+type Process struct {
+	Name string
+	Pid  int
+	// Answers says that gdb waits for its answers: busy (running, in
+	// the kernel), it is what holds a stop up.
+	Answers bool
+}
+
+// Watcher is what a launcher says of the processes that run the target.
+type Watcher interface {
+	// Processes are the processes besides gdb (gdbPid) that run the
+	// target, in the order a stall diagnosis blames them; none when gdb
+	// runs it alone.
+	Processes(gdbPid int) []Process
+	// Pid is the target's process id, 0 while unknown.
+	Pid() int
+	// Ended is closed when the process that runs the target ends; nil
+	// when gdb runs it.
+	Ended() <-chan struct{}
+	// Signaled waits up to wait for that process to end and returns the
+	// signal that killed it.
+	Signaled(wait time.Duration) (syscall.Signal, bool)
+	// Gone is the error when that process ended without gdb reporting
+	// the target's exit.
+	Gone() error
+	// Killed is the error that names it when a signal killed it, else
+	// nil.
+	Killed() error
+	// Lost is the error when gdb lost the target (what gdb said).
+	Lost(what string) error
+	// Leftovers says why the processes the program left running are
+	// ended at the end of the run, "" for the usual reason.
+	Leftovers() string
+}
+
+// Env is what a launcher gets from the run.
+type Env struct {
+	Private string // the private directory, absolute, no spaces
+	Target  Target
+	// Children is the environment of every process the run starts, the
+	// target's without the plan's target.env.
+	Children []string
+	Tools    Tools
+	Console  Console
+	Times    Times
+	Run      Run
+}
+
+// Target is the program and where its output goes.
+type Target struct {
+	Argv           []string
+	Cwd            string
+	Env            []string // the plan's target.env
+	Stdout, Stderr io.Writer
+}
+
+// Tools are the executables the run found.
+type Tools struct{ GDB, Valgrind, Vgdb string }
+
+// Console is the status line's terminal, which the target's output goes
+// through: Tail keeps what it last showed and Drain waits for it to hold
+// all the target wrote. Tail is nil without a console.
+type Console struct {
+	Tail  *console.Tail
+	Drain func()
+}
+
+// Times are the run's deadlines: each MI command, the tool's start, a
+// stop, and the grace period a child is given to exit.
+type Times struct {
+	Command, Ready, Stop, Grace time.Duration
+}
+
+// Run is what a launcher asks of the run.
+type Run struct {
+	// GDB starts gdb with args and env, or adopts the one started during
+	// the checks, and returns it.
+	GDB func(ctx context.Context, args, env []string) (*gdb.Conn, error)
+	// Agent loads agent.py into gdb: python says gdb has Python, why
+	// what keeps it from loading the agent.
+	Agent func(ctx context.Context) (python bool, why string, err error)
+	// Group has a child ended with the run's others on a forced kill.
+	Group func(*child.Process)
+	// GDBGone returns the error that says how gdb died when err says it
+	// did, else nil.
+	GDBGone func(err error) error
+	// Explain names the cause of an error that ends the run; DiskFull
+	// names a full file system as the cause of err.
+	Explain  func(ctx context.Context, err error) error
+	DiskFull func(err error) error
+	// LocationsResolved says that every location resolved in the
+	// program itself before it ran.
+	LocationsResolved bool
+}

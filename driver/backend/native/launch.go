@@ -1,0 +1,249 @@
+package native
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/snapctl/snapctl/driver/backend"
+	"github.com/snapctl/snapctl/driver/console"
+	"github.com/snapctl/snapctl/driver/gdb"
+	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/plan"
+)
+
+// Launch runs the program natively under gdb, or attaches gdb to a
+// running process.
+type Launch struct {
+	plan *plan.Plan
+	env  *backend.Env
+	gdb  *gdb.Conn
+	// pid is the target's process id once known.
+	pid int
+	// attach is the process snapctl attach attached to, 0 when gdb
+	// started the program.
+	attach int
+	// attached is set once gdb is attached, until it has detached.
+	attached bool
+	// patches are gdb's breakpoint addresses in the process attached to
+	// and the program's bytes there; left says how snapctl left the
+	// process when gdb could not detach (detach.go).
+	patches []textPatch
+	left    string
+}
+
+// NewLauncher returns the launcher of a native run, which attaches to
+// process attach unless it is 0.
+func NewLauncher(p *plan.Plan, attach int) *Launch { return &Launch{plan: p, attach: attach} }
+
+func (*Launch) Local() bool                                   { return true }
+func (*Launch) Command() []string                             { return nil }
+func (*Launch) Processes(int) []backend.Process               { return nil }
+func (*Launch) Ended() <-chan struct{}                        { return nil }
+func (*Launch) Signaled(time.Duration) (syscall.Signal, bool) { return 0, false }
+func (*Launch) Gone() error                                   { return nil }
+func (*Launch) Killed() error                                 { return nil }
+func (*Launch) Leftovers() string                             { return "" }
+func (*Launch) AfterClose(bool)                               {}
+func (b *Launch) Pid() int                                    { return b.pid }
+
+// Lost: gdb runs the target, and says why it lost it.
+func (*Launch) Lost(what string) error {
+	return &backend.ToolError{Tool: "gdb", Msg: fmt.Sprintf("lost the target: %s", strings.TrimSpace(what))}
+}
+
+// nativeOut and nativeErr are the FIFOs that carry the target's output
+// from the process gdb starts to snapctl: gdb's own stdout is the MI
+// channel.
+const (
+	nativeOut = "target-stdout"
+	nativeErr = "target-stderr"
+)
+
+// launch starts gdb on the binary, or on nothing when it attaches, and
+// loads agent.py, whose measure_native takes the measurements.
+func (b *Launch) Launch(ctx context.Context, env *backend.Env) error {
+	b.env = env
+	args := attachArgs
+	if b.attach == 0 {
+		args = []string{env.Target.Argv[0]}
+	}
+	var err error
+	if b.gdb, err = env.Run.GDB(ctx, args, append(env.Children, env.Target.Env...)); err != nil {
+		return err
+	}
+	// The allocator is read through the agent's measure_native.
+	switch python, why, err := env.Run.Agent(ctx); {
+	case err != nil:
+		return err
+	case !python:
+		return &backend.ToolError{Tool: "gdb", Msg: "has no Python: the native backend reads the allocator through gdb's Python; install Debian's gdb package (not gdb-minimal) or use the massif backend"}
+	case why != "":
+		return &backend.ToolError{Tool: "gdb", Msg: "its Python cannot load snapctl's agent, which reads the allocator: " + why}
+	}
+	if b.attach != 0 {
+		return b.attachTo(ctx)
+	}
+	return nil
+}
+
+// libraryDebugInfoUnused reports whether nothing in a native run reads
+// the separate debug information of the program's libraries (Debian's
+// -dbg and -dbgsym packages), which gdb then skips (agent.py's
+// skip_library_debug_info): every location resolved in the program itself
+// before it ran (the early gdb's check), and no stop records a backtrace
+// or another thread's frame (threads: none, no around_call) or runs
+// commands, whose output would lose the libraries' lines. A crash's
+// backtrace then names a library's frames by their exported symbols.
+func libraryDebugInfoUnused(p *plan.Plan, locationsResolved bool) bool {
+	if !locationsResolved {
+		return false
+	}
+	for _, bp := range p.Breakpoints {
+		if bp.Pending || bp.Threads != plan.ThreadsNone || bp.AroundCall || len(bp.Commands) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// attachTo attaches gdb to the process snapctl attach names. gdb stops
+// it; start resumes it once the breakpoints are in.
+func (b *Launch) attachTo(ctx context.Context) error {
+	if _, err := b.gdb.Send(ctx, "-target-attach", fmt.Sprint(b.attach)); err != nil {
+		return AttachRefused(b.attach, gdb.Message(err))
+	}
+	b.attached = true
+	b.pid = b.attach
+	b.guardBreakpoints(ctx) // gdb's own, such as the dynamic loader's
+	return nil
+}
+
+// start runs the program (or resumes the one attached to). Its standard
+// streams are FIFOs that snapctl copies to the target's writers; its
+// stdin is /dev/null, as under valgrind.
+func (b *Launch) Start(ctx context.Context) error {
+	env := b.env
+	if err := followParent(ctx, b.gdb); err != nil {
+		return err
+	}
+	b.gdb.Drain()
+	if b.attach != 0 {
+		b.guardBreakpoints(ctx)
+		if _, err := b.gdb.Send(ctx, "-exec-continue"); err != nil {
+			return fmt.Errorf("resuming the process: %w", err)
+		}
+		return nil
+	}
+	// stdout and stderr bound for one place share one FIFO, so that their
+	// order holds.
+	outPath, errPath := filepath.Join(env.Private, nativeOut), filepath.Join(env.Private, nativeErr)
+	fifos := []string{outPath, errPath}
+	errRedirect := "2>" + shellQuote(errPath)
+	if console.SameFile(env.Target.Stdout, env.Target.Stderr) {
+		fifos, errRedirect = fifos[:1], "2>&1"
+	}
+	for _, p := range fifos {
+		if err := syscall.Mkfifo(p, 0o600); err != nil {
+			return fmt.Errorf("creating the target's output pipe: %w", err)
+		}
+	}
+	copyFIFO(outPath, env.Target.Stdout)
+	if len(fifos) == 2 {
+		copyFIFO(errPath, env.Target.Stderr)
+	}
+	// gdb starts the program through the shell, which also opens the
+	// redirections; the arguments are quoted for it.
+	args := make([]string, 0, len(env.Target.Argv)+2)
+	for _, a := range env.Target.Argv[1:] {
+		args = append(args, shellQuote(a))
+	}
+	args = append(args, "</dev/null", ">"+shellQuote(outPath), errRedirect)
+	if _, err := b.gdb.Send(ctx, "-exec-arguments", args...); err != nil {
+		return fmt.Errorf("setting the program's arguments: %w", err)
+	}
+	if libraryDebugInfoUnused(b.plan, env.Run.LocationsResolved) {
+		nowhere := mi.Quote("python skip_library_debug_info(" + gdb.PyString(filepath.Join(env.Private, "no-debug-files")) + ")")
+		if _, err := b.gdb.Send(ctx, "-interpreter-exec", "console", nowhere); err != nil {
+			return fmt.Errorf("setting up gdb: %w", err)
+		}
+	}
+	if _, err := b.gdb.Send(ctx, "-exec-run"); err != nil {
+		return fmt.Errorf("starting the target: %w", err)
+	}
+	if r, err := b.gdb.Send(ctx, "-list-thread-groups"); err == nil {
+		for _, g := range r.List("groups") {
+			if pid := g.String("pid"); pid != "" {
+				fmt.Sscan(pid, &b.pid)
+			}
+		}
+	}
+	return nil
+}
+
+// followParent keeps gdb on the process snapctl measures across fork and
+// exec. At a fork gdb stays with the parent and detaches the child, its
+// breakpoints taken out of the child's copy of the code first, so the
+// child runs on untouched (gdb's defaults, set again after the plan's
+// init commands). An exec stops the target at a catchpoint: the image
+// the breakpoints and the allocator probe refer to is gone, and the run
+// ends there (the run ends at the catchpoint). The shell that gdb starts the
+// program through execs it before the catchpoint counts.
+func followParent(ctx context.Context, c *gdb.Conn) error {
+	cmds := [][]string{
+		{"-gdb-set", "follow-fork-mode", "parent"},
+		{"-gdb-set", "detach-on-fork", "on"},
+		{"-interpreter-exec", "console", mi.Quote("catch exec")},
+	}
+	for _, cmd := range cmds {
+		if _, err := c.Send(ctx, cmd[0], cmd[1:]...); err != nil {
+			return fmt.Errorf("setting up gdb for fork and exec: %w", err)
+		}
+	}
+	return nil
+}
+
+// copyFIFO copies what the target writes into the FIFO at path to w,
+// until the target's last process closes it.
+func copyFIFO(path string, w interface{ Write([]byte) (int, error) }) {
+	go func() {
+		f, err := os.Open(path)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		buf := make([]byte, 32*1024)
+		for {
+			n, err := f.Read(buf)
+			if n > 0 {
+				w.Write(buf[:n])
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r == '=' || r == ',' || r == ':' ||
+			r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// BeforeClose detaches gdb from a process it attached to: its breakpoints
+// go first, and the process goes on running as before (detach.go).
+func (b *Launch) BeforeClose(exited bool) bool { return b.detach(exited) }
+
+// Fate says how snapctl left the process attached to when gdb could not
+// detach from it, "" when it could or did not attach.
+func (b *Launch) Fate() string { return b.left }

@@ -1,0 +1,142 @@
+// Package native measures a run's memory with gdb alone: at each stop,
+// resident memory from /proc and glibc's allocator figures, read into
+// memory diffs and per-breakpoint verdicts.
+package native
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/snapctl/snapctl/driver/backend"
+	"github.com/snapctl/snapctl/driver/gdb"
+	"github.com/snapctl/snapctl/plan"
+	"github.com/snapctl/snapctl/runjson"
+	"github.com/snapctl/snapctl/snapshots"
+)
+
+// Name is the plan's and run.json's "backend".
+const Name = "native"
+
+// Backend reads, at each stop, what the kernel and glibc's allocator say
+// (agent.py's native_memory): resident memory from /proc/PID/status, and
+// glibc's mallinfo2() figures, called while the program has one thread
+// and read from its arenas in memory while it has more. No valgrind, no
+// per-site snapshot: per-site diffs are massif's job.
+type Backend struct {
+	cfg backend.Config
+	// trim calls malloc_trim(0) at each stop (native.trim_probe).
+	trim bool
+	an   *nativeAnalysis
+	// noAllocator is gdb's word for why the allocator cannot be read (a
+	// static binary, a libc that is not glibc), once said.
+	noAllocator string
+	// noTcache is set once an event said the tcaches were not read.
+	noTcache bool
+}
+
+// New returns the native backend of a run.
+func New(cfg backend.Config) backend.Backend {
+	return &Backend{cfg: cfg, trim: cfg.Plan.Native.TrimProbe, an: newNativeAnalysis(cfg.Plan, cfg.Diffs)}
+}
+
+func (*Backend) Name() string { return Name }
+func (*Backend) Tool() string { return "gdb" }
+
+// Command is the measurement of a stop over MI (a breakpoint with
+// commands or around_call), with every thread stopped (see
+// measure_native).
+func (b *Backend) Command(path string) string {
+	trim := "False"
+	if b.trim {
+		trim = "True"
+	}
+	return "python measure_native(" + gdb.PyString(path) + ", " + trim + ")"
+}
+
+func (*Backend) Ext() string { return ".json" }
+
+// Failure is always "": measure_native's errors reach snapctl as gdb's
+// ^error.
+func (*Backend) Failure(string) string { return "" }
+
+func (b *Backend) AgentMeasure() string {
+	return backend.PyDict("kind", Name, "ext", b.Ext(), "trim", b.trim)
+}
+
+// Keep reads the measurement into the stop; its file, if any, goes.
+func (b *Backend) Keep(ms backend.Measurement, stop *runjson.Stop) (string, error) {
+	data := ms.Data
+	if data == nil {
+		var err error
+		data, err = os.ReadFile(ms.Path)
+		os.Remove(ms.Path)
+		if err != nil {
+			return "", fmt.Errorf("reading the measurement at stop %d: %w", stop.Seq, err)
+		}
+	}
+	var m runjson.Memory
+	if err := json.Unmarshal(data, &m); err != nil {
+		return "", fmt.Errorf("reading the measurement at stop %d: %w", stop.Seq, err)
+	}
+	if m.AllocatorError != "" && b.noAllocator == "" {
+		b.noAllocator = m.AllocatorError
+		why := m.AllocatorError
+		if !strings.Contains(why, "glibc") {
+			why += ": a static binary, or a C library that is not glibc"
+		}
+		b.cfg.Event(runjson.Event{Kind: runjson.EventNoAllocatorState, Message: fmt.Sprintf(
+			"glibc's allocator cannot be read (%s); only resident memory is recorded", why)})
+		fmt.Fprintf(b.cfg.Warn, "warning: glibc's allocator cannot be read in this program (%s): only resident memory is recorded\n", m.AllocatorError)
+	}
+	if m.BusyError != "" {
+		b.cfg.Event(runjson.Event{Kind: runjson.EventAllocatorBusy, Message: fmt.Sprintf(
+			"breakpoint %q hit %d: %s; this stop records resident memory only", stop.Breakpoint, stop.Hit, m.BusyError)})
+	}
+	if m.CallError != "" {
+		b.cfg.Event(runjson.Event{Kind: runjson.EventAllocatorCallFailed, Message: fmt.Sprintf(
+			"breakpoint %q hit %d: %s; this stop records resident memory only", stop.Breakpoint, stop.Hit, m.CallError)})
+	}
+	if m.TcacheError != "" && !b.noTcache {
+		b.noTcache = true
+		b.cfg.Event(runjson.Event{Kind: runjson.EventTcacheNotSubtracted, Message: m.TcacheError + "; the freed chunks they hold count as in-use heap"})
+	}
+	m.AllocatorError, m.CallError, m.BusyError, m.TcacheError = "", "", "", ""
+	stop.Memory = &m
+	if m.HeapInUseBytes != nil {
+		stop.HeapBytes = *m.HeapInUseBytes
+	}
+	return "", nil
+}
+
+// Read makes the stop's memory diffs: between this hit and the
+// breakpoint's previous one, and within an around_call's call.
+func (b *Backend) Read(st *backend.Stop) error {
+	b.an.add(st)
+	return nil
+}
+
+// Findings ends the analysis: a verdict for every breakpoint with at
+// least two hit-phase stops. The report has no sites: they are massif's.
+func (b *Backend) Findings(title string) *backend.Findings {
+	var order []string
+	for _, bp := range b.cfg.Plan.Breakpoints {
+		order = append(order, bp.Name)
+	}
+	return &backend.Findings{
+		Report:   emptyReport(title, order),
+		Suspects: []snapshots.Suspect{},
+		Stacks:   [][]snapshots.Frame{},
+		Verdicts: b.an.verdicts(b.trim),
+	}
+}
+
+// Gate applies report.fail_on to in-use heap growth: growth_per_hit and
+// total_growth limit each breakpoint's.
+func (b *Backend) Gate(limits plan.FailOn, f *backend.Findings) error {
+	return nativeGate(limits, f.Verdicts)
+}
+
+// Growth is nil: the native backend keeps no measurement files.
+func (*Backend) Growth(first, last string) *snapshots.FlameNode { return nil }

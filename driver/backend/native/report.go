@@ -1,0 +1,170 @@
+package native
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/snapctl/snapctl/driver/backend"
+	"github.com/snapctl/snapctl/runjson"
+	"github.com/snapctl/snapctl/snapshots"
+)
+
+// emptyReport is the analysis for the renderers of a run without sites.
+func emptyReport(title string, order []string) *snapshots.Report {
+	return &snapshots.Report{Title: title, Breakpoints: order, Diffs: []*snapshots.Diff{}, Suspects: []snapshots.Suspect{}, Intervals: []snapshots.IntervalCount{}}
+}
+
+// HTML leads report.html with how a run that did not complete ended and
+// the verdicts, as the other reports do; it draws no sites, which are
+// massif's.
+func (*Backend) HTML(opts *snapshots.HTMLOptions, o *backend.Outcome) {
+	m := o.Manifest
+	opts.Facts = backend.Facts(o, func(b runjson.BreakpointSummary) string { return nativeBreakpoint(m, b) })
+	if backend.MeasuredNothing(m) {
+		return
+	}
+	var lead []snapshots.Fact
+	for i, v := range nativeVerdicts(m) {
+		label := "Verdict"
+		if i == 0 && m.Status != runjson.StatusCompleted {
+			label = "Run"
+		}
+		lead = append(lead, snapshots.Fact{Label: label, Value: v})
+	}
+	opts.Facts = append(lead, opts.Facts...)
+	opts.NoSites = true
+	opts.Notes = append(opts.Notes,
+		fmt.Sprintf("run.json's diffs hold the %s between consecutive measurements of a breakpoint (and within around_call's calls) as memory_delta; the charts draw every measurement.", backend.Plural(o.Diffs, "change")),
+		"The native backend measures resident memory and glibc's allocator at each stop; per-site diffs are massif's job: rerun with --backend massif for the call sites.")
+}
+
+// massifNote is what the native backend's reports say instead of site
+// tables.
+const massifNote = MassifNote
+
+// MassifNote is what the native backend's reports say instead of site
+// tables.
+const MassifNote = "Per-site diffs are the massif backend's job: rerun with --backend massif to see which call sites hold the memory."
+
+// nativeVerdicts are the lines the native backend's reports lead with. A
+// run that did not complete says so first: its verdicts are from the
+// stops taken before it ended.
+func nativeVerdicts(m *runjson.Manifest) []string {
+	var out []string
+	prefix := "verdict: "
+	if m.Status != runjson.StatusCompleted {
+		lead := fmt.Sprintf("run %s", m.Status)
+		if m.Error != "" {
+			lead += ": " + m.Error
+		}
+		out = append(out, lead)
+		prefix = "verdict of the stops taken before the run ended: "
+	}
+	for _, v := range m.Verdicts {
+		out = append(out, prefix+v.Sentence)
+	}
+	switch {
+	case backend.MeasuredNothing(m):
+		out = []string{"verdict: nothing measured: " + backend.WhyNothing(m)}
+	case len(m.Verdicts) == 0:
+		out = append(out, prefix+"no breakpoint stopped twice: nothing to compare")
+	}
+	if m.ExitCode != nil && *m.ExitCode != 0 {
+		out[0] += fmt.Sprintf(" (exit %d: %s)", *m.ExitCode, m.ExitReason)
+	}
+	return out
+}
+
+// nativeBreakpoint says what one breakpoint's stops measured: hits,
+// measurements, the verdict's findings, arenas and what malloc_trim(0)
+// released.
+func nativeBreakpoint(m *runjson.Manifest, b runjson.BreakpointSummary) string {
+	out := fmt.Sprintf("%s, %s", backend.Plural(b.Hits, "hit"), backend.Plural(b.Snapshots, "measurement"))
+	for _, v := range m.Verdicts {
+		if v.Breakpoint != b.Name {
+			continue
+		}
+		out += "; " + v.Verdict
+		if len(v.Findings) > 1 {
+			out += " (also " + strings.Join(v.Findings[1:], ", ") + ")"
+		}
+		if a := v.Figures.Arenas; a != nil {
+			out += "; " + backend.Plural(*a, "arena")
+		}
+		if tr := v.Figures.TrimReleased; tr != nil {
+			out += fmt.Sprintf("; malloc_trim(0) released up to %s at a stop, %s in all", snapshots.FormatBytes(*tr), snapshots.FormatBytes(deref(v.Figures.TrimReleasedTotal)))
+		}
+	}
+	return out
+}
+
+// Text is the terminal report of the native backend: how a run
+// that did not complete ended, the verdicts, then how the run ended and
+// each breakpoint's stops.
+func (*Backend) Text(w io.Writer, o *backend.Outcome, _ snapshots.RenderOptions) error {
+	bw := bufio.NewWriter(w)
+	m := o.Manifest
+	pw := snapshots.PrintableWriter(bw)
+	for _, v := range nativeVerdicts(m) {
+		fmt.Fprintf(pw, "%s\n", v)
+	}
+	fmt.Fprintf(pw, "snapctl run (native): %s\n", strings.Join(m.Target.Argv, " "))
+	fmt.Fprintf(pw, "status: %s%s\n", m.Status, backend.ExitNote(m))
+	if m.Native != nil && m.Native.TrimProbe {
+		fmt.Fprintf(pw, "native.trim_probe: on (every stop called malloc_trim(0) after measuring)\n")
+	}
+	for _, b := range m.Breakpoints {
+		fmt.Fprintf(pw, "breakpoint %s (%s): %s\n", b.Name, b.Location, nativeBreakpoint(m, b))
+	}
+	fmt.Fprintf(pw, "run directory: %s\n\n%s\n", o.Dir, massifNote)
+	return bw.Flush()
+}
+
+// Markdown is report.md of the native backend.
+func (*Backend) Markdown(w io.Writer, o *backend.Outcome) error {
+	bw := bufio.NewWriter(w)
+	m := o.Manifest
+	pw := snapshots.PrintableWriter(bw) // see Text
+	fmt.Fprintf(pw, "# snapctl run (native)\n\n")
+	for _, v := range nativeVerdicts(m) {
+		fmt.Fprintf(pw, "**%s**\n\n", v)
+	}
+	fmt.Fprintf(pw, "- Command: `%s`\n", strings.Join(m.Target.Argv, " "))
+	fmt.Fprintf(pw, "- Status: **%s**%s\n", m.Status, backend.ExitNote(m))
+	if m.Error != "" {
+		fmt.Fprintf(pw, "- Error: %s\n", m.Error)
+	}
+	if m.Native != nil && m.Native.TrimProbe {
+		fmt.Fprintf(pw, "- native.trim_probe: on (every stop called malloc_trim(0) after measuring)\n")
+	}
+	fmt.Fprintf(pw, "- Stops: %d\n\n", o.Stops)
+	fmt.Fprintf(pw, "| Breakpoint | Verdict | Findings | Stops | RSS growth | In-use heap growth | Free heap growth | Arenas | Released by malloc_trim (most at a stop, in all) |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n")
+	opt := func(p *int64) string {
+		if p == nil {
+			return "n/a"
+		}
+		return snapshots.FormatDelta(*p)
+	}
+	for _, v := range m.Verdicts {
+		f := v.Figures
+		arenas, trim := "n/a", "n/a"
+		if f.Arenas != nil {
+			arenas = strconv.Itoa(*f.Arenas)
+		}
+		if f.TrimReleased != nil {
+			trim = snapshots.FormatBytes(*f.TrimReleased) + ", " + snapshots.FormatBytes(deref(f.TrimReleasedTotal))
+		}
+		findings := strings.Join(v.Findings, ", ")
+		if findings == "" {
+			findings = "none"
+		}
+		fmt.Fprintf(pw, "| %s | %s | %s | %d | %s | %s | %s | %s | %s |\n", v.Breakpoint, v.Verdict, findings, f.Stops,
+			snapshots.FormatDelta(f.RSSGrowth), opt(f.InUseGrowth), opt(f.FreeGrowth), arenas, trim)
+	}
+	fmt.Fprintf(pw, "\nGrowths are trends over all of a breakpoint's stops (docs/native.md, \"Native verdicts\"); run.json's `diffs` hold the %s between consecutive measurements.\n", backend.Plural(o.Diffs, "change"))
+	fmt.Fprintf(pw, "\n%s\n", massifNote)
+	return bw.Flush()
+}

@@ -1,0 +1,19 @@
+package driver
+
+import "github.com/snapctl/snapctl/driver/backend/massif"
+
+// The massif backend's names the fake gdb and the run directory's checks
+// use.
+const (
+	snapshotMonitor = massif.SnapshotMonitor
+	snapshotExt     = massif.Ext
+	xtreeReport     = massif.XtreeReport
+)
+
+var snapshotName = massif.SnapshotName
+
+// valgrind's files in the run directory.
+const (
+	valgrindLog = "valgrind.log"
+	massifOut   = "massif.out"
+)
