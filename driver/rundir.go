@@ -1,6 +1,9 @@
 package driver
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +15,8 @@ import (
 
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/internal/fsutil"
+	"github.com/snapctl/snapctl/runjson"
+	"github.com/snapctl/snapctl/snapshots"
 )
 
 // Names inside a run directory (docs/design.md, "The run directory").
@@ -213,4 +218,220 @@ func (s *session) dropUnlisted() {
 		os.Remove(s.unlistedPath(name))
 	}
 	s.rec.unlisted = nil
+}
+
+// manifestSpools are the spools run.json's lists are streamed from; nil
+// for an empty list.
+type manifestSpools struct {
+	stops, events, diffs *spool
+}
+
+// close closes the views of the spools (spool.view).
+func (sp manifestSpools) close() {
+	sp.stops.closeView()
+	sp.events.closeView()
+	sp.diffs.closeView()
+}
+
+// writeManifest writes run.json atomically, with the stops, events and
+// diffs streamed from their spools in between m's other fields. The bytes
+// are those json.MarshalIndent would give for the whole manifest, without
+// ever holding every stop.
+func writeManifest(dir string, m *runjson.Manifest, sp manifestSpools) error {
+	mm := *m
+	mm.Stops, mm.Events, mm.Diffs = []runjson.Stop{}, []runjson.Event{}, []*snapshots.Diff{}
+	if mm.Suspects == nil {
+		mm.Suspects = []snapshots.Suspect{}
+	}
+	if mm.Stacks == nil {
+		mm.Stacks = [][]snapshots.Frame{}
+	}
+	data, err := json.MarshalIndent(&mm, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding run.json: %w", err)
+	}
+	// The empty lists are the only top-level lines of this form: nested
+	// keys are indented further and strings hold no raw newline.
+	return writeFileAtomicFunc(filepath.Join(dir, manifestFile), func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 64<<10)
+		rest := data
+		for _, part := range []struct {
+			key string
+			sp  *spool
+		}{{"stops", sp.stops}, {"events", sp.events}, {"diffs", sp.diffs}} {
+			mark := []byte("\n  \"" + part.key + "\": [")
+			i := bytes.Index(rest, append(mark, ']'))
+			if i < 0 {
+				return fmt.Errorf("encoding run.json: no %q list", part.key)
+			}
+			bw.Write(rest[:i+len(mark)])
+			rest = rest[i+len(mark):]
+			if err := streamList(bw, part.sp); err != nil {
+				return fmt.Errorf("writing run.json %s: %w", part.key, err)
+			}
+		}
+		bw.Write(rest)
+		bw.WriteByte('\n')
+		return bw.Flush()
+	})
+}
+
+// streamList writes a spool's records as the elements of a top-level list
+// of run.json, indented as json.MarshalIndent indents them.
+func streamList(w *bufio.Writer, sp *spool) error {
+	var buf bytes.Buffer
+	first := true
+	err := sp.each(func(line []byte) error {
+		buf.Reset()
+		if err := json.Indent(&buf, line, "    ", "  "); err != nil {
+			return err
+		}
+		if first {
+			w.WriteString("\n    ")
+			first = false
+		} else {
+			w.WriteString(",\n    ")
+		}
+		_, err := w.Write(buf.Bytes())
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if !first {
+		w.WriteString("\n  ")
+	}
+	return nil
+}
+
+// spool keeps a run's records on disk as JSON lines while the run goes on,
+// so that snapctl's memory does not grow with the number of stops:
+// run.json is written at the end by streaming the lines into it. Writes
+// are buffered and never synced; the file is removed by close.
+type spool struct {
+	dir  string // where the file is made; "" for the system's temp dir
+	name string // file name pattern, for os.CreateTemp
+	f    *os.File
+	w    *bufio.Writer
+	n    int   // records written
+	err  error // the first write error; it sticks
+}
+
+func newSpool(name string) *spool { return &spool{name: name} }
+
+// add appends one record, encoded as JSON on one line. A failure is kept
+// and returned by each: a run does not end because its spool failed.
+func (s *spool) add(v any) {
+	if s.err != nil {
+		return
+	}
+	if s.f == nil {
+		f, err := os.CreateTemp(s.dir, s.name)
+		if err != nil {
+			s.err = fmt.Errorf("creating spool file: %w", err)
+			return
+		}
+		s.f, s.w = f, bufio.NewWriterSize(f, 64<<10)
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		s.err = fmt.Errorf("encoding %s record %d: %w", s.name, s.n+1, err)
+		return
+	}
+	s.w.Write(data)
+	if err := s.w.WriteByte('\n'); err != nil {
+		s.err = fmt.Errorf("writing spool file: %w", err)
+		return
+	}
+	s.n++
+}
+
+// len returns the number of records written.
+func (s *spool) len() int {
+	if s == nil {
+		return 0
+	}
+	return s.n
+}
+
+// each calls fn with every record in the order added, each a line of
+// compact JSON without its newline. The slice is only valid during the
+// call.
+func (s *spool) each(fn func(line []byte) error) error {
+	if s == nil {
+		return nil
+	}
+	// A spool whose file could not be made holds no records but must not
+	// pass for an empty one: run.json would silently lack them.
+	if s.err != nil {
+		return s.err
+	}
+	if s.n == 0 {
+		return nil
+	}
+	if s.w != nil {
+		if err := s.w.Flush(); err != nil {
+			return fmt.Errorf("writing spool file: %w", err)
+		}
+	}
+	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("reading spool file: %w", err)
+	}
+	// Seek back to the end whatever happens, so that records added later
+	// follow the others.
+	defer s.f.Seek(0, io.SeekEnd)
+	r := bufio.NewReaderSize(s.f, 64<<10)
+	for i := 0; i < s.n; i++ {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return fmt.Errorf("reading spool file: record %d: %w", i+1, err)
+		}
+		if err := fn(bytes.TrimSuffix(line, []byte{'\n'})); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// view returns a spool that reads the records written so far through a
+// file descriptor of its own, while s goes on taking records: each of the
+// view reads only those. Records written are flushed first. The view is
+// closed with closeView; nil for a nil spool.
+func (s *spool) view() (*spool, error) {
+	if s == nil {
+		return nil, nil
+	}
+	v := &spool{name: s.name, n: s.n, err: s.err}
+	if s.err != nil || s.n == 0 {
+		return v, nil
+	}
+	if err := s.w.Flush(); err != nil {
+		return nil, fmt.Errorf("writing spool file: %w", err)
+	}
+	f, err := os.Open(s.f.Name())
+	if err != nil {
+		return nil, fmt.Errorf("reading spool file: %w", err)
+	}
+	v.f = f
+	return v, nil
+}
+
+// closeView closes a view's file descriptor; the file stays its spool's.
+func (s *spool) closeView() {
+	if s != nil && s.f != nil {
+		s.f.Close()
+	}
+}
+
+// close removes the spool's file.
+func (s *spool) close() {
+	if s == nil || s.f == nil {
+		return
+	}
+	s.f.Close()
+	os.Remove(s.f.Name())
+	s.f, s.w = nil, nil
 }
