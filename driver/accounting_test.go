@@ -127,7 +127,7 @@ func TestForceClearsKilledRun(t *testing.T) {
 	if _, err := prepareRunDir(dir, false); err != nil {
 		t.Fatal(err)
 	}
-	s := &session{dir: dir}
+	s := &session{out: runOut{dir: dir}}
 	left := []string{
 		filepath.Join(dir, manifestFile),
 		filepath.Join(dir, snapshotName(1, "request", 1, runjson.PhaseHit)),
@@ -191,7 +191,7 @@ func TestReadAgentBacklog(t *testing.T) {
 	var text strings.Builder
 	const n = 1500
 	for hit := 1; hit <= n; hit++ {
-		snap := filepath.Join(s.priv, fmt.Sprintf("%d.massif", hit))
+		snap := filepath.Join(s.priv.dir, fmt.Sprintf("%d.massif", hit))
 		massif := fmt.Sprintf("desc: --threshold=0\ncmd: ./leak\ntime_unit: i\n#-----------\nsnapshot=0\n#-----------\ntime=%d\nmem_heap_B=%d\nmem_heap_extra_B=0\nmem_stacks_B=0\nheap_tree=detailed\n"+
 			"n1: %d (heap allocation functions) malloc/new/new[], --alloc-fns, etc.\n n0: %d 0x1091E0: keep (leak.c:15)\n", hit, 16*hit, 16*hit, 16*hit)
 		if err := os.WriteFile(snap, []byte(massif), 0o600); err != nil {

@@ -81,7 +81,7 @@ func (s *session) startAgent(ctx context.Context) error {
 	if s.opts.NoAgent || !slices.ContainsFunc(s.rec.order, func(st *bpState) bool { return agentOwns(st.bp) }) {
 		return nil
 	}
-	python, why, err := s.gdb.LoadAgent(ctx, s.priv)
+	python, why, err := s.gdb.LoadAgent(ctx, s.priv.dir)
 	switch {
 	case err != nil:
 		return err
@@ -91,11 +91,11 @@ func (s *session) startAgent(ctx context.Context) error {
 		s.agentUnusable(why)
 		return nil
 	}
-	records := filepath.Join(s.priv, agentRecords)
+	records := filepath.Join(s.priv.dir, agentRecords)
 	if err := os.WriteFile(records, nil, 0o600); err != nil {
 		return fmt.Errorf("creating the agent's records: %w", err)
 	}
-	busy := filepath.Join(s.priv, agentBusy)
+	busy := filepath.Join(s.priv.dir, agentBusy)
 	if err := os.WriteFile(busy, nil, 0o600); err != nil {
 		return fmt.Errorf("creating the agent's busy file: %w", err)
 	}
@@ -108,7 +108,7 @@ func (s *session) startAgent(ctx context.Context) error {
 		f.Close()
 		return fmt.Errorf("opening the agent's busy file: %w", err)
 	}
-	r, err := s.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote(gdb.PythonTry(agentNew(records, s.priv, s.backend.AgentMeasure()))))
+	r, err := s.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote(gdb.PythonTry(agentNew(records, s.priv.dir, s.backend.AgentMeasure()))))
 	if err != nil {
 		f.Close()
 		bf.Close()
@@ -426,7 +426,7 @@ func (a *agent) close(trace string, warn io.Writer) {
 // useAgent makes the agent whose records are read from records, with its
 // busy file busy, the session's.
 func (s *session) useAgent(records, busy *os.File) {
-	s.agent = &agent{gdb: s.gdb, rec: s.rec, priv: s.priv, failed: s.agentFailed, diskFull: s.diskFull, f: records, busy: busy}
+	s.agent = &agent{gdb: s.gdb, rec: s.rec, priv: s.priv.dir, failed: s.agentFailed, diskFull: s.diskFull, f: records, busy: busy}
 	s.rec.agentFirst = s.agent.read
 }
 

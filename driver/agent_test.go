@@ -77,7 +77,7 @@ func TestReadAgentWholeRecords(t *testing.T) {
 
 	var lines []string
 	for hit := 1; hit <= 2; hit++ {
-		snap := filepath.Join(s.priv, fmt.Sprintf("%d.massif", hit))
+		snap := filepath.Join(s.priv.dir, fmt.Sprintf("%d.massif", hit))
 		massif := fmt.Sprintf("desc: --threshold=0\ncmd: ./leak\ntime_unit: i\n#-----------\nsnapshot=0\n#-----------\ntime=%d\nmem_heap_B=%d\nmem_heap_extra_B=8\nmem_stacks_B=0\nheap_tree=detailed\n"+
 			"n1: %d (heap allocation functions) malloc/new/new[], --alloc-fns, etc.\n n0: %d 0x1091E0: keep (leak.c:15)\n", hit, 16*hit, 16*hit, 16*hit)
 		if err := os.WriteFile(snap, []byte(massif), 0o600); err != nil {
@@ -294,7 +294,7 @@ func TestReadAgentBadRecords(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := scriptedSession(t, mustPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n"), newFakeGDB(t))
 			s.rec.order[0].agent = true
-			records := filepath.Join(s.priv, agentRecords)
+			records := filepath.Join(s.priv.dir, agentRecords)
 			if err := os.WriteFile(records, []byte(tt.record), 0o600); err != nil {
 				t.Fatal(err)
 			}
@@ -315,7 +315,7 @@ func TestReadAgentBadRecords(t *testing.T) {
 // directory and has s read it, as startAgent does; it returns its path.
 func openAgentRecords(t *testing.T, s *session) string {
 	t.Helper()
-	records := filepath.Join(s.priv, agentRecords)
+	records := filepath.Join(s.priv.dir, agentRecords)
 	if err := os.WriteFile(records, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}

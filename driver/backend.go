@@ -28,7 +28,7 @@ var backends = []struct {
 	// globs, which a new run clears.
 	files []string
 }{
-	{massif.Name, massif.New, func(s *session) backend.Launcher { return massif.NewLauncher(s.plan, s.dir) }, massif.RunFiles},
+	{massif.Name, massif.New, func(s *session) backend.Launcher { return massif.NewLauncher(s.plan, s.out.dir) }, massif.RunFiles},
 	{native.Name, native.New, func(s *session) backend.Launcher { return native.NewLauncher(s.plan, s.opts.AttachPID) }, nil},
 }
 
@@ -68,14 +68,14 @@ func CheckAccess(pid int) (string, error) { return native.CheckAccess(pid) }
 // target's output goes to stdout and stderr.
 func (s *session) launchEnv(stdout, stderr io.Writer) *backend.Env {
 	env := &backend.Env{
-		Private:  s.priv,
-		Target:   backend.Target{Argv: s.argv, Cwd: s.cwd, Env: s.plan.Target.Env, Stdout: stdout, Stderr: stderr},
+		Private:  s.priv.dir,
+		Target:   backend.Target{Argv: s.prog.argv, Cwd: s.prog.cwd, Env: s.plan.Target.Env, Stdout: stdout, Stderr: stderr},
 		Children: s.childEnv(),
-		Tools:    backend.Tools{GDB: s.tools.gdb, Valgrind: s.tools.valgrind, Vgdb: s.tools.vgdb},
+		Tools:    backend.Tools{GDB: s.prog.tools.gdb, Valgrind: s.prog.tools.valgrind, Vgdb: s.prog.tools.vgdb},
 		Times:    backend.Times{Command: s.opts.CommandTimeout, Ready: s.opts.ReadyTimeout, Stop: s.stopTimeout(), Grace: s.opts.Grace},
 		Run: backend.Run{
 			GDB:   s.gdbFor,
-			Agent: func(ctx context.Context) (bool, string, error) { return s.gdb.LoadAgent(ctx, s.priv) },
+			Agent: func(ctx context.Context) (bool, string, error) { return s.gdb.LoadAgent(ctx, s.priv.dir) },
 			Group: s.groups.Add,
 			GDBGone: func(err error) error {
 				if s.gdbDied(err) {
@@ -85,11 +85,11 @@ func (s *session) launchEnv(stdout, stderr io.Writer) *backend.Env {
 			},
 			Explain:           s.explain,
 			DiskFull:          s.diskFull,
-			LocationsResolved: s.early != nil && s.early.LocationsResolved(),
+			LocationsResolved: s.priv.early != nil && s.priv.early.LocationsResolved(),
 		},
 	}
 	if t := s.consoleTail(); t != nil {
-		env.Console = backend.Console{Tail: t, Drain: func() { s.console.Drain(s.opts.Grace) }}
+		env.Console = backend.Console{Tail: t, Drain: func() { s.term.console.Drain(s.opts.Grace) }}
 	}
 	return env
 }

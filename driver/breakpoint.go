@@ -249,7 +249,7 @@ func (s *session) otherStop(ctx, sctx context.Context, st *bpState, hit int, res
 // do), all in one exchange with gdb. It fills stop's threads, frames and
 // snapshot file and returns the threads.
 func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *runjson.Stop, tid string, backtrace bool, hitOf *stopRecord, then []mi.Command) ([]runjson.Thread, error) {
-	tmp := filepath.Join(s.priv, "snap"+s.backend.Ext())
+	tmp := filepath.Join(s.priv.dir, "snap"+s.backend.Ext())
 	mode := st.bp.Threads
 	if st.bp.AroundCall {
 		// Whether another thread ran during the call is told from
@@ -349,7 +349,7 @@ func (s *session) flush() error {
 // write, so a full TMPDIR (where massif writes them) or run directory
 // shows as a truncated file.
 func (s *session) diskFull(err error) error {
-	for _, dir := range []struct{ path, name string }{{s.priv, filepath.Dir(s.priv)}, {s.dir, s.dir}} {
+	for _, dir := range []struct{ path, name string }{{s.priv.dir, filepath.Dir(s.priv.dir)}, {s.out.dir, s.out.dir}} {
 		var st syscall.Statfs_t
 		if dir.path != "" && syscall.Statfs(dir.path, &st) == nil && st.Bavail*uint64(st.Bsize) < 1<<20 {
 			// First: the message's first line is what run.json keeps.

@@ -39,11 +39,11 @@ func (s *session) teardown(ended bool) (reap func()) {
 	// daemon() or setsid() under valgrind, a vgdb in a session of its own.
 	// Not the dying gdb, which would hold the sweep up until it is gone.
 	s.sweepAtEnd(left, skip...)
-	if s.console != nil {
-		s.console.Close(s.opts.Grace)
+	if s.term.console != nil {
+		s.term.console.Close(s.opts.Grace)
 	}
-	if s.status != nil {
-		s.status.Clear()
+	if s.term.status != nil {
+		s.term.status.Clear()
 	}
 	return reap
 }
@@ -80,7 +80,7 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	if err != nil {
 		s.m.Error = strings.SplitN(err.Error(), "\n", 2)[0]
 	}
-	found := s.backend.Findings("snapctl run: " + strings.Join(s.argv, " "))
+	found := s.backend.Findings("snapctl run: " + strings.Join(s.prog.argv, " "))
 	s.m.Suspects, s.m.Stacks, s.m.Verdicts = found.Suspects, found.Stacks, found.Verdicts
 	for _, p := range found.Problems {
 		s.rec.events.add(&runjson.Event{Time: runjson.Stamp(time.Now()), Kind: runjson.EventAnalysisError, Message: p})
@@ -103,7 +103,7 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	s.m.ExitCode, s.m.ExitReason = &code, reason
 	// A writing during the run must not land after this one.
 	s.refreshed(true)
-	if werr := writeManifest(s.dir, s.m, manifestSpools{stops: s.rec.stops, events: s.rec.events, diffs: s.rec.diffs}); werr != nil {
+	if werr := writeManifest(s.out.dir, s.m, manifestSpools{stops: s.rec.stops, events: s.rec.events, diffs: s.rec.diffs}); werr != nil {
 		// The run.json written last stands, with the snapshots it lists.
 		s.dropUnlisted()
 		return res, errors.Join(err, werr)
@@ -111,7 +111,7 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	if werr := s.publish(); werr != nil {
 		return res, errors.Join(err, werr)
 	}
-	if werr := writeReport(filepath.Join(s.dir, reportFile), res); werr != nil {
+	if werr := writeReport(filepath.Join(s.out.dir, reportFile), res); werr != nil {
 		return res, errors.Join(err, werr)
 	}
 	if werr := s.writeHTML(res); werr != nil {
@@ -133,10 +133,10 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 // long would find a backlog of the agent's stops, held
 // in memory, that grew with the run.
 func (s *session) refreshManifest() {
-	if s.refreshing != nil && !s.refreshed(false) {
+	if s.out.running != nil && !s.refreshed(false) {
 		return
 	}
-	if n := s.rec.stops.len(); n == s.writtenStops || time.Since(s.written) < s.opts.ManifestEvery {
+	if n := s.rec.stops.len(); n == s.out.stops || time.Since(s.out.at) < s.opts.ManifestEvery {
 		return
 	}
 	var sp manifestSpools
@@ -161,13 +161,13 @@ func (s *session) refreshManifest() {
 	}
 	r := &refresh{done: make(chan error, 1), stops: s.rec.stops.len(), names: s.rec.unlisted}
 	s.rec.unlisted = nil
-	s.refreshing, s.written = r, time.Now()
+	s.out.running, s.out.at = r, time.Now()
 	go func() {
-		err := writeManifest(s.dir, &m, sp)
+		err := writeManifest(s.out.dir, &m, sp)
 		sp.close()
 		if err == nil {
 			// At once: the loop may not look for a while.
-			publish(s.dir, r.names)
+			publish(s.out.dir, r.names)
 		}
 		r.done <- err
 	}()
@@ -184,7 +184,7 @@ type refresh struct {
 // waiting for it with wait. The snapshots it lists took their own names
 // once it was written; if it failed, they wait for the next writing.
 func (s *session) refreshed(wait bool) bool {
-	r := s.refreshing
+	r := s.out.running
 	if r == nil {
 		return true
 	}
@@ -198,12 +198,12 @@ func (s *session) refreshed(wait bool) bool {
 			return false
 		}
 	}
-	s.refreshing = nil
+	s.out.running = nil
 	if err != nil {
 		s.rec.unlisted = append(r.names, s.rec.unlisted...)
 		return true
 	}
-	s.writtenStops = r.stops
+	s.out.stops = r.stops
 	return true
 }
 

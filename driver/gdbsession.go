@@ -24,7 +24,7 @@ func (s *session) startGDB(ctx context.Context, args, env []string) error {
 	var trace io.Writer
 	var traceOut *os.File
 	if s.opts.Trace {
-		f, err := os.Create(filepath.Join(s.dir, traceFile))
+		f, err := os.Create(filepath.Join(s.out.dir, traceFile))
 		if err != nil {
 			return fmt.Errorf("creating the MI transcript: %w", err)
 		}
@@ -37,9 +37,9 @@ func (s *session) startGDB(ctx context.Context, args, env []string) error {
 	sctx, cancel := context.WithTimeout(ctx, s.opts.CommandTimeout)
 	defer cancel()
 	c, err := mi.Start(sctx, mi.Options{
-		Path:  s.tools.gdb,
+		Path:  s.prog.tools.gdb,
 		Args:  args,
-		Dir:   s.cwd,
+		Dir:   s.prog.cwd,
 		Env:   env,
 		Trace: trace,
 		Async: true,
@@ -72,15 +72,15 @@ func (s *session) useGDB(c *mi.Client, traceOut *os.File) {
 // adoptEarlyGDB makes the early gdb the session's when it started, and
 // reports whether it did.
 func (s *session) adoptEarlyGDB() bool {
-	if s.early == nil {
+	if s.priv.early == nil {
 		return false
 	}
-	c := s.early.Client()
+	c := s.priv.early.Client()
 	if c == nil {
 		return false
 	}
 	s.useGDB(c, nil)
-	if s.early.AgentSourced() {
+	if s.priv.early.AgentSourced() {
 		s.gdb.AgentLoaded()
 	}
 	return true

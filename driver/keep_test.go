@@ -155,7 +155,7 @@ func TestUnchangedSnapshotNotParsed(t *testing.T) {
 	records := openAgentRecords(t, s)
 	var lines string
 	for hit, tm := range []string{"1", "not a time", "3"} {
-		snap := filepath.Join(s.priv, fmt.Sprintf("%d.ms", hit+1))
+		snap := filepath.Join(s.priv.dir, fmt.Sprintf("%d.ms", hit+1))
 		massif := "desc: --threshold=0\ncmd: ./leak\ntime_unit: i\n#-----------\nsnapshot=0\n#-----------\ntime=" + tm + "\nmem_heap_B=48\nmem_heap_extra_B=8\nmem_stacks_B=0\nheap_tree=detailed\n" +
 			"n1: 48 (heap allocation functions) malloc/new/new[], --alloc-fns, etc.\n n0: 48 0x1091E0: keep (leak.c:15)\n"
 		if err := os.WriteFile(snap, []byte(massif), 0o600); err != nil {

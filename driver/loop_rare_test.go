@@ -444,7 +444,7 @@ func TestLoopChildGone(t *testing.T) {
 			fake.events <- lost
 		}, &ToolError{Tool: "vgdb", Msg: `the connection to valgrind was lost (gdb: "Remote connection closed") and the target's process exited with status 0: vgdb exited or was killed, or the target called exec (valgrind follows exec only with --trace-children=yes)`}},
 		{"connection lost, valgrind killed", func(t *testing.T, s *session, fake *fakeGDB) {
-			if err := os.WriteFile(filepath.Join(s.dir, valgrindLog), []byte(valgrindLogText), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(s.out.dir, valgrindLog), []byte(valgrindLogText), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			valgrindEnded(t, s, true)

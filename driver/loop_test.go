@@ -295,7 +295,7 @@ func scriptedSession(t *testing.T, plan *plan.Plan, d gdb.Debugger) *session {
 	}
 	s := newSession(Options{CommandTimeout: 5e9, Grace: 1}, plan, tools{}, "/src/leak", dir)
 	s.opts.defaults()
-	s.priv = t.TempDir()
+	s.priv.dir = t.TempDir()
 	s.gdb = gdb.NewConn(d, 0, s.opts.CommandTimeout, s.rec.note)
 	t.Cleanup(s.closeSpools)
 	st := s.rec.order[0]
@@ -411,8 +411,8 @@ func valgrindEnded(t *testing.T, s *session, killed bool) {
 // returned loopErr, and returns run.json as written and the run's error.
 func finishRun(t *testing.T, s *session, loopErr error) (*runjson.Manifest, error) {
 	t.Helper()
-	_, err := s.finish(&Result{Dir: s.dir, Manifest: s.m, Plan: s.plan}, loopErr)
-	data, rerr := os.ReadFile(filepath.Join(s.dir, manifestFile))
+	_, err := s.finish(&Result{Dir: s.out.dir, Manifest: s.m, Plan: s.plan}, loopErr)
+	data, rerr := os.ReadFile(filepath.Join(s.out.dir, manifestFile))
 	if rerr != nil {
 		t.Fatal(rerr)
 	}

@@ -257,7 +257,7 @@ type swept struct {
 // program): what the program forked or daemonized, which under massif
 // runs under valgrind. Teardown ends them; sweepAtEnd says so.
 func (s *session) leftovers() []swept {
-	if s.priv == "" {
+	if s.priv.dir == "" {
 		return nil
 	}
 	tools := []int{os.Getpid(), s.gdb.Pid()}
@@ -265,7 +265,7 @@ func (s *session) leftovers() []swept {
 		tools = append(tools, p.Pid)
 	}
 	var out []swept
-	for _, pid := range marked(runMark(s.priv)) {
+	for _, pid := range marked(runMark(s.priv.dir)) {
 		if slices.Contains(tools, pid) || readProcState(pid).ppid == s.gdb.Pid() {
 			continue
 		}
@@ -280,10 +280,10 @@ func (s *session) leftovers() []swept {
 // (skip excepted) and records an event that names each of the program's
 // leftovers (found before teardown began) that is gone now, and why.
 func (s *session) sweepAtEnd(left []swept, skip ...int) {
-	if s.priv == "" {
+	if s.priv.dir == "" {
 		return
 	}
-	sweep(runMark(s.priv), s.opts.Grace, skip...)
+	sweep(runMark(s.priv.dir), s.opts.Grace, skip...)
 	var names []string
 	for _, k := range left {
 		if !alive(k.pid) {

@@ -77,7 +77,7 @@ func (s *session) writeHTML(res *Result) error {
 		opts.Facts = append([]snapshots.Fact{{Label: "Verdict", Value: "nothing measured: " + backend.WhyNothing(res.Manifest)}}, opts.Facts...)
 		opts.NoSites = true
 	}
-	return writeFileAtomicFunc(filepath.Join(s.dir, htmlFile), func(w io.Writer) error {
+	return writeFileAtomicFunc(filepath.Join(s.out.dir, htmlFile), func(w io.Writer) error {
 		return snapshots.RenderReportHTML(w, &rep, opts)
 	})
 }

@@ -182,7 +182,7 @@ func makePrivateDir(tmp string) (string, error) {
 // snapshot under its own name that run.json does not list
 // (docs/design.md, "The run directory").
 func (s *session) unlistedPath(name string) string {
-	return unlistedPath(s.dir, name)
+	return unlistedPath(s.out.dir, name)
 }
 
 func unlistedPath(dir, name string) string { return backend.UnlistedPath(dir, name) }
@@ -193,7 +193,7 @@ func unlistedPath(dir, name string) string { return backend.UnlistedPath(dir, na
 // run.json does not list. A file that cannot be moved is left where it
 // is, and the first error returned.
 func (s *session) publish() error {
-	err := publish(s.dir, s.rec.unlisted)
+	err := publish(s.out.dir, s.rec.unlisted)
 	s.rec.unlisted = s.rec.unlisted[:0]
 	return err
 }

@@ -87,13 +87,13 @@ type Options struct {
 // childEnv is the environment of gdb and valgrind: the caller's, the
 // options', and the mark that lets teardown find them (runMark).
 func (s *session) childEnv() []string {
-	return append(s.opts.childEnv(), runMark(s.priv))
+	return append(s.opts.childEnv(), runMark(s.priv.dir))
 }
 
 // sweep kills whatever still carries the session's mark.
 func (s *session) sweep(skip ...int) {
-	if s.priv != "" {
-		sweep(runMark(s.priv), s.opts.Grace, skip...)
+	if s.priv.dir != "" {
+		sweep(runMark(s.priv.dir), s.opts.Grace, skip...)
 	}
 }
 
@@ -268,11 +268,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	s := newSession(opts, p, tools, binary, dir)
 	if early != nil {
-		s.early, s.priv, s.release = early, priv.path, priv.release
+		s.priv = priv
 		priv.handed = true
 	}
 	if status != nil {
-		s.status = status // the one on screen since the checks
+		s.term.status = status // the one on screen since the checks
 	}
 	return s.run(ctx)
 }
@@ -327,48 +327,56 @@ type tools struct {
 
 // session is the state of one run.
 type session struct {
-	opts   Options
-	plan   *plan.Plan
-	tools  tools
-	binary string
-	dir    string // run directory, absolute
-	priv   string // private directory, absolute, no spaces
-	// release unlocks the private directory (lockPrivateDir).
-	release func()
-	argv    []string
-	cwd     string
-	start   time.Time
-	m       *runjson.Manifest
+	opts Options
+	plan *plan.Plan
+	prog program
+	out  runOut
+	priv privateDir
+	m    *runjson.Manifest
 	// backend measures the stops, analyses and reports them; launcher
 	// starts the target as the backend needs.
 	backend  backend.Backend
 	launcher backend.Launcher
-	// stdout and stderr receive the target's output (see targetOutput).
-	stdout, stderr io.Writer
-	gdb            *gdb.Conn
-	// early is the native backend's gdb, started during Run's checks.
-	early *gdb.Early
+	term     terminal
+	gdb      *gdb.Conn
 	// end is how snapctl ends the target on its own account.
 	end *ending
-	// written is when run.json was last written during the run, with
-	// writtenStops stops (refreshManifest).
-	written      time.Time
-	writtenStops int
-	// refreshing is run.json's writing under way in the background
-	// during the run, nil when none is (refreshManifest).
-	refreshing *refresh
 	// rec is the run's record of its stops and events.
 	rec *recorder
 	// agent reads the records of gdb's agent; nil when it does not run.
 	agent *agent
-	// groups are the process groups of the children, for Options.Kill.
-	groups child.Group
+	// groups are the process groups of the children, for Options.Kill;
 	// watch finds stalls that nothing reports (see checkStalls).
+	groups child.Group
 	watch  stallWatch
-	status *console.Status
-	// console carries the target's output to the status line's terminal;
-	// nil without a status line.
-	console *console.Console
+}
+
+// program is what the session runs: the program, its arguments (argv[0]
+// the binary) and working directory, and the tools that run it.
+type program struct {
+	binary string
+	argv   []string
+	cwd    string
+	tools  tools
+}
+
+// terminal is where the target's output goes: stdout and stderr (see
+// targetOutput), through the console to the status line's terminal when
+// there is a status line (nil otherwise).
+type terminal struct {
+	stdout, stderr io.Writer
+	status         *console.Status
+	console        *console.Console
+}
+
+// runOut is the run directory (absolute) and run.json's writing during
+// the run (refreshManifest): when it was last written, with how many
+// stops, and the writing under way in the background, nil when none is.
+type runOut struct {
+	dir     string
+	at      time.Time
+	stops   int
+	running *refresh
 }
 
 func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *session {
@@ -377,10 +385,8 @@ func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *sessio
 		argv = append([]string{binary}, opts.Args...)
 	}
 	s := &session{
-		opts: opts, plan: p, tools: t, binary: binary, dir: dir,
-		argv:  argv,
-		cwd:   p.Target.Cwd,
-		start: time.Now(),
+		opts: opts, plan: p, out: runOut{dir: dir},
+		prog: program{binary: binary, argv: argv, cwd: p.Target.Cwd, tools: t},
 	}
 	name := p.Backend
 	if opts.Backend != "" {
@@ -391,7 +397,7 @@ func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *sessio
 		Backend:   backends[i].name,
 		Schema:    runjson.Schema,
 		Status:    runjson.StatusFailed,
-		StartedAt: s.start.UTC(),
+		StartedAt: time.Now().UTC(),
 		Plan:      planFile,
 		Target:    runjson.Target{Argv: argv, Cwd: p.Target.Cwd},
 	}
@@ -411,8 +417,8 @@ func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *sessio
 	s.rec.keep = s.backend.Keep
 	s.rec.read = func(t *stopRecord) error { return s.backend.Read(&t.Stop) }
 	s.rec.onStop = func(st *runjson.Stop) {
-		if s.status != nil {
-			s.status.Update(st.Breakpoint, st.Phase, st.HeapBytes)
+		if s.term.status != nil {
+			s.term.status.Update(st.Breakpoint, st.Phase, st.HeapBytes)
 		}
 	}
 	s.rec.onEvent = func(ev runjson.Event) {
@@ -436,7 +442,7 @@ func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *sessio
 // whatever the ones before it did, so that run.json always says how the
 // run ended and nothing is left behind.
 func (s *session) run(ctx context.Context) (*Result, error) {
-	res := &Result{Dir: s.dir, Manifest: s.m, Plan: s.plan}
+	res := &Result{Dir: s.out.dir, Manifest: s.m, Plan: s.plan}
 	end := outcome{err: s.prepare()}
 	if end.err == nil {
 		end = s.runTarget(ctx)
@@ -463,21 +469,21 @@ type outcome struct {
 // complete, for a snapctl killed before it ends. The loop rewrites it as
 // stops come (refreshManifest), so that it also lists them.
 func (s *session) prepare() error {
-	if s.priv == "" {
+	if s.priv.dir == "" {
 		priv, release, err := newPrivateDir()
 		if err != nil {
 			return err
 		}
-		s.priv, s.release = priv, release
+		s.priv.dir, s.priv.release = priv, release
 	}
-	if err := os.WriteFile(filepath.Join(s.dir, planFile), s.plan.Source, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(s.out.dir, planFile), s.plan.Source, 0o644); err != nil {
 		return fmt.Errorf("copying the plan: %w", err)
 	}
 	s.m.Error = unfinished
-	if err := writeManifest(s.dir, s.m, manifestSpools{}); err != nil {
+	if err := writeManifest(s.out.dir, s.m, manifestSpools{}); err != nil {
 		return err
 	}
-	s.written = time.Now()
+	s.out.at = time.Now()
 	return nil
 }
 
@@ -508,18 +514,18 @@ func (s *session) cleanup() {
 	if s.agent != nil {
 		trace := ""
 		if s.opts.Trace {
-			trace = filepath.Join(s.dir, agentTrace)
+			trace = filepath.Join(s.out.dir, agentTrace)
 		}
 		s.agent.close(trace, s.opts.Warn)
 	}
-	if s.early != nil {
-		s.early.CloseUnused()
+	if s.priv.early != nil {
+		s.priv.early.CloseUnused()
 	}
-	if s.priv != "" {
-		os.RemoveAll(s.priv)
+	if s.priv.dir != "" {
+		os.RemoveAll(s.priv.dir)
 	}
-	if s.release != nil {
-		s.release()
+	if s.priv.release != nil {
+		s.priv.release()
 	}
 	s.closeSpools()
 }
@@ -543,7 +549,7 @@ func (s *session) classify(parent, runCtx context.Context, err error) error {
 // ends or something fails.
 func (s *session) startAndLoop(ctx context.Context) error {
 	stdout, stderr := s.targetOutput()
-	s.stdout, s.stderr = stdout, stderr
+	s.term.stdout, s.term.stderr = stdout, stderr
 	err := s.launcher.Launch(ctx, s.launchEnv(stdout, stderr))
 	if c := s.launcher.Command(); c != nil {
 		s.m.Valgrind = c
@@ -559,11 +565,11 @@ func (s *session) startAndLoop(ctx context.Context) error {
 	if err := s.launcher.Start(ctx); err != nil {
 		return s.explain(ctx, err)
 	}
-	if s.status != nil {
-		s.status.SetPhase("")
+	if s.term.status != nil {
+		s.term.status.SetPhase("")
 	}
 	if len(s.plan.Workload) > 0 {
-		if err := s.end.startWorkload(s.cwd, s.childEnv(), &s.groups, stdout, stderr); err != nil {
+		if err := s.end.startWorkload(s.prog.cwd, s.childEnv(), &s.groups, stdout, stderr); err != nil {
 			// The target still ends cleanly, its snapshots kept.
 			s.end.err = err
 			s.end.end("the workload could not start")
@@ -596,18 +602,21 @@ func measureUnit(backend string) string {
 	return "snapshot"
 }
 
-// privateDir is a private directory made for the early gdb before the run
-// directory exists, until the session takes it over (handed).
+// privateDir is the run's private directory (absolute, no spaces), with
+// release, which unlocks it (lockPrivateDir), and the gdb started with it
+// during Run's checks, nil when none was; handed is set once the session
+// owns them.
 type privateDir struct {
-	path    string
+	dir     string
 	release func()
+	early   *gdb.Early
 	handed  bool
 }
 
 // remove unlocks and removes the directory.
 func (p *privateDir) remove() {
 	p.release()
-	os.RemoveAll(p.path)
+	os.RemoveAll(p.dir)
 }
 
 // startEarlyGDB starts the session's gdb on binary while Run checks the
@@ -628,7 +637,8 @@ func startEarlyGDB(ctx context.Context, gdbPath, binary string, p *plan.Plan, op
 		cfg.Args = append(slices.Clip(unmarkProgram), binary)
 		cfg.StartsProgram = true
 	}
-	return gdb.StartEarly(ctx, cfg), privateDir{path: dir, release: release}
+	e := gdb.StartEarly(ctx, cfg)
+	return e, privateDir{dir: dir, release: release, early: e}
 }
 
 // targetOutput returns the writers for the target's stdout and stderr. With
@@ -641,20 +651,20 @@ func startEarlyGDB(ctx context.Context, gdbPath, binary string, p *plan.Plan, op
 // with the program's stdout.
 func (s *session) targetOutput() (stdout, stderr io.Writer) {
 	shared := term.Same(s.opts.Stdout, s.opts.Stderr)
-	if s.status == nil && !shared {
+	if s.term.status == nil && !shared {
 		return s.opts.Stdout, s.opts.Stderr
 	}
-	con, stdout, stderr, err := console.Open(s.status, s.opts.Stdout, s.opts.Stderr)
+	con, stdout, stderr, err := console.Open(s.term.status, s.opts.Stdout, s.opts.Stderr)
 	if err != nil {
-		if s.status != nil {
-			s.status.Clear()
-			s.status = nil
+		if s.term.status != nil {
+			s.term.status.Clear()
+			s.term.status = nil
 		}
 		return s.opts.Stdout, s.opts.Stderr
 	}
-	s.console = con
-	if s.status != nil {
-		s.status.SetPhase(s.startPhase())
+	s.term.console = con
+	if s.term.status != nil {
+		s.term.status.SetPhase(s.startPhase())
 	}
 	return stdout, stderr
 }
@@ -662,10 +672,10 @@ func (s *session) targetOutput() (stdout, stderr io.Writer) {
 // consoleTail returns the tail the console keeps of the target's shared
 // terminal, or nil when there is none.
 func (s *session) consoleTail() *console.Tail {
-	if s.console == nil {
+	if s.term.console == nil {
 		return nil
 	}
-	return s.console.Tail()
+	return s.term.console.Tail()
 }
 
 // startPhase is what the status line says while the target starts: the

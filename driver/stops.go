@@ -29,7 +29,7 @@ var fatalSignals = map[string]bool{
 // stands.
 func (s *session) loop(ctx context.Context) error {
 	if s.agent != nil {
-		defer context.AfterFunc(ctx, haltAgent(s.priv))()
+		defer context.AfterFunc(ctx, haltAgent(s.priv.dir))()
 	}
 	// The process that runs the target under gdb, when gdb does not
 	// run it itself (valgrind).
@@ -297,8 +297,8 @@ func (s *session) addStop(st *runjson.Stop) { s.rec.add(st) }
 func (s *session) event(ev runjson.Event) { s.rec.event(ev) }
 
 func (s *session) clearStatus() {
-	if s.status != nil {
-		s.status.Clear()
+	if s.term.status != nil {
+		s.term.status.Clear()
 	}
 }
 
