@@ -428,6 +428,7 @@ func (a *agent) close(trace string, warn io.Writer) {
 func (s *session) useAgent(records, busy *os.File) {
 	s.agent = &agent{gdb: s.gdb, rec: s.rec, priv: s.priv.dir, failed: s.agentFailed, diskFull: s.diskFull, f: records, busy: busy}
 	s.rec.agentFirst = s.agent.read
+	s.watch.agent = s.agent
 }
 
 // agentFailed is what a record of a failure at a hit of st means for the
@@ -445,7 +446,7 @@ func (s *session) agentFailed(st *bpState, rec *agentRecord) error {
 	default:
 		if gdb.LostTarget(rec.Error) {
 			// valgrind or vgdb died under the agent's stop.
-			return s.targetLost(rec.Error)
+			return s.watch.targetLost(rec.Error)
 		}
 		return fmt.Errorf("gdb's agent failed at breakpoint %q: %s", st.bp.Name, rec.Error)
 	}

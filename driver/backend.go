@@ -78,12 +78,12 @@ func (s *session) launchEnv(stdout, stderr io.Writer) *backend.Env {
 			Agent: func(ctx context.Context) (bool, string, error) { return s.gdb.LoadAgent(ctx, s.priv.dir) },
 			Group: s.groups.Add,
 			GDBGone: func(err error) error {
-				if s.gdbDied(err) {
-					return s.gdbGone()
+				if s.watch.gdbDied(err) {
+					return s.watch.gdbGone()
 				}
 				return nil
 			},
-			Explain:           s.explain,
+			Explain:           s.watch.explain,
 			DiskFull:          s.diskFull,
 			LocationsResolved: s.priv.early != nil && s.priv.early.LocationsResolved(),
 		},

@@ -235,10 +235,10 @@ func (s *session) otherStop(ctx, sctx context.Context, st *bpState, hit int, res
 	if err := restore(sctx); err != nil {
 		// gdb cannot take a setting while the target is stopped:
 		// resuming under the wrong mode, or at all, is no better.
-		return false, s.explain(ctx, err)
+		return false, s.watch.explain(ctx, err)
 	}
 	if err := s.settle(sctx, st, hit); err != nil {
-		return false, s.explain(ctx, err)
+		return false, s.watch.explain(ctx, err)
 	}
 	return s.endAtStop(ctx, rec)
 }

@@ -64,6 +64,7 @@ func (s *session) useGDB(c *mi.Client, traceOut *os.File) {
 		trace = traceOut
 	}
 	s.gdb = gdb.Open(c, trace, s.opts.CommandTimeout, s.rec.note)
+	s.watch.gdb = s.gdb
 	if p := c.Process(); p != nil {
 		s.groups.Add(p)
 	}
@@ -148,21 +149,6 @@ func (s *session) setup(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// gdbDied reports whether err, which a command to gdb returned, means
-// that gdb itself is gone: when gdb dies while vgdb connects, vgdb dies
-// with it and the failed connection is gdb's doing.
-func (s *session) gdbDied(err error) bool {
-	if errors.Is(err, mi.ErrExited) {
-		return true
-	}
-	select {
-	case <-s.gdb.Done():
-		return true
-	case <-time.After(200 * time.Millisecond):
-		return false
-	}
 }
 
 // finalHits reads from gdb how often each breakpoint was hit, however the

@@ -297,6 +297,7 @@ func scriptedSession(t *testing.T, plan *plan.Plan, d gdb.Debugger) *session {
 	s.opts.defaults()
 	s.priv.dir = t.TempDir()
 	s.gdb = gdb.NewConn(d, 0, s.opts.CommandTimeout, s.rec.note)
+	s.watch.gdb = s.gdb
 	t.Cleanup(s.closeSpools)
 	st := s.rec.order[0]
 	st.number, st.sum.Number = "1", "1"

@@ -2,6 +2,8 @@ package driver
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +13,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/backend"
+	"github.com/snapctl/snapctl/driver/gdb"
+	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/internal/child"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
 )
@@ -47,67 +53,20 @@ func (a *agent) overdue(now time.Time, limit time.Duration) (bp string, lasted t
 	return bp, lasted, true
 }
 
-// stallWatch follows what can hold a run up for good without a word
-// from gdb: an agent stop that does not end, and gdb, vgdb or valgrind
-// stopped by a signal.
-type stallWatch struct {
-	stopped map[string]time.Time // since when each tool has been seen stopped
-}
-
-// checkStalls ends the run when one of the agent's stops has lasted
-// longer than the plan's stop_timeout, or gdb, vgdb or valgrind has been
-// stopped (SIGSTOP, SIGTSTP) that long. gdb resumes the target after the
-// agent's stops without a word to snapctl, and a stopped process says
-// nothing either: without this the loop would wait forever.
-func (s *session) checkStalls() error {
-	now := time.Now()
-	limit := s.stopTimeout()
-	if s.agent != nil {
-		if bp, lasted, ok := s.agent.overdue(now, limit); ok {
-			name := "number " + bp
-			if st := s.rec.bps[bp]; st != nil {
-				name = strconv.Quote(st.bp.Name)
-			}
-			return s.stalled(fmt.Sprintf("the stop at breakpoint %s has not ended after %v (stop_timeout %v)",
-				name, lasted.Round(100*time.Millisecond), limit))
-		}
-	}
-	if s.gdb.Pid() == 0 {
-		return nil // a scripted gdb, in tests
-	}
-	w := &s.watch
-	if w.stopped == nil {
-		w.stopped = make(map[string]time.Time)
-	}
-	watched := map[string]int{"gdb": s.gdb.Pid()}
-	for _, p := range s.launcher.Processes(s.gdb.Pid()) {
-		watched[p.Name] = p.Pid
-	}
-	for name, pid := range watched {
-		if pid == 0 || readProcState(pid).state != 'T' {
-			delete(w.stopped, name)
-			continue
-		}
-		since, seen := w.stopped[name]
-		if !seen {
-			w.stopped[name] = now
-			continue
-		}
-		if lasted := now.Sub(since); lasted >= limit {
-			return s.stalled(fmt.Sprintf("the run has not moved for %v (stop_timeout %v)", lasted.Round(100*time.Millisecond), limit))
-		}
-	}
-	return nil
-}
-
-// stalled records a stop-stalled event for what, which did not end in
-// time, and returns the error that ends the run: it names the process
-// that holds the stop up, and says what state each process of the
-// backend's is in.
-func (s *session) stalled(what string) error {
-	d := s.diagnose()
-	s.event(runjson.Event{Kind: runjson.EventStopStalled, Message: fmt.Sprintf("%s: %s %s (%s)", what, d.tool, d.why, d.states)})
-	return &ToolError{Tool: d.tool, Msg: fmt.Sprintf("%s; %s; %s", d.why, what, d.states)}
+// watch tells what went wrong when nothing says it: one of the agent's
+// stops or a child that stalls past stop_timeout (limit), gdb gone, the
+// target lost. Its gdb and agent are set once they run.
+type watch struct {
+	gdb      *gdb.Conn
+	agent    *agent
+	launcher backend.Launcher
+	rec      *recorder
+	end      *ending
+	// limit is the plan's stop_timeout; grace how long a child is given
+	// to exit.
+	limit, grace time.Duration
+	// stopped says since when each tool has been seen stopped.
+	stopped map[string]time.Time
 }
 
 // procState is what /proc says about a process: its state letter (R, S,
@@ -170,54 +129,6 @@ type diagnosis struct {
 	// stuck is set when the tool is stopped or gone: no interrupt gets
 	// through it to the target.
 	stuck bool
-}
-
-// diagnose names the process that holds a stop up and why, and lists the
-// state of the processes the backend runs (launcher.Processes), then
-// gdb's. A process that is stopped (SIGSTOP, SIGTSTP) or gone is the
-// culprit, in that order; else the one gdb waits for the answers of
-// when it is busy; else gdb, which runs the stop while the others wait.
-func (s *session) diagnose() diagnosis {
-	if s.gdb.Pid() == 0 {
-		// A scripted gdb, in tests: no process to look at.
-		return diagnosis{tool: "gdb", why: "did not answer in time", states: "gdb scripted"}
-	}
-	type proc struct {
-		name string
-		ps   procState
-	}
-	var procs []proc
-	busy := proc{}
-	for _, p := range s.launcher.Processes(s.gdb.Pid()) {
-		procs = append(procs, proc{p.Name, readProcState(p.Pid)})
-		if p.Answers {
-			busy = procs[len(procs)-1]
-		}
-	}
-	procs = append(procs, proc{"gdb", readProcState(s.gdb.Pid())})
-	var list []string
-	for _, p := range procs {
-		d := p.ps.describe()
-		if p.ps.ok {
-			d = fmt.Sprintf("%s %d %s", p.name, p.ps.pid, d)
-		} else {
-			d = p.name + " " + d
-		}
-		list = append(list, d)
-	}
-	states := strings.Join(list, ", ")
-	for _, p := range procs {
-		switch {
-		case !p.ps.ok || p.ps.state == 'Z' || p.ps.state == 'X':
-			return diagnosis{tool: p.name, why: "has exited", states: states, stuck: true}
-		case p.ps.state == 'T':
-			return diagnosis{tool: p.name, why: "is stopped (it was sent SIGSTOP or SIGTSTP)", states: states, stuck: true}
-		}
-	}
-	if busy.ps.state == 'R' || busy.ps.state == 'D' {
-		return diagnosis{tool: busy.name, why: "does not answer gdb", states: states}
-	}
-	return diagnosis{tool: "gdb", why: "does not finish the stop", states: states}
 }
 
 // runMarkVar names the environment variable that marks every process a
@@ -441,4 +352,174 @@ func (s *session) killOn(kill <-chan struct{}) (stop func()) {
 		}
 	}()
 	return func() { close(done) }
+}
+
+// check ends the run when one of the agent's stops has lasted
+// longer than the plan's stop_timeout, or gdb, vgdb or valgrind has been
+// stopped (SIGSTOP, SIGTSTP) that long. gdb resumes the target after the
+// agent's stops without a word to snapctl, and a stopped process says
+// nothing either: without this the loop would wait forever.
+func (w *watch) check() error {
+	now := time.Now()
+	limit := w.limit
+	if w.agent != nil {
+		if bp, lasted, ok := w.agent.overdue(now, limit); ok {
+			name := "number " + bp
+			if st := w.rec.bps[bp]; st != nil {
+				name = strconv.Quote(st.bp.Name)
+			}
+			return w.stalled(fmt.Sprintf("the stop at breakpoint %s has not ended after %v (stop_timeout %v)",
+				name, lasted.Round(100*time.Millisecond), limit))
+		}
+	}
+	if w.gdb.Pid() == 0 {
+		return nil // a scripted gdb, in tests
+	}
+	if w.stopped == nil {
+		w.stopped = make(map[string]time.Time)
+	}
+	watched := map[string]int{"gdb": w.gdb.Pid()}
+	for _, p := range w.launcher.Processes(w.gdb.Pid()) {
+		watched[p.Name] = p.Pid
+	}
+	for name, pid := range watched {
+		if pid == 0 || readProcState(pid).state != 'T' {
+			delete(w.stopped, name)
+			continue
+		}
+		since, seen := w.stopped[name]
+		if !seen {
+			w.stopped[name] = now
+			continue
+		}
+		if lasted := now.Sub(since); lasted >= limit {
+			return w.stalled(fmt.Sprintf("the run has not moved for %v (stop_timeout %v)", lasted.Round(100*time.Millisecond), limit))
+		}
+	}
+	return nil
+}
+
+// stalled records a stop-stalled event for what, which did not end in
+// time, and returns the error that ends the run: it names the process
+// that holds the stop up, and says what state each process of the
+// backend's is in.
+func (w *watch) stalled(what string) error {
+	d := w.diagnose()
+	w.rec.event(runjson.Event{Kind: runjson.EventStopStalled, Message: fmt.Sprintf("%s: %s %s (%s)", what, d.tool, d.why, d.states)})
+	return &ToolError{Tool: d.tool, Msg: fmt.Sprintf("%s; %s; %s", d.why, what, d.states)}
+}
+
+// diagnose names the process that holds a stop up and why, and lists the
+// state of the processes the backend runs (launcher.Processes), then
+// gdb'w. A process that is stopped (SIGSTOP, SIGTSTP) or gone is the
+// culprit, in that order; else the one gdb waits for the answers of
+// when it is busy; else gdb, which runs the stop while the others wait.
+func (w *watch) diagnose() diagnosis {
+	if w.gdb.Pid() == 0 {
+		// A scripted gdb, in tests: no process to look at.
+		return diagnosis{tool: "gdb", why: "did not answer in time", states: "gdb scripted"}
+	}
+	type proc struct {
+		name string
+		ps   procState
+	}
+	var procs []proc
+	busy := proc{}
+	for _, p := range w.launcher.Processes(w.gdb.Pid()) {
+		procs = append(procs, proc{p.Name, readProcState(p.Pid)})
+		if p.Answers {
+			busy = procs[len(procs)-1]
+		}
+	}
+	procs = append(procs, proc{"gdb", readProcState(w.gdb.Pid())})
+	var list []string
+	for _, p := range procs {
+		d := p.ps.describe()
+		if p.ps.ok {
+			d = fmt.Sprintf("%s %d %s", p.name, p.ps.pid, d)
+		} else {
+			d = p.name + " " + d
+		}
+		list = append(list, d)
+	}
+	states := strings.Join(list, ", ")
+	for _, p := range procs {
+		switch {
+		case !p.ps.ok || p.ps.state == 'Z' || p.ps.state == 'X':
+			return diagnosis{tool: p.name, why: "has exited", states: states, stuck: true}
+		case p.ps.state == 'T':
+			return diagnosis{tool: p.name, why: "is stopped (it was sent SIGSTOP or SIGTSTP)", states: states, stuck: true}
+		}
+	}
+	if busy.ps.state == 'R' || busy.ps.state == 'D' {
+		return diagnosis{tool: busy.name, why: "does not answer gdb", states: states}
+	}
+	return diagnosis{tool: "gdb", why: "does not finish the stop", states: states}
+}
+
+func (w *watch) gdbGone() error {
+	// The client's error says how gdb died once it has reaped it.
+	select {
+	case <-w.gdb.Done():
+	case <-time.After(2 * time.Second):
+	}
+	msg, tail := gdbExit(w.gdb.Err())
+	return &ToolError{Tool: "gdb", Msg: msg, Tail: tail}
+}
+
+// targetLost is the error when gdb lost the target: the run's own end
+// when snapctl was ending the target, else what the backend says of it.
+func (w *watch) targetLost(what string) error {
+	if w.killedAtEnd() {
+		return w.end.err
+	}
+	return w.launcher.Lost(what)
+}
+
+// explain turns an error that ends the run into one that names its cause.
+func (w *watch) explain(ctx context.Context, err error) error {
+	var te *ToolError
+	var me *mi.Error
+	switch {
+	case ctx.Err() != nil:
+		return context.Cause(ctx)
+	case errors.As(err, &te):
+		return err
+	case errors.Is(err, mi.ErrExited):
+		return w.gdbGone()
+	case errors.As(err, &me) && gdb.LostTarget(me.Msg):
+		return w.targetLost(me.Msg)
+	case errors.Is(err, context.DeadlineExceeded):
+		// gdb did not answer in time: say who held it up.
+		return w.stalled(err.Error())
+	}
+	return err
+}
+
+// killedAtEnd reports whether valgrind, gone under gdb's feet, died of a
+// signal that endTarget sent (SIGKILL after the grace period); the run
+// then ends as snapctl meant it to.
+func (w *watch) killedAtEnd() bool {
+	if w.end.why == "" || w.launcher.Ended() == nil {
+		return false
+	}
+	if sig, killed := w.launcher.Signaled(w.grace); killed {
+		return w.end.bySnapctl(child.SignalName(sig))
+	}
+	return false
+}
+
+// gdbDied reports whether err, which a command to gdb returned, means
+// that gdb itself is gone: when gdb dies while vgdb connects, vgdb dies
+// with it and the failed connection is gdb's doing.
+func (w *watch) gdbDied(err error) bool {
+	if errors.Is(err, mi.ErrExited) {
+		return true
+	}
+	select {
+	case <-w.gdb.Done():
+		return true
+	case <-time.After(200 * time.Millisecond):
+		return false
+	}
 }

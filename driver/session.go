@@ -348,7 +348,7 @@ type session struct {
 	// groups are the process groups of the children, for Options.Kill;
 	// watch finds stalls that nothing reports (see checkStalls).
 	groups child.Group
-	watch  stallWatch
+	watch  *watch
 }
 
 // program is what the session runs: the program, its arguments (argv[0]
@@ -430,8 +430,10 @@ func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *sessio
 			fmt.Fprintf(s.opts.Warn, "warning: %s\n", ev.Message)
 		}
 	}
+	s.watch = &watch{launcher: s.launcher, rec: s.rec, limit: s.stopTimeout(), grace: opts.Grace}
 	s.end = &ending{plan: p, opts: &s.opts, pid: s.pid, target: &s.m.Target, event: s.rec.event}
 	s.rec.endRun = s.end.end
+	s.watch.end = s.end
 	return s
 }
 
@@ -560,10 +562,10 @@ func (s *session) startAndLoop(ctx context.Context) error {
 	if err := s.setup(ctx); err != nil {
 		// vgdb or valgrind may die between the connection and the
 		// start: say which, not only what gdb answered.
-		return s.explain(ctx, err)
+		return s.watch.explain(ctx, err)
 	}
 	if err := s.launcher.Start(ctx); err != nil {
-		return s.explain(ctx, err)
+		return s.watch.explain(ctx, err)
 	}
 	if s.term.status != nil {
 		s.term.status.SetPhase("")

@@ -48,10 +48,10 @@ func (s *session) loop(ctx context.Context) error {
 		case <-poll.C:
 			if s.agent != nil {
 				if err := s.agent.read(); err != nil {
-					return s.explain(ctx, err)
+					return s.watch.explain(ctx, err)
 				}
 			}
-			if err := s.checkStalls(); err != nil {
+			if err := s.watch.check(); err != nil {
 				return err
 			}
 			s.refreshManifest()
@@ -66,7 +66,7 @@ func (s *session) loop(ctx context.Context) error {
 			}
 			return context.Cause(ctx)
 		case <-s.gdb.Done():
-			return s.gdbGone()
+			return s.watch.gdbGone()
 		case <-s.end.done:
 			s.end.workloadEnded()
 			if s.attachedDone() {
@@ -75,7 +75,7 @@ func (s *session) loop(ctx context.Context) error {
 		case <-runnerDone:
 			// The exit record normally follows at once; if it does not,
 			// the process died under gdb's feet.
-			if s.killedAtEnd() {
+			if s.watch.killedAtEnd() {
 				return s.end.err
 			}
 			runnerDone = nil
@@ -84,10 +84,10 @@ func (s *session) loop(ctx context.Context) error {
 			return s.launcher.Gone()
 		case rec, ok := <-s.gdb.Events():
 			if !ok {
-				return s.gdbGone()
+				return s.watch.gdbGone()
 			}
 			if rec.Type == mi.TypeLog && gdb.LostTarget(rec.Text) {
-				return s.targetLost(rec.Text)
+				return s.watch.targetLost(rec.Text)
 			}
 			s.gdb.Note(rec)
 			if rec.Type != mi.TypeExec || rec.Class != "stopped" {
@@ -102,7 +102,7 @@ func (s *session) loop(ctx context.Context) error {
 			}
 			done, err := s.handleStop(ctx, rec)
 			if err != nil {
-				return s.explain(ctx, err)
+				return s.watch.explain(ctx, err)
 			}
 			if done || s.attachedDone() {
 				return s.end.err
@@ -126,45 +126,6 @@ func haltAgent(priv string) func() {
 			f.Close()
 		}
 	}
-}
-
-func (s *session) gdbGone() error {
-	// The client's error says how gdb died once it has reaped it.
-	select {
-	case <-s.gdb.Done():
-	case <-time.After(2 * time.Second):
-	}
-	msg, tail := gdbExit(s.gdb.Err())
-	return &ToolError{Tool: "gdb", Msg: msg, Tail: tail}
-}
-
-// targetLost is the error when gdb lost the target: the run's own end
-// when snapctl was ending the target, else what the backend says of it.
-func (s *session) targetLost(what string) error {
-	if s.killedAtEnd() {
-		return s.end.err
-	}
-	return s.launcher.Lost(what)
-}
-
-// explain turns an error that ends the run into one that names its cause.
-func (s *session) explain(ctx context.Context, err error) error {
-	var te *ToolError
-	var me *mi.Error
-	switch {
-	case ctx.Err() != nil:
-		return context.Cause(ctx)
-	case errors.As(err, &te):
-		return err
-	case errors.Is(err, mi.ErrExited):
-		return s.gdbGone()
-	case errors.As(err, &me) && gdb.LostTarget(me.Msg):
-		return s.targetLost(me.Msg)
-	case errors.Is(err, context.DeadlineExceeded):
-		// gdb did not answer in time: say who held it up.
-		return s.stalled(err.Error())
-	}
-	return err
 }
 
 // handleStop deals with one *stopped record. It resumes the target unless
@@ -260,7 +221,7 @@ func (s *session) cont(ctx context.Context) error {
 func (s *session) waitStopped(ctx context.Context) (*mi.Record, error) {
 	rec, err := s.gdb.WaitStopped(ctx)
 	if errors.Is(err, gdb.ErrGone) {
-		return nil, s.gdbGone()
+		return nil, s.watch.gdbGone()
 	}
 	return rec, err
 }
@@ -280,16 +241,16 @@ func (s *session) afterInterrupt(ctx context.Context, rec *mi.Record) (done bool
 // when the context ended or gdb is gone, else a recorded event and the run
 // goes on. It reports whether the target has exited meanwhile.
 func (s *session) stopFailed(ctx context.Context, err error) (done bool, _ error) {
-	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && s.diagnose().stuck {
+	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && s.watch.diagnose().stuck {
 		// No interrupt can reach a target through a stopped or dead
 		// process.
-		return false, s.stalled(err.Error())
+		return false, s.watch.stalled(err.Error())
 	}
 	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		s.event(runjson.Event{Kind: runjson.EventStopAbandoned, Message: err.Error()})
 		return s.afterInterrupt(ctx, s.gdb.Interrupt())
 	}
-	return false, s.explain(ctx, err)
+	return false, s.watch.explain(ctx, err)
 }
 
 func (s *session) addStop(st *runjson.Stop) { s.rec.add(st) }

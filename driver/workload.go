@@ -150,19 +150,6 @@ func (e *ending) bySnapctl(sig string) bool {
 	return true
 }
 
-// killedAtEnd reports whether valgrind, gone under gdb's feet, died of a
-// signal that endTarget sent (SIGKILL after the grace period); the run
-// then ends as snapctl meant it to.
-func (s *session) killedAtEnd() bool {
-	if s.end.why == "" || s.launcher.Ended() == nil {
-		return false
-	}
-	if sig, killed := s.launcher.Signaled(s.opts.Grace); killed {
-		return s.end.bySnapctl(child.SignalName(sig))
-	}
-	return false
-}
-
 // pid is the target's process id: valgrind's, which runs the program in
 // its own process, or the one gdb started or attached to; 0 when unknown.
 func (s *session) pid() int {
