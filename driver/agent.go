@@ -355,13 +355,13 @@ func (a *agent) stop(rec *agentRecord) error {
 //
 // The agent also stops the target when it could not write a record (a
 // full file system): that ends the run, with the stops recorded so far.
-func (s *session) agentStopped(ctx context.Context, st *bpState) error {
+func (s *stopLoop) agentStopped(ctx context.Context, st *bpState) error {
 	r, err := s.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("python snapctl_agent.stopped()"))
 	if err != nil {
 		return fmt.Errorf("measuring at breakpoint %q: %w", st.bp.Name, err)
 	}
 	if why := gdb.LoadFailure(r); why != "" {
-		return s.diskFull(fmt.Errorf("gdb's agent at breakpoint %q: %s", st.bp.Name, why))
+		return diskFull(fmt.Errorf("gdb's agent at breakpoint %q: %s", st.bp.Name, why), s.priv, s.dir)
 	}
 	if err := s.agent.read(); err != nil {
 		return err

@@ -31,7 +31,7 @@ type stopRecord struct {
 // atBreakpoint handles a stop at a plan breakpoint: snapshot, commands,
 // around_call's return snapshot, every/max_hits, continue. The snapshots
 // are read and analysed once the target runs again.
-func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record) (bool, error) {
+func (s *stopLoop) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record) (bool, error) {
 	hit := st.hits + st.step
 	if st.times > 0 {
 		// gdb's own count, which also holds when another thread hit the
@@ -42,7 +42,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 	if !st.bp.ShouldSnapshot(hit) {
 		return false, s.resume(ctx, st, hit)
 	}
-	timeout := s.stopTimeout()
+	timeout := s.watch.limit
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
@@ -83,7 +83,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		// A command held gdb past stop_timeout: it was interrupted,
 		// and the rest of the stop is given up. The target has not
 		// moved, so it is left as any stop is, with fresh time.
-		s.event(runjson.Event{Kind: runjson.EventStopAbandoned, Thread: stop.Thread,
+		s.rec.event(runjson.Event{Kind: runjson.EventStopAbandoned, Thread: stop.Thread,
 			Message: fmt.Sprintf("breakpoint %q hit %d: gdb command %q did not finish within %v; interrupted, stop abandoned", st.bp.Name, hit, blocked, timeout)})
 		return s.leaveStop(ctx, context.WithoutCancel(ctx), st, hit, restore)
 	}
@@ -97,7 +97,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}
-		s.event(runjson.Event{Kind: runjson.EventAroundCallFailed, Thread: stop.Thread,
+		s.rec.event(runjson.Event{Kind: runjson.EventAroundCallFailed, Thread: stop.Thread,
 			Message: fmt.Sprintf("breakpoint %q hit %d: finish: %s", st.bp.Name, hit, gdb.Message(err))})
 		return s.leaveStop(ctx, sctx, st, hit, restore)
 	}
@@ -137,7 +137,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 		if released {
 			irec = rec2
 		}
-		s.event(runjson.Event{Kind: runjson.EventStopAbandoned, Thread: stop.Thread,
+		s.rec.event(runjson.Event{Kind: runjson.EventStopAbandoned, Thread: stop.Thread,
 			Message: fmt.Sprintf("breakpoint %q hit %d: the call did not return within %v; stop abandoned", st.bp.Name, hit, timeout)})
 		if irec == nil || gdb.OwnStop(irec) || gdb.Returned(irec) {
 			return s.leaveStop(ctx, context.WithoutCancel(ctx), st, hit, restore)
@@ -148,7 +148,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 	if r := rec2.String("reason"); !gdb.Returned(rec2) {
 		// Another stop came first: a breakpoint in another thread, a
 		// signal, the exit. The return snapshot of this hit is lost.
-		s.event(runjson.Event{Kind: runjson.EventAroundCallCutShort, Reason: r, Thread: stop.Thread,
+		s.rec.event(runjson.Event{Kind: runjson.EventAroundCallCutShort, Reason: r, Thread: stop.Thread,
 			Message: fmt.Sprintf("breakpoint %q hit %d: %s before the call returned", st.bp.Name, hit, r)})
 		return s.otherStop(ctx, context.WithoutCancel(sctx), st, hit, restore, rec2)
 	}
@@ -173,7 +173,7 @@ func (s *session) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record)
 // A stop's commands may have run the target to its end (a breakpoint
 // command that continues, a call that exits): gdb then refuses both, and
 // the exit is the run's normal end.
-func (s *session) leaveStop(ctx, sctx context.Context, st *bpState, hit int, restore func(context.Context) error) (bool, error) {
+func (s *stopLoop) leaveStop(ctx, sctx context.Context, st *bpState, hit int, restore func(context.Context) error) (bool, error) {
 	if err := restore(sctx); err != nil {
 		if rec := s.exitedMeanwhile(); rec != nil {
 			return s.endAtStop(ctx, rec)
@@ -193,7 +193,7 @@ func (s *session) leaveStop(ctx, sctx context.Context, st *bpState, hit int, res
 // exit, waiting briefly for one that is still on its way, and returns it;
 // nil when the target has not exited. It is asked only once gdb refused
 // a command at a stop, so the other records it reads are not needed.
-func (s *session) exitedMeanwhile() *mi.Record {
+func (s *stopLoop) exitedMeanwhile() *mi.Record {
 	wait := time.After(time.Second)
 	for {
 		select {
@@ -215,7 +215,7 @@ func (s *session) exitedMeanwhile() *mi.Record {
 
 // endAtStop ends a stop at which the target exited (rec): it reads the
 // stop's snapshots and records the exit.
-func (s *session) endAtStop(ctx context.Context, rec *mi.Record) (bool, error) {
+func (s *stopLoop) endAtStop(ctx context.Context, rec *mi.Record) (bool, error) {
 	if err := s.flush(); err != nil {
 		return false, err
 	}
@@ -226,7 +226,7 @@ func (s *session) endAtStop(ctx context.Context, rec *mi.Record) (bool, error) {
 // before the call returned: it restores gdb's scheduler-locking mode,
 // applies every and max_hits for the hit, reads the stop's snapshots and
 // handles rec as the stop loop would.
-func (s *session) otherStop(ctx, sctx context.Context, st *bpState, hit int, restore func(context.Context) error, rec *mi.Record) (bool, error) {
+func (s *stopLoop) otherStop(ctx, sctx context.Context, st *bpState, hit int, restore func(context.Context) error, rec *mi.Record) (bool, error) {
 	if gdb.ExitRecord(rec) {
 		// The call ended the program (exit() in it): there is no
 		// target left to restore a setting on.
@@ -248,8 +248,8 @@ func (s *session) otherStop(ctx, sctx context.Context, st *bpState, hit int, res
 // sends the commands in then (the resume of a stop with nothing else to
 // do), all in one exchange with gdb. It fills stop's threads, frames and
 // snapshot file and returns the threads.
-func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *runjson.Stop, tid string, backtrace bool, hitOf *stopRecord, then []mi.Command) ([]runjson.Thread, error) {
-	tmp := filepath.Join(s.priv.dir, "snap"+s.backend.Ext())
+func (s *stopLoop) inspectAndSnapshot(ctx context.Context, st *bpState, stop *runjson.Stop, tid string, backtrace bool, hitOf *stopRecord, then []mi.Command) ([]runjson.Thread, error) {
+	tmp := filepath.Join(s.priv, "snap"+s.backend.Ext())
 	mode := st.bp.Threads
 	if st.bp.AroundCall {
 		// Whether another thread ran during the call is told from
@@ -285,7 +285,7 @@ func (s *session) inspectAndSnapshot(ctx context.Context, st *bpState, stop *run
 	for i, err := range errs[:snap+1] {
 		if err != nil {
 			// The measurement's file may not fit in a full TMPDIR.
-			return nil, s.diskFull(fmt.Errorf("at breakpoint %q: %s: %w", st.bp.Name, cmds[i].Name, err))
+			return nil, diskFull(fmt.Errorf("at breakpoint %q: %s: %w", st.bp.Name, cmds[i].Name, err), s.priv, s.dir)
 		}
 	}
 	if backtrace && mode != plan.ThreadsNone {
@@ -348,12 +348,17 @@ func (s *session) flush() error {
 // snapshot that could not be read: valgrind writes snapshots without reporting a failed
 // write, so a full TMPDIR (where massif writes them) or run directory
 // shows as a truncated file.
-func (s *session) diskFull(err error) error {
-	for _, dir := range []struct{ path, name string }{{s.priv.dir, filepath.Dir(s.priv.dir)}, {s.out.dir, s.out.dir}} {
+func (s *session) diskFull(err error) error { return diskFull(err, s.priv.dir, s.out.dir) }
+
+// diskFull names a full file system as the cause of err: the private
+// directory's (priv), where the measurements are made, or the run
+// directory's (dir).
+func diskFull(err error, priv, dir string) error {
+	for _, d := range []struct{ path, name string }{{priv, filepath.Dir(priv)}, {dir, dir}} {
 		var st syscall.Statfs_t
-		if dir.path != "" && syscall.Statfs(dir.path, &st) == nil && st.Bavail*uint64(st.Bsize) < 1<<20 {
+		if d.path != "" && syscall.Statfs(d.path, &st) == nil && st.Bavail*uint64(st.Bsize) < 1<<20 {
 			// First: the message's first line is what run.json keeps.
-			return fmt.Errorf("%w in %s: %w", syscall.ENOSPC, dir.name, err)
+			return fmt.Errorf("%w in %s: %w", syscall.ENOSPC, d.name, err)
 		}
 	}
 	return err
@@ -364,7 +369,7 @@ func (s *session) diskFull(err error) error {
 // When a command still holds gdb as ctx's deadline passes (`shell sleep
 // 30`, a Python loop), gdb is interrupted, the commands after it are not
 // run, and blocked names it.
-func (s *session) runCommands(ctx context.Context, cmds []string) (out []runjson.CommandOutput, blocked string) {
+func (s *stopLoop) runCommands(ctx context.Context, cmds []string) (out []runjson.CommandOutput, blocked string) {
 	if len(cmds) == 0 {
 		return nil, ""
 	}
@@ -381,7 +386,7 @@ func (s *session) runCommands(ctx context.Context, cmds []string) (out []runjson
 }
 
 // command runs one of a breakpoint's gdb commands and records its output.
-func (s *session) command(ctx context.Context, line string) (runjson.CommandOutput, error) {
+func (s *stopLoop) command(ctx context.Context, line string) (runjson.CommandOutput, error) {
 	out := runjson.CommandOutput{Command: line}
 	r, err := s.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote(line))
 	if err != nil {
@@ -393,7 +398,7 @@ func (s *session) command(ctx context.Context, line string) (runjson.CommandOutp
 }
 
 // resume applies every and max_hits after a hit and continues the target.
-func (s *session) resume(ctx context.Context, st *bpState, hit int) error {
+func (s *stopLoop) resume(ctx context.Context, st *bpState, hit int) error {
 	cmds := resumeCmds(st, hit)
 	_, errs := s.gdb.SendBatch(ctx, cmds)
 	return s.rec.resumed(st, cmds, errs)
@@ -401,7 +406,7 @@ func (s *session) resume(ctx context.Context, st *bpState, hit int) error {
 
 // settle applies every and max_hits after a hit without resuming the
 // target, for a stop that another stop took over.
-func (s *session) settle(ctx context.Context, st *bpState, hit int) error {
+func (s *stopLoop) settle(ctx context.Context, st *bpState, hit int) error {
 	cmds := resumeCmds(st, hit)
 	cmds = cmds[:len(cmds)-1] // the -exec-continue
 	if len(cmds) == 0 {

@@ -69,8 +69,8 @@ func (s *session) newHitsOnly(ctx context.Context, st *bpState) error {
 // event, and finishes the call's frame. It returns the stop that followed
 // (the return, or whatever came first) or released false when the call's
 // frame is not on the stack any more.
-func (s *session) releaseLock(ctx context.Context, st *bpState, stop *runjson.Stop, hit int, restore func(context.Context) error) (released bool, rec *mi.Record, err error) {
-	lctx, cancel := context.WithTimeout(ctx, s.stopTimeout())
+func (s *stopLoop) releaseLock(ctx context.Context, st *bpState, stop *runjson.Stop, hit int, restore func(context.Context) error) (released bool, rec *mi.Record, err error) {
+	lctx, cancel := context.WithTimeout(ctx, s.watch.limit)
 	defer cancel()
 	if err := restore(lctx); err != nil {
 		return false, nil, err
@@ -85,8 +85,8 @@ func (s *session) releaseLock(ctx context.Context, st *bpState, stop *runjson.St
 			level = f.String("level") // the outermost: the call itself
 		}
 	}
-	s.event(runjson.Event{Kind: runjson.EventSchedulerLockReleased, Thread: stop.Thread,
-		Message: fmt.Sprintf("breakpoint %q hit %d: the call did not return within %v with only its thread running; scheduler-locking released, every thread runs until it returns", st.bp.Name, hit, s.stopTimeout())})
+	s.rec.event(runjson.Event{Kind: runjson.EventSchedulerLockReleased, Thread: stop.Thread,
+		Message: fmt.Sprintf("breakpoint %q hit %d: the call did not return within %v with only its thread running; scheduler-locking released, every thread runs until it returns", st.bp.Name, hit, s.watch.limit)})
 	if level == "" {
 		return false, nil, nil
 	}
@@ -106,7 +106,7 @@ func (s *session) releaseLock(ctx context.Context, st *bpState, stop *runjson.St
 // taskSwitches returns the context switches of every thread of a native
 // target by thread id (LWP), nil under massif: a thread that ran between
 // two readings switched at least once.
-func (s *session) taskSwitches() map[string]int64 {
+func (s *stopLoop) taskSwitches() map[string]int64 {
 	pid := s.launcher.Pid()
 	if !s.launcher.Local() || pid == 0 {
 		return nil
@@ -132,7 +132,7 @@ func (s *session) taskSwitches() map[string]int64 {
 
 // threadsRan names the threads other than self whose context switches
 // changed since before (taskSwitches): they ran.
-func (s *session) threadsRan(before map[string]int64, self runjson.Thread) []string {
+func (s *stopLoop) threadsRan(before map[string]int64, self runjson.Thread) []string {
 	if before == nil {
 		return nil
 	}

@@ -79,7 +79,7 @@ func runLoop(t *testing.T, s *session, ctx context.Context) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeoutCause(ctx, 20*time.Second, errHung)
 	defer cancel()
-	err := s.loop(ctx)
+	err := s.newStopLoop().loop(ctx)
 	if errors.Is(context.Cause(ctx), errHung) {
 		t.Fatalf("%v (it returned %v)", errHung, err)
 	}

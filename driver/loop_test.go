@@ -191,7 +191,7 @@ func TestLoopEveryMaxHits(t *testing.T) {
 	s, fake := fakeSession(t, plan, hitRecord, hitRecord, `*stopped,reason="exited",exit-code="03"`)
 
 	fake.events <- mustRecord(t, hitRecord) // the first hit, already stopped
-	err := s.loop(context.Background())
+	err := s.newStopLoop().loop(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestLoopInterruptBringsAnotherStop(t *testing.T) {
 				fake.stops = []string{exited}
 			}
 			fake.events <- mustRecord(t, hitRecord)
-			if err := s.loop(context.Background()); err != nil {
+			if err := s.newStopLoop().loop(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			var hits []int
@@ -369,7 +369,7 @@ func TestFrameArgumentsOncePerSession(t *testing.T) {
 	}
 	s, fake := fakeSession(t, p, hitRecord, `*stopped,reason="exited-normally"`)
 	fake.events <- mustRecord(t, hitRecord)
-	if err := s.loop(context.Background()); err != nil {
+	if err := s.newStopLoop().loop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range fake.sent {

@@ -577,7 +577,7 @@ func (s *session) startAndLoop(ctx context.Context) error {
 			s.end.end("the workload could not start")
 		}
 	}
-	err = s.loop(ctx)
+	err = s.newStopLoop().loop(ctx)
 	s.finalHits(ctx)
 	return err
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
 )
 
@@ -27,9 +28,9 @@ var fatalSignals = map[string]bool{
 // or SIGHUP, or --timeout) no stop is taken: the agent stops measuring at
 // once (haltAgent), and a stop gdb reports over MI ends the loop as it
 // stands.
-func (s *session) loop(ctx context.Context) error {
+func (s *stopLoop) loop(ctx context.Context) error {
 	if s.agent != nil {
-		defer context.AfterFunc(ctx, haltAgent(s.priv.dir))()
+		defer context.AfterFunc(ctx, haltAgent(s.priv))()
 	}
 	// The process that runs the target under gdb, when gdb does not
 	// run it itself (valgrind).
@@ -54,7 +55,7 @@ func (s *session) loop(ctx context.Context) error {
 			if err := s.watch.check(); err != nil {
 				return err
 			}
-			s.refreshManifest()
+			s.refresh()
 			if s.attachedDone() {
 				return s.end.err
 			}
@@ -130,7 +131,7 @@ func haltAgent(priv string) func() {
 
 // handleStop deals with one *stopped record. It resumes the target unless
 // the target has exited (done).
-func (s *session) handleStop(ctx context.Context, rec *mi.Record) (done bool, err error) {
+func (s *stopLoop) handleStop(ctx context.Context, rec *mi.Record) (done bool, err error) {
 	if err := s.rec.agentStops(); err != nil {
 		return false, err
 	}
@@ -138,7 +139,7 @@ func (s *session) handleStop(ctx context.Context, rec *mi.Record) (done bool, er
 	case "breakpoint-hit":
 		st := s.rec.bps[rec.String("bkptno")]
 		if st == nil {
-			s.event(runjson.Event{Kind: runjson.EventUnexpectedStop, Reason: reason, Thread: runjson.Thread{ID: rec.String("thread-id")}, Frame: gdb.RecFrame(rec),
+			s.rec.event(runjson.Event{Kind: runjson.EventUnexpectedStop, Reason: reason, Thread: runjson.Thread{ID: rec.String("thread-id")}, Frame: gdb.RecFrame(rec),
 				Message: "breakpoint " + rec.String("bkptno") + " is not the plan's"})
 			return false, s.cont(ctx)
 		}
@@ -175,7 +176,7 @@ func (s *session) handleStop(ctx context.Context, rec *mi.Record) (done bool, er
 	case "exec":
 		return true, s.execStop(rec)
 	default:
-		s.event(runjson.Event{Kind: runjson.EventUnexpectedStop, Reason: reason, Thread: runjson.Thread{ID: rec.String("thread-id")}, Frame: gdb.RecFrame(rec)})
+		s.rec.event(runjson.Event{Kind: runjson.EventUnexpectedStop, Reason: reason, Thread: runjson.Thread{ID: rec.String("thread-id")}, Frame: gdb.RecFrame(rec)})
 		return false, s.cont(ctx)
 	}
 }
@@ -184,24 +185,24 @@ func (s *session) handleStop(ctx context.Context, rec *mi.Record) (done bool, er
 // catchpoint stops (see followParent): the stops taken so far are kept,
 // and teardown ends the process, or detaches from one snapctl attach
 // attached to, breakpoints deleted first.
-func (s *session) execStop(rec *mi.Record) error {
+func (s *stopLoop) execStop(rec *mi.Record) error {
 	prog := rec.String("new-exec")
 	s.m.Target.Exec = prog
 	err := &ExecError{Pid: s.launcher.Pid(), Program: prog, Stops: s.rec.stops.len(), Attached: s.opts.AttachPID != 0}
-	s.event(runjson.Event{Kind: runjson.EventTargetExec, Message: err.Error()})
+	s.rec.event(runjson.Event{Kind: runjson.EventTargetExec, Message: err.Error()})
 	return err
 }
 
 // onSignal records a signal the target received and passes it on. A fatal
 // one keeps the stack where it arrived: if the target dies of it, that is
 // the crash site.
-func (s *session) onSignal(ctx context.Context, rec *mi.Record) error {
+func (s *stopLoop) onSignal(ctx context.Context, rec *mi.Record) error {
 	sig := rec.String("signal-name")
 	ev := runjson.Event{Kind: runjson.EventSignal, Signal: sig, Reason: "signal-received", Thread: runjson.Thread{ID: rec.String("thread-id")}, Frame: gdb.RecFrame(rec)}
 	if r, err := s.gdb.Send(ctx, "-stack-list-frames"); err == nil {
 		ev.Backtrace = gdb.FramesOf(r.List("stack"))
 	}
-	s.event(ev)
+	s.rec.event(ev)
 	if fatalSignals[sig] {
 		s.m.Target.Crash = &runjson.Crash{Signal: sig, Thread: ev.Thread, Backtrace: ev.Backtrace}
 	}
@@ -209,7 +210,7 @@ func (s *session) onSignal(ctx context.Context, rec *mi.Record) error {
 }
 
 // cont resumes the target.
-func (s *session) cont(ctx context.Context) error {
+func (s *stopLoop) cont(ctx context.Context) error {
 	if _, err := s.gdb.Send(ctx, "-exec-continue"); err != nil {
 		return fmt.Errorf("resuming the target: %w", err)
 	}
@@ -218,7 +219,7 @@ func (s *session) cont(ctx context.Context) error {
 
 // waitStopped waits for the next *stopped record; once gdb is gone, the
 // error says how it ended.
-func (s *session) waitStopped(ctx context.Context) (*mi.Record, error) {
+func (s *stopLoop) waitStopped(ctx context.Context) (*mi.Record, error) {
 	rec, err := s.gdb.WaitStopped(ctx)
 	if errors.Is(err, gdb.ErrGone) {
 		return nil, s.watch.gdbGone()
@@ -230,7 +231,7 @@ func (s *session) waitStopped(ctx context.Context) (*mi.Record, error) {
 // of the interrupt's own resumes the target; any other is handled as the
 // stop loop would, so that a breakpoint hit or the target's exit is not
 // lost. It reports whether the target has exited.
-func (s *session) afterInterrupt(ctx context.Context, rec *mi.Record) (done bool, err error) {
+func (s *stopLoop) afterInterrupt(ctx context.Context, rec *mi.Record) (done bool, err error) {
 	if rec == nil || gdb.OwnStop(rec) {
 		return false, s.cont(ctx)
 	}
@@ -240,14 +241,14 @@ func (s *session) afterInterrupt(ctx context.Context, rec *mi.Record) (done bool
 // stopFailed decides what a failure at a stop means: the end of the run
 // when the context ended or gdb is gone, else a recorded event and the run
 // goes on. It reports whether the target has exited meanwhile.
-func (s *session) stopFailed(ctx context.Context, err error) (done bool, _ error) {
+func (s *stopLoop) stopFailed(ctx context.Context, err error) (done bool, _ error) {
 	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && s.watch.diagnose().stuck {
 		// No interrupt can reach a target through a stopped or dead
 		// process.
 		return false, s.watch.stalled(err.Error())
 	}
 	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		s.event(runjson.Event{Kind: runjson.EventStopAbandoned, Message: err.Error()})
+		s.rec.event(runjson.Event{Kind: runjson.EventStopAbandoned, Message: err.Error()})
 		return s.afterInterrupt(ctx, s.gdb.Interrupt())
 	}
 	return false, s.watch.explain(ctx, err)
@@ -269,7 +270,7 @@ func userFrame(frames []runjson.Frame) *runjson.Frame { return backend.UserFrame
 // left to do: every breakpoint reached its max_hits and was deleted, or
 // the workload or end_run_after ended the run (endTarget). The
 // process is left running (see the native backend's Launch.BeforeClose).
-func (s *session) attachedDone() bool {
+func (s *stopLoop) attachedDone() bool {
 	if s.opts.AttachPID == 0 {
 		return false
 	}
@@ -277,4 +278,42 @@ func (s *session) attachedDone() bool {
 		return true // the workload ended, or end_run_after
 	}
 	return s.rec.allDeleted()
+}
+
+// stopLoop is the stop loop: it waits for what gdb reports and handles
+// each stop (a plan breakpoint's, measured over GDB/MI or left to the
+// agent; a signal; the target's end), every and max_hits, until the run
+// ends. It has what a stop needs and nothing of the run's start or end.
+type stopLoop struct {
+	gdb      *gdb.Conn
+	rec      *recorder
+	agent    *agent // nil when the agent does not run
+	backend  backend.Backend
+	launcher backend.Launcher
+	watch    *watch
+	end      *ending
+	plan     *plan.Plan
+	opts     *Options
+	// m is run.json's manifest, where the target's end is recorded.
+	m *runjson.Manifest
+	// priv is the private directory, where a stop's measurement is made;
+	// dir the run directory.
+	priv, dir string
+	// refresh rewrites run.json while stops come in.
+	refresh func()
+}
+
+// newStopLoop is the stop loop of s, once gdb runs and the breakpoints
+// are in.
+func (s *session) newStopLoop() *stopLoop {
+	return &stopLoop{gdb: s.gdb, rec: s.rec, agent: s.agent, backend: s.backend, launcher: s.launcher, watch: s.watch,
+		end: s.end, plan: s.plan, opts: &s.opts, m: s.m, priv: s.priv.dir, dir: s.out.dir, refresh: s.refreshManifest}
+}
+
+// flush has the backend read the measurements of the pending stops.
+func (s *stopLoop) flush() error {
+	if err := s.rec.flush(); err != nil {
+		return diskFull(err, s.priv, s.dir)
+	}
+	return nil
 }

@@ -48,7 +48,7 @@ func TestThreadListAskedOnlyWhenItMayHaveChanged(t *testing.T) {
 	s := scriptedSession(t, mustPlan(t, "threads: current\nbreakpoints:\n  - name: request\n    location: handle_request\n"), fake)
 
 	fake.events <- mustRecord(t, hitRecord)
-	if err := s.loop(context.Background()); err != nil {
+	if err := s.newStopLoop().loop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	// The listings: at the first stop, and at the third, after the thread
