@@ -131,7 +131,7 @@ func TestForceClearsKilledRun(t *testing.T) {
 	left := []string{
 		filepath.Join(dir, manifestFile),
 		filepath.Join(dir, snapshotName(1, "request", 1, runjson.PhaseHit)),
-		s.unlistedPath(snapshotName(2, "request", 2, runjson.PhaseHit)),
+		unlistedPath(s.out.dir, snapshotName(2, "request", 2, runjson.PhaseHit)),
 		filepath.Join(dir, snapshotDir, ".0003"+snapshotExt),
 		filepath.Join(dir, ".stops-123.jsonl"), filepath.Join(dir, ".events-4.jsonl"), filepath.Join(dir, ".diffs-56.jsonl"),
 		filepath.Join(dir, ".run.json.tmp-789"), filepath.Join(dir, "report.html"), filepath.Join(dir, ".report.html.tmp-1"),

@@ -88,7 +88,7 @@ func (s *session) startAgent(ctx context.Context) error {
 	case !python:
 		return nil
 	case why != "":
-		s.agentUnusable(why)
+		agentUnusable(s.opts.Warn, why)
 		return nil
 	}
 	records := filepath.Join(s.priv.dir, agentRecords)
@@ -117,7 +117,7 @@ func (s *session) startAgent(ctx context.Context) error {
 	if why := gdb.LoadFailure(r); why != "" {
 		f.Close()
 		bf.Close()
-		s.agentUnusable(why)
+		agentUnusable(s.opts.Warn, why)
 		return nil
 	}
 	s.useAgent(f, bf)
@@ -127,8 +127,8 @@ func (s *session) startAgent(ctx context.Context) error {
 
 // agentUnusable says why the agent does not run: a gdb whose Python is
 // broken still drives the run over MI.
-func (s *session) agentUnusable(why string) {
-	fmt.Fprintf(s.opts.Warn, "warning: gdb's Python cannot load snapctl's agent (%s); every stop goes over GDB/MI, which is slower\n", why)
+func agentUnusable(warn io.Writer, why string) {
+	fmt.Fprintf(warn, "warning: gdb's Python cannot load snapctl's agent (%s); every stop goes over GDB/MI, which is slower\n", why)
 }
 
 // agentNew is the Python that creates the agent, snapctl_agent, from
@@ -426,7 +426,7 @@ func (a *agent) close(trace string, warn io.Writer) {
 // useAgent makes the agent whose records are read from records, with its
 // busy file busy, the session's.
 func (s *session) useAgent(records, busy *os.File) {
-	s.agent = &agent{gdb: s.gdb, rec: s.rec, priv: s.priv.dir, failed: s.agentFailed, diskFull: s.diskFull, f: records, busy: busy}
+	s.agent = &agent{gdb: s.gdb, rec: s.rec, priv: s.priv.dir, failed: s.agentFailed, diskFull: func(err error) error { return diskFull(err, s.priv.dir, s.out.dir) }, f: records, busy: busy}
 	s.rec.agentFirst = s.agent.read
 	s.watch.agent = s.agent
 }
@@ -440,7 +440,7 @@ func (s *session) agentFailed(st *bpState, rec *agentRecord) error {
 	case "snapshot":
 		return &ToolError{Tool: s.backend.Tool(), Msg: fmt.Sprintf("snapshot at breakpoint %q failed", st.bp.Name), Tail: rec.Error}
 	case "condition":
-		s.event(runjson.Event{Kind: runjson.EventConditionError,
+		s.rec.event(runjson.Event{Kind: runjson.EventConditionError,
 			Message: fmt.Sprintf("breakpoint %q: gdb cannot evaluate its condition: %s", st.bp.Name, rec.Error)})
 		return nil
 	default:

@@ -114,7 +114,7 @@ func TestReadAgentWholeRecords(t *testing.T) {
 	}
 	// Kept, under their unlisted names until run.json lists them.
 	for _, st := range stops {
-		if _, err := os.Stat(s.unlistedPath(st.Snapshot)); err != nil {
+		if _, err := os.Stat(unlistedPath(s.out.dir, st.Snapshot)); err != nil {
 			t.Errorf("stop %d: %v", st.Seq, err)
 		}
 	}

@@ -70,13 +70,13 @@ func (s *session) launchEnv(stdout, stderr io.Writer) *backend.Env {
 	env := &backend.Env{
 		Private:  s.priv.dir,
 		Target:   backend.Target{Argv: s.prog.argv, Cwd: s.prog.cwd, Env: s.plan.Target.Env, Stdout: stdout, Stderr: stderr},
-		Children: s.childEnv(),
+		Children: s.kids.childEnv(),
 		Tools:    backend.Tools{GDB: s.prog.tools.gdb, Valgrind: s.prog.tools.valgrind, Vgdb: s.prog.tools.vgdb},
-		Times:    backend.Times{Command: s.opts.CommandTimeout, Ready: s.opts.ReadyTimeout, Stop: s.stopTimeout(), Grace: s.opts.Grace},
+		Times:    backend.Times{Command: s.opts.CommandTimeout, Ready: s.opts.ReadyTimeout, Stop: s.watch.limit, Grace: s.opts.Grace},
 		Run: backend.Run{
 			GDB:   s.gdbFor,
 			Agent: func(ctx context.Context) (bool, string, error) { return s.gdb.LoadAgent(ctx, s.priv.dir) },
-			Group: s.groups.Add,
+			Group: s.kids.group.Add,
 			GDBGone: func(err error) error {
 				if s.watch.gdbDied(err) {
 					return s.watch.gdbGone()
@@ -84,11 +84,11 @@ func (s *session) launchEnv(stdout, stderr io.Writer) *backend.Env {
 				return nil
 			},
 			Explain:           s.watch.explain,
-			DiskFull:          s.diskFull,
+			DiskFull:          func(err error) error { return diskFull(err, s.priv.dir, s.out.dir) },
 			LocationsResolved: s.priv.early != nil && s.priv.early.LocationsResolved(),
 		},
 	}
-	if t := s.consoleTail(); t != nil {
+	if t := s.term.tail(); t != nil {
 		env.Console = backend.Console{Tail: t, Drain: func() { s.term.console.Drain(s.opts.Grace) }}
 	}
 	return env

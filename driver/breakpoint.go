@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/snapctl/snapctl/driver/backend"
@@ -333,35 +332,6 @@ func (s *stopLoop) inspectAndSnapshot(ctx context.Context, st *bpState, stop *ru
 		}
 	}
 	return threads, nil
-}
-
-// flush reads the snapshots of the pending stops in order, records the
-// stops in run.json and feeds the analysis.
-func (s *session) flush() error {
-	if err := s.rec.flush(); err != nil {
-		return s.diskFull(err)
-	}
-	return nil
-}
-
-// diskFull names a full file system as the cause of err, such as a
-// snapshot that could not be read: valgrind writes snapshots without reporting a failed
-// write, so a full TMPDIR (where massif writes them) or run directory
-// shows as a truncated file.
-func (s *session) diskFull(err error) error { return diskFull(err, s.priv.dir, s.out.dir) }
-
-// diskFull names a full file system as the cause of err: the private
-// directory's (priv), where the measurements are made, or the run
-// directory's (dir).
-func diskFull(err error, priv, dir string) error {
-	for _, d := range []struct{ path, name string }{{priv, filepath.Dir(priv)}, {dir, dir}} {
-		var st syscall.Statfs_t
-		if d.path != "" && syscall.Statfs(d.path, &st) == nil && st.Bavail*uint64(st.Bsize) < 1<<20 {
-			// First: the message's first line is what run.json keeps.
-			return fmt.Errorf("%w in %s: %w", syscall.ENOSPC, d.name, err)
-		}
-	}
-	return err
 }
 
 // runCommands runs a breakpoint's gdb commands and records their output.

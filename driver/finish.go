@@ -21,7 +21,7 @@ import (
 // whose program is gone is only killed: reap waits for its end, after the
 // run directory is written.
 func (s *session) teardown(ended bool) (reap func()) {
-	left := s.leftovers()
+	left := s.kids.leftovers(s.gdb.Pid(), s.launcher)
 	if s.launcher.BeforeClose(s.m.Target.ExitCode != nil || s.m.Target.Signal != nil) {
 		s.m.Native.Detached = true
 	}
@@ -38,7 +38,7 @@ func (s *session) teardown(ended bool) (reap func()) {
 	// What left the children's process groups: a target that called
 	// daemon() or setsid() under valgrind, a vgdb in a session of its own.
 	// Not the dying gdb, which would hold the sweep up until it is gone.
-	s.sweepAtEnd(left, skip...)
+	s.kids.sweepAtEnd(left, s.launcher, s.rec.event, skip...)
 	if s.term.console != nil {
 		s.term.console.Close(s.opts.Grace)
 	}
@@ -59,7 +59,7 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 			err = ferr
 		}
 	}
-	if ferr := s.flush(); ferr != nil && err == nil {
+	if ferr := diskFull(s.rec.flush(), s.priv.dir, s.out.dir); ferr != nil && err == nil {
 		err = ferr
 	}
 	s.rec.settleUnresolved()
@@ -87,12 +87,12 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	}
 	res.Report = found.Report
 	res.Stops, res.Diffs = s.rec.stops.len(), s.rec.diffs.len()
-	s.unmeasured()
+	s.rec.unmeasured(s.m)
 	if err == nil {
 		// A completed run still fails for CI on a target that ended
 		// before any breakpoint hit, on a breakpoint that never hit, then
 		// on a fail_on limit.
-		if err = s.endedEarly(); err == nil {
+		if err = endedEarly(s.m, s.end.why != ""); err == nil {
 			err = s.rec.neverHit(measuredNothing(s.m))
 		}
 		if err == nil {
@@ -105,10 +105,10 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	s.refreshed(true)
 	if werr := writeManifest(s.out.dir, s.m, manifestSpools{stops: s.rec.stops, events: s.rec.events, diffs: s.rec.diffs}); werr != nil {
 		// The run.json written last stands, with the snapshots it lists.
-		s.dropUnlisted()
+		s.rec.dropUnlisted(s.out.dir)
 		return res, errors.Join(err, werr)
 	}
-	if werr := s.publish(); werr != nil {
+	if werr := s.rec.publish(s.out.dir); werr != nil {
 		return res, errors.Join(err, werr)
 	}
 	if werr := writeReport(filepath.Join(s.out.dir, reportFile), res); werr != nil {
@@ -207,11 +207,6 @@ func (s *session) refreshed(wait bool) bool {
 	return true
 }
 
-// closeSpools removes the spooled stops and diffs.
-func (s *session) closeSpools() {
-	s.rec.closeSpools()
-}
-
 // resolvedAt notes that gdb's =breakpoint-created or =breakpoint-modified
 // record rec gives the breakpoint a code location.
 func (st *bpState) resolvedAt(rec *mi.Record) {
@@ -225,26 +220,26 @@ func (st *bpState) resolvedAt(rec *mi.Record) {
 // program that could not start under the plan's conditions (memcached
 // refusing its file limit under valgrind). One that exited with 0 ran
 // without reaching the breakpoints, which neverHit reports.
-func (s *session) endedEarly() error {
-	if !measuredNothing(s.m) || s.end.why != "" || s.m.Target.ExitCode == nil || *s.m.Target.ExitCode == 0 {
+func endedEarly(m *runjson.Manifest, ended bool) error {
+	if !measuredNothing(m) || ended || m.Target.ExitCode == nil || *m.Target.ExitCode == 0 {
 		return nil
 	}
-	return &EndedEarlyError{ExitCode: *s.m.Target.ExitCode}
+	return &EndedEarlyError{ExitCode: *m.Target.ExitCode}
 }
 
 // unmeasured records, as events, what the run could not measure: every
 // pending breakpoint whose location never resolved, and a run in which no
 // breakpoint took a snapshot, with why.
-func (s *session) unmeasured() {
+func (r *recorder) unmeasured(m *runjson.Manifest) {
 	now := runjson.Stamp(time.Now())
-	for _, b := range s.m.Breakpoints {
+	for _, b := range m.Breakpoints {
 		if b.Unresolved {
-			s.rec.events.add(&runjson.Event{Time: now, Kind: runjson.EventBreakpointUnresolved,
+			r.events.add(&runjson.Event{Time: now, Kind: runjson.EventBreakpointUnresolved,
 				Message: fmt.Sprintf("breakpoint %q (%s) never resolved: no library loaded during the run defines its location", b.Name, b.Location)})
 		}
 	}
-	if measuredNothing(s.m) {
-		s.rec.events.add(&runjson.Event{Time: now, Kind: runjson.EventNothingMeasured, Message: "nothing measured: " + whyNothing(s.m)})
+	if measuredNothing(m) {
+		r.events.add(&runjson.Event{Time: now, Kind: runjson.EventNothingMeasured, Message: "nothing measured: " + whyNothing(m)})
 	}
 }
 

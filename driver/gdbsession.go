@@ -13,6 +13,7 @@ import (
 
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // The session's gdb: starting it, setting it up for the stop loop,
@@ -66,7 +67,7 @@ func (s *session) useGDB(c *mi.Client, traceOut *os.File) {
 	s.gdb = gdb.Open(c, trace, s.opts.CommandTimeout, s.rec.note)
 	s.watch.gdb = s.gdb
 	if p := c.Process(); p != nil {
-		s.groups.Add(p)
+		s.kids.group.Add(p)
 	}
 }
 
@@ -88,10 +89,10 @@ func (s *session) adoptEarlyGDB() bool {
 }
 
 // targetEnded reports whether the target has ended, as the stop loop
-// recorded it: it exited or a signal killed it. Teardown is told once,
+// recorded it in m: it exited or a signal killed it. Teardown is told once,
 // when the loop is over.
-func (s *session) targetEnded() bool {
-	return s.m.Target.ExitCode != nil || s.m.Target.Signal != nil
+func targetEnded(m *runjson.Manifest) bool {
+	return m.Target.ExitCode != nil || m.Target.Signal != nil
 }
 
 // setup runs the session's gdb settings and the plan's gdb init
@@ -169,17 +170,12 @@ func (s *session) finalHits(ctx context.Context) {
 	defer cancel()
 	// The agent counts its own breakpoints: -break-list's table, which
 	// gdb writes a byte at a time, is for the others.
-	if !s.agentHasAll() {
+	if s.agent == nil || slices.ContainsFunc(s.rec.order, func(st *bpState) bool { return !st.agent }) {
 		s.countHits(hctx)
 	}
 	if s.agent != nil {
 		s.agent.hits(hctx)
 	}
-}
-
-// agentHasAll reports whether the agent took every breakpoint of the plan.
-func (s *session) agentHasAll() bool {
-	return s.agent != nil && !slices.ContainsFunc(s.rec.order, func(st *bpState) bool { return !st.agent })
 }
 
 // countHits sets each breakpoint's hits to the number of times the target

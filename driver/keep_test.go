@@ -177,7 +177,7 @@ func TestUnchangedSnapshotNotParsed(t *testing.T) {
 			t.Errorf("stop %d: heap %d + %d, file %q; want 48 + 8 and a file", stop.Seq, stop.HeapBytes, stop.HeapExtraBytes, stop.Snapshot)
 		}
 		// Kept, under its unlisted name until run.json lists it.
-		if _, err := os.Stat(s.unlistedPath(stop.Snapshot)); err != nil {
+		if _, err := os.Stat(unlistedPath(s.out.dir, stop.Snapshot)); err != nil {
 			t.Error(err)
 		}
 	}

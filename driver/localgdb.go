@@ -31,11 +31,11 @@ func (s *session) attachFate(err error) error {
 	if left == "" {
 		return err
 	}
-	s.event(runjson.Event{Kind: EventTargetLeft, Message: left})
+	s.rec.event(runjson.Event{Kind: EventTargetLeft, Message: left})
 	var te *ToolError
 	switch {
 	case err == nil:
-		s.clearStatus()
+		s.term.clearStatus()
 		fmt.Fprintf(s.opts.Warn, "warning: %s\n", left)
 		return nil
 	case errors.As(err, &te):

@@ -298,7 +298,7 @@ func scriptedSession(t *testing.T, plan *plan.Plan, d gdb.Debugger) *session {
 	s.priv.dir = t.TempDir()
 	s.gdb = gdb.NewConn(d, 0, s.opts.CommandTimeout, s.rec.note)
 	s.watch.gdb = s.gdb
-	t.Cleanup(s.closeSpools)
+	t.Cleanup(s.rec.closeSpools)
 	st := s.rec.order[0]
 	st.number, st.sum.Number = "1", "1"
 	s.rec.bps["1"] = st

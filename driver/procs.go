@@ -23,9 +23,9 @@ import (
 
 // stopTimeout bounds the actions at one stop, on either path: the plan's
 // stop_timeout.
-func (s *session) stopTimeout() time.Duration {
-	if s.plan.StopTimeout > 0 {
-		return s.plan.StopTimeout
+func stopTimeout(p *plan.Plan) time.Duration {
+	if p.StopTimeout > 0 {
+		return p.StopTimeout
 	}
 	return plan.DefaultStopTimeout
 }
@@ -163,54 +163,6 @@ type swept struct {
 	name string // its command name, /proc/PID/comm
 }
 
-// leftovers lists the processes that carry the session's mark and are
-// none of its tools (gdb and what gdb runs, vgdb, valgrind with the
-// program): what the program forked or daemonized, which under massif
-// runs under valgrind. Teardown ends them; sweepAtEnd says so.
-func (s *session) leftovers() []swept {
-	if s.priv.dir == "" {
-		return nil
-	}
-	tools := []int{os.Getpid(), s.gdb.Pid()}
-	for _, p := range s.launcher.Processes(s.gdb.Pid()) {
-		tools = append(tools, p.Pid)
-	}
-	var out []swept
-	for _, pid := range marked(runMark(s.priv.dir)) {
-		if slices.Contains(tools, pid) || readProcState(pid).ppid == s.gdb.Pid() {
-			continue
-		}
-		if name := procName(pid); name != "vgdb" {
-			out = append(out, swept{pid, name})
-		}
-	}
-	return out
-}
-
-// sweepAtEnd kills what carries the session's mark at the end of the run
-// (skip excepted) and records an event that names each of the program's
-// leftovers (found before teardown began) that is gone now, and why.
-func (s *session) sweepAtEnd(left []swept, skip ...int) {
-	if s.priv.dir == "" {
-		return
-	}
-	sweep(runMark(s.priv.dir), s.opts.Grace, skip...)
-	var names []string
-	for _, k := range left {
-		if !alive(k.pid) {
-			names = append(names, fmt.Sprintf("%d (%s)", k.pid, k.name))
-		}
-	}
-	if len(names) == 0 {
-		return
-	}
-	why := "they outlived the run, and nothing snapctl starts may"
-	if w := s.launcher.Leftovers(); w != "" {
-		why = w
-	}
-	s.event(runjson.Event{Kind: EventLeftoversEnded, Message: fmt.Sprintf("snapctl ended process %s with SIGKILL at the end of the run: %s", strings.Join(names, ", "), why)})
-}
-
 // marked lists the processes whose environment carries mark, snapctl
 // excepted. Processes whose environment cannot be read (another user's)
 // are not looked at.
@@ -238,11 +190,11 @@ func marked(mark string) []int {
 	return pids
 }
 
-// sweep sends SIGKILL to every process whose environment carries mark and
+// sweepMarked sends SIGKILL to every process whose environment carries mark and
 // waits up to grace for them to be gone. It returns the processes it
 // killed. Processes whose environment cannot be read (another user's),
 // and skip, are not looked at.
-func sweep(mark string, grace time.Duration, skip ...int) []swept {
+func sweepMarked(mark string, grace time.Duration, skip ...int) []swept {
 	var killed []swept
 	for _, pid := range marked(mark) {
 		if slices.Contains(skip, pid) {
@@ -321,7 +273,7 @@ func sweepDeadRuns(tmp string) {
 			f.Close()
 			continue // its session is alive
 		}
-		sweep(runMark(dir), 2*time.Second)
+		sweepMarked(runMark(dir), 2*time.Second)
 		os.RemoveAll(dir)
 		f.Close()
 	}
@@ -334,24 +286,6 @@ func procName(pid int) string {
 		return "unknown"
 	}
 	return strings.TrimSpace(string(data))
-}
-
-// killOn kills every child when kill is closed, until the returned
-// function is called.
-func (s *session) killOn(kill <-chan struct{}) (stop func()) {
-	if kill == nil {
-		return func() {}
-	}
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-kill:
-			s.groups.Kill()
-			s.sweep()
-		case <-done:
-		}
-	}()
-	return func() { close(done) }
 }
 
 // check ends the run when one of the agent's stops has lasted
@@ -522,4 +456,95 @@ func (w *watch) gdbDied(err error) bool {
 	case <-time.After(200 * time.Millisecond):
 		return false
 	}
+}
+
+// children are the processes the run starts, as the run sees them: their
+// process groups, for a kill at once (Options.Kill), and the mark in
+// their environment (runMark, set once the private directory is known)
+// by which the sweep finds whatever left the groups.
+type children struct {
+	group child.Group
+	// env is the environment of gdb, valgrind and the target before the
+	// mark: the caller's and the options'.
+	env   []string
+	mark  string
+	grace time.Duration
+}
+
+// childEnv is the environment of the processes the run starts, with the
+// run's mark.
+func (c *children) childEnv() []string {
+	return append(slices.Clip(c.env), c.mark)
+}
+
+// sweep kills whatever still carries the run's mark.
+func (c *children) sweep(skip ...int) {
+	if c.mark != "" {
+		sweepMarked(c.mark, c.grace, skip...)
+	}
+}
+
+// leftovers lists the processes that carry the run's mark but are none of
+// the tools (snapctl, gdb and its children, the launcher's processes): a
+// target's own children, before the teardown.
+func (c *children) leftovers(gdbPid int, l backend.Launcher) []swept {
+	if c.mark == "" {
+		return nil
+	}
+	tools := []int{os.Getpid(), gdbPid}
+	for _, p := range l.Processes(gdbPid) {
+		tools = append(tools, p.Pid)
+	}
+	var out []swept
+	for _, pid := range marked(c.mark) {
+		if slices.Contains(tools, pid) || readProcState(pid).ppid == gdbPid {
+			continue
+		}
+		if name := procName(pid); name != "vgdb" {
+			out = append(out, swept{pid, name})
+		}
+	}
+	return out
+}
+
+// sweepAtEnd kills what still carries the run's mark at its end, but the
+// processes in skip, and records as an event those of left (leftovers)
+// that it ended, and why (the launcher's word, when it has one).
+func (c *children) sweepAtEnd(left []swept, l backend.Launcher, event func(runjson.Event), skip ...int) {
+	if c.mark == "" {
+		return
+	}
+	sweepMarked(c.mark, c.grace, skip...)
+	var names []string
+	for _, k := range left {
+		if !alive(k.pid) {
+			names = append(names, fmt.Sprintf("%d (%s)", k.pid, k.name))
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	why := "they outlived the run, and nothing snapctl starts may"
+	if w := l.Leftovers(); w != "" {
+		why = w
+	}
+	event(runjson.Event{Kind: EventLeftoversEnded, Message: fmt.Sprintf("snapctl ended process %s with SIGKILL at the end of the run: %s", strings.Join(names, ", "), why)})
+}
+
+// killOn kills every child when kill is closed, until the returned
+// function is called.
+func (c *children) killOn(kill <-chan struct{}) (stop func()) {
+	if kill == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-kill:
+			c.group.Kill()
+			c.sweep()
+		case <-done:
+		}
+	}()
+	return func() { close(done) }
 }

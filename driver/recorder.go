@@ -300,3 +300,20 @@ func (r *recorder) closeSpools() {
 	r.events.close()
 	r.diffs.close()
 }
+
+// publish gives the measurement files run.json lists now, in the run
+// directory dir, their own names (see "The run directory").
+func (r *recorder) publish(dir string) error {
+	err := publish(dir, r.unlisted)
+	r.unlisted = r.unlisted[:0]
+	return err
+}
+
+// dropUnlisted removes the files no run.json lists, when run.json could
+// not be written: the one written last stands, with its files.
+func (r *recorder) dropUnlisted(dir string) {
+	for _, name := range r.unlisted {
+		os.Remove(unlistedPath(dir, name))
+	}
+	r.unlisted = nil
+}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/snapctl/snapctl/driver/backend"
@@ -174,29 +175,7 @@ func makePrivateDir(tmp string) (string, error) {
 	return dir, nil
 }
 
-// unlistedPath is where a kept snapshot waits, compressed, until run.json
-// lists it: its name in run.json (snapshots/NNNN-BP-HIT.massif.gz) with a
-// dot before the base name. A snapshot takes its own name only once a
-// run.json that lists it is written (publish), so that a snapctl killed
-// at any moment, or a run directory too full for run.json, leaves no
-// snapshot under its own name that run.json does not list
-// (docs/design.md, "The run directory").
-func (s *session) unlistedPath(name string) string {
-	return unlistedPath(s.out.dir, name)
-}
-
 func unlistedPath(dir, name string) string { return backend.UnlistedPath(dir, name) }
-
-// publish gives the snapshots that the run.json just written lists their
-// own names. A snapctl killed before it ends leaves a run.json that lists
-// a few snapshots still under their unlisted names; never a file that
-// run.json does not list. A file that cannot be moved is left where it
-// is, and the first error returned.
-func (s *session) publish() error {
-	err := publish(s.out.dir, s.rec.unlisted)
-	s.rec.unlisted = s.rec.unlisted[:0]
-	return err
-}
 
 // publish gives the snapshots names, unlisted in the run directory dir,
 // their own names.
@@ -208,16 +187,6 @@ func publish(dir string, names []string) error {
 		}
 	}
 	return first
-}
-
-// dropUnlisted removes the snapshots that no run.json lists, when the
-// last one could not be written: the run directory then holds only what
-// the run.json it has lists, and a full disk gets its space back.
-func (s *session) dropUnlisted() {
-	for _, name := range s.rec.unlisted {
-		os.Remove(s.unlistedPath(name))
-	}
-	s.rec.unlisted = nil
 }
 
 // manifestSpools are the spools run.json's lists are streamed from; nil
@@ -434,4 +403,23 @@ func (s *spool) close() {
 	s.f.Close()
 	os.Remove(s.f.Name())
 	s.f, s.w = nil, nil
+}
+
+// diskFull names a full file system as the cause of err, such as a
+// snapshot that could not be read: valgrind writes snapshots without
+// reporting a failed write, so a full TMPDIR (the private directory priv,
+// where the measurements are made) or run directory (dir) shows as a
+// truncated file. nil stays nil.
+func diskFull(err error, priv, dir string) error {
+	if err == nil {
+		return nil
+	}
+	for _, d := range []struct{ path, name string }{{priv, filepath.Dir(priv)}, {dir, dir}} {
+		var st syscall.Statfs_t
+		if d.path != "" && syscall.Statfs(d.path, &st) == nil && st.Bavail*uint64(st.Bsize) < 1<<20 {
+			// First: the message's first line is what run.json keeps.
+			return fmt.Errorf("%w in %s: %w", syscall.ENOSPC, d.name, err)
+		}
+	}
+	return err
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/console"
 	"github.com/snapctl/snapctl/driver/gdb"
-	"github.com/snapctl/snapctl/internal/child"
 	"github.com/snapctl/snapctl/internal/term"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/preflight"
@@ -82,19 +81,6 @@ type Options struct {
 	// NoAgent drives every stop over MI, as when gdb has no Python,
 	// instead of letting gdb's agent take the plain ones (see agent.go).
 	NoAgent bool
-}
-
-// childEnv is the environment of gdb and valgrind: the caller's, the
-// options', and the mark that lets teardown find them (runMark).
-func (s *session) childEnv() []string {
-	return append(s.opts.childEnv(), runMark(s.priv.dir))
-}
-
-// sweep kills whatever still carries the session's mark.
-func (s *session) sweep(skip ...int) {
-	if s.priv.dir != "" {
-		sweep(runMark(s.priv.dir), s.opts.Grace, skip...)
-	}
 }
 
 // childEnv is the environment of the processes a session starts.
@@ -345,10 +331,10 @@ type session struct {
 	rec *recorder
 	// agent reads the records of gdb's agent; nil when it does not run.
 	agent *agent
-	// groups are the process groups of the children, for Options.Kill;
-	// watch finds stalls that nothing reports (see checkStalls).
-	groups child.Group
-	watch  *watch
+	// kids are the processes the run starts; watch finds stalls that
+	// nothing reports (see watch.check).
+	kids  children
+	watch *watch
 }
 
 // program is what the session runs: the program, its arguments (argv[0]
@@ -369,6 +355,23 @@ type terminal struct {
 	console        *console.Console
 }
 
+// clearStatus erases the status line, if there is one, before a line of
+// snapctl's own.
+func (t *terminal) clearStatus() {
+	if t.status != nil {
+		t.status.Clear()
+	}
+}
+
+// tail is what the console keeps of the target's shared terminal, nil
+// when there is none.
+func (t *terminal) tail() *console.Tail {
+	if t.console == nil {
+		return nil
+	}
+	return t.console.Tail()
+}
+
 // runOut is the run directory (absolute) and run.json's writing during
 // the run (refreshManifest): when it was last written, with how many
 // stops, and the writing under way in the background, nil when none is.
@@ -387,6 +390,7 @@ func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *sessio
 	s := &session{
 		opts: opts, plan: p, out: runOut{dir: dir},
 		prog: program{binary: binary, argv: argv, cwd: p.Target.Cwd, tools: t},
+		kids: children{env: opts.childEnv(), grace: opts.Grace},
 	}
 	name := p.Backend
 	if opts.Backend != "" {
@@ -406,7 +410,7 @@ func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *sessio
 	// backend writes to.
 	s.rec = newRecorder(p, s.m, opts.KeepSnapshots, dir)
 	s.backend = backends[i].new(backend.Config{Plan: p, Binary: binary, Dir: dir, AttachPID: opts.AttachPID,
-		Diffs: s.rec.diffs.add, Event: s.event, Warn: opts.Warn})
+		Diffs: s.rec.diffs.add, Event: s.rec.event, Warn: opts.Warn})
 	s.launcher = backends[i].launch(s)
 	if s.launcher.Local() {
 		s.m.Native = &runjson.NativeSettings{TrimProbe: p.Native.TrimProbe, AttachedPid: opts.AttachPID}
@@ -426,12 +430,12 @@ func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *sessio
 		case runjson.EventStopAbandoned, runjson.EventAroundCallCutShort, runjson.EventAroundCallFailed:
 			// Not prefixed "snapctl:": that line is kept for the one
 			// message that says how the run ended.
-			s.clearStatus()
+			s.term.clearStatus()
 			fmt.Fprintf(s.opts.Warn, "warning: %s\n", ev.Message)
 		}
 	}
-	s.watch = &watch{launcher: s.launcher, rec: s.rec, limit: s.stopTimeout(), grace: opts.Grace}
-	s.end = &ending{plan: p, opts: &s.opts, pid: s.pid, target: &s.m.Target, event: s.rec.event}
+	s.watch = &watch{launcher: s.launcher, rec: s.rec, limit: stopTimeout(p), grace: opts.Grace}
+	s.end = &ending{plan: p, opts: &s.opts, pid: s.launcher.Pid, target: &s.m.Target, event: s.rec.event}
 	s.rec.endRun = s.end.end
 	s.watch.end = s.end
 	return s
@@ -478,6 +482,7 @@ func (s *session) prepare() error {
 		}
 		s.priv.dir, s.priv.release = priv, release
 	}
+	s.kids.mark = runMark(s.priv.dir)
 	if err := os.WriteFile(filepath.Join(s.out.dir, planFile), s.plan.Source, 0o644); err != nil {
 		return fmt.Errorf("copying the plan: %w", err)
 	}
@@ -500,9 +505,9 @@ func (s *session) runTarget(ctx context.Context) outcome {
 		defer stop()
 	}
 	defer cancel(nil)
-	stopKiller := s.killOn(s.opts.Kill)
+	stopKiller := s.kids.killOn(s.opts.Kill)
 	err := s.startAndLoop(runCtx)
-	reap := s.teardown(s.targetEnded())
+	reap := s.teardown(targetEnded(s.m))
 	stopKiller()
 	err = s.attachFate(err)
 	return outcome{err: s.classify(ctx, runCtx, err), reap: reap}
@@ -529,7 +534,7 @@ func (s *session) cleanup() {
 	if s.priv.release != nil {
 		s.priv.release()
 	}
-	s.closeSpools()
+	s.rec.closeSpools()
 }
 
 // classify turns a context ending into ErrInterrupted or ErrTimeout.
@@ -571,7 +576,7 @@ func (s *session) startAndLoop(ctx context.Context) error {
 		s.term.status.SetPhase("")
 	}
 	if len(s.plan.Workload) > 0 {
-		if err := s.end.startWorkload(s.prog.cwd, s.childEnv(), &s.groups, stdout, stderr); err != nil {
+		if err := s.end.startWorkload(s.prog.cwd, s.kids.childEnv(), &s.kids.group, stdout, stderr); err != nil {
 			// The target still ends cleanly, its snapshots kept.
 			s.end.err = err
 			s.end.end("the workload could not start")
@@ -666,26 +671,17 @@ func (s *session) targetOutput() (stdout, stderr io.Writer) {
 	}
 	s.term.console = con
 	if s.term.status != nil {
-		s.term.status.SetPhase(s.startPhase())
+		s.term.status.SetPhase(startPhase(s.opts.AttachPID, s.backend.Tool()))
 	}
 	return stdout, stderr
-}
-
-// consoleTail returns the tail the console keeps of the target's shared
-// terminal, or nil when there is none.
-func (s *session) consoleTail() *console.Tail {
-	if s.term.console == nil {
-		return nil
-	}
-	return s.term.console.Tail()
 }
 
 // startPhase is what the status line says while the target starts: the
 // attach, or the backend's tool starting (valgrind under massif, gdb
 // natively).
-func (s *session) startPhase() string {
-	if s.opts.AttachPID != 0 {
-		return fmt.Sprintf("attaching to process %d", s.opts.AttachPID)
+func startPhase(attach int, tool string) string {
+	if attach != 0 {
+		return fmt.Sprintf("attaching to process %d", attach)
 	}
-	return "starting " + s.backend.Tool()
+	return "starting " + tool
 }

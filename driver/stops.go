@@ -254,16 +254,6 @@ func (s *stopLoop) stopFailed(ctx context.Context, err error) (done bool, _ erro
 	return false, s.watch.explain(ctx, err)
 }
 
-func (s *session) addStop(st *runjson.Stop) { s.rec.add(st) }
-
-func (s *session) event(ev runjson.Event) { s.rec.event(ev) }
-
-func (s *session) clearStatus() {
-	if s.term.status != nil {
-		s.term.status.Clear()
-	}
-}
-
 func userFrame(frames []runjson.Frame) *runjson.Frame { return backend.UserFrame(frames) }
 
 // attachedDone reports whether a run attached to a process has nothing

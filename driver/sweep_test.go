@@ -92,7 +92,7 @@ func TestSweepKillsStoppedMarked(t *testing.T) {
 		t.Fatal(err)
 	}
 	prefixed := startMarked(t, priv+"x") // a mark that merely starts the same
-	if got := sweep(runMark(priv), 5*time.Second); len(got) != 1 || got[0].pid != stopped.Process.Pid {
+	if got := sweepMarked(runMark(priv), 5*time.Second); len(got) != 1 || got[0].pid != stopped.Process.Pid {
 		t.Errorf("sweep killed %v, want [%d]", got, stopped.Process.Pid)
 	}
 	if !exitedWithin(stopped, 5*time.Second) {

@@ -149,9 +149,3 @@ func (e *ending) bySnapctl(sig string) bool {
 	e.target.Signal = &sig
 	return true
 }
-
-// pid is the target's process id: valgrind's, which runs the program in
-// its own process, or the one gdb started or attached to; 0 when unknown.
-func (s *session) pid() int {
-	return s.launcher.Pid()
-}
