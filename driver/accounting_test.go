@@ -67,8 +67,8 @@ func TestInterruptTakesNoStop(t *testing.T) {
 				defer cancel()
 				done := make(chan error, 1)
 				go func() {
-					_, err := Run(ctx, Options{PlanPath: planPath, Binary: bin, OutDir: out, Backend: backend, NoAgent: p.noAgent,
-						ManifestEvery: 100 * time.Millisecond, Env: []string{testenv.ScopeEnv(t)}})
+					_, err := Run(ctx, Options{Timeouts: Timeouts{ManifestEvery: 100 * time.Millisecond}, PlanPath: planPath, Binary: bin, OutDir: out, Backend: backend, NoAgent: p.noAgent,
+						Env: []string{testenv.ScopeEnv(t)}})
 					done <- err
 				}()
 				for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {

@@ -217,7 +217,7 @@ func TestRunAgentFallsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	var warn testenv.Buffer
-	res, err := runPlanDir(t, Options{Warn: &warn, Env: []string{"PYTHONPATH=" + pydir}},
+	res, err := runPlanDir(t, Options{Streams: Streams{Warn: &warn}, Env: []string{"PYTHONPATH=" + pydir}},
 		"breakpoints:\n  - name: request\n    location: handle_request\n", bin, "3")
 	if err != nil {
 		t.Fatal(err)

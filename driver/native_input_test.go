@@ -37,7 +37,7 @@ func TestNativeFork(t *testing.T) {
 			t.Run(mode+"/"+p.name, func(t *testing.T) {
 				t.Parallel()
 				var out testenv.Buffer
-				res, m, err := runNative(t, Options{NoAgent: p.noAgent, Stdout: &out}, roundPlan, bin, mode)
+				res, m, err := runNative(t, Options{Streams: Streams{Stdout: &out}, NoAgent: p.noAgent}, roundPlan, bin, mode)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -126,7 +126,7 @@ func TestNativeExec(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			var out testenv.Buffer
-			res, m, err := runNative(t, Options{NoAgent: p.noAgent, Stdout: &out}, roundPlan, bin)
+			res, m, err := runNative(t, Options{Streams: Streams{Stdout: &out}, NoAgent: p.noAgent}, roundPlan, bin)
 			var ee *ExecError
 			if !errors.As(err, &ee) || ee.Program != bin || ee.Stops != 2 || ee.Attached {
 				t.Fatalf("error %v, want an ExecError for %s after 2 stops", err, bin)

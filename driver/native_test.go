@@ -396,7 +396,7 @@ func TestNativeNoAllocator(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "testdata/native/nolibc.c", "-static", "-nostdlib")
 	var warn testenv.Buffer
-	_, m, err := runNative(t, Options{Warn: &warn}, roundPlan, bin)
+	_, m, err := runNative(t, Options{Streams: Streams{Warn: &warn}}, roundPlan, bin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,7 +434,7 @@ func TestNativeCorruptHeap(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			var warn testenv.Buffer
-			_, m, err := runNative(t, Options{NoAgent: p.noAgent, Warn: &warn}, roundPlan, bin)
+			_, m, err := runNative(t, Options{Streams: Streams{Warn: &warn}, NoAgent: p.noAgent}, roundPlan, bin)
 			var crash *CrashError
 			if !errors.As(err, &crash) || m.Target.Signal == nil || *m.Target.Signal != "SIGABRT" {
 				t.Fatalf("error %v, target %+v; want a crash of SIGABRT", err, m.Target)
@@ -513,7 +513,7 @@ func TestNativeKeepsRegisters(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			var out testenv.Buffer
-			_, m, err := runNative(t, Options{NoAgent: p.noAgent, Stdout: &out},
+			_, m, err := runNative(t, Options{Streams: Streams{Stdout: &out}, NoAgent: p.noAgent},
 				"backend: native\nnative:\n  trim_probe: true\nbreakpoints:\n  - name: probe\n    location: \"*probe\"\n", bin)
 			if err != nil {
 				t.Fatal(err)

@@ -361,7 +361,7 @@ func TestNativeFullTmpdir(t *testing.T) {
 			// The run is the test's only user of t until it ends.
 			done := make(chan outcome, 1)
 			go func() {
-				res, err := runSession(t, Options{Timeout: 4 * time.Minute}, "backend: native\nbreakpoints:\n"+p.bp("work", "work"), bin, "2", "20000")
+				res, err := runSession(t, Options{Timeouts: Timeouts{Timeout: 4 * time.Minute}}, "backend: native\nbreakpoints:\n"+p.bp("work", "work"), bin, "2", "20000")
 				done <- outcome{res, err}
 			}()
 			// Stops are in run.json (the run directory is not on the
@@ -424,7 +424,7 @@ func TestNativeThreadsWithoutLibcSymbols(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "testdata/native/threads.c")
 	var warn testenv.Buffer
-	m, out, err := runNativeOut(t, Options{Warn: &warn}, "gdb:\n  init: [\"set debug-file-directory /nonexistent\"]\nbackend: native\nbreakpoints:\n  - name: work\n    location: work\n", bin, "4", "5")
+	m, out, err := runNativeOut(t, Options{Streams: Streams{Warn: &warn}}, "gdb:\n  init: [\"set debug-file-directory /nonexistent\"]\nbackend: native\nbreakpoints:\n  - name: work\n    location: work\n", bin, "4", "5")
 	if err != nil {
 		t.Fatal(err)
 	}

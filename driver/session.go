@@ -31,39 +31,17 @@ type Options struct {
 	OutDir   string   // run directory; "" for DefaultRunDir
 	Force    bool     // write into an existing, non-empty OutDir
 	Trace    bool     // keep the MI transcript as gdb-mi.log
-	Timeout  time.Duration
-	Valgrind string // valgrind executable; "" looks it up on PATH
-	GDB      string // gdb executable; "" looks it up on PATH
 	// KeepSnapshots, when set ("all" or "changed"), overrides the plan's
 	// keep_snapshots for every breakpoint.
 	KeepSnapshots string
-
-	// Stdout and Stderr receive the target's output (nil discards it).
-	Stdout, Stderr io.Writer
-	// Status receives the one-line progress display, rewritten with \r;
-	// nil for none. The caller decides whether it is a terminal. With a
-	// status line, Stdout and Stderr that are terminals get the target's
-	// output through a pseudo-terminal (see console.go).
-	Status io.Writer
-	// Warn receives warnings such as a binary without debug info; nil
-	// discards them.
-	Warn io.Writer
+	Tools
+	Streams
+	Timeouts
 
 	// Kill, when closed, ends every child at once with SIGKILL: snapctl
 	// closes it on a second Ctrl-C, when the user will not wait for the
 	// orderly teardown. The run directory is still written.
 	Kill <-chan struct{}
-
-	// ReadyTimeout bounds valgrind's start until its gdbserver is ready
-	// (default 60s); CommandTimeout bounds every MI command (default 30s).
-	ReadyTimeout, CommandTimeout time.Duration
-	// Grace is how long a child is given to exit before it is signalled
-	// (default 2s).
-	Grace time.Duration
-
-	// ManifestEvery is how often, at most, run.json is rewritten while
-	// stops come in (default 10s), for a snapctl killed before the end.
-	ManifestEvery time.Duration
 
 	// Env is added to the environment of every process the session
 	// starts: gdb (and the vgdb it runs), valgrind and the target, before
@@ -81,6 +59,41 @@ type Options struct {
 	// NoAgent drives every stop over MI, as when gdb has no Python,
 	// instead of letting gdb's agent take the plain ones (see agent.go).
 	NoAgent bool
+}
+
+// Tools are the executables a run uses; "" looks each up on PATH.
+type Tools struct {
+	Valgrind string // valgrind executable
+	GDB      string // gdb executable
+}
+
+// Streams are where a run writes.
+type Streams struct {
+	// Stdout and Stderr receive the target's output (nil discards it).
+	Stdout, Stderr io.Writer
+	// Status receives the one-line progress display, rewritten with \r;
+	// nil for none. The caller decides whether it is a terminal. With a
+	// status line, Stdout and Stderr that are terminals get the target's
+	// output through a pseudo-terminal (see driver/console).
+	Status io.Writer
+	// Warn receives warnings such as a binary without debug info; nil
+	// discards them.
+	Warn io.Writer
+}
+
+// Timeouts bound a run and its parts.
+type Timeouts struct {
+	// Timeout ends the run (--timeout); 0 for none.
+	Timeout time.Duration
+	// ReadyTimeout bounds valgrind's start until its gdbserver is ready
+	// (default 60s); CommandTimeout bounds every MI command (default 30s).
+	ReadyTimeout, CommandTimeout time.Duration
+	// Grace is how long a child is given to exit before it is signalled
+	// (default 2s).
+	Grace time.Duration
+	// ManifestEvery is how often, at most, run.json is rewritten while
+	// stops come in (default 10s), for a snapctl killed before the end.
+	ManifestEvery time.Duration
 }
 
 // childEnv is the environment of the processes a session starts.

@@ -421,8 +421,8 @@ func TestRunManifestDuringRun(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		_, err := Run(ctx, Options{PlanPath: planPath, Binary: bin, Args: []string{"50"}, OutDir: out,
-			ManifestEvery: 50 * time.Millisecond, Env: []string{testenv.ScopeEnv(t)}})
+		_, err := Run(ctx, Options{Timeouts: Timeouts{ManifestEvery: 50 * time.Millisecond}, PlanPath: planPath, Binary: bin, Args: []string{"50"}, OutDir: out,
+			Env: []string{testenv.ScopeEnv(t)}})
 		done <- err
 	}()
 	var m runjson.Manifest

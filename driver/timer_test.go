@@ -67,7 +67,7 @@ func TestNativeSignalTimer(t *testing.T) {
 						plan += "    condition: \"" + r.condition + "\"\n"
 					}
 				}
-				m, out, err := runNativeOut(t, Options{NoAgent: p.noAgent, Timeout: 5 * time.Minute}, plan,
+				m, out, err := runNativeOut(t, Options{Timeouts: Timeouts{Timeout: 5 * time.Minute}, NoAgent: p.noAgent}, plan,
 					bin, strconv.Itoa(r.calls), strconv.Itoa(r.us), strconv.Itoa(r.threads))
 				if err != nil {
 					t.Fatal(err)
@@ -121,7 +121,7 @@ func TestNativeSignalTimerAttach(t *testing.T) {
 			pid := cmd.Process.Pid
 			plan := "backend: native\nbreakpoints:\n" + p.bp("work", "work") + "    max_hits: 100\n"
 			for range 2 {
-				_, m, err := runNative(t, Options{AttachPID: pid, NoAgent: p.noAgent, Timeout: 5 * time.Minute}, plan, "")
+				_, m, err := runNative(t, Options{Timeouts: Timeouts{Timeout: 5 * time.Minute}, AttachPID: pid, NoAgent: p.noAgent}, plan, "")
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -29,7 +29,7 @@ func TestRunWarnsAboutTheBinaryOfTheBreakpoints(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var warn bytes.Buffer
-			res, err := runSession(t, Options{Warn: &warn}, "backend: native\nbreakpoints:\n"+tt.plan, bin, plugin, "2")
+			res, err := runSession(t, Options{Streams: Streams{Warn: &warn}}, "backend: native\nbreakpoints:\n"+tt.plan, bin, plugin, "2")
 			if err != nil {
 				t.Fatalf("%v\nwarnings:\n%s", err, warn.String())
 			}

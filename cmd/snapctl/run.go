@@ -138,12 +138,9 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		OutDir:   o.Out,
 		Force:    o.Force,
 		Trace:    o.Trace,
-		Timeout:  o.Timeout,
-		Valgrind: o.Valgrind,
-		GDB:      o.GDB,
-		Stdout:   stdout,
-		Stderr:   stderr,
-		Warn:     snapshots.PrintableWriter(stderr),
+		Tools:    driver.Tools{Valgrind: o.Valgrind, GDB: o.GDB},
+		Streams:  driver.Streams{Stdout: stdout, Stderr: stderr, Warn: snapshots.PrintableWriter(stderr)},
+		Timeouts: driver.Timeouts{Timeout: o.Timeout},
 	}
 	if len(o.Args) > 0 {
 		dopts.Args = o.Args
