@@ -33,15 +33,25 @@ type Client struct {
 	prompt chan struct{} // closed at gdb's first "(gdb)"
 	sawPr  bool
 
-	// The event queue: the reader appends, the pump goroutine moves
-	// records to events. The reader never waits for a consumer.
+	q    eventQueue
+	life lifecycle
+}
+
+// eventQueue is the client's event queue: the reader appends, the pump
+// goroutine moves records to events. The reader never waits for a
+// consumer.
+type eventQueue struct {
 	qmu     sync.Mutex
 	queue   []*Record
 	qEOF    bool
 	qSignal chan struct{}
 	events  chan *Record
 	stop    chan struct{} // closed by Close: the pump gives up
+}
 
+// lifecycle is how the client ends: gdb's process, the reader's end, the
+// goroutines to wait for, and the grace gdb is given to quit.
+type lifecycle struct {
 	proc       *process // nil for NewClient
 	readerDone chan struct{}
 	wg         sync.WaitGroup
@@ -76,15 +86,16 @@ func NewClient(r io.Reader, w io.Writer, trace io.Writer) *Client {
 
 func newClient(w io.Writer, trace io.Writer) *Client {
 	c := &Client{
-		w:          w,
-		pending:    make(map[string]*call),
-		done:       make(chan struct{}),
-		prompt:     make(chan struct{}),
-		qSignal:    make(chan struct{}, 1),
-		events:     make(chan *Record, 64),
-		stop:       make(chan struct{}),
-		readerDone: make(chan struct{}),
-		closeGrace: defaultCloseGrace,
+		w:       w,
+		pending: make(map[string]*call),
+		done:    make(chan struct{}),
+		prompt:  make(chan struct{}),
+		q: eventQueue{
+			qSignal: make(chan struct{}, 1),
+			events:  make(chan *Record, 64),
+			stop:    make(chan struct{}),
+		},
+		life: lifecycle{readerDone: make(chan struct{}), closeGrace: defaultCloseGrace},
 	}
 	if trace != nil {
 		c.trace = &tracer{w: trace}
@@ -94,16 +105,16 @@ func newClient(w io.Writer, trace io.Writer) *Client {
 
 func (c *Client) startReader(r io.Reader) {
 	c.input = r
-	c.wg.Add(2)
+	c.life.wg.Add(2)
 	go func() {
-		defer c.wg.Done()
-		defer close(c.readerDone)
+		defer c.life.wg.Done()
+		defer close(c.life.readerDone)
 		err := c.readLoop(r)
-		c.qmu.Lock()
-		c.qEOF = true
-		c.qmu.Unlock()
+		c.q.qmu.Lock()
+		c.q.qEOF = true
+		c.q.qmu.Unlock()
 		c.signalQueue()
-		if c.proc == nil {
+		if c.life.proc == nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed) || errors.Is(err, io.ErrClosedPipe) {
 				err = nil
 			}
@@ -111,7 +122,7 @@ func (c *Client) startReader(r io.Reader) {
 		}
 	}()
 	go func() {
-		defer c.wg.Done()
+		defer c.life.wg.Done()
 		c.pump()
 	}()
 }
@@ -125,7 +136,7 @@ func (c *Client) startReader(r io.Reader) {
 // unparsed lines (a native inferior's output). The channel is closed once gdb has gone and
 // every record has been delivered, or at Close. Reading it is optional:
 // records queue without bound and nothing waits for them.
-func (c *Client) Events() <-chan *Record { return c.events }
+func (c *Client) Events() <-chan *Record { return c.q.events }
 
 // Done is closed when gdb has gone (exited, crashed, killed or closed).
 func (c *Client) Done() <-chan struct{} { return c.done }
@@ -141,18 +152,18 @@ func (c *Client) Err() error {
 // Pid is gdb's process id, which is also its process group id; 0 for a
 // client made by NewClient.
 func (c *Client) Pid() int {
-	if c.proc == nil {
+	if c.life.proc == nil {
 		return 0
 	}
-	return c.proc.Pid()
+	return c.life.proc.Pid()
 }
 
 // Process is gdb's process, nil for a client made by NewClient.
 func (c *Client) Process() *child.Process {
-	if c.proc == nil {
+	if c.life.proc == nil {
 		return nil
 	}
-	return c.proc.Process
+	return c.life.proc.Process
 }
 
 // Send runs one MI command and returns its result. It writes
@@ -425,15 +436,15 @@ func trimEOL(b []byte) []byte {
 
 // push queues an event. It never blocks.
 func (c *Client) push(r *Record) {
-	c.qmu.Lock()
-	c.queue = append(c.queue, r)
-	c.qmu.Unlock()
+	c.q.qmu.Lock()
+	c.q.queue = append(c.q.queue, r)
+	c.q.qmu.Unlock()
 	c.signalQueue()
 }
 
 func (c *Client) signalQueue() {
 	select {
-	case c.qSignal <- struct{}{}:
+	case c.q.qSignal <- struct{}{}:
 	default:
 	}
 }
@@ -441,27 +452,27 @@ func (c *Client) signalQueue() {
 // pump moves queued records to the events channel, in order, until the
 // reader has finished and the queue is empty, or until Close.
 func (c *Client) pump() {
-	defer close(c.events)
+	defer close(c.q.events)
 	for {
-		c.qmu.Lock()
-		batch, eof := c.queue, c.qEOF
-		c.queue = nil
-		c.qmu.Unlock()
+		c.q.qmu.Lock()
+		batch, eof := c.q.queue, c.q.qEOF
+		c.q.queue = nil
+		c.q.qmu.Unlock()
 		if len(batch) == 0 {
 			if eof {
 				return
 			}
 			select {
-			case <-c.qSignal:
-			case <-c.stop:
+			case <-c.q.qSignal:
+			case <-c.q.stop:
 				return
 			}
 			continue
 		}
 		for _, r := range batch {
 			select {
-			case c.events <- r:
-			case <-c.stop:
+			case c.q.events <- r:
+			case <-c.q.stop:
 				return
 			}
 		}
@@ -504,20 +515,20 @@ func (c *Client) CloseNow() error { return c.close(false) }
 // takes milliseconds to take apart a gdb that has read a program's
 // symbols, which the caller can spend elsewhere before CloseNow waits.
 func (c *Client) Kill() {
-	if c.proc != nil {
-		c.proc.Kill()
+	if c.life.proc != nil {
+		c.life.proc.Kill()
 	}
 }
 
 func (c *Client) close(ask bool) error {
-	c.closeOnce.Do(func() {
+	c.life.closeOnce.Do(func() {
 		c.mu.Lock()
 		c.closing = true
 		alive := c.err == nil
 		c.mu.Unlock()
-		if c.proc != nil {
+		if c.life.proc != nil {
 			if alive && ask {
-				ctx, cancel := context.WithTimeout(context.Background(), c.closeGrace)
+				ctx, cancel := context.WithTimeout(context.Background(), c.life.closeGrace)
 				c.Send(ctx, "-gdb-exit")
 				select {
 				case <-c.done:
@@ -525,7 +536,7 @@ func (c *Client) close(ask bool) error {
 				}
 				cancel()
 			}
-			c.proc.Kill()
+			c.life.proc.Kill()
 			<-c.done
 		} else {
 			if cl, ok := c.w.(io.Closer); ok {
@@ -535,10 +546,10 @@ func (c *Client) close(ask bool) error {
 				cl.Close()
 			}
 		}
-		close(c.stop)
-		c.wg.Wait()
-		if c.proc != nil {
-			c.proc.stdin.Close()
+		close(c.q.stop)
+		c.life.wg.Wait()
+		if c.life.proc != nil {
+			c.life.proc.stdin.Close()
 		}
 		c.finish(&ExitError{})
 	})

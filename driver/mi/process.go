@@ -159,7 +159,7 @@ func Start(ctx context.Context, opt Options) (*Client, error) {
 
 	c := newClient(inW, opt.Trace)
 	if opt.CloseGrace > 0 {
-		c.closeGrace = opt.CloseGrace
+		c.life.closeGrace = opt.CloseGrace
 	}
 	p := &process{
 		Process:    proc,
@@ -169,16 +169,16 @@ func Start(ctx context.Context, opt Options) (*Client, error) {
 		stderrDone: make(chan struct{}),
 		alone:      opt.StartsProgram,
 	}
-	c.proc = p
+	c.life.proc = p
 	c.startReader(outR)
-	c.wg.Add(2)
+	c.life.wg.Add(2)
 	go func() {
-		defer c.wg.Done()
+		defer c.life.wg.Done()
 		defer close(p.stderrDone)
 		p.readStderr(c.trace)
 	}()
 	go func() {
-		defer c.wg.Done()
+		defer c.life.wg.Done()
 		c.wait()
 	}()
 
@@ -203,7 +203,7 @@ func Start(ctx context.Context, opt Options) (*Client, error) {
 // wait reaps gdb, kills what it left in its process group, lets the reader
 // take gdb's last words and then ends the client.
 func (c *Client) wait() {
-	p := c.proc
+	p := c.life.proc
 	err := p.Wait()
 	var exitErr *exec.ExitError
 	if errors.As(err, &exitErr) {
@@ -213,7 +213,7 @@ func (c *Client) wait() {
 	// the vgdb of `target remote | vgdb`.
 	p.Kill()
 	p.stdout.SetReadDeadline(time.Now().Add(drainTime))
-	<-c.readerDone
+	<-c.life.readerDone
 	p.stdout.Close()
 	p.stderr.SetReadDeadline(time.Now().Add(drainTime))
 	<-p.stderrDone
