@@ -170,13 +170,23 @@ type Status struct {
 	heap    int64
 	delta   int64
 	seen    bool
+	screen  screen
+	redraws redraws
+}
+
+// screen is what the terminal shows of the status line.
+type screen struct {
 	drawn   int       // the length of the line on screen, 0 when none is
 	dirty   bool      // a stop was recorded but not drawn yet
 	midLine bool      // the target's output ended without a newline
 	lastOut io.Writer // where the target's output last went
-	last    time.Time
-	quit    chan struct{} // closed to end the redraw goroutine; nil when none runs
-	done    chan struct{} // closed when the redraw goroutine has ended
+	last    time.Time // when the line was last drawn
+}
+
+// redraws is the goroutine that redraws the line between stops.
+type redraws struct {
+	quit chan struct{} // closed to end the redraw goroutine; nil when none runs
+	done chan struct{} // closed when the redraw goroutine has ended
 }
 
 func NewStatus(w io.Writer, start time.Time, names []string, unit string) *Status {
@@ -198,7 +208,7 @@ func NewStatus(w io.Writer, start time.Time, names []string, unit string) *Statu
 func (s *Status) SetPhase(phase string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.phase, s.dirty = phase, true
+	s.phase, s.screen.dirty = phase, true
 	s.draw(time.Now())
 	s.startRedraw()
 }
@@ -215,9 +225,9 @@ func (s *Status) Update(bp, phase string, heap int64) {
 	if s.seen {
 		s.delta = heap - s.heap
 	}
-	s.heap, s.seen, s.dirty = heap, true, true
+	s.heap, s.seen, s.screen.dirty = heap, true, true
 	s.phase = ""
-	if now := time.Now(); now.Sub(s.last) >= s.minGap {
+	if now := time.Now(); now.Sub(s.screen.last) >= s.minGap {
 		s.draw(now)
 	}
 	s.startRedraw()
@@ -229,11 +239,11 @@ func (s *Status) Update(bp, phase string, heap int64) {
 func (s *Status) Output(w io.Writer, p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.drawn > 0 {
+	if s.screen.drawn > 0 {
 		s.erase() // drawn again by the next stop or tick
 	}
 	if len(p) > 0 {
-		s.midLine, s.lastOut = p[len(p)-1] != '\n', w
+		s.screen.midLine, s.screen.lastOut = p[len(p)-1] != '\n', w
 	}
 	return w.Write(p)
 }
@@ -243,18 +253,18 @@ func (s *Status) Output(w io.Writer, p []byte) (int, error) {
 func (s *Status) EndOutput() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.midLine {
-		io.WriteString(s.lastOut, "\n")
-		s.midLine = false
+	if s.screen.midLine {
+		io.WriteString(s.screen.lastOut, "\n")
+		s.screen.midLine = false
 	}
 }
 
 // startRedraw starts the redraw goroutine unless it runs. s.mu must be
 // held.
 func (s *Status) startRedraw() {
-	if s.quit == nil {
-		s.quit, s.done = make(chan struct{}), make(chan struct{})
-		go s.redraw(s.quit, s.done)
+	if s.redraws.quit == nil {
+		s.redraws.quit, s.redraws.done = make(chan struct{}), make(chan struct{})
+		go s.redraw(s.redraws.quit, s.redraws.done)
 	}
 }
 
@@ -284,10 +294,10 @@ func (s *Status) redraw(quit, done chan struct{}) {
 // draw writes the line over the one on screen, unless the target's output
 // stopped in the middle of a line. s.mu must be held.
 func (s *Status) draw(now time.Time) {
-	if s.midLine {
+	if s.screen.midLine {
 		return
 	}
-	s.last, s.dirty = now, false
+	s.screen.last, s.screen.dirty = now, false
 	var b strings.Builder
 	b.WriteString(now.Sub(s.start).Truncate(time.Second).String())
 	if s.phase != "" {
@@ -312,16 +322,16 @@ func (s *Status) draw(now time.Time) {
 	if s.width > 1 && len(line) > s.width-1 {
 		line = line[:s.width-1]
 	}
-	pad := max(s.drawn-len(line), 0)
+	pad := max(s.screen.drawn-len(line), 0)
 	io.WriteString(s.w, "\r"+line+strings.Repeat(" ", pad))
-	s.drawn = len(line)
+	s.screen.drawn = len(line)
 }
 
 // erase blanks the line on screen and returns the cursor to its start.
 // s.mu must be held.
 func (s *Status) erase() {
-	io.WriteString(s.w, "\r"+strings.Repeat(" ", s.drawn)+"\r")
-	s.drawn = 0
+	io.WriteString(s.w, "\r"+strings.Repeat(" ", s.screen.drawn)+"\r")
+	s.screen.drawn = 0
 }
 
 // Clear ends the redraw goroutine, draws a stop the throttle held back so
@@ -332,15 +342,15 @@ func (s *Status) Clear() {
 		return
 	}
 	s.mu.Lock()
-	quit, done := s.quit, s.done
-	s.quit, s.done = nil, nil
+	quit, done := s.redraws.quit, s.redraws.done
+	s.redraws.quit, s.redraws.done = nil, nil
 	if quit != nil {
 		close(quit)
 	}
-	if s.dirty {
+	if s.screen.dirty {
 		s.draw(time.Now())
 	}
-	if s.drawn > 0 {
+	if s.screen.drawn > 0 {
 		s.erase()
 	}
 	s.mu.Unlock()
