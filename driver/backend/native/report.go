@@ -111,7 +111,7 @@ func (*Backend) Text(w io.Writer, o *backend.Outcome, _ snapshots.RenderOptions)
 	for _, v := range nativeVerdicts(m) {
 		fmt.Fprintf(pw, "%s\n", v)
 	}
-	fmt.Fprintf(pw, "snapctl run (native): %s\n", strings.Join(m.Target.Argv, " "))
+	fmt.Fprintf(pw, "%s: %s\n", command(m), strings.Join(m.Target.Argv, " "))
 	fmt.Fprintf(pw, "status: %s%s\n", m.Status, backend.ExitNote(m))
 	if m.Native != nil && m.Native.TrimProbe {
 		fmt.Fprintf(pw, "native.trim_probe: on (every stop called malloc_trim(0) after measuring)\n")
@@ -128,7 +128,7 @@ func (*Backend) Markdown(w io.Writer, o *backend.Outcome) error {
 	bw := bufio.NewWriter(w)
 	m := o.Manifest
 	pw := snapshots.PrintableWriter(bw) // see Text
-	fmt.Fprintf(pw, "# snapctl run (native)\n\n")
+	fmt.Fprintf(pw, "# %s\n\n", command(m))
 	for _, v := range nativeVerdicts(m) {
 		fmt.Fprintf(pw, "**%s**\n\n", v)
 	}
@@ -167,4 +167,13 @@ func (*Backend) Markdown(w io.Writer, o *backend.Outcome) error {
 	fmt.Fprintf(pw, "\nGrowths are trends over all of a breakpoint's stops (docs/native.md, \"Native verdicts\"); run.json's `diffs` hold the %s between consecutive measurements.\n", backend.Plural(o.Diffs, "change"))
 	fmt.Fprintf(pw, "\n%s\n", massifNote)
 	return bw.Flush()
+}
+
+// command names what made the run: snapctl attach, or snapctl run with
+// the native backend.
+func command(m *runjson.Manifest) string {
+	if m.Native != nil && m.Native.AttachedPid != 0 {
+		return fmt.Sprintf("snapctl attach %d (native)", m.Native.AttachedPid)
+	}
+	return "snapctl run (native)"
 }

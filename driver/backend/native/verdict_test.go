@@ -229,6 +229,19 @@ func TestNativeReportFailedRun(t *testing.T) {
 	if !strings.Contains(md.String(), "run.json's `diffs` hold the 5 changes between consecutive measurements") {
 		t.Errorf("report.md:\n%s", md.String())
 	}
+	// An attach's reports say that snapctl attach made them.
+	m.Native = &runjson.NativeSettings{AttachedPid: 4242}
+	text.Reset()
+	md.Reset()
+	if err := (&Backend{}).Text(&text, res, snapshots.RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&Backend{}).Markdown(&md, res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "\nsnapctl attach 4242 (native): ./server\n") || !strings.HasPrefix(md.String(), "# snapctl attach 4242 (native)\n") {
+		t.Errorf("attach's reports:\n%s\n%s", text.String(), md.String())
+	}
 }
 
 // TestVerdictTcacheHint: a small leak says that glibc's per-thread caches
