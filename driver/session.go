@@ -158,9 +158,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Backend != "" {
 		p.Backend = opts.Backend
 	}
-	if _, err := newBackend(p.Backend); err != nil {
+	i, err := newBackend(p.Backend)
+	if err != nil {
 		return nil, err
 	}
+	p.Backend = backends[i].name // the session's from here on
 	native := p.Backend == BackendNative
 	if opts.AttachPID != 0 {
 		if !native {
@@ -405,11 +407,7 @@ func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *sessio
 		prog: program{binary: binary, argv: argv, cwd: p.Target.Cwd, tools: t},
 		kids: children{env: opts.childEnv(), grace: opts.Grace},
 	}
-	name := p.Backend
-	if opts.Backend != "" {
-		name = opts.Backend
-	}
-	i, _ := newBackend(name) // Run checked the name
+	i, _ := newBackend(p.Backend) // Run checked the name and applied --backend
 	s.m = &runjson.Manifest{
 		Backend:   backends[i].name,
 		Schema:    runjson.Schema,
