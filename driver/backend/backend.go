@@ -82,10 +82,10 @@ type Measurer interface {
 	// AgentMeasure is the measurement as agent.py's Agent takes it, a
 	// Python dict literal.
 	AgentMeasure() string
-	// Keep takes the measurement m, made at stop (numbered, with its
+	// Stage takes the measurement m, made at stop (numbered, with its
 	// time), while the target is stopped, and returns where it left it
 	// for Read, "" when it read it at once.
-	Keep(m Measurement, stop *runjson.Stop) (raw string, err error)
+	Stage(m Measurement, stop *runjson.Stop) (raw string, err error)
 	// Read reads a kept stop's measurement into the stop and feeds the
 	// analysis; stops come in stop order.
 	Read(st *Stop) error

@@ -71,13 +71,13 @@ func AgentMeasure(monitor string) string {
 // defaults.
 func DefaultAgentMeasure() string { return AgentMeasure(snapshotMonitor) }
 
-// Keep moves the snapshot massif wrote in the private directory (in
+// Stage moves the snapshot massif wrote in the private directory (in
 // TMPDIR) into the run directory under a staging name,
 // snapshots/.SEQ.ms, as soon as its stop is numbered, so that TMPDIR
 // holds no more than the snapshot being written; Read compresses it
 // under the stop's name later (keepSnapshot). It returns the staging
 // path.
-func (b *Backend) Keep(m backend.Measurement, stop *runjson.Stop) (string, error) {
+func (b *Backend) Stage(m backend.Measurement, stop *runjson.Stop) (string, error) {
 	stop.Snapshot = SnapshotName(stop.Seq, stop.Breakpoint, stop.Hit, stop.Phase)
 	staged := filepath.Join(b.cfg.Dir, backend.SnapshotDir, fmt.Sprintf(".%04d%s", stop.Seq, snapshotExt))
 	if err := backend.MoveFile(m.Path, staged); err != nil {

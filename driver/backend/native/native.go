@@ -65,8 +65,8 @@ func (b *Backend) AgentMeasure() string {
 	return backend.PyDict("kind", Name, "ext", b.Ext(), "trim", b.trim)
 }
 
-// Keep reads the measurement into the stop; its file, if any, goes.
-func (b *Backend) Keep(ms backend.Measurement, stop *runjson.Stop) (string, error) {
+// Stage reads the measurement into the stop; its file, if any, goes.
+func (b *Backend) Stage(ms backend.Measurement, stop *runjson.Stop) (string, error) {
 	data := ms.Data
 	if data == nil {
 		var err error
