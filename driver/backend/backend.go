@@ -56,14 +56,14 @@ type Measurement struct {
 }
 
 // Stop is a stop as its backend sees it: numbered, its measurement kept
-// (Measurer.Keep), waiting to be read (Measurer.Read) once the target runs
+// (Measurer.Stage), waiting to be read (Measurer.Read) once the target runs
 // again.
 type Stop struct {
 	Stop       *runjson.Stop
 	Breakpoint *plan.Breakpoint
 	// HitOf is the hit of a return-phase stop.
 	HitOf *Stop
-	// Raw is where Keep left the measurement, "" when it read it at once.
+	// Raw is where Stage left the measurement, "" when it read it at once.
 	Raw string
 	// Own is the backend's own state of the stop, such as what its
 	// return-phase stop compares with.
