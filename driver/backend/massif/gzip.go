@@ -9,7 +9,7 @@ import (
 	"github.com/snapctl/snapctl/internal/fsutil"
 )
 
-// keepSnapshot compresses the snapshot file raw (staged by Keep),
+// keepSnapshot compresses the snapshot file raw (staged by Stage),
 // open as f for reading and writing, with gzip into dst, and closes f;
 // raw is then gone. read gets raw's bytes as they are compressed (the
 // analysis parses them in the same pass) and may stop before the end: the
