@@ -15,21 +15,19 @@ import (
 	"github.com/snapctl/snapctl/internal/testenv"
 )
 
-// TestAgentDirectCallMask: a direct call given up while a signal handler
-// runs in it (its timeout, here shortened, against a handler that never
-// returns) puts the thread back with the signals it had blocked, not with
-// the handler's mask, in which the handler's own signal is blocked: the
-// program finds SIGALRM unblocked after the stop, as before it. With a
-// 50 us timer on a loaded machine the handlers delivered into mallinfo2()
-// outlasted its timeout, and SIGALRM stayed blocked in the program.
-func TestAgentDirectCallMask(t *testing.T) {
-	t.Parallel()
+// directCallScript runs gdb with the agent on the program built from
+// source, stopped at probe() with SIGALRM sent to it, and the Python
+// lines call, which make a direct call and fill out; it returns out
+// (with the thread's blocked signals before and after the call, "before"
+// and "after") and the program's output.
+func directCallScript(t *testing.T, source, call string, out any) string {
+	t.Helper()
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the direct call is x86-64's")
 	}
 	testenv.MustHave(t, "gdb")
 	testenv.NoLeftovers(t)
-	bin := testenv.Build(t, "testdata/native/stuckhandler.c")
+	bin := testenv.Build(t, source)
 	dir := t.TempDir()
 	script, output := filepath.Join(dir, gdb.AgentScript), filepath.Join(dir, "output")
 	if err := os.WriteFile(script, []byte(gdb.AgentSource), 0o600); err != nil {
@@ -45,14 +43,9 @@ def blocked():
         return [l.split()[1] for l in f if l.startswith("SigBlk:")][0]
 out = {"before": blocked()}
 # Pending while the thread is stopped, SIGALRM is delivered as the call
-# begins, and its handler spins until the call is given up.
+# begins.
 os.kill(pid, signal.SIGALRM)
-CALL_TIMEOUT["mallinfo2"] = 0.5
-try:
-    direct_call("mallinfo2", result=80)
-    out["call"] = "returned"
-except CallFailed as e:
-    out["call"] = str(e)
+` + call + `
 out["after"] = blocked()
 gdb.execute("continue")
 print(json.dumps(out))
@@ -62,27 +55,75 @@ end
 	if err := os.WriteFile(cmds, []byte(py), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// The deadline ends a program whose handler was left spinning: a
-	// failure, not a figure.
+	// The deadline ends a program left spinning: a failure, not a figure.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "gdb", "-batch", "-nx", "-x", script, "-x", cmds, bin)
 	cmd.Env = append(os.Environ(), testenv.ScopeEnv(t))
-	out, err := cmd.CombinedOutput()
+	b, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("gdb: %v\n%s", err, out)
+		t.Fatalf("gdb: %v\n%s", err, b)
 	}
+	if err := json.Unmarshal([]byte(gdb.LastLine(string(b))), out); err != nil {
+		t.Fatalf("agent's answer %q: %v", b, err)
+	}
+	prog, err := os.ReadFile(output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(prog)
+}
+
+// TestAgentDirectCallMask: a direct call given up while a signal handler
+// runs in it (its timeout, here shortened, against a handler that never
+// returns) puts the thread back with the signals it had blocked, not with
+// the handler's mask, in which the handler's own signal is blocked: the
+// program finds SIGALRM unblocked after the stop, as before it.
+func TestAgentDirectCallMask(t *testing.T) {
+	t.Parallel()
 	var got struct{ Before, After, Call string }
-	if err := json.Unmarshal([]byte(gdb.LastLine(string(out))), &got); err != nil {
-		t.Fatalf("agent's answer %q: %v", out, err)
-	}
+	prog := directCallScript(t, "testdata/native/stuckhandler.c", `CALL_TIMEOUT["mallinfo2"] = 0.5
+try:
+    direct_call("mallinfo2", result=80)
+    out["call"] = "returned"
+except CallFailed as e:
+    out["call"] = str(e)`, &got)
 	if !strings.Contains(got.Call, "mallinfo2() did not return within 0.5 s") {
 		t.Errorf("the call: %q, want it given up", got.Call)
 	}
 	if got.After != got.Before {
 		t.Errorf("the thread's blocked signals: %s before the call, %s after it", got.Before, got.After)
 	}
-	if b, err := os.ReadFile(output); err != nil || string(b) != "blocked 0 began 1\n" {
-		t.Errorf("program's output %q (%v), want blocked 0 began 1", b, err)
+	if prog != "blocked 0 began 1\n" {
+		t.Errorf("program's output %q, want blocked 0 began 1", prog)
+	}
+}
+
+// TestAgentDirectCallRepeatedSignal: a signal gdb passes quietly that
+// comes again and again during a direct call (a handler that raises its
+// own signal, as a timer faster than a ptrace stop's round trip does) is
+// delivered into the call once; the next is held until the call ends
+// and delivered as the program goes on, where the handler runs every
+// time it would have. Delivered every time, it would leave mallinfo2()
+// no turn to run until its timeout.
+func TestAgentDirectCallRepeatedSignal(t *testing.T) {
+	t.Parallel()
+	var got struct {
+		Before, After, Call string
+		Runs                int
+	}
+	prog := directCallScript(t, "testdata/native/reraise.c", `try:
+    out["call"] = "returned %s" % type(direct_call("mallinfo2", result=80)).__name__
+except CallFailed as e:
+    out["call"] = str(e)
+out["runs"] = int(gdb.parse_and_eval("runs"))`, &got)
+	if got.Call != "returned bytes" || got.Runs != 1 {
+		t.Errorf("the call: %q, the handler ran %d times in it; want returned bytes, 1", got.Call, got.Runs)
+	}
+	if got.After != got.Before {
+		t.Errorf("the thread's blocked signals: %s before the call, %s after it", got.Before, got.After)
+	}
+	if prog != "runs 300000 blocked 0\n" {
+		t.Errorf("program's output %q, want runs 300000 blocked 0", prog)
 	}
 }

@@ -751,7 +751,12 @@ def malloc_trim():
 # signal blocked, as the thread's from then on.
 #
 # A signal that arrives during the call is delivered to the program when
-# gdb's signal table would pass it without stopping (SIGALRM, SIGCHLD...).
+# gdb's signal table would pass it without stopping (SIGALRM, SIGCHLD...),
+# once: when it comes again it is blocked for the rest of the call, and
+# delivered as the program goes on after the stop. A timer faster than a
+# ptrace stop's round trip (50 us on a loaded machine) would otherwise
+# have its handler run between every two instructions of the function,
+# which never returned before its timeout.
 # Any other ends the call, and so does a fault inside the called function
 # or a signal it raises (glibc aborts on a heap it finds corrupted): the
 # thread is put back and the signal sent again (with tgkill's siginfo),
@@ -1038,7 +1043,7 @@ class _Direct:
         does, (None, (SIG, HOW)) when signal SIG ends it first, HOW saying
         whence, (None, "exited") when the process ends or cannot be
         resumed."""
-        sig, info = 0, self.info
+        sig, info, delivered = 0, self.info, set()
         while True:
             self.stopped = False
             if self.ptrace(self.CONT, tid, None, sig) != 0:
@@ -1059,6 +1064,13 @@ class _Direct:
             if code > 0 and sig in FAULTS:
                 return None, (sig, "faulted:")
             if passed_quietly(sig):
+                if sig in delivered:
+                    # Blocked now, the signal given back with CONT stays
+                    # pending until restore puts the mask back.
+                    mask = sigmask(self, tid)
+                    if mask is not None:
+                        sigmask(self, tid, mask | 1 << (sig - 1))
+                delivered.add(sig)
                 continue
             if code <= 0 and sender == self.pid:
                 return None, (sig, "raised")
