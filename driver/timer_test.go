@@ -38,7 +38,7 @@ var timerPaths = []struct {
 // skips every other call, and with breakpoints on a jump, a conditional
 // jump and a return, where the step ends elsewhere than at the next
 // instruction. The program's handler runs, and the program never finds
-// SIGALRM blocked after a call.
+// SIGALRM blocked after a call. Every stop's allocator call returns.
 func TestNativeSignalTimer(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "testdata/native/fasttimer.c")
@@ -86,6 +86,13 @@ func TestNativeSignalTimer(t *testing.T) {
 				for _, b := range m.Breakpoints {
 					if b.Hits != hits {
 						t.Errorf("breakpoint %s: %d hits, want %d", b.Name, b.Hits, hits)
+					}
+				}
+				// Every stop has the allocator's figures: a signal that
+				// comes during the call does not keep it from returning.
+				for _, e := range m.Events {
+					if e.Kind == runjson.EventAllocatorCallFailed {
+						t.Errorf("event %s: %s", e.Kind, e.Message)
 					}
 				}
 				if counted(t, out, "ticks") == 0 || counted(t, out, "blocked") != 0 {

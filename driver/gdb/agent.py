@@ -743,11 +743,20 @@ def malloc_trim():
 # while the process has one: elsewhere another thread may hold an arena's
 # lock, and gdb's call lets every thread run. The thread ends the call
 # with the registers, vector state and siginfo it began it with, which
-# gdb holds in its caches; what changes is the stack below the stack
-# pointer, as with gdb's call.
+# gdb holds in its caches, and with the signals it had blocked; what
+# changes is the stack below the stack pointer, as with gdb's call. A
+# call given up while a handler runs in it (see CALL_TIMEOUT: with a 50 us
+# timer on a loaded machine, the handlers delivered into mallinfo2() took
+# more than its 2 s) would otherwise leave the handler's mask, its own
+# signal blocked, as the thread's from then on.
 #
 # A signal that arrives during the call is delivered to the program when
-# gdb's signal table would pass it without stopping (SIGALRM, SIGCHLD...).
+# gdb's signal table would pass it without stopping (SIGALRM, SIGCHLD...),
+# once: when it comes again it is blocked for the rest of the call, and
+# delivered as the program goes on after the stop. A timer faster than a
+# ptrace stop's round trip (50 us on a loaded machine) would otherwise
+# have its handler run between every two instructions of the function,
+# which never returned before its timeout.
 # Any other ends the call, and so does a fault inside the called function
 # or a signal it raises (glibc aborts on a heap it finds corrupted): the
 # thread is put back and the signal sent again (with tgkill's siginfo),
@@ -879,6 +888,9 @@ class _Direct:
         self.frame_depth = 0
         # When the running call is given up (see wait).
         self.deadline, self.expired = 0.0, False
+        # The thread's blocked signals before the call, put back with its
+        # registers (see restore).
+        self.mask = 0
 
     def refuses(self, pid):
         """Whether process pid cannot be called directly: its memory file
@@ -941,6 +953,9 @@ class _Direct:
                 or self.ptrace(self.GETREGSET, tid, self.NT_X86_XSTATE, c.byref(self.iov)) != 0
                 or self.ptrace(self.GETSIGINFO, tid, None, self.siginfo) != 0):
             return None
+        self.mask = sigmask(self, tid)
+        if self.mask is None:
+            return None
         top = regs.rsp
         if result:
             arg = top = (regs.rsp - SCRATCH) & ~15
@@ -995,7 +1010,8 @@ class _Direct:
         c = self.c
         return (self.ptrace(self.SETREGS, tid, None, c.byref(self.regs)) == 0
                 and self.ptrace(self.SETREGSET, tid, self.NT_X86_XSTATE, c.byref(self.iov)) == 0
-                and self.ptrace(self.SETSIGINFO, tid, None, self.siginfo) == 0)
+                and self.ptrace(self.SETSIGINFO, tid, None, self.siginfo) == 0
+                and sigmask(self, tid, self.mask) is not None)
 
     def wait(self, tid):
         """Waits for the running thread to stop and returns the signal,
@@ -1027,7 +1043,7 @@ class _Direct:
         does, (None, (SIG, HOW)) when signal SIG ends it first, HOW saying
         whence, (None, "exited") when the process ends or cannot be
         resumed."""
-        sig, info = 0, self.info
+        sig, info, delivered = 0, self.info, set()
         while True:
             self.stopped = False
             if self.ptrace(self.CONT, tid, None, sig) != 0:
@@ -1048,6 +1064,13 @@ class _Direct:
             if code > 0 and sig in FAULTS:
                 return None, (sig, "faulted:")
             if passed_quietly(sig):
+                if sig in delivered:
+                    # Blocked now, the signal given back with CONT stays
+                    # pending until restore puts the mask back.
+                    mask = sigmask(self, tid)
+                    if mask is not None:
+                        sigmask(self, tid, mask | 1 << (sig - 1))
+                delivered.add(sig)
                 continue
             if code <= 0 and sender == self.pid:
                 return None, (sig, "raised")
