@@ -9,6 +9,7 @@ import (
 	"github.com/snapctl/snapctl/driver/backend/massif"
 	"github.com/snapctl/snapctl/driver/backend/native"
 	"github.com/snapctl/snapctl/driver/gdb"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // Backend names, for the plan's "backend" and --backend.
@@ -86,6 +87,7 @@ func (s *session) launchEnv(stdout, stderr io.Writer) *backend.Env {
 			Explain:           s.watch.explain,
 			DiskFull:          func(err error) error { return diskFull(err, s.priv.dir, s.out.dir) },
 			LocationsResolved: s.priv.early != nil && s.priv.early.LocationsResolved(),
+			Event:             func(ev runjson.Event) { s.rec.event(ev) },
 		},
 	}
 	if t := s.term.tail(); t != nil {

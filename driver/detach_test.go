@@ -172,10 +172,15 @@ func traceStopped(pid int) bool {
 	return false
 }
 
-// tracer returns the process that traces pid, 0 for none.
+// tracer returns the gdb that traces pid, itself or through its
+// gdbserver (driver/backend/native/guard.go), 0 for none.
 func tracer(pid int) int {
 	st, _ := native.ProcStatus(pid)
 	n, _ := strconv.Atoi(st["TracerPid"])
+	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", n)); strings.TrimSpace(string(comm)) == "gdbserver" {
+		st, _ = native.ProcStatus(n)
+		n, _ = strconv.Atoi(st["PPid"])
+	}
 	return n
 }
 

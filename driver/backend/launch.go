@@ -9,6 +9,7 @@ import (
 	"github.com/snapctl/snapctl/driver/console"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/internal/child"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // Launcher is how a backend starts the target under gdb and watches what
@@ -134,4 +135,6 @@ type Run struct {
 	// LocationsResolved says that every location resolved in the
 	// program itself before it ran.
 	LocationsResolved bool
+	// Event records a run.json event.
+	Event func(runjson.Event)
 }

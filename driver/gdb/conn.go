@@ -43,6 +43,9 @@ type Conn struct {
 	// agentLoaded says that gdb has read agent.py's definitions (the early
 	// gdb's check, or LoadAgent), so that they are not read again.
 	agentLoaded bool
+	// interrupt, when set, is how Interrupt stops the running target
+	// instead of gdb's -exec-interrupt (SetInterrupt).
+	interrupt func(context.Context) error
 }
 
 // NewConn is the connection to the gdb d, whose process is pid: every
@@ -181,7 +184,7 @@ func (c *Conn) Interrupt() *mi.Record {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	for ctx.Err() == nil {
-		if _, err := c.d.Send(ctx, "-exec-interrupt"); err != nil {
+		if err := c.SendInterrupt(ctx); err != nil {
 			return nil
 		}
 		wctx, wcancel := context.WithTimeout(ctx, 500*time.Millisecond)
@@ -193,6 +196,22 @@ func (c *Conn) Interrupt() *mi.Record {
 	}
 	return nil
 }
+
+// SendInterrupt asks for the running target to stop, once, without
+// waiting: gdb's -exec-interrupt, or the backend's own way (SetInterrupt).
+func (c *Conn) SendInterrupt(ctx context.Context) error {
+	if c.interrupt != nil {
+		return c.interrupt(ctx)
+	}
+	_, err := c.d.Send(ctx, "-exec-interrupt")
+	return err
+}
+
+// SetInterrupt has Interrupt and SendInterrupt stop the target with f
+// rather than gdb's -exec-interrupt: the native backend's attach, where
+// gdbserver traces the process, sends the SIGINT itself (gdbserver's own
+// interrupt goes to the whole process group).
+func (c *Conn) SetInterrupt(f func(context.Context) error) { c.interrupt = f }
 
 // InterruptCommand ends a gdb command that blocks gdb, as Ctrl-C would in
 // a terminal: SIGINT to gdb's process group, which holds gdb and the

@@ -275,6 +275,7 @@ func (b *Launch) detach(exited bool) (detached bool) {
 	}
 	b.attached = false
 	pid := b.attach
+	defer b.closeGuard()
 	if exited {
 		return false // the process has ended: nothing to leave running
 	}
@@ -300,6 +301,13 @@ func (b *Launch) detach(exited bool) (detached bool) {
 		case <-b.gdb.Done():
 		case <-time.After(5 * b.env.Times.Grace):
 		}
+	}
+	if left, ok := b.releaseGuarded(); ok {
+		b.left = left
+		if len(did) > 0 {
+			b.left += " (snapctl " + strings.Join(did, ", ") + ")"
+		}
+		return true
 	}
 	if !readProcState(pid).ok {
 		b.left = fmt.Sprintf("process %d has exited", pid)
@@ -339,7 +347,7 @@ func (b *Launch) gdbDetach() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*grace)
 	defer cancel()
 	if gdb.Running(ctx, b.gdb) {
-		b.gdb.Send(ctx, "-exec-interrupt")
+		b.gdb.SendInterrupt(ctx)
 		wctx, wcancel := context.WithTimeout(ctx, 2*grace)
 		b.gdb.WaitStopped(wctx)
 		wcancel()

@@ -34,6 +34,9 @@ type Launch struct {
 	// process when gdb could not detach (detach.go).
 	patches []textPatch
 	left    string
+	// guard is gdbserver, the process's tracer under snapctl attach
+	// (guard.go); nil when gdb traces it itself.
+	guard *guard
 }
 
 // NewLauncher returns the launcher of a native run, which attaches to
@@ -114,8 +117,12 @@ func libraryDebugInfoUnused(p *plan.Plan, locationsResolved bool) bool {
 // attachTo attaches gdb to the process snapctl attach names. gdb stops
 // it; start resumes it once the breakpoints are in.
 func (b *Launch) attachTo(ctx context.Context) error {
-	if _, err := b.gdb.Send(ctx, "-target-attach", fmt.Sprint(b.attach)); err != nil {
-		return AttachRefused(b.attach, gdb.Message(err))
+	if guarded, err := b.attachGuarded(ctx); err != nil {
+		return err
+	} else if !guarded {
+		if _, err := b.gdb.Send(ctx, "-target-attach", fmt.Sprint(b.attach)); err != nil {
+			return AttachRefused(b.attach, gdb.Message(err))
+		}
 	}
 	b.attached = true
 	b.pid = b.attach

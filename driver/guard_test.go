@@ -1,0 +1,76 @@
+package driver
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/snapctl/snapctl/driver/backend/native"
+	"github.com/snapctl/snapctl/internal/testenv"
+)
+
+// TestGuardGdbKilledUnderLoad: gdb SIGKILLed five times, at a random
+// moment, while 4 clients send requests to the threaded server and every
+// request stops at gdb's breakpoint: gdbserver, the server's tracer,
+// keeps it, snapctl has gdbserver take the breakpoints out and detach,
+// and the server answers on, untraced, its code the files' again. With
+// gdb as the tracer the server dies of SIGTRAP nearly every time
+// (docs/facts.md, fact 63).
+func TestGuardGdbKilledUnderLoad(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb", "gdbserver")
+	srv := startServer(t)
+	stop := make(chan struct{})
+	answered := srv.load(stop)
+	for cycle := 1; cycle <= 5; cycle++ {
+		done := attachInBackground(t, srv.pid, attachPlan, Options{})
+		st, _ := native.ProcStatus(srv.pid)
+		if comm, _ := os.ReadFile("/proc/" + st["TracerPid"] + "/comm"); strings.TrimSpace(string(comm)) != "gdbserver" {
+			t.Fatalf("cycle %d: the server's tracer is %s (%q), not gdbserver", cycle, st["TracerPid"], comm)
+		}
+		gdbserver := mustAtoi(st["TracerPid"])
+		gdb := tracer(srv.pid)
+		before := served(t, srv)
+		time.Sleep(time.Duration(100+rand.Intn(500)) * time.Millisecond)
+		if hits := served(t, srv) - before; hits == 0 {
+			t.Fatalf("cycle %d: no request went through the breakpoint before gdb was killed", cycle)
+		}
+		syscall.Kill(gdb, syscall.SIGKILL)
+		err := <-done
+		want := fmt.Sprintf("gdb: was killed by SIGKILL during the run; process %d runs on: snapctl removed its ", srv.pid)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "through gdbserver") {
+			t.Errorf("cycle %d: error %v, want it to say %q ... through gdbserver", cycle, err, want)
+		}
+		time.Sleep(200 * time.Millisecond) // a SIGTRAP takes its time
+		if g := srv.gone(); g != "" {
+			t.Fatalf("cycle %d: %s", cycle, g)
+		}
+		if ch := textChanges(t, srv.pid); len(ch) > 0 {
+			t.Fatalf("cycle %d: breakpoints left in the process: %s", cycle, strings.Join(ch, "; "))
+		}
+		srv.mustServe(t)
+		if alive(gdbserver) {
+			t.Errorf("cycle %d: gdbserver %d outlived the run", cycle, gdbserver)
+		}
+	}
+	close(stop)
+	if answered() == 0 {
+		t.Errorf("no request of the load was answered")
+	}
+}
+
+// served is the number of requests the server has answered, read from its
+// answer to one more.
+func served(t *testing.T, srv server) int {
+	t.Helper()
+	got, err := srv.ask("count")
+	var n int
+	if _, serr := fmt.Sscanf(got, "ok %d ", &n); err != nil || serr != nil {
+		t.Fatalf("the server does not answer: %q, %v", got, err)
+	}
+	return n
+}
