@@ -31,9 +31,10 @@ func newDoctorCmd() *cobra.Command {
 		Short: "Check that gdb, valgrind and a program are ready for snapctl",
 		Long: `doctor checks the environment snapctl needs and explains each problem it
 finds: gdb and valgrind (their versions), vgdb, whether ptrace is permitted
-(vgdb uses it to wake a program blocked in a system call), whether valgrind
-can run massif here and, given BINARY, whether it is a native program with
-debug info.
+(vgdb uses it to wake a program blocked in a system call), gdbserver (snapctl
+attach has it trace the process, which then survives a killed gdb), whether
+valgrind can run massif here and, given BINARY, whether it is a native
+program with debug info.
 
 Each line reads OK, WARN or FAIL. The exit code is non-zero when a check
 fails: 4 for a missing or unusable tool, 5 for a binary that cannot be
@@ -153,6 +154,7 @@ func runDoctor(ctx context.Context, w io.Writer, opts *doctorOptions) error {
 	} else {
 		r.line(checkOK, "ptrace", p.String())
 	}
+	checkGdbserver(ctx, r)
 
 	if opts.Binary != "" {
 		if checkBinary(r, opts.Binary) {
@@ -164,6 +166,33 @@ func runDoctor(ctx context.Context, w io.Writer, opts *doctorOptions) error {
 		return &doctorError{failed: r.failed}
 	}
 	return nil
+}
+
+// checkGdbserver looks for gdbserver on PATH. snapctl attach has gdb
+// attach through it, so that the process survives a gdb killed mid-run
+// (gdbserver, its tracer, then removes the breakpoints and detaches).
+// Only attach needs it, and attach runs without it, unprotected: a
+// missing gdbserver is a warning.
+func checkGdbserver(ctx context.Context, r *doctorReport) {
+	const unguarded = "snapctl attach runs without it: a process it attached to dies of SIGTRAP if gdb is killed mid-run"
+	path, err := exec.LookPath("gdbserver")
+	if err != nil {
+		r.line(checkWarn, "gdbserver", "not found on PATH: "+unguarded,
+			"install it with: sudo apt-get install gdbserver")
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, "--version")
+	cmd.WaitDelay = time.Second
+	out, err := cmd.Output()
+	first, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	if err != nil || !strings.Contains(first, "gdbserver") {
+		r.line(checkWarn, "gdbserver", fmt.Sprintf("at %s does not run (gdbserver --version: %v, %q): %s", path, err, first, unguarded),
+			"install it with: sudo apt-get install gdbserver")
+		return
+	}
+	r.line(checkOK, "gdbserver", fmt.Sprintf("%s (%s)", first, path))
 }
 
 // checkMassif runs a trivial program under massif: valgrind may be

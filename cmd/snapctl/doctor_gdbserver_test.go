@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestDoctorGdbserver: gdbserver found is an OK line with its version;
+// missing from PATH, a warning that names Debian's package and no failure,
+// since snapctl attach runs without it.
+func TestDoctorGdbserver(t *testing.T) {
+	if _, err := exec.LookPath("gdbserver"); err == nil {
+		var out bytes.Buffer
+		r := &doctorReport{w: &out}
+		checkGdbserver(context.Background(), r)
+		if !strings.HasPrefix(out.String(), "OK    gdbserver   GNU gdbserver ") || len(r.failed) != 0 {
+			t.Errorf("with gdbserver on PATH: %q, failed %v", out.String(), r.failed)
+		}
+	}
+	t.Setenv("PATH", t.TempDir())
+	var out bytes.Buffer
+	r := &doctorReport{w: &out}
+	checkGdbserver(context.Background(), r)
+	want := []string{
+		"WARN  gdbserver   not found on PATH: snapctl attach runs without it: a process it attached to dies of SIGTRAP if gdb is killed mid-run",
+		"                  install it with: sudo apt-get install gdbserver",
+	}
+	if diff := cmp.Diff(want, strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")); diff != "" {
+		t.Errorf("without gdbserver (-want +got):\n%s", diff)
+	}
+	if len(r.failed) != 0 {
+		t.Errorf("a missing gdbserver failed doctor: %v", r.failed)
+	}
+	// A gdbserver that is not one: a warning too.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "gdbserver"), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir)
+	out.Reset()
+	checkGdbserver(context.Background(), r)
+	if !strings.HasPrefix(out.String(), "WARN  gdbserver   at "+dir+"/gdbserver does not run") || len(r.failed) != 0 {
+		t.Errorf("a broken gdbserver: %q, failed %v", out.String(), r.failed)
+	}
+}
