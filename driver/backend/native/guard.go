@@ -71,6 +71,12 @@ func (b *Launch) attachGuarded(ctx context.Context) (bool, error) {
 		if msg == "" {
 			msg = gdb.Message(err)
 		}
+		if server := gdbserverOf(b.gdb.Pid()); server != 0 && g.tracedBy(server) {
+			// gdbserver attached; gdb did not connect (a command
+			// timeout): not the kernel's refusal. gdbserver lets the
+			// process go when gdb ends (--once).
+			return true, &backend.ToolError{Tool: "gdb", Msg: fmt.Sprintf("did not connect to gdbserver, which attached to process %d: %s", b.attach, msg), Err: err}
+		}
 		return true, AttachRefused(b.attach, msg)
 	}
 	b.guard = g
@@ -233,9 +239,12 @@ func (g *guard) interrupt() error {
 }
 
 // tracing reports whether gdbserver still traces the process.
-func (g *guard) tracing() bool {
+func (g *guard) tracing() bool { return g.server != 0 && g.tracedBy(g.server) }
+
+// tracedBy reports whether process server traces the process.
+func (g *guard) tracedBy(server int) bool {
 	st, err := ProcStatus(g.pid)
-	return err == nil && g.server != 0 && st["TracerPid"] == strconv.Itoa(g.server)
+	return err == nil && st["TracerPid"] == strconv.Itoa(server)
 }
 
 // release has gdbserver remove the breakpoints at addrs (instructions of
