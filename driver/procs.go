@@ -500,7 +500,7 @@ func (c *children) leftovers(gdbPid int, l backend.Launcher) []swept {
 		if slices.Contains(tools, pid) || readProcState(pid).ppid == gdbPid {
 			continue
 		}
-		if name := procName(pid); name != "vgdb" {
+		if name := procName(pid); !l.Tool(name) {
 			out = append(out, swept{pid, name})
 		}
 	}

@@ -75,6 +75,10 @@ type Watcher interface {
 	// Leftovers says why the processes the program left running are
 	// ended at the end of the run, "" for the usual reason.
 	Leftovers() string
+	// Tool reports whether a process named name that carries the run's
+	// mark is one of the backend's own tools, which the teardown ends,
+	// not one the program left running.
+	Tool(name string) bool
 }
 
 // Env is what a launcher gets from the run.

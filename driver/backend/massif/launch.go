@@ -225,6 +225,10 @@ func (*Launch) Leftovers() string {
 	return "processes the program left running run under valgrind, and nothing of valgrind's outlives a massif run"
 }
 
+// Tool reports whether name is vgdb, which runs in a session of its own
+// and which teardown ends with gdb.
+func (*Launch) Tool(name string) bool { return name == "vgdb" }
+
 // Pid is valgrind's, which runs the program in its own process.
 func (l *Launch) Pid() int { return l.vg.Pid() }
 

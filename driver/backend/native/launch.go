@@ -51,6 +51,7 @@ func (*Launch) Signaled(time.Duration) (syscall.Signal, bool) { return 0, false 
 func (*Launch) Gone() error                                   { return nil }
 func (*Launch) Killed() error                                 { return nil }
 func (*Launch) Leftovers() string                             { return "" }
+func (*Launch) Tool(string) bool                              { return false }
 func (*Launch) AfterClose(bool)                               {}
 func (b *Launch) Pid() int                                    { return b.pid }
 
