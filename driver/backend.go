@@ -28,9 +28,14 @@ var backends = []struct {
 	// files are the files the backend writes in the run directory, as
 	// globs, which a new run clears.
 	files []string
+	// tools are the executables the backend runs besides gdb, which the
+	// checks find (preflight); attaches says it can attach to a running
+	// process (snapctl attach).
+	tools    []string
+	attaches bool
 }{
-	{massif.Name, massif.New, func(s *session) backend.Launcher { return massif.NewLauncher(s.plan, s.out.dir) }, massif.RunFiles},
-	{native.Name, native.New, func(s *session) backend.Launcher { return native.NewLauncher(s.plan, s.opts.AttachPID) }, nil},
+	{massif.Name, massif.New, func(s *session) backend.Launcher { return massif.NewLauncher(s.plan, s.out.dir) }, massif.RunFiles, massif.Tools, false},
+	{native.Name, native.New, func(s *session) backend.Launcher { return native.NewLauncher(s.plan, s.opts.AttachPID) }, nil, nil, true},
 }
 
 // newBackend returns the index in backends of the backend named in a plan
@@ -72,7 +77,7 @@ func (s *session) launchEnv(stdout, stderr io.Writer) *backend.Env {
 		Private:  s.priv.dir,
 		Target:   backend.Target{Argv: s.prog.argv, Cwd: s.prog.cwd, Env: s.plan.Target.Env, Stdout: stdout, Stderr: stderr},
 		Children: s.kids.childEnv(),
-		Tools:    backend.Tools{GDB: s.prog.tools.gdb, Valgrind: s.prog.tools.valgrind, Vgdb: s.prog.tools.vgdb},
+		Tools:    s.prog.tools,
 		Times:    backend.Times{Command: s.opts.CommandTimeout, Ready: s.opts.ReadyTimeout, Stop: s.watch.limit, Grace: s.opts.Grace},
 		Run: backend.Run{
 			GDB:   s.gdbFor,

@@ -38,7 +38,7 @@ func (s *session) startGDB(ctx context.Context, args, env []string) error {
 	sctx, cancel := context.WithTimeout(ctx, s.opts.CommandTimeout)
 	defer cancel()
 	c, err := mi.Start(sctx, mi.Options{
-		Path:  s.prog.tools.gdb,
+		Path:  s.prog.tools["gdb"],
 		Args:  args,
 		Dir:   s.prog.cwd,
 		Env:   env,

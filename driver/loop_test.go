@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/backend/massif"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
@@ -293,7 +294,7 @@ func scriptedSession(t *testing.T, plan *plan.Plan, d gdb.Debugger) *session {
 	if err := os.MkdirAll(filepath.Join(dir, snapshotDir), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s := newSession(Options{Timeouts: Timeouts{CommandTimeout: 5e9, Grace: 1}}, plan, tools{}, "/src/leak", dir)
+	s := newSession(Options{Timeouts: Timeouts{CommandTimeout: 5e9, Grace: 1}}, plan, backend.Tools{}, "/src/leak", dir)
 	s.opts.defaults()
 	s.priv.dir = t.TempDir()
 	s.gdb = gdb.NewConn(d, 0, s.opts.CommandTimeout, s.rec.note)

@@ -163,9 +163,8 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	p.Backend = backends[i].name // the session's from here on
-	native := p.Backend == BackendNative
 	if opts.AttachPID != 0 {
-		if !native {
+		if !backends[i].attaches {
 			return nil, errors.New("attaching to a process needs the native backend")
 		}
 		if err := CheckAttach(opts.AttachPID); err != nil {
@@ -233,7 +232,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	default:
 		go validate()
 	}
-	env, err := preflight.Check(ctx, preflight.Options{Gdb: opts.GDB, Valgrind: opts.Valgrind, Binary: opts.Binary, NoValgrind: native, GdbVersion: early.Version})
+	env, err := preflight.Check(ctx, preflight.Options{Gdb: opts.GDB, Valgrind: opts.Valgrind, Binary: opts.Binary, NoValgrind: len(backends[i].tools) == 0, GdbVersion: early.Version})
 	if err != nil {
 		<-located
 		// A tool that failed because the user stopped snapctl is not
@@ -243,7 +242,10 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		}
 		return nil, err
 	}
-	tools := tools{valgrind: env.Valgrind, vgdb: env.Vgdb, gdb: env.Gdb}
+	tools := backend.Tools{"gdb": env.Gdb}
+	for _, t := range backends[i].tools {
+		tools[t] = env.Tool(t)
+	}
 	loc := <-located
 	if err := loc.err; err != nil {
 		if ctx.Err() != nil && !errors.Is(err, ErrInterrupted) {
@@ -321,11 +323,6 @@ func checkCwd(t plan.Target) error {
 	return nil
 }
 
-// tools are the executables a session runs.
-type tools struct {
-	valgrind, vgdb, gdb string
-}
-
 // session is the state of one run.
 type session struct {
 	opts Options
@@ -358,7 +355,7 @@ type program struct {
 	binary string
 	argv   []string
 	cwd    string
-	tools  tools
+	tools  backend.Tools
 }
 
 // terminal is where the target's output goes: stdout and stderr (see
@@ -397,7 +394,7 @@ type runOut struct {
 	running *refresh
 }
 
-func newSession(opts Options, p *plan.Plan, t tools, binary, dir string) *session {
+func newSession(opts Options, p *plan.Plan, t backend.Tools, binary, dir string) *session {
 	argv := append([]string{binary}, p.Target.Args...)
 	if opts.Args != nil {
 		argv = append([]string{binary}, opts.Args...)

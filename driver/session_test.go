@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/preflight"
@@ -336,7 +337,7 @@ func TestRunWritesManifestWhenPlanCopyFails(t *testing.T) {
 	}
 	opts := Options{}
 	opts.defaults()
-	res, err := newSession(opts, plan, tools{}, "/src/leak", dir).run(context.Background())
+	res, err := newSession(opts, plan, backend.Tools{}, "/src/leak", dir).run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "copying the plan") {
 		t.Errorf("err = %v, want a failure to copy the plan", err)
 	}

@@ -48,6 +48,20 @@ type Environment struct {
 	Warnings []Finding
 }
 
+// Tool returns the absolute path of the tool named name (gdb, valgrind,
+// vgdb) as Check found it, "" for another name or one not checked.
+func (e *Environment) Tool(name string) string {
+	switch name {
+	case "gdb":
+		return e.Gdb
+	case "valgrind":
+		return e.Valgrind
+	case "vgdb":
+		return e.Vgdb
+	}
+	return ""
+}
+
 // Check checks, before anything starts, that gdb, valgrind and vgdb
 // are present and recent enough, that the binary can be profiled and
 // whether ptrace is permitted. Errors are *MissingToolError (for every

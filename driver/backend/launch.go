@@ -102,8 +102,9 @@ type Target struct {
 	Stdout, Stderr io.Writer
 }
 
-// Tools are the executables the run found.
-type Tools struct{ GDB, Valgrind, Vgdb string }
+// Tools are the executables the run found, by name ("gdb", and each of
+// the backend's own tools), as absolute paths.
+type Tools map[string]string
 
 // Console is the status line's terminal, which the target's output goes
 // through: Tail keeps what it last showed and Drain waits for it to hold

@@ -23,6 +23,10 @@ const (
 	massifOut   = "massif.out"
 )
 
+// Tools are the executables massif runs besides gdb, which the run's
+// checks find: valgrind, and vgdb, which connects gdb to it.
+var Tools = []string{"valgrind", "vgdb"}
+
 // RunFiles are the files a massif run writes in the run directory
 // besides run.json and the reports, as globs: valgrind's log, massif's
 // own profile, the kept snapshots and the staged ones.
@@ -74,9 +78,9 @@ func (l *Launch) AfterClose(exited bool) {
 func (l *Launch) Launch(ctx context.Context, env *backend.Env) error {
 	l.env = env
 	vargs := l.valgrindArgs()
-	l.argv = append([]string{env.Tools.Valgrind}, vargs...)
+	l.argv = append([]string{env.Tools["valgrind"]}, vargs...)
 	vg, err := startValgrind(valgrindConfig{
-		Path:       env.Tools.Valgrind,
+		Path:       env.Tools["valgrind"],
 		Args:       vargs,
 		Dir:        env.Target.Cwd,
 		Env:        append(env.Children, env.Target.Env...),
@@ -129,7 +133,7 @@ func (l *Launch) connectVgdb(ctx context.Context) error {
 	// neither a signal to gdb's child nor the stall watch reaches
 	// (docs/facts.md, fact 30). exec makes vgdb gdb's child in every
 	// shell.
-	pipe := fmt.Sprintf("| exec %s --vgdb-prefix=%s --pid=%d", l.env.Tools.Vgdb, l.vgdbPrefix(), l.vg.Pid())
+	pipe := fmt.Sprintf("| exec %s --vgdb-prefix=%s --pid=%d", l.env.Tools["vgdb"], l.vgdbPrefix(), l.vg.Pid())
 	// gdb gives up on a reply that takes longer than remotetimeout (2s by
 	// default) and goes on reading the late one as the next packet's
 	// answer: on a loaded machine valgrind's gdbserver can take that long,
@@ -305,7 +309,7 @@ func (l *Launch) execed() string {
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", l.vg.Pid()))
 	valgrind := ""
 	if l.env != nil {
-		valgrind = l.env.Tools.Valgrind
+		valgrind = l.env.Tools["valgrind"]
 	}
 	if err != nil || exe == valgrind || strings.Contains(exe, "/valgrind/") || strings.HasPrefix(filepath.Base(exe), "massif-") {
 		return ""
