@@ -230,7 +230,7 @@ func TestAttachCyclesUnderLoad(t *testing.T) {
 		// Every request hits the breakpoint, every tenth is measured
 		// with every thread stopped, and the run ends with --timeout,
 		// under load.
-		res, err := runSession(t, Options{Timeouts: Timeouts{Timeout: 3 * time.Second}, AttachPID: srv.pid},
+		res, err := runSession(t, Options{Attach: Attach{AttachPID: srv.pid}, Timeouts: Timeouts{Timeout: 3 * time.Second}},
 			"backend: native\nbreakpoints:\n  - name: request\n    location: handle_request\n    every: 10\n", "")
 		if res == nil {
 			t.Fatalf("cycle %d: no run: %v", cycle, err)
@@ -395,7 +395,7 @@ func TestAttachGdbInternalError(t *testing.T) {
 	allowCores(t)
 	srv := startServer(t)
 	cwd := t.TempDir()
-	res, err := runSession(t, Options{Timeouts: Timeouts{Timeout: time.Minute}, AttachPID: srv.pid}, internalErrorPlan("native", cwd), "")
+	res, err := runSession(t, Options{Attach: Attach{AttachPID: srv.pid}, Timeouts: Timeouts{Timeout: time.Minute}}, internalErrorPlan("native", cwd), "")
 	if res == nil {
 		t.Fatalf("no run: %v", err)
 	}

@@ -27,7 +27,8 @@ func TestGuardGdbKilledUnderLoad(t *testing.T) {
 	stop := make(chan struct{})
 	answered := srv.load(stop)
 	for cycle := 1; cycle <= 5; cycle++ {
-		done := attachInBackground(t, srv.pid, attachPlan, Options{})
+		// --guard: gdbserver traces the server.
+		done := attachInBackground(t, srv.pid, attachPlan, Options{Attach: Attach{Guard: true}})
 		st, _ := native.ProcStatus(srv.pid)
 		if comm, _ := os.ReadFile("/proc/" + st["TracerPid"] + "/comm"); strings.TrimSpace(string(comm)) != "gdbserver" {
 			t.Fatalf("cycle %d: the server's tracer is %s (%q), not gdbserver", cycle, st["TracerPid"], comm)

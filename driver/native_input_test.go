@@ -87,7 +87,7 @@ func TestNativeAttachFork(t *testing.T) {
 	bin := testenv.Build(t, "testdata/native/fork.c")
 	proc := startFixture(t, bin, "forever")
 	pid := proc.Process.Pid
-	res, m, err := runNative(t, Options{AttachPID: pid}, "backend: native\nbreakpoints:\n  - name: round\n    location: round_done\n    max_hits: 5\n", "")
+	res, m, err := runNative(t, Options{Attach: Attach{AttachPID: pid}}, "backend: native\nbreakpoints:\n  - name: round\n    location: round_done\n    max_hits: 5\n", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestNativeAttachExec(t *testing.T) {
 	pid := proc.Process.Pid
 	// The fixture execs once flag exists: made at the third stop.
 	plan := fmt.Sprintf("backend: native\nbreakpoints:\n  - name: round\n    location: round_done\n    commands: [\"shell touch %s\"]\n", flag)
-	_, m, err := runNative(t, Options{AttachPID: pid}, plan, "")
+	_, m, err := runNative(t, Options{Attach: Attach{AttachPID: pid}}, plan, "")
 	var ee *ExecError
 	if !errors.As(err, &ee) || !ee.Attached || ee.Pid != pid || ee.Program != bin {
 		t.Fatalf("error %v, want an ExecError for process %d", err, pid)

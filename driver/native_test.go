@@ -315,7 +315,7 @@ func TestNativeAttach(t *testing.T) {
 	t.Parallel()
 	loop := startLoop(t)
 	pid := loop.Process.Pid
-	res, m, err := runNative(t, Options{AttachPID: pid}, "backend: native\nbreakpoints:\n  - name: tick\n    location: tick\n    max_hits: 5\n", "")
+	res, m, err := runNative(t, Options{Attach: Attach{AttachPID: pid}}, "backend: native\nbreakpoints:\n  - name: tick\n    location: tick\n    max_hits: 5\n", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +350,7 @@ func TestNativeAttachRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	attach := func(pid int) error {
-		res, err := Run(context.Background(), Options{PlanPath: plan, AttachPID: pid, OutDir: filepath.Join(dir, "out")})
+		res, err := Run(context.Background(), Options{Attach: Attach{AttachPID: pid}, PlanPath: plan, OutDir: filepath.Join(dir, "out")})
 		if res != nil {
 			t.Errorf("a run directory for a refused attach")
 		}
@@ -684,7 +684,7 @@ func TestNativeAttachWorkload(t *testing.T) {
 	t.Parallel()
 	loop := startLoop(t)
 	pid := loop.Process.Pid
-	_, m, err := runNative(t, Options{AttachPID: pid}, "backend: native\nworkload: [sleep, \"0.5\"]\nbreakpoints:\n  - name: tick\n    location: tick\n", "")
+	_, m, err := runNative(t, Options{Attach: Attach{AttachPID: pid}}, "backend: native\nworkload: [sleep, \"0.5\"]\nbreakpoints:\n  - name: tick\n    location: tick\n", "")
 	if err != nil {
 		t.Fatal(err)
 	}

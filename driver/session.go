@@ -51,14 +51,22 @@ type Options struct {
 	// Backend, when set ("massif" or "native"), overrides the plan's
 	// backend.
 	Backend string
-	// AttachPID, when set, attaches gdb to that running process instead
-	// of starting Binary (native backend only): snapctl attach. The
-	// process goes on running when the run ends.
-	AttachPID int
+	Attach
 
 	// NoAgent drives every stop over MI, as when gdb has no Python,
 	// instead of letting gdb's agent take the plain ones (see agent.go).
 	NoAgent bool
+}
+
+// Attach is what snapctl attach sets.
+type Attach struct {
+	// AttachPID, when set, attaches gdb to that running process instead
+	// of starting Binary (native backend only). The process goes on
+	// running when the run ends.
+	AttachPID int
+	// Guard has gdbserver trace the process attached to, so that it
+	// survives gdb being killed (--guard).
+	Guard bool
 }
 
 // Tools are the executables a run uses; "" looks each up on PATH.

@@ -128,7 +128,7 @@ func TestNativeSignalTimerAttach(t *testing.T) {
 			pid := cmd.Process.Pid
 			plan := "backend: native\nbreakpoints:\n" + p.bp("work", "work") + "    max_hits: 100\n"
 			for range 2 {
-				_, m, err := runNative(t, Options{Timeouts: Timeouts{Timeout: 5 * time.Minute}, AttachPID: pid, NoAgent: p.noAgent}, plan, "")
+				_, m, err := runNative(t, Options{Attach: Attach{AttachPID: pid}, Timeouts: Timeouts{Timeout: 5 * time.Minute}, NoAgent: p.noAgent}, plan, "")
 				if err != nil {
 					t.Fatal(err)
 				}

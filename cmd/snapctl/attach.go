@@ -8,6 +8,9 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// guardFlag is attach's --guard.
+var guardFlag bool
+
 // newAttachCmd is `snapctl attach [flags] PLAN PID`: the native backend,
 // attached to a running process. Its flags are run's.
 func newAttachCmd() *cobra.Command {
@@ -19,7 +22,7 @@ func newAttachCmd() *cobra.Command {
 		if o.Backend == "massif" {
 			return usageError{errors.New("attach: the massif backend cannot attach to a running process, it must start the program; attach uses the native backend")}
 		}
-		o.Pid, o.Backend, o.Binary = pid, "native", ""
+		o.Pid, o.Backend, o.Binary, o.Guard = pid, "native", "", guardFlag
 		return runRun(cmd, o)
 	})
 	cmd.Use = "attach [flags] PLAN PID"
@@ -38,5 +41,6 @@ Attaching needs ptrace permission over the process: it must be yours (or
 snapctl must hold CAP_SYS_PTRACE), dumpable and not traced already, and
 kernel.yama.ptrace_scope must allow it (see snapctl doctor).`
 	cmd.Example = `  snapctl attach --timeout 5m plan.yaml $(pidof server)`
+	cmd.Flags().BoolVar(&guardFlag, "guard", false, "have gdbserver trace the process, so that it survives gdb being killed while a breakpoint is in it (each stop costs about 5 times more; a fast signal timer in the process is not held at a breakpoint then)")
 	return cmd
 }

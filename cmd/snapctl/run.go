@@ -35,6 +35,9 @@ type runOptions struct {
 	Backend string
 	// Pid is the process snapctl attach attaches to.
 	Pid int
+	// Guard has gdbserver trace the process snapctl attach attaches to
+	// (attach --guard).
+	Guard bool
 
 	Plan   string
 	Binary string
@@ -146,7 +149,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		dopts.Args = o.Args
 	}
 	dopts.KeepSnapshots = o.KeepSnapshots
-	dopts.Backend, dopts.AttachPID = o.Backend, o.Pid
+	dopts.Backend, dopts.AttachPID, dopts.Guard = o.Backend, o.Pid, o.Guard
 	if o.Format != "text" {
 		// stdout carries run.json or report.md alone.
 		dopts.Stdout = stderr

@@ -61,6 +61,9 @@ type guard struct {
 // attachGuarded attaches gdb to the process through gdbserver, and
 // reports false when it cannot (no gdbserver): gdb then attaches itself.
 func (b *Launch) attachGuarded(ctx context.Context) (bool, error) {
+	if !b.guarded {
+		return false, nil
+	}
 	g, err := newGuard(b.attach, b.env.Private)
 	if err != nil {
 		b.event(runjson.Event{Kind: eventUnguarded, Message: err.Error() + ": gdb traces the process itself, which dies of SIGTRAP if gdb is killed while a breakpoint is in it"})

@@ -35,13 +35,17 @@ type Launch struct {
 	patches []textPatch
 	left    string
 	// guard is gdbserver, the process's tracer under snapctl attach
-	// (guard.go); nil when gdb traces it itself.
-	guard *guard
+	// --guard (guarded; guard.go); nil when gdb traces it itself.
+	guard   *guard
+	guarded bool
 }
 
 // NewLauncher returns the launcher of a native run, which attaches to
 // process attach unless it is 0.
-func NewLauncher(p *plan.Plan, attach int) *Launch { return &Launch{plan: p, attach: attach} }
+// With guard, gdbserver traces the process (guard.go).
+func NewLauncher(p *plan.Plan, attach int, guard bool) *Launch {
+	return &Launch{plan: p, attach: attach, guarded: guard}
+}
 
 func (*Launch) Local() bool                                   { return true }
 func (*Launch) Command() []string                             { return nil }
