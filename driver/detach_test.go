@@ -3,15 +3,11 @@ package driver
 import (
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -26,138 +22,6 @@ import (
 // breakpoint instructions gdb wrote is left in it. They do not depend on
 // the stops' measurements, whose outcome on a threaded program is the
 // stop loop's concern.
-
-// server is the threaded TCP fixture (tcpserver.c), listening on
-// 127.0.0.1.
-type server struct {
-	pid  int
-	port string
-	cmd  *exec.Cmd
-}
-
-// startServer starts the fixture with 4 worker threads and waits for its
-// port; the test kills it at its end.
-func startServer(t *testing.T) server {
-	t.Helper()
-	bin := testenv.Build(t, "testdata/native/tcpserver.c")
-	portFile := filepath.Join(t.TempDir(), "port")
-	cmd := startFixture(t, bin, portFile, "4")
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if data, err := os.ReadFile(portFile); err == nil {
-			return server{pid: cmd.Process.Pid, port: strings.TrimSpace(string(data)), cmd: cmd}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the server did not start")
-		}
-	}
-}
-
-// gone says how the server ended when it has.
-func (s server) gone() string {
-	if alive(s.pid) {
-		return ""
-	}
-	s.cmd.Wait()
-	return "the server " + s.cmd.ProcessState.String()
-}
-
-// ask sends one request and returns the answer.
-func (s server) ask(line string) (string, error) {
-	c, err := net.DialTimeout("tcp", "127.0.0.1:"+s.port, 5*time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(20 * time.Second))
-	if _, err := io.WriteString(c, line+"\n"); err != nil {
-		return "", err
-	}
-	data, err := io.ReadAll(c)
-	return string(data), err
-}
-
-// mustServe fails the test unless the server answers a request and runs,
-// untraced.
-func (s server) mustServe(t *testing.T) {
-	t.Helper()
-	got, err := s.ask("ping")
-	if err != nil || !strings.HasPrefix(got, "ok ") || !strings.HasSuffix(got, " ping\n") {
-		st, _ := native.ProcStatus(s.pid)
-		t.Fatalf("the server does not answer: %q, %v (state %q, tracer %q)", got, err, st["State"], st["TracerPid"])
-	}
-	st, err := native.ProcStatus(s.pid)
-	if err != nil || st["TracerPid"] != "0" || !strings.HasPrefix(st["State"], "S") && !strings.HasPrefix(st["State"], "R") {
-		t.Fatalf("the server after snapctl: %v, state %q, tracer %q", err, st["State"], st["TracerPid"])
-	}
-}
-
-// load sends requests from 4 clients until stop is closed, and returns
-// how many were answered. A request may fail while gdb holds the server.
-func (s server) load(stop <-chan struct{}) (answered func() int64) {
-	var n atomic.Int64
-	var wg sync.WaitGroup
-	for i := 0; i < 4; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := 0; ; j++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if got, err := s.ask(fmt.Sprintf("client %d request %d", i, j)); err == nil && strings.HasPrefix(got, "ok ") {
-					n.Add(1)
-				}
-			}
-		}()
-	}
-	return func() int64 { wg.Wait(); return n.Load() }
-}
-
-// textChanges compares the code the process runs (every executable
-// mapping of a file: the program and its libraries) with the files, and
-// describes where they differ: a breakpoint instruction left behind.
-func textChanges(t *testing.T, pid int) []string {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Close()
-	var diffs []string
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 6 || !strings.Contains(f[1], "x") || !strings.HasPrefix(f[5], "/") {
-			continue
-		}
-		lo, hi, _ := strings.Cut(f[0], "-")
-		start, _ := strconv.ParseUint(lo, 16, 64)
-		end, _ := strconv.ParseUint(hi, 16, 64)
-		off, _ := strconv.ParseUint(f[2], 16, 64)
-		file, err := os.Open(fmt.Sprintf("/proc/%d/map_files/%s", pid, f[0]))
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := make([]byte, end-start)
-		n, _ := file.ReadAt(want, int64(off))
-		file.Close()
-		got := make([]byte, n)
-		if _, err := mem.ReadAt(got, int64(start)); err != nil {
-			t.Fatalf("reading %s of process %d: %v", f[0], pid, err)
-		}
-		for i := range got {
-			if got[i] != want[i] {
-				diffs = append(diffs, fmt.Sprintf("%s+%#x: %#02x, the file has %#02x", f[5], off+uint64(i), got[i], want[i]))
-			}
-		}
-	}
-	return diffs
-}
 
 // traceStopped reports whether a thread of process pid is stopped by its
 // tracer.
@@ -204,7 +68,7 @@ func attachInBackground(t *testing.T, pid int, plan string, opts Options) <-chan
 		}
 		done <- err
 	}()
-	for deadline := time.Now().Add(30 * time.Second); len(textChanges(t, pid)) == 0 || traceStopped(pid); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); len(testenv.TextChanges(t, pid)) == 0 || traceStopped(pid); time.Sleep(20 * time.Millisecond) {
 		select {
 		case err := <-done:
 			t.Fatalf("the attach ended before its breakpoints were in: %v", err)
@@ -223,14 +87,14 @@ func attachInBackground(t *testing.T, pid int, plan string, opts Options) <-chan
 func TestAttachCyclesUnderLoad(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb")
-	srv := startServer(t)
+	srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
 	stop := make(chan struct{})
-	answered := srv.load(stop)
+	answered := srv.Load(stop)
 	for cycle := 1; cycle <= 3; cycle++ {
 		// Every request hits the breakpoint, every tenth is measured
 		// with every thread stopped, and the run ends with --timeout,
 		// under load.
-		res, err := runSession(t, Options{Attach: Attach{AttachPID: srv.pid}, Timeouts: Timeouts{Timeout: 3 * time.Second}},
+		res, err := runSession(t, Options{Attach: Attach{AttachPID: srv.Pid}, Timeouts: Timeouts{Timeout: 3 * time.Second}},
 			"backend: native\nbreakpoints:\n  - name: request\n    location: handle_request\n    every: 10\n", "")
 		if res == nil {
 			t.Fatalf("cycle %d: no run: %v", cycle, err)
@@ -249,13 +113,13 @@ func TestAttachCyclesUnderLoad(t *testing.T) {
 			t.Errorf("cycle %d: %d stops, none with the allocator's figures", cycle, len(m.Stops))
 		}
 		time.Sleep(200 * time.Millisecond) // a SIGTRAP takes its time
-		if g := srv.gone(); g != "" {
+		if g := srv.Gone(); g != "" {
 			t.Fatalf("cycle %d: %s", cycle, g)
 		}
-		if ch := textChanges(t, srv.pid); len(ch) > 0 {
+		if ch := testenv.TextChanges(t, srv.Pid); len(ch) > 0 {
 			t.Fatalf("cycle %d: breakpoints left in the process: %s", cycle, strings.Join(ch, "; "))
 		}
-		srv.mustServe(t)
+		srv.MustServe(t)
 	}
 	close(stop)
 	if n := answered(); n == 0 {
@@ -272,23 +136,23 @@ func TestAttachCyclesUnderLoad(t *testing.T) {
 func TestAttachGdbKilled(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb")
-	srv := startServer(t)
-	done := attachInBackground(t, srv.pid, attachPlan, Options{})
-	gdb := tracer(srv.pid)
+	srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
+	done := attachInBackground(t, srv.Pid, attachPlan, Options{})
+	gdb := tracer(srv.Pid)
 	if gdb == 0 {
 		t.Fatal("the server has no tracer")
 	}
 	syscall.Kill(gdb, syscall.SIGKILL)
 	err := <-done
-	want := fmt.Sprintf("gdb: was killed by SIGKILL during the run; process %d runs on: snapctl removed its ", srv.pid)
+	want := fmt.Sprintf("gdb: was killed by SIGKILL during the run; process %d runs on: snapctl removed its ", srv.Pid)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("error %v, want it to say %q", err, want)
 	}
-	if ch := textChanges(t, srv.pid); len(ch) > 0 {
+	if ch := testenv.TextChanges(t, srv.Pid); len(ch) > 0 {
 		t.Fatalf("breakpoints left in the process: %s", strings.Join(ch, "; "))
 	}
 	for i := 0; i < 20; i++ {
-		srv.mustServe(t)
+		srv.MustServe(t)
 	}
 }
 
@@ -298,19 +162,19 @@ func TestAttachGdbKilled(t *testing.T) {
 func TestAttachKilledAtOnce(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb")
-	srv := startServer(t)
+	srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
 	kill := make(chan struct{})
-	done := attachInBackground(t, srv.pid, attachPlan, Options{Kill: kill})
+	done := attachInBackground(t, srv.Pid, attachPlan, Options{Kill: kill})
 	close(kill)
 	err := <-done
-	want := fmt.Sprintf("; process %d runs on: snapctl removed its ", srv.pid)
+	want := fmt.Sprintf("; process %d runs on: snapctl removed its ", srv.Pid)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("error %v, want it to say %q", err, want)
 	}
-	if ch := textChanges(t, srv.pid); len(ch) > 0 {
+	if ch := testenv.TextChanges(t, srv.Pid); len(ch) > 0 {
 		t.Fatalf("breakpoints left in the process: %s", strings.Join(ch, "; "))
 	}
-	srv.mustServe(t)
+	srv.MustServe(t)
 }
 
 // TestAttachGdbStopped: gdb stopped with SIGSTOP while attached to the
@@ -320,12 +184,12 @@ func TestAttachKilledAtOnce(t *testing.T) {
 func TestAttachGdbStopped(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb")
-	srv := startServer(t)
+	srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
 	stop := make(chan struct{})
-	answered := srv.load(stop)
-	done := attachInBackground(t, srv.pid, attachPlan, Options{})
+	answered := srv.Load(stop)
+	done := attachInBackground(t, srv.Pid, attachPlan, Options{})
 	time.Sleep(500 * time.Millisecond) // requests hit the breakpoint meanwhile
-	gdb := tracer(srv.pid)
+	gdb := tracer(srv.Pid)
 	if gdb == 0 {
 		t.Fatal("the server has no tracer")
 	}
@@ -335,7 +199,7 @@ func TestAttachGdbStopped(t *testing.T) {
 		// The stall is the agent's stop, or the run's, by where gdb was.
 		"gdb: is stopped (it was sent SIGSTOP or SIGTSTP); the ",
 		"(stop_timeout 2s); gdb " + strconv.Itoa(gdb) + " stopped;",
-		fmt.Sprintf("process %d runs on: snapctl continued the stopped gdb, which deleted the breakpoints and detached", srv.pid),
+		fmt.Sprintf("process %d runs on: snapctl continued the stopped gdb, which deleted the breakpoints and detached", srv.Pid),
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v, want it to say %q", err, want)
@@ -345,14 +209,14 @@ func TestAttachGdbStopped(t *testing.T) {
 	if err != nil && (strings.Contains(err.Error(), "vgdb") || strings.Contains(err.Error(), "valgrind")) {
 		t.Errorf("error %v names a process the native backend does not run", err)
 	}
-	if ch := textChanges(t, srv.pid); len(ch) > 0 {
+	if ch := testenv.TextChanges(t, srv.Pid); len(ch) > 0 {
 		t.Fatalf("breakpoints left in the process: %s", strings.Join(ch, "; "))
 	}
 	close(stop)
 	if answered() == 0 {
 		t.Errorf("no request of the load was answered")
 	}
-	srv.mustServe(t)
+	srv.MustServe(t)
 }
 
 // allowCores gives the test's processes a soft core size limit that lets
@@ -393,9 +257,9 @@ func TestAttachGdbInternalError(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb")
 	allowCores(t)
-	srv := startServer(t)
+	srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
 	cwd := t.TempDir()
-	res, err := runSession(t, Options{Attach: Attach{AttachPID: srv.pid}, Timeouts: Timeouts{Timeout: time.Minute}}, internalErrorPlan("native", cwd), "")
+	res, err := runSession(t, Options{Attach: Attach{AttachPID: srv.Pid}, Timeouts: Timeouts{Timeout: time.Minute}}, internalErrorPlan("native", cwd), "")
 	if res == nil {
 		t.Fatalf("no run: %v", err)
 	}
@@ -407,10 +271,10 @@ func TestAttachGdbInternalError(t *testing.T) {
 		t.Errorf("gdb did not detach after its internal error")
 	}
 	noCores(t, cwd, res.Dir, ".")
-	if ch := textChanges(t, srv.pid); len(ch) > 0 {
+	if ch := testenv.TextChanges(t, srv.Pid); len(ch) > 0 {
 		t.Fatalf("breakpoints left in the process: %s", strings.Join(ch, "; "))
 	}
-	srv.mustServe(t)
+	srv.MustServe(t)
 }
 
 // TestGdbInternalErrorNoCore: the gdb that runs the program (native) and

@@ -23,18 +23,18 @@ import (
 func TestGuardGdbKilledUnderLoad(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb", "gdbserver")
-	srv := startServer(t)
+	srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
 	stop := make(chan struct{})
-	answered := srv.load(stop)
+	answered := srv.Load(stop)
 	for cycle := 1; cycle <= 5; cycle++ {
 		// --guard: gdbserver traces the server.
-		done := attachInBackground(t, srv.pid, attachPlan, Options{Attach: Attach{Guard: true}})
-		st, _ := native.ProcStatus(srv.pid)
+		done := attachInBackground(t, srv.Pid, attachPlan, Options{Attach: Attach{Guard: true}})
+		st, _ := native.ProcStatus(srv.Pid)
 		if comm, _ := os.ReadFile("/proc/" + st["TracerPid"] + "/comm"); strings.TrimSpace(string(comm)) != "gdbserver" {
 			t.Fatalf("cycle %d: the server's tracer is %s (%q), not gdbserver", cycle, st["TracerPid"], comm)
 		}
 		gdbserver := mustAtoi(st["TracerPid"])
-		gdb := tracer(srv.pid)
+		gdb := tracer(srv.Pid)
 		before := served(t, srv)
 		time.Sleep(time.Duration(100+rand.Intn(500)) * time.Millisecond)
 		if hits := served(t, srv) - before; hits == 0 {
@@ -42,18 +42,18 @@ func TestGuardGdbKilledUnderLoad(t *testing.T) {
 		}
 		syscall.Kill(gdb, syscall.SIGKILL)
 		err := <-done
-		want := fmt.Sprintf("gdb: was killed by SIGKILL during the run; process %d runs on: snapctl removed its ", srv.pid)
+		want := fmt.Sprintf("gdb: was killed by SIGKILL during the run; process %d runs on: snapctl removed its ", srv.Pid)
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "through gdbserver") {
 			t.Errorf("cycle %d: error %v, want it to say %q ... through gdbserver", cycle, err, want)
 		}
 		time.Sleep(200 * time.Millisecond) // a SIGTRAP takes its time
-		if g := srv.gone(); g != "" {
+		if g := srv.Gone(); g != "" {
 			t.Fatalf("cycle %d: %s", cycle, g)
 		}
-		if ch := textChanges(t, srv.pid); len(ch) > 0 {
+		if ch := testenv.TextChanges(t, srv.Pid); len(ch) > 0 {
 			t.Fatalf("cycle %d: breakpoints left in the process: %s", cycle, strings.Join(ch, "; "))
 		}
-		srv.mustServe(t)
+		srv.MustServe(t)
 		if alive(gdbserver) {
 			t.Errorf("cycle %d: gdbserver %d outlived the run", cycle, gdbserver)
 		}
@@ -66,9 +66,9 @@ func TestGuardGdbKilledUnderLoad(t *testing.T) {
 
 // served is the number of requests the server has answered, read from its
 // answer to one more.
-func served(t *testing.T, srv server) int {
+func served(t *testing.T, srv *testenv.Server) int {
 	t.Helper()
-	got, err := srv.ask("count")
+	got, err := srv.Ask("count")
 	var n int
 	if _, serr := fmt.Sscanf(got, "ok %d ", &n); err != nil || serr != nil {
 		t.Fatalf("the server does not answer: %q, %v", got, err)

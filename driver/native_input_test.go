@@ -3,8 +3,6 @@ package driver
 import (
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -63,29 +61,13 @@ func TestNativeFork(t *testing.T) {
 	}
 }
 
-// startFixture starts bin with args as the test's own process, and kills
-// it at the end of the test unless it has exited.
-func startFixture(t *testing.T, bin string, args ...string) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), testenv.ScopeEnv(t))
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	return cmd
-}
-
 // TestNativeAttachFork: attached to a process that forks every round,
 // the children run untouched and the parent is measured; after the
 // detach it goes on forking (a child that failed would end it).
 func TestNativeAttachFork(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "testdata/native/fork.c")
-	proc := startFixture(t, bin, "forever")
+	proc := testenv.StartFixture(t, bin, "forever")
 	pid := proc.Process.Pid
 	res, m, err := runNative(t, Options{Attach: Attach{AttachPID: pid}}, "backend: native\nbreakpoints:\n  - name: round\n    location: round_done\n    max_hits: 5\n", "")
 	if err != nil {
@@ -167,7 +149,7 @@ func TestNativeAttachExec(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "testdata/native/exec.c")
 	flag := filepath.Join(t.TempDir(), "exec-now")
-	proc := startFixture(t, bin, "forever", flag)
+	proc := testenv.StartFixture(t, bin, "forever", flag)
 	pid := proc.Process.Pid
 	// The fixture execs once flag exists: made at the third stop.
 	plan := fmt.Sprintf("backend: native\nbreakpoints:\n  - name: round\n    location: round_done\n    commands: [\"shell touch %s\"]\n", flag)

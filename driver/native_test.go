@@ -293,7 +293,7 @@ func TestNativeUnlockedCallSeesOtherThreads(t *testing.T) {
 // kills it at the end of the test.
 func startLoop(t *testing.T) *exec.Cmd {
 	t.Helper()
-	return startFixture(t, testenv.Build(t, "testdata/native/loop.c"))
+	return testenv.StartFixture(t, testenv.Build(t, "testdata/native/loop.c"))
 }
 
 // switches is the process's context switches: they grow while it runs.

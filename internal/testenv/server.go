@@ -1,0 +1,183 @@
+package testenv
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// StartFixture starts bin with args as the test's own process, marked as
+// the test's (ScopeEnv), and kills it at the end of the test unless it
+// has exited.
+func StartFixture(t testing.TB, bin string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), ScopeEnv(t))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd
+}
+
+// Server is the threaded TCP fixture (driver/testdata/native/tcpserver.c)
+// running with 4 worker threads, listening on 127.0.0.1.
+type Server struct {
+	Pid  int
+	Port string
+	Cmd  *exec.Cmd
+}
+
+// StartServer builds the server fixture from src, starts it and waits for
+// its port; the test kills it at its end.
+func StartServer(t testing.TB, src string) *Server {
+	t.Helper()
+	bin := Build(t, src)
+	portFile := filepath.Join(t.TempDir(), "port")
+	cmd := StartFixture(t, bin, portFile, "4")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if data, err := os.ReadFile(portFile); err == nil {
+			return &Server{Pid: cmd.Process.Pid, Port: strings.TrimSpace(string(data)), Cmd: cmd}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server did not start")
+		}
+	}
+}
+
+// Gone says how the server ended when it has, "" while it runs.
+func (s *Server) Gone() string {
+	if st := procStatus(s.Pid); st["State"] != "" && !strings.HasPrefix(st["State"], "Z") && !strings.HasPrefix(st["State"], "X") {
+		return ""
+	}
+	s.Cmd.Wait()
+	return "the server " + s.Cmd.ProcessState.String()
+}
+
+// Ask sends one request and returns the answer.
+func (s *Server) Ask(line string) (string, error) {
+	c, err := net.DialTimeout("tcp", "127.0.0.1:"+s.Port, 5*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.WriteString(c, line+"\n"); err != nil {
+		return "", err
+	}
+	data, err := io.ReadAll(c)
+	return string(data), err
+}
+
+// MustServe fails the test unless the server answers a request and runs,
+// untraced.
+func (s *Server) MustServe(t testing.TB) {
+	t.Helper()
+	got, err := s.Ask("ping")
+	if err != nil || !strings.HasPrefix(got, "ok ") || !strings.HasSuffix(got, " ping\n") {
+		st := procStatus(s.Pid)
+		t.Fatalf("the server does not answer: %q, %v (state %q, tracer %q)", got, err, st["State"], st["TracerPid"])
+	}
+	st := procStatus(s.Pid)
+	if st["TracerPid"] != "0" || !strings.HasPrefix(st["State"], "S") && !strings.HasPrefix(st["State"], "R") {
+		t.Fatalf("the server after snapctl: state %q, tracer %q", st["State"], st["TracerPid"])
+	}
+}
+
+// Load sends requests from 4 clients until stop is closed, and returns
+// how many were answered. A request may fail while gdb holds the server.
+func (s *Server) Load(stop <-chan struct{}) (answered func() int64) {
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; ; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if got, err := s.Ask(fmt.Sprintf("client %d request %d", i, j)); err == nil && strings.HasPrefix(got, "ok ") {
+					n.Add(1)
+				}
+			}
+		}()
+	}
+	return func() int64 { wg.Wait(); return n.Load() }
+}
+
+// TextChanges compares the code process pid runs (every executable
+// mapping of a file: the program and its libraries) with the files, and
+// describes where they differ: a breakpoint instruction left behind.
+func TextChanges(t testing.TB, pid int) []string {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	var diffs []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || !strings.Contains(f[1], "x") || !strings.HasPrefix(f[5], "/") {
+			continue
+		}
+		lo, hi, _ := strings.Cut(f[0], "-")
+		start, _ := strconv.ParseUint(lo, 16, 64)
+		end, _ := strconv.ParseUint(hi, 16, 64)
+		off, _ := strconv.ParseUint(f[2], 16, 64)
+		file, err := os.Open(fmt.Sprintf("/proc/%d/map_files/%s", pid, f[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]byte, end-start)
+		n, _ := file.ReadAt(want, int64(off))
+		file.Close()
+		got := make([]byte, n)
+		if _, err := mem.ReadAt(got, int64(start)); err != nil {
+			t.Fatalf("reading %s of process %d: %v", f[0], pid, err)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				diffs = append(diffs, fmt.Sprintf("%s+%#x: %#02x, the file has %#02x", f[5], off+uint64(i), got[i], want[i]))
+			}
+		}
+	}
+	return diffs
+}
+
+// procStatus is /proc/PID/status as "Key" -> value, empty when the
+// process is gone.
+func procStatus(pid int) map[string]string {
+	st := map[string]string{}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return st
+	}
+	for line := range bytes.Lines(data) {
+		k, v, ok := bytes.Cut(line, []byte(":"))
+		if ok {
+			st[string(k)] = strings.TrimSpace(string(v))
+		}
+	}
+	return st
+}
