@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/driver/backend/native"
+	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/runjson"
 )
@@ -29,7 +30,7 @@ func traceStopped(pid int) bool {
 	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	for _, e := range ents {
 		tid, _ := strconv.Atoi(e.Name())
-		if readProcState(tid).state == 't' {
+		if proc.Stat(tid).State == 't' {
 			return true
 		}
 	}
@@ -39,10 +40,10 @@ func traceStopped(pid int) bool {
 // tracer returns the gdb that traces pid, itself or through its
 // gdbserver (driver/backend/native/guard.go), 0 for none.
 func tracer(pid int) int {
-	st, _ := native.ProcStatus(pid)
+	st, _ := proc.Status(pid)
 	n, _ := strconv.Atoi(st["TracerPid"])
 	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", n)); strings.TrimSpace(string(comm)) == "gdbserver" {
-		st, _ = native.ProcStatus(n)
+		st, _ = proc.Status(n)
 		n, _ = strconv.Atoi(st["PPid"])
 	}
 	return n
@@ -316,7 +317,7 @@ func TestAttachExited(t *testing.T) {
 	}
 	defer zombie.Wait()
 	pid := zombie.Process.Pid
-	for deadline := time.Now().Add(5 * time.Second); alive(pid); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); proc.Alive(pid); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("true did not exit")
 		}
@@ -361,7 +362,7 @@ func TestNativeChildrenRunOn(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond)
 	for i, what := range []string{"child", "daemon"} {
-		if pids[i] == 0 || !alive(pids[i]) {
+		if pids[i] == 0 || !proc.Alive(pids[i]) {
 			t.Errorf("the program's %s (process %d) did not outlive the run", what, pids[i])
 		}
 	}
@@ -401,7 +402,7 @@ func TestMassifChildrenEnd(t *testing.T) {
 		t.Fatalf("events %+v, want one %s", m.Events, EventLeftoversEnded)
 	}
 	for i, what := range []string{"child", "daemon"} {
-		if pids[i] == 0 || alive(pids[i]) {
+		if pids[i] == 0 || proc.Alive(pids[i]) {
 			t.Errorf("the program's %s (process %d) outlived the run", what, pids[i])
 		}
 		if !strings.Contains(ended[0], fmt.Sprintf("%d (", pids[i])) {

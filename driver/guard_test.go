@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snapctl/snapctl/driver/backend/native"
+	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/internal/testenv"
 )
 
@@ -29,7 +29,7 @@ func TestGuardGdbKilledUnderLoad(t *testing.T) {
 	for cycle := 1; cycle <= 5; cycle++ {
 		// --guard: gdbserver traces the server.
 		done := attachInBackground(t, srv.Pid, attachPlan, Options{Attach: Attach{Guard: true}})
-		st, _ := native.ProcStatus(srv.Pid)
+		st, _ := proc.Status(srv.Pid)
 		if comm, _ := os.ReadFile("/proc/" + st["TracerPid"] + "/comm"); strings.TrimSpace(string(comm)) != "gdbserver" {
 			t.Fatalf("cycle %d: the server's tracer is %s (%q), not gdbserver", cycle, st["TracerPid"], comm)
 		}
@@ -54,7 +54,7 @@ func TestGuardGdbKilledUnderLoad(t *testing.T) {
 			t.Fatalf("cycle %d: breakpoints left in the process: %s", cycle, strings.Join(ch, "; "))
 		}
 		srv.MustServe(t)
-		if alive(gdbserver) {
+		if proc.Alive(gdbserver) {
 			t.Errorf("cycle %d: gdbserver %d outlived the run", cycle, gdbserver)
 		}
 	}

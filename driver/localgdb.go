@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/snapctl/snapctl/driver/backend/native"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/runjson"
 )
 
@@ -118,7 +118,7 @@ func (s *stopLoop) taskSwitches() map[string]int64 {
 	}
 	out := make(map[string]int64, len(ents))
 	for _, e := range ents {
-		st, err := native.ProcStatus(mustAtoi(e.Name()))
+		st, err := proc.Status(mustAtoi(e.Name()))
 		if err != nil {
 			continue
 		}

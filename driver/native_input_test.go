@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snapctl/snapctl/driver/backend/native"
+	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/runjson"
 )
@@ -67,8 +67,8 @@ func TestNativeFork(t *testing.T) {
 func TestNativeAttachFork(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "testdata/native/fork.c")
-	proc := testenv.StartFixture(t, bin, "forever")
-	pid := proc.Process.Pid
+	fixture := testenv.StartFixture(t, bin, "forever")
+	pid := fixture.Process.Pid
 	res, m, err := runNative(t, Options{Attach: Attach{AttachPID: pid}}, "backend: native\nbreakpoints:\n  - name: round\n    location: round_done\n    max_hits: 5\n", "")
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func TestNativeAttachFork(t *testing.T) {
 	}
 	before := switches(t, pid)
 	time.Sleep(300 * time.Millisecond)
-	st, err := native.ProcStatus(pid)
+	st, err := proc.Status(pid)
 	if err != nil || st["TracerPid"] != "0" || strings.HasPrefix(st["State"], "t") || strings.HasPrefix(st["State"], "Z") {
 		t.Fatalf("after the run: %v, state %q, tracer %q", err, st["State"], st["TracerPid"])
 	}
@@ -149,8 +149,8 @@ func TestNativeAttachExec(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "testdata/native/exec.c")
 	flag := filepath.Join(t.TempDir(), "exec-now")
-	proc := testenv.StartFixture(t, bin, "forever", flag)
-	pid := proc.Process.Pid
+	fixture := testenv.StartFixture(t, bin, "forever", flag)
+	pid := fixture.Process.Pid
 	// The fixture execs once flag exists: made at the third stop.
 	plan := fmt.Sprintf("backend: native\nbreakpoints:\n  - name: round\n    location: round_done\n    commands: [\"shell touch %s\"]\n", flag)
 	_, m, err := runNative(t, Options{Attach: Attach{AttachPID: pid}}, plan, "")
@@ -165,7 +165,7 @@ func TestNativeAttachExec(t *testing.T) {
 		t.Errorf("native %+v, %d stops, target %+v", m.Native, len(m.Stops), m.Target)
 	}
 	done := make(chan error, 1)
-	go func() { done <- proc.Wait() }()
+	go func() { done <- fixture.Wait() }()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -173,7 +173,7 @@ func TestNativeAttachExec(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Errorf("the new image did not end after the detach")
-		proc.Process.Kill()
+		fixture.Process.Kill()
 		<-done
 	}
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/snapctl/snapctl/driver/backend/native"
 	"github.com/snapctl/snapctl/driver/gdb"
+	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/preflight"
 	"github.com/snapctl/snapctl/runjson"
@@ -299,7 +300,7 @@ func startLoop(t *testing.T) *exec.Cmd {
 // switches is the process's context switches: they grow while it runs.
 func switches(t *testing.T, pid int) int64 {
 	t.Helper()
-	st, err := native.ProcStatus(pid)
+	st, err := proc.Status(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +329,7 @@ func TestNativeAttach(t *testing.T) {
 			t.Errorf("diff %d..%d: in-use delta %d, want 112", d.FromSeq, d.ToSeq, *d.MemoryDelta.HeapInUseBytes)
 		}
 	}
-	st, err := native.ProcStatus(pid)
+	st, err := proc.Status(pid)
 	if err != nil || st["TracerPid"] != "0" || strings.HasPrefix(st["State"], "t") || strings.HasPrefix(st["State"], "Z") {
 		t.Fatalf("after the run: %v, state %q, tracer %q", err, st["State"], st["TracerPid"])
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/internal/child"
+	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
 )
@@ -69,53 +70,20 @@ type watch struct {
 	stopped map[string]time.Time
 }
 
-// procState is what /proc says about a process: its state letter (R, S,
-// D, T, t, Z...) and its parent's pid; ok is false once it is gone.
-type procState struct {
-	pid   int
-	state byte
-	ppid  int
-	ok    bool
-}
-
-func readProcState(pid int) procState {
-	ps := procState{pid: pid}
-	if pid <= 0 {
-		return ps
-	}
-	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return ps
-	}
-	// "pid (comm) S ppid ...": comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 || i+2 >= len(data) {
-		return ps
-	}
-	fields := strings.Fields(string(data[i+2:]))
-	if len(fields) < 2 {
-		return ps
-	}
-	ps.state = fields[0][0]
-	ps.ppid, _ = strconv.Atoi(fields[1])
-	ps.ok = true
-	return ps
-}
-
 // describe says in a word what state a process is in.
-func (p procState) describe() string {
+func describe(p proc.State) string {
 	switch {
-	case !p.ok || p.state == 'X':
+	case !p.OK || p.State == 'X':
 		return "gone"
-	case p.state == 'Z':
+	case p.State == 'Z':
 		return "exited"
-	case p.state == 'T':
+	case p.State == 'T':
 		return "stopped"
-	case p.state == 't':
+	case p.State == 't':
 		return "stopped by a tracer"
-	case p.state == 'R':
+	case p.State == 'R':
 		return "running"
-	case p.state == 'D':
+	case p.State == 'D':
 		return "in uninterruptible sleep"
 	}
 	return "waiting"
@@ -200,7 +168,7 @@ func sweepMarked(mark string, grace time.Duration, skip ...int) []swept {
 		if slices.Contains(skip, pid) {
 			continue
 		}
-		name := procName(pid)
+		name := proc.Name(pid)
 		// A stopped process dies of SIGKILL too.
 		if syscall.Kill(pid, syscall.SIGKILL) == nil {
 			killed = append(killed, swept{pid, name})
@@ -208,22 +176,11 @@ func sweepMarked(mark string, grace time.Duration, skip ...int) []swept {
 	}
 	deadline := time.Now().Add(grace)
 	for _, k := range killed {
-		for alive(k.pid) && time.Now().Before(deadline) {
+		for proc.Alive(k.pid) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
 	return killed
-}
-
-// alive reports whether pid is a process that has not exited: a zombie
-// waiting for its parent counts as gone.
-func alive(pid int) bool {
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	return i >= 0 && i+2 < len(stat) && stat[i+2] != 'Z' && stat[i+2] != 'X'
 }
 
 // privateLock names the file in a private directory that its session holds
@@ -279,15 +236,6 @@ func sweepDeadRuns(tmp string) {
 	}
 }
 
-// procName is a process's command name, /proc/PID/comm.
-func procName(pid int) string {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	if err != nil {
-		return "unknown"
-	}
-	return strings.TrimSpace(string(data))
-}
-
 // check ends the run when one of the agent's stops has lasted
 // longer than the plan's stop_timeout, or gdb, vgdb or valgrind has been
 // stopped (SIGSTOP, SIGTSTP) that long. gdb resumes the target after the
@@ -317,7 +265,7 @@ func (w *watch) check() error {
 		watched[p.Name] = p.Pid
 	}
 	for name, pid := range watched {
-		if pid == 0 || readProcState(pid).state != 'T' {
+		if pid == 0 || proc.Stat(pid).State != 'T' {
 			delete(w.stopped, name)
 			continue
 		}
@@ -353,24 +301,24 @@ func (w *watch) diagnose() diagnosis {
 		// A scripted gdb, in tests: no process to look at.
 		return diagnosis{tool: "gdb", why: "did not answer in time", states: "gdb scripted"}
 	}
-	type proc struct {
+	type named struct {
 		name string
-		ps   procState
+		ps   proc.State
 	}
-	var procs []proc
-	busy := proc{}
+	var procs []named
+	busy := named{}
 	for _, p := range w.launcher.Processes(w.gdb.Pid()) {
-		procs = append(procs, proc{p.Name, readProcState(p.Pid)})
+		procs = append(procs, named{p.Name, proc.Stat(p.Pid)})
 		if p.Answers {
 			busy = procs[len(procs)-1]
 		}
 	}
-	procs = append(procs, proc{"gdb", readProcState(w.gdb.Pid())})
+	procs = append(procs, named{"gdb", proc.Stat(w.gdb.Pid())})
 	var list []string
 	for _, p := range procs {
-		d := p.ps.describe()
-		if p.ps.ok {
-			d = fmt.Sprintf("%s %d %s", p.name, p.ps.pid, d)
+		d := describe(p.ps)
+		if p.ps.OK {
+			d = fmt.Sprintf("%s %d %s", p.name, p.ps.Pid, d)
 		} else {
 			d = p.name + " " + d
 		}
@@ -379,13 +327,13 @@ func (w *watch) diagnose() diagnosis {
 	states := strings.Join(list, ", ")
 	for _, p := range procs {
 		switch {
-		case !p.ps.ok || p.ps.state == 'Z' || p.ps.state == 'X':
+		case !p.ps.OK || p.ps.State == 'Z' || p.ps.State == 'X':
 			return diagnosis{tool: p.name, why: "has exited", states: states, stuck: true}
-		case p.ps.state == 'T':
+		case p.ps.State == 'T':
 			return diagnosis{tool: p.name, why: "is stopped (it was sent SIGSTOP or SIGTSTP)", states: states, stuck: true}
 		}
 	}
-	if busy.ps.state == 'R' || busy.ps.state == 'D' {
+	if busy.ps.State == 'R' || busy.ps.State == 'D' {
 		return diagnosis{tool: busy.name, why: "does not answer gdb", states: states}
 	}
 	return diagnosis{tool: "gdb", why: "does not finish the stop", states: states}
@@ -497,10 +445,10 @@ func (c *children) leftovers(gdbPid int, l backend.Launcher) []swept {
 	}
 	var out []swept
 	for _, pid := range marked(c.mark) {
-		if slices.Contains(tools, pid) || readProcState(pid).ppid == gdbPid {
+		if slices.Contains(tools, pid) || proc.Stat(pid).PPid == gdbPid {
 			continue
 		}
-		if name := procName(pid); !l.Tool(name) {
+		if name := proc.Name(pid); !l.Tool(name) {
 			out = append(out, swept{pid, name})
 		}
 	}
@@ -517,7 +465,7 @@ func (c *children) sweepAtEnd(left []swept, l backend.Launcher, event func(runjs
 	sweepMarked(c.mark, c.grace, skip...)
 	var names []string
 	for _, k := range left {
-		if !alive(k.pid) {
+		if !proc.Alive(k.pid) {
 			names = append(names, fmt.Sprintf("%d (%s)", k.pid, k.name))
 		}
 	}

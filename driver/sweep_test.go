@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/snapctl/snapctl/internal/proc"
 )
 
 // startMarked starts `sleep 60` in a session of its own (as a daemon would
@@ -78,7 +80,7 @@ func TestSweepDeadRuns(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(live, privateLock)); err != nil {
 		t.Errorf("the live run's directory was touched: %v", err)
 	}
-	if !alive(other.Process.Pid) {
+	if !proc.Alive(other.Process.Pid) {
 		t.Error("the live run's process was killed")
 	}
 }
@@ -98,7 +100,7 @@ func TestSweepKillsStoppedMarked(t *testing.T) {
 	if !exitedWithin(stopped, 5*time.Second) {
 		t.Error("the stopped process survived the sweep")
 	}
-	if !alive(prefixed.Process.Pid) {
+	if !proc.Alive(prefixed.Process.Pid) {
 		t.Error("a process with another mark was killed")
 	}
 }

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/snapctl/snapctl/internal/proc"
 )
 
 // StartFixture starts bin with args as the test's own process, marked as
@@ -60,7 +61,7 @@ func StartServer(t testing.TB, src string) *Server {
 
 // Gone says how the server ended when it has, "" while it runs.
 func (s *Server) Gone() string {
-	if st := procStatus(s.Pid); st["State"] != "" && !strings.HasPrefix(st["State"], "Z") && !strings.HasPrefix(st["State"], "X") {
+	if proc.Alive(s.Pid) {
 		return ""
 	}
 	s.Cmd.Wait()
@@ -88,10 +89,10 @@ func (s *Server) MustServe(t testing.TB) {
 	t.Helper()
 	got, err := s.Ask("ping")
 	if err != nil || !strings.HasPrefix(got, "ok ") || !strings.HasSuffix(got, " ping\n") {
-		st := procStatus(s.Pid)
+		st, _ := proc.Status(s.Pid)
 		t.Fatalf("the server does not answer: %q, %v (state %q, tracer %q)", got, err, st["State"], st["TracerPid"])
 	}
-	st := procStatus(s.Pid)
+	st, _ := proc.Status(s.Pid)
 	if st["TracerPid"] != "0" || !strings.HasPrefix(st["State"], "S") && !strings.HasPrefix(st["State"], "R") {
 		t.Fatalf("the server after snapctl: state %q, tracer %q", st["State"], st["TracerPid"])
 	}
@@ -163,21 +164,4 @@ func TextChanges(t testing.TB, pid int) []string {
 		}
 	}
 	return diffs
-}
-
-// procStatus is /proc/PID/status as "Key" -> value, empty when the
-// process is gone.
-func procStatus(pid int) map[string]string {
-	st := map[string]string{}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return st
-	}
-	for line := range bytes.Lines(data) {
-		k, v, ok := bytes.Cut(line, []byte(":"))
-		if ok {
-			st[string(k)] = strings.TrimSpace(string(v))
-		}
-	}
-	return st
 }

@@ -1,7 +1,6 @@
 package massif
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/internal/child"
+	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/plan"
 )
 
@@ -328,36 +328,16 @@ func gdbChild(gdbPid int) int {
 		if err != nil {
 			continue
 		}
-		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if err != nil || strings.TrimSpace(string(comm)) != "vgdb" {
+		if proc.Name(pid) != "vgdb" {
 			continue
 		}
-		ppid, ok := parent(pid)
-		for up := 0; ok && up < 3 && ppid > 1; up++ {
+		st := proc.Stat(pid)
+		for up, ppid := 0, st.PPid; st.OK && up < 3 && ppid > 1; up++ {
 			if ppid == gdbPid {
 				return pid
 			}
-			ppid, _ = parent(ppid)
+			ppid = proc.Stat(ppid).PPid
 		}
 	}
 	return 0
-}
-
-// parent returns the parent of process pid, ok false once it is gone.
-func parent(pid int) (ppid int, ok bool) {
-	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return 0, false
-	}
-	// "pid (comm) S ppid ...": comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 || i+2 >= len(data) {
-		return 0, false
-	}
-	fields := strings.Fields(string(data[i+2:]))
-	if len(fields) < 2 {
-		return 0, false
-	}
-	ppid, _ = strconv.Atoi(fields[1])
-	return ppid, true
 }

@@ -1,7 +1,6 @@
 package native
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/preflight"
 )
 
@@ -42,7 +42,7 @@ func CheckAttach(pid int) error {
 	if pid <= 0 {
 		return &AttachError{Pid: pid, Kind: AttachNoProcess, Msg: "not a process id"}
 	}
-	status, err := ProcStatus(pid)
+	status, err := proc.Status(pid)
 	if err != nil {
 		return &AttachError{Pid: pid, Kind: AttachNoProcess, Msg: "no such process"}
 	}
@@ -52,12 +52,12 @@ func CheckAttach(pid int) error {
 	if t := strings.TrimSpace(status["TracerPid"]); t != "" && t != "0" {
 		tracer, _ := strconv.Atoi(t)
 		// TracerPid is the tracing thread; its process is named.
-		if ts, err := ProcStatus(tracer); err == nil {
+		if ts, err := proc.Status(tracer); err == nil {
 			if tg, err := strconv.Atoi(ts["Tgid"]); err == nil {
 				tracer = tg
 			}
 		}
-		return &AttachError{Pid: pid, Kind: AttachTraced, Msg: fmt.Sprintf("it is already traced by process %d (%s): a process has one tracer; detach that debugger first", tracer, procName(tracer))}
+		return &AttachError{Pid: pid, Kind: AttachTraced, Msg: fmt.Sprintf("it is already traced by process %d (%s): a process has one tracer; detach that debugger first", tracer, proc.Name(tracer))}
 	}
 	return nil
 }
@@ -75,7 +75,7 @@ func CheckAccess(pid int) (string, error) {
 	case errors.Is(err, fs.ErrPermission):
 		return "", notPermitted(pid, "the kernel refuses snapctl ptrace access to it", false)
 	case errors.Is(err, fs.ErrNotExist):
-		if _, serr := ProcStatus(pid); serr != nil {
+		if _, serr := proc.Status(pid); serr != nil {
 			return "", &AttachError{Pid: pid, Kind: AttachNoProcess, Msg: "no such process"}
 		}
 		return "", &AttachError{Pid: pid, Kind: AttachNotPermitted, Msg: "it runs no program (a kernel thread, or a process exiting)"}
@@ -109,7 +109,7 @@ func notPermitted(pid int, cause string, attaching bool) error {
 	p := preflight.CheckPtrace()
 	var why []string
 	if !p.CapSysPtrace {
-		st, _ := ProcStatus(pid)
+		st, _ := proc.Status(pid)
 		if owner := otherOwner(st); owner != "" {
 			why = append(why, owner)
 		} else if !dumpable(pid, st) {
@@ -181,29 +181,4 @@ func dumpable(pid int, st map[string]string) bool {
 	}
 	sys, ok := fi.Sys().(*syscall.Stat_t)
 	return !ok || strconv.Itoa(int(sys.Uid)) == uids[1]
-}
-
-// ProcStatus reads /proc/PID/status into its fields.
-func ProcStatus(pid int) (map[string]string, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	out := make(map[string]string)
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ":"); ok {
-			out[k] = strings.TrimSpace(v)
-		}
-	}
-	return out, sc.Err()
-}
-
-func procName(pid int) string {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	if err != nil {
-		return "unknown"
-	}
-	return strings.TrimSpace(string(data))
 }

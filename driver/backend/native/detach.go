@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/internal/proc"
 )
 
 // Leaving a process that snapctl attach attached to. gdb deletes its
@@ -280,7 +280,7 @@ func (b *Launch) detach(exited bool) (detached bool) {
 		return false // the process has ended: nothing to leave running
 	}
 	var did []string
-	if readProcState(b.gdb.Pid()).state == 'T' {
+	if proc.Stat(b.gdb.Pid()).State == 'T' {
 		// gdb answers nothing while stopped (SIGSTOP, SIGTSTP).
 		syscall.Kill(-b.gdb.Pid(), syscall.SIGCONT)
 		did = append(did, "continued the stopped gdb")
@@ -309,7 +309,7 @@ func (b *Launch) detach(exited bool) (detached bool) {
 		}
 		return true
 	}
-	if !readProcState(pid).ok {
+	if !proc.Stat(pid).OK {
 		b.left = fmt.Sprintf("process %d has exited", pid)
 		return false
 	}
@@ -317,7 +317,7 @@ func (b *Launch) detach(exited bool) (detached bool) {
 	// A process gdb left stopped (its attach sends SIGSTOP; so does its
 	// stopping of threads) stays stopped without a SIGCONT.
 	time.Sleep(10 * time.Millisecond)
-	if st := readProcState(pid); st.state == 'T' {
+	if st := proc.Stat(pid); st.State == 'T' {
 		syscall.Kill(pid, syscall.SIGCONT)
 		did = append(did, "continued the process, which gdb had left stopped")
 	}
@@ -328,7 +328,7 @@ func (b *Launch) detach(exited bool) (detached bool) {
 	switch {
 	case err != nil:
 		b.left = fmt.Sprintf("snapctl could not take its breakpoints out of process %d, which may die of SIGTRAP at the next one (%v); it removed %d", pid, err, n)
-	case !readProcState(pid).ok:
+	case !proc.Stat(pid).OK:
 		b.left = fmt.Sprintf("process %d has exited", pid)
 	default:
 		b.left = fmt.Sprintf("process %d runs on: %s", pid, removed)
@@ -380,7 +380,7 @@ func (b *Launch) gdbDetach() error {
 func sigintPending(pid int) bool {
 	const sigint = 1 << (syscall.SIGINT - 1)
 	pending := func(id int, key string) bool {
-		st, err := ProcStatus(id)
+		st, err := proc.Status(id)
 		mask, perr := strconv.ParseUint(st[key], 16, 64)
 		return err == nil && perr == nil && mask&sigint != 0
 	}
@@ -388,27 +388,4 @@ func sigintPending(pid int) bool {
 		return true
 	}
 	return slices.ContainsFunc(threadIDs(pid), func(tid int) bool { return pending(tid, "SigPnd") })
-}
-
-// procState is what /proc says of a process: its state letter (R, S, D,
-// T, t, Z...); ok is false once it is gone.
-type procState struct {
-	state byte
-	ok    bool
-}
-
-func readProcState(pid int) procState {
-	if pid <= 0 {
-		return procState{}
-	}
-	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return procState{}
-	}
-	// "pid (comm) S ppid ...": comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 || i+2 >= len(data) {
-		return procState{}
-	}
-	return procState{state: data[i+2], ok: true}
 }

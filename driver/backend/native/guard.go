@@ -14,6 +14,7 @@ import (
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/runjson"
 )
 
@@ -117,7 +118,7 @@ func (b *Launch) releaseGuarded() (string, bool) {
 	left := fmt.Sprintf("process %d runs on: snapctl removed its %s through gdbserver, its tracer, which then detached", b.attach, backend.Plural(n, "breakpoint"))
 	// A SIGSTOP of gdb's still pending leaves the process stopped.
 	time.Sleep(10 * time.Millisecond)
-	if readProcState(b.attach).state == 'T' {
+	if proc.Stat(b.attach).State == 'T' {
 		syscall.Kill(b.attach, syscall.SIGCONT)
 		left += ", and continued it, stopped"
 	}
@@ -221,7 +222,7 @@ func gdbserverOf(gdbPid int) int {
 	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", gdbPid, gdbPid))
 	for _, f := range strings.Fields(string(data)) {
 		pid, _ := strconv.Atoi(f)
-		if procName(pid) == "gdbserver" {
+		if proc.Name(pid) == "gdbserver" {
 			return pid
 		}
 	}
@@ -246,7 +247,7 @@ func (g *guard) tracing() bool { return g.server != 0 && g.tracedBy(g.server) }
 
 // tracedBy reports whether process server traces the process.
 func (g *guard) tracedBy(server int) bool {
-	st, err := ProcStatus(g.pid)
+	st, err := proc.Status(g.pid)
 	return err == nil && st["TracerPid"] == strconv.Itoa(server)
 }
 
@@ -331,18 +332,12 @@ func (g *guard) close(grace time.Duration) {
 	if g.server == 0 || grace == 0 {
 		return
 	}
-	for deadline := time.Now().Add(grace); running(g.server); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(grace); proc.Alive(g.server); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			syscall.Kill(g.server, syscall.SIGKILL)
 			break
 		}
 	}
-}
-
-// running reports whether process pid exists and is no zombie.
-func running(pid int) bool {
-	st := readProcState(pid)
-	return st.ok && st.state != 'Z' && st.state != 'X'
 }
 
 // remote is a connection in gdb's remote protocol, in the no-ack mode gdb
