@@ -54,8 +54,6 @@ func writeReport(path string, res *Result) error {
 	})
 }
 
-func plural(n int, word string) string { return backend.Plural(n, word) }
-
 // htmlFile is report.html in the run directory.
 const htmlFile = "report.html"
 

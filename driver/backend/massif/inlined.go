@@ -180,17 +180,6 @@ func (n *inlineNames) qualify(f snapshots.Frame) string {
 	return q
 }
 
-// rename qualifies the bare names of a tree's frames in place.
-func (n *inlineNames) rename(t *snapshots.Node) {
-	if n == nil || t == nil {
-		return
-	}
-	t.Frame.Function = n.qualify(t.Frame)
-	for _, c := range t.Children {
-		n.rename(c)
-	}
-}
-
 // inlined returns the program's scoped function names, read from its DWARF
 // at the first snapshot (the target runs meanwhile); nil when it has none.
 func (b *Backend) inlined() *inlineNames {
