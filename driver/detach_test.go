@@ -143,6 +143,11 @@ func TestAttachGdbKilled(t *testing.T) {
 	if gdb == 0 {
 		t.Fatal("the server has no tracer")
 	}
+	// Without --guard, gdb traces the server itself.
+	st, _ := proc.Status(srv.Pid)
+	if n, _ := strconv.Atoi(st["TracerPid"]); n != gdb {
+		t.Fatalf("the server's tracer is %d (%s), want gdb %d itself", n, proc.Name(n), gdb)
+	}
 	syscall.Kill(gdb, syscall.SIGKILL)
 	err := <-done
 	want := fmt.Sprintf("gdb: was killed by SIGKILL during the run; process %d runs on: snapctl removed its ", srv.Pid)
