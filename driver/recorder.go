@@ -20,9 +20,10 @@ import (
 //
 // Its ordering rules: the agent's stops are read (agentStops) inside the
 // call that numbers a stop taken over MI, and before any stop gdb reports
-// over MI is handled, so that they keep their place before it; a stop's measurement is read (flush) only once the target
-// runs again, in the order the stops were numbered; the breakpoints'
-// summaries are all made before any state points into them.
+// over MI is handled, so that they keep their place before it; a stop's
+// measurement is read (flush) only once the target runs again, in the
+// order the stops were numbered; the breakpoints' summaries are all made
+// before any state points into them.
 type recorder struct {
 	bps   map[string]*bpState // by gdb breakpoint number
 	order []*bpState          // plan order
@@ -39,9 +40,9 @@ type recorder struct {
 	// agentFirst reads the stops gdb's agent took since it was last
 	// asked; nil when the agent does not run.
 	agentFirst func() error
-	// keep and read are the backend's: keep takes a stop's measurement
+	// stage and read are the backend's: stage takes a stop's measurement
 	// while the target is stopped, read reads it once it runs again.
-	keep func(backend.Measurement, *runjson.Stop) (string, error)
+	stage func(backend.Measurement, *runjson.Stop) (string, error)
 	read func(*stopRecord) error
 	// onStop shows a recorded stop (the status line), onEvent an event
 	// the user must see at once; endRun ends the run (end_run_after).
@@ -108,7 +109,7 @@ func (r *recorder) inserted(st *bpState, number string, agent bool) {
 }
 
 // take numbers a stop that was just measured (m is what the backend's
-// command wrote) and has the backend keep its measurement; the stop joins
+// command wrote) and has the backend stage its measurement; the stop joins
 // the pending ones, which flush reads once the target runs again. hitOf is
 // the hit of a return-phase stop. A stop taken over MI comes after every
 // stop the agent recorded: those are read and numbered first.
@@ -135,7 +136,7 @@ func (r *recorder) number(stop *runjson.Stop, st *bpState, hitOf *stopRecord, m 
 	r.seq++
 	stop.Seq = r.seq
 	stop.Time = runjson.Stamp(at)
-	raw, err := r.keep(m, stop)
+	raw, err := r.stage(m, stop)
 	if err != nil {
 		return err
 	}

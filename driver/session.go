@@ -434,7 +434,7 @@ func newSession(opts Options, p *plan.Plan, t backend.Tools, binary, dir string)
 			s.m.Target.Argv = []string{binary}
 		}
 	}
-	s.rec.keep = s.backend.Stage
+	s.rec.stage = s.backend.Stage
 	s.rec.read = func(t *stopRecord) error { return s.backend.Read(&t.Stop) }
 	s.rec.onStop = func(st *runjson.Stop) {
 		if s.term.status != nil {
