@@ -43,7 +43,7 @@ type recorder struct {
 	// stage and read are the backend's: stage takes a stop's measurement
 	// while the target is stopped, read reads it once it runs again.
 	stage func(backend.Measurement, *runjson.Stop) (string, error)
-	read func(*stopRecord) error
+	read  func(*stopRecord) error
 	// onStop shows a recorded stop (the status line), onEvent an event
 	// the user must see at once; endRun ends the run (end_run_after).
 	onStop  func(*runjson.Stop)
