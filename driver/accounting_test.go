@@ -67,7 +67,7 @@ func TestInterruptTakesNoStop(t *testing.T) {
 				defer cancel()
 				done := make(chan error, 1)
 				go func() {
-					_, err := Run(ctx, Options{Timeouts: Timeouts{ManifestEvery: 100 * time.Millisecond}, PlanPath: planPath, Binary: bin, OutDir: out, Backend: backend, NoAgent: p.noAgent,
+					_, err := Run(ctx, Options{Timeouts: Timeouts{ManifestEvery: 100 * time.Millisecond}, PlanPath: planPath, Binary: bin, OutDir: out, Measure: Measure{Backend: backend}, NoAgent: p.noAgent,
 						Env: []string{testenv.ScopeEnv(t)}})
 					done <- err
 				}()

@@ -16,6 +16,7 @@ import (
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/console"
 	"github.com/snapctl/snapctl/driver/gdb"
+	"github.com/snapctl/snapctl/heaptrack"
 	"github.com/snapctl/snapctl/internal/term"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/preflight"
@@ -48,14 +49,22 @@ type Options struct {
 	// the plan's target.env. Tests mark their processes with it.
 	Env []string
 
-	// Backend, when set ("massif" or "native"), overrides the plan's
-	// backend.
-	Backend string
+	Measure
 	Attach
 
 	// NoAgent drives every stop over MI, as when gdb has no Python,
 	// instead of letting gdb's agent take the plain ones (see agent.go).
 	NoAgent bool
+}
+
+// Measure overrides how the plan measures.
+type Measure struct {
+	// Backend, when set ("massif" or "native"), overrides the plan's
+	// backend.
+	Backend string
+	// Sites turns on the native backend's per-site recording (the
+	// plan's native.sites), --sites.
+	Sites bool
 }
 
 // Attach is what snapctl attach sets.
@@ -73,6 +82,9 @@ type Attach struct {
 type Tools struct {
 	Valgrind string // valgrind executable
 	GDB      string // gdb executable
+	// Heaptrack is the directory of heaptrack's libraries and
+	// interpreter (native.sites); "" looks where distributions put them.
+	Heaptrack string
 }
 
 // Streams are where a run writes.
@@ -133,6 +145,17 @@ func (o *Options) defaults() {
 	}
 }
 
+// heaptrackMissing is heaptrack.FindTools's error as the checks say a
+// missing tool: what is missing and the Debian package that installs it.
+func heaptrackMissing(err error) error {
+	var me *heaptrack.MissingError
+	if !errors.As(err, &me) {
+		return err
+	}
+	return &preflight.MissingToolError{Tool: "heaptrack", Package: me.Package, Path: me.Path,
+		Reason: "is not installed (" + me.Path + " is missing), and native.sites records with it", Err: err}
+}
+
 // Result is what a session leaves: the run directory and its manifest.
 type Result struct {
 	Dir string // absolute path of the run directory
@@ -166,6 +189,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Backend != "" {
 		p.Backend = opts.Backend
 	}
+	if opts.Sites {
+		p.Native.Sites = true
+	}
 	i, err := newBackend(p.Backend)
 	if err != nil {
 		return nil, err
@@ -183,6 +209,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			return nil, err
 		}
 		opts.Binary = exe
+	}
+	if p.Backend == BackendNative && p.Native.Sites {
+		if _, err := heaptrack.FindTools(opts.Heaptrack); err != nil {
+			return nil, heaptrackMissing(err)
+		}
 	}
 	binary, err := filepath.Abs(opts.Binary)
 	if err != nil {

@@ -88,6 +88,11 @@ type Native struct {
 	// resident memory dropped by (key "trim_probe"; default false). It
 	// changes the program's state.
 	TrimProbe bool
+	// Sites records every allocation and free with its stack through
+	// heaptrack's preload library, for per-site diffs between stops as
+	// massif gives them, next to the native figures (key "sites";
+	// default false).
+	Sites bool
 }
 
 // Valgrind is the "valgrind" section: options for valgrind and massif.

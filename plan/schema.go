@@ -24,6 +24,11 @@ func (d *decoder) plan(root *yaml.Node, p *Plan) {
 						p.Native.TrimProbe = b
 					}
 				}},
+				{"sites", func(v *yaml.Node, kp string) {
+					if b, ok := d.boolean(v, kp); ok {
+						p.Native.Sites = b
+					}
+				}},
 			})
 		}},
 		{"valgrind", func(v *yaml.Node, kp string) { d.valgrind(v, kp, &p.Valgrind) }},

@@ -28,11 +28,16 @@ type runOptions struct {
 	Timeout  time.Duration
 	Valgrind string
 	GDB      string
+	// Heaptrack is heaptrack's library directory (--heaptrack).
+	Heaptrack string
 	// KeepSnapshots overrides the plan's keep_snapshots: "all" or
 	// "changed"; "" keeps the plan's.
 	KeepSnapshots string
 	// Backend overrides the plan's backend: "massif" or "native".
 	Backend string
+	// Sites records per-site heap data natively (--sites, the plan's
+	// native.sites).
+	Sites bool
 	// Pid is the process snapctl attach attaches to.
 	Pid int
 	// Guard has gdbserver trace the process snapctl attach attaches to
@@ -84,8 +89,10 @@ plan.yaml, run.json, report.md, valgrind.log and snapshots/.`,
 	f.DurationVar(&opts.Timeout, "timeout", 0, "stop the whole run after this long (e.g. 10m); 0 for none")
 	f.StringVar(&opts.Valgrind, "valgrind", "", "valgrind executable (default: valgrind on PATH)")
 	f.StringVar(&opts.GDB, "gdb", "", "gdb executable (default: gdb on PATH)")
+	f.StringVar(&opts.Heaptrack, "heaptrack", "", "directory of heaptrack's libraries and heaptrack_interpret, for --sites (default: /usr/lib/heaptrack, where Debian's heaptrack package puts them)")
 	f.StringVar(&opts.KeepSnapshots, "keep-snapshots", "", `snapshot files to keep: all, or changed (drop a snapshot whose tree equals the breakpoint's previous kept one); overrides the plan's keep_snapshots`)
 	f.StringVar(&opts.Backend, "backend", "", "how memory is measured: massif (per call site, under valgrind) or native (the allocator's and the kernel's figures, at native speed); overrides the plan's backend")
+	f.BoolVar(&opts.Sites, "sites", false, "native backend: also record every allocation's call site with heaptrack, for per-site diffs between stops as massif gives them, at native speed; implies --backend native")
 	enumFlag(cmd, "keep-snapshots", "all", "changed")
 	enumFlag(cmd, "backend", "massif", "native")
 	cmd.SetUsageTemplate(cmd.UsageTemplate() + exitCodeHelp())
@@ -127,6 +134,12 @@ func (o *runOptions) check() error {
 	default:
 		return usageError{fmt.Errorf("--backend %q: want massif or native", o.Backend)}
 	}
+	if o.Sites {
+		if o.Backend == "massif" {
+			return usageError{errors.New("--sites is the native backend's per-site recording: massif records sites already; drop --sites or use --backend native")}
+		}
+		o.Backend = "native"
+	}
 	if o.Timeout < 0 {
 		return usageError{fmt.Errorf("--timeout %v: must not be negative", o.Timeout)}
 	}
@@ -141,7 +154,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		OutDir:   o.Out,
 		Force:    o.Force,
 		Trace:    o.Trace,
-		Tools:    driver.Tools{Valgrind: o.Valgrind, GDB: o.GDB},
+		Tools:    driver.Tools{Valgrind: o.Valgrind, GDB: o.GDB, Heaptrack: o.Heaptrack},
 		Streams:  driver.Streams{Stdout: stdout, Stderr: stderr, Warn: snapshots.PrintableWriter(stderr)},
 		Timeouts: driver.Timeouts{Timeout: o.Timeout},
 	}
@@ -149,7 +162,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		dopts.Args = o.Args
 	}
 	dopts.KeepSnapshots = o.KeepSnapshots
-	dopts.Backend, dopts.AttachPID, dopts.Guard = o.Backend, o.Pid, o.Guard
+	dopts.Backend, dopts.Sites, dopts.AttachPID, dopts.Guard = o.Backend, o.Sites, o.Pid, o.Guard
 	if o.Format != "text" {
 		// stdout carries run.json or report.md alone.
 		dopts.Stdout = stderr

@@ -211,8 +211,10 @@ class Agent:
         threads run on (natively gdb 13 drives the threads one by one
         underneath all-stop): the allocator is read only once gdb has
         stopped every thread, and gdb's own inferior call (no direct
-        call) is made from a command, never from stop()."""
-        return self.measure["kind"] == "native" and not direct_usable()
+        call) is made from a command, never from stop(). With native.sites,
+        every measurement waits for it: snapctl cuts heaptrack's stream
+        while no thread runs."""
+        return self.measure["kind"] == "native" and (self.measure.get("sites", False) or not direct_usable())
 
     def stopped(self):
         """Takes the measurement that a stop left for gdb's stop of every

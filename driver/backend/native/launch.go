@@ -38,13 +38,21 @@ type Launch struct {
 	// --guard (guarded; guard.go); nil when gdb traces it itself.
 	guard   *guard
 	guarded bool
+	// sites records the allocations per site (native.sites; sites.go),
+	// from heaptrack's directory heaptrackDir ("" for the usual places).
+	sites        *siteRecording
+	heaptrackDir string
 }
 
-// NewLauncher returns the launcher of a native run, which attaches to
-// process attach unless it is 0.
-// With guard, gdbserver traces the process (guard.go).
-func NewLauncher(p *plan.Plan, attach int, guard bool) *Launch {
-	return &Launch{plan: p, attach: attach, guarded: guard}
+// NewLauncher returns the launcher of run b, a native run, which attaches
+// to process attach unless it is 0. With guard, gdbserver traces the
+// process (guard.go). heaptrack is where heaptrack is installed, for
+// native.sites ("" for where distributions put it).
+func NewLauncher(b backend.Backend, attach int, guard bool, heaptrack string) *Launch {
+	nb := b.(*Backend)
+	l := &Launch{plan: nb.cfg.Plan, attach: attach, guarded: guard, heaptrackDir: heaptrack}
+	nb.launch = l
+	return l
 }
 
 func (*Launch) Local() bool                                   { return true }
@@ -56,7 +64,6 @@ func (*Launch) Gone() error                                   { return nil }
 func (*Launch) Killed() error                                 { return nil }
 func (*Launch) Leftovers() string                             { return "" }
 func (*Launch) Tool(string) bool                              { return false }
-func (*Launch) AfterClose(bool)                               {}
 func (b *Launch) Pid() int                                    { return b.pid }
 
 // Lost: gdb runs the target, and says why it lost it.
@@ -92,6 +99,11 @@ func (b *Launch) Launch(ctx context.Context, env *backend.Env) error {
 		return &backend.ToolError{Tool: "gdb", Msg: "has no Python: the native backend reads the allocator through gdb's Python; install Debian's gdb package (not gdb-minimal) or use the massif backend"}
 	case why != "":
 		return &backend.ToolError{Tool: "gdb", Msg: "its Python cannot load snapctl's agent, which reads the allocator: " + why}
+	}
+	if b.plan.Native.Sites {
+		if b.sites, err = startSites(b.heaptrackDir, env.Private, strings.Join(env.Target.Argv, " ")); err != nil {
+			return fmt.Errorf("native.sites: %w", err)
+		}
 	}
 	if b.attach != 0 {
 		return b.attachTo(ctx)
@@ -131,6 +143,11 @@ func (b *Launch) attachTo(ctx context.Context) error {
 	}
 	b.attached = true
 	b.pid = b.attach
+	if b.sites != nil {
+		if err := b.sites.inject(ctx, b.gdb); err != nil {
+			return err
+		}
+	}
 	b.guardBreakpoints(ctx) // gdb's own, such as the dynamic loader's
 	return nil
 }
@@ -177,6 +194,11 @@ func (b *Launch) Start(ctx context.Context) error {
 	args = append(args, "</dev/null", ">"+shellQuote(outPath), errRedirect)
 	if _, err := b.gdb.Send(ctx, "-exec-arguments", args...); err != nil {
 		return fmt.Errorf("setting the program's arguments: %w", err)
+	}
+	if b.sites != nil {
+		if _, err := b.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("set exec-wrapper "+b.sites.wrapper(env.Target.Env))); err != nil {
+			return fmt.Errorf("setting up heaptrack: %w", err)
+		}
 	}
 	if libraryDebugInfoUnused(b.plan, env.Run.LocationsResolved) {
 		nowhere := mi.Quote("python skip_library_debug_info(" + gdb.PyString(filepath.Join(env.Private, "no-debug-files")) + ")")
@@ -255,6 +277,13 @@ func shellQuote(s string) string {
 // BeforeClose detaches gdb from a process it attached to: its breakpoints
 // go first, and the process goes on running as before (detach.go).
 func (b *Launch) BeforeClose(exited bool) bool { return b.detach(exited) }
+
+// AfterClose ends heaptrack's interpreter, the program gone or detached.
+func (b *Launch) AfterClose(bool) {
+	if b.sites != nil {
+		b.sites.close()
+	}
+}
 
 // Fate says how snapctl left the process attached to when gdb could not
 // detach from it, "" when it could or did not attach.

@@ -4,10 +4,13 @@
 package native
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/gdb"
@@ -34,6 +37,9 @@ type Backend struct {
 	noAllocator string
 	// noTcache is set once an event said the tcaches were not read.
 	noTcache bool
+	// launch is the run's launcher, which holds heaptrack's recording
+	// under native.sites.
+	launch *Launch
 }
 
 // New returns the native backend of a run.
@@ -62,7 +68,9 @@ func (*Backend) Ext() string { return ".json" }
 func (*Backend) Failure(string) string { return "" }
 
 func (b *Backend) AgentMeasure() string {
-	return backend.PyDict("kind", Name, "ext", b.Ext(), "trim", b.trim)
+	// With sites, every measured stop stops every thread: the stream is
+	// cut from snapctl, while nothing runs.
+	return backend.PyDict("kind", Name, "ext", b.Ext(), "trim", b.trim, "sites", b.cfg.Plan.Native.Sites)
 }
 
 // Stage reads the measurement into the stop; its file, if any, goes.
@@ -101,6 +109,17 @@ func (b *Backend) Stage(ms backend.Measurement, stop *runjson.Stop) (string, err
 	if m.TcacheError != "" && !b.noTcache {
 		b.noTcache = true
 		b.cfg.Event(runjson.Event{Kind: runjson.EventTcacheNotSubtracted, Message: m.TcacheError + "; the freed chunks they hold count as in-use heap"})
+	}
+	if b.launch != nil && b.launch.sites != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		path, err := b.launch.sites.cut(ctx, b.launch.gdb, b.launch.pid, stop.Seq)
+		cancel()
+		if err != nil {
+			return "", err
+		}
+		if d := os.Getenv("SNAPCTL_DEBUG_SITES"); d != "" {
+			os.Rename(path, filepath.Join(d, filepath.Base(path)))
+		}
 	}
 	m.AllocatorError, m.CallError, m.BusyError, m.TcacheError = "", "", "", ""
 	stop.Memory = &m

@@ -1,0 +1,219 @@
+package native
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/snapctl/snapctl/driver/gdb"
+	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/heaptrack"
+	"github.com/snapctl/snapctl/snapshots"
+)
+
+// siteRecording is heaptrack recording a native run's allocations
+// (native.sites): its preload library in the program, loaded at the start
+// (LD_PRELOAD, through gdb's exec-wrapper so that neither gdb nor the
+// shell that starts the program records) or injected into the process
+// attached to; snapctl reads the stream as it comes (heaptrack.Recorder)
+// and cuts it at each stop, every thread stopped, into a per-site
+// snapshot in the xtmemory format massif's snapshots have.
+type siteRecording struct {
+	tools  heaptrack.Tools
+	layout heaptrack.Layout
+	rec    *heaptrack.Recorder
+	target *heaptrack.Target
+	// dir is where the cuts' files are written (the private directory);
+	// cmd names the program in them.
+	dir, cmd string
+	// injected is set once the library records in a process attached to:
+	// it must be stopped before gdb detaches.
+	injected bool
+}
+
+// siteFIFO is the FIFO the library writes its stream into.
+const siteFIFO = "heaptrack.fifo"
+
+// startSites finds heaptrack (in dir, "" for where distributions put it)
+// and starts reading its stream from a FIFO in private.
+func startSites(dir, private, cmd string) (*siteRecording, error) {
+	tools, err := heaptrack.FindTools(dir)
+	if err != nil {
+		return nil, err
+	}
+	layout, err := heaptrack.ReadLayout(tools.Preload)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := heaptrack.Start(tools, filepath.Join(private, siteFIFO))
+	if err != nil {
+		return nil, err
+	}
+	return &siteRecording{tools: tools, layout: layout, rec: rec, dir: private, cmd: cmd}, nil
+}
+
+// wrapper is gdb's exec-wrapper that starts the program with the library
+// preloaded: env, given the library's variables, then execs the program.
+// A user's LD_PRELOAD (in env, the program's environment) comes after
+// heaptrack's.
+func (s *siteRecording) wrapper(env []string) string {
+	vars := s.tools.Env(s.rec.FIFO())
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "LD_PRELOAD="); ok && v != "" {
+			vars[0] += ":" + v
+		}
+	}
+	w := "env"
+	for _, v := range vars {
+		w += " " + shellQuote(v)
+	}
+	return w
+}
+
+// inject starts the library in the process attached to, stopped by gdb,
+// before any breakpoint is in: allocations from then on are recorded,
+// blocks allocated before are not known.
+func (s *siteRecording) inject(ctx context.Context, c *gdb.Conn) error {
+	for _, cmd := range s.tools.InjectCommands(s.rec.FIFO()) {
+		if _, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote(cmd)); err != nil {
+			return fmt.Errorf("starting heaptrack in the process: %s", gdb.Message(err))
+		}
+	}
+	s.injected = true
+	return nil
+}
+
+// stop ends the library's recording in the process attached to, which
+// gdb holds stopped: the library writes out what it holds, closes its
+// output and restores the allocation functions; it stays loaded, idle.
+func (s *siteRecording) stop(ctx context.Context, c *gdb.Conn) error {
+	if !s.injected {
+		return nil
+	}
+	if _, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote(heaptrack.StopCommand)); err != nil {
+		return fmt.Errorf("stopping heaptrack in the process: %s", gdb.Message(err))
+	}
+	s.injected = false
+	return nil
+}
+
+// cut writes the heap per site of process pid, every thread of which gdb
+// holds stopped, to a file and returns its path: every allocation and
+// free before the stop, none after. A thread stopped inside the library,
+// writing an event, is let out of it first (letOut), alone.
+func (s *siteRecording) cut(ctx context.Context, c *gdb.Conn, pid, seq int) (string, error) {
+	if s.target == nil || s.target.Pid != pid {
+		t, err := heaptrack.OpenTarget(pid, s.layout)
+		if err != nil {
+			return "", err
+		}
+		s.target = t
+	}
+	var snap *snapshots.Snapshot
+	for tries := 0; ; tries++ {
+		var err error
+		snap, err = s.rec.Cut(ctx, s.target, seq)
+		var busy *heaptrack.BusyError
+		switch {
+		case err == nil:
+		case errors.Is(err, heaptrack.ErrNotRecording):
+			// The library opens its output at the program's first
+			// allocation: none yet.
+			snap = &snapshots.Snapshot{Index: seq, Kind: snapshots.TreeDetailed, Blocks: true,
+				Tree: &snapshots.Node{Frame: snapshots.Frame{Function: heaptrack.RootName}}}
+		case errors.As(err, &busy) && tries < 3:
+			if err := letOut(ctx, c, busy.TID, s.target.LockAddr()); err != nil {
+				return "", fmt.Errorf("thread %d was stopped inside heaptrack and could not be let out: %w", busy.TID, err)
+			}
+			continue
+		default:
+			return "", err
+		}
+		break
+	}
+	path := filepath.Join(s.dir, fmt.Sprintf("sites-%d.ms", seq))
+	f, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	err = heaptrack.WriteXtmemory(f, snap, s.cmd)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return "", err
+	}
+	return path, nil
+}
+
+// close ends the interpreter and removes the FIFO.
+func (s *siteRecording) close() {
+	if s.target != nil {
+		s.target.Close()
+	}
+	s.rec.Close()
+}
+
+// letOut runs thread tid alone (scheduler-locking on) until it releases
+// heaptrack's lock at lock: a temporary breakpoint of that thread's on
+// pthread_mutex_unlock of that mutex, then the return from it. The thread
+// ends the event it was writing, which it began before the stop, and
+// goes no further; no other thread runs.
+func letOut(ctx context.Context, c *gdb.Conn, tid int, lock uint64) error {
+	id, err := gdbThread(ctx, c, tid)
+	if err != nil {
+		return err
+	}
+	restore, err := c.LockScheduler(ctx, "on")
+	if err != nil {
+		return err
+	}
+	defer restore(ctx)
+	if _, err := c.Send(ctx, "-thread-select", id); err != nil {
+		return errors.New(gdb.Message(err))
+	}
+	if _, err := c.Send(ctx, "-break-insert", "-t", "-p", id, "-c", fmt.Sprintf("$rdi == %#x", lock), "pthread_mutex_unlock"); err != nil {
+		return errors.New(gdb.Message(err))
+	}
+	wait := func(what string) error {
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if _, err := c.WaitStopped(wctx); err != nil {
+			c.Interrupt()
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return nil
+	}
+	if _, err := c.Send(ctx, "-exec-continue"); err != nil {
+		return errors.New(gdb.Message(err))
+	}
+	if err := wait("reaching the unlock"); err != nil {
+		return err
+	}
+	if _, err := c.Send(ctx, "-exec-finish"); err != nil {
+		return errors.New(gdb.Message(err))
+	}
+	return wait("returning from the unlock")
+}
+
+// gdbThread returns gdb's number of the thread whose LWP is tid: "LWP N"
+// in gdb's target id natively, "Thread P.N" through gdbserver.
+func gdbThread(ctx context.Context, c *gdb.Conn, tid int) (string, error) {
+	r, err := c.Send(ctx, "-thread-info")
+	if err != nil {
+		return "", errors.New(gdb.Message(err))
+	}
+	re := regexp.MustCompile(fmt.Sprintf(`(LWP |Thread \d+\.)%d\b`, tid))
+	for _, t := range r.List("threads") {
+		if re.MatchString(t.String("target-id")) {
+			return t.String("id"), nil
+		}
+	}
+	return "", fmt.Errorf("gdb has no thread %d", tid)
+}
