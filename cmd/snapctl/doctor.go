@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/driver"
+	"github.com/snapctl/snapctl/heaptrack"
 	"github.com/snapctl/snapctl/preflight"
 	"github.com/spf13/cobra"
 )
@@ -21,7 +22,9 @@ import (
 type doctorOptions struct {
 	Gdb      string // --gdb
 	Valgrind string // --valgrind
-	Binary   string // the optional BINARY argument
+	// Heaptrack is --heaptrack: heaptrack's library directory.
+	Heaptrack string
+	Binary    string // the optional BINARY argument
 }
 
 func newDoctorCmd() *cobra.Command {
@@ -32,7 +35,8 @@ func newDoctorCmd() *cobra.Command {
 		Long: `doctor checks the environment snapctl needs and explains each problem it
 finds: gdb and valgrind (their versions), vgdb, whether ptrace is permitted
 (vgdb uses it to wake a program blocked in a system call), gdbserver (snapctl
-attach --guard has it trace the process, which then survives a killed gdb), whether
+attach --guard has it trace the process, which then survives a killed gdb),
+heaptrack (the native backend's per-site recording, --sites), whether
 valgrind can run massif here and, given BINARY, whether it is a native
 program with debug info.
 
@@ -54,6 +58,7 @@ profiled.`,
 	}
 	cmd.Flags().StringVar(&opts.Gdb, "gdb", "", "the gdb to check (default: gdb on PATH)")
 	cmd.Flags().StringVar(&opts.Valgrind, "valgrind", "", "the valgrind to check (default: valgrind on PATH; vgdb is looked for next to it)")
+	cmd.Flags().StringVar(&opts.Heaptrack, "heaptrack", "", "the directory of heaptrack's libraries to check (default: where Debian's heaptrack package puts them)")
 	return cmd
 }
 
@@ -155,6 +160,7 @@ func runDoctor(ctx context.Context, w io.Writer, opts *doctorOptions) error {
 		r.line(checkOK, "ptrace", p.String())
 	}
 	checkGdbserver(ctx, r)
+	checkHeaptrack(r, opts.Heaptrack)
 
 	if opts.Binary != "" {
 		if checkBinary(r, opts.Binary) {
@@ -193,6 +199,31 @@ func checkGdbserver(ctx context.Context, r *doctorReport) {
 		return
 	}
 	r.line(checkOK, "gdbserver", fmt.Sprintf("%s (%s)", first, path))
+}
+
+// checkHeaptrack looks for heaptrack's preload and inject libraries and
+// its interpreter, and reads where the preload library keeps its buffer
+// (heaptrack.ReadLayout), which a cut at a stop needs. Only native.sites
+// (--sites) needs heaptrack: missing, it is a warning, and a run that
+// asks for sites exits 4 before anything starts.
+func checkHeaptrack(r *doctorReport, dir string) {
+	const why = "the native backend's per-site recording (--sites, native.sites) needs it; runs without sites do not"
+	tools, err := heaptrack.FindTools(dir)
+	if err != nil {
+		var me *heaptrack.MissingError
+		if errors.As(err, &me) {
+			r.line(checkWarn, "heaptrack", fmt.Sprintf("not installed (%s is missing): %s", me.Path, why),
+				"install it with: sudo apt-get install "+me.Package)
+			return
+		}
+		r.line(checkWarn, "heaptrack", err.Error()+": "+why)
+		return
+	}
+	if _, err := heaptrack.ReadLayout(tools.Preload); err != nil {
+		r.line(checkWarn, "heaptrack", fmt.Sprintf("%v: snapctl cannot cut its stream at a stop; %s", err, why))
+		return
+	}
+	r.line(checkOK, "heaptrack", filepath.Dir(tools.Preload))
 }
 
 // checkMassif runs a trivial program under massif: valgrind may be

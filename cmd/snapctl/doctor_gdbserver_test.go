@@ -50,3 +50,30 @@ func TestDoctorGdbserver(t *testing.T) {
 		t.Errorf("a broken gdbserver: %q, failed %v", out.String(), r.failed)
 	}
 }
+
+// TestDoctorHeaptrack: heaptrack found is an OK line with its directory;
+// missing, a warning that names what is missing and Debian's package, and
+// no failure, since only --sites needs it.
+func TestDoctorHeaptrack(t *testing.T) {
+	var out bytes.Buffer
+	r := &doctorReport{w: &out}
+	if _, err := os.Stat("/usr/lib/heaptrack/libheaptrack_preload.so"); err == nil {
+		checkHeaptrack(r, "")
+		if got := out.String(); got != "OK    heaptrack   /usr/lib/heaptrack\n" || len(r.failed) != 0 {
+			t.Errorf("with heaptrack installed: %q, failed %v", got, r.failed)
+		}
+	}
+	dir := t.TempDir()
+	out.Reset()
+	checkHeaptrack(r, dir)
+	want := []string{
+		"WARN  heaptrack   not installed (" + dir + "/libheaptrack_preload.so is missing): the native backend's per-site recording (--sites, native.sites) needs it; runs without sites do not",
+		"                  install it with: sudo apt-get install heaptrack",
+	}
+	if diff := cmp.Diff(want, strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")); diff != "" {
+		t.Errorf("without heaptrack (-want +got):\n%s", diff)
+	}
+	if len(r.failed) != 0 {
+		t.Errorf("a missing heaptrack failed doctor: %v", r.failed)
+	}
+}

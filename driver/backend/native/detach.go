@@ -367,6 +367,13 @@ func (b *Launch) gdbDetach() error {
 		b.gdb.WaitStopped(wctx)
 		wcancel()
 	}
+	if b.sites != nil {
+		// The library goes idle first: it writes no more into the FIFO
+		// that snapctl closes.
+		if err := b.sites.stop(ctx, b.gdb); err != nil {
+			return err
+		}
+	}
 	b.gdb.Send(ctx, "-break-delete")
 	if _, err := b.gdb.Send(ctx, "-target-detach"); err != nil {
 		return errors.New(gdb.Message(err))
