@@ -35,7 +35,9 @@ var backends = []struct {
 	attaches bool
 }{
 	{massif.Name, massif.New, func(s *session) backend.Launcher { return massif.NewLauncher(s.plan, s.out.dir) }, massif.RunFiles, massif.Tools, false},
-	{native.Name, native.New, func(s *session) backend.Launcher { return native.NewLauncher(s.backend, s.opts.AttachPID, s.opts.Guard, s.opts.Heaptrack) }, nil, nil, true},
+	{native.Name, native.New, func(s *session) backend.Launcher {
+		return native.NewLauncher(s.backend, s.opts.AttachPID, s.opts.Guard, s.opts.Heaptrack)
+	}, nil, nil, true},
 }
 
 // newBackend returns the index in backends of the backend named in a plan
