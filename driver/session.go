@@ -460,7 +460,7 @@ func newSession(opts Options, p *plan.Plan, t backend.Tools, binary, dir string)
 		Diffs: s.rec.diffs.add, Event: s.rec.event, Warn: opts.Warn})
 	s.launcher = backends[i].launch(s)
 	if s.launcher.Local() {
-		s.m.Native = &runjson.NativeSettings{TrimProbe: p.Native.TrimProbe, AttachedPid: opts.AttachPID}
+		s.m.Native = &runjson.NativeSettings{TrimProbe: p.Native.TrimProbe, Sites: p.Native.Sites, AttachedPid: opts.AttachPID}
 		if opts.AttachPID != 0 {
 			s.m.Target.Argv = []string{binary}
 		}

@@ -91,6 +91,10 @@ type NativeSettings struct {
 	// TrimProbe says that every stop called malloc_trim(0), which changes
 	// the program's state.
 	TrimProbe bool `json:"trim_probe"`
+	// Sites says that heaptrack recorded every allocation with its
+	// stack (native.sites): the run has per-site snapshots, diffs and
+	// suspects, as a massif run has.
+	Sites bool `json:"sites,omitempty"`
 	// AttachedPid is the process snapctl attach attached to, 0 when gdb
 	// started the program; Detached says that gdb detached from it at
 	// the end and left it running.
