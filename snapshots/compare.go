@@ -28,11 +28,15 @@ const (
 )
 
 // CompareRun is what a comparison needs of one run: its backend, its
-// breakpoints, how many hit snapshots each took, and its suspects (massif)
-// or each breakpoint's verdict (native).
+// breakpoints, how many hit snapshots each took, its suspects (massif, or
+// native with per-site data) and each breakpoint's verdict (native).
 type CompareRun struct {
-	Dir         string
-	Backend     string // BackendMassif or BackendNative
+	Dir     string
+	Backend string // BackendMassif or BackendNative
+	// Sites says that a native run recorded per-site data (native.sites),
+	// so that its suspects compare as a massif run's do. A massif run
+	// always has them, whatever Sites says.
+	Sites       bool
 	Breakpoints []CompareBreakpoint
 	Suspects    []Suspect
 }
@@ -143,16 +147,59 @@ func (c *Comparison) Unfixed() int {
 // both sides. Breakpoints of one plan only, and breakpoints with fewer
 // than three snapshots in a run, are not compared, and the notes say so.
 //
-// When either run is native, the runs are compared by their findings per
-// breakpoint instead (compareFindings).
+// Suspects are compared whenever both runs have call sites: massif runs,
+// and native runs recorded with native.sites, whose suspects are drawn
+// from the same model. Two native runs are also compared by their
+// findings per breakpoint (compareFindings), and show a fix only when
+// both comparisons do. A native run without call sites is compared by
+// findings alone, with whatever run it is compared to.
 func Compare(before, after CompareRun) *Comparison {
 	c := &Comparison{Schema: CompareSchema, Before: before.Dir, After: after.Dir,
 		Suspects: []ComparedSuspect{}, NotCompared: []ComparedSuspect{}, Notes: []string{}, Findings: []ComparedFinding{},
 		BeforeBackend: backendOf(before), AfterBackend: backendOf(after)}
-	if c.BeforeBackend == BackendNative || c.AfterBackend == BackendNative {
-		c.compareFindings(before, after)
-		return c
+	sites := hasSites(before) && hasSites(after)
+	native := c.BeforeBackend == BackendNative && c.AfterBackend == BackendNative
+	switch {
+	case sites && c.BeforeBackend != c.AfterBackend:
+		nat := "RUN_B"
+		if c.BeforeBackend == BackendNative {
+			nat = "RUN_A"
+		}
+		c.Notes = append(c.Notes, fmt.Sprintf("RUN_A was measured with %s and RUN_B with %s, both with call sites: their suspects are compared as between massif runs; verdicts exist only for %s (native), so no finding is compared",
+			backendSaid(before), backendSaid(after), nat))
+	case native && !sites && (before.Sites || after.Sites):
+		with, without := "RUN_A", "RUN_B"
+		if after.Sites {
+			with, without = without, with
+		}
+		c.Notes = append(c.Notes, fmt.Sprintf("%s has call sites (native --sites) and %s does not: they are compared by their verdicts; call sites are compared only when both runs have them", with, without))
 	}
+	if sites {
+		c.compareSuspects(before, after)
+	}
+	if native || !sites {
+		c.compareFindings(before, after)
+	}
+	return c
+}
+
+// hasSites says whether a run has per-site suspects.
+func hasSites(r CompareRun) bool {
+	return backendOf(r) == BackendMassif || r.Sites
+}
+
+// backendSaid names a run's backend in a note, with --sites when a native
+// run has call sites.
+func backendSaid(r CompareRun) string {
+	if backendOf(r) == BackendNative && r.Sites {
+		return "native --sites"
+	}
+	return backendOf(r)
+}
+
+// compareSuspects matches the suspects of two runs that both have call
+// sites, breakpoint by breakpoint (Compare).
+func (c *Comparison) compareSuspects(before, after CompareRun) {
 	bps := func(r CompareRun) map[string]CompareBreakpoint {
 		m := make(map[string]CompareBreakpoint)
 		for _, b := range r.Breakpoints {
@@ -247,7 +294,6 @@ func Compare(before, after CompareRun) *Comparison {
 		}
 		return frameLess(a.Frame, b.Frame)
 	})
-	return c
 }
 
 func statusRank(s string) int {
@@ -405,12 +451,13 @@ func sideFindings(r CompareRun, bp string) (findings []string, said string, ok b
 // compareFindings compares two runs of which at least one is native, by
 // their findings per breakpoint: a finding of RUN_A that RUN_B does not
 // show is gone only when both runs are native; across backends it is
-// unjudged, since massif measures call sites and the native backend the
-// whole heap, each with its own thresholds.
+// unjudged, since a massif run's suspects and a native verdict of the
+// whole heap have different thresholds (a native run without call sites:
+// with them, the suspects are compared instead).
 func (c *Comparison) compareFindings(before, after CompareRun) {
 	mixed := c.BeforeBackend != c.AfterBackend
 	if mixed {
-		c.Notes = append(c.Notes, fmt.Sprintf("RUN_A was measured with %s and RUN_B with %s: they are compared by what grew at each breakpoint; call sites are compared only between massif runs, and a fix is shown only between runs of one backend",
+		c.Notes = append(c.Notes, fmt.Sprintf("RUN_A was measured with %s and RUN_B with %s: they are compared by what grew at each breakpoint; call sites are compared only when both runs have them (massif, or native with --sites), and otherwise a fix is shown only between runs of one backend",
 			c.BeforeBackend, c.AfterBackend))
 	}
 	var names []string

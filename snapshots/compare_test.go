@@ -2,6 +2,7 @@ package snapshots
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -103,5 +104,173 @@ func TestRenderComparisonGolden(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkAnalysisGolden(t, "compare."+ext, b.Bytes())
+	}
+}
+
+// nativeRun is a native run of one breakpoint, "request", with six stops,
+// its verdict and findings (none when flat), and per-site suspects when
+// sites is true.
+func nativeRun(dir string, sites bool, verdict string, perHit int64, suspects ...Suspect) CompareRun {
+	b := CompareBreakpoint{Name: "request", Location: "handle_request", Snapshots: 6, Verdict: verdict, InUsePerHit: &perHit}
+	if verdict != "flat" {
+		b.Findings = []string{verdict}
+	}
+	return CompareRun{Dir: dir, Backend: BackendNative, Sites: sites, Breakpoints: []CompareBreakpoint{b}, Suspects: suspects}
+}
+
+// massifRun is a massif run of the same breakpoint with its suspects.
+func massifRun(dir string, suspects ...Suspect) CompareRun {
+	return CompareRun{Dir: dir, Backend: BackendMassif,
+		Breakpoints: []CompareBreakpoint{{Name: "request", Location: "handle_request", Snapshots: 6}}, Suspects: suspects}
+}
+
+// comparedRow is what the tests of runs with call sites check of a
+// comparison: each suspect and finding with its status, the notes, the
+// count that decides the exit status and the verdict line.
+type comparedRow struct {
+	Suspects, Findings, Notes []string
+	Unfixed                   int
+	Verdict                   string
+}
+
+func comparedRows(c *Comparison) comparedRow {
+	r := comparedRow{Unfixed: c.Unfixed(), Verdict: compareVerdict(c)}
+	if len(c.Notes) > 0 {
+		r.Notes = c.Notes
+	}
+	for _, s := range c.Suspects {
+		r.Suspects = append(r.Suspects, fmt.Sprintf("%s %s %s→%s", s.Status, FrameString(s.Frame), growthCell(s.BeforeGrowthPerHit), growthCell(s.AfterGrowthPerHit)))
+	}
+	for _, f := range c.Findings {
+		r.Findings = append(r.Findings, fmt.Sprintf("%s %s: %s → %s %s", f.Status, f.Finding, f.Before, f.After, f.Reason))
+	}
+	return r
+}
+
+// A native run recorded with --sites has suspects drawn from the same
+// model as massif's, so against a massif run its call sites are compared:
+// a leak that persists keeps the comparison from passing (exit 10), one
+// gone on either side shows the fix. Neither compares findings: only the
+// native side has verdicts.
+func TestCompareSitesAcrossBackends(t *testing.T) {
+	leak := suspectAt("request", "remember", "fixcheck.c", 18, 24)
+	for _, tc := range []struct {
+		name          string
+		before, after CompareRun
+		want          comparedRow
+	}{{
+		name:   "massif then native sites, leak persists",
+		before: massifRun("m", leak),
+		after:  nativeRun("n", true, "leak", 24, leak),
+		want: comparedRow{
+			Suspects: []string{"persists remember (fixcheck.c:18) +24 B→+24 B"},
+			Notes:    []string{"RUN_A was measured with massif and RUN_B with native --sites, both with call sites: their suspects are compared as between massif runs; verdicts exist only for RUN_B (native), so no finding is compared"},
+			Unfixed:  1, Verdict: "Not fixed: 1 suspect persists.",
+		},
+	}, {
+		name:   "massif then native sites, fixed",
+		before: massifRun("m", leak),
+		after:  nativeRun("n", true, "flat", 0),
+		want: comparedRow{
+			Suspects: []string{"gone remember (fixcheck.c:18) +24 B→-"},
+			Notes:    []string{"RUN_A was measured with massif and RUN_B with native --sites, both with call sites: their suspects are compared as between massif runs; verdicts exist only for RUN_B (native), so no finding is compared"},
+			Verdict:  "Fixed: 1 suspect gone, none new.",
+		},
+	}, {
+		name:   "native sites then massif, fixed",
+		before: nativeRun("n", true, "leak", 24, leak),
+		after:  massifRun("m"),
+		want: comparedRow{
+			Suspects: []string{"gone remember (fixcheck.c:18) +24 B→-"},
+			Notes:    []string{"RUN_A was measured with native --sites and RUN_B with massif, both with call sites: their suspects are compared as between massif runs; verdicts exist only for RUN_A (native), so no finding is compared"},
+			Verdict:  "Fixed: 1 suspect gone, none new.",
+		},
+	}, {
+		// Without call sites on the native side nothing changes: the
+		// leak massif found is unjudged, never gone.
+		name:   "massif then native without sites",
+		before: massifRun("m", leak),
+		after:  nativeRun("n", false, "flat", 0),
+		want: comparedRow{
+			Findings: []string{"unjudged leak: 1 suspect → flat RUN_B (native) does not show it, but a fix is shown only between runs of one backend: run RUN_B with --backend massif"},
+			Notes:    []string{"RUN_A was measured with massif and RUN_B with native: they are compared by what grew at each breakpoint; call sites are compared only when both runs have them (massif, or native with --sites), and otherwise a fix is shown only between runs of one backend"},
+			Unfixed:  1, Verdict: "Not fixed: 1 finding could not be judged.",
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, comparedRows(Compare(tc.before, tc.after))); diff != "" {
+				t.Errorf("comparison (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Two native runs with call sites are compared by both their suspects and
+// their findings, and show a fix only when both do: a site that persists
+// fails the comparison even when the whole heap no longer grows. Against
+// a native run without call sites only the findings are compared.
+func TestCompareNativeSites(t *testing.T) {
+	leak := suspectAt("request", "remember", "fixcheck.c", 18, 24)
+	for _, tc := range []struct {
+		name          string
+		before, after CompareRun
+		want          comparedRow
+	}{{
+		name:   "site persists, finding gone",
+		before: nativeRun("a", true, "leak", 24, leak),
+		after:  nativeRun("b", true, "flat", 0, leak),
+		want: comparedRow{
+			Suspects: []string{"persists remember (fixcheck.c:18) +24 B→+24 B"},
+			Findings: []string{"gone leak: leak (+24 B per hit) → flat "},
+			Unfixed:  1, Verdict: "Not fixed: 1 suspect persists.",
+		},
+	}, {
+		name:   "site and finding gone",
+		before: nativeRun("a", true, "leak", 24, leak),
+		after:  nativeRun("b", true, "flat", 0),
+		want: comparedRow{
+			Suspects: []string{"gone remember (fixcheck.c:18) +24 B→-"},
+			Findings: []string{"gone leak: leak (+24 B per hit) → flat "},
+			Verdict:  "Fixed: 1 suspect and 1 finding gone, none new.",
+		},
+	}, {
+		name:   "sites then none, findings only",
+		before: nativeRun("a", true, "leak", 24, leak),
+		after:  nativeRun("b", false, "flat", 0),
+		want: comparedRow{
+			Findings: []string{"gone leak: leak (+24 B per hit) → flat "},
+			Notes:    []string{"RUN_A has call sites (native --sites) and RUN_B does not: they are compared by their verdicts; call sites are compared only when both runs have them"},
+			Verdict:  "Fixed: 1 finding gone, none new.",
+		},
+	}, {
+		name:   "none then sites, findings only",
+		before: nativeRun("a", false, "leak", 24),
+		after:  nativeRun("b", true, "leak", 24, leak),
+		want: comparedRow{
+			Findings: []string{"persists leak: leak (+24 B per hit) → leak (+24 B per hit) "},
+			Notes:    []string{"RUN_B has call sites (native --sites) and RUN_A does not: they are compared by their verdicts; call sites are compared only when both runs have them"},
+			Unfixed:  1, Verdict: "Not fixed: 1 finding persists.",
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, comparedRows(Compare(tc.before, tc.after))); diff != "" {
+				t.Errorf("comparison (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Two native runs with call sites show both tables, in every format.
+func TestRenderComparisonNativeSitesGolden(t *testing.T) {
+	before := nativeRun("runs/before", true, "leak", 64,
+		suspectAt("request", "remember", "fixcheck.c", 18, 24), suspectAt("request", "audit", "fixcheck.c", 30, 40))
+	after := nativeRun("runs/after", true, "flat", 0, suspectAt("request", "audit", "fixcheck.c", 34, 40))
+	c := Compare(before, after)
+	for f, ext := range map[Format]string{FormatText: "txt", FormatMarkdown: "md", FormatJSON: "json"} {
+		var b bytes.Buffer
+		if err := RenderComparison(&b, c, f); err != nil {
+			t.Fatal(err)
+		}
+		checkAnalysisGolden(t, "compare_native_sites."+ext, b.Bytes())
 	}
 }

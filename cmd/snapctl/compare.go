@@ -37,10 +37,13 @@ a note. Breakpoints that only one plan has, or that took fewer than three
 snapshots in a run, are not compared, and the output says so.
 
 Native runs are compared by their verdicts per breakpoint: each finding
-(leak, retention, outside-heap, rss-growth) is gone, persists or new. A
-massif run and a native run are compared only by what grew at each
-breakpoint: a leak both show persists, but a fix is shown only between
-runs of one backend.
+(leak, retention, outside-heap, rss-growth) is gone, persists or new.
+Native runs recorded with --sites have suspects too, compared as a massif
+run's: two such runs are compared by both, and show a fix only when both
+do; one against a massif run by its suspects alone. A
+massif run and a native run without --sites are compared only by what
+grew at each breakpoint: a leak both show persists, but a fix is shown
+only between runs of one backend.
 
 Exit status 0 only when every suspect and finding of RUN_A was judged gone
 and none is new; 10 when one persists or is new, or when anything could not
@@ -138,11 +141,12 @@ func loadRun(ctx context.Context, dir string) (snapshots.CompareRun, error) {
 			snaps[s.Breakpoint]++
 		}
 	}
-	run := snapshots.CompareRun{Dir: dir, Backend: snapshots.BackendMassif, Suspects: m.Suspects}
+	run := snapshots.CompareRun{Dir: dir, Backend: snapshots.BackendMassif, Sites: true, Suspects: m.Suspects}
 	switch m.Backend {
 	case "", driver.BackendMassif:
 	case driver.BackendNative:
 		run.Backend = snapshots.BackendNative
+		run.Sites = m.Native != nil && m.Native.Sites
 	default:
 		return snapshots.CompareRun{}, &runDirError{dir, fmt.Sprintf("run.json names backend %q; this snapctl knows massif and native", m.Backend)}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -262,5 +263,70 @@ func TestCompareNative(t *testing.T) {
 		Reason: "RUN_B (native) does not show it, but a fix is shown only between runs of one backend: run RUN_B with --backend massif"}}
 	if diff := cmp.Diff(want, got); diff != "" || strings.Contains(text, "Fixed") || !strings.Contains(text, "Not fixed: 1 finding could not be judged.") {
 		t.Errorf("massif leaky against native fixed (-want +got):\n%s\n%s", diff, text)
+	}
+}
+
+// writeRun writes a completed run's run.json into a new directory: one
+// breakpoint, "request", stopped six times, with one suspect, remember's
+// 24 bytes a hit, and the given backend, native settings and verdicts.
+func writeRun(t *testing.T, backend string, native, verdicts any) string {
+	t.Helper()
+	var stops []map[string]any
+	for i := 1; i <= 6; i++ {
+		stops = append(stops, map[string]any{"seq": i, "breakpoint": "request", "hit": i, "phase": "hit"})
+	}
+	m := map[string]any{
+		"schema": "snapctl.run/v2", "status": "completed", "backend": backend,
+		"breakpoints": []map[string]any{{"name": "request", "location": "handle_request"}},
+		"stops":       stops,
+		"stacks":      [][]map[string]any{{{"function": "remember", "file": "fixcheck.c", "line": 18}}},
+		"suspects": []map[string]any{{"frame": map[string]any{"function": "remember", "file": "fixcheck.c", "line": 18},
+			"stack_id": 0, "breakpoint": "request", "growth_per_hit": 24}},
+	}
+	if native != nil {
+		m["native"] = native
+	}
+	if verdicts != nil {
+		m["verdicts"] = verdicts
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "run.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// A native run recorded with native.sites has call sites, as every massif
+// run has; one without them has only its verdicts. compare matches the
+// call sites of a massif run and a native one with them: the leak both
+// show persists (exit 10).
+func TestCompareLoadsNativeSites(t *testing.T) {
+	verdicts := []map[string]any{{"breakpoint": "request", "verdict": "leak", "findings": []string{"leak"},
+		"figures": map[string]any{"stops": 6, "heap_in_use_growth_per_hit_bytes": 24}}}
+	sites := writeRun(t, "native", map[string]any{"sites": true}, verdicts)
+	bare := writeRun(t, "native", map[string]any{"trim_probe": false}, verdicts)
+	massif := writeRun(t, "massif", nil, nil)
+	for dir, want := range map[string]bool{sites: true, bare: false, massif: true} {
+		run, err := loadRun(context.Background(), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.Sites != want || len(run.Suspects) != 1 {
+			t.Errorf("%s: Sites = %v with %d suspects, want %v and 1", dir, run.Sites, len(run.Suspects), want)
+		}
+	}
+	var out bytes.Buffer
+	err := runCompareCmd(context.Background(), &out, massif, sites, &compareOptions{format: "text"})
+	var notFixed *notFixedError
+	if !errors.As(err, &notFixed) || notFixed.n != 1 {
+		t.Errorf("compare of a massif run with a native --sites run: %v, want 1 not fixed", err)
+	}
+	if !strings.Contains(out.String(), "persists       +24 B      +24 B  request     remember (fixcheck.c:18)") ||
+		!strings.Contains(out.String(), "Not fixed: 1 suspect persists.") {
+		t.Errorf("remember does not persist:\n%s", out.String())
 	}
 }
