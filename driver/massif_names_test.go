@@ -1,6 +1,9 @@
 package driver
 
-import "github.com/snapctl/snapctl/driver/backend/massif"
+import (
+	"github.com/snapctl/snapctl/driver/backend/massif"
+	"github.com/snapctl/snapctl/driver/backend/sites"
+)
 
 // The massif backend's names the fake gdb and the run directory's checks
 // use.
@@ -10,7 +13,7 @@ const (
 	xtreeReport     = massif.XtreeReport
 )
 
-var snapshotName = massif.SnapshotName
+var snapshotName = sites.SnapshotName
 
 // valgrind's files in the run directory.
 const (

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/snapctl/snapctl/driver/backend/massif"
+	"github.com/snapctl/snapctl/driver/backend/sites"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/snapshots"
 )
@@ -42,7 +42,7 @@ func TestRunReportBounded(t *testing.T) {
 	}
 	// Every diff is +16 B: the first ten are shown.
 	sections := regexp.MustCompile(`(?m)^  stop (\d+) → \d+ `).FindAllStringSubmatch(out.String(), -1)
-	if len(sections) != massif.ShownDiffs || sections[0][1] != "1" || sections[massif.ShownDiffs-1][1] != "10" {
+	if len(sections) != sites.ShownDiffs || sections[0][1] != "1" || sections[sites.ShownDiffs-1][1] != "10" {
 		t.Errorf("text report shows %d diffs, want stops 1..10:\n%s", len(sections), out.String())
 	}
 	if !strings.Contains(out.String(), "\nShown: 10 of the 14 diffs in which a site changed; report.md has up to 10 of each breakpoint and kind, run.json all.\n") {

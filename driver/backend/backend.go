@@ -10,7 +10,8 @@
 // report sections (Reporter). Each backend is a package of its own under
 // driver/backend: massif (valgrind's heap profiler, reached through vgdb)
 // and native (gdb alone: the kernel's and glibc's figures). Neither
-// imports the other.
+// imports the other; package sites, under driver/backend too, is the
+// per-site snapshots and analysis a backend may use.
 package backend
 
 import (

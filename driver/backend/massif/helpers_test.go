@@ -9,23 +9,14 @@ import (
 	"github.com/snapctl/snapctl/snapshots"
 )
 
-// sink keeps the diffs an analysis spools, as run.json's spool would.
-type sink struct{ diffs []snapshots.Diff }
-
-func (s *sink) add(v any)             { s.diffs = append(s.diffs, *v.(*snapshots.Diff)) }
-func (s *sink) len() int              { return len(s.diffs) }
-func (s *sink) all() []snapshots.Diff { return s.diffs }
-
-func newTestAnalysis(p *plan.Plan) (*analysis, *sink) {
-	sk := &sink{}
-	return newAnalysis(p, sk.add), sk
-}
-
 const reportFile = "report.md"
+
+// reporter is the backend as the driver's reports take it.
+func reporter() backend.Backend { return New(backend.Config{Plan: &plan.Plan{}}) }
 
 // WriteText and writeReport render a run's reports as the driver does.
 func WriteText(w io.Writer, o *backend.Outcome, opts snapshots.RenderOptions) error {
-	return (&Backend{}).Text(w, o, opts)
+	return reporter().Text(w, o, opts)
 }
 
 func writeReport(path string, o *backend.Outcome) error {
@@ -33,7 +24,7 @@ func writeReport(path string, o *backend.Outcome) error {
 	if err != nil {
 		return err
 	}
-	if err := (&Backend{}).Markdown(f, o); err != nil {
+	if err := reporter().Markdown(f, o); err != nil {
 		f.Close()
 		return err
 	}

@@ -187,18 +187,11 @@ func (b *Backend) inlined() *inlineNames {
 	return b.inline
 }
 
-// frameTable returns the run's frame table, which every snapshot is read
-// into: each distinct frame is parsed, and its inlined name qualified,
-// once per run.
-func (b *Backend) frameTable() *snapshots.FrameTable {
-	if b.frames == nil {
-		b.frames = snapshots.NewFrameTable()
-		b.frames.Qualify = func(f snapshots.Frame) string {
-			if n := b.inlined(); n != nil {
-				return n.qualify(f)
-			}
-			return f.Function
-		}
+// qualify is the sites' Qualify hook: the qualified name of an inlined
+// C++ frame valgrind names bare (inlineNames.qualify), else its name.
+func (b *Backend) qualify(f snapshots.Frame) string {
+	if n := b.inlined(); n != nil {
+		return n.qualify(f)
 	}
-	return b.frames
+	return f.Function
 }

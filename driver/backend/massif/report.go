@@ -4,52 +4,38 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/snapctl/snapctl/driver/backend"
+	"github.com/snapctl/snapctl/driver/backend/sites"
 	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
 // Text prints the terminal report: the verdict, how the run ended, the
-// stops per breakpoint, then the suspects and the diffs with the largest
-// heap changes as the snapshots package renders them, and how many more
-// diffs run.json holds.
-func (*Backend) Text(w io.Writer, o *backend.Outcome, opts snapshots.RenderOptions) error {
+// stops per breakpoint, then the sites' sections (sites.Sites.TextSections).
+func (b *Backend) Text(w io.Writer, o *backend.Outcome, opts snapshots.RenderOptions) error {
 	bw := bufio.NewWriter(w)
 	m := o.Manifest
 	// The program's arguments and the crash's frame may hold anything:
 	// control characters are escaped (snapshots.Printable).
 	pw := snapshots.PrintableWriter(bw)
-	fmt.Fprintf(pw, "%s\n", verdict(o))
+	fmt.Fprintf(pw, "%s\n", sites.Verdict(o))
 	fmt.Fprintf(pw, "snapctl run: %s\n", strings.Join(m.Target.Argv, " "))
 	fmt.Fprintf(pw, "status: %s%s\n", m.Status, backend.ExitNote(m))
-	for _, b := range m.Breakpoints {
-		fmt.Fprintf(pw, "breakpoint %s (%s): %s, %s%s\n", b.Name, b.Location, backend.Plural(b.Hits, "hit"), backend.Plural(b.Snapshots, "snapshot"), backend.UnchangedNote(b))
+	for _, bp := range m.Breakpoints {
+		fmt.Fprintf(pw, "breakpoint %s (%s): %s, %s%s\n", bp.Name, bp.Location, backend.Plural(bp.Hits, "hit"), backend.Plural(bp.Snapshots, "snapshot"), backend.UnchangedNote(bp))
 	}
 	fmt.Fprintf(pw, "run directory: %s\n\n", o.Dir)
 	if err := bw.Flush(); err != nil {
 		return err
 	}
-	if o.Report == nil || backend.MeasuredNothing(m) {
-		return nil
-	}
-	if err := snapshots.RenderReportText(w, o.Report, opts); err != nil {
-		return err
-	}
-	if more := moreText(o, opts); more != "" {
-		_, err := fmt.Fprintf(w, "\n%s\n", more)
-		return err
-	}
-	return nil
+	return b.sites.TextSections(w, o, opts)
 }
 
-// Markdown writes report.md: a summary of the run, then the analysis
-// rendered by the snapshots package.
-func (*Backend) Markdown(w io.Writer, o *backend.Outcome) error {
+// Markdown writes report.md: a summary of the run, then the sites'
+// sections (sites.Sites.MarkdownSections).
+func (b *Backend) Markdown(w io.Writer, o *backend.Outcome) error {
 	bw := bufio.NewWriter(w)
 	m := o.Manifest
 	pw := snapshots.PrintableWriter(bw) // see Text
@@ -61,172 +47,25 @@ func (*Backend) Markdown(w io.Writer, o *backend.Outcome) error {
 	}
 	fmt.Fprintf(pw, "- Stops: %d\n\n", o.Stops)
 	fmt.Fprintf(pw, "| Breakpoint | Location | Hits | Snapshots |\n|---|---|---:|---:|\n")
-	for _, b := range m.Breakpoints {
-		fmt.Fprintf(pw, "| %s | `%s` | %d | %d%s |\n", b.Name, b.Location, b.Hits, b.Snapshots, backend.UnchangedNote(b))
+	for _, bp := range m.Breakpoints {
+		fmt.Fprintf(pw, "| %s | `%s` | %d | %d%s |\n", bp.Name, bp.Location, bp.Hits, bp.Snapshots, backend.UnchangedNote(bp))
 	}
 	fmt.Fprintln(pw)
 	if backend.MeasuredNothing(m) {
 		fmt.Fprintf(pw, "**Nothing measured:** %s.\n", backend.WhyNothing(m))
 		return bw.Flush()
 	}
-	if o.Report != nil {
-		r := *o.Report
-		r.Title = ""
-		if err := snapshots.RenderReportMarkdown(bw, &r, snapshots.RenderOptions{MaxFrames: o.MaxFrames}); err != nil {
-			return err
-		}
-		if more := moreDiffs(o); more != "" {
-			fmt.Fprintf(bw, "%s\n", more)
-		}
+	if err := b.sites.MarkdownSections(bw, o); err != nil {
+		return err
 	}
 	return bw.Flush()
 }
 
 // HTML gives report.html its facts and notes: how many diffs it leaves
 // out.
-func (*Backend) HTML(opts *snapshots.HTMLOptions, o *backend.Outcome) {
-	opts.Facts = backend.Facts(o, func(b runjson.BreakpointSummary) string {
-		return fmt.Sprintf("%s, %s%s", backend.Plural(b.Hits, "hit"), backend.Plural(b.Snapshots, "snapshot"), backend.UnchangedNote(b))
+func (b *Backend) HTML(opts *snapshots.HTMLOptions, o *backend.Outcome) {
+	opts.Facts = backend.Facts(o, func(bp runjson.BreakpointSummary) string {
+		return fmt.Sprintf("%s, %s%s", backend.Plural(bp.Hits, "hit"), backend.Plural(bp.Snapshots, "snapshot"), backend.UnchangedNote(bp))
 	})
-	if backend.MeasuredNothing(o.Manifest) {
-		return
-	}
-	if more := moreDiffs(o); more != "" {
-		opts.Notes = append(opts.Notes, more)
-	}
-}
-
-// Growth reads the trees of two kept snapshots of a breakpoint, their
-// first snapshot's (an xtmemory file's curB), into the flame graph of
-// what grew from one to the other; nil when either cannot be read.
-func (b *Backend) Growth(first, last string) *snapshots.FlameNode {
-	from, err1 := b.snapshotTree(first)
-	to, err2 := b.snapshotTree(last)
-	if err1 != nil || err2 != nil {
-		return nil
-	}
-	return snapshots.GrowthFlameTrees(from, to, b.an.opts)
-}
-
-// snapshotTree reads the tree of a kept snapshot file.
-func (b *Backend) snapshotTree(file string) (*snapshots.HeapTree, error) {
-	if file == "" {
-		return nil, fmt.Errorf("no snapshot file")
-	}
-	f, err := os.Open(filepath.Join(b.cfg.Dir, file))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return snapshots.ReadFirstTree(f, file, b.frameTable())
-}
-
-// moreText is the terminal report's last line when it leaves out diffs in
-// which a site changed: where to find them. It shows some only at the
-// breakpoints with a suspect, at most opts.MaxDiffs each.
-func moreText(o *backend.Outcome, opts snapshots.RenderOptions) string {
-	changed := changedDiffs(o)
-	if changed == 0 {
-		return ""
-	}
-	suspected := make(map[string]bool)
-	for _, s := range suspectsOf(o) {
-		suspected[s.Breakpoint] = true
-	}
-	perBreakpoint := make(map[string]int)
-	for _, d := range o.Report.Diffs {
-		if suspected[d.Breakpoint] && len(d.Sites) > 0 {
-			perBreakpoint[d.Breakpoint]++
-		}
-	}
-	shown := 0
-	for _, n := range perBreakpoint {
-		if opts.MaxDiffs > 0 {
-			n = min(n, opts.MaxDiffs)
-		}
-		shown += n
-	}
-	if shown >= changed {
-		return ""
-	}
-	lead := "Shown: none"
-	if shown > 0 {
-		lead = fmt.Sprintf("Shown: %d", shown)
-	}
-	return fmt.Sprintf("%s of the %s in which a site changed; report.md has up to %d of each breakpoint and kind, run.json all.",
-		lead, backend.Plural(changed, "diff"), shownDiffs)
-}
-
-// changedDiffs counts the run's diffs in which a site changed.
-func changedDiffs(o *backend.Outcome) int {
-	if o.Report == nil {
-		return 0
-	}
-	if o.Report.Intervals == nil {
-		return o.Diffs
-	}
-	n := 0
-	for _, c := range o.Report.Intervals {
-		n += c.Diffs - c.Unchanged
-	}
-	return n
-}
-
-// verdict is the report's first line: whether sites grew, the fastest
-// suspect, and the exit code when it is not 0.
-func verdict(o *backend.Outcome) string {
-	m := o.Manifest
-	var v string
-	switch sus := suspectsOf(o); {
-	case backend.MeasuredNothing(m):
-		v = "verdict: nothing measured: " + backend.WhyNothing(m)
-	case len(sus) == 0 && m.Status == runjson.StatusCompleted:
-		v = "verdict: no leak found: no site grew between hits"
-	case len(sus) == 0:
-		v = fmt.Sprintf("verdict: no leak found in what ran (%s)", m.Status)
-	default:
-		s := sus[0]
-		v = fmt.Sprintf("verdict: %s; fastest %s %s per hit%s at breakpoint %s", backend.Plural(len(sus), "suspect"),
-			snapshots.ShortFrame(s.Frame), snapshots.FormatDelta(s.GrowthPerHit), blocksNote(s), s.Breakpoint)
-	}
-	if m.ExitCode != nil && *m.ExitCode != 0 {
-		v += fmt.Sprintf(" (exit %d: %s)", *m.ExitCode, m.ExitReason)
-	}
-	return v
-}
-
-// blocksNote gives a suspect's blocks per hit and their size, " (2 blocks
-// of 50 B)", when it gains at least one block per hit: the size is what
-// names the object.
-func blocksNote(s snapshots.Suspect) string {
-	if s.BlocksPerHit == nil || *s.BlocksPerHit < 1 || s.BytesPerBlock == nil {
-		return ""
-	}
-	n := strconv.FormatFloat(*s.BlocksPerHit, 'f', -1, 64)
-	word := "blocks"
-	if *s.BlocksPerHit == 1 {
-		word = "block"
-	}
-	return fmt.Sprintf(" (%s %s of %s)", n, word, snapshots.FormatBytes(*s.BytesPerBlock))
-}
-
-func suspectsOf(o *backend.Outcome) []snapshots.Suspect {
-	if o.Report == nil {
-		return nil
-	}
-	return o.Report.Suspects
-}
-
-// moreDiffs says how many diffs in which a site changed report.md and
-// report.html leave out, or "".
-func moreDiffs(o *backend.Outcome) string {
-	if o.Report == nil {
-		return ""
-	}
-	n := changedDiffs(o) - len(o.Report.Diffs)
-	if n <= 0 {
-		return ""
-	}
-	return fmt.Sprintf("%s more in run.json (shown: the %d largest heap changes of each breakpoint and kind in which a site changed).",
-		backend.Plural(n, "diff"), shownDiffs)
+	b.sites.HTMLNotes(opts, o)
 }

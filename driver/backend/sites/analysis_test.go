@@ -1,4 +1,4 @@
-package massif
+package sites
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package massif
+package sites
 
 import (
 	"bytes"
@@ -41,14 +41,14 @@ type lastSnapshot struct {
 // sameCall); but an around_call hit is, since its return is diffed
 // against it. Under keep_snapshots: changed, a file whose tree equals the
 // last one of its breakpoint and phase is not kept.
-func (b *Backend) readTree(st *backend.Stop, f io.Reader) (parse, keep bool, err error) {
+func (s *Sites) readTree(st *backend.Stop, f io.Reader) (parse, keep bool, err error) {
 	sum := newTreeHash()
 	if _, err := io.Copy(sum, f); err != nil {
 		return false, false, err
 	}
 	t := own(st)
 	t.tree = sum.sum()
-	last := b.lastOf(st.Stop)
+	last := s.lastOf(st.Stop)
 	same := last.seq != 0 && last.tree == t.tree
 	switch st.Stop.Phase {
 	case runjson.PhaseHit:
@@ -63,11 +63,11 @@ func (b *Backend) readTree(st *backend.Stop, f io.Reader) (parse, keep bool, err
 // parseSnapshot reads the stop's snapshot file f (at t.raw) and, with
 // keep, compresses it into path (its unlisted name, see unlistedPath) in
 // the same pass (keepSnapshot); without, removes it.
-func (b *Backend) parseSnapshot(st *backend.Stop, f *os.File, path string, keep bool) (*snapshots.HeapTree, error) {
+func (s *Sites) parseSnapshot(st *backend.Stop, f *os.File, path string, keep bool) (*snapshots.HeapTree, error) {
 	var snap *snapshots.HeapTree
 	var readErr error
 	read := func(r io.Reader) error {
-		snap, readErr = snapshots.ReadHeapTree(r, filepath.Join(b.cfg.Dir, st.Stop.Snapshot), b.frameTable())
+		snap, readErr = snapshots.ReadHeapTree(r, filepath.Join(s.cfg.Dir, st.Stop.Snapshot), s.frameTable())
 		return readErr
 	}
 	var err error
@@ -196,9 +196,9 @@ func (t *treeHash) sum() treeSum {
 // names the stop whose file holds the same tree (run.json "snapshot": ""
 // and "same_as_seq", which the run counts as unchanged). Its totals stay
 // in the stop.
-func (b *Backend) remember(st *backend.Stop, kept bool) {
+func (s *Sites) remember(st *backend.Stop, kept bool) {
 	t, stop := own(st), st.Stop
-	last := &b.lastRef(stop)[phaseIndex(stop.Phase)]
+	last := &s.lastRef(stop)[phaseIndex(stop.Phase)]
 	if !kept {
 		t.same = true
 		stop.Snapshot, stop.SameAsSeq = "", last.seq
@@ -208,7 +208,7 @@ func (b *Backend) remember(st *backend.Stop, kept bool) {
 		heap: stop.HeapBytes, extra: stop.HeapExtraBytes, stacks: stop.StacksBytes}
 }
 
-// phaseIndex indexes Backend.last: 0 for the hit phase, 1 for the return.
+// phaseIndex indexes Sites.last: 0 for the hit phase, 1 for the return.
 func phaseIndex(phase string) int {
 	if phase == runjson.PhaseReturn {
 		return 1

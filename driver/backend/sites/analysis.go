@@ -1,4 +1,4 @@
-package massif
+package sites
 
 import (
 	"fmt"
@@ -35,13 +35,14 @@ type analysis struct {
 	problems []string
 }
 
-func newAnalysis(plan *plan.Plan, diffs func(any)) *analysis {
+func newAnalysis(plan *plan.Plan, allocFns []string, diffs func(any)) *analysis {
 	opts := snapshots.Options{
 		Library: plan.Report.LibraryFrames,
 		Ignore:  plan.Report.Ignore,
-		// The xtmemory snapshots keep the frames of the wrappers massif's
-		// --alloc-fn names: the analysis passes them through.
-		AllocFns: plan.Valgrind.AllocFns,
+		// The xtmemory snapshots keep the frames of the allocation
+		// wrappers (massif's --alloc-fn): the analysis passes them
+		// through.
+		AllocFns: allocFns,
 	}
 	if g, err := snapshots.ParseGroupBy(plan.Report.GroupBy); err == nil {
 		opts.GroupBy = g
@@ -85,7 +86,7 @@ func (a *analysis) addHit(bp string, seq, hit int, snap *snapshots.HeapTree, sam
 }
 
 // addSameHit feeds a hit-phase snapshot that was not parsed because its
-// tree equals the previous hit's (see Backend.readTree); same is addHit's.
+// tree equals the previous hit's (see Sites.readTree); same is addHit's.
 func (a *analysis) addSameHit(bp string, seq, hit int, same bool) {
 	s := a.series[bp]
 	if s == nil {
@@ -182,13 +183,13 @@ func abs(n int64) int64 {
 // are the analysis for the renderers, every suspect and the diffs worth
 // showing (run.json has all of them, spooled), and run.json's suspects
 // and stacks.
-func (b *Backend) Findings(title string) *backend.Findings {
-	rep := b.an.report(title)
-	return &backend.Findings{Report: rep, Suspects: b.an.stacks.InternSuspects(rep.Suspects), Stacks: b.an.stacks.Stacks(), Problems: b.an.problems}
+func (s *Sites) Findings(title string) *backend.Findings {
+	rep := s.an.report(title)
+	return &backend.Findings{Report: rep, Suspects: s.an.stacks.InternSuspects(rep.Suspects), Stacks: s.an.stacks.Stacks(), Problems: s.an.problems}
 }
 
 // Gate applies the plan's report.fail_on limits to the suspects.
-func (b *Backend) Gate(limits plan.FailOn, f *backend.Findings) error {
+func (s *Sites) Gate(limits plan.FailOn, f *backend.Findings) error {
 	return gate(limits, f.Report.Suspects)
 }
 
