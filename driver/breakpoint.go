@@ -279,7 +279,12 @@ func (s *stopLoop) inspectAndSnapshot(ctx context.Context, st *bpState, stop *ru
 	}
 	snap := len(cmds)
 	cmds = append(cmds, mi.Command{Name: "-interpreter-exec", Args: []string{"console", mi.Quote(s.backend.Command(tmp))}})
-	cmds = append(cmds, then...)
+	// A backend that stages its measurement from the stopped target has
+	// it resumed only once the stop is taken.
+	stopped := backend.StagesStopped(s.backend)
+	if !stopped {
+		cmds = append(cmds, then...)
+	}
 	res, errs := s.gdb.SendBatch(ctx, cmds)
 	for i, err := range errs[:snap+1] {
 		if err != nil {
@@ -325,6 +330,10 @@ func (s *stopLoop) inspectAndSnapshot(ctx context.Context, st *bpState, stop *ru
 	// numbers them first.
 	if err := s.rec.take(stop, st, hitOf, backend.Measurement{Path: tmp}, time.Now()); err != nil {
 		return nil, err
+	}
+	if len(then) > 0 && stopped {
+		_, errs = s.gdb.SendBatch(ctx, then)
+		errs = append(make([]error, snap+1), errs...)
 	}
 	if len(then) > 0 {
 		if err := s.rec.resumed(st, then, errs[snap+1:]); err != nil {

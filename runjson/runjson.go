@@ -321,6 +321,10 @@ const (
 	// EventTcacheNotSubtracted: the native backend cannot read glibc's
 	// per-thread caches, whose freed chunks then count as in use.
 	EventTcacheNotSubtracted EventKind = "tcache-not-subtracted"
+	// EventSitesFailed: native.sites could not take a stop's per-site
+	// snapshot (heaptrack's stream, or a thread held inside heaptrack);
+	// the stop keeps its native figures.
+	EventSitesFailed EventKind = "sites-failed"
 )
 
 // Event is a stop that was not a declared breakpoint's, or a problem at a

@@ -28,6 +28,9 @@ var DefaultLibrary = []string{
 	"fn:strdup",
 	"fn:strndup",
 	"fn:__strdup",
+	// glibc's internal aliases of its own functions, which its debug
+	// information names (heaptrack's stacks): __GI___strdup is strdup.
+	"fn:__GI_*",
 	"fn:posix_memalign",
 	"fn:aligned_alloc",
 	"fn:memalign",

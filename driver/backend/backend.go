@@ -92,6 +92,16 @@ type Measurer interface {
 	Read(st *Stop) error
 }
 
+// StagesStopped reports whether m stages a stop's measurement from the
+// target itself, which must then still be stopped: the run resumes it
+// only after Stage (the native backend's native.sites cuts heaptrack's
+// stream there). Others stage a file, and the run may resume the target
+// in the same exchange with gdb that measured it.
+func StagesStopped(m Measurer) bool {
+	s, ok := m.(interface{ StagesStopped() bool })
+	return ok && s.StagesStopped()
+}
+
 // Findings are what an analysis found, for run.json and the reports.
 type Findings struct {
 	// Report is the analysis as the renderers take it.

@@ -13,7 +13,7 @@ import (
 )
 
 // Text prints the terminal report: the verdict, how the run ended, the
-// stops per breakpoint, then the sites' sections (sites.Sites.TextSections).
+// stops per breakpoint, then the sites' sections (sites.TextSections).
 func (b *Backend) Text(w io.Writer, o *backend.Outcome, opts snapshots.RenderOptions) error {
 	bw := bufio.NewWriter(w)
 	m := o.Manifest
@@ -30,11 +30,11 @@ func (b *Backend) Text(w io.Writer, o *backend.Outcome, opts snapshots.RenderOpt
 	if err := bw.Flush(); err != nil {
 		return err
 	}
-	return b.sites.TextSections(w, o, opts)
+	return sites.TextSections(w, o, opts)
 }
 
 // Markdown writes report.md: a summary of the run, then the sites'
-// sections (sites.Sites.MarkdownSections).
+// sections (sites.MarkdownSections).
 func (b *Backend) Markdown(w io.Writer, o *backend.Outcome) error {
 	bw := bufio.NewWriter(w)
 	m := o.Manifest
@@ -55,7 +55,7 @@ func (b *Backend) Markdown(w io.Writer, o *backend.Outcome) error {
 		fmt.Fprintf(pw, "**Nothing measured:** %s.\n", backend.WhyNothing(m))
 		return bw.Flush()
 	}
-	if err := b.sites.MarkdownSections(bw, o); err != nil {
+	if err := sites.MarkdownSections(bw, o); err != nil {
 		return err
 	}
 	return bw.Flush()
@@ -67,5 +67,5 @@ func (b *Backend) HTML(opts *snapshots.HTMLOptions, o *backend.Outcome) {
 	opts.Facts = backend.Facts(o, func(bp runjson.BreakpointSummary) string {
 		return fmt.Sprintf("%s, %s%s", backend.Plural(bp.Hits, "hit"), backend.Plural(bp.Snapshots, "snapshot"), backend.UnchangedNote(bp))
 	})
-	b.sites.HTMLNotes(opts, o)
+	sites.HTMLNotes(opts, o)
 }

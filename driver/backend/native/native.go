@@ -8,11 +8,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/snapctl/snapctl/driver/backend"
+	"github.com/snapctl/snapctl/driver/backend/sites"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
@@ -38,13 +37,17 @@ type Backend struct {
 	// noTcache is set once an event said the tcaches were not read.
 	noTcache bool
 	// launch is the run's launcher, which holds heaptrack's recording
-	// under native.sites.
-	launch *Launch
+	// under native.sites (sitesOn); perSite keeps and analyses its
+	// snapshots, as massif's are.
+	launch  *Launch
+	perSite *sites.Sites
+	sitesOn bool
 }
 
 // New returns the native backend of a run.
 func New(cfg backend.Config) backend.Backend {
-	return &Backend{cfg: cfg, trim: cfg.Plan.Native.TrimProbe, an: newNativeAnalysis(cfg.Plan, cfg.Diffs)}
+	return &Backend{cfg: cfg, trim: cfg.Plan.Native.TrimProbe, an: newNativeAnalysis(cfg.Plan, cfg.Diffs),
+		perSite: sites.New(cfg, sites.Options{}), sitesOn: cfg.Plan.Native.Sites}
 }
 
 func (*Backend) Name() string { return Name }
@@ -110,22 +113,37 @@ func (b *Backend) Stage(ms backend.Measurement, stop *runjson.Stop) (string, err
 		b.noTcache = true
 		b.cfg.Event(runjson.Event{Kind: runjson.EventTcacheNotSubtracted, Message: m.TcacheError + "; the freed chunks they hold count as in-use heap"})
 	}
-	if b.launch != nil && b.launch.sites != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		path, err := b.launch.sites.cut(ctx, b.launch.gdb, b.launch.pid, stop.Seq)
-		cancel()
-		if err != nil {
-			return "", err
-		}
-		if d := os.Getenv("SNAPCTL_DEBUG_SITES"); d != "" {
-			os.Rename(path, filepath.Join(d, filepath.Base(path)))
-		}
-	}
 	m.AllocatorError, m.CallError, m.BusyError, m.TcacheError = "", "", "", ""
 	stop.Memory = &m
 	if m.HeapInUseBytes != nil {
 		stop.HeapBytes = *m.HeapInUseBytes
 	}
+	if !b.sitesOn || b.launch == nil || b.launch.sites == nil {
+		return "", nil
+	}
+	return b.stageSites(stop)
+}
+
+// StagesStopped: with sites, Stage cuts heaptrack's stream, which the
+// target must not add to meanwhile.
+func (b *Backend) StagesStopped() bool { return b.sitesOn }
+
+// stageSites cuts heaptrack's stream at the stop, the target stopped,
+// into the stop's per-site snapshot. A cut that fails is an event: the
+// stop keeps its native figures, and the run goes on.
+func (b *Backend) stageSites(stop *runjson.Stop) (string, error) {
+	l := b.launch
+	ctx, cancel := context.WithTimeout(context.Background(), l.env.Times.Stop)
+	defer cancel()
+	path, err := l.sites.cut(ctx, l.gdb, l.pid, stop.Seq)
+	if err == nil {
+		var raw string
+		if raw, err = b.perSite.Stage(path, stop); err == nil {
+			return raw, nil
+		}
+	}
+	b.cfg.Event(runjson.Event{Kind: runjson.EventSitesFailed, Message: fmt.Sprintf(
+		"breakpoint %q hit %d: the per-site snapshot could not be taken (%v); this stop records the native figures only", stop.Breakpoint, stop.Hit, err)})
 	return "", nil
 }
 
@@ -133,7 +151,15 @@ func (b *Backend) Stage(ms backend.Measurement, stop *runjson.Stop) (string, err
 // breakpoint's previous one, and within an around_call's call.
 func (b *Backend) Read(st *backend.Stop) error {
 	b.an.add(st)
-	return nil
+	if !b.sitesOn || st.Raw == "" {
+		return nil
+	}
+	// The stop's heap figure stays glibc's in-use heap, which the
+	// verdicts read, not the bytes requested that the snapshot counts.
+	heap := st.Stop.HeapBytes
+	err := b.perSite.Read(st)
+	st.Stop.HeapBytes, st.Stop.HeapExtraBytes, st.Stop.StacksBytes = heap, 0, 0
+	return err
 }
 
 // Findings ends the analysis: a verdict for every breakpoint with at
@@ -143,19 +169,35 @@ func (b *Backend) Findings(title string) *backend.Findings {
 	for _, bp := range b.cfg.Plan.Breakpoints {
 		order = append(order, bp.Name)
 	}
-	return &backend.Findings{
-		Report:   emptyReport(title, order),
-		Suspects: []snapshots.Suspect{},
-		Stacks:   [][]snapshots.Frame{},
-		Verdicts: b.an.verdicts(b.trim),
+	verdicts := b.an.verdicts(b.trim)
+	if !b.sitesOn {
+		return &backend.Findings{
+			Report:   emptyReport(title, order),
+			Suspects: []snapshots.Suspect{},
+			Stacks:   [][]snapshots.Frame{},
+			Verdicts: verdicts,
+		}
 	}
+	for i := range verdicts {
+		verdicts[i].Sentence = strings.Replace(verdicts[i].Sentence, rerunMassif, sitesBelow, 1)
+	}
+	f := b.perSite.Findings(title)
+	f.Verdicts = verdicts
+	return f
 }
 
 // Gate applies report.fail_on to in-use heap growth: growth_per_hit and
 // total_growth limit each breakpoint's.
+// With sites, the limits apply to each site, as under massif.
 func (b *Backend) Gate(limits plan.FailOn, f *backend.Findings) error {
+	if b.sitesOn {
+		return b.perSite.Gate(limits, f)
+	}
 	return nativeGate(limits, f.Verdicts)
 }
 
-// Growth is nil: the native backend keeps no measurement files.
-func (*Backend) Growth(first, last string) *snapshots.FlameNode { return nil }
+// Growth is the flame graph of what grew between two kept per-site
+// snapshots; nil without sites, which keeps no measurement files.
+func (b *Backend) Growth(first, last string) *snapshots.FlameNode {
+	return b.perSite.Growth(first, last)
+}

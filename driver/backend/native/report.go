@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/snapctl/snapctl/driver/backend"
+	"github.com/snapctl/snapctl/driver/backend/sites"
 	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
@@ -35,10 +36,30 @@ func (*Backend) HTML(opts *snapshots.HTMLOptions, o *backend.Outcome) {
 		lead = append(lead, snapshots.Fact{Label: label, Value: v})
 	}
 	opts.Facts = append(lead, opts.Facts...)
+	if hasSites(m) {
+		opts.Notes = append(opts.Notes, sitesNote(m))
+		sites.HTMLNotes(opts, o)
+		return
+	}
 	opts.NoSites = true
 	opts.Notes = append(opts.Notes,
 		fmt.Sprintf("run.json's diffs hold the %s between consecutive measurements of a breakpoint (and within around_call's calls) as memory_delta; the charts draw every measurement.", backend.Plural(o.Diffs, "change")),
-		"The native backend measures resident memory and glibc's allocator at each stop; per-site diffs are massif's job: rerun with --backend massif for the call sites.")
+		"The native backend measures resident memory and glibc's allocator at each stop; per-site diffs are massif's job: rerun with --backend massif for the call sites, or with --sites for them at native speed.")
+}
+
+// hasSites reports whether the run recorded its allocations per site
+// (native.sites): its reports then hold the sites' sections, as
+// massif's do.
+func hasSites(m *runjson.Manifest) bool { return m.Native != nil && m.Native.Sites }
+
+// sitesNote says where a sites run's per-site figures come from, and,
+// for an attach, what the blocks from before it mean.
+func sitesNote(m *runjson.Manifest) string {
+	note := "Per-site figures are heaptrack's record of every allocation and free, cut at each stop: bytes as the program requested them and live blocks, as massif counts them."
+	if m.Native.AttachedPid != 0 {
+		note += " heaptrack was injected when snapctl attached: blocks allocated before are not known, so a free of one is not counted, and a site's growth is measured from the attach on."
+	}
+	return note
 }
 
 // massifNote is what the native backend's reports say instead of site
@@ -47,7 +68,7 @@ const massifNote = MassifNote
 
 // MassifNote is what the native backend's reports say instead of site
 // tables.
-const MassifNote = "Per-site diffs are the massif backend's job: rerun with --backend massif to see which call sites hold the memory."
+const MassifNote = "Per-site diffs: rerun with --sites (heaptrack, at native speed) or with --backend massif to see which call sites hold the memory."
 
 // nativeVerdicts are the lines the native backend's reports lead with. A
 // run that did not complete says so first: its verdicts are from the
@@ -104,7 +125,7 @@ func nativeBreakpoint(m *runjson.Manifest, b runjson.BreakpointSummary) string {
 // Text is the terminal report of the native backend: how a run
 // that did not complete ended, the verdicts, then how the run ended and
 // each breakpoint's stops.
-func (*Backend) Text(w io.Writer, o *backend.Outcome, _ snapshots.RenderOptions) error {
+func (*Backend) Text(w io.Writer, o *backend.Outcome, opts snapshots.RenderOptions) error {
 	bw := bufio.NewWriter(w)
 	m := o.Manifest
 	pw := snapshots.PrintableWriter(bw)
@@ -119,8 +140,18 @@ func (*Backend) Text(w io.Writer, o *backend.Outcome, _ snapshots.RenderOptions)
 	for _, b := range m.Breakpoints {
 		fmt.Fprintf(pw, "breakpoint %s (%s): %s\n", b.Name, b.Location, nativeBreakpoint(m, b))
 	}
-	fmt.Fprintf(pw, "run directory: %s\n\n%s\n", o.Dir, massifNote)
-	return bw.Flush()
+	if !hasSites(m) {
+		fmt.Fprintf(pw, "run directory: %s\n\n%s\n", o.Dir, massifNote)
+		return bw.Flush()
+	}
+	fmt.Fprintf(pw, "run directory: %s\n\n", o.Dir)
+	if m.Native.AttachedPid != 0 {
+		fmt.Fprintf(pw, "%s\n\n", sitesNote(m))
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	return sites.TextSections(w, o, opts)
 }
 
 // Markdown is report.md of the native backend.
@@ -165,8 +196,15 @@ func (*Backend) Markdown(w io.Writer, o *backend.Outcome) error {
 			snapshots.FormatDelta(f.RSSGrowth), opt(f.InUseGrowth), opt(f.FreeGrowth), arenas, trim)
 	}
 	fmt.Fprintf(pw, "\nGrowths are trends over all of a breakpoint's stops (docs/native.md, \"Native verdicts\"); run.json's `diffs` hold the %s between consecutive measurements.\n", backend.Plural(o.Diffs, "change"))
-	fmt.Fprintf(pw, "\n%s\n", massifNote)
-	return bw.Flush()
+	if !hasSites(m) {
+		fmt.Fprintf(pw, "\n%s\n", massifNote)
+		return bw.Flush()
+	}
+	fmt.Fprintf(pw, "\n%s\n\n", sitesNote(m))
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	return sites.MarkdownSections(w, o)
 }
 
 // command names what made the run: snapctl attach, or snapctl run with

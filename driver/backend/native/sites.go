@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -126,9 +127,9 @@ func (s *siteRecording) cut(ctx context.Context, c *gdb.Conn, pid, seq int) (str
 			// allocation: none yet.
 			snap = &snapshots.Snapshot{Index: seq, Kind: snapshots.TreeDetailed, Blocks: true,
 				Tree: &snapshots.Node{Frame: snapshots.Frame{Function: heaptrack.RootName}}}
-		case errors.As(err, &busy) && tries < 3:
+		case errors.As(err, &busy) && tries < 5:
 			if err := letOut(ctx, c, busy.TID, s.target.LockAddr()); err != nil {
-				return "", fmt.Errorf("thread %d was stopped inside heaptrack and could not be let out: %w", busy.TID, err)
+				return "", fmt.Errorf("a thread was stopped inside heaptrack and could not be let out: %w", err)
 			}
 			continue
 		default:
@@ -160,13 +161,17 @@ func (s *siteRecording) close() {
 	s.rec.Close()
 }
 
-// letOut runs thread tid alone (scheduler-locking on) until it releases
-// heaptrack's lock at lock: a temporary breakpoint of that thread's on
-// pthread_mutex_unlock of that mutex, then the return from it. The thread
-// ends the event it was writing, which it began before the stop, and
-// goes no further; no other thread runs.
+// letOut lets the thread that holds heaptrack's lock at lock out of it,
+// alone (scheduler-locking on): it ends the event it was writing, which
+// it began before the stop, and goes no further. tid is the lock's owner;
+// 0 when the thread is inside pthread_mutex_lock or _unlock, between the
+// lock word and the owner field (fact 66). A thread inside one of those
+// is run to its return (finish): out of the unlock, the lock is free;
+// out of the lock, it owns it and is let out at the next try. Any other
+// holder runs to its unlock of that mutex (a temporary breakpoint of its
+// own on pthread_mutex_unlock), then out of it.
 func letOut(ctx context.Context, c *gdb.Conn, tid int, lock uint64) error {
-	id, err := gdbThread(ctx, c, tid)
+	threads, err := mutexThreads(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -175,31 +180,76 @@ func letOut(ctx context.Context, c *gdb.Conn, tid int, lock uint64) error {
 		return err
 	}
 	defer restore(ctx)
-	if _, err := c.Send(ctx, "-thread-select", id); err != nil {
-		return errors.New(gdb.Message(err))
-	}
-	if _, err := c.Send(ctx, "-break-insert", "-t", "-p", id, "-c", fmt.Sprintf("$rdi == %#x", lock), "pthread_mutex_unlock"); err != nil {
-		return errors.New(gdb.Message(err))
-	}
-	wait := func(what string) error {
-		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		if _, err := c.WaitStopped(wctx); err != nil {
-			c.Interrupt()
-			return fmt.Errorf("%s: %w", what, err)
+	if tid == 0 {
+		if len(threads) == 0 {
+			return errors.New("heaptrack's lock is held and no thread is inside pthread_mutex_lock or _unlock")
+		}
+		for _, id := range threads {
+			if err := runThread(ctx, c, id, "-exec-finish"); err != nil {
+				return err
+			}
 		}
 		return nil
 	}
-	if _, err := c.Send(ctx, "-exec-continue"); err != nil {
-		return errors.New(gdb.Message(err))
-	}
-	if err := wait("reaching the unlock"); err != nil {
+	id, err := gdbThread(ctx, c, tid)
+	if err != nil {
 		return err
 	}
-	if _, err := c.Send(ctx, "-exec-finish"); err != nil {
+	if slices.Contains(threads, id) {
+		return runThread(ctx, c, id, "-exec-finish")
+	}
+	if _, err := c.Send(ctx, "-break-insert", "-t", "-p", id, "-c", mi.Quote(fmt.Sprintf("$rdi == %#x", lock)), "pthread_mutex_unlock"); err != nil {
 		return errors.New(gdb.Message(err))
 	}
-	return wait("returning from the unlock")
+	if err := runThread(ctx, c, id, "-exec-continue"); err != nil {
+		return err
+	}
+	return runThread(ctx, c, id, "-exec-finish")
+}
+
+// runThread selects gdb's thread id and runs it with cmd (continue,
+// finish) until it stops, within 2 s; a thread that does not stop by then
+// is interrupted.
+func runThread(ctx context.Context, c *gdb.Conn, id, cmd string) error {
+	if _, err := c.Send(ctx, "-thread-select", id); err != nil {
+		return errors.New(gdb.Message(err))
+	}
+	if _, err := c.Send(ctx, cmd); err != nil {
+		return errors.New(gdb.Message(err))
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := c.WaitStopped(wctx); err != nil {
+		c.Interrupt()
+		return fmt.Errorf("thread %s did not get out of heaptrack's lock: %w", id, err)
+	}
+	return nil
+}
+
+// mutexThreads returns gdb's ids of the threads stopped inside glibc's
+// pthread_mutex_lock or _unlock called from heaptrack's library.
+func mutexThreads(ctx context.Context, c *gdb.Conn) ([]string, error) {
+	r, err := c.Send(ctx, "-thread-info")
+	if err != nil {
+		return nil, errors.New(gdb.Message(err))
+	}
+	var ids []string
+	for _, t := range r.List("threads") {
+		if !strings.Contains(t.String("frame.func"), "pthread_mutex_") {
+			continue
+		}
+		id := t.String("id")
+		f, err := c.Send(ctx, "-stack-list-frames", "--thread", id, "1", "1")
+		if err != nil {
+			continue
+		}
+		for _, fr := range f.List("stack") {
+			if strings.Contains(fr.String("from"), "heaptrack") {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids, nil
 }
 
 // gdbThread returns gdb's number of the thread whose LWP is tid: "LWP N"

@@ -341,6 +341,13 @@ func medianTrim(pts []point) int64 {
 
 // sentence says a verdict in one sentence with its numbers, and what to do
 // next: the verdict's own clause, then the other findings that hold.
+// rerunMassif is where a leak's verdict sends the user for its call
+// sites; with native.sites they are in the same reports (sitesBelow).
+const (
+	rerunMassif = "rerun with --backend massif, or with --sites at native speed, to see the allocation call sites"
+	sitesBelow  = "the call sites that grew are the suspects below (native.sites)"
+)
+
 func sentence(v runjson.Verdict, trimProbe bool) string {
 	f := v.Figures
 	b := snapshots.FormatBytes
@@ -368,7 +375,7 @@ func sentence(v runjson.Verdict, trimProbe bool) string {
 		case runjson.VerdictLeak:
 			clauses = append(clauses, fmt.Sprintf("leak at breakpoint %s: in-use heap grew %s %s, %s per hit, up in %d of %d intervals; resident memory %s",
 				v.Breakpoint, signed(*f.InUseGrowth), over, signed(deref(f.InUsePerHit)), f.InUseIntervals, f.Intervals, signed(f.RSSGrowth)))
-			next = append(next, "rerun with --backend massif to see the allocation call sites")
+			next = append(next, rerunMassif)
 			if threads := int64(max(deref32(f.Arenas), 1)); f.TcacheBytes == nil && *f.InUseGrowth <= tcacheBytes*threads {
 				next = append(next, fmt.Sprintf("glibc's per-thread caches count as in use and can fill by up to %s a thread: GLIBC_TUNABLES=glibc.malloc.tcache_count=0 rules them out", b(tcacheBytes)))
 			}

@@ -26,7 +26,7 @@ const reportFile = "report.md"
 // writeText and writeReport render a run's per-site sections as a
 // backend does after its header.
 func writeText(w io.Writer, o *backend.Outcome, opts snapshots.RenderOptions) error {
-	return (&Sites{}).TextSections(w, o, opts)
+	return TextSections(w, o, opts)
 }
 
 func writeReport(path string, o *backend.Outcome) error {
@@ -34,7 +34,7 @@ func writeReport(path string, o *backend.Outcome) error {
 	if err != nil {
 		return err
 	}
-	if err := (&Sites{}).MarkdownSections(f, o); err != nil {
+	if err := MarkdownSections(f, o); err != nil {
 		f.Close()
 		return err
 	}

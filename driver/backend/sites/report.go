@@ -18,7 +18,7 @@ import (
 // diffs with the largest heap changes as the snapshots package renders
 // them, and how many more diffs run.json holds. A run without a report,
 // or that measured nothing, has none.
-func (*Sites) TextSections(w io.Writer, o *backend.Outcome, opts snapshots.RenderOptions) error {
+func TextSections(w io.Writer, o *backend.Outcome, opts snapshots.RenderOptions) error {
 	if o.Report == nil || backend.MeasuredNothing(o.Manifest) {
 		return nil
 	}
@@ -35,7 +35,7 @@ func (*Sites) TextSections(w io.Writer, o *backend.Outcome, opts snapshots.Rende
 // MarkdownSections writes the per-site sections of report.md, after the
 // backend's summary of the run: the analysis rendered by the snapshots
 // package, and how many more diffs run.json holds.
-func (*Sites) MarkdownSections(w io.Writer, o *backend.Outcome) error {
+func MarkdownSections(w io.Writer, o *backend.Outcome) error {
 	if o.Report == nil || backend.MeasuredNothing(o.Manifest) {
 		return nil
 	}
@@ -53,7 +53,7 @@ func (*Sites) MarkdownSections(w io.Writer, o *backend.Outcome) error {
 
 // HTMLNotes adds report.html's notes on the sites: how many diffs it
 // leaves out.
-func (*Sites) HTMLNotes(opts *snapshots.HTMLOptions, o *backend.Outcome) {
+func HTMLNotes(opts *snapshots.HTMLOptions, o *backend.Outcome) {
 	if backend.MeasuredNothing(o.Manifest) {
 		return
 	}

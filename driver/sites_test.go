@@ -1,0 +1,196 @@
+package driver
+
+import (
+	"compress/gzip"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/runjson"
+	"github.com/snapctl/snapctl/snapshots"
+)
+
+// sitesPlan stops at round_done of heaptrack/testdata/sites.c: its four
+// threads keep, per round, 4 blocks of 24 to 27 bytes (keep_small), 4
+// blocks of 1,000 (keep_table) and grow a buffer each by 64 bytes
+// (grow_buffer), and free what scratch allocates.
+const sitesPlan = "backend: %s\nnative:\n  sites: true\nbreakpoints:\n  - name: round\n    location: round_done\n"
+
+// siteFigures are a run's suspects by function: growth per hit, blocks
+// per hit and total growth.
+func siteFigures(m *runjson.Manifest) map[string]string {
+	out := map[string]string{}
+	for _, s := range m.Suspects {
+		blocks := "?"
+		if s.BlocksPerHit != nil {
+			blocks = fmt.Sprint(*s.BlocksPerHit)
+		}
+		out[s.Frame.Function] = fmt.Sprintf("%s:%d %d B/hit %s blocks/hit %d B in all over %d intervals", filepath.Base(s.Frame.File), s.Frame.Line, s.GrowthPerHit, blocks, s.TotalGrowth, s.Intervals)
+	}
+	return out
+}
+
+// TestSitesRun: natively, with heaptrack recording, each of the four
+// threads' sites is a suspect with the exact bytes and blocks it keeps
+// per round, on both stop paths, next to the native verdict; every stop
+// has its snapshot, kept as massif's are.
+func TestSitesRun(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb", "heaptrack")
+	bin := testenv.Build(t, "../heaptrack/testdata/sites.c")
+	want := map[string]string{
+		"keep_table":  "sites.c:20 4000 B/hit 4 blocks/hit 20000 B in all over 5 intervals",
+		"keep_small":  "sites.c:19 102 B/hit 4 blocks/hit 510 B in all over 5 intervals",
+		"grow_buffer": "sites.c:21 256 B/hit 0 blocks/hit 1280 B in all over 5 intervals",
+	}
+	for _, p := range stopPaths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			var out testenv.Buffer
+			res, m, err := runNative(t, Options{NoAgent: p.noAgent, Streams: Streams{Stdout: &out}}, fmt.Sprintf(sitesPlan, "native"), bin, "6")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Native == nil || !m.Native.Sites || len(m.Stops) != 6 {
+				t.Fatalf("native %+v, %d stops", m.Native, len(m.Stops))
+			}
+			for _, s := range m.Stops {
+				if s.Memory == nil || s.Snapshot == "" {
+					t.Fatalf("stop %d: snapshot %q; events %+v", s.Seq, s.Snapshot, m.Events)
+				}
+				if _, err := os.Stat(filepath.Join(res.Dir, s.Snapshot)); err != nil {
+					t.Errorf("stop %d: %v", s.Seq, err)
+				}
+			}
+			if diff := cmp.Diff(want, siteFigures(m)); diff != "" {
+				t.Errorf("suspects (-want +got):\n%s", diff)
+				for _, s := range m.Stops {
+					t.Logf("stop %d hit %d %s %s heap %d", s.Seq, s.Hit, s.Phase, s.Snapshot, s.HeapBytes)
+				}
+				t.Logf("events %+v", m.Events)
+				t.Logf("suspects %+v", m.Suspects)
+			}
+			if len(m.Verdicts) != 1 || m.Verdicts[0].Verdict != runjson.VerdictLeak {
+				t.Errorf("verdicts %+v", m.Verdicts)
+			}
+			if strings.Contains(m.Verdicts[0].Sentence, "--backend massif") {
+				t.Errorf("the verdict sends the user to massif: %s", m.Verdicts[0].Sentence)
+			}
+		})
+	}
+}
+
+// TestSitesEqualMassifRun: the same program and plan under massif and
+// natively with sites give the same suspects, figure for figure.
+func TestSitesEqualMassifRun(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb", "heaptrack", "valgrind")
+	bin := testenv.Build(t, "../heaptrack/testdata/sites.c")
+	_, native, err := runNative(t, Options{}, fmt.Sprintf(sitesPlan, "native"), bin, "6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := runPlan(t, fmt.Sprintf(sitesPlan, "massif"), bin, "6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	massif := readManifest(t, res.Dir)
+	got, want := siteFigures(native), siteFigures(massif)
+	if len(want) != 3 {
+		t.Fatalf("massif's suspects: %v", want)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("sites against massif (-massif +sites):\n%s", diff)
+	}
+	// The stacks too, frame by frame in the fixture.
+	stacks := func(m *runjson.Manifest) []string {
+		var out []string
+		for _, s := range m.Suspects {
+			var fs []string
+			for _, f := range s.Stack {
+				if filepath.Base(f.File) == "sites.c" {
+					fs = append(fs, snapshots.FrameString(f))
+				}
+			}
+			out = append(out, strings.Join(fs, " < "))
+		}
+		sort.Strings(out)
+		return out
+	}
+	if diff := cmp.Diff(stacks(massif), stacks(native)); diff != "" {
+		t.Errorf("stacks (-massif +sites):\n%s", diff)
+	}
+}
+
+// TestSitesChurn: three threads allocate without pause while main stops
+// at check() every few milliseconds (heaptrack/testdata/churn.c), so that
+// many stops find a thread inside heaptrack, writing an event, or inside
+// pthread_mutex_lock or _unlock on heaptrack's lock: each is let out, and
+// every stop's snapshot holds exactly the blocks the threads counted (one
+// more per thread that stopped between malloc and its count).
+func TestSitesChurn(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb", "heaptrack")
+	bin := testenv.Build(t, "../heaptrack/testdata/churn.c")
+	plan := "backend: native\nnative:\n  sites: true\nkeep_snapshots: all\nbreakpoints:\n  - name: check\n    location: check\n    commands: [\"print counts[0] + counts[1] + counts[2]\"]\n"
+	res, m, err := runNative(t, Options{}, plan, bin, "40")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Stops) != 40 {
+		t.Fatalf("%d stops", len(m.Stops))
+	}
+	for _, ev := range m.Events {
+		// A stop that finds an arena's lock held records resident
+		// memory only (allocator-busy); its sites are still cut.
+		if ev.Kind != runjson.EventAllocatorBusy {
+			t.Errorf("event %+v", ev)
+		}
+	}
+	for _, s := range m.Stops {
+		var counted int64
+		if len(s.Commands) != 1 {
+			t.Fatalf("stop %d: commands %+v", s.Seq, s.Commands)
+		}
+		if _, err := fmt.Sscanf(s.Commands[0].Output, "$%*d = %d", &counted); err != nil {
+			if _, err := fmt.Sscanf(strings.TrimSpace(s.Commands[0].Output[strings.Index(s.Commands[0].Output, "=")+1:]), "%d", &counted); err != nil {
+				t.Fatalf("stop %d: %q", s.Seq, s.Commands[0].Output)
+			}
+		}
+		snap := readKept(t, filepath.Join(res.Dir, s.Snapshot))
+		var blocks int64
+		for _, site := range snap.Tree.Children {
+			if site.Frame.Function == "churn_alloc" {
+				blocks += site.Blocks
+			}
+		}
+		if blocks < counted || blocks > counted+3 {
+			t.Errorf("stop %d: churn_alloc has %d blocks, the threads count %d", s.Seq, blocks, counted)
+		}
+	}
+}
+
+// readKept reads a kept snapshot file (gzipped xtmemory).
+func readKept(t *testing.T, path string) *snapshots.Snapshot {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := snapshots.ReadHeap(z, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
