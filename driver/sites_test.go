@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -193,4 +194,87 @@ func readKept(t *testing.T, path string) *snapshots.Snapshot {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestSitesAttach: heaptrack injected into a threaded server under load
+// when snapctl attaches: each "keep" request keeps 100 bytes at
+// keep_request, which is the suspect, +104 B (sizeof (struct record)) and one block per hit, from
+// the attach on; the reports say that older blocks are unknown; after the
+// detach the server serves on, its code the files', and heaptrack's
+// library, still loaded, writes nothing.
+func TestSitesAttach(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb", "heaptrack")
+	srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
+	stop := make(chan struct{})
+	answered := srv.Load(stop)
+	// Blocks kept before the attach are not the run's.
+	for range 3 {
+		if _, err := srv.Ask("keep"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out testenv.Buffer
+	plan := "backend: native\nbreakpoints:\n  - name: keep\n    location: keep_request\n    max_hits: 6\n"
+	type result struct {
+		res *Result
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		opts := Options{Measure: Measure{Sites: true}, Streams: Streams{Stdout: &out}, Attach: Attach{AttachPID: srv.Pid}, Timeouts: Timeouts{Timeout: 2 * time.Minute}}
+		res, err := runSession(t, opts, plan, "")
+		done <- result{res, err}
+	}()
+	var r result
+	for r.res == nil && r.err == nil {
+		select {
+		case r = <-done:
+		case <-time.After(20 * time.Millisecond):
+			if _, err := srv.Ask("keep"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if r.err != nil || r.res == nil {
+		t.Fatalf("attach: %v", r.err)
+	}
+	dir := r.res.Dir
+	m := readManifest(t, dir)
+	if m.Native == nil || !m.Native.Sites || !m.Native.Detached || len(m.Stops) != 6 {
+		t.Fatalf("native %+v, %d stops", m.Native, len(m.Stops))
+	}
+	want := map[string]string{"keep_request": "tcpserver.c:28 104 B/hit 1 blocks/hit 520 B in all over 5 intervals"}
+	if diff := cmp.Diff(want, siteFigures(m)); diff != "" {
+		t.Errorf("suspects (-want +got):\n%s\nevents %+v\n%s", diff, m.Events, out.String())
+	}
+	report, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil || !strings.Contains(string(report), "blocks allocated before are not known") {
+		t.Errorf("report.md does not say what the attach means for older blocks: %v", err)
+	}
+	if g := srv.Gone(); g != "" {
+		t.Fatal(g)
+	}
+	if ch := testenv.TextChanges(t, srv.Pid); len(ch) > 0 {
+		t.Fatalf("breakpoints left in the process: %s", strings.Join(ch, "; "))
+	}
+	// The library is loaded and idle: its output, snapctl's FIFO, is
+	// closed.
+	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", srv.Pid))
+	for _, fd := range fds {
+		if target, _ := os.Readlink(fd); strings.HasSuffix(target, "heaptrack.fifo") {
+			t.Errorf("the process still holds %s -> %s", fd, target)
+		}
+	}
+	maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", srv.Pid))
+	if !strings.Contains(string(maps), "libheaptrack_inject.so") {
+		t.Errorf("heaptrack's library is not loaded in the server")
+	}
+	for range 20 {
+		srv.MustServe(t)
+	}
+	close(stop)
+	if answered() == 0 {
+		t.Errorf("no request of the load was answered")
+	}
 }

@@ -101,7 +101,7 @@ func (b *Launch) Launch(ctx context.Context, env *backend.Env) error {
 		return &backend.ToolError{Tool: "gdb", Msg: "its Python cannot load snapctl's agent, which reads the allocator: " + why}
 	}
 	if b.plan.Native.Sites {
-		if b.sites, err = startSites(b.heaptrackDir, env.Private, strings.Join(env.Target.Argv, " ")); err != nil {
+		if b.sites, err = startSites(b.heaptrackDir, env.Private, strings.Join(env.Target.Argv, " "), b.attach != 0); err != nil {
 			return fmt.Errorf("native.sites: %w", err)
 		}
 	}

@@ -41,13 +41,19 @@ type siteRecording struct {
 const siteFIFO = "heaptrack.fifo"
 
 // startSites finds heaptrack (in dir, "" for where distributions put it)
-// and starts reading its stream from a FIFO in private.
-func startSites(dir, private, cmd string) (*siteRecording, error) {
+// and starts reading its stream from a FIFO in private. attach says that
+// the library is injected into a running process (its inject build)
+// rather than preloaded.
+func startSites(dir, private, cmd string, attach bool) (*siteRecording, error) {
 	tools, err := heaptrack.FindTools(dir)
 	if err != nil {
 		return nil, err
 	}
-	layout, err := heaptrack.ReadLayout(tools.Preload)
+	lib := tools.Preload
+	if attach {
+		lib = tools.Inject
+	}
+	layout, err := heaptrack.ReadLayout(lib)
 	if err != nil {
 		return nil, err
 	}
