@@ -524,6 +524,8 @@ func TestBadInput(t *testing.T) {
 		{"missing valgrind", session{Bin: leak, Flags: []string{"--valgrind", filepath.Join(dir, "no-valgrind")}}, exitEnvironment, []string{"valgrind"}},
 		{"missing vgdb", session{Bin: leak, Flags: []string{"--valgrind", wrapper, "--gdb", gdb}, Env: []string{"PATH=" + noVgdb}},
 			exitEnvironment, []string{"vgdb", "apt-get install valgrind"}},
+		{"missing heaptrack", session{Bin: leak, Flags: []string{"--sites", "--heaptrack", filepath.Join(dir, "no-heaptrack")}}, exitEnvironment,
+			[]string{"heaptrack is not installed", "no-heaptrack/libheaptrack_preload.so is missing", "apt-get install heaptrack"}},
 		{"unresolvable location", session{Bin: leak, Plan: "breakpoints:\n  - name: x\n    location: no_such_function\n"}, exitPlan, []string{"plan.yaml:3:15", "no_such_function"}},
 		{"empty plan", session{Bin: leak, Plan: "# nothing\n"}, exitPlan, []string{"breakpoints"}},
 		{"malformed YAML", session{Bin: leak, Plan: "breakpoints: [\n"}, exitPlan, []string{"plan.yaml:"}},

@@ -52,6 +52,8 @@ func TestRunFlags(t *testing.T) {
 			runOptions{Format: "text", KeepSnapshots: "changed", Plan: "p", Binary: "b", Args: []string{}}},
 		{"backend", []string{"--backend", "native", "p", "b"},
 			runOptions{Format: "text", Backend: "native", Plan: "p", Binary: "b", Args: []string{}}},
+		{"sites imply native", []string{"--sites", "--heaptrack", "/opt/heaptrack", "p", "b"},
+			runOptions{Format: "text", Sites: true, Heaptrack: "/opt/heaptrack", Backend: "native", Plan: "p", Binary: "b", Args: []string{}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,6 +77,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{"--timeout", "-1s", "plan.yaml", "./bin"},
 		{"--keep-snapshots", "some", "plan.yaml", "./bin"},
 		{"--backend", "memcheck", "plan.yaml", "./bin"},
+		{"--backend", "massif", "--sites", "plan.yaml", "./bin"},
 	} {
 		_, err := parseRun(t, args...)
 		if code, _ := describe(err); code != exitUsage {
