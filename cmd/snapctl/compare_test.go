@@ -330,3 +330,48 @@ func TestCompareLoadsNativeSites(t *testing.T) {
 		t.Errorf("remember does not persist:\n%s", out.String())
 	}
 }
+
+// TestCompareMassifAndSites: a massif run and a native --sites run of the
+// same plan have the same suspects: compared site by site, the leaks of
+// the unfixed program persist (exit 10), and against the fixed program,
+// measured with --sites, they are gone (exit 0); two --sites runs compare
+// their sites and their verdicts.
+func TestCompareMassifAndSites(t *testing.T) {
+	testenv.NoLeftovers(t)
+	testenv.MustHave(t, "heaptrack")
+	src := fixtures + "fixcheck.c"
+	leaky, fixed := testenv.Build(t, src), testenv.Build(t, src, "-DFIXED")
+	mLeaky := mustRun(t, session{Plan: requestPlan, Bin: leaky, Args: []string{"6"}}, exitOK)
+	sLeaky := mustRun(t, session{Plan: requestPlan, Bin: leaky, Args: []string{"6"}, Flags: []string{"--sites"}}, exitOK)
+	sFixed := mustRun(t, session{Plan: requestPlan, Bin: fixed, Args: []string{"6"}, Flags: []string{"--sites"}}, exitOK)
+	suspects := func(a, b string, wantCode int) (map[string]string, string) {
+		t.Helper()
+		code, stdout, stderr := snapctlCmd(t, "compare", "--format", "json", a, b)
+		if code != wantCode {
+			t.Errorf("compare %s %s exited %d, want %d\n%s%s", a, b, code, wantCode, stdout, stderr)
+		}
+		var doc struct {
+			Suspects []comparedSuspect `json:"suspects"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+			t.Fatalf("%v\n%s", err, stdout)
+		}
+		got := map[string]string{}
+		for _, s := range doc.Suspects {
+			got[s.Frame.Function] = s.Status
+		}
+		_, text, _ := snapctlCmd(t, "compare", a, b)
+		return got, text
+	}
+	want := map[string]string{"remember": "persists", "audit": "persists"}
+	if got, text := suspects(mLeaky.Out, sLeaky.Out, exitLeak); !cmp.Equal(want, got) || !strings.Contains(text, "Not fixed: 2 suspects persist.") {
+		t.Errorf("massif leaky against sites leaky: %v, want %v\n%s", got, want, text)
+	}
+	want = map[string]string{"remember": "gone", "audit": "gone"}
+	if got, text := suspects(mLeaky.Out, sFixed.Out, exitOK); !cmp.Equal(want, got) || !strings.Contains(text, "Fixed") {
+		t.Errorf("massif leaky against sites fixed: %v, want %v\n%s", got, want, text)
+	}
+	if got, text := suspects(sLeaky.Out, sFixed.Out, exitOK); !cmp.Equal(want, got) || !strings.Contains(text, "Fixed") {
+		t.Errorf("sites leaky against sites fixed: %v, want %v\n%s", got, want, text)
+	}
+}
