@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -276,5 +277,50 @@ func TestSitesAttach(t *testing.T) {
 	close(stop)
 	if answered() == 0 {
 		t.Errorf("no request of the load was answered")
+	}
+}
+
+// TestSitesAttachGdbKilled: gdb killed during attach --sites, the server
+// idle: snapctl takes the breakpoints out and stops heaptrack's recording
+// itself (a library still writing into snapctl's FIFO would kill the
+// server with SIGPIPE once snapctl has gone), and the server serves on,
+// "keep" requests and their allocations included.
+func TestSitesAttachGdbKilled(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb", "heaptrack")
+	srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
+	done := attachInBackground(t, srv.Pid, attachPlan, Options{Measure: Measure{Sites: true}})
+	// heaptrack is injected before the plan's breakpoints go in, gdb's
+	// own are in from the attach: wait for the library and for the
+	// process to run.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", srv.Pid))
+		if strings.Contains(string(maps), "libheaptrack_inject.so") && !traceStopped(srv.Pid) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("heaptrack was not injected")
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	gdb := tracer(srv.Pid)
+	if gdb == 0 {
+		t.Fatal("the server has no tracer")
+	}
+	syscall.Kill(gdb, syscall.SIGKILL)
+	err := <-done
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("process %d runs on: snapctl removed its ", srv.Pid)) ||
+		!strings.Contains(err.Error(), "snapctl stopped heaptrack's recording in it") {
+		t.Fatalf("error %v", err)
+	}
+	// Enough allocations to fill heaptrack's buffer many times over.
+	for range 300 {
+		if _, err := srv.Ask("keep"); err != nil {
+			t.Fatalf("the server after the attach: %v (%s)", err, srv.Gone())
+		}
+	}
+	srv.MustServe(t)
+	if ch := testenv.TextChanges(t, srv.Pid); len(ch) > 0 {
+		t.Fatalf("breakpoints left in the process: %s", strings.Join(ch, "; "))
 	}
 }

@@ -307,6 +307,7 @@ func (b *Launch) detach(exited bool) (detached bool) {
 		if len(did) > 0 {
 			b.left += " (snapctl " + strings.Join(did, ", ") + ")"
 		}
+		b.left += b.sites.rescue(pid)
 		return true
 	}
 	if !proc.Stat(pid).OK {
@@ -336,6 +337,9 @@ func (b *Launch) detach(exited bool) (detached bool) {
 	}
 	if len(did) > 0 {
 		b.left += " (snapctl " + strings.Join(did, ", ") + ")"
+	}
+	if detached {
+		b.left += b.sites.rescue(pid)
 	}
 	return detached
 }

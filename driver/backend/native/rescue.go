@@ -1,0 +1,184 @@
+package native
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/snapctl/snapctl/heaptrack"
+)
+
+// When gdb is gone during snapctl attach --sites, heaptrack's library
+// still records in the process and writes into snapctl's FIFO, which
+// closes when snapctl ends: the library's next write would end the
+// process with SIGPIPE (docs/facts.md, fact 68). snapctl then calls
+// heaptrack_stop() in the process itself, as gdb would have, once its
+// breakpoints are out: one thread, stopped with ptrace, is made to run the
+// function and return to address 0, where its SIGSEGV stop ends the call,
+// and its registers and vector state are put back. The call writes the library's last events into
+// the FIFO, which snapctl still reads.
+
+// ptrace requests and regset Go's syscall package has no name for.
+const (
+	ptraceGetRegset = 0x4204
+	ptraceSetRegset = 0x4205
+	ntX86Xstate     = 0x202
+)
+
+// stopLibrary calls heaptrack_stop() in process pid, where the inject
+// library lib is loaded at base and its lock is at lock. gdb must be
+// gone and the breakpoints out: snapctl becomes the tracer of one thread
+// for the call, and the others run.
+func stopLibrary(pid int, lib string, base, lock uint64) error {
+	if runtime.GOARCH != "amd64" {
+		return errors.New("calling into the process is known only on x86-64")
+	}
+	fn, err := symbolValue(lib, "heaptrack_stop")
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() {
+		// ptrace requests come from the thread that attached.
+		runtime.LockOSThread()
+		done <- callStopped(pid, base+fn, lock)
+	}()
+	return <-done
+}
+
+// symbolValue is the value of lib's dynamic symbol name.
+func symbolValue(lib, name string) (uint64, error) {
+	f, err := elf.Open(lib)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	syms, err := f.DynamicSymbols()
+	if err != nil {
+		return 0, err
+	}
+	for _, s := range syms {
+		if s.Name == name {
+			return s.Value, nil
+		}
+	}
+	return 0, fmt.Errorf("%s has no symbol %s", lib, name)
+}
+
+func callStopped(pid int, fn, lock uint64) error {
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		return err
+	}
+	defer mem.Close()
+	// One thread runs the call; the others run on, as under gdb's own
+	// calls: heaptrack_stop waits for the library's timer thread to end,
+	// and for its lock. Not one that holds the lock itself.
+	for _, tid := range threadIDs(pid) {
+		if _, _, e := syscall.Syscall6(syscall.SYS_PTRACE, ptraceSeize, uintptr(tid), 0, 0, 0, 0); e != 0 {
+			continue
+		}
+		syscall.Syscall6(syscall.SYS_PTRACE, ptraceInterrupt, uintptr(tid), 0, 0, 0, 0)
+		var ws syscall.WaitStatus
+		syscall.Wait4(tid, &ws, waitAll, nil)
+		var m [12]byte
+		if _, err := mem.ReadAt(m[:], int64(lock)); err != nil {
+			syscall.PtraceDetach(tid)
+			return err
+		}
+		if binary.LittleEndian.Uint32(m[:4]) != 0 && int(int32(binary.LittleEndian.Uint32(m[8:]))) == tid {
+			syscall.PtraceDetach(tid)
+			continue
+		}
+		err := callIn(tid, fn)
+		syscall.PtraceDetach(tid)
+		return err
+	}
+	return fmt.Errorf("no thread of process %d could make the call", pid)
+}
+
+// callIn runs the function at fn in stopped thread tid until it returns,
+// delivering the signals that come meanwhile, and puts the thread back as
+// it was.
+func callIn(tid int, fn uint64) error {
+	var regs syscall.PtraceRegs
+	if err := syscall.PtraceGetRegs(tid, &regs); err != nil {
+		return fmt.Errorf("reading thread %d's registers: %w", tid, err)
+	}
+	xstate := make([]byte, 16384)
+	iov := syscall.Iovec{Base: &xstate[0], Len: uint64(len(xstate))}
+	if _, _, e := syscall.Syscall6(syscall.SYS_PTRACE, ptraceGetRegset, uintptr(tid), ntX86Xstate, uintptr(unsafe.Pointer(&iov)), 0, 0); e != 0 {
+		return fmt.Errorf("reading thread %d's vector state: %w", tid, e)
+	}
+	saved := regs
+	defer func() {
+		syscall.PtraceSetRegs(tid, &saved)
+		syscall.Syscall6(syscall.SYS_PTRACE, ptraceSetRegset, uintptr(tid), ntX86Xstate, uintptr(unsafe.Pointer(&iov)), 0, 0)
+	}()
+	// Below the red zone, aligned as a call leaves it, with a return
+	// address of 0.
+	sp := (regs.Rsp-1024)&^15 - 8
+	var zero [8]byte
+	if _, err := syscall.PtracePokeData(tid, uintptr(sp), zero[:]); err != nil {
+		return fmt.Errorf("writing thread %d's stack: %w", tid, err)
+	}
+	regs.Rsp, regs.Rip, regs.Rax = sp, fn, 0
+	// A thread stopped in a system call must not restart it on the way.
+	regs.Orig_rax = ^uint64(0)
+	if err := syscall.PtraceSetRegs(tid, &regs); err != nil {
+		return fmt.Errorf("setting thread %d's registers: %w", tid, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	sig := 0
+	for time.Now().Before(deadline) {
+		if err := syscall.PtraceCont(tid, sig); err != nil {
+			return fmt.Errorf("running heaptrack_stop: %w", err)
+		}
+		var ws syscall.WaitStatus
+		if _, err := syscall.Wait4(tid, &ws, waitAll, nil); err != nil {
+			return err
+		}
+		if !ws.Stopped() {
+			return fmt.Errorf("thread %d ended during heaptrack_stop", tid)
+		}
+		sig = 0
+		switch s := ws.StopSignal(); {
+		case s == syscall.SIGSEGV:
+			var now syscall.PtraceRegs
+			if err := syscall.PtraceGetRegs(tid, &now); err == nil && now.Rip == 0 {
+				return nil
+			}
+			return errors.New("heaptrack_stop faulted")
+		case ws.TrapCause() != 0 || s == syscall.SIGTRAP:
+			// A ptrace event stop: nothing to deliver.
+		default:
+			sig = int(s) // the program's own signal, delivered
+		}
+	}
+	return errors.New("heaptrack_stop did not return within 5 s")
+}
+
+// rescue stops the library's recording in process pid when gdb could
+// not (it is gone), and says so for the message of how the process was
+// left: "" when there was nothing to stop.
+func (s *siteRecording) rescue(pid int) string {
+	if s == nil || !s.injected {
+		return ""
+	}
+	t, err := heaptrack.OpenTarget(pid, s.layout)
+	if err == nil {
+		defer t.Close()
+		err = stopLibrary(pid, s.layout.Lib, t.Base, t.LockAddr())
+	}
+	if err != nil {
+		return fmt.Sprintf("; snapctl could not stop heaptrack's recording in it (%v): the process will die of SIGPIPE at heaptrack's next write", err)
+	}
+	s.injected = false
+	return "; snapctl stopped heaptrack's recording in it"
+}
