@@ -206,6 +206,17 @@ func readKept(t *testing.T, path string) *snapshots.Snapshot {
 func TestSitesAttach(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb", "heaptrack")
+	for _, guard := range []bool{false, true} {
+		t.Run(fmt.Sprintf("guard=%v", guard), func(t *testing.T) {
+			t.Parallel()
+			sitesAttach(t, guard)
+		})
+	}
+}
+
+// sitesAttach is TestSitesAttach, asked to guard the process or not:
+// gdb traces it either way with sites (fact 70).
+func sitesAttach(t *testing.T, guard bool) {
 	srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
 	stop := make(chan struct{})
 	answered := srv.Load(stop)
@@ -223,7 +234,7 @@ func TestSitesAttach(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		opts := Options{Measure: Measure{Sites: true}, Streams: Streams{Stdout: &out}, Attach: Attach{AttachPID: srv.Pid}, Timeouts: Timeouts{Timeout: 2 * time.Minute}}
+		opts := Options{Measure: Measure{Sites: true}, Streams: Streams{Stdout: &out}, Attach: Attach{AttachPID: srv.Pid, Guard: guard}, Timeouts: Timeouts{Timeout: 2 * time.Minute}}
 		res, err := runSession(t, opts, plan, "")
 		done <- result{res, err}
 	}()
@@ -233,7 +244,8 @@ func TestSitesAttach(t *testing.T) {
 		case r = <-done:
 		case <-time.After(20 * time.Millisecond):
 			if _, err := srv.Ask("keep"); err != nil {
-				t.Fatal(err)
+				r = <-done
+				t.Fatalf("%v (%s); the attach: %v", err, srv.Gone(), r.err)
 			}
 		}
 	}
@@ -244,6 +256,10 @@ func TestSitesAttach(t *testing.T) {
 	m := readManifest(t, dir)
 	if m.Native == nil || !m.Native.Sites || !m.Native.Detached || len(m.Stops) != 6 {
 		t.Fatalf("native %+v, %d stops", m.Native, len(m.Stops))
+	}
+	// With sites, gdb traces the process even when asked to guard it.
+	if guard && (len(m.Events) != 1 || m.Events[0].Kind != "attach-unguarded" || !strings.Contains(m.Events[0].Message, "native.sites")) {
+		t.Errorf("events %+v, want one attach-unguarded for native.sites", m.Events)
 	}
 	want := map[string]string{"keep_request": "tcpserver.c:28 104 B/hit 1 blocks/hit 520 B in all over 5 intervals"}
 	if diff := cmp.Diff(want, siteFigures(m)); diff != "" {

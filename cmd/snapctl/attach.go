@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// guardFlag is attach's --guard.
+// guardFlag is attach's --guard, on by default.
 var guardFlag bool
 
 // newAttachCmd is `snapctl attach [flags] PLAN PID`: the native backend,
@@ -35,12 +35,16 @@ pressed or the plan's workload ends; snapctl then deletes its breakpoints and
 detaches, and the process goes on running as before. When gdb cannot (it
 was stopped, killed, or met an internal error), snapctl continues it, or
 takes the breakpoints out of the process itself, and says what became of
-the process.
+the process. By default gdbserver (Debian's gdbserver package) traces the
+process and gdb reaches it through gdbserver, so that the process survives
+even a gdb killed while its threads run into breakpoints; without
+gdbserver, or with --guard=false, gdb traces it itself (see
+docs/native.md).
 
 Attaching needs ptrace permission over the process: it must be yours (or
 snapctl must hold CAP_SYS_PTRACE), dumpable and not traced already, and
 kernel.yama.ptrace_scope must allow it (see snapctl doctor).`
 	cmd.Example = `  snapctl attach --timeout 5m plan.yaml $(pidof server)`
-	cmd.Flags().BoolVar(&guardFlag, "guard", false, "have gdbserver trace the process, so that it survives gdb being killed while a breakpoint is in it (each stop costs about 5 times more; a fast signal timer in the process is not held at a breakpoint then)")
+	cmd.Flags().BoolVar(&guardFlag, "guard", true, "have gdbserver trace the process, so that it survives gdb being killed while a breakpoint is in it; --guard=false has gdb trace it itself: a stop costs about 5 times less, and threads that take a fast signal timer (hundreds of Hz) are not held at a repeated breakpoint, but a gdb killed while the process runs into a breakpoint takes the process with it")
 	return cmd
 }

@@ -193,3 +193,52 @@ func TestAttachNotPermitted(t *testing.T) {
 		})
 	}
 }
+
+// TestAttachGuardedByDefault: snapctl attach has gdbserver trace the
+// process unless --guard=false, which leaves gdb its tracer; either way
+// the server serves on once snapctl has detached.
+func TestAttachGuardedByDefault(t *testing.T) {
+	testenv.MustHave(t, "gdb", "gdbserver")
+	srv := testenv.StartServer(t, nativeFixtures+"tcpserver.c")
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "plan.yaml")
+	if err := os.WriteFile(plan, []byte("backend: native\nbreakpoints:\n  - name: request\n    location: handle_request\n    max_hits: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		flags  []string
+		tracer string
+	}{{nil, "gdbserver"}, {[]string{"--guard=false"}, "gdb"}} {
+		args := append(append([]string{"attach", "-q", "--timeout", "1m", "-o", filepath.Join(dir, c.tracer)}, c.flags...), plan, fmt.Sprint(srv.Pid))
+		cmd := exec.Command(snapctlBinary(t), args...)
+		cmd.Env = append(os.Environ(), testenv.ScopeEnv(t))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		seen := ""
+		for running := true; running; {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("snapctl %v: %v", args, err)
+				}
+				running = false
+			case <-time.After(50 * time.Millisecond):
+				st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", srv.Pid))
+				for _, line := range strings.Split(string(st), "\n") {
+					if pid, ok := strings.CutPrefix(line, "TracerPid:\t"); ok && pid != "0" {
+						comm, _ := os.ReadFile("/proc/" + pid + "/comm")
+						seen = strings.TrimSpace(string(comm))
+					}
+				}
+				srv.Ask("ping")
+			}
+		}
+		if seen != c.tracer {
+			t.Errorf("snapctl %v: the server's tracer was %q, want %q", c.flags, seen, c.tracer)
+		}
+		srv.MustServe(t)
+	}
+}

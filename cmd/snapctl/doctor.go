@@ -35,7 +35,7 @@ func newDoctorCmd() *cobra.Command {
 		Long: `doctor checks the environment snapctl needs and explains each problem it
 finds: gdb and valgrind (their versions), vgdb, whether ptrace is permitted
 (vgdb uses it to wake a program blocked in a system call), gdbserver (snapctl
-attach --guard has it trace the process, which then survives a killed gdb),
+attach has it trace the process, which then survives a killed gdb),
 heaptrack (the native backend's per-site recording, --sites), whether
 valgrind can run massif here and, given BINARY, whether it is a native
 program with debug info.
@@ -174,13 +174,13 @@ func runDoctor(ctx context.Context, w io.Writer, opts *doctorOptions) error {
 	return nil
 }
 
-// checkGdbserver looks for gdbserver on PATH. snapctl attach --guard has
-// gdb attach through it, so that the process survives a gdb killed
-// mid-run (gdbserver, its tracer, then removes the breakpoints and
-// detaches). Only attach --guard needs it, and it runs without it,
+// checkGdbserver looks for gdbserver on PATH. snapctl attach has gdb
+// attach through it (--guard, the default), so that the process survives
+// a gdb killed mid-run (gdbserver, its tracer, then removes the
+// breakpoints and detaches). Only attach needs it, and it runs without it,
 // unprotected: a missing gdbserver is a warning.
 func checkGdbserver(ctx context.Context, r *doctorReport) {
-	const unguarded = "snapctl attach --guard runs without it: a process it attached to dies of SIGTRAP if gdb is killed mid-run"
+	const unguarded = "snapctl attach runs without it, gdb tracing the process: a process it attached to dies of SIGTRAP if gdb is killed while the process runs into a breakpoint"
 	path, err := exec.LookPath("gdbserver")
 	if err != nil {
 		r.line(checkWarn, "gdbserver", "not found on PATH: "+unguarded,

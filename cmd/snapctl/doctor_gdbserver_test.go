@@ -14,7 +14,7 @@ import (
 
 // TestDoctorGdbserver: gdbserver found is an OK line with its version;
 // missing from PATH, a warning that names Debian's package and no failure,
-// since snapctl attach --guard runs without it.
+// since snapctl attach runs without it.
 func TestDoctorGdbserver(t *testing.T) {
 	if _, err := exec.LookPath("gdbserver"); err == nil {
 		var out bytes.Buffer
@@ -29,7 +29,7 @@ func TestDoctorGdbserver(t *testing.T) {
 	r := &doctorReport{w: &out}
 	checkGdbserver(context.Background(), r)
 	want := []string{
-		"WARN  gdbserver   not found on PATH: snapctl attach --guard runs without it: a process it attached to dies of SIGTRAP if gdb is killed mid-run",
+		"WARN  gdbserver   not found on PATH: snapctl attach runs without it, gdb tracing the process: a process it attached to dies of SIGTRAP if gdb is killed while the process runs into a breakpoint",
 		"                  install it with: sudo apt-get install gdbserver",
 	}
 	if diff := cmp.Diff(want, strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")); diff != "" {

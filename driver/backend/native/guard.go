@@ -65,6 +65,10 @@ func (b *Launch) attachGuarded(ctx context.Context) (bool, error) {
 	if !b.guarded {
 		return false, nil
 	}
+	if b.plan.Native.Sites {
+		b.event(runjson.Event{Kind: eventUnguarded, Message: "native.sites: gdb traces the process itself, since its calls that start and stop heaptrack in the process are not safe through gdbserver (docs/facts.md, fact 70); the process dies of SIGTRAP if gdb is killed while a thread runs into a breakpoint"})
+		return false, nil
+	}
 	g, err := newGuard(b.attach, b.env.Private)
 	if err != nil {
 		b.event(runjson.Event{Kind: eventUnguarded, Message: err.Error() + ": gdb traces the process itself, which dies of SIGTRAP if gdb is killed while a breakpoint is in it"})
