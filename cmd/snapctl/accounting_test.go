@@ -30,7 +30,9 @@ func TestKilledRunAccounts(t *testing.T) {
 			t.Parallel()
 			rounds, stops := "0", 0
 			if moment == "exit" {
-				rounds, stops = "25", 25*80
+				// Long enough (15 s or more) that run.json is rewritten
+				// at least once, every 10 s, before the last one.
+				rounds, stops = "80", 80*80
 			}
 			r := startSnapctl(t, session{Plan: plan, Bin: bin, Args: []string{rounds}, Limit: 3 * time.Minute})
 			snaps := filepath.Join(r.out, "snapshots")
