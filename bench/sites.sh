@@ -53,25 +53,26 @@
 # Exit status: 0 every goal met, 1 a run failed or took the wrong stops,
 # 2 a usage error, 3 a goal missed.
 #
-# Measured on the 2-core shared development machine, load average 2.6 to
-# 3.5 (other work running), with a snapctl that quotes letOut's breakpoint
-# condition and lets every thread run when heaptrack's lock has no owner
-# (without both, the alloc --sites runs fail: docs/development.md):
+# Measured on the 2-core shared development machine, load average 0.75
+# to 1.7 (other work starting), heaptrack 1.4.0, libc6-dbg installed:
 #   bench/sites.sh --rounds 3
-#   alloc    alone 1.12 s (1.10-1.94), sites 5.99 s (5.91-6.50),
-#            massif 13.80 s (12.75-15.27), heaptrack 5.95 s (5.14-5.99)
-#            sites/alone 5.37 (rounds 3.04-5.83)         goal <= 4: missed
-#            sites/massif 0.434 (rounds 0.425-0.463)     goal <= 0.333: missed
-#            heaptrack/alone 5.34, sites/heaptrack 1.006 (1.006-1.149)
-#   compute  alone 1.63 s, sites 2.52 s: 1.547 (rounds 1.529-1.616),
-#            8.9 ms a stop, startup included             goal <= 1.3: missed
-#   peak     snapctl's VmHWM 12.7 MiB over 10,000,000 allocations, 10 stops
+#   alloc    fst.cpp: alone 2.03 s (1.97-2.04), sites 7.13 s (7.03-8.02),
+#            massif 29.60 s (29.08-30.00), heaptrack 4.43 s (3.89-4.49)
+#            sites/alone 3.51 (rounds 3.46-3.93)         goal <= 4: met
+#            sites/massif 0.241 (rounds 0.237-0.267)     goal <= 0.333: met
+#            heaptrack/alone 2.18, sites/heaptrack 1.61 (1.57-2.06)
+#   compute  alone 1.55 s, sites 2.62 s: 1.691 (rounds 1.582-1.716),
+#            10.7 ms a stop, startup included            goal <= 1.3: missed
+#   peak     snapctl's VmHWM 13.0 MiB over 10,000,000 allocations, 10 stops
 #                                                        goal < 100 MiB: met
-# heaptrack itself costs the alloc target 5.3x: snapctl adds nothing
-# measurable to it, so the 4x goal needs a cheaper recording, not a cheaper
-# snapctl. On compute, --sites costs about 0.45 s at startup (a run with
-# one stop: 2.0-2.2 s against 1.56-1.63 s alone) and about 6 ms a stop,
-# against native's 1.4 ms.
+# On fst.cpp gdb's tracing alone costs the program about 1.5x (a native
+# `snapctl run` 4.2-4.8 s) and heaptrack about 2x: --sites is about both
+# (docs/facts.md, fact 72). On compute.c (quiet, 1.45x that day) the first
+# cut waits 0.2 s for heaptrack_interpret to read the debug information of
+# every module (fact 70) and each stop costs about 2 ms more than natively,
+# a full stop of every thread and three MI round trips (fact 71).
+# Earlier, on alloc.cpp (--workload alloc, load 2.6-3.5): sites 5.37x
+# alone, heaptrack by itself 5.34x, sites/massif 0.434.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
