@@ -6,13 +6,21 @@
 #
 # Three parts (--parts, default all of alloc,compute,peak):
 #
-#   alloc    bench/sites/alloc.cpp (g++ -g -O2, no -march=native: valgrind
+#   alloc    the allocation-heavy 4-thread C++ workload, --workload:
+#            fst (the default, the issue's own): the OpenFST service of
+#            driver/testdata/native/fst.cpp (Debian libfst-dev; g++ -g -O0
+#            -std=c++17 -lfst, as the driver's tests build it), 30 rounds
+#            of 8+r machines of 100 words a worker, about 3.9 million
+#            allocations, about 1.7 s alone; bench/sites/plan-fst.yaml
+#            stops at each round_done: 30 stops.
+#            alloc: bench/sites/alloc.cpp (g++ -g -O2, no -march=native: valgrind
 #            3.19 cannot run AVX-512 code), 4 threads x 100 rounds x ITERS
 #            iterations (default 1500) of new/delete of 16 B to 4 KiB,
 #            std::string, std::vector and std::map churn, one leaked Record
 #            a round; about 6.4 million allocations, 1-2 s alone. The plan,
 #            bench/sites/plan.yaml, breaks on round_done every 10th call
-#            of any thread: 40 stops. Timed: the program alone, `snapctl
+#            of any thread: 40 stops.
+#            Timed: the program alone, `snapctl
 #            run --sites`, `snapctl run` (massif, the same plan), and
 #            heaptrack 1.4 by itself (`heaptrack -o FILE PROGRAM`, no
 #            goal: what recording every allocation costs before snapctl
@@ -36,47 +44,49 @@
 # After every snapctl run it checks, outside the timed window, that the
 # run completed with the stops the plan asks for in run.json, each
 # with the native figures ("memory") under --sites, and that a per-site
-# cut was taken at every stop: the stops' snapshots in run.json or, while
-# run.json does not hold the cuts yet, the files the native backend moves
-# to $SNAPCTL_DEBUG_SITES.
+# cut was taken and kept at every stop: each stop's "snapshot" names a
+# file of the run directory (snapshots/NNNN-BP-HIT.massif.gz).
 #
 # Usage: bench/sites.sh [--rounds R] [--iters N] [--parts alloc,compute,peak]
-# R defaults to 5. Needs go, gcc, g++, gdb, valgrind, heaptrack, python3.
+#                       [--workload fst|alloc]
+# R defaults to 5; N is alloc.cpp's iterations. Needs go, gcc, g++, gdb, valgrind, heaptrack, python3.
 # Exit status: 0 every goal met, 1 a run failed or took the wrong stops,
 # 2 a usage error, 3 a goal missed.
 #
-# Measured on the 2-core shared development machine, load average 2.6 to
-# 3.5 (other work running), with a snapctl that quotes letOut's breakpoint
-# condition and lets every thread run when heaptrack's lock has no owner
-# (without both, the alloc --sites runs fail: docs/development.md):
+# Measured on the 2-core shared development machine, load average 0.75
+# to 1.7 (other work starting), heaptrack 1.4.0, libc6-dbg installed:
 #   bench/sites.sh --rounds 3
-#   alloc    alone 1.12 s (1.10-1.94), sites 5.99 s (5.91-6.50),
-#            massif 13.80 s (12.75-15.27), heaptrack 5.95 s (5.14-5.99)
-#            sites/alone 5.37 (rounds 3.04-5.83)         goal <= 4: missed
-#            sites/massif 0.434 (rounds 0.425-0.463)     goal <= 0.333: missed
-#            heaptrack/alone 5.34, sites/heaptrack 1.006 (1.006-1.149)
-#   compute  alone 1.63 s, sites 2.52 s: 1.547 (rounds 1.529-1.616),
-#            8.9 ms a stop, startup included             goal <= 1.3: missed
-#   peak     snapctl's VmHWM 12.7 MiB over 10,000,000 allocations, 10 stops
+#   alloc    fst.cpp: alone 2.03 s (1.97-2.04), sites 7.13 s (7.03-8.02),
+#            massif 29.60 s (29.08-30.00), heaptrack 4.43 s (3.89-4.49)
+#            sites/alone 3.51 (rounds 3.46-3.93)         goal <= 4: met
+#            sites/massif 0.241 (rounds 0.237-0.267)     goal <= 0.333: met
+#            heaptrack/alone 2.18, sites/heaptrack 1.61 (1.57-2.06)
+#   compute  alone 1.55 s, sites 2.62 s: 1.691 (rounds 1.582-1.716),
+#            10.7 ms a stop, startup included            goal <= 1.3: missed
+#   peak     snapctl's VmHWM 13.0 MiB over 10,000,000 allocations, 10 stops
 #                                                        goal < 100 MiB: met
-# heaptrack itself costs the alloc target 5.3x: snapctl adds nothing
-# measurable to it, so the 4x goal needs a cheaper recording, not a cheaper
-# snapctl. On compute, --sites costs about 0.45 s at startup (a run with
-# one stop: 2.0-2.2 s against 1.56-1.63 s alone) and about 6 ms a stop,
-# against native's 1.4 ms.
+# On fst.cpp gdb's tracing alone costs the program about 1.5x (a native
+# `snapctl run` 4.2-4.8 s) and heaptrack about 2x: --sites is about both
+# (docs/facts.md, fact 73). On compute.c (quiet, 1.45x that day) the first
+# cut waits 0.2 s for heaptrack_interpret to read the debug information of
+# every module (fact 71) and each stop costs about 2 ms more than natively,
+# a full stop of every thread and three MI round trips (fact 72).
+# Earlier, on alloc.cpp (--workload alloc, load 2.6-3.5): sites 5.37x
+# alone, heaptrack by itself 5.34x, sites/massif 0.434.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 trap 'exit 130' INT TERM HUP
 need_value() { [ -n "${2:-}" ] || { echo "sites.sh: $1 needs a value" >&2; exit 2; }; }
 
-rounds=5 iters=1500 parts=alloc,compute,peak
-usage="usage: bench/sites.sh [--rounds R] [--iters N] [--parts alloc,compute,peak]"
+rounds=5 iters=1500 parts=alloc,compute,peak workload=fst
+usage="usage: bench/sites.sh [--rounds R] [--iters N] [--parts alloc,compute,peak] [--workload fst|alloc]"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rounds) need_value "$1" "${2:-}"; rounds=$2; shift 2 ;;
 	--iters) need_value "$1" "${2:-}"; iters=$2; shift 2 ;;
 	--parts) need_value "$1" "${2:-}"; parts=$2; shift 2 ;;
+	--workload) need_value "$1" "${2:-}"; workload=$2; shift 2 ;;
 	*) echo "$usage" >&2; exit 2 ;;
 	esac
 done
@@ -86,21 +96,29 @@ for p in ${parts//,/ }; do
 	*) echo "sites.sh: --parts names alloc, compute and peak, got $p" >&2; exit 2 ;;
 	esac
 done
+case $workload in
+fst | alloc) ;;
+*) echo "sites.sh: --workload is fst or alloc, got $workload" >&2; exit 2 ;;
+esac
 has_part() { [[ ",$parts," == *",$1,"* ]]; }
 
 tmp=$(mktemp -d /tmp/snapctl-sites.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 (cd "$root" && go build -o "$tmp/snapctl" ./cmd/snapctl && go build -o "$tmp/peakmem" ./bench/peakmem)
-g++ -g -O2 -pthread -o "$tmp/alloc" "$root/bench/sites/alloc.cpp"
+if [ "$workload" = fst ]; then
+	[ -e /usr/include/fst/fstlib.h ] || { echo "sites.sh: --workload fst needs OpenFST (Debian: libfst-dev)" >&2; exit 2; }
+	g++ -g -O0 -pthread -std=c++17 -o "$tmp/fst" "$root/driver/testdata/native/fst.cpp" -Wl,--no-as-needed -lfst
+else
+	g++ -g -O2 -pthread -o "$tmp/alloc" "$root/bench/sites/alloc.cpp"
+fi
 gcc -g -O0 -pthread -o "$tmp/compute" "$root/bench/native/compute.c"
 gcc -g -O0 -o "$tmp/many" "$root/bench/sites/many.c"
 
 missed=0
 
 # check_run DIR STOPS SITES: the run in DIR completed with STOPS stops, each
-# with the native figures and a per-site cut when SITES is 1 (the cuts are
-# counted in run.json's snapshots, else in DIR.cuts, where
-# SNAPCTL_DEBUG_SITES moved them), each with a snapshot otherwise (massif).
+# with a snapshot file kept in DIR (the per-site cut under --sites, when
+# SITES is 1, massif's otherwise) and, under --sites, the native figures.
 check_run() {
 	python3 - "$1" "$2" "$3" <<'EOF'
 import json, os, sys
@@ -115,18 +133,13 @@ if m.get("status") != "completed":
     bad.append(f"status {m.get('status')!r} ({m.get('exit_reason')!r})")
 if len(stops) != want:
     bad.append(f"{len(stops)} stops, want {want}")
-snaps = sum(1 for s in stops if s.get("snapshot"))
+snaps = sum(1 for s in stops if s.get("snapshot") and os.path.getsize(os.path.join(d, s["snapshot"])) > 0)
+if snaps != want:
+    bad.append(f"{snaps} stops with a snapshot file, want {want}")
 if sites:
     mem = sum(1 for s in stops if s.get("memory"))
     if mem != want:
         bad.append(f"{mem} stops with \"memory\", want {want}")
-    cuts = snaps
-    if cuts == 0 and os.path.isdir(d + ".cuts"):
-        cuts = sum(1 for f in os.listdir(d + ".cuts") if f.startswith("sites-"))
-    if cuts != want:
-        bad.append(f"{cuts} per-site cuts, want {want}")
-elif snaps != want:
-    bad.append(f"{snaps} stops with a snapshot, want {want}")
 if bad:
     sys.exit(f"{path}: " + "; ".join(bad))
 EOF
@@ -138,10 +151,9 @@ run_snapctl() {
 	local name=$1 want=$2 sites=$3 t0 t1
 	shift 3
 	local out="$tmp/$name"
-	rm -rf "$out" "$out.cuts"
-	mkdir "$out.cuts"
+	rm -rf "$out"
 	t0=$EPOCHREALTIME
-	if ! SNAPCTL_DEBUG_SITES="$out.cuts" "$tmp/snapctl" run -q --force -o "$out" "$@" >"$out.log" 2>&1; then
+	if ! "$tmp/snapctl" run -q --force -o "$out" "$@" >"$out.log" 2>&1; then
 		t1=$EPOCHREALTIME
 		echo "sites.sh: snapctl run ($name) failed: snapctl run -q --force -o $out $*" >&2
 		tail -5 "$out.log" >&2
@@ -186,19 +198,26 @@ goal() {
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) (start)"
 
 if has_part alloc; then
-	calls=$((4 * 100)) every=10
-	stops=$(((calls - 1) / every + 1))
-	echo "alloc: bench/sites/alloc.cpp, 4 threads x 100 rounds x $iters iterations, $stops stops (every ${every}th of $calls round_done calls), $rounds rounds"
+	if [ "$workload" = fst ]; then
+		stops=30
+		prog=("$tmp/fst" "$stops" 100) plan="$root/bench/sites/plan-fst.yaml"
+		echo "alloc: driver/testdata/native/fst.cpp (OpenFST), 4 threads x $stops rounds, $stops stops, $rounds rounds"
+	else
+		calls=$((4 * 100)) every=10
+		stops=$(((calls - 1) / every + 1))
+		prog=("$tmp/alloc" 4 100 "$iters") plan="$root/bench/sites/plan.yaml"
+		echo "alloc: bench/sites/alloc.cpp, 4 threads x 100 rounds x $iters iterations, $stops stops (every ${every}th of $calls round_done calls), $rounds rounds"
+	fi
 	alone=() sites=() massif=() ht=()
 	for r in $(seq 1 "$rounds"); do
-		run_plain "$tmp/alloc" 4 100 "$iters"
+		run_plain "${prog[@]}"
 		alone+=("$wall")
-		run_snapctl alloc-sites "$stops" 1 --sites "$root/bench/sites/plan.yaml" "$tmp/alloc" 4 100 "$iters"
+		run_snapctl alloc-sites "$stops" 1 --sites "$plan" "${prog[@]}"
 		sites+=("$wall")
-		run_snapctl alloc-massif "$stops" 0 "$root/bench/sites/plan.yaml" "$tmp/alloc" 4 100 "$iters"
+		run_snapctl alloc-massif "$stops" 0 "$plan" "${prog[@]}"
 		massif+=("$wall")
 		rm -f "$tmp/ht".*
-		run_plain heaptrack -o "$tmp/ht" "$tmp/alloc" 4 100 "$iters"
+		run_plain heaptrack -o "$tmp/ht" "${prog[@]}"
 		ht+=("$wall")
 		echo "  round $r: alone $(printf %.2f "${alone[-1]}") s, sites $(printf %.2f "${sites[-1]}") s, massif $(printf %.2f "${massif[-1]}") s, heaptrack $(printf %.2f "${ht[-1]}") s  (load $(cut -d' ' -f1 /proc/loadavg))"
 	done
@@ -239,10 +258,9 @@ fi
 if has_part peak; then
 	n=10000000 stops=10
 	out="$tmp/many-sites"
-	rm -rf "$out" "$out.cuts"
-	mkdir "$out.cuts"
+	rm -rf "$out"
 	t0=$EPOCHREALTIME
-	if ! SNAPCTL_DEBUG_SITES="$out.cuts" "$tmp/peakmem" -o "$tmp/peak" "$tmp/snapctl" run -q --force -o "$out" --sites \
+	if ! "$tmp/peakmem" -o "$tmp/peak" "$tmp/snapctl" run -q --force -o "$out" --sites \
 		"$root/bench/sites/plan-many.yaml" "$tmp/many" "$n" "$stops" >"$out.log" 2>&1; then
 		echo "sites.sh: snapctl run (many-sites) failed" >&2
 		tail -5 "$out.log" >&2

@@ -82,6 +82,9 @@ type Replayer struct {
 	// Events counts the + and - lines replayed.
 	Events int64
 	line   int
+	// frameCache holds the frames of each instruction pointer once a
+	// cut has needed them (ipFrames).
+	frameCache [][]snapshots.Frame
 }
 
 // NewReplayer returns a Replayer at the start of a stream.
@@ -234,24 +237,26 @@ func (r *Replayer) Snapshot(index int) *snapshots.Snapshot {
 			byStack[a.stack] = l
 		}
 	}
+	// A node's children are found by their frame's place in the stream
+	// (instruction pointer and inlined frame): the interpreter numbers
+	// each address once, so equal places are equal frames.
+	type child struct {
+		parent *snapshots.Node
+		at     frameAt
+	}
 	root := &snapshots.Node{Frame: snapshots.Frame{Function: RootName}}
-	kids := map[*snapshots.Node]map[snapshots.Frame]*snapshots.Node{}
-	var frames []snapshots.Frame
+	kids := map[child]*snapshots.Node{}
+	var at []frameAt
 	for s, l := range byStack {
-		frames = r.frames(s, frames[:0])
+		at = r.frames(s, at[:0])
 		n := root
 		n.Bytes += l.bytes
 		n.Blocks += l.blocks
-		for _, f := range frames {
-			m := kids[n]
-			if m == nil {
-				m = make(map[snapshots.Frame]*snapshots.Node)
-				kids[n] = m
-			}
-			c := m[f]
+		for _, f := range at {
+			c := kids[child{n, f}]
 			if c == nil {
-				c = &snapshots.Node{Frame: f}
-				m[f] = c
+				c = &snapshots.Node{Frame: r.ipFrames(f.ip)[f.k]}
+				kids[child{n, f}] = c
 				n.Children = append(n.Children, c)
 			}
 			c.Bytes += l.bytes
@@ -263,33 +268,57 @@ func (r *Replayer) Snapshot(index int) *snapshots.Snapshot {
 	return &snapshots.Snapshot{Index: index, HeapBytes: root.Bytes, Kind: snapshots.TreeDetailed, Tree: root, Blocks: true}
 }
 
+// frameAt is one frame of an instruction pointer: ip's k-th, innermost
+// first.
+type frameAt struct {
+	ip uint32
+	k  int32
+}
+
+// ipFrames returns the frames of instruction pointer i, innermost first,
+// made once and kept: a cut rebuilds its tree from them.
+func (r *Replayer) ipFrames(i uint32) []snapshots.Frame {
+	for len(r.frameCache) <= int(i) {
+		r.frameCache = append(r.frameCache, nil)
+	}
+	if fs := r.frameCache[i]; fs != nil {
+		return fs
+	}
+	ip := &r.ips[i]
+	addr := "0x" + strconv.FormatUint(ip.addr, 16)
+	if len(ip.frames) == 0 {
+		r.frameCache[i] = []snapshots.Frame{{Addr: addr, Function: "???", Object: r.strs[ip.module]}}
+		return r.frameCache[i]
+	}
+	fs := make([]snapshots.Frame, 0, len(ip.frames))
+	for _, fr := range ip.frames {
+		f := snapshots.Frame{Addr: addr, Function: r.strs[fr.fn], Line: int(fr.line)}
+		if fr.file != 0 {
+			f.File = filepath.Base(r.strs[fr.file])
+		} else {
+			f.Object = r.strs[ip.module]
+		}
+		if f.Function == "" {
+			f.Function = "???"
+		}
+		fs = append(fs, f)
+	}
+	r.frameCache[i] = fs
+	return fs
+}
+
 // frames appends the frames of stack s, innermost first, without the
 // operator new it starts with.
-func (r *Replayer) frames(s uint32, out []snapshots.Frame) []snapshots.Frame {
+func (r *Replayer) frames(s uint32, out []frameAt) []frameAt {
 	site := false
 	for ; s != 0; s = r.stacks[s].parent {
-		ip := &r.ips[r.stacks[s].ip]
-		addr := "0x" + strconv.FormatUint(ip.addr, 16)
-		if len(ip.frames) == 0 {
-			out = append(out, snapshots.Frame{Addr: addr, Function: "???", Object: r.strs[ip.module]})
-			site = true
-			continue
-		}
-		for _, fr := range ip.frames {
-			f := snapshots.Frame{Addr: addr, Function: r.strs[fr.fn], Line: int(fr.line)}
-			if fr.file != 0 {
-				f.File = filepath.Base(r.strs[fr.file])
-			} else {
-				f.Object = r.strs[ip.module]
-			}
-			if f.Function == "" {
-				f.Function = "???"
-			}
+		ip := r.stacks[s].ip
+		for k, f := range r.ipFrames(ip) {
 			if !site && massifAllocFns[f.Function] {
 				continue
 			}
 			site = true
-			out = append(out, f)
+			out = append(out, frameAt{ip, int32(k)})
 		}
 	}
 	return out
@@ -298,13 +327,27 @@ func (r *Replayer) frames(s uint32, out []snapshots.Frame) []snapshots.Frame {
 // sortTree orders every node's children as massif does: largest first,
 // then by frame for a stable order.
 func sortTree(n *snapshots.Node) {
-	sort.Slice(n.Children, func(i, j int) bool {
-		a, b := n.Children[i], n.Children[j]
-		if a.Bytes != b.Bytes {
-			return a.Bytes > b.Bytes
+	if len(n.Children) > 1 {
+		// The frames' texts are made once, not at each comparison.
+		type keyed struct {
+			n   *snapshots.Node
+			key string
 		}
-		return snapshots.FrameString(a.Frame)+a.Frame.Addr < snapshots.FrameString(b.Frame)+b.Frame.Addr
-	})
+		ks := make([]keyed, len(n.Children))
+		for i, c := range n.Children {
+			ks[i] = keyed{c, snapshots.FrameString(c.Frame) + c.Frame.Addr}
+		}
+		sort.Slice(ks, func(i, j int) bool {
+			a, b := ks[i], ks[j]
+			if a.n.Bytes != b.n.Bytes {
+				return a.n.Bytes > b.n.Bytes
+			}
+			return a.key < b.key
+		})
+		for i, k := range ks {
+			n.Children[i] = k.n
+		}
+	}
 	for _, c := range n.Children {
 		sortTree(c)
 	}

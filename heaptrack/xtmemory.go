@@ -21,6 +21,7 @@ func WriteXtmemory(w io.Writer, s *snapshots.Snapshot, cmd string) error {
 		return fmt.Errorf("snapshot %d has no tree", s.Index)
 	}
 	bw := bufio.NewWriter(w)
+	texts := make(map[*snapshots.Node]string) // each frame's line text, made once for both trees
 	fmt.Fprintf(bw, "desc: heaptrack\ncmd: %s\ntime_unit: ms\n", cmd)
 	for i, ev := range []struct {
 		root   string
@@ -31,14 +32,14 @@ func WriteXtmemory(w io.Writer, s *snapshots.Snapshot, cmd string) error {
 	} {
 		fmt.Fprintf(bw, "#-----------\nsnapshot=%d\n#-----------\ntime=%d\nmem_heap_B=%d\nmem_heap_extra_B=0\nmem_stacks_B=0\nheap_tree=detailed\n",
 			i, s.Time, ev.figure(s.Tree))
-		writeNode(bw, s.Tree, 0, ev.root, ev.figure)
+		writeNode(bw, s.Tree, 0, ev.root, ev.figure, texts)
 	}
 	return bw.Flush()
 }
 
 // writeNode writes one tree line and its subtree, children in order of
 // their figure.
-func writeNode(w *bufio.Writer, n *snapshots.Node, depth int, text string, figure func(*snapshots.Node) int64) {
+func writeNode(w *bufio.Writer, n *snapshots.Node, depth int, text string, figure func(*snapshots.Node) int64, texts map[*snapshots.Node]string) {
 	kids := make([]*snapshots.Node, 0, len(n.Children))
 	for _, c := range n.Children {
 		if figure(c) != 0 {
@@ -57,10 +58,14 @@ func writeNode(w *bufio.Writer, n *snapshots.Node, depth int, text string, figur
 	w.WriteString(text)
 	w.WriteByte('\n')
 	for _, c := range kids {
-		t := snapshots.FrameString(c.Frame)
-		if c.Frame.Addr != "" {
-			t = c.Frame.Addr + ": " + t
+		t, ok := texts[c]
+		if !ok {
+			t = snapshots.FrameString(c.Frame)
+			if c.Frame.Addr != "" {
+				t = c.Frame.Addr + ": " + t
+			}
+			texts[c] = t
 		}
-		writeNode(w, c, depth+1, t, figure)
+		writeNode(w, c, depth+1, t, figure, texts)
 	}
 }
