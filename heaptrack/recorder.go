@@ -73,7 +73,7 @@ func Start(tools Tools, fifo string) (*Recorder, error) {
 		os.Remove(fifo)
 		return nil, fmt.Errorf("opening heaptrack's FIFO: %w", err)
 	}
-	r := &Recorder{fifo: fifo, rd: rd, hold: hold, reqs: make(chan cutRequest, 1), cuts: make(chan cutResult, 1),
+	r := &Recorder{fifo: fifo, rd: rd, hold: hold, reqs: make(chan cutRequest, 1), cuts: make(chan cutResult, 64),
 		fwdErr: make(chan error, 1), repErr: make(chan error, 1), rep: NewReplayer()}
 	cmd := exec.Command(tools.Interpret)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -270,20 +270,34 @@ func (r *Recorder) replay(out io.Reader) {
 // Cut returns the heap of target, stopped by gdb with every thread, as
 // snapshot index: every event the library wrote before the stop and none
 // after. A *BusyError says that a thread was stopped inside the library
-// and must be let out first; the stream is then as it was.
+// and must be let out first; the stream is then as it was. It is Mark,
+// then Snapshot.
 func (r *Recorder) Cut(ctx context.Context, t *Target, index int) (*snapshots.Snapshot, error) {
+	if err := r.Mark(ctx, t, index); err != nil {
+		return nil, err
+	}
+	return r.Snapshot(ctx, index)
+}
+
+// Mark cuts the stream of target, stopped by gdb with every thread, at
+// mark index: it returns once the library's unwritten events and the
+// mark are in the interpreter's input, and the target may run on while
+// the interpreter catches up; Snapshot gives the heap at the mark. A
+// *BusyError says that a thread was stopped inside the library and must
+// be let out first; the stream is then as it was.
+func (r *Recorder) Mark(ctx context.Context, t *Target, index int) error {
 	st, err := t.Pending()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.finished {
-		return nil, errors.New("heaptrack's stream has ended")
+		return errors.New("heaptrack's stream has ended")
 	}
 	if !r.checked {
 		if !t.WritesTo(st.Fd, r.fifo) {
-			return nil, fmt.Errorf("process %d: heaptrack's output (fd %d) is not %s: not the layout of %s", t.Pid, st.Fd, r.fifo, t.Layout.Lib)
+			return fmt.Errorf("process %d: heaptrack's output (fd %d) is not %s: not the layout of %s", t.Pid, st.Fd, r.fifo, t.Layout.Lib)
 		}
 		r.checked = true
 	}
@@ -292,15 +306,19 @@ func (r *Recorder) Cut(ctx context.Context, t *Target, index int) (*snapshots.Sn
 	r.rd.SetReadDeadline(time.Now())
 	select {
 	case err := <-req.done:
-		if err != nil {
-			return nil, err
-		}
+		return err
 	case err := <-r.fwdErr:
 		r.fwdErr <- err
-		return nil, fmt.Errorf("heaptrack's stream ended before the cut: %v", err)
+		return fmt.Errorf("heaptrack's stream ended before the cut: %v", err)
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
+}
+
+// Snapshot waits for the heap at mark index (Mark), which the replay
+// took when it read the mark. Marks are taken in order: the heaps of
+// earlier marks nobody asked for are dropped.
+func (r *Recorder) Snapshot(ctx context.Context, index int) (*snapshots.Snapshot, error) {
 	for {
 		select {
 		case c := <-r.cuts:

@@ -128,36 +128,51 @@ func (b *Backend) Stage(ms backend.Measurement, stop *runjson.Stop) (string, err
 // target must not add to meanwhile.
 func (b *Backend) StagesStopped() bool { return b.sitesOn }
 
-// stageSites cuts heaptrack's stream at the stop, the target stopped,
-// into the stop's per-site snapshot. A cut that fails is an event: the
-// stop keeps its native figures, and the run goes on.
+// stageSites cuts heaptrack's stream at the stop, the target stopped;
+// the stop's per-site snapshot is made from the cut in Read, once the
+// target runs again. A cut that fails is an event: the stop keeps its
+// native figures, and the run goes on.
 func (b *Backend) stageSites(stop *runjson.Stop) (string, error) {
 	l := b.launch
 	ctx, cancel := context.WithTimeout(context.Background(), l.env.Times.Stop)
 	defer cancel()
-	path, err := l.sites.cut(ctx, l.gdb, l.pid, stop.Seq)
-	if err == nil {
-		var raw string
-		if raw, err = b.perSite.Stage(path, stop); err == nil {
-			return raw, nil
-		}
+	if err := l.sites.mark(ctx, l.gdb, l.pid, stop.Seq); err != nil {
+		b.sitesFailed(stop, err)
+		return "", nil
 	}
+	return l.sites.cutPath(stop.Seq), nil
+}
+
+// sitesFailed records that a stop has no per-site snapshot.
+func (b *Backend) sitesFailed(stop *runjson.Stop, err error) {
 	b.cfg.Event(runjson.Event{Kind: runjson.EventSitesFailed, Message: fmt.Sprintf(
 		"breakpoint %q hit %d: the per-site snapshot could not be taken (%v); this stop records the native figures only", stop.Breakpoint, stop.Hit, err)})
-	return "", nil
 }
 
 // Read makes the stop's memory diffs: between this hit and the
 // breakpoint's previous one, and within an around_call's call.
 func (b *Backend) Read(st *backend.Stop) error {
 	b.an.add(st)
+	// A stop whose stream was cut has the path its snapshot goes to.
 	if !b.sitesOn || st.Raw == "" {
+		return nil
+	}
+	l := b.launch
+	ctx, cancel := context.WithTimeout(context.Background(), l.env.Times.Stop)
+	defer cancel()
+	path, err := l.sites.take(ctx, st.Stop.Seq)
+	if err == nil {
+		st.Raw, err = b.perSite.Stage(path, st.Stop)
+	}
+	if err != nil {
+		st.Raw = ""
+		b.sitesFailed(st.Stop, err)
 		return nil
 	}
 	// The stop's heap figure stays glibc's in-use heap, which the
 	// verdicts read, not the bytes requested that the snapshot counts.
 	heap := st.Stop.HeapBytes
-	err := b.perSite.Read(st)
+	err = b.perSite.Read(st)
 	st.Stop.HeapBytes, st.Stop.HeapExtraBytes, st.Stop.StacksBytes = heap, 0, 0
 	return err
 }

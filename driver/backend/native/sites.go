@@ -35,6 +35,8 @@ type siteRecording struct {
 	// injected is set once the library records in a process attached to:
 	// it must be stopped before gdb detaches.
 	injected bool
+	// empty are the marks taken before the library recorded anything.
+	empty map[int]bool
 }
 
 // siteFIFO is the FIFO the library writes its stream into.
@@ -109,41 +111,63 @@ func (s *siteRecording) stop(ctx context.Context, c *gdb.Conn) error {
 	return nil
 }
 
-// cut writes the heap per site of process pid, every thread of which gdb
-// holds stopped, to a file and returns its path: every allocation and
-// free before the stop, none after. A thread stopped inside the library,
-// writing an event, is let out of it first (letOut), alone.
-func (s *siteRecording) cut(ctx context.Context, c *gdb.Conn, pid, seq int) (string, error) {
+// mark cuts heaptrack's stream of process pid, every thread of which gdb
+// holds stopped, at mark seq: every allocation and free before the stop,
+// none after. A thread stopped inside the library, writing an event, is
+// let out of it first (letOut), alone. Once mark returns, the process
+// may run on: take gives the heap at the mark.
+func (s *siteRecording) mark(ctx context.Context, c *gdb.Conn, pid, seq int) error {
 	if s.target == nil || s.target.Pid != pid {
 		t, err := heaptrack.OpenTarget(pid, s.layout)
 		if err != nil {
-			return "", err
+			return err
 		}
 		s.target = t
 	}
-	var snap *snapshots.Snapshot
 	for tries := 0; ; tries++ {
-		var err error
-		snap, err = s.rec.Cut(ctx, s.target, seq)
+		err := s.rec.Mark(ctx, s.target, seq)
 		var busy *heaptrack.BusyError
 		switch {
 		case err == nil:
+			return nil
 		case errors.Is(err, heaptrack.ErrNotRecording):
 			// The library opens its output at the program's first
 			// allocation: none yet.
-			snap = &snapshots.Snapshot{Index: seq, Kind: snapshots.TreeDetailed, Blocks: true,
-				Tree: &snapshots.Node{Frame: snapshots.Frame{Function: heaptrack.RootName}}}
+			if s.empty == nil {
+				s.empty = make(map[int]bool)
+			}
+			s.empty[seq] = true
+			return nil
 		case errors.As(err, &busy) && tries < 5:
 			if err := letOut(ctx, c, busy.TID, s.target.LockAddr()); err != nil {
-				return "", fmt.Errorf("a thread was stopped inside heaptrack and could not be let out: %w", err)
+				return fmt.Errorf("a thread was stopped inside heaptrack and could not be let out: %w", err)
 			}
-			continue
 		default:
+			return err
+		}
+	}
+}
+
+// cutPath is where take writes the heap at mark seq.
+func (s *siteRecording) cutPath(seq int) string {
+	return filepath.Join(s.dir, fmt.Sprintf("sites-%d.ms", seq))
+}
+
+// take writes the heap per site at mark seq to its file (cutPath) and
+// returns its path.
+func (s *siteRecording) take(ctx context.Context, seq int) (string, error) {
+	var snap *snapshots.Snapshot
+	if s.empty[seq] {
+		delete(s.empty, seq)
+		snap = &snapshots.Snapshot{Index: seq, Kind: snapshots.TreeDetailed, Blocks: true,
+			Tree: &snapshots.Node{Frame: snapshots.Frame{Function: heaptrack.RootName}}}
+	} else {
+		var err error
+		if snap, err = s.rec.Snapshot(ctx, seq); err != nil {
 			return "", err
 		}
-		break
 	}
-	path := filepath.Join(s.dir, fmt.Sprintf("sites-%d.ms", seq))
+	path := s.cutPath(seq)
 	f, err := os.Create(path)
 	if err != nil {
 		return "", err
