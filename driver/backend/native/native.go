@@ -1,6 +1,7 @@
 // Package native measures a run's memory with gdb alone: at each stop,
 // resident memory from /proc and glibc's allocator figures, read into
-// memory diffs and per-breakpoint verdicts.
+// memory diffs and per-breakpoint verdicts; with native.sites, also the
+// heap per call site, recorded by heaptrack.
 package native
 
 import (
@@ -24,8 +25,10 @@ const Name = "native"
 // Backend reads, at each stop, what the kernel and glibc's allocator say
 // (agent.py's native_memory): resident memory from /proc/PID/status, and
 // glibc's mallinfo2() figures, called while the program has one thread
-// and read from its arenas in memory while it has more. No valgrind, no
-// per-site snapshot: per-site diffs are massif's job.
+// and read from its arenas in memory while it has more. No valgrind.
+// With native.sites, heaptrack records every allocation's stack too, and
+// each stop also gets a per-site snapshot, analysed as massif's are
+// (sites.go, package sites).
 type Backend struct {
 	cfg backend.Config
 	// trim calls malloc_trim(0) at each stop (native.trim_probe).
@@ -178,7 +181,8 @@ func (b *Backend) Read(st *backend.Stop) error {
 }
 
 // Findings ends the analysis: a verdict for every breakpoint with at
-// least two hit-phase stops. The report has no sites: they are massif's.
+// least two hit-phase stops, and with native.sites the sites' suspects
+// and diffs.
 func (b *Backend) Findings(title string) *backend.Findings {
 	var order []string
 	for _, bp := range b.cfg.Plan.Breakpoints {

@@ -19,8 +19,8 @@ func emptyReport(title string, order []string) *snapshots.Report {
 }
 
 // HTML leads report.html with how a run that did not complete ended and
-// the verdicts, as the other reports do; it draws no sites, which are
-// massif's.
+// the verdicts, as the other reports do; it draws sites only for a run
+// with native.sites.
 func (*Backend) HTML(opts *snapshots.HTMLOptions, o *backend.Outcome) {
 	m := o.Manifest
 	opts.Facts = backend.Facts(o, func(b runjson.BreakpointSummary) string { return nativeBreakpoint(m, b) })
