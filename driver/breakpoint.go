@@ -331,12 +331,12 @@ func (s *stopLoop) inspectAndSnapshot(ctx context.Context, st *bpState, stop *ru
 	if err := s.rec.take(stop, st, hitOf, backend.Measurement{Path: tmp}, time.Now()); err != nil {
 		return nil, err
 	}
-	if len(then) > 0 && stopped {
-		_, errs = s.gdb.SendBatch(ctx, then)
-		errs = append(make([]error, snap+1), errs...)
-	}
 	if len(then) > 0 {
-		if err := s.rec.resumed(st, then, errs[snap+1:]); err != nil {
+		thenErrs := errs[snap+1:]
+		if stopped {
+			_, thenErrs = s.gdb.SendBatch(ctx, then)
+		}
+		if err := s.rec.resumed(st, then, thenErrs); err != nil {
 			return nil, err
 		}
 	}

@@ -307,11 +307,19 @@ func TestSitesAttachGdbKilled(t *testing.T) {
 	srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
 	done := attachInBackground(t, srv.Pid, attachPlan, Options{Measure: Measure{Sites: true}})
 	// heaptrack is injected before the plan's breakpoints go in, gdb's
-	// own are in from the attach: wait for the library and for the
-	// process to run.
+	// own are in from the attach: wait for the library to write into
+	// snapctl's FIFO and for the process to run.
+	recording := func() bool {
+		fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", srv.Pid))
+		for _, fd := range fds {
+			if target, _ := os.Readlink(fd); strings.HasSuffix(target, "heaptrack.fifo") {
+				return true
+			}
+		}
+		return false
+	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", srv.Pid))
-		if strings.Contains(string(maps), "libheaptrack_inject.so") && !traceStopped(srv.Pid) {
+		if recording() && !traceStopped(srv.Pid) {
 			break
 		}
 		if time.Now().After(deadline) {

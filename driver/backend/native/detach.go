@@ -216,16 +216,13 @@ func restoreStopped(pid int, patches []textPatch) (int, error) {
 			if slices.Contains(seized, tid) {
 				continue
 			}
-			if _, _, e := syscall.Syscall6(syscall.SYS_PTRACE, ptraceSeize, uintptr(tid), 0, 0, 0, 0); e != 0 {
-				if e == syscall.ESRCH {
+			if err := seize(tid); err != nil {
+				if errors.Is(err, syscall.ESRCH) {
 					continue // the thread exited
 				}
-				return 0, fmt.Errorf("stopping thread %d: %w", tid, e)
+				return 0, fmt.Errorf("stopping thread %d: %w", tid, err)
 			}
 			seized, added = append(seized, tid), true
-			syscall.Syscall6(syscall.SYS_PTRACE, ptraceInterrupt, uintptr(tid), 0, 0, 0, 0)
-			var ws syscall.WaitStatus
-			syscall.Wait4(tid, &ws, waitAll, nil)
 		}
 		if !added {
 			break
@@ -250,6 +247,19 @@ func restoreStopped(pid int, patches []textPatch) (int, error) {
 		n++
 	}
 	return n, errors.Join(errs...)
+}
+
+// seize makes the calling thread the tracer of thread tid and stops it
+// (PTRACE_SEIZE and PTRACE_INTERRUPT, which send the process no signal
+// its parent would see). The caller detaches it.
+func seize(tid int) error {
+	if _, _, e := syscall.Syscall6(syscall.SYS_PTRACE, ptraceSeize, uintptr(tid), 0, 0, 0, 0); e != 0 {
+		return e
+	}
+	syscall.Syscall6(syscall.SYS_PTRACE, ptraceInterrupt, uintptr(tid), 0, 0, 0, 0)
+	var ws syscall.WaitStatus
+	syscall.Wait4(tid, &ws, waitAll, nil)
+	return nil
 }
 
 // threadIDs lists the threads of process pid.

@@ -196,7 +196,7 @@ func (b *Launch) Start(ctx context.Context) error {
 		return fmt.Errorf("setting the program's arguments: %w", err)
 	}
 	if b.sites != nil {
-		if _, err := b.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("set exec-wrapper "+b.sites.wrapper(env.Target.Env))); err != nil {
+		if _, err := b.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("set exec-wrapper "+preloadWrapper(b.sites.tools, b.sites.rec.FIFO(), env.Target.Env))); err != nil {
 			return fmt.Errorf("setting up heaptrack: %w", err)
 		}
 	}

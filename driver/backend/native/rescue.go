@@ -81,12 +81,9 @@ func callStopped(pid int, fn, lock uint64) error {
 	// calls: heaptrack_stop waits for the library's timer thread to end,
 	// and for its lock. Not one that holds the lock itself.
 	for _, tid := range threadIDs(pid) {
-		if _, _, e := syscall.Syscall6(syscall.SYS_PTRACE, ptraceSeize, uintptr(tid), 0, 0, 0, 0); e != 0 {
+		if seize(tid) != nil {
 			continue
 		}
-		syscall.Syscall6(syscall.SYS_PTRACE, ptraceInterrupt, uintptr(tid), 0, 0, 0, 0)
-		var ws syscall.WaitStatus
-		syscall.Wait4(tid, &ws, waitAll, nil)
 		var m [12]byte
 		if _, err := mem.ReadAt(m[:], int64(lock)); err != nil {
 			syscall.PtraceDetach(tid)

@@ -66,12 +66,12 @@ func startSites(dir, private, cmd string, attach bool) (*siteRecording, error) {
 	return &siteRecording{tools: tools, layout: layout, rec: rec, dir: private, cmd: cmd}, nil
 }
 
-// wrapper is gdb's exec-wrapper that starts the program with the library
-// preloaded: env, given the library's variables, then execs the program.
-// A user's LD_PRELOAD (in env, the program's environment) comes after
-// heaptrack's.
-func (s *siteRecording) wrapper(env []string) string {
-	vars := s.tools.Env(s.rec.FIFO())
+// preloadWrapper is gdb's exec-wrapper that starts the program with
+// heaptrack's library (tools) preloaded, writing into fifo: env, given
+// the library's variables, then execs the program. A user's LD_PRELOAD
+// (in env, the program's environment) comes after heaptrack's.
+func preloadWrapper(tools heaptrack.Tools, fifo string, env []string) string {
+	vars := tools.Env(fifo)
 	for _, e := range env {
 		if v, ok := strings.CutPrefix(e, "LD_PRELOAD="); ok && v != "" {
 			vars[0] += ":" + v
@@ -201,10 +201,12 @@ func (s *siteRecording) close() {
 // holder runs to its unlock of that mutex (a temporary breakpoint of its
 // own on pthread_mutex_unlock), then out of it.
 func letOut(ctx context.Context, c *gdb.Conn, tid int, lock uint64) error {
-	threads, err := mutexThreads(ctx, c)
+	r, err := c.Send(ctx, "-thread-info")
 	if err != nil {
-		return err
+		return errors.New(gdb.Message(err))
 	}
+	all := r.List("threads")
+	threads := mutexThreads(ctx, c, all)
 	restore, err := c.LockScheduler(ctx, "on")
 	if err != nil {
 		return err
@@ -221,7 +223,7 @@ func letOut(ctx context.Context, c *gdb.Conn, tid int, lock uint64) error {
 		}
 		return nil
 	}
-	id, err := gdbThread(ctx, c, tid)
+	id, err := gdbThread(all, tid)
 	if err != nil {
 		return err
 	}
@@ -256,15 +258,12 @@ func runThread(ctx context.Context, c *gdb.Conn, id, cmd string) error {
 	return nil
 }
 
-// mutexThreads returns gdb's ids of the threads stopped inside glibc's
-// pthread_mutex_lock or _unlock called from heaptrack's library.
-func mutexThreads(ctx context.Context, c *gdb.Conn) ([]string, error) {
-	r, err := c.Send(ctx, "-thread-info")
-	if err != nil {
-		return nil, errors.New(gdb.Message(err))
-	}
+// mutexThreads returns gdb's ids of those of threads (-thread-info's)
+// stopped inside glibc's pthread_mutex_lock or _unlock called from
+// heaptrack's library.
+func mutexThreads(ctx context.Context, c *gdb.Conn, threads []*mi.Value) []string {
 	var ids []string
-	for _, t := range r.List("threads") {
+	for _, t := range threads {
 		if !strings.Contains(t.String("frame.func"), "pthread_mutex_") {
 			continue
 		}
@@ -279,18 +278,15 @@ func mutexThreads(ctx context.Context, c *gdb.Conn) ([]string, error) {
 			}
 		}
 	}
-	return ids, nil
+	return ids
 }
 
-// gdbThread returns gdb's number of the thread whose LWP is tid: "LWP N"
-// in gdb's target id natively, "Thread P.N" through gdbserver.
-func gdbThread(ctx context.Context, c *gdb.Conn, tid int) (string, error) {
-	r, err := c.Send(ctx, "-thread-info")
-	if err != nil {
-		return "", errors.New(gdb.Message(err))
-	}
+// gdbThread returns gdb's number of the thread of threads (-thread-info's)
+// whose LWP is tid: "LWP N" in gdb's target id natively, "Thread P.N"
+// through gdbserver.
+func gdbThread(threads []*mi.Value, tid int) (string, error) {
 	re := regexp.MustCompile(fmt.Sprintf(`(LWP |Thread \d+\.)%d\b`, tid))
-	for _, t := range r.List("threads") {
+	for _, t := range threads {
 		if re.MatchString(t.String("target-id")) {
 			return t.String("id"), nil
 		}

@@ -1,0 +1,21 @@
+package native
+
+import (
+	"testing"
+
+	"github.com/snapctl/snapctl/heaptrack"
+)
+
+// TestPreloadWrapper: gdb's exec-wrapper preloads heaptrack's library with
+// its output, both quoted for the shell; a user's LD_PRELOAD in the
+// program's environment comes after heaptrack's.
+func TestPreloadWrapper(t *testing.T) {
+	tools, fifo := heaptrack.Tools{Preload: "/usr/lib/heaptrack/libheaptrack_preload.so"}, "/tmp/run dir/heaptrack.fifo"
+	if got, want := preloadWrapper(tools, fifo, nil), `env LD_PRELOAD=/usr/lib/heaptrack/libheaptrack_preload.so 'DUMP_HEAPTRACK_OUTPUT=/tmp/run dir/heaptrack.fifo'`; got != want {
+		t.Errorf("wrapper\n got %s\nwant %s", got, want)
+	}
+	got := preloadWrapper(tools, fifo, []string{"HOME=/root", "LD_PRELOAD=/opt/libjemalloc.so"})
+	if want := `env LD_PRELOAD=/usr/lib/heaptrack/libheaptrack_preload.so:/opt/libjemalloc.so 'DUMP_HEAPTRACK_OUTPUT=/tmp/run dir/heaptrack.fifo'`; got != want {
+		t.Errorf("wrapper with the user's LD_PRELOAD\n got %s\nwant %s", got, want)
+	}
+}
