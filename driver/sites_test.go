@@ -88,6 +88,37 @@ func TestSitesRun(t *testing.T) {
 	}
 }
 
+// TestSitesCutInPlace: with heaptrack recording, gdb stops every thread
+// before a breakpoint's stop() runs (its target out of non-stop mode), so
+// gdb's agent measures and cuts the stream there, and gdb reports no stop
+// to snapctl: at most one of the six, should heaptrack's timer thread
+// hold its lock at a stop. Every stop still has the round's exact
+// blocks.
+func TestSitesCutInPlace(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb", "heaptrack")
+	bin := testenv.Build(t, "testdata/native/leak.c")
+	res, m, err := runNative(t, Options{Trace: true}, "backend: native\nnative:\n  sites: true\nbreakpoints:\n  - name: round\n    location: round_done\n", bin, "100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Stops) != 6 {
+		t.Fatalf("%d stops, want 6; events %+v", len(m.Stops), m.Events)
+	}
+	mi, err := os.ReadFile(filepath.Join(res.Dir, traceFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(mi), `*stopped,reason="breakpoint-hit"`); n > 1 {
+		t.Errorf("gdb reported %d of the 6 stops to snapctl, want at most 1: the agent did not cut in place", n)
+	}
+	line := testenv.LineOf(t, "testdata/native/leak.c", "malloc(100)")
+	want := map[string]string{"main": fmt.Sprintf("leak.c:%d 10000 B/hit 100 blocks/hit 50000 B in all over 5 intervals", line)}
+	if diff := cmp.Diff(want, siteFigures(m)); diff != "" {
+		t.Errorf("suspects (-want +got):\n%s\nevents %+v", diff, m.Events)
+	}
+}
+
 // TestSitesEqualMassifRun: the same program and plan under massif and
 // natively with sites give the same suspects, figure for figure.
 func TestSitesEqualMassifRun(t *testing.T) {

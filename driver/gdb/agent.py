@@ -17,6 +17,7 @@
 # ShouldSnapshot and Done; TestAgentHitSelection compares them.
 
 import json
+import operator
 import os
 import signal
 import struct
@@ -214,7 +215,11 @@ class Agent:
         call) is made from a command, never from stop(). With native.sites,
         every measurement waits for it: snapctl cuts heaptrack's stream
         while no thread runs."""
-        return self.measure["kind"] == "native" and (self.measure.get("sites", False) or not direct_usable())
+        if self.measure["kind"] != "native":
+            return False
+        if self.measure.get("sites", False):
+            return SITES is None or not SITES.in_place(self.measure.get("trim", False))
+        return not direct_usable()
 
     def stopped(self):
         """Takes the measurement that a stop left for gdb's stop of every
@@ -253,6 +258,8 @@ class Agent:
             # The measurement goes in the record: a file per stop would
             # cost its creation here and its removal in snapctl.
             memory, path = native_memory(self.measure.get("trim", False), callback), ""
+            if SITES is not None:
+                memory.update(SITES.cut())
         else:
             # Success prints only the report line; valgrind's errors come
             # back as text.
@@ -732,12 +739,18 @@ def proc_status(pid):
             chunks.append(chunk)
     finally:
         os.close(fd)
-    out = {}
-    for line in b"".join(chunks).splitlines():
-        key, _, rest = line.partition(b":")
-        if key in (b"VmRSS", b"RssAnon"):
-            out[key] = int(rest.split()[0]) * 1024
-    return out.get(b"VmRSS", 0), out.get(b"RssAnon", 0)
+    text = b"".join(chunks)
+    return status_kib(text, b"\nVmRSS:") * 1024, status_kib(text, b"\nRssAnon:") * 1024
+
+
+def status_kib(text, key):
+    """The figure of the line key begins in /proc/PID/status's text ("\nVmRSS:
+    1452 kB"), 0 when there is none."""
+    i = text.find(key)
+    if i < 0:
+        return 0
+    i += len(key)
+    return int(text[i:text.index(b"\n", i)].split()[0])
 
 
 # MALLINFO2 are struct mallinfo2's fields, ten size_t, in order.
@@ -1291,6 +1304,9 @@ def last_symbol(table, entsize, strings, name):
 # when free), fastbinsY[10], top, bins[254], next, system_mem.
 MS_SIZE, MS_FASTBINS, MS_TOP, MS_BINS, MS_NEXT, MS_SYSTEM_MEM = 2200, 16, 96, 112, 2160, 2184
 NFASTBINS, NBINS = 10, 128
+# EMPTY_BINS holds, by arena address, what the bk link of each of its bins
+# 1 to 127 holds while the bin is empty: the bin itself (bin_at).
+EMPTY_BINS = {}
 # MP_LAYOUTS gives, by the size of mp_, the offsets of n_mmaps (int) and
 # mmapped_mem in it.
 MP_LAYOUTS = {112: (40, 56), 136: (60, 80)}
@@ -1315,6 +1331,7 @@ MAX_CHUNKS = 1000000
 # counts alone give the bytes: two reads a thread, no list walked.
 TCACHE_SYMBOLS = ("tcache", "_thread_db_link_map_l_tls_offset", "_dl_main_map")
 TCACHE_BINS, TCACHE_MIN = 64, 32
+TCACHE_SIZES = [TCACHE_MIN + 16 * i for i in range(TCACHE_BINS)]
 TCACHE_LAYOUTS = {0x290: 2, 0x250: 1}
 # TCACHE_LAST is the last glibc whose tcache is known to be so; a
 # program's own glibc of unknown version is checked by the chunk's size.
@@ -1426,8 +1443,7 @@ class Heap:
         top = struct.unpack_from("<Q", state, MS_TOP)[0]
         avail, nblocks = size(top), 1
         fastavail = nfast = 0
-        for i in range(NFASTBINS):
-            p = struct.unpack_from("<Q", state, MS_FASTBINS + 8 * i)[0]
+        for p in struct.unpack_from("<%dQ" % NFASTBINS, state, MS_FASTBINS):
             while p:
                 if p & 15:
                     raise HeapUnreadable("arena 0x%x: a fastbin chunk at 0x%x is misaligned" % (address, p))
@@ -1439,11 +1455,17 @@ class Heap:
                 p = ((p + 16) >> 12) ^ link if self.mangled else link
         avail += fastavail
         walked = 0
-        for i in range(1, NBINS):
-            # bin_at(i): the bin's fd and bk pointers, seen as a chunk
-            # whose fd lies at bins[2 * (i - 1)].
-            b = address + MS_BINS + 16 * (i - 1) - 16
-            p, after = struct.unpack_from("<Q", state, MS_BINS + 16 * (i - 1) + 8)[0], b  # last(b): b->bk
+        # bin_at(i): the bin's fd and bk pointers, seen as a chunk whose fd
+        # lies at bins[2 * (i - 1)]; an empty bin's bk (last(b)) is b
+        # itself. Most bins are empty: they are found in one pass.
+        links = struct.unpack_from("<%dQ" % (2 * (NBINS - 1)), state, MS_BINS)
+        empty = EMPTY_BINS.get(address)
+        if empty is None:
+            empty = EMPTY_BINS[address] = tuple(address + MS_BINS + 16 * (i - 2) for i in range(1, NBINS))
+        for i, p, b in zip(range(1, NBINS), links[1::2], empty):
+            if p == b:
+                continue
+            after = b
             while p != b:
                 head, fd, bk = struct.unpack("<QQQ", self.read(p + 8, 24))
                 if fd != after:
@@ -1538,7 +1560,7 @@ class Heap:
                 raise HeapUnreadable("thread %d's tcache at 0x%x is a chunk of %d bytes, not glibc's tcache_perthread_struct"
                                      % (th.num, p, head))
             counts = struct.unpack_from("<%d%s" % (TCACHE_BINS, "H" if width == 2 else "B"), data, 8)
-            total += sum(n * (TCACHE_MIN + 16 * i) for i, n in enumerate(counts))
+            total += sum(map(operator.mul, counts, TCACHE_SIZES))
         return total
 
 
@@ -1738,7 +1760,143 @@ class unwound_on_signal:
 
 def measure_native(path, trim):
     """Writes the native measurement of the stopped target to path, for
-    a stop over MI: every thread is stopped (gdb's all-stop)."""
+    a stop over MI: every thread is stopped (gdb's all-stop). With
+    native.sites heaptrack's stream is cut there too."""
     rec = native_memory(trim, callback=False)
+    if SITES is not None:
+        rec.update(SITES.cut())
     with open(path, "w") as f:
         json.dump(rec, f)
+
+
+# SITES cuts heaptrack's stream at every measured stop (native.sites), once
+# snapctl says where (record_sites).
+SITES = None
+
+
+def record_sites(fifo, lib, lock, data):
+    """Cuts heaptrack's stream at every measured stop from now on: its
+    library lib (heaptrack.Layout's offsets lock and data) writes into
+    fifo, which snapctl reads."""
+    global SITES
+    SITES = SiteCutter(fifo, lib, lock, data)
+
+
+def sites_cut():
+    """Cuts heaptrack's stream at this stop, from snapctl's command once
+    it let a thread out of heaptrack's lock, and prints the result as JSON
+    (see SiteCutter.cut)."""
+    print(json.dumps(SITES.cut()))
+
+
+class SiteCutter:
+    """Cuts heaptrack's stream at a stop, from inside gdb, while no thread
+    of the program runs (native.sites; snapctl's heaptrack package reads
+    the stream). heaptrack's library writes every event under one lock
+    into a 4,096-byte buffer, written into the FIFO only when full
+    (docs/facts.md, facts 48 and 51). With the lock free, the stream at
+    the stop is what the FIFO received, then the buffer: the cut reads the
+    buffer from /proc/PID/mem and writes a mark into the FIFO, a NUL,
+    "snapctl-mark K N" and the buffer's N bytes (heaptrack.FIFOMark),
+    after everything the library wrote. A held lock means a thread is writing
+    an event: snapctl lets it out (native's letOut) and asks again
+    (Agent.sites_cut).
+
+    Cut in place, inside a breakpoint's stop(), only where gdb stops every
+    thread before it calls stop(): gdb's target not in non-stop mode
+    underneath all-stop (maint set target-non-stop off, which snapctl run
+    sets with sites)."""
+
+    def __init__(self, fifo, lib, lock, data):
+        self.fifo, self.lib, self.lock, self.data = fifo, lib, lock, data
+        self.pid = None
+        self.mem = None
+        self.base = None
+        self.checked = False
+        self.marks = 0
+        self.all_stop = None
+
+    def in_place(self, trim):
+        """Whether a stop in a breakpoint's stop() can be measured and cut
+        there: every thread stopped by gdb, no thread inside heaptrack's
+        lock, and no malloc_trim to call in a process of threads."""
+        if self.all_stop is None:
+            out = gdb.execute("maint show target-non-stop", to_string=True)
+            self.all_stop = out.rstrip().endswith("is off.")
+        if not self.all_stop:
+            return False
+        inferior = gdb.selected_inferior()
+        if trim and len(inferior.threads()) > 1:
+            return False
+        try:
+            self.open(inferior.pid)
+            word, _ = struct.unpack("<I4xi", os.pread(self.mem, 12, self.base + self.lock))
+        except (OSError, struct.error, LookupError):
+            return False
+        return word == 0
+
+    def open(self, pid):
+        if self.pid == pid:
+            return
+        if self.mem is not None:
+            os.close(self.mem)
+            self.mem = None
+        self.base = library_base(pid, self.lib)
+        self.mem = os.open("/proc/%d/mem" % pid, os.O_RDONLY | os.O_CLOEXEC)
+        self.pid, self.checked = pid, False
+
+    def cut(self):
+        """Marks the stream at this stop. Returns {"sites_mark": K}, or
+        {"sites_empty": True} while the library has no output yet (it
+        opens it at the program's first allocation), {"sites_busy": TID}
+        when thread TID holds the lock, {"sites_error": why}."""
+        try:
+            self.open(gdb.selected_inferior().pid)
+            word, owner = struct.unpack("<I4xi", os.pread(self.mem, 12, self.base + self.lock))
+            if word != 0:
+                return {"sites_busy": owner}
+            (state,) = struct.unpack("<Q", os.pread(self.mem, 8, self.base + self.data))
+            if state == 0:
+                return {"sites_empty": True}
+            fd, size, buf = struct.unpack("<iIQ", os.pread(self.mem, 16, state))
+            if fd < 0:
+                return {"sites_empty": True}
+            if size > 4096 or buf == 0:
+                return {"sites_error": "heaptrack's buffer reads %d bytes at %#x: not the layout of %s" % (size, buf, self.lib)}
+            if not self.checked:
+                if not os.path.samestat(os.stat("/proc/%d/fd/%d" % (self.pid, fd)), os.stat(self.fifo)):
+                    return {"sites_error": "heaptrack's output (fd %d) is not %s: not the layout of %s" % (fd, self.fifo, self.lib)}
+                self.checked = True
+            pending = os.pread(self.mem, size, buf) if size else b""
+            if len(pending) != size:
+                return {"sites_error": "heaptrack's buffer could not be read whole"}
+            k = self.marks + 1
+            self.write(b"\0snapctl-mark %d %d\n" % (k, size) + pending)
+            self.marks = k
+            return {"sites_mark": k}
+        except (OSError, LookupError, struct.error) as e:
+            return {"sites_error": "cutting heaptrack's stream: %s" % e}
+
+    def write(self, data):
+        # Opened without blocking, which fails at once when snapctl no
+        # longer reads (ENXIO) rather than waiting forever; written with
+        # blocking, whole: snapctl drains the FIFO as it comes.
+        fd = os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            os.set_blocking(fd, True)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+
+
+def library_base(pid, lib):
+    """Where lib is loaded in process pid: the start of its mapping at
+    file offset 0 (/proc/PID/maps)."""
+    with open("/proc/%d/maps" % pid) as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) >= 6 and fields[5] == lib and int(fields[2], 16) == 0:
+                return int(fields[0].split("-")[0], 16)
+    raise LookupError("process %d has not loaded %s" % (pid, lib))

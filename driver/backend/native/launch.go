@@ -196,8 +196,14 @@ func (b *Launch) Start(ctx context.Context) error {
 		return fmt.Errorf("setting the program's arguments: %w", err)
 	}
 	if b.sites != nil {
-		if _, err := b.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("set exec-wrapper "+preloadWrapper(b.sites.tools, b.sites.rec.FIFO(), env.Target.Env))); err != nil {
-			return fmt.Errorf("setting up heaptrack: %w", err)
+		// gdb stops every thread before a breakpoint's stop() runs, so
+		// that the agent cuts heaptrack's stream there (agent.py,
+		// SiteCutter) without a stop reported to snapctl.
+		for _, cmd := range []string{"set exec-wrapper " + preloadWrapper(b.sites.tools, b.sites.rec.FIFO(), env.Target.Env),
+			"maint set target-non-stop off", b.sites.agentSites()} {
+			if _, err := b.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote(cmd)); err != nil {
+				return fmt.Errorf("setting up heaptrack: %w", err)
+			}
 		}
 	}
 	if libraryDebugInfoUnused(b.plan, env.Run.LocationsResolved) {

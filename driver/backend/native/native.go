@@ -124,22 +124,27 @@ func (b *Backend) Stage(ms backend.Measurement, stop *runjson.Stop) (string, err
 	if !b.sitesOn || b.launch == nil || b.launch.sites == nil {
 		return "", nil
 	}
-	return b.stageSites(stop)
+	var cut siteCut
+	if err := json.Unmarshal(data, &cut); err != nil {
+		return "", fmt.Errorf("reading the measurement at stop %d: %w", stop.Seq, err)
+	}
+	return b.stageSites(stop, cut)
 }
 
-// StagesStopped: with sites, Stage cuts heaptrack's stream, which the
-// target must not add to meanwhile.
+// StagesStopped: with sites, Stage may have to let a thread out of
+// heaptrack's lock before the stop's cut, which the target must not run
+// past meanwhile.
 func (b *Backend) StagesStopped() bool { return b.sitesOn }
 
-// stageSites cuts heaptrack's stream at the stop, the target stopped;
-// the stop's per-site snapshot is made from the cut in Read, once the
-// target runs again. A cut that fails is an event: the stop keeps its
-// native figures, and the run goes on.
-func (b *Backend) stageSites(stop *runjson.Stop) (string, error) {
+// stageSites takes the cut of heaptrack's stream that gdb's agent made at
+// the stop; the stop's per-site snapshot is made from it in Read, once
+// the target runs again. A cut that fails is an event: the stop keeps
+// its native figures, and the run goes on.
+func (b *Backend) stageSites(stop *runjson.Stop, cut siteCut) (string, error) {
 	l := b.launch
 	ctx, cancel := context.WithTimeout(context.Background(), l.env.Times.Stop)
 	defer cancel()
-	if err := l.sites.mark(ctx, l.gdb, l.pid, stop.Seq); err != nil {
+	if err := l.sites.mark(ctx, l.gdb, l.pid, stop.Seq, cut); err != nil {
 		b.sitesFailed(stop, err)
 		return "", nil
 	}

@@ -2,6 +2,7 @@ package native
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -35,7 +36,9 @@ type siteRecording struct {
 	// injected is set once the library records in a process attached to:
 	// it must be stopped before gdb detaches.
 	injected bool
-	// empty are the marks taken before the library recorded anything.
+	// marks are the agent's marks of the stops cut, by stop; empty the
+	// stops cut before the library recorded anything.
+	marks map[int]int
 	empty map[int]bool
 }
 
@@ -63,7 +66,8 @@ func startSites(dir, private, cmd string, attach bool) (*siteRecording, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &siteRecording{tools: tools, layout: layout, rec: rec, dir: private, cmd: cmd}, nil
+	return &siteRecording{tools: tools, layout: layout, rec: rec, dir: private, cmd: cmd,
+		marks: make(map[int]int), empty: make(map[int]bool)}, nil
 }
 
 // preloadWrapper is gdb's exec-wrapper that starts the program with
@@ -88,7 +92,7 @@ func preloadWrapper(tools heaptrack.Tools, fifo string, env []string) string {
 // before any breakpoint is in: allocations from then on are recorded,
 // blocks allocated before are not known.
 func (s *siteRecording) inject(ctx context.Context, c *gdb.Conn) error {
-	for _, cmd := range s.tools.InjectCommands(s.rec.FIFO()) {
+	for _, cmd := range append(s.tools.InjectCommands(s.rec.FIFO()), s.agentSites()) {
 		if _, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote(cmd)); err != nil {
 			return fmt.Errorf("starting heaptrack in the process: %s", gdb.Message(err))
 		}
@@ -111,41 +115,78 @@ func (s *siteRecording) stop(ctx context.Context, c *gdb.Conn) error {
 	return nil
 }
 
-// mark cuts heaptrack's stream of process pid, every thread of which gdb
-// holds stopped, at mark seq: every allocation and free before the stop,
-// none after. A thread stopped inside the library, writing an event, is
-// let out of it first (letOut), alone. Once mark returns, the process
-// may run on: take gives the heap at the mark.
-func (s *siteRecording) mark(ctx context.Context, c *gdb.Conn, pid, seq int) error {
-	if s.target == nil || s.target.Pid != pid {
-		t, err := heaptrack.OpenTarget(pid, s.layout)
+// siteCut is what gdb's agent says of its cut of heaptrack's stream at a
+// stop (agent.py, SiteCutter.cut), in the stop's measurement: the mark it
+// wrote into the FIFO; or that the library records nothing yet; or the
+// thread that holds heaptrack's lock; or why it could not cut.
+type siteCut struct {
+	Mark  int    `json:"sites_mark"`
+	Empty bool   `json:"sites_empty"`
+	Busy  *int   `json:"sites_busy"`
+	Error string `json:"sites_error"`
+}
+
+// agentSites is the Python that has gdb's agent cut the stream at every
+// measured stop (agent.py, record_sites).
+func (s *siteRecording) agentSites() string {
+	return fmt.Sprintf("python record_sites(%s, %s, %d, %d)", gdb.PyString(s.rec.FIFO()), gdb.PyString(s.layout.Lib), s.layout.Lock, s.layout.Data)
+}
+
+// mark takes the cut gdb's agent made at stop seq of process pid, every
+// thread of which gdb holds stopped: every allocation and free before
+// the stop, none after. A thread stopped inside the library, writing an
+// event, is let out of it first (letOut), alone, and the agent cuts
+// again. Once mark returns, the process may run on: take gives the heap
+// at the mark.
+func (s *siteRecording) mark(ctx context.Context, c *gdb.Conn, pid, seq int, cut siteCut) error {
+	for tries := 0; ; tries++ {
+		switch {
+		case cut.Error != "":
+			return errors.New(cut.Error)
+		case cut.Empty:
+			// The library opens its output at the program's first
+			// allocation: none yet.
+			s.empty[seq] = true
+			return nil
+		case cut.Mark > 0:
+			s.marks[seq] = cut.Mark
+			return nil
+		case cut.Busy == nil:
+			return errors.New("gdb's agent did not cut heaptrack's stream")
+		case tries == 5:
+			return fmt.Errorf("thread %d is still inside heaptrack after %d tries", *cut.Busy, tries)
+		}
+		lock, err := s.lockAddr(pid)
 		if err != nil {
 			return err
 		}
-		s.target = t
-	}
-	for tries := 0; ; tries++ {
-		err := s.rec.Mark(ctx, s.target, seq)
-		var busy *heaptrack.BusyError
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, heaptrack.ErrNotRecording):
-			// The library opens its output at the program's first
-			// allocation: none yet.
-			if s.empty == nil {
-				s.empty = make(map[int]bool)
-			}
-			s.empty[seq] = true
-			return nil
-		case errors.As(err, &busy) && tries < 5:
-			if err := letOut(ctx, c, busy.TID, s.target.LockAddr()); err != nil {
-				return fmt.Errorf("a thread was stopped inside heaptrack and could not be let out: %w", err)
-			}
-		default:
-			return err
+		if err := letOut(ctx, c, *cut.Busy, lock); err != nil {
+			return fmt.Errorf("a thread was stopped inside heaptrack and could not be let out: %w", err)
+		}
+		r, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote("python sites_cut()"))
+		if err != nil {
+			return fmt.Errorf("cutting heaptrack's stream: %s", gdb.Message(err))
+		}
+		cut = siteCut{}
+		if err := json.Unmarshal([]byte(gdb.LastLine(r.Console())), &cut); err != nil {
+			return fmt.Errorf("cutting heaptrack's stream: gdb's agent said %q", r.Console())
 		}
 	}
+}
+
+// lockAddr is where heaptrack's lock is in process pid.
+func (s *siteRecording) lockAddr(pid int) (uint64, error) {
+	if s.target == nil || s.target.Pid != pid {
+		if s.target != nil {
+			s.target.Close()
+		}
+		t, err := heaptrack.OpenTarget(pid, s.layout)
+		if err != nil {
+			return 0, err
+		}
+		s.target = t
+	}
+	return s.target.LockAddr(), nil
 }
 
 // cutPath is where take writes the heap at mark seq.
@@ -162,10 +203,16 @@ func (s *siteRecording) take(ctx context.Context, seq int) (string, error) {
 		snap = &snapshots.Snapshot{Index: seq, Kind: snapshots.TreeDetailed, Blocks: true,
 			Tree: &snapshots.Node{Frame: snapshots.Frame{Function: heaptrack.RootName}}}
 	} else {
+		k, ok := s.marks[seq]
+		if !ok {
+			return "", fmt.Errorf("stop %d has no cut", seq)
+		}
+		delete(s.marks, seq)
 		var err error
-		if snap, err = s.rec.Snapshot(ctx, seq); err != nil {
+		if snap, err = s.rec.Snapshot(ctx, k); err != nil {
 			return "", err
 		}
+		snap.Index = seq
 	}
 	path := s.cutPath(seq)
 	f, err := os.Create(path)
