@@ -199,7 +199,7 @@ func (b *Launch) Start(ctx context.Context) error {
 		// gdb stops every thread before a breakpoint's stop() runs, so
 		// that the agent cuts heaptrack's stream there (agent.py,
 		// SiteCutter) without a stop reported to snapctl.
-		for _, cmd := range []string{"set exec-wrapper " + preloadWrapper(b.sites.tools, b.sites.rec.FIFO(), env.Target.Env),
+		for _, cmd := range []string{"set exec-wrapper " + preloadWrapper(b.sites.tools, b.sites.rec.FIFO(), append(os.Environ(), env.Target.Env...)),
 			"maint set target-non-stop off", b.sites.agentSites()} {
 			if _, err := b.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote(cmd)); err != nil {
 				return fmt.Errorf("setting up heaptrack: %w", err)

@@ -73,13 +73,18 @@ func startSites(dir, private, cmd string, attach bool) (*siteRecording, error) {
 // preloadWrapper is gdb's exec-wrapper that starts the program with
 // heaptrack's library (tools) preloaded, writing into fifo: env, given
 // the library's variables, then execs the program. A user's LD_PRELOAD
-// (in env, the program's environment) comes after heaptrack's.
+// comes after heaptrack's: the last in env, snapctl's own environment
+// followed by the plan's target.env.
 func preloadWrapper(tools heaptrack.Tools, fifo string, env []string) string {
 	vars := tools.Env(fifo)
+	user := ""
 	for _, e := range env {
-		if v, ok := strings.CutPrefix(e, "LD_PRELOAD="); ok && v != "" {
-			vars[0] += ":" + v
+		if v, ok := strings.CutPrefix(e, "LD_PRELOAD="); ok {
+			user = v
 		}
+	}
+	if user != "" {
+		vars[0] += ":" + user
 	}
 	w := "env"
 	for _, v := range vars {

@@ -7,8 +7,8 @@ import (
 )
 
 // TestPreloadWrapper: gdb's exec-wrapper preloads heaptrack's library with
-// its output, both quoted for the shell; a user's LD_PRELOAD in the
-// program's environment comes after heaptrack's.
+// its output, both quoted for the shell; a user's LD_PRELOAD comes after
+// heaptrack's, the plan's (last) rather than snapctl's own.
 func TestPreloadWrapper(t *testing.T) {
 	tools, fifo := heaptrack.Tools{Preload: "/usr/lib/heaptrack/libheaptrack_preload.so"}, "/tmp/run dir/heaptrack.fifo"
 	if got, want := preloadWrapper(tools, fifo, nil), `env LD_PRELOAD=/usr/lib/heaptrack/libheaptrack_preload.so 'DUMP_HEAPTRACK_OUTPUT=/tmp/run dir/heaptrack.fifo'`; got != want {
@@ -17,5 +17,13 @@ func TestPreloadWrapper(t *testing.T) {
 	got := preloadWrapper(tools, fifo, []string{"HOME=/root", "LD_PRELOAD=/opt/libjemalloc.so"})
 	if want := `env LD_PRELOAD=/usr/lib/heaptrack/libheaptrack_preload.so:/opt/libjemalloc.so 'DUMP_HEAPTRACK_OUTPUT=/tmp/run dir/heaptrack.fifo'`; got != want {
 		t.Errorf("wrapper with the user's LD_PRELOAD\n got %s\nwant %s", got, want)
+	}
+	got = preloadWrapper(tools, fifo, []string{"LD_PRELOAD=/opt/libjemalloc.so", "LD_PRELOAD=/opt/libtcmalloc.so"})
+	if want := `env LD_PRELOAD=/usr/lib/heaptrack/libheaptrack_preload.so:/opt/libtcmalloc.so 'DUMP_HEAPTRACK_OUTPUT=/tmp/run dir/heaptrack.fifo'`; got != want {
+		t.Errorf("wrapper with LD_PRELOAD in snapctl's environment and the plan's\n got %s\nwant %s", got, want)
+	}
+	got = preloadWrapper(tools, fifo, []string{"LD_PRELOAD=/opt/libjemalloc.so", "LD_PRELOAD="})
+	if want := `env LD_PRELOAD=/usr/lib/heaptrack/libheaptrack_preload.so 'DUMP_HEAPTRACK_OUTPUT=/tmp/run dir/heaptrack.fifo'`; got != want {
+		t.Errorf("wrapper with the plan's LD_PRELOAD empty\n got %s\nwant %s", got, want)
 	}
 }
