@@ -14,7 +14,8 @@
 # main included; the others wait idle (bench/native-threads.sh).
 #
 # Measured on the 2-core shared development machine, load average below 1:
-#   bench/native.sh 100 15           alone 1.38 s, native 1.68 s: 1.225 (rounds 1.204-1.250)
+#   bench/native.sh 100 15           alone 1.54 s, native 1.88 s: 1.222 (rounds 1.147-1.300)
+#                                    (2026-11-26, load 0.6; 1.225 earlier at 1.38 s alone)
 #   bench/native.sh 100 5 12000000   alone 4.12 s, native 4.45 s: 1.080 (rounds 1.072-1.084)
 # (before the agent called mallinfo2() itself and read its code from the
 # cache: 1.28 and 1.12; a run while the shared host was busier: 1.261.)

@@ -53,24 +53,30 @@
 # Exit status: 0 every goal met, 1 a run failed or took the wrong stops,
 # 2 a usage error, 3 a goal missed.
 #
-# Measured on the 2-core shared development machine, load average 0.75
-# to 1.7 (other work starting), heaptrack 1.4.0, libc6-dbg installed:
+# Measured on the 2-core shared development machine, heaptrack 1.4.0,
+# libc6-dbg installed, 2026-11-26 (load average 0.5 to 1.6):
 #   bench/sites.sh --rounds 3
-#   alloc    fst.cpp: alone 2.03 s (1.97-2.04), sites 7.13 s (7.03-8.02),
-#            massif 29.60 s (29.08-30.00), heaptrack 4.43 s (3.89-4.49)
-#            sites/alone 3.51 (rounds 3.46-3.93)         goal <= 4: met
-#            sites/massif 0.241 (rounds 0.237-0.267)     goal <= 0.333: met
-#            heaptrack/alone 2.18, sites/heaptrack 1.61 (1.57-2.06)
-#   compute  alone 1.55 s, sites 2.62 s: 1.691 (rounds 1.582-1.716),
-#            10.7 ms a stop, startup included            goal <= 1.3: missed
-#   peak     snapctl's VmHWM 13.0 MiB over 10,000,000 allocations, 10 stops
+#   alloc    fst.cpp: alone 2.05 s (1.74-2.06), sites 7.41 s (7.16-7.43),
+#            massif 31.09 s (29.66-32.66), heaptrack 4.03 s (3.95-4.21)
+#            sites/alone 3.61 (rounds 3.47-4.29)         goal <= 4: met
+#            sites/massif 0.238 (rounds 0.228-0.242)     goal <= 0.333: met
+#            heaptrack/alone 1.96, sites/heaptrack 1.84 (1.77-1.88)
+#   compute  alone 1.53 s, sites 1.95 s: 1.272 (rounds 1.217-1.274),
+#            4.16 ms a stop, startup included            goal <= 1.3: met
+#   peak     snapctl's VmHWM 13.1 MiB over 10,000,000 allocations, 10 stops
 #                                                        goal < 100 MiB: met
-# On fst.cpp gdb's tracing alone costs the program about 1.5x (a native
-# `snapctl run` 4.2-4.8 s) and heaptrack about 2x: --sites is about both
-# (docs/facts.md, fact 73). On compute.c (quiet, 1.45x that day) the first
-# cut waits 0.2 s for heaptrack_interpret to read the debug information of
-# every module (fact 71) and each stop costs about 2 ms more than natively,
-# a full stop of every thread and three MI round trips (fact 72).
+#   bench/sites.sh --parts compute --rounds 11: 1.292 (rounds 1.238-1.366)
+#   at load 0.2 to 0.9, and 1.347 (1.228-1.676) just after other runs at
+#   load 1.8: the goal holds on a quiet machine, with little to spare.
+# gdb's agent cuts the stream inside the breakpoint's stop(), every thread
+# stopped by gdb (its target out of non-stop mode), so a --sites stop
+# costs about what a native one does (fact 77): on compute.c 17.1-17.5 ms
+# between stops against 16.9-17.3 natively and 15.4 alone; before the
+# first stop --sites costs about 70 ms more, gdb reading the symbols of
+# the libraries heaptrack pulls in (libstdc++ 31-47 ms). Before that
+# change (facts 71 and 72) compute was 1.691. On fst.cpp gdb's tracing
+# alone costs the program about 1.5x (a native `snapctl run` 4.2-4.8 s)
+# and heaptrack about 2x: --sites is about both (fact 73).
 # Earlier, on alloc.cpp (--workload alloc, load 2.6-3.5): sites 5.37x
 # alone, heaptrack by itself 5.34x, sites/massif 0.434.
 set -euo pipefail
