@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -165,7 +164,7 @@ func (s *siteRecording) mark(ctx context.Context, c *gdb.Conn, pid, seq int, cut
 		if err != nil {
 			return err
 		}
-		if err := letOut(ctx, c, *cut.Busy, lock); err != nil {
+		if err := letOut(ctx, c, *cut.Busy, lock, s.lockOwner); err != nil {
 			return fmt.Errorf("a thread was stopped inside heaptrack and could not be let out: %w", err)
 		}
 		r, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote("python sites_cut()"))
@@ -177,6 +176,21 @@ func (s *siteRecording) mark(ctx context.Context, c *gdb.Conn, pid, seq int, cut
 			return fmt.Errorf("cutting heaptrack's stream: gdb's agent said %q", r.Console())
 		}
 	}
+}
+
+// lockOwner is the thread that holds heaptrack's lock in the process
+// lockAddr last opened, 0 when the lock is held with no owner yet, -1
+// when it is free.
+func (s *siteRecording) lockOwner() (int, error) {
+	_, err := s.target.Pending()
+	var busy *heaptrack.BusyError
+	switch {
+	case errors.As(err, &busy):
+		return busy.TID, nil
+	case err == nil, errors.Is(err, heaptrack.ErrNotRecording):
+		return -1, nil
+	}
+	return 0, err
 }
 
 // lockAddr is where heaptrack's lock is in process pid.
@@ -247,90 +261,149 @@ func (s *siteRecording) close() {
 // alone (scheduler-locking on): it ends the event it was writing, which
 // it began before the stop, and goes no further. tid is the lock's owner;
 // 0 when the thread is inside pthread_mutex_lock or _unlock, between the
-// lock word and the owner field (fact 66). A thread inside one of those
+// lock word and the owner field (fact 67). A thread inside one of those
 // is run to its return (finish): out of the unlock, the lock is free;
-// out of the lock, it owns it and is let out at the next try. Any other
+// out of the lock, it owns it and is let out at the next try. Which of
+// the threads inside them holds the word is not known (another may be
+// about to take it): each is tried in turn, one that does not return
+// soon waits for the lock and is stopped again, and owner (the lock's
+// owner now, -1 when free) says when the holder has come out. Any other
 // holder runs to its unlock of that mutex (a temporary breakpoint of its
 // own on pthread_mutex_unlock), then out of it.
-func letOut(ctx context.Context, c *gdb.Conn, tid int, lock uint64) error {
+func letOut(ctx context.Context, c *gdb.Conn, tid int, lock uint64, owner func() (int, error)) error {
 	r, err := c.Send(ctx, "-thread-info")
 	if err != nil {
 		return errors.New(gdb.Message(err))
 	}
 	all := r.List("threads")
-	threads := mutexThreads(ctx, c, all)
+	inside := mutexFrames(ctx, c, all)
 	restore, err := c.LockScheduler(ctx, "on")
 	if err != nil {
 		return err
 	}
 	defer restore(ctx)
 	if tid == 0 {
-		if len(threads) == 0 {
-			return errors.New("heaptrack's lock is held and no thread is inside pthread_mutex_lock or _unlock")
-		}
-		for _, id := range threads {
-			if err := runThread(ctx, c, id, "-exec-finish"); err != nil {
+		for _, t := range inside {
+			err := runThread(ctx, c, t.id, t.level, "-exec-finish", ownerlessWait)
+			if err != nil && !errors.Is(err, errThreadWaits) {
+				return err
+			}
+			if now, err := owner(); err != nil || now != 0 {
 				return err
 			}
 		}
-		return nil
+		return errors.New("heaptrack's lock is held and no thread inside pthread_mutex_lock or _unlock came out of it")
 	}
 	id, err := gdbThread(all, tid)
 	if err != nil {
 		return err
 	}
-	if slices.Contains(threads, id) {
-		return runThread(ctx, c, id, "-exec-finish")
+	for _, t := range inside {
+		if t.id == id {
+			return runThread(ctx, c, id, t.level, "-exec-finish", threadWait)
+		}
 	}
 	if _, err := c.Send(ctx, "-break-insert", "-t", "-p", id, "-c", mi.Quote(fmt.Sprintf("$rdi == %#x", lock)), "pthread_mutex_unlock"); err != nil {
 		return errors.New(gdb.Message(err))
 	}
-	if err := runThread(ctx, c, id, "-exec-continue"); err != nil {
+	if err := runThread(ctx, c, id, "", "-exec-continue", threadWait); err != nil {
 		return err
 	}
-	return runThread(ctx, c, id, "-exec-finish")
+	// The breakpoint may stop in a function glibc inlined into the
+	// unlock: the unlock's own frame is the one to finish.
+	level := ""
+	if fs := mutexFrames(ctx, c, []*mi.Value{threadOf(ctx, c, id)}); len(fs) == 1 {
+		level = fs[0].level
+	}
+	return runThread(ctx, c, id, level, "-exec-finish", threadWait)
 }
 
-// runThread selects gdb's thread id and runs it with cmd (continue,
-// finish) until it stops, within 2 s; a thread that does not stop by then
-// is interrupted.
-func runThread(ctx context.Context, c *gdb.Conn, id, cmd string) error {
+// How long a thread let out alone may take: an owner runs to its unlock
+// and out; a thread tried as the lock's unnamed holder that waits for it
+// instead is stopped sooner.
+const (
+	threadWait    = 2 * time.Second
+	ownerlessWait = 200 * time.Millisecond
+)
+
+// errThreadWaits says that a thread run alone did not stop in time, and
+// was stopped.
+var errThreadWaits = errors.New("did not stop in time")
+
+// runThread selects gdb's thread id and its frame at level ("" for the
+// innermost) and runs it with cmd (continue, finish) until it stops,
+// within wait; a thread that does not stop by then is interrupted.
+func runThread(ctx context.Context, c *gdb.Conn, id, level, cmd string, wait time.Duration) error {
 	if _, err := c.Send(ctx, "-thread-select", id); err != nil {
 		return errors.New(gdb.Message(err))
+	}
+	if level != "" && level != "0" {
+		if _, err := c.Send(ctx, "-stack-select-frame", level); err != nil {
+			return errors.New(gdb.Message(err))
+		}
 	}
 	if _, err := c.Send(ctx, cmd); err != nil {
 		return errors.New(gdb.Message(err))
 	}
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	if _, err := c.WaitStopped(wctx); err != nil {
 		c.Interrupt()
-		return fmt.Errorf("thread %s did not get out of heaptrack's lock: %w", id, err)
+		return fmt.Errorf("thread %s did not get out of heaptrack's lock: %w (%v)", id, errThreadWaits, err)
 	}
 	return nil
 }
 
-// mutexThreads returns gdb's ids of those of threads (-thread-info's)
-// stopped inside glibc's pthread_mutex_lock or _unlock called from
-// heaptrack's library.
-func mutexThreads(ctx context.Context, c *gdb.Conn, threads []*mi.Value) []string {
-	var ids []string
+// mutexFrame is a thread stopped inside glibc's pthread_mutex_lock or
+// _unlock called from heaptrack's library, and the level of its frame in
+// that function.
+type mutexFrame struct{ id, level string }
+
+// mutexFrames returns those of threads (-thread-info's) stopped inside
+// glibc's pthread_mutex_lock or _unlock called from heaptrack's library.
+// Where gdb reads libc's debug information it names the innermost frame
+// after a function glibc inlined there (lll_mutex_lock_optimized), and
+// finishing that frame would leave the thread inside pthread_mutex_lock:
+// the level is that of the outermost frame of the mutex functions, right
+// under heaptrack's. A thread waiting for the lock (futex_wait in
+// __lll_lock_wait) is not one.
+func mutexFrames(ctx context.Context, c *gdb.Conn, threads []*mi.Value) []mutexFrame {
+	var out []mutexFrame
 	for _, t := range threads {
-		if !strings.Contains(t.String("frame.func"), "pthread_mutex_") {
+		if t == nil || !strings.Contains(t.String("frame.func"), "mutex") {
 			continue
 		}
 		id := t.String("id")
-		f, err := c.Send(ctx, "-stack-list-frames", "--thread", id, "1", "1")
+		f, err := c.Send(ctx, "-stack-list-frames", "--thread", id, "0", "4")
 		if err != nil {
 			continue
 		}
+		level := ""
 		for _, fr := range f.List("stack") {
-			if strings.Contains(fr.String("from"), "heaptrack") {
-				ids = append(ids, id)
+			if strings.Contains(fr.String("func"), "mutex") {
+				level = fr.String("level")
+				continue
 			}
+			if level != "" && strings.Contains(fr.String("from"), "heaptrack") {
+				out = append(out, mutexFrame{id: id, level: level})
+			}
+			break
 		}
 	}
-	return ids
+	return out
+}
+
+// threadOf is -thread-info's record of gdb's thread id, nil when gdb
+// cannot say.
+func threadOf(ctx context.Context, c *gdb.Conn, id string) *mi.Value {
+	r, err := c.Send(ctx, "-thread-info", id)
+	if err != nil {
+		return nil
+	}
+	if ts := r.List("threads"); len(ts) == 1 {
+		return ts[0]
+	}
+	return nil
 }
 
 // gdbThread returns gdb's number of the thread of threads (-thread-info's)
