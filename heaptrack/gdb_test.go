@@ -111,23 +111,6 @@ func (g *miGDB) pid() int {
 	return n
 }
 
-// letOut lets thread tid alone run for a moment and stops it again: a
-// thread stopped while it held heaptrack's lock leaves it.
-func (g *miGDB) letOut(tid int) {
-	g.t.Helper()
-	r := g.send("-thread-info")
-	m := regexp.MustCompile(`id="(\d+)",target-id="[^"]*LWP ` + strconv.Itoa(tid) + `\)"`).FindStringSubmatch(r)
-	if m == nil {
-		g.t.Fatalf("no gdb thread for LWP %d in %s", tid, r)
-	}
-	g.send("-gdb-set scheduler-locking on")
-	g.send("-exec-continue --thread " + m[1])
-	time.Sleep(20 * time.Millisecond)
-	g.send("-exec-interrupt --thread " + m[1])
-	g.waitStopped()
-	g.send("-gdb-set scheduler-locking replay")
-}
-
 // letOutOf runs thread tid alone until it releases heaptrack's lock at
 // addr: a thread-specific temporary breakpoint on pthread_mutex_unlock for
 // that mutex, then the return from it. Nothing else runs; the thread ends

@@ -19,12 +19,13 @@ import (
 
 // Recorder reads a program's heaptrack stream as it comes: the raw
 // stream from a FIFO, forwarded to heaptrack_interpret, whose output it
-// replays. Cut gives the heap at a stop, Finish the heap when the stream
-// ends.
+// replays. A stop is marked in the stream (Mark from outside gdb, or a
+// mark gdb's agent writes into the FIFO) and Snapshot gives the heap
+// there; Finish gives the heap when the stream ends.
 type Recorder struct {
 	fifo   string
 	rd     int      // the FIFO, read end, non-blocking, read by forward alone
-	hold   *os.File // a write end kept open until Finish, so that reads wait for the program
+	hold   *os.File // a write end kept open until Finish, so that the FIFO reads empty, not ended, until the program ends
 	interp *exec.Cmd
 	in     io.WriteCloser // interpreter's stdin
 	stderr limitedWriter  // the interpreter's stderr, its first 64 KiB
@@ -160,6 +161,9 @@ func (r *Recorder) forward() {
 	end := func(err error) {
 		r.in.Close()
 		r.fwdErr <- err
+		if err != nil {
+			r.discard(buf)
+		}
 	}
 	cut := func(req cutRequest) error {
 		err := r.drain(buf, m.feed)
@@ -216,6 +220,26 @@ func (r *Recorder) forward() {
 			return
 		default:
 			end(fmt.Errorf("reading heaptrack's FIFO: %w", err))
+			return
+		}
+	}
+}
+
+// discard reads the FIFO and throws it away until the library closes it
+// or Close: the recording has failed, and a FIFO nobody empties would
+// stop the program at its next write, and gdb's agent with it.
+func (r *Recorder) discard(buf []byte) {
+	for {
+		n, err := syscall.Read(r.rd, buf)
+		switch {
+		case n > 0, err == syscall.EINTR:
+		case err == syscall.EAGAIN:
+			select {
+			case <-time.After(pollMax):
+			case <-r.quit:
+				return
+			}
+		default:
 			return
 		}
 	}
@@ -474,7 +498,23 @@ func (r *Recorder) Snapshot(ctx context.Context, index int) (*snapshots.Snapshot
 		case <-ready:
 		case err := <-r.repErr:
 			r.repErr <- err
-			return nil, fmt.Errorf("heaptrack_interpret ended before the cut: %v%s", err, r.stderrText())
+			r.cutMu.Lock()
+			_, ok := r.cuts[index]
+			r.cutMu.Unlock()
+			if ok {
+				// The replay ended right after it took the cut.
+				continue
+			}
+			why := fmt.Sprint(err)
+			select {
+			case ferr := <-r.fwdErr:
+				r.fwdErr <- ferr
+				if ferr != nil {
+					why = ferr.Error()
+				}
+			default:
+			}
+			return nil, fmt.Errorf("heaptrack_interpret ended before the cut: %s%s", why, r.stderrText())
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -548,7 +588,11 @@ func (r *Recorder) Close() error {
 	// The forwarder ends at its next poll, or once its write to the
 	// interpreter, gone now, fails; only then is its descriptor closed.
 	<-r.fwdDone
+	if r.rd < 0 {
+		return nil
+	}
 	syscall.Close(r.rd)
+	r.rd = -1
 	return os.Remove(r.fifo)
 }
 

@@ -19,6 +19,7 @@
 import json
 import operator
 import os
+import select
 import signal
 import struct
 import time
@@ -212,8 +213,9 @@ class Agent:
         threads run on (natively gdb 13 drives the threads one by one
         underneath all-stop): the allocator is read only once gdb has
         stopped every thread, and gdb's own inferior call (no direct
-        call) is made from a command, never from stop(). With native.sites,
-        every measurement waits for it: snapctl cuts heaptrack's stream
+        call) is made from a command, never from stop(). With native.sites
+        a stop is taken in stop() only where gdb has stopped every thread
+        before calling it (SiteCutter.in_place): heaptrack's stream is cut
         while no thread runs."""
         if self.measure["kind"] != "native":
             return False
@@ -1650,7 +1652,9 @@ def libc_symbols(names):
 def native_memory(trim, callback=True):
     """The native measurement of the stopped process. In a breakpoint's
     stop() (callback) the process has one thread and the direct call is
-    usable (see Agent.defers); elsewhere it runs from a command of
+    usable, or, with native.sites, gdb has stopped every thread and
+    nothing is called while there are more (see Agent.defers and
+    SiteCutter.in_place); elsewhere it runs from a command of
     snapctl's with every thread stopped, and gdb may make a call. With
     more than one thread nothing is called to read the allocator (see
     Heap); malloc_trim, which must be called, runs with only the stopped
@@ -1770,8 +1774,10 @@ def measure_native(path, trim):
 
 
 # SITES cuts heaptrack's stream at every measured stop (native.sites), once
-# snapctl says where (record_sites).
+# snapctl says where (record_sites). MARK_WAIT bounds, in seconds, the
+# write of a mark into a FIFO that snapctl does not empty.
 SITES = None
+MARK_WAIT = 10
 
 
 def record_sites(fifo, lib, lock, data):
@@ -1800,7 +1806,7 @@ class SiteCutter:
     "snapctl-mark K N" and the buffer's N bytes (heaptrack.FIFOMark),
     after everything the library wrote. A held lock means a thread is writing
     an event: snapctl lets it out (native's letOut) and asks again
-    (Agent.sites_cut).
+    (sites_cut).
 
     Cut in place, inside a breakpoint's stop(), only where gdb stops every
     thread before it calls stop(): gdb's target not in non-stop mode
@@ -1826,7 +1832,11 @@ class SiteCutter:
         if not self.all_stop:
             return False
         inferior = gdb.selected_inferior()
-        if trim and len(inferior.threads()) > 1:
+        threads = len(inferior.threads())
+        # stop() never makes gdb's own inferior call: one thread calls
+        # the allocator directly or not in place; more than one call
+        # nothing but malloc_trim, which then waits for a command.
+        if (threads == 1 and not direct_usable()) or (trim and threads > 1):
             return False
         try:
             self.open(inferior.pid)
@@ -1879,14 +1889,24 @@ class SiteCutter:
 
     def write(self, data):
         # Opened without blocking, which fails at once when snapctl no
-        # longer reads (ENXIO) rather than waiting forever; written with
-        # blocking, whole: snapctl drains the FIFO as it comes.
+        # longer reads (ENXIO) rather than waiting forever. Nothing else
+        # writes while every thread is stopped, so the mark goes in whole
+        # however many writes it takes; a FIFO that stays full (snapctl
+        # stopped reading) fails the cut rather than hold gdb.
         fd = os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
-            os.set_blocking(fd, True)
             view = memoryview(data)
+            deadline = time.monotonic() + MARK_WAIT
+            poller = select.poll()
+            poller.register(fd, select.POLLOUT)
             while view:
-                view = view[os.write(fd, view):]
+                try:
+                    view = view[os.write(fd, view):]
+                except BlockingIOError:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise OSError("heaptrack's FIFO stayed full for %g s: snapctl reads no more" % MARK_WAIT)
+                    poller.poll(left * 1000)
         finally:
             os.close(fd)
 

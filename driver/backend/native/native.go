@@ -74,8 +74,8 @@ func (*Backend) Ext() string { return ".json" }
 func (*Backend) Failure(string) string { return "" }
 
 func (b *Backend) AgentMeasure() string {
-	// With sites, every measured stop stops every thread: the stream is
-	// cut from snapctl, while nothing runs.
+	// With sites, gdb's agent cuts heaptrack's stream at every measured
+	// stop, every thread stopped (agent.py, SiteCutter).
 	return backend.PyDict("kind", Name, "ext", b.Ext(), "trim", b.trim, "sites", b.cfg.Plan.Native.Sites)
 }
 

@@ -136,12 +136,13 @@ func (s *siteRecording) agentSites() string {
 	return fmt.Sprintf("python record_sites(%s, %s, %d, %d)", gdb.PyString(s.rec.FIFO()), gdb.PyString(s.layout.Lib), s.layout.Lock, s.layout.Data)
 }
 
-// mark takes the cut gdb's agent made at stop seq of process pid, every
-// thread of which gdb holds stopped: every allocation and free before
-// the stop, none after. A thread stopped inside the library, writing an
-// event, is let out of it first (letOut), alone, and the agent cuts
-// again. Once mark returns, the process may run on: take gives the heap
-// at the mark.
+// mark takes the cut gdb's agent made at stop seq of process pid: every
+// allocation and free before the stop, none after. A cut made in the
+// breakpoint's stop() is read once the process runs on; one that found a
+// thread inside the library, writing an event, comes with the process
+// stopped (reported over MI): that thread is let out of it first
+// (letOut), alone, and the agent cuts again. take gives the heap at the
+// mark.
 func (s *siteRecording) mark(ctx context.Context, c *gdb.Conn, pid, seq int, cut siteCut) error {
 	for tries := 0; ; tries++ {
 		switch {
