@@ -192,6 +192,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Sites {
 		p.Native.Sites = true
 	}
+	if p.Native.Sites && p.Backend == BackendMassif {
+		pos := p.Native.SitesPos
+		return nil, &plan.Error{File: pos.File, Line: pos.Line, Column: pos.Column, Key: "native.sites",
+			Msg: "true needs the native backend, and --backend massif was given, which records call sites already: drop one of them"}
+	}
 	i, err := newBackend(p.Backend)
 	if err != nil {
 		return nil, err

@@ -91,8 +91,12 @@ type Native struct {
 	// Sites records every allocation and free with its stack through
 	// heaptrack's preload library, for per-site diffs between stops as
 	// massif gives them, next to the native figures (key "sites";
-	// default false).
+	// default false). A plan that sets it and names no backend runs the
+	// native backend.
 	Sites bool
+	// SitesPos is where the sites value is in the plan, for a message
+	// about --backend massif against it.
+	SitesPos Pos
 }
 
 // Valgrind is the "valgrind" section: options for valgrind and massif.

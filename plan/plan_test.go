@@ -42,6 +42,27 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// TestSitesBackend: native.sites implies the native backend when the plan
+// names none, as --sites does; with backend: native it stays native, and
+// without sites the default is massif.
+func TestSitesBackend(t *testing.T) {
+	bp := "breakpoints:\n  - location: f\n"
+	for _, tt := range []struct{ plan, want string }{
+		{"native:\n  sites: true\n" + bp, "native"},
+		{"backend: native\nnative:\n  sites: true\n" + bp, "native"},
+		{"native:\n  sites: false\n" + bp, "massif"},
+		{bp, "massif"},
+	} {
+		p, err := Parse("plan.yaml", []byte(tt.plan))
+		if err != nil {
+			t.Fatalf("%q: %v", tt.plan, err)
+		}
+		if p.Backend != tt.want {
+			t.Errorf("%q: backend %q, want %q", tt.plan, p.Backend, tt.want)
+		}
+	}
+}
+
 // TestFullPlan decodes testdata/plans/full.yaml, which sets every key.
 func TestFullPlan(t *testing.T) {
 	path := filepath.Join("..", "testdata", "plans", "full.yaml")

@@ -10,11 +10,12 @@ import (
 // plan decodes the top-level mapping into p and checks what spans keys.
 func (d *decoder) plan(root *yaml.Node, p *Plan) {
 	sawBreakpoints := false
+	var backend, sites *yaml.Node // where backend and native.sites were given
 	ok := d.mapping(root, "", []field{
 		{"target", func(v *yaml.Node, kp string) { d.target(v, kp, &p.Target) }},
 		{"backend", func(v *yaml.Node, kp string) {
 			if s, ok := d.enum(v, kp, "massif", "native"); ok {
-				p.Backend = s
+				p.Backend, backend = s, v
 			}
 		}},
 		{"native", func(v *yaml.Node, kp string) {
@@ -26,7 +27,7 @@ func (d *decoder) plan(root *yaml.Node, p *Plan) {
 				}},
 				{"sites", func(v *yaml.Node, kp string) {
 					if b, ok := d.boolean(v, kp); ok {
-						p.Native.Sites = b
+						p.Native.Sites, p.Native.SitesPos, sites = b, d.pos(v), v
 					}
 				}},
 			})
@@ -71,6 +72,16 @@ func (d *decoder) plan(root *yaml.Node, p *Plan) {
 			d.errs[len(d.errs)-1].Msg = fmt.Sprintf("expected a mapping of plan keys (target, valgrind, breakpoints, ...), got %s", describe(n))
 		}
 		return
+	}
+	// native.sites records call sites natively: it implies the native
+	// backend, as --sites does, and contradicts massif named outright.
+	if p.Native.Sites {
+		switch {
+		case backend == nil:
+			p.Backend = "native"
+		case p.Backend == "massif":
+			d.errorf(sites, "native.sites", "true needs the native backend, and the plan says backend: massif (line %d), which records call sites already: drop one of them", backend.Line)
+		}
 	}
 	if !sawBreakpoints {
 		for i := 0; i+1 < len(root.Content); i += 2 {

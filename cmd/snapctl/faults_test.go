@@ -527,6 +527,8 @@ func TestBadInput(t *testing.T) {
 		{"missing heaptrack", session{Bin: leak, Flags: []string{"--sites", "--heaptrack", filepath.Join(dir, "no-heaptrack")}}, exitEnvironment,
 			[]string{"heaptrack is not installed", "no-heaptrack/libheaptrack_preload.so is missing", "apt-get install heaptrack"}},
 		{"unresolvable location", session{Bin: leak, Plan: "breakpoints:\n  - name: x\n    location: no_such_function\n"}, exitPlan, []string{"plan.yaml:3:15", "no_such_function"}},
+		{"sites under massif", session{Bin: leak, Flags: []string{"--backend", "massif"}, Plan: "native:\n  sites: true\n" + requestPlan}, exitPlan,
+			[]string{"plan.yaml:2:10: native.sites", "--backend massif"}},
 		{"empty plan", session{Bin: leak, Plan: "# nothing\n"}, exitPlan, []string{"breakpoints"}},
 		{"malformed YAML", session{Bin: leak, Plan: "breakpoints: [\n"}, exitPlan, []string{"plan.yaml:"}},
 	}
