@@ -24,6 +24,9 @@ import (
 // (grow_buffer), and free what scratch allocates.
 const sitesPlan = "backend: %s\nnative:\n  sites: true\nbreakpoints:\n  - name: round\n    location: round_done\n"
 
+// massifPlan is sitesPlan under massif, which records the sites itself.
+const massifPlan = "backend: massif\nbreakpoints:\n  - name: round\n    location: round_done\n"
+
 // siteFigures are a run's suspects by function: growth per hit, blocks
 // per hit and total growth.
 func siteFigures(m *runjson.Manifest) map[string]string {
@@ -129,7 +132,7 @@ func TestSitesEqualMassifRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := runPlan(t, fmt.Sprintf(sitesPlan, "massif"), bin, "6")
+	res, err := runPlan(t, massifPlan, bin, "6")
 	if err != nil {
 		t.Fatal(err)
 	}
