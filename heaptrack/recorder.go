@@ -287,17 +287,16 @@ type markReader struct {
 	// head is a mark's first line while its end has not come yet.
 	head []byte
 	// A mark's record being read: its index, the bytes of the library's
-	// buffer read so far and how many are still to come.
-	inMark bool
-	index  int
-	body   []byte
-	need   int
+	// buffer read so far and how many are still to come (0: no mark).
+	index int
+	body  []byte
+	need  int
 }
 
 func (m *markReader) feed(b []byte) error {
 	for len(b) > 0 {
 		switch {
-		case m.inMark:
+		case m.need > 0:
 			k := min(m.need, len(b))
 			m.body = append(m.body, b[:k]...)
 			b, m.need = b[k:], m.need-k
@@ -347,7 +346,7 @@ func (m *markReader) beginMark(line []byte) error {
 	if !ok {
 		return fmt.Errorf("heaptrack's FIFO has a bad mark %q", bytes.TrimSpace(line))
 	}
-	m.inMark, m.index, m.need, m.body = true, k, n, make([]byte, 0, n)
+	m.index, m.need, m.body = k, n, make([]byte, 0, n)
 	if n == 0 {
 		return m.endMark()
 	}
@@ -355,7 +354,6 @@ func (m *markReader) beginMark(line []byte) error {
 }
 
 func (m *markReader) endMark() error {
-	m.inMark = false
 	body := m.body
 	m.body = nil
 	return m.mark(m.index, body)

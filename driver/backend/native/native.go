@@ -90,10 +90,16 @@ func (b *Backend) Stage(ms backend.Measurement, stop *runjson.Stop) (string, err
 			return "", fmt.Errorf("reading the measurement at stop %d: %w", stop.Seq, err)
 		}
 	}
-	var m runjson.Memory
-	if err := json.Unmarshal(data, &m); err != nil {
+	// The agent's record holds the memory figures and, with sites, its
+	// cut of heaptrack's stream.
+	var rec struct {
+		runjson.Memory
+		siteCut
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
 		return "", fmt.Errorf("reading the measurement at stop %d: %w", stop.Seq, err)
 	}
+	m := rec.Memory
 	if m.AllocatorError != "" && b.noAllocator == "" {
 		b.noAllocator = m.AllocatorError
 		why := m.AllocatorError
@@ -124,11 +130,7 @@ func (b *Backend) Stage(ms backend.Measurement, stop *runjson.Stop) (string, err
 	if !b.sitesOn || b.launch == nil || b.launch.sites == nil {
 		return "", nil
 	}
-	var cut siteCut
-	if err := json.Unmarshal(data, &cut); err != nil {
-		return "", fmt.Errorf("reading the measurement at stop %d: %w", stop.Seq, err)
-	}
-	return b.stageSites(stop, cut)
+	return b.stageSites(stop, rec.siteCut)
 }
 
 // StagesStopped: with sites, Stage may have to let a thread out of

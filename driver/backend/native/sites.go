@@ -21,9 +21,10 @@ import (
 // (native.sites): its preload library in the program, loaded at the start
 // (LD_PRELOAD, through gdb's exec-wrapper so that neither gdb nor the
 // shell that starts the program records) or injected into the process
-// attached to; snapctl reads the stream as it comes (heaptrack.Recorder)
-// and cuts it at each stop, every thread stopped, into a per-site
-// snapshot in the xtmemory format massif's snapshots have.
+// attached to; snapctl reads the stream as it comes (heaptrack.Recorder),
+// gdb's agent marks it at each stop, every thread stopped (agent.py,
+// SiteCutter), and the heap at each mark becomes the stop's per-site
+// snapshot, in the xtmemory format massif's snapshots have.
 type siteRecording struct {
 	tools  heaptrack.Tools
 	layout heaptrack.Layout
@@ -35,10 +36,10 @@ type siteRecording struct {
 	// injected is set once the library records in a process attached to:
 	// it must be stopped before gdb detaches.
 	injected bool
-	// marks are the agent's marks of the stops cut, by stop; empty the
-	// stops cut before the library recorded anything.
+	// marks are the agent's marks of the stops cut, by stop: 0 for a
+	// stop before the library recorded anything (the agent's marks start
+	// at 1).
 	marks map[int]int
-	empty map[int]bool
 }
 
 // siteFIFO is the FIFO the library writes its stream into.
@@ -66,7 +67,7 @@ func startSites(dir, private, cmd string, attach bool) (*siteRecording, error) {
 		return nil, err
 	}
 	return &siteRecording{tools: tools, layout: layout, rec: rec, dir: private, cmd: cmd,
-		marks: make(map[int]int), empty: make(map[int]bool)}, nil
+		marks: make(map[int]int)}, nil
 }
 
 // preloadWrapper is gdb's exec-wrapper that starts the program with
@@ -151,7 +152,7 @@ func (s *siteRecording) mark(ctx context.Context, c *gdb.Conn, pid, seq int, cut
 		case cut.Empty:
 			// The library opens its output at the program's first
 			// allocation: none yet.
-			s.empty[seq] = true
+			s.marks[seq] = 0
 			return nil
 		case cut.Mark > 0:
 			s.marks[seq] = cut.Mark
@@ -217,17 +218,14 @@ func (s *siteRecording) cutPath(seq int) string {
 // take writes the heap per site at mark seq to its file (cutPath) and
 // returns its path.
 func (s *siteRecording) take(ctx context.Context, seq int) (string, error) {
-	var snap *snapshots.Snapshot
-	if s.empty[seq] {
-		delete(s.empty, seq)
-		snap = &snapshots.Snapshot{Index: seq, Kind: snapshots.TreeDetailed, Blocks: true,
-			Tree: &snapshots.Node{Frame: snapshots.Frame{Function: heaptrack.RootName}}}
-	} else {
-		k, ok := s.marks[seq]
-		if !ok {
-			return "", fmt.Errorf("stop %d has no cut", seq)
-		}
-		delete(s.marks, seq)
+	k, ok := s.marks[seq]
+	if !ok {
+		return "", fmt.Errorf("stop %d has no cut", seq)
+	}
+	delete(s.marks, seq)
+	snap := &snapshots.Snapshot{Index: seq, Kind: snapshots.TreeDetailed, Blocks: true,
+		Tree: &snapshots.Node{Frame: snapshots.Frame{Function: heaptrack.RootName}}}
+	if k != 0 {
 		var err error
 		if snap, err = s.rec.Snapshot(ctx, k); err != nil {
 			return "", err
