@@ -1839,11 +1839,16 @@ class SiteCutter:
         if (threads == 1 and not direct_usable()) or (trim and threads > 1):
             return False
         try:
-            self.open(inferior.pid)
-            word, _ = struct.unpack("<I4xi", os.pread(self.mem, 12, self.base + self.lock))
+            word, _ = self.lock_state(inferior.pid)
         except (OSError, struct.error, LookupError):
             return False
         return word == 0
+
+    def lock_state(self, pid):
+        """heaptrack's lock in process pid: its lock word and its owner's
+        TID (a glibc mutex: int at 0, int at 8)."""
+        self.open(pid)
+        return struct.unpack("<I4xi", os.pread(self.mem, 12, self.base + self.lock))
 
     def open(self, pid):
         if self.pid == pid:
@@ -1861,8 +1866,7 @@ class SiteCutter:
         opens it at the program's first allocation), {"sites_busy": TID}
         when thread TID holds the lock, {"sites_error": why}."""
         try:
-            self.open(gdb.selected_inferior().pid)
-            word, owner = struct.unpack("<I4xi", os.pread(self.mem, 12, self.base + self.lock))
+            word, owner = self.lock_state(gdb.selected_inferior().pid)
             if word != 0:
                 return {"sites_busy": owner}
             (state,) = struct.unpack("<Q", os.pread(self.mem, 8, self.base + self.data))
