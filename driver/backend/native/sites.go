@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -166,7 +167,7 @@ func (s *siteRecording) mark(ctx context.Context, c *gdb.Conn, pid, seq int, cut
 		if err != nil {
 			return err
 		}
-		if err := letOut(ctx, c, *cut.Busy, lock, s.lockOwner); err != nil {
+		if err := letOut(ctx, c, pid, *cut.Busy, lock, s.lockOwner); err != nil {
 			return fmt.Errorf("a thread was stopped inside heaptrack and could not be let out: %w", err)
 		}
 		r, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote("python sites_cut()"))
@@ -269,7 +270,7 @@ func (s *siteRecording) close() {
 // owner now, -1 when free) says when the holder has come out. Any other
 // holder runs to its unlock of that mutex (a temporary breakpoint of its
 // own on pthread_mutex_unlock), then out of it.
-func letOut(ctx context.Context, c *gdb.Conn, tid int, lock uint64, owner func() (int, error)) error {
+func letOut(ctx context.Context, c *gdb.Conn, pid, tid int, lock uint64, owner func() (int, error)) error {
 	r, err := c.Send(ctx, "-thread-info")
 	if err != nil {
 		return errors.New(gdb.Message(err))
@@ -281,9 +282,14 @@ func letOut(ctx context.Context, c *gdb.Conn, tid int, lock uint64, owner func()
 		return err
 	}
 	defer restore(ctx)
+	watch := func(id string, lockWait bool) threadWatch {
+		w := threadWatch{pid: pid, lockWait: lockWait}
+		w.tid, _ = lwpOf(all, id)
+		return w
+	}
 	if tid == 0 {
 		for _, t := range inside {
-			err := runThread(ctx, c, t.id, t.level, "-exec-finish", ownerlessWait)
+			err := runThread(ctx, c, t.id, t.level, "-exec-finish", watch(t.id, true))
 			if err != nil && !errors.Is(err, errThreadWaits) {
 				return err
 			}
@@ -299,13 +305,13 @@ func letOut(ctx context.Context, c *gdb.Conn, tid int, lock uint64, owner func()
 	}
 	for _, t := range inside {
 		if t.id == id {
-			return runThread(ctx, c, id, t.level, "-exec-finish", threadWait)
+			return runThread(ctx, c, id, t.level, "-exec-finish", watch(id, false))
 		}
 	}
 	if _, err := c.Send(ctx, "-break-insert", "-t", "-p", id, "-c", mi.Quote(fmt.Sprintf("$rdi == %#x", lock)), "pthread_mutex_unlock"); err != nil {
 		return errors.New(gdb.Message(err))
 	}
-	if err := runThread(ctx, c, id, "", "-exec-continue", threadWait); err != nil {
+	if err := runThread(ctx, c, id, "", "-exec-continue", watch(id, false)); err != nil {
 		return err
 	}
 	// The breakpoint may stop in a function glibc inlined into the
@@ -314,25 +320,91 @@ func letOut(ctx context.Context, c *gdb.Conn, tid int, lock uint64, owner func()
 	if fs := mutexFrames(ctx, c, []*mi.Value{threadOf(ctx, c, id)}); len(fs) == 1 {
 		level = fs[0].level
 	}
-	return runThread(ctx, c, id, level, "-exec-finish", threadWait)
+	return runThread(ctx, c, id, level, "-exec-finish", watch(id, false))
 }
 
-// How long a thread let out alone may take: an owner runs to its unlock
-// and out; a thread tried as the lock's unnamed holder that waits for it
-// instead is stopped sooner.
+// How long a thread let out alone may go without progress before it is
+// stopped (threadIdle), how long it may run in all (threadLimit), and how
+// long a thread tried as the lock's unnamed holder may wait in the
+// kernel for a lock before it counts as waiting for heaptrack's
+// (lockWaits). A fixed deadline failed on a loaded machine, where a
+// thread that runs a few microseconds of code can wait seconds for a
+// core, and gdb for one to report its stop: progress is what the
+// kernel says of the thread (threadWatch.progress).
 const (
-	threadWait    = 2 * time.Second
-	ownerlessWait = 200 * time.Millisecond
+	threadIdle  = 2 * time.Second
+	threadLimit = 60 * time.Second
+	lockWaits   = 100 * time.Millisecond
+	threadPoll  = 20 * time.Millisecond
 )
 
 // errThreadWaits says that a thread run alone did not stop in time, and
 // was stopped.
 var errThreadWaits = errors.New("did not stop in time")
 
+// threadWatch is a thread that runThread lets run alone: pid and tid
+// (0 when its LWP is not known: it then has threadIdle in all), and
+// whether it is being tried as the unnamed holder of a lock, which it
+// may be waiting for instead (lockWait).
+type threadWatch struct {
+	pid, tid int
+	lockWait bool
+}
+
+// threadState is what the kernel says of a thread: its state letter,
+// the CPU time it has used (clock ticks), and the system call it is
+// blocked in (-1 when running or unknown).
+type threadState struct {
+	state   byte
+	cpu     uint64
+	syscall int
+	ok      bool
+}
+
+// sysFutex is futex(2)'s number on x86-64, where a thread waiting for a
+// pthread mutex sleeps.
+const sysFutex = 202
+
+func (w threadWatch) read() threadState {
+	st := threadState{syscall: -1}
+	if w.tid <= 0 {
+		return st
+	}
+	dir := fmt.Sprintf("/proc/%d/task/%d/", w.pid, w.tid)
+	data, err := os.ReadFile(dir + "stat")
+	if err != nil {
+		return st
+	}
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return st
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 13 {
+		return st
+	}
+	// Fields from the state on: state ppid pgrp session tty tpgid flags
+	// minflt cminflt majflt cmajflt utime stime.
+	utime, _ := strconv.ParseUint(f[11], 10, 64)
+	stime, _ := strconv.ParseUint(f[12], 10, 64)
+	st.state, st.cpu, st.ok = f[0][0], utime+stime, true
+	if sc, err := os.ReadFile(dir + "syscall"); err == nil {
+		if n, err := strconv.Atoi(strings.Fields(string(sc) + " x")[0]); err == nil {
+			st.syscall = n
+		}
+	}
+	return st
+}
+
 // runThread selects gdb's thread id and its frame at level ("" for the
-// innermost) and runs it with cmd (continue, finish) until it stops,
-// within wait; a thread that does not stop by then is interrupted.
-func runThread(ctx context.Context, c *gdb.Conn, id, level, cmd string, wait time.Duration) error {
+// innermost) and runs it with cmd (continue, finish) until it stops. The
+// wait lasts while the thread makes progress (w): it runs or waits for a
+// core (R), gdb holds it in a stop it has not reported yet (t), or it
+// used CPU since the last look. A thread that makes no progress for
+// threadIdle, or runs past threadLimit, is interrupted; so is one tried
+// as a lock's unnamed holder (w.lockWait) that sleeps in futex for
+// lockWaits: it waits for the lock rather than holds it.
+func runThread(ctx context.Context, c *gdb.Conn, id, level, cmd string, w threadWatch) error {
 	if _, err := c.Send(ctx, "-thread-select", id); err != nil {
 		return errors.New(gdb.Message(err))
 	}
@@ -344,13 +416,62 @@ func runThread(ctx context.Context, c *gdb.Conn, id, level, cmd string, wait tim
 	if _, err := c.Send(ctx, cmd); err != nil {
 		return errors.New(gdb.Message(err))
 	}
-	wctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	if _, err := c.WaitStopped(wctx); err != nil {
-		c.Interrupt()
-		return fmt.Errorf("thread %s did not get out of heaptrack's lock: %w (%v)", id, errThreadWaits, err)
+	start := time.Now()
+	last, lastProgress, futexSince := w.read(), start, time.Time{}
+	for {
+		wctx, cancel := context.WithTimeout(ctx, threadPoll)
+		_, err := c.WaitStopped(wctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || errors.Is(err, gdb.ErrGone) {
+			c.Interrupt()
+			return fmt.Errorf("thread %s did not get out of heaptrack's lock: %w (%v)", id, errThreadWaits, err)
+		}
+		now := time.Now()
+		st := w.read()
+		switch {
+		case st.ok && (st.state == 'R' || st.state == 't' || st.cpu != last.cpu):
+			lastProgress, futexSince = now, time.Time{}
+		case st.ok && st.syscall == sysFutex:
+			if futexSince.IsZero() {
+				futexSince = now
+			}
+		default:
+			futexSince = time.Time{}
+		}
+		last = st
+		why := ""
+		switch {
+		case w.lockWait && !futexSince.IsZero() && now.Sub(futexSince) >= lockWaits:
+			why = "it waits for the lock"
+		case now.Sub(lastProgress) >= threadIdle:
+			why = fmt.Sprintf("no progress in %v", threadIdle)
+		case now.Sub(start) >= threadLimit:
+			why = fmt.Sprintf("still running after %v", threadLimit)
+		}
+		if why != "" {
+			c.Interrupt()
+			return fmt.Errorf("thread %s did not get out of heaptrack's lock: %w (%s)", id, errThreadWaits, why)
+		}
 	}
-	return nil
+}
+
+// lwpOf returns the LWP of gdb's thread id among threads (-thread-info's):
+// "LWP N" in gdb's target id natively, "Thread P.N" through gdbserver.
+func lwpOf(threads []*mi.Value, id string) (int, bool) {
+	re := regexp.MustCompile(`(?:LWP |Thread \d+\.)(\d+)\b`)
+	for _, t := range threads {
+		if t.String("id") != id {
+			continue
+		}
+		if m := re.FindStringSubmatch(t.String("target-id")); m != nil {
+			n, err := strconv.Atoi(m[1])
+			return n, err == nil
+		}
+	}
+	return 0, false
 }
 
 // mutexFrame is a thread stopped inside glibc's pthread_mutex_lock or
