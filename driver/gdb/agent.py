@@ -320,8 +320,13 @@ def location_resolves(location, condition):
 
 
 # LAST_AT holds each thread's program counter and stack pointer at its
-# last stop at a breakpoint, by LWP (see repeated_hit).
+# last stop at a breakpoint, then its other general registers where they
+# can be read (x86-64), by LWP (see repeated_hit).
 LAST_AT = {}
+# GPRS are the general registers besides rip and rsp that a repeated
+# report finds as they were (see repeated_hit).
+GPRS = ("rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp",
+        "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15")
 
 
 def repeated_hit():
@@ -344,7 +349,15 @@ def repeated_hit():
     gdbserver, with four threads under a 200 us timer, 2,452 hits were
     counted for 400 calls (docs/facts.md, fact 66). A repeated hit also
     holds the thread's signals for gdb's next step (see hold), which
-    then gets through."""
+    then gets through.
+
+    Every general register must be as at the last stop too: a signal that
+    comes just as the thread reaches the breakpoint's address on its way
+    to a new hit (the instruction before it done) leaves a signal frame
+    saved at that address, and in a loop calling the same function the
+    stack pointer is the last hit's. Only the registers tell that hit
+    from a repeated report: the thread ran between the two stops
+    (docs/facts.md, fact steady-1)."""
     thread = gdb.selected_thread()
     tid = thread.ptid[1]
     d = direct_tracer()
@@ -353,6 +366,8 @@ def repeated_hit():
     if not traced:
         frame = gdb.newest_frame()
         at = (frame.pc(), int(frame.read_register("sp")))
+        if x86_64():
+            at += tuple(int(frame.read_register(r)) for r in GPRS)
     if tid in HELD:
         release(tid)
     same = LAST_AT.get(tid) == at
@@ -1006,12 +1021,12 @@ class _Direct:
         return self.refused
 
     def pc_sp(self, tid):
-        """Thread tid's program counter and stack pointer; None when they
-        cannot be read."""
+        """Thread tid's program counter and stack pointer, then its other
+        general registers (GPRS); None when they cannot be read."""
         regs = self.now
         if self.ptrace(self.GETREGS, tid, None, self.c.byref(regs)) != 0:
             return None
-        return regs.rip, regs.rsp
+        return (regs.rip, regs.rsp) + tuple(getattr(regs, r) for r in GPRS)
 
     # FRAME_WINDOW is how far below the stack pointer the kernel's signal
     # frame is looked for: the red zone, the XSAVE area (up to 11 KB with
