@@ -360,7 +360,6 @@ func TestSitesAttachGdbKilled(t *testing.T) {
 			t.Fatal("heaptrack was not injected")
 		}
 	}
-	time.Sleep(200 * time.Millisecond)
 	gdb := tracer(srv.Pid)
 	if gdb == 0 {
 		t.Fatal("the server has no tracer")

@@ -150,10 +150,10 @@ func TestNativeSignalTimerAttach(t *testing.T) {
 						t.Fatal(err)
 					}
 					if m.Status != runjson.StatusCompleted || len(m.Stops) != 100 || m.Breakpoints[0].Hits != 100 || !m.Native.Detached {
-						t.Fatalf("status %s, %d stops, breakpoints %+v, native %+v", m.Status, len(m.Stops), m.Breakpoints, m.Native)
+						t.Fatalf("status %s, %d stops, breakpoints %+v, native %+v, events %+v", m.Status, len(m.Stops), m.Breakpoints, m.Native, m.Events)
 					}
 				}
-				time.Sleep(100 * time.Millisecond)
+				runsOn(t, pid)
 				cmd.Process.Signal(syscall.SIGTERM)
 				if err := cmd.Wait(); err != nil {
 					t.Fatalf("the process after the runs: %v, output %q", err, out.String())

@@ -28,13 +28,15 @@ func TestKilledRunAccounts(t *testing.T) {
 	for _, moment := range []string{"startup", "mid-run", "exit"} {
 		t.Run(moment, func(t *testing.T) {
 			t.Parallel()
-			rounds, stops := "0", 0
+			args, stops := []string{"0"}, 0
 			if moment == "exit" {
-				// Long enough (15 s or more) that run.json is rewritten
-				// at least once, every 10 s, before the last one.
-				rounds, stops = "80", 80*80
+				// Long enough (12 s of sleep between the rounds, and
+				// the stops) that run.json is rewritten at least once,
+				// every 10 s, before the last one, with stops enough
+				// that the last writing takes a while.
+				args, stops = []string{"20", "600"}, 20*80
 			}
-			r := startSnapctl(t, session{Plan: plan, Bin: bin, Args: []string{rounds}, Limit: 3 * time.Minute})
+			r := startSnapctl(t, session{Plan: plan, Bin: bin, Args: args, Limit: 15 * time.Minute})
 			snaps := filepath.Join(r.out, "snapshots")
 			switch moment {
 			case "startup":
@@ -43,10 +45,12 @@ func TestKilledRunAccounts(t *testing.T) {
 				waitFor(t, "run.json to list a stop", 2*time.Minute, func() bool { return len(listed(t, r.out, false)) > 0 })
 			case "exit":
 				// Each stop has one file at any time: massif's, the
-				// compressed one unlisted, then the listed one.
-				waitFor(t, "every stop", 2*time.Minute, func() bool {
+				// compressed one unlisted, then the listed one. On a
+				// loaded machine the stops take minutes: the wait lasts
+				// while they come.
+				waitProgress(t, "every stop", time.Minute, func() (int, bool) {
 					names, _ := os.ReadDir(snaps)
-					return len(names) >= stops
+					return len(names), len(names) >= stops
 				})
 				tmp := filepath.Join(r.out, ".run.json.tmp-*")
 				waitFor(t, "the last run.json", 30*time.Second, func() bool {
@@ -120,6 +124,25 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 		if time.Now().After(deadline) {
 			t.Fatalf("waited %v for %s", timeout, what)
 		}
+	}
+}
+
+// waitProgress waits until cond says done, for as long as the count it
+// returns grows: it fails only when the count stays the same for stall.
+func waitProgress(t *testing.T, what string, stall time.Duration, cond func() (n int, done bool)) {
+	t.Helper()
+	last, at := -1, time.Now()
+	for {
+		n, done := cond()
+		if done {
+			return
+		}
+		if n != last {
+			last, at = n, time.Now()
+		} else if time.Since(at) > stall {
+			t.Fatalf("waited for %s: no progress in %v (%d so far)", what, stall, n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/runjson"
@@ -226,6 +227,19 @@ func TestReadersEndOnSignal(t *testing.T) {
 			}
 			args := tt.args(fifo)
 			var stdin io.Reader
+			// reading says that snapctl has begun to read, and has set up
+			// its signals before (main.go): it has opened the FIFO, or
+			// waits in open(2) for a writer, or has read the header from
+			// standard input.
+			reading := func(pid int) bool {
+				fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
+				for _, fd := range fds {
+					if target, _ := os.Readlink(fd); target == fifo {
+						return true
+					}
+				}
+				return !tt.writer && testenv.InSyscall(pid, "openat")
+			}
 			if args[1] == "-" {
 				pr, pw, err := os.Pipe()
 				if err != nil {
@@ -235,6 +249,11 @@ func TestReadersEndOnSignal(t *testing.T) {
 				defer pw.Close()
 				pw.WriteString(header)
 				stdin = pr
+				reading = func(int) bool {
+					var n int32
+					_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, pr.Fd(), syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
+					return errno == 0 && n == 0
+				}
 			}
 			r := startReader(t, stdin, args...)
 			if tt.writer && stdin == nil {
@@ -248,7 +267,11 @@ func TestReadersEndOnSignal(t *testing.T) {
 				w.WriteString(header)
 			}
 			waitCaught(t, r.cmd.Process.Pid, tt.sig)
-			time.Sleep(300 * time.Millisecond) // snapctl is waiting now, whatever it waits for
+			for deadline := time.Now().Add(time.Minute); !reading(r.cmd.Process.Pid); time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("snapctl did not begin to read in a minute")
+				}
+			}
 			if err := r.cmd.Process.Signal(tt.sig); err != nil {
 				t.Fatal(err)
 			}

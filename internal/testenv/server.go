@@ -68,6 +68,82 @@ func (s *Server) Gone() string {
 	return "the server " + s.Cmd.ProcessState.String()
 }
 
+// Settled waits until every thread of the server runs on its own: none
+// in a stop of a tracer's (t or T), no tracer, no signal pending (a
+// SIGTRAP that a tracer's death left, which kills the server, is
+// delivered as its thread leaves the stop: docs/facts.md, fact 63). It
+// then says how the server ended, "" while it runs, or what it still
+// waits for after a minute.
+func (s *Server) Settled() string {
+	why := ""
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if why = unsettled(s.Pid); why == "" {
+			break
+		}
+	}
+	if g := s.Gone(); g != "" {
+		return g
+	}
+	if why != "" {
+		return "the server has not settled after a minute: " + why
+	}
+	return ""
+}
+
+// unsettled says what keeps process pid from running on its own: a
+// tracer, a thread in a stop, a signal pending; "" when nothing does, or
+// when the process is gone.
+func unsettled(pid int) string {
+	if !proc.Alive(pid) {
+		return ""
+	}
+	st, err := proc.Status(pid)
+	if err != nil {
+		return ""
+	}
+	if st["TracerPid"] != "0" {
+		return "traced by " + st["TracerPid"]
+	}
+	if p, _ := strconv.ParseUint(st["ShdPnd"], 16, 64); p != 0 {
+		return "signals pending: " + st["ShdPnd"]
+	}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, task := range tasks {
+		tid, _ := strconv.Atoi(task.Name())
+		ts, err := proc.Status(tid)
+		if err != nil {
+			continue
+		}
+		if p, _ := strconv.ParseUint(ts["SigPnd"], 16, 64); p != 0 {
+			return fmt.Sprintf("thread %d has signals pending: %s", tid, ts["SigPnd"])
+		}
+		if state := ts["State"]; strings.HasPrefix(state, "t") || strings.HasPrefix(state, "T") {
+			return fmt.Sprintf("thread %d is %s", tid, state)
+		}
+	}
+	return ""
+}
+
+// Lives reports whether process pid exists, is no zombie, and has no
+// SIGKILL or SIGTERM pending: a process just killed may take a moment to
+// show it in its state.
+func Lives(pid int) bool {
+	if !proc.Alive(pid) {
+		return false
+	}
+	st, err := proc.Status(pid)
+	if err != nil {
+		return false
+	}
+	const deadly = 1<<(9-1) | 1<<(15-1) // SIGKILL, SIGTERM
+	for _, f := range []string{"ShdPnd", "SigPnd"} {
+		if p, _ := strconv.ParseUint(st[f], 16, 64); p&deadly != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Ask sends one request and returns the answer.
 func (s *Server) Ask(line string) (string, error) {
 	c, err := net.DialTimeout("tcp", "127.0.0.1:"+s.Port, 5*time.Second)
