@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -46,6 +48,9 @@ type Recorder struct {
 	mu       sync.Mutex
 	checked  bool // the library's fd was checked against the FIFO
 	finished bool
+
+	// replayed counts the interpreter's lines replayed (see Progress).
+	replayed atomic.Int64
 }
 
 type cutRequest struct {
@@ -396,6 +401,7 @@ func (r *Recorder) replay(out io.Reader) {
 			l = l[:len(l)-1]
 		}
 		if len(l) > 0 {
+			r.replayed.Add(1)
 			k, isCut, lerr := r.rep.Line(l)
 			if lerr != nil {
 				r.repErr <- lerr
@@ -415,6 +421,31 @@ func (r *Recorder) replay(out io.Reader) {
 			return
 		}
 	}
+}
+
+// Progress grows while the pipeline works: the lines of the
+// interpreter's output replayed, plus the CPU time heaptrack_interpret
+// has used (clock ticks), which reads debug information for a while
+// before it writes. A caller waiting for a Snapshot on a loaded machine
+// waits as long as it grows.
+func (r *Recorder) Progress() int64 {
+	n := r.replayed.Load()
+	if r.interp == nil || r.interp.Process == nil {
+		return n
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", r.interp.Process.Pid))
+	if err != nil {
+		return n
+	}
+	if i := bytes.LastIndexByte(data, ')'); i >= 0 {
+		// From the state on, utime and stime are fields 12 and 13.
+		if f := strings.Fields(string(data[i+1:])); len(f) > 12 {
+			u, _ := strconv.ParseInt(f[11], 10, 64)
+			st, _ := strconv.ParseInt(f[12], 10, 64)
+			n += u + st
+		}
+	}
+	return n
 }
 
 // Cut returns the heap of target, stopped by gdb with every thread, as

@@ -98,7 +98,9 @@ func TestLetOutOwnerless(t *testing.T) {
 	if after == 0 {
 		t.Fatal("no lock cmpxchg in pthread_mutex_lock's first 40 instructions")
 	}
-	r, err := c.Send(ctx, "-break-insert", "-c", mi.Quote(fmt.Sprintf("$rdi == %#x", lock)), fmt.Sprintf("*%#x", after))
+	// Only where the cmpxchg took the lock (ZF set): one that failed
+	// goes on to wait for it.
+	r, err := c.Send(ctx, "-break-insert", "-c", mi.Quote(fmt.Sprintf("$rdi == %#x && ((long)$eflags & 0x40) != 0", lock)), fmt.Sprintf("*%#x", after))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +134,7 @@ func TestLetOutOwnerless(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path, err := s.take(ctx, 1)
+	path, err := s.take(ctx, 1, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -167,10 +167,10 @@ func (b *Backend) Read(st *backend.Stop) error {
 	if !b.sitesOn || st.Raw == "" {
 		return nil
 	}
+	// The target runs meanwhile: the wait for the interpreter lasts while
+	// it makes progress, and ends after stop_timeout without any.
 	l := b.launch
-	ctx, cancel := context.WithTimeout(context.Background(), l.env.Times.Stop)
-	defer cancel()
-	path, err := l.sites.take(ctx, st.Stop.Seq)
+	path, err := l.sites.take(context.Background(), st.Stop.Seq, l.env.Times.Stop)
 	if err == nil {
 		st.Raw, err = b.perSite.Stage(path, st.Stop)
 	}

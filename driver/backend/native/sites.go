@@ -218,7 +218,7 @@ func (s *siteRecording) cutPath(seq int) string {
 
 // take writes the heap per site at mark seq to its file (cutPath) and
 // returns its path.
-func (s *siteRecording) take(ctx context.Context, seq int) (string, error) {
+func (s *siteRecording) take(ctx context.Context, seq int, idle time.Duration) (string, error) {
 	k, ok := s.marks[seq]
 	if !ok {
 		return "", fmt.Errorf("stop %d has no cut", seq)
@@ -228,7 +228,7 @@ func (s *siteRecording) take(ctx context.Context, seq int) (string, error) {
 		Tree: &snapshots.Node{Frame: snapshots.Frame{Function: heaptrack.RootName}}}
 	if k != 0 {
 		var err error
-		if snap, err = s.rec.Snapshot(ctx, k); err != nil {
+		if snap, err = s.snapshot(ctx, k, idle); err != nil {
 			return "", err
 		}
 		snap.Index = seq
@@ -247,6 +247,27 @@ func (s *siteRecording) take(ctx context.Context, seq int) (string, error) {
 		return "", err
 	}
 	return path, nil
+}
+
+// snapshot waits for the heap at mark k for as long as heaptrack's
+// pipeline makes progress (Recorder.Progress): it fails when nothing
+// moved for idle, not after a fixed time, which a loaded machine, or an
+// interpreter reading a large program's debug information, outlasts.
+func (s *siteRecording) snapshot(ctx context.Context, k int, idle time.Duration) (*snapshots.Snapshot, error) {
+	last, since := s.rec.Progress(), time.Now()
+	for {
+		wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		snap, err := s.rec.Snapshot(wctx, k)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return snap, err
+		}
+		if p := s.rec.Progress(); p != last {
+			last, since = p, time.Now()
+		} else if time.Since(since) >= idle {
+			return nil, fmt.Errorf("heaptrack_interpret made no progress in %v", idle)
+		}
+	}
 }
 
 // close ends the interpreter and removes the FIFO.
@@ -399,8 +420,9 @@ func (w threadWatch) read() threadState {
 // runThread selects gdb's thread id and its frame at level ("" for the
 // innermost) and runs it with cmd (continue, finish) until it stops. The
 // wait lasts while the thread makes progress (w): it runs or waits for a
-// core (R), gdb holds it in a stop it has not reported yet (t), or it
-// used CPU since the last look. A thread that makes no progress for
+// core (R), gdb holds it in a stop it has not reported yet (t), it used
+// CPU since the last look, or it is blocked in a system call other than
+// futex (a write into the FIFO waits for the interpreter). A thread that makes no progress for
 // threadIdle, or runs past threadLimit, is interrupted; so is one tried
 // as a lock's unnamed holder (w.lockWait) that sleeps in futex for
 // lockWaits: it waits for the lock rather than holds it.
@@ -438,6 +460,11 @@ func runThread(ctx context.Context, c *gdb.Conn, id, level, cmd string, w thread
 			if futexSince.IsZero() {
 				futexSince = now
 			}
+		case st.ok && st.syscall >= 0:
+			// Blocked in another system call: writing its event into
+			// the FIFO, which heaptrack_interpret drains at its own
+			// pace on a loaded machine.
+			lastProgress, futexSince = now, time.Time{}
 		default:
 			futexSince = time.Time{}
 		}
@@ -447,7 +474,7 @@ func runThread(ctx context.Context, c *gdb.Conn, id, level, cmd string, w thread
 		case w.lockWait && !futexSince.IsZero() && now.Sub(futexSince) >= lockWaits:
 			why = "it waits for the lock"
 		case now.Sub(lastProgress) >= threadIdle:
-			why = fmt.Sprintf("no progress in %v", threadIdle)
+			why = fmt.Sprintf("no progress in %v: state %c, system call %d", threadIdle, st.state, st.syscall)
 		case now.Sub(start) >= threadLimit:
 			why = fmt.Sprintf("still running after %v", threadLimit)
 		}
