@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 )
 
 // separator is the line massif writes before and after every snapshot=N.
@@ -57,6 +58,11 @@ type Reader struct {
 	current []byte
 
 	header File
+	// cont is the header field the last line went to: valgrind writes
+	// the command as it was given, so a newline in the program's path
+	// or an argument continues the cmd: line on the next one.
+	cont   *string
+	blanks int   // blank lines since the last line of cont
 	count  int   // snapshots returned so far
 	err    error // sticky: once Next fails it keeps failing
 
@@ -113,12 +119,21 @@ func (r *Reader) next() (*Snapshot, error) {
 		if err != nil {
 			return nil, err
 		}
+		cont := r.cont
+		r.cont = nil
 		switch {
 		case len(line) == 0:
-			// Tolerate blank lines between sections.
+			// Tolerate blank lines between sections; within a command,
+			// they are its own if a line of it follows.
+			if cont != nil {
+				r.cont, r.blanks = cont, r.blanks+1
+			}
 		case bytes.Equal(line, []byte(separator)):
 			return r.snapshot()
 		case r.headerLine(line):
+		case cont != nil && r.count == 0:
+			*cont += strings.Repeat("\n", r.blanks+1) + string(line)
+			r.cont, r.blanks = cont, 0
 		case isTreeLine(line) && r.count > 0:
 			return nil, r.errorf(r.line, `expected %q, got %s (more tree lines than the "nK:" counts announce)`, separator, quoteLine(line))
 		default:
@@ -140,6 +155,10 @@ func (r *Reader) headerLine(line []byte) bool {
 	} {
 		if v, ok := bytes.CutPrefix(line, []byte(h.prefix)); ok {
 			*h.field = string(bytes.TrimPrefix(v, []byte(" ")))
+			r.blanks = 0
+			if h.prefix != "time_unit:" {
+				r.cont = h.field
+			}
 			return true
 		}
 	}

@@ -626,3 +626,25 @@ func (zeros) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
 }
+
+// TestParseCmdWithNewlines: valgrind writes the command as it was given,
+// so a newline in the program's path or an argument (blank lines too)
+// continues the cmd: line: it is read back whole, and the snapshots
+// after it as ever. A blank line between sections is still no part of
+// the command.
+func TestParseCmdWithNewlines(t *testing.T) {
+	for _, tt := range []struct{ header, cmd, desc string }{
+		{"desc: --massif-out-file=x\ncmd: /tmp/new\nline/the prog 3\ntime_unit: i\n", "/tmp/new\nline/the prog 3", "--massif-out-file=x"},
+		{"desc: (none)\ncmd: /a\n\nb/prog\n\ntime_unit: i\n", "/a\n\nb/prog", "(none)"},
+		{"desc: two\nlines\ncmd: ./p\n\ntime_unit: i\n\n", "./p", "two\nlines"},
+	} {
+		data := tt.header + "#-----------\nsnapshot=0\n#-----------\ntime=0\nmem_heap_B=0\nmem_heap_extra_B=0\nmem_stacks_B=0\nheap_tree=empty\n"
+		f, err := Parse(strings.NewReader(data), "x.massif")
+		if err != nil {
+			t.Fatalf("%q: %v", tt.header, err)
+		}
+		if f.Cmd != tt.cmd || f.Desc != tt.desc || len(f.Snapshots) != 1 {
+			t.Errorf("%q: cmd %q, desc %q, %d snapshots; want cmd %q, desc %q, 1 snapshot", tt.header, f.Cmd, f.Desc, len(f.Snapshots), tt.cmd, tt.desc)
+		}
+	}
+}
