@@ -1,16 +1,20 @@
 package driver
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/runjson"
+	"github.com/snapctl/snapctl/snapshots"
 )
 
 // The end of a session: tearing the children down and writing the run
@@ -104,9 +108,7 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	// A writing during the run must not land after this one.
 	s.refreshed(true)
 	if werr := writeManifest(s.out.dir, s.m, manifestSpools{stops: s.rec.stops, events: s.rec.events, diffs: s.rec.diffs}); werr != nil {
-		// The run.json written last stands, with the snapshots it lists.
-		s.rec.dropUnlisted(s.out.dir)
-		return res, errors.Join(err, werr)
+		return s.failedWriting(res, err, werr)
 	}
 	if werr := s.rec.publish(s.out.dir); werr != nil {
 		return res, errors.Join(err, werr)
@@ -118,6 +120,85 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 		return res, errors.Join(err, werr)
 	}
 	return res, err
+}
+
+// failedWriting ends a run whose last writing of run.json failed (werr; a
+// full disk): the snapshots no run.json lists go, which gives the disk
+// some room back, and run.json is written again, saying what happened:
+// status failed, the error, and the stops the run.json written last
+// listed (their snapshot files have their own names), none after. That
+// one said that the run had not ended, and the report on the terminal
+// said how the run itself ended; both now say that it failed. Where even
+// that cannot be written, the run.json written last stands, with the
+// snapshots it lists.
+func (s *session) failedWriting(res *Result, err, werr error) (*Result, error) {
+	stops, listed := s.rec.stops.len(), s.out.stops
+	s.rec.dropUnlisted(s.out.dir)
+	werr = fmt.Errorf("writing run.json: %w", werr)
+	err = errors.Join(err, werr)
+	s.m.Status = runjson.StatusFailed
+	s.m.Error = fmt.Sprintf("%s; run.json lists %d of the run's %d stops", strings.SplitN(werr.Error(), "\n", 2)[0], listed, stops)
+	code, reason := ExitStatus(err)
+	s.m.ExitCode, s.m.ExitReason = &code, reason
+	res.Stops, res.Diffs = listed, 0
+	var sp manifestSpools
+	if listed > 0 {
+		v, verr := s.rec.stops.view()
+		if verr != nil {
+			return res, err
+		}
+		defer v.closeView()
+		v.n = min(v.n, listed)
+		sp.stops = v
+	}
+	if writeManifest(s.out.dir, s.m, sp) != nil {
+		// The spools take room too: the stops' view keeps its own.
+		s.rec.closeSpools()
+		if writeManifest(s.out.dir, s.m, sp) != nil && listed == 0 {
+			// A disk that something else keeps full has no room for a
+			// second file: the run.json there, written when the run
+			// began and listing no stop either, is overwritten in
+			// place, where it fits in the room that file already has.
+			overwriteManifest(filepath.Join(s.out.dir, manifestFile), s.m)
+		}
+	}
+	return res, err
+}
+
+// overwriteManifest writes m, with no stops, events or diffs, over the
+// run.json at path in place, when it fits in that file's size: on a full
+// disk there is no room for the temporary file an atomic writing needs.
+// The file is torn if snapctl dies in the middle: only for the last
+// resort.
+func overwriteManifest(path string, m *runjson.Manifest) error {
+	mm := *m
+	mm.Stops, mm.Events, mm.Diffs = []runjson.Stop{}, []runjson.Event{}, []*snapshots.Diff{}
+	mm.Suspects, mm.Stacks = []snapshots.Suspect{}, [][]snapshots.Frame{}
+	data, err := json.MarshalIndent(&mm, "", "  ")
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// The room is the blocks the file has, a whole block at least.
+	room := int64(-1)
+	if st, err := f.Stat(); err == nil {
+		room = st.Size()
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			room = max(room, sys.Blocks*512)
+		}
+	}
+	if room < int64(len(data)) {
+		return fmt.Errorf("no room for run.json in place")
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		return err
+	}
+	return f.Truncate(int64(len(data)))
 }
 
 // refreshManifest rewrites run.json, status failed, with the stops and

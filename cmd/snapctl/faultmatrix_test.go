@@ -41,7 +41,7 @@ import (
 // A faultRow is one fault against one backend.
 type faultRow struct {
 	name    string // "kill -9 gdb/mid-run"
-	backend string // "massif", "native", or "-" for the readers
+	backend string // "massif", "native", "sites" (native --sites), or "-" for the readers
 	quick   bool   // runs in .ci/run: fast, and held
 	run     func(t *testing.T, fx *faultRun) []promise
 }
@@ -241,7 +241,7 @@ func faultRows() []faultRow {
 				run: func(t *testing.T, fx *faultRun) []promise { return fullDisk(t, fx, "tmp") }},
 			faultRow{name: "odd paths", backend: backend, quick: true,
 				run: func(t *testing.T, fx *faultRun) []promise { return oddPaths(t, fx, "a b%d'ü") }},
-			faultRow{name: "odd paths: a newline", backend: backend,
+			faultRow{name: "odd paths: a newline", backend: backend, quick: true,
 				run: func(t *testing.T, fx *faultRun) []promise { return oddPaths(t, fx, "new\nline") }},
 			faultRow{name: "read-only run directory", backend: backend, quick: backend == "massif",
 				run: readOnlyRun},
@@ -249,6 +249,18 @@ func faultRows() []faultRow {
 				run: daemonChild},
 		)
 	}
+	// The native backend with --sites (heaptrack's library in the
+	// target, its interpreter beside snapctl): the rows of issue 31.
+	for _, m := range []string{mStartup, mMidRun} {
+		rows = append(rows, faultRow{name: "kill -9 target/" + m, backend: "sites", quick: m == mStartup,
+			run: func(t *testing.T, fx *faultRun) []promise { return killAt(t, fx, "target", m) }})
+	}
+	rows = append(rows,
+		faultRow{name: "full run directory/" + mMidRun, backend: "sites", quick: true,
+			run: func(t *testing.T, fx *faultRun) []promise { return fullDisk(t, fx, "out") }},
+		faultRow{name: "odd paths: a newline", backend: "sites", quick: true,
+			run: func(t *testing.T, fx *faultRun) []promise { return oddPaths(t, fx, "new\nline") }},
+	)
 	for _, a := range []struct {
 		name string
 		want []int
@@ -348,7 +360,11 @@ func readerRow(t *testing.T, want int, stdin *os.File, sig syscall.Signal, args 
 
 // startRun starts snapctl run on the faults fixture under fx's backend.
 func (fx *faultRun) startRun(t *testing.T, plan string, args []string, flags []string, env []string, out string) *running {
-	flags = append([]string{"--backend", fx.backend}, flags...)
+	if fx.backend == "sites" {
+		flags = append([]string{"--backend", "native", "--sites"}, flags...)
+	} else {
+		flags = append([]string{"--backend", fx.backend}, flags...)
+	}
 	return startSnapctl(t, session{Plan: plan, Bin: fx.bin, Args: args, Flags: flags, Env: env, Out: out, Limit: 90 * time.Second})
 }
 
@@ -403,7 +419,7 @@ func (fx *faultRun) reachMidRun(t *testing.T, r *running) {
 		}, time.Minute)
 	}
 	sleeping()
-	if fx.backend == "native" {
+	if fx.backend != "massif" {
 		// The native backend keeps no file per stop: the target has
 		// slept before its first request, and after a few more.
 		time.Sleep(700 * time.Millisecond)
@@ -446,7 +462,7 @@ func killAt(t *testing.T, fx *faultRun, child, m string) []promise {
 		// The first gdb may be the one that checks the plan's
 		// locations: a run that then completes exits 0.
 		want = []int{exitOK, exitFailure}
-	case child == "target" && fx.backend == "native":
+	case child == "target" && fx.backend != "massif":
 		want = []int{exitCrashed}
 	}
 	return judge(t, fx, r, res, want, "")
@@ -526,7 +542,20 @@ func fullDisk(t *testing.T, fx *faultRun, which string) []promise {
 	res := finish(r)
 	// Either backend writes to TMPDIR at every stop (valgrind's snapshot,
 	// the agent's record): a full one ends the run with exit 1.
-	return judge(t, fx, r, res, []int{exitFailure}, "")
+	ps := judge(t, fx, r, res, []int{exitFailure}, "")
+	// A run that could not write its run directory says so: never
+	// "completed" on the terminal, and the run.json it could write
+	// tells how the run ended, not that snapctl may still be running.
+	honest := promise{name: "says so", held: true}
+	if res.Code != exitOK && strings.Contains(res.Stdout+res.Stderr, "status: completed") {
+		honest.held, honest.detail = false, "the terminal says status: completed"
+	}
+	if data, err := os.ReadFile(filepath.Join(res.Out, "run.json")); err == nil {
+		if run, err := readRunFile(data); err == nil && strings.Contains(run.Error, "snapctl was killed, or is still running") {
+			honest.held, honest.detail = false, fmt.Sprintf("run.json (%d stops) says %q", len(run.Stops), run.Error)
+		}
+	}
+	return append(ps, honest)
 }
 
 // oddPaths runs with a run directory and a binary whose paths hold name
