@@ -622,6 +622,10 @@ func (s *session) startAndLoop(ctx context.Context) error {
 		return s.watch.explain(ctx, err)
 	}
 	if err := s.launcher.Start(ctx); err != nil {
+		var killed *backend.TargetKilledError
+		if errors.As(err, &killed) {
+			return &CrashError{Signal: killed.Signal}
+		}
 		return s.watch.explain(ctx, err)
 	}
 	if s.term.status != nil {

@@ -212,7 +212,7 @@ func faultRows() []faultRow {
 				}
 				rows = append(rows, faultRow{
 					name: "kill -9 " + child + "/" + m, backend: backend,
-					quick: m == mMidRun,
+					quick: m == mMidRun || child == "target" && m == mStartup && backend == "native",
 					run:   func(t *testing.T, fx *faultRun) []promise { return killAt(t, fx, child, m) },
 				})
 			}
@@ -251,8 +251,10 @@ func faultRows() []faultRow {
 	}
 	// The native backend with --sites (heaptrack's library in the
 	// target, its interpreter beside snapctl): the rows of issue 31.
+	// The target killed at start-up still hangs some runs (2 of 3 at
+	// load average 70): not a quick row yet.
 	for _, m := range []string{mStartup, mMidRun} {
-		rows = append(rows, faultRow{name: "kill -9 target/" + m, backend: "sites", quick: m == mStartup,
+		rows = append(rows, faultRow{name: "kill -9 target/" + m, backend: "sites",
 			run: func(t *testing.T, fx *faultRun) []promise { return killAt(t, fx, "target", m) }})
 	}
 	rows = append(rows,

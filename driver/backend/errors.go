@@ -42,3 +42,18 @@ type LeakError struct {
 func (e *LeakError) Error() string {
 	return fmt.Sprintf("fail_on exceeded by %d site(s): %s", len(e.Suspects), strings.Join(e.Suspects, "; "))
 }
+
+// TargetKilledError reports a target that died as it started, before a
+// stop: gdb's start of it failed because the process was gone. A traced
+// process that vanishes was killed with SIGKILL, the one signal its
+// tracer cannot intercept. The run ends as a crash (exit 12).
+type TargetKilledError struct {
+	Signal string // "SIGKILL"
+	Err    error  // what gdb said
+}
+
+func (e *TargetKilledError) Error() string {
+	return "the target was killed with " + e.Signal + " as it started: " + e.Err.Error()
+}
+
+func (e *TargetKilledError) Unwrap() error { return e.Err }

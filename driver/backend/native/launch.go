@@ -213,6 +213,11 @@ func (b *Launch) Start(ctx context.Context) error {
 		}
 	}
 	if _, err := b.gdb.Send(ctx, "-exec-run"); err != nil {
+		// ptrace's ESRCH ("Couldn't get CS register: No such process"):
+		// the program gdb was starting is gone, killed.
+		if strings.Contains(err.Error(), "No such process") {
+			return &backend.TargetKilledError{Signal: "SIGKILL", Err: err}
+		}
 		return fmt.Errorf("starting the target: %w", err)
 	}
 	if r, err := b.gdb.Send(ctx, "-list-thread-groups"); err == nil {
