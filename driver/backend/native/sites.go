@@ -252,8 +252,11 @@ func (s *siteRecording) take(ctx context.Context, seq int, idle time.Duration) (
 // snapshot waits for the heap at mark k for as long as heaptrack's
 // pipeline makes progress (Recorder.Progress): it fails when nothing
 // moved for idle, not after a fixed time, which a loaded machine, or an
-// interpreter reading a large program's debug information, outlasts.
+// interpreter reading a large program's debug information, outlasts;
+// and after 20 times idle in all, should the mark never come.
 func (s *siteRecording) snapshot(ctx context.Context, k int, idle time.Duration) (*snapshots.Snapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, 20*idle)
+	defer cancel()
 	last, since := s.rec.Progress(), time.Now()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
