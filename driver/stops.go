@@ -82,7 +82,12 @@ func (s *stopLoop) loop(ctx context.Context) error {
 			runnerDone = nil
 			runnerGone = time.After(3 * time.Second)
 		case <-runnerGone:
-			return s.launcher.Gone()
+			err := s.launcher.Gone()
+			var killed *backend.TargetKilledError
+			if errors.As(err, &killed) {
+				return &CrashError{Signal: killed.Signal}
+			}
+			return err
 		case rec, ok := <-s.gdb.Events():
 			if !ok {
 				return s.watch.gdbGone()

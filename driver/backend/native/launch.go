@@ -1,10 +1,13 @@
 package native
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"github.com/snapctl/snapctl/driver/console"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/internal/child"
 	"github.com/snapctl/snapctl/plan"
 )
 
@@ -42,6 +46,11 @@ type Launch struct {
 	// from heaptrack's directory heaptrackDir ("" for the usual places).
 	sites        *siteRecording
 	heaptrackDir string
+	// ended is closed once the program gdb started is a zombie or gone
+	// (watchEnd), and status is how it ended: gdb, which reaps it,
+	// normally reports that at once.
+	ended  chan struct{}
+	status int
 }
 
 // NewLauncher returns the launcher of run b, a native run, which attaches
@@ -58,13 +67,75 @@ func NewLauncher(b backend.Backend, attach int, guard bool, heaptrack string) *L
 func (*Launch) Local() bool                                   { return true }
 func (*Launch) Command() []string                             { return nil }
 func (*Launch) Processes(int) []backend.Process               { return nil }
-func (*Launch) Ended() <-chan struct{}                        { return nil }
 func (*Launch) Signaled(time.Duration) (syscall.Signal, bool) { return 0, false }
-func (*Launch) Gone() error                                   { return nil }
-func (*Launch) Killed() error                                 { return nil }
-func (*Launch) Leftovers() string                             { return "" }
-func (*Launch) Tool(string) bool                              { return false }
-func (b *Launch) Pid() int                                    { return b.pid }
+
+// Ended is closed once the program gdb started has ended (a zombie, or
+// gone); nil under attach and before the start.
+func (b *Launch) Ended() <-chan struct{} {
+	if b.ended == nil {
+		return nil
+	}
+	return b.ended
+}
+
+// Gone: the program ended and gdb did not say so. gdb 13 with its target
+// out of non-stop mode (--sites) did not notice a program killed with
+// SIGKILL just after its start, and left it a zombie (docs/facts.md,
+// fact steady-3): the run ends as the program's death.
+func (b *Launch) Gone() error {
+	if sig := syscall.WaitStatus(b.status); b.status >= 0 && sig.Signaled() {
+		return &backend.TargetKilledError{Signal: child.SignalName(sig.Signal()),
+			Err: errors.New("gdb did not report it")}
+	}
+	return &backend.ToolError{Tool: "gdb", Msg: fmt.Sprintf("did not report the end of the program (process %d, wait status %#x)", b.pid, b.status)}
+}
+
+// zombieFor is how long the program gdb started may stay a zombie, not
+// reaped by gdb, before the run takes it for gone: gdb reaps it at once,
+// but a loaded machine may not run gdb for a while.
+const zombieFor = 10 * time.Second
+
+// watchEnd closes ended once process pid, which gdb started, has been a
+// zombie for zombieFor, with its wait status from /proc/PID/stat (-1
+// when it cannot be read). A process gdb reaped is gdb's to report: the
+// watch then ends without a word.
+func (b *Launch) watchEnd(pid int) {
+	ended := make(chan struct{})
+	b.ended = ended
+	go func() {
+		var since time.Time
+		for {
+			data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil {
+				return
+			}
+			if i := bytes.LastIndexByte(data, ')'); i >= 0 {
+				f := strings.Fields(string(data[i+1:]))
+				// From the state on, exit_code is field 50 (stat's 52nd).
+				switch {
+				case len(f) == 0 || f[0] != "Z":
+					since = time.Time{}
+				case since.IsZero():
+					since = time.Now()
+				case time.Since(since) >= zombieFor:
+					b.status = -1
+					if len(f) > 49 {
+						if n, err := strconv.Atoi(f[49]); err == nil {
+							b.status = n
+						}
+					}
+					close(ended)
+					return
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+}
+func (*Launch) Killed() error     { return nil }
+func (*Launch) Leftovers() string { return "" }
+func (*Launch) Tool(string) bool  { return false }
+func (b *Launch) Pid() int        { return b.pid }
 
 // Lost: gdb runs the target, and says why it lost it.
 func (*Launch) Lost(what string) error {
@@ -226,6 +297,9 @@ func (b *Launch) Start(ctx context.Context) error {
 				fmt.Sscan(pid, &b.pid)
 			}
 		}
+	}
+	if b.pid > 0 {
+		b.watchEnd(b.pid)
 	}
 	return nil
 }
