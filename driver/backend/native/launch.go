@@ -95,42 +95,65 @@ func (b *Launch) Gone() error {
 // but a loaded machine may not run gdb for a while.
 const zombieFor = 10 * time.Second
 
-// watchEnd closes ended once process pid, which gdb started, has been a
-// zombie for zombieFor, with its wait status from /proc/PID/stat (-1
-// when it cannot be read). A process gdb reaped is gdb's to report: the
-// watch then ends without a word.
-func (b *Launch) watchEnd(pid int) {
+// watchEnd closes ended once a child of gdb's (process gdbPid: the
+// program it starts, through the shell) has been a zombie for zombieFor,
+// with its wait status from /proc/PID/stat (-1 when it cannot be read),
+// and calls gone. A process gdb reaped is gdb's to report. The watch
+// ends with gdb.
+func (b *Launch) watchEnd(gdbPid int, gone func()) {
 	ended := make(chan struct{})
 	b.ended = ended
 	go func() {
-		var since time.Time
+		since := map[int]time.Time{}
 		for {
-			data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-			if err != nil {
+			kids, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", gdbPid))
+			if err != nil || len(kids) == 0 {
 				return
 			}
-			if i := bytes.LastIndexByte(data, ')'); i >= 0 {
-				f := strings.Fields(string(data[i+1:]))
-				// From the state on, exit_code is field 50 (stat's 52nd).
-				switch {
-				case len(f) == 0 || f[0] != "Z":
-					since = time.Time{}
-				case since.IsZero():
-					since = time.Now()
-				case time.Since(since) >= zombieFor:
-					b.status = -1
-					if len(f) > 49 {
-						if n, err := strconv.Atoi(f[49]); err == nil {
-							b.status = n
-						}
+			for _, k := range kids {
+				data, _ := os.ReadFile(k)
+				for _, f := range strings.Fields(string(data)) {
+					pid, _ := strconv.Atoi(f)
+					state, status := zombie(pid)
+					switch {
+					case !state:
+						delete(since, pid)
+					case since[pid].IsZero():
+						since[pid] = time.Now()
+					case time.Since(since[pid]) >= zombieFor:
+						b.status = status
+						close(ended)
+						gone()
+						return
 					}
-					close(ended)
-					return
 				}
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
 	}()
+}
+
+// zombie reports whether process pid is a zombie, and then its wait
+// status (-1 when it cannot be read): exit_code, stat's 52nd field.
+func zombie(pid int) (bool, int) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false, -1
+	}
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return false, -1
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) == 0 || f[0] != "Z" {
+		return false, -1
+	}
+	if len(f) > 49 {
+		if n, err := strconv.Atoi(f[49]); err == nil {
+			return true, n
+		}
+	}
+	return true, -1
 }
 func (*Launch) Killed() error     { return nil }
 func (*Launch) Leftovers() string { return "" }
@@ -283,7 +306,15 @@ func (b *Launch) Start(ctx context.Context) error {
 			return fmt.Errorf("setting up gdb: %w", err)
 		}
 	}
-	if _, err := b.gdb.Send(ctx, "-exec-run"); err != nil {
+	// A program killed as gdb starts it may be left a zombie with gdb
+	// waiting (fact steady-3): -exec-run then ends as its death.
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	b.watchEnd(b.gdb.Pid(), cancel)
+	if _, err := b.gdb.Send(rctx, "-exec-run"); err != nil {
+		if rctx.Err() != nil && ctx.Err() == nil {
+			return b.Gone()
+		}
 		// ptrace's ESRCH ("Couldn't get CS register: No such process"):
 		// the program gdb was starting is gone, killed.
 		if strings.Contains(err.Error(), "No such process") {
@@ -297,9 +328,6 @@ func (b *Launch) Start(ctx context.Context) error {
 				fmt.Sscan(pid, &b.pid)
 			}
 		}
-	}
-	if b.pid > 0 {
-		b.watchEnd(b.pid)
 	}
 	return nil
 }
