@@ -212,7 +212,9 @@ func faultRows() []faultRow {
 				}
 				rows = append(rows, faultRow{
 					name: "kill -9 " + child + "/" + m, backend: backend,
-					quick: m == mMidRun || child == "target" && m == mStartup && backend == "native",
+					// The target killed at start-up natively still hung 1
+					// of 4 runs at load average 35: not a quick row yet.
+					quick: m == mMidRun,
 					run:   func(t *testing.T, fx *faultRun) []promise { return killAt(t, fx, child, m) },
 				})
 			}
