@@ -118,7 +118,8 @@ func (b *Launch) releaseGuarded() (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	b.guard.close(2 * grace)
+	// gdbserver ends once the last copy of its connection closes (the
+	// guardian's too): closeGuard waits for it.
 	left := fmt.Sprintf("process %d runs on: snapctl removed its %s through gdbserver, its tracer, which then detached", b.attach, backend.Plural(n, "breakpoint"))
 	// A SIGSTOP of gdb's still pending leaves the process stopped.
 	time.Sleep(10 * time.Millisecond)

@@ -38,6 +38,9 @@ type Launch struct {
 	// --guard (guarded; guard.go); nil when gdb traces it itself.
 	guard   *guard
 	guarded bool
+	// guardian outlives a killed snapctl attach and leaves the process
+	// as snapctl would have (guardian.go).
+	guardian *guardian
 	// sites records the allocations per site (native.sites; sites.go),
 	// from heaptrack's directory heaptrackDir ("" for the usual places).
 	sites        *siteRecording
@@ -143,6 +146,9 @@ func (b *Launch) attachTo(ctx context.Context) error {
 	}
 	b.attached = true
 	b.pid = b.attach
+	if err := b.startGuardian(); err != nil {
+		return err
+	}
 	if b.sites != nil {
 		if err := b.sites.inject(ctx, b.gdb); err != nil {
 			return err
@@ -286,6 +292,10 @@ func (b *Launch) BeforeClose(exited bool) bool { return b.detach(exited) }
 
 // AfterClose ends heaptrack's interpreter, the program gone or detached.
 func (b *Launch) AfterClose(bool) {
+	if b.guardian != nil {
+		// Not ended by detach: the process is left to it.
+		b.guardian.end(false)
+	}
 	if b.sites != nil {
 		b.sites.close()
 	}

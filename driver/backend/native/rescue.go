@@ -177,5 +177,6 @@ func (s *siteRecording) rescue(pid int) string {
 		return fmt.Sprintf("; snapctl could not stop heaptrack's recording in it (%v): the process will die of SIGPIPE at heaptrack's next write", err)
 	}
 	s.injected = false
+	s.guardian.say("stopped")
 	return "; snapctl stopped heaptrack's recording in it"
 }

@@ -40,6 +40,8 @@ type siteRecording struct {
 	// stop before the library recorded anything (the agent's marks start
 	// at 1).
 	marks map[int]int
+	// guardian is told whether the library records (attach; guardian.go).
+	guardian *guardian
 }
 
 // siteFIFO is the FIFO the library writes its stream into.
@@ -103,6 +105,7 @@ func (s *siteRecording) inject(ctx context.Context, c *gdb.Conn) error {
 		}
 	}
 	s.injected = true
+	s.guardian.say("recording")
 	return nil
 }
 
@@ -117,6 +120,7 @@ func (s *siteRecording) stop(ctx context.Context, c *gdb.Conn) error {
 		return fmt.Errorf("stopping heaptrack in the process: %s", gdb.Message(err))
 	}
 	s.injected = false
+	s.guardian.say("stopped")
 	return nil
 }
 
