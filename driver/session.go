@@ -214,6 +214,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			return nil, err
 		}
 		opts.Binary = exe
+		if p.Native.Sites {
+			if err := CheckInjectable(opts.AttachPID); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if p.Backend == BackendNative && p.Native.Sites {
 		if _, err := heaptrack.FindTools(opts.Heaptrack); err != nil {
