@@ -2,6 +2,7 @@ package native
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,7 +14,9 @@ import (
 	"github.com/snapctl/snapctl/driver/console"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/heaptrack"
 	"github.com/snapctl/snapctl/plan"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // Launch runs the program natively under gdb, or attaches gdb to a
@@ -153,6 +156,9 @@ func (b *Launch) attachTo(ctx context.Context) error {
 		if err := b.sites.inject(ctx, b.gdb); err != nil {
 			return err
 		}
+		if err := b.sites.moveDescriptors(ctx, b.gdb, b.attach); err != nil && !errors.Is(err, heaptrack.ErrNotRecording) {
+			b.event(runjson.Event{Kind: eventSitesDescriptors, Message: "heaptrack's descriptors stay where its library opened them, where a program that closes and reopens descriptors can reuse their numbers: " + err.Error()})
+		}
 	}
 	b.guardBreakpoints(ctx) // gdb's own, such as the dynamic loader's
 	return nil
@@ -201,11 +207,16 @@ func (b *Launch) Start(ctx context.Context) error {
 	if _, err := b.gdb.Send(ctx, "-exec-arguments", args...); err != nil {
 		return fmt.Errorf("setting the program's arguments: %w", err)
 	}
+	userPreload := ""
 	if b.sites != nil {
 		// gdb stops every thread before a breakpoint's stop() runs, so
 		// that the agent cuts heaptrack's stream there (agent.py,
-		// SiteCutter) without a stop reported to snapctl.
-		for _, cmd := range []string{"set exec-wrapper " + preloadWrapper(b.sites.tools, b.sites.rec.FIFO(), append(os.Environ(), env.Target.Env...)),
+		// SiteCutter) without a stop reported to snapctl. The user's
+		// LD_PRELOAD goes to the program alone, through the wrapper:
+		// neither the shell nor env runs it.
+		var wrapper string
+		wrapper, userPreload = preloadWrapper(b.sites.tools, b.sites.rec.FIFO(), append(os.Environ(), env.Target.Env...))
+		for _, cmd := range []string{"set exec-wrapper " + wrapper, "unset environment LD_PRELOAD",
 			"maint set target-non-stop off", b.sites.agentSites()} {
 			if _, err := b.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote(cmd)); err != nil {
 				return fmt.Errorf("setting up heaptrack: %w", err)
@@ -218,9 +229,18 @@ func (b *Launch) Start(ctx context.Context) error {
 			return fmt.Errorf("setting up gdb: %w", err)
 		}
 	}
+	if b.sites != nil {
+		return b.settleAtStart(ctx, userPreload)
+	}
 	if _, err := b.gdb.Send(ctx, "-exec-run"); err != nil {
 		return fmt.Errorf("starting the target: %w", err)
 	}
+	b.readPid(ctx)
+	return nil
+}
+
+// readPid reads the target's process id from gdb.
+func (b *Launch) readPid(ctx context.Context) {
 	if r, err := b.gdb.Send(ctx, "-list-thread-groups"); err == nil {
 		for _, g := range r.List("groups") {
 			if pid := g.String("pid"); pid != "" {
@@ -228,7 +248,6 @@ func (b *Launch) Start(ctx context.Context) error {
 			}
 		}
 	}
-	return nil
 }
 
 // followParent keeps gdb on the process snapctl measures across fork and

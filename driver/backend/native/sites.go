@@ -76,10 +76,12 @@ func startSites(dir, private, cmd string, attach bool) (*siteRecording, error) {
 // heaptrack's library (tools) preloaded, writing into fifo: env, given
 // the library's variables, then execs the program. A user's LD_PRELOAD
 // comes after heaptrack's: the last in env, snapctl's own environment
-// followed by the plan's target.env.
-func preloadWrapper(tools heaptrack.Tools, fifo string, env []string) string {
+// followed by the plan's target.env. It returns the wrapper and the
+// user's LD_PRELOAD, which gdb's environment for the program must not
+// carry (the shell and env would run it) and which the program gets back
+// once heaptrack has started (restorePreload).
+func preloadWrapper(tools heaptrack.Tools, fifo string, env []string) (wrapper, user string) {
 	vars := tools.Env(fifo)
-	user := ""
 	for _, e := range env {
 		if v, ok := strings.CutPrefix(e, "LD_PRELOAD="); ok {
 			user = v
@@ -92,7 +94,7 @@ func preloadWrapper(tools heaptrack.Tools, fifo string, env []string) string {
 	for _, v := range vars {
 		w += " " + shellQuote(v)
 	}
-	return w
+	return w, user
 }
 
 // inject starts the library in the process attached to, stopped by gdb,
