@@ -317,16 +317,19 @@ func (e *StartTimeoutError) Error() string {
 		e.Waited.Round(time.Second), e.CPU.Round(time.Millisecond), e.State, la[0], runtime.NumCPU())
 }
 
-// cpuTime is the CPU time process pid has used (user and system), 0 when
-// it cannot be read.
+// cpuTime is the CPU time process pid and the children it waited for
+// have used (user and system), 0 when it cannot be read.
 func cpuTime(pid int) time.Duration {
 	f := statFields(pid)
-	if len(f) < 13 {
+	if len(f) < 15 {
 		return 0
 	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+	var ticks int64
+	for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime
+		n, _ := strconv.ParseInt(f[i], 10, 64)
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
 }
 
 // procState is process pid's state letter, '?' when unknown.
