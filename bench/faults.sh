@@ -12,6 +12,10 @@
 # cmd/snapctl/faultmatrix_test.go, where they reuse the end-to-end tests'
 # fixtures and process checks.
 #
+# The rows named "server, attach..." attach to the 4-thread TCP server
+# under load and judge the server after each fault (harmCases in
+# cmd/snapctl/harm_test.go); bench/harm.sh runs them 10 times each.
+#
 # Usage: bench/faults.sh [quick|all|PATTERN]   (default: all)
 #   quick    the rows .ci/run runs: fast, and held
 #   PATTERN  a Go regexp of row names: 'kill -9 snapctl', 'SIGSTOP.*native'

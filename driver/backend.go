@@ -62,11 +62,16 @@ const (
 	AttachNoProcess    = native.AttachNoProcess
 	AttachNotPermitted = native.AttachNotPermitted
 	AttachTraced       = native.AttachTraced
+	AttachNoInject     = native.AttachNoInject
 )
 
 // CheckAttach checks, before gdb starts, that snapctl may attach to
 // process pid (see native.CheckAttach).
 func CheckAttach(pid int) error { return native.CheckAttach(pid) }
+
+// CheckInjectable refuses to inject heaptrack into process pid where that
+// is known to crash it (see native.CheckInjectable).
+func CheckInjectable(pid int) error { return native.CheckInjectable(pid) }
 
 // CheckAccess returns the executable of process pid, which gdb reads
 // (see native.CheckAccess).

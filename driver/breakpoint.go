@@ -100,7 +100,11 @@ func (s *stopLoop) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record
 			Message: fmt.Sprintf("breakpoint %q hit %d: finish: %s", st.bp.Name, hit, gdb.Message(err))})
 		return s.leaveStop(ctx, sctx, st, hit, restore)
 	}
-	rec2, err := s.waitStopped(sctx)
+	// A call that waits on a lock a stopped thread holds is released at
+	// once rather than at stop_timeout.
+	wctx, futexWait := s.watchFutexWait(sctx, stop)
+	rec2, err := s.waitStopped(wctx)
+	waits := futexWait()
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, err
@@ -113,7 +117,7 @@ func (s *stopLoop) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record
 			// Natively the lock holds: the call may wait for a
 			// thread that the lock keeps stopped. The deadline
 			// releases it and the call goes on with every thread.
-			released, rec2, err = s.releaseLock(ctx, st, stop, hit, restore)
+			released, rec2, err = s.releaseLock(ctx, st, stop, hit, restore, waits)
 			if err != nil {
 				return s.stopFailed(ctx, err)
 			}

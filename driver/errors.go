@@ -155,6 +155,7 @@ const (
 	ExitNeverHit    = 11  // a declared breakpoint never hit
 	ExitCrashed     = 12  // the target crashed (fatal signal)
 	ExitEndedEarly  = 13  // the target exited with a failure before any breakpoint took a snapshot
+	ExitNoInject    = 14  // snapctl attach --sites: injecting heaptrack is known to crash the process
 	ExitTimeout     = 124 // --timeout expired (as timeout(1))
 	ExitInterrupted = 130 // SIGINT, SIGTERM or SIGHUP (128+SIGINT, as shells report it)
 )
@@ -169,6 +170,7 @@ const (
 	ReasonNoProcess   = AttachNoProcess
 	ReasonNotTracable = AttachNotPermitted
 	ReasonTraced      = AttachTraced
+	ReasonNoInject    = AttachNoInject
 	ReasonExec        = "target-exec"
 	ReasonLeak        = "fail-on-exceeded"
 	ReasonNeverHit    = "breakpoint-never-hit"
@@ -216,6 +218,8 @@ func ExitStatus(err error) (code int, reason string) {
 			return ExitNoProcess, ReasonNoProcess
 		case AttachTraced:
 			return ExitTraced, ReasonTraced
+		case AttachNoInject:
+			return ExitNoInject, ReasonNoInject
 		}
 		return ExitNotTracable, ReasonNotTracable
 	case errors.As(err, &binErr), errors.As(err, &dirErr):

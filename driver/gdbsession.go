@@ -35,15 +35,14 @@ func (s *session) startGDB(ctx context.Context, args, env []string) error {
 	if starts {
 		args = append(slices.Clip(unmarkProgram), args...)
 	}
-	sctx, cancel := context.WithTimeout(ctx, s.opts.CommandTimeout)
-	defer cancel()
-	c, err := mi.Start(sctx, mi.Options{
-		Path:  s.prog.tools["gdb"],
-		Args:  args,
-		Dir:   s.prog.cwd,
-		Env:   env,
-		Trace: trace,
-		Async: true,
+	c, err := mi.Start(ctx, mi.Options{
+		Path:         s.prog.tools["gdb"],
+		Args:         args,
+		Dir:          s.prog.cwd,
+		Env:          env,
+		Trace:        trace,
+		Async:        true,
+		StartTimeout: s.opts.CommandTimeout,
 		// The native backend's gdb runs the program, unless it attaches.
 		StartsProgram: starts,
 	})

@@ -8,6 +8,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/internal/proc"
@@ -69,7 +72,7 @@ func (s *session) newHitsOnly(ctx context.Context, st *bpState) error {
 // event, and finishes the call's frame. It returns the stop that followed
 // (the return, or whatever came first) or released false when the call's
 // frame is not on the stack any more.
-func (s *stopLoop) releaseLock(ctx context.Context, st *bpState, stop *runjson.Stop, hit int, restore func(context.Context) error) (released bool, rec *mi.Record, err error) {
+func (s *stopLoop) releaseLock(ctx context.Context, st *bpState, stop *runjson.Stop, hit int, restore func(context.Context) error, waits bool) (released bool, rec *mi.Record, err error) {
 	lctx, cancel := context.WithTimeout(ctx, s.watch.limit)
 	defer cancel()
 	if err := restore(lctx); err != nil {
@@ -85,8 +88,12 @@ func (s *stopLoop) releaseLock(ctx context.Context, st *bpState, stop *runjson.S
 			level = f.String("level") // the outermost: the call itself
 		}
 	}
+	why := fmt.Sprintf("the call did not return within %v with only its thread running", s.watch.limit)
+	if waits {
+		why = "the call waits in the kernel for a lock or a condition (futex) that only a thread the lock keeps stopped can release"
+	}
 	s.rec.event(runjson.Event{Kind: runjson.EventSchedulerLockReleased, Thread: stop.Thread,
-		Message: fmt.Sprintf("breakpoint %q hit %d: the call did not return within %v with only its thread running; scheduler-locking released, every thread runs until it returns", st.bp.Name, hit, s.watch.limit)})
+		Message: fmt.Sprintf("breakpoint %q hit %d: %s; scheduler-locking released, every thread runs until it returns", st.bp.Name, hit, why)})
 	if level == "" {
 		return false, nil, nil
 	}
@@ -157,4 +164,60 @@ func (s *stopLoop) threadsRan(before map[string]int64, self runjson.Thread) []st
 func mustAtoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
+}
+
+// futexWaitConfirm is how long the thread that makes an around_call's
+// call must stay waiting in futex(2) before the wait is taken for one on
+// a thread that scheduler-locking keeps stopped.
+const futexWaitConfirm = 50 * time.Millisecond
+
+// watchFutexWait returns a context that ends with ctx, or as soon as the
+// thread of stop, which runs an around_call's call alone under
+// scheduler-locking, waits in futex(2): a lock or condition that only
+// another thread can release, and every other thread is stopped, so the
+// call would wait the whole stop_timeout. waits says whether that ended
+// it. Natively only; the context ends with ctx elsewhere.
+func (s *stopLoop) watchFutexWait(ctx context.Context, stop *runjson.Stop) (wctx context.Context, waits func() bool) {
+	wctx, cancel := context.WithCancel(ctx)
+	var seen atomic.Bool
+	pid := s.launcher.Pid()
+	lwp := ""
+	if i := strings.Index(stop.Thread.TargetID, "LWP "); i >= 0 {
+		lwp = strings.TrimSuffix(stop.Thread.TargetID[i+4:], ")")
+	}
+	if !s.launcher.Local() || pid == 0 || lwp == "" || stop.SchedulerLocking != "on" {
+		return wctx, func() bool { cancel(); return false }
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		path := fmt.Sprintf("/proc/%d/task/%s/syscall", pid, lwp)
+		var since time.Time
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-tick.C:
+			}
+			data, err := os.ReadFile(path)
+			if f := strings.Fields(string(data)); err != nil || len(f) == 0 || f[0] != strconv.Itoa(syscall.SYS_FUTEX) {
+				since = time.Time{}
+				continue
+			}
+			if since.IsZero() {
+				since = time.Now()
+			} else if time.Since(since) >= futexWaitConfirm {
+				seen.Store(true)
+				cancel()
+				return
+			}
+		}
+	}()
+	return wctx, func() bool {
+		cancel()
+		<-done
+		return seen.Load()
+	}
 }

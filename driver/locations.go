@@ -22,9 +22,7 @@ import (
 // one resolves in the program itself (inProgram): the program's debug
 // information matters to the breakpoints only then.
 func validateLocations(ctx context.Context, gdbPath, binary string, p *plan.Plan, env []string, timeout time.Duration) (inProgram bool, err error) {
-	sctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	c, err := mi.Start(sctx, mi.Options{Path: gdbPath, Args: []string{binary}, Env: env})
+	c, err := mi.Start(ctx, mi.Options{Path: gdbPath, Args: []string{binary}, Env: env, StartTimeout: timeout})
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, fmt.Errorf("checking breakpoint locations: %w", ErrInterrupted)

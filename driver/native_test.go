@@ -274,6 +274,38 @@ func TestNativeLockReleased(t *testing.T) {
 	}
 }
 
+// TestNativeLockReleasedAtFutexWait: a call that needs a mutex which
+// another thread holds, that thread stopped by scheduler-locking, waits in
+// futex(2): the lock is released as soon as that is seen, not at
+// stop_timeout (10 minutes here, beyond the run's 2-minute timeout), and
+// every call returns.
+func TestNativeLockReleasedAtFutexWait(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/locked.c")
+	_, m, err := runNative(t, Options{Timeouts: Timeouts{Timeout: 2 * time.Minute}}, "backend: native\nstop_timeout: 10m\nbreakpoints:\n  - name: take\n    location: take_shared\n    around_call: true\n", bin, "mutex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Status != runjson.StatusCompleted || len(m.Stops) != 8 {
+		t.Fatalf("status %s, %d stops, events %+v", m.Status, len(m.Stops), m.Events)
+	}
+	released := 0
+	for _, s := range m.Stops {
+		if s.Phase == runjson.PhaseReturn && s.SchedulerLockReleased {
+			released++
+		}
+	}
+	var said int
+	for _, e := range m.Events {
+		if e.Kind == runjson.EventSchedulerLockReleased && strings.Contains(e.Message, "futex") {
+			said++
+		}
+	}
+	if released == 0 || said != released {
+		t.Errorf("%d of 4 calls released, %d events say why: %+v", released, said, m.Events)
+	}
+}
+
 // TestNativeUnlockedCallSeesOtherThreads: without the lock the other
 // thread runs during the call, and the return stop says so.
 func TestNativeUnlockedCallSeesOtherThreads(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/console"
 	"github.com/snapctl/snapctl/driver/gdb"
+	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/heaptrack"
 	"github.com/snapctl/snapctl/internal/term"
 	"github.com/snapctl/snapctl/plan"
@@ -214,6 +215,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			return nil, err
 		}
 		opts.Binary = exe
+		if p.Native.Sites {
+			if err := CheckInjectable(opts.AttachPID); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if p.Backend == BackendNative && p.Native.Sites {
 		if _, err := heaptrack.FindTools(opts.Heaptrack); err != nil {
@@ -265,6 +271,10 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		located <- locatedResult{err: err}
 	case early != nil:
 		go func() {
+			if err := early.NoStart(); err != nil {
+				located <- locatedResult{err: &ToolError{Tool: "gdb", Msg: "cannot start", Err: err}}
+				return
+			}
 			if early.LocationsResolved() {
 				// Every location but the pending ones, in the
 				// program alone.
@@ -291,7 +301,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		tools[t] = env.Tool(t)
 	}
 	loc := <-located
-	if err := loc.err; err != nil {
+	var startErr *mi.StartTimeoutError
+	noStart := errors.As(loc.err, &startErr)
+	if err := loc.err; err != nil && !noStart {
 		if ctx.Err() != nil && !errors.Is(err, ErrInterrupted) {
 			return nil, fmt.Errorf("checking breakpoint locations: %w", ErrInterrupted)
 		}
@@ -321,7 +333,23 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if status != nil {
 		s.term.status = status // the one on screen since the checks
 	}
+	if noStart {
+		// gdb did not start on this machine: the run directory says so.
+		return s.failed(loc.err)
+	}
 	return s.run(ctx)
+}
+
+// failed ends a run that could not start, with err: run.json and the
+// reports say why.
+func (s *session) failed(err error) (*Result, error) {
+	res := &Result{Dir: s.out.dir, Manifest: s.m, Plan: s.plan}
+	if perr := s.prepare(); perr != nil {
+		err = perr
+	}
+	res, err = s.finish(res, err)
+	s.cleanup()
+	return res, err
 }
 
 // loadPlan reads the plan as plan.Load does, but gives up when ctx

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -342,11 +343,13 @@ func TestSitesAttachGdbKilled(t *testing.T) {
 	done := attachInBackground(t, srv.Pid, attachPlan, Options{Measure: Measure{Sites: true}})
 	// heaptrack is injected before the plan's breakpoints go in, gdb's
 	// own are in from the attach: wait for the library to write into
-	// snapctl's FIFO and for the process to run.
+	// snapctl's FIFO, from the descriptor snapctl moved it to (gdb's
+	// calls that move it are done), and for the process to run.
 	recording := func() bool {
 		fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", srv.Pid))
 		for _, fd := range fds {
-			if target, _ := os.Readlink(fd); strings.HasSuffix(target, "heaptrack.fifo") {
+			n, _ := strconv.Atoi(filepath.Base(fd))
+			if target, _ := os.Readlink(fd); strings.HasSuffix(target, "heaptrack.fifo") && n >= 64 {
 				return true
 			}
 		}

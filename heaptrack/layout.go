@@ -23,6 +23,7 @@ const (
 	offFd         = 0
 	offBufferSize = 4
 	offBuffer     = 8
+	offStatm      = 16 // LockedData's /proc/self/statm descriptor, after the line writer
 	offLockWord   = 0
 	offLockOwner  = 8
 	bufferCap     = 4096

@@ -121,6 +121,9 @@ func (t *Target) Pending() (State, error) {
 	return st, nil
 }
 
+// ReadMem reads the process's memory at addr into b.
+func (t *Target) ReadMem(addr uint64, b []byte) error { return t.read(addr, b) }
+
 func (t *Target) read(addr uint64, b []byte) error {
 	if _, err := t.mem.ReadAt(b, int64(addr)); err != nil {
 		return fmt.Errorf("reading process %d at %#x: %w", t.Pid, addr, err)
@@ -140,3 +143,35 @@ func (t *Target) WritesTo(fd int, path string) bool {
 // LockAddr returns the address of the library's lock in the process, for
 // a breakpoint on its release (a thread to let out of a BusyError).
 func (t *Target) LockAddr() uint64 { return t.Base + t.Layout.Lock }
+
+// Descriptors are the library's two descriptors in the process: its
+// output and /proc/self/statm, which its timer thread reads, and where in
+// the output state each is kept, for moving them (Layout: the statm
+// descriptor follows the 16-byte line writer). ErrNotRecording when the
+// library has no output yet.
+type Descriptors struct {
+	Out, Statm         int
+	OutAddr, StatmAddr uint64
+}
+
+// Descriptors reads the library's descriptors from the stopped process.
+func (t *Target) Descriptors() (Descriptors, error) {
+	var p [8]byte
+	if err := t.read(t.Base+t.Layout.Data, p[:]); err != nil {
+		return Descriptors{}, err
+	}
+	data := binary.LittleEndian.Uint64(p[:])
+	if data == 0 {
+		return Descriptors{}, ErrNotRecording
+	}
+	var w [offStatm + 4]byte
+	if err := t.read(data, w[:]); err != nil {
+		return Descriptors{}, err
+	}
+	d := Descriptors{Out: int(int32(binary.LittleEndian.Uint32(w[offFd:]))), Statm: int(int32(binary.LittleEndian.Uint32(w[offStatm:]))),
+		OutAddr: data + offFd, StatmAddr: data + offStatm}
+	if d.Out < 0 {
+		return Descriptors{}, ErrNotRecording
+	}
+	return d, nil
+}

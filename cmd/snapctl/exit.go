@@ -28,6 +28,7 @@ const (
 	exitNeverHit    = driver.ExitNeverHit
 	exitCrashed     = driver.ExitCrashed
 	exitEndedEarly  = driver.ExitEndedEarly
+	exitNoInject    = driver.ExitNoInject
 	exitTimeout     = driver.ExitTimeout
 	exitInterrupted = driver.ExitInterrupted
 )
@@ -52,6 +53,7 @@ var exitCodes = []struct {
 	{exitNeverHit, "a declared breakpoint never hit"},
 	{exitCrashed, "the target crashed"},
 	{exitEndedEarly, "the target exited with a failure before any breakpoint took a snapshot: nothing measured"},
+	{exitNoInject, "snapctl attach --sites: injecting heaptrack would crash the process (a program that is not PIE and takes malloc's address)"},
 	{exitTimeout, "--timeout expired"},
 	{exitInterrupted, "interrupted by SIGINT, SIGTERM or SIGHUP"},
 }

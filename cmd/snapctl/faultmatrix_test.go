@@ -160,6 +160,9 @@ func printMatrix(rows []faultRow, results map[string][]promise) int {
 				rowBroken = true
 				details = append(details, p.name+": "+p.detail)
 			}
+			if p.name == "cycles" {
+				details = append(details, p.detail)
+			}
 		}
 		if rowBroken {
 			broken++
@@ -281,6 +284,10 @@ func faultRows() []faultRow {
 	} {
 		rows = append(rows, faultRow{name: "attach: " + a.name, backend: "native",
 			run: func(t *testing.T, fx *faultRun) []promise { return attachRow(t, fx, a.want, a.act) }})
+	}
+	for _, c := range harmCases {
+		rows = append(rows, faultRow{name: "server, " + c.name(), backend: "native",
+			run: func(t *testing.T, _ *faultRun) []promise { return harmRun(t, c, harmCycles()) }})
 	}
 	for _, r := range []struct {
 		name string

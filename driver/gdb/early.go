@@ -2,6 +2,7 @@ package gdb
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,10 +58,10 @@ func StartEarly(ctx context.Context, cfg EarlyConfig) *Early {
 	e := &Early{dir: cfg.Dir, ready: make(chan struct{})}
 	go func() {
 		defer close(e.ready)
+		e.c, e.err = mi.Start(ctx, mi.Options{Path: cfg.Path, Args: cfg.Args, Dir: cfg.Cwd, Env: cfg.Env, Async: true,
+			StartsProgram: cfg.StartsProgram, StartTimeout: cfg.Timeout})
 		sctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 		defer cancel()
-		e.c, e.err = mi.Start(sctx, mi.Options{Path: cfg.Path, Args: cfg.Args, Dir: cfg.Cwd, Env: cfg.Env, Async: true,
-			StartsProgram: cfg.StartsProgram})
 		if e.err == nil {
 			e.check(sctx, cfg.Breakpoints)
 		}
@@ -138,6 +139,21 @@ func (e *Early) Client() *mi.Client {
 	}
 	e.adopted = true
 	return e.c
+}
+
+// NoStart is the error of an early gdb that did not start in time on
+// this machine (a *mi.StartTimeoutError), nil otherwise: a gdb started
+// again would fare no better.
+func (e *Early) NoStart() error {
+	if e == nil {
+		return nil
+	}
+	<-e.ready
+	var st *mi.StartTimeoutError
+	if errors.As(e.err, &st) {
+		return e.err
+	}
+	return nil
 }
 
 // AgentSourced reports whether the early gdb has read agent.py.

@@ -8,6 +8,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -48,6 +51,12 @@ type Options struct {
 	// CloseGrace is how long Close waits for gdb to exit before it kills
 	// gdb's process group; 2s when zero.
 	CloseGrace time.Duration
+	// StartTimeout bounds the wait for gdb's first prompt, adapted to a
+	// slow machine: when it passes and gdb has used CPU time meanwhile,
+	// or waits for a CPU, the wait goes on for as long again, up to
+	// startExtensions times; a gdb that did neither has hung. Zero: ctx
+	// alone bounds the start.
+	StartTimeout time.Duration
 	// StartsProgram says that gdb will start the program it debugs,
 	// which inherits gdb's resource limits and process group: gdb's
 	// RLIMIT_CORE then stays the caller's, and ending gdb ends gdb alone,
@@ -182,17 +191,44 @@ func Start(ctx context.Context, opt Options) (*Client, error) {
 		c.wait()
 	}()
 
-	select {
-	case <-c.prompt:
-	case <-c.done:
-		c.Close()
-		return nil, fmt.Errorf("starting gdb: %w", c.Err())
-	case <-ctx.Done():
-		c.Close()
-		return nil, fmt.Errorf("starting gdb: %w", ctx.Err())
+	var expired <-chan time.Time
+	if opt.StartTimeout > 0 {
+		t := time.NewTimer(opt.StartTimeout)
+		defer t.Stop()
+		expired = t.C
+	}
+	started := time.Now()
+	cpu := cpuTime(proc.Pid())
+	for extended := 0; ; {
+		select {
+		case <-c.prompt:
+		case <-c.done:
+			c.Close()
+			return nil, fmt.Errorf("starting gdb: %w", c.Err())
+		case <-ctx.Done():
+			c.Close()
+			return nil, fmt.Errorf("starting gdb: %w", ctx.Err())
+		case <-expired:
+			now, state := cpuTime(proc.Pid()), procState(proc.Pid())
+			if (now > cpu || state == 'R') && extended < startExtensions {
+				cpu = now
+				extended++
+				expired = time.After(opt.StartTimeout)
+				continue
+			}
+			c.Close()
+			return nil, fmt.Errorf("starting gdb: %w", &StartTimeoutError{Waited: time.Since(started), CPU: now, State: state})
+		}
+		break
 	}
 	if opt.Async {
-		if _, err := c.Send(ctx, "-gdb-set", "mi-async", "on"); err != nil {
+		actx := ctx
+		if opt.StartTimeout > 0 {
+			var cancel context.CancelFunc
+			actx, cancel = context.WithTimeout(ctx, opt.StartTimeout)
+			defer cancel()
+		}
+		if _, err := c.Send(actx, "-gdb-set", "mi-async", "on"); err != nil {
 			c.Close()
 			return nil, fmt.Errorf("starting gdb: %w", err)
 		}
@@ -256,4 +292,64 @@ func (p *process) stderrTail() string {
 	p.tailMu.Lock()
 	defer p.tailMu.Unlock()
 	return string(p.tail)
+}
+
+// startExtensions is how many times Start waits StartTimeout again for a
+// gdb that makes progress: on a loaded machine gdb reads the program's
+// symbols slowly, but reads them.
+const startExtensions = 9
+
+// StartTimeoutError says that gdb printed no prompt within its start's
+// deadline and made no progress during the last of its waits.
+type StartTimeoutError struct {
+	Waited time.Duration
+	CPU    time.Duration // gdb's CPU time when it was given up
+	State  byte          // its state then (/proc/PID/stat)
+}
+
+func (e *StartTimeoutError) Error() string {
+	load, _ := os.ReadFile("/proc/loadavg")
+	la := strings.Fields(string(load))
+	if len(la) == 0 {
+		la = []string{"?"}
+	}
+	return fmt.Sprintf("gdb printed no prompt within %v and made no progress over its last wait (CPU time %v, state %c; load average %s on %d CPUs)",
+		e.Waited.Round(time.Second), e.CPU.Round(time.Millisecond), e.State, la[0], runtime.NumCPU())
+}
+
+// cpuTime is the CPU time process pid and the children it waited for
+// have used (user and system), 0 when it cannot be read.
+func cpuTime(pid int) time.Duration {
+	f := statFields(pid)
+	if len(f) < 15 {
+		return 0
+	}
+	var ticks int64
+	for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime
+		n, _ := strconv.ParseInt(f[i], 10, 64)
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
+}
+
+// procState is process pid's state letter, '?' when unknown.
+func procState(pid int) byte {
+	if f := statFields(pid); len(f) > 0 && len(f[0]) > 0 {
+		return f[0][0]
+	}
+	return '?'
+}
+
+// statFields are the fields of /proc/PID/stat after the command name,
+// the state first.
+func statFields(pid int) []string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(data[i+1:]))
 }

@@ -1,11 +1,13 @@
 package native
 
 import (
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/user"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,7 +20,7 @@ import (
 // picks the exit code: each cause has its own (see ExitStatus).
 type AttachError struct {
 	Pid  int
-	Kind string // AttachNoProcess, AttachNotPermitted or AttachTraced
+	Kind string // AttachNoProcess, AttachNotPermitted, AttachTraced or AttachNoInject
 	Msg  string
 }
 
@@ -27,6 +29,7 @@ const (
 	AttachNoProcess    = "no-such-process"
 	AttachNotPermitted = "attach-not-permitted"
 	AttachTraced       = "already-traced"
+	AttachNoInject     = "inject-refused"
 )
 
 func (e *AttachError) Error() string {
@@ -81,6 +84,54 @@ func CheckAccess(pid int) (string, error) {
 		return "", &AttachError{Pid: pid, Kind: AttachNotPermitted, Msg: "it runs no program (a kernel thread, or a process exiting)"}
 	}
 	return "", &AttachError{Pid: pid, Kind: AttachNotPermitted, Msg: fmt.Sprintf("cannot read its executable: %v", err)}
+}
+
+// injectHooks are the functions heaptrack's injected library replaces in
+// the relocation table of every module of a running process
+// (heaptrack_inject.cpp in heaptrack 1.4).
+var injectHooks = []string{"malloc", "free", "calloc", "cfree", "realloc", "posix_memalign", "valloc", "aligned_alloc", "dlopen", "dlclose"}
+
+// CheckInjectable refuses, before gdb starts, to inject heaptrack into
+// process pid where the injection is known to crash it: a
+// position-dependent program (not PIE) that takes the address of one of
+// the functions heaptrack replaces. The function's address, the same in
+// every module, is then the program's own PLT entry, which jumps through
+// the slot of the program's table that heaptrack replaces: its hook, whose
+// "original" function is that PLT entry, calls itself until the thread's
+// stack overflows (SIGSEGV inside libheaptrack_inject.so: Debian's
+// python3, docs/facts.md, fact harm-1). heaptrack's preload library
+// (snapctl run --sites) interposes by symbol instead and is not affected.
+// It returns nil when the program cannot be read.
+func CheckInjectable(pid int) error {
+	exe := fmt.Sprintf("/proc/%d/exe", pid)
+	f, err := elf.Open(exe)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if f.Type != elf.ET_EXEC {
+		return nil
+	}
+	syms, err := f.DynamicSymbols()
+	if err != nil {
+		return nil
+	}
+	var taken []string
+	for _, s := range syms {
+		if s.Section == elf.SHN_UNDEF && s.Value != 0 && elf.ST_TYPE(s.Info) == elf.STT_FUNC &&
+			slices.Contains(injectHooks, s.Name) && !slices.Contains(taken, s.Name) {
+			taken = append(taken, s.Name)
+		}
+	}
+	if len(taken) == 0 {
+		return nil
+	}
+	path, _ := os.Readlink(exe)
+	return &AttachError{Pid: pid, Kind: AttachNoInject, Msg: fmt.Sprintf(
+		"heaptrack cannot be injected into it without crashing it: %s is a position-dependent program (not PIE) that takes the address of %s, "+
+			"and heaptrack's injected library, which replaces those functions in every module's relocation table, would then call itself until the process dies of SIGSEGV. "+
+			"Start the program under `snapctl run --sites` (heaptrack preloaded), or attach without --sites for the native figures; the process was not touched",
+		path, strings.Join(taken, ", "))}
 }
 
 // AttachRefused explains gdb's refusal to attach (msg): the process ended

@@ -79,6 +79,7 @@ func (b *Launch) guardBreakpoints(ctx context.Context) {
 			b.patches = append(b.patches, textPatch{addr: addr, orig: orig})
 		}
 	}
+	b.guardian.patches(b.patches)
 }
 
 // breakpointAddrs returns the addresses in the table that `maint info
@@ -286,6 +287,13 @@ func (b *Launch) detach(exited bool) (detached bool) {
 	b.attached = false
 	pid := b.attach
 	defer b.closeGuard()
+	// The guardian goes first (it holds a copy of gdb's connection to
+	// gdbserver): at once when the process is left as it should be, else
+	// it tries again once snapctl has gone.
+	defer func() {
+		b.guardian.end(exited || detached && (b.sites == nil || !b.sites.injected))
+		b.guardian = nil
+	}()
 	if exited {
 		return false // the process has ended: nothing to leave running
 	}

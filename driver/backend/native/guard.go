@@ -79,6 +79,14 @@ func (b *Launch) attachGuarded(ctx context.Context) (bool, error) {
 		if msg == "" {
 			msg = gdb.Message(err)
 		}
+		select {
+		case <-b.gdb.Done():
+			// Not the kernel's refusal, nor another tracer: gdb died
+			// while gdbserver attached, and gdbserver lets the process
+			// go at the end of its connection (--once), no breakpoint in.
+			return true, &backend.ToolError{Tool: "gdb", Msg: fmt.Sprintf("died while it attached to process %d through gdbserver: %s", b.attach, msg), Err: err}
+		default:
+		}
 		if server := gdbserverOf(b.gdb.Pid()); server != 0 && g.tracedBy(server) {
 			// gdbserver attached; gdb did not connect (a command
 			// timeout): not the kernel's refusal. gdbserver lets the
@@ -118,7 +126,8 @@ func (b *Launch) releaseGuarded() (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	b.guard.close(2 * grace)
+	// gdbserver ends once the last copy of its connection closes (the
+	// guardian's too): closeGuard waits for it.
 	left := fmt.Sprintf("process %d runs on: snapctl removed its %s through gdbserver, its tracer, which then detached", b.attach, backend.Plural(n, "breakpoint"))
 	// A SIGSTOP of gdb's still pending leaves the process stopped.
 	time.Sleep(10 * time.Millisecond)

@@ -16,8 +16,10 @@ import (
 	"github.com/snapctl/snapctl/driver/console"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/heaptrack"
 	"github.com/snapctl/snapctl/internal/child"
 	"github.com/snapctl/snapctl/plan"
+	"github.com/snapctl/snapctl/runjson"
 )
 
 // Launch runs the program natively under gdb, or attaches gdb to a
@@ -42,6 +44,9 @@ type Launch struct {
 	// --guard (guarded; guard.go); nil when gdb traces it itself.
 	guard   *guard
 	guarded bool
+	// guardian outlives a killed snapctl attach and leaves the process
+	// as snapctl would have (guardian.go).
+	guardian *guardian
 	// sites records the allocations per site (native.sites; sites.go),
 	// from heaptrack's directory heaptrackDir ("" for the usual places).
 	sites        *siteRecording
@@ -237,9 +242,15 @@ func (b *Launch) attachTo(ctx context.Context) error {
 	}
 	b.attached = true
 	b.pid = b.attach
+	if err := b.startGuardian(); err != nil {
+		return err
+	}
 	if b.sites != nil {
 		if err := b.sites.inject(ctx, b.gdb); err != nil {
 			return err
+		}
+		if err := b.sites.moveDescriptors(ctx, b.gdb, b.attach); err != nil && !errors.Is(err, heaptrack.ErrNotRecording) {
+			b.event(runjson.Event{Kind: eventSitesDescriptors, Message: "heaptrack's descriptors stay where its library opened them, where a program that closes and reopens descriptors can reuse their numbers: " + err.Error()})
 		}
 	}
 	b.guardBreakpoints(ctx) // gdb's own, such as the dynamic loader's
@@ -289,11 +300,16 @@ func (b *Launch) Start(ctx context.Context) error {
 	if _, err := b.gdb.Send(ctx, "-exec-arguments", args...); err != nil {
 		return fmt.Errorf("setting the program's arguments: %w", err)
 	}
+	userPreload := ""
 	if b.sites != nil {
 		// gdb stops every thread before a breakpoint's stop() runs, so
 		// that the agent cuts heaptrack's stream there (agent.py,
-		// SiteCutter) without a stop reported to snapctl.
-		for _, cmd := range []string{"set exec-wrapper " + preloadWrapper(b.sites.tools, b.sites.rec.FIFO(), append(os.Environ(), env.Target.Env...)),
+		// SiteCutter) without a stop reported to snapctl. The user's
+		// LD_PRELOAD goes to the program alone, through the wrapper:
+		// neither the shell nor env runs it.
+		var wrapper string
+		wrapper, userPreload = preloadWrapper(b.sites.tools, b.sites.rec.FIFO(), append(os.Environ(), env.Target.Env...))
+		for _, cmd := range []string{"set exec-wrapper " + wrapper, "unset environment LD_PRELOAD",
 			"maint set target-non-stop off", b.sites.agentSites()} {
 			if _, err := b.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote(cmd)); err != nil {
 				return fmt.Errorf("setting up heaptrack: %w", err)
@@ -307,11 +323,17 @@ func (b *Launch) Start(ctx context.Context) error {
 		}
 	}
 	// A program killed as gdb starts it may be left a zombie with gdb
-	// waiting (fact steady-3): -exec-run then ends as its death.
+	// waiting (fact steady-3): starting it then ends as its death.
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	b.watchEnd(b.gdb.Pid(), cancel)
-	if _, err := b.gdb.Send(rctx, "-exec-run"); err != nil {
+	var err error
+	if b.sites != nil {
+		err = b.settleAtStart(rctx, userPreload)
+	} else if _, err = b.gdb.Send(rctx, "-exec-run"); err != nil {
+		err = fmt.Errorf("starting the target: %w", err)
+	}
+	if err != nil {
 		if rctx.Err() != nil && ctx.Err() == nil {
 			return b.Gone()
 		}
@@ -320,8 +342,16 @@ func (b *Launch) Start(ctx context.Context) error {
 		if strings.Contains(err.Error(), "No such process") {
 			return &backend.TargetKilledError{Signal: "SIGKILL", Err: err}
 		}
-		return fmt.Errorf("starting the target: %w", err)
+		return err
 	}
+	if b.sites == nil {
+		b.readPid(ctx)
+	}
+	return nil
+}
+
+// readPid reads the target's process id from gdb.
+func (b *Launch) readPid(ctx context.Context) {
 	if r, err := b.gdb.Send(ctx, "-list-thread-groups"); err == nil {
 		for _, g := range r.List("groups") {
 			if pid := g.String("pid"); pid != "" {
@@ -329,7 +359,6 @@ func (b *Launch) Start(ctx context.Context) error {
 			}
 		}
 	}
-	return nil
 }
 
 // followParent keeps gdb on the process snapctl measures across fork and
@@ -393,6 +422,10 @@ func (b *Launch) BeforeClose(exited bool) bool { return b.detach(exited) }
 
 // AfterClose ends heaptrack's interpreter, the program gone or detached.
 func (b *Launch) AfterClose(bool) {
+	if b.guardian != nil {
+		// Not ended by detach: the process is left to it.
+		b.guardian.end(false)
+	}
 	if b.sites != nil {
 		b.sites.close()
 	}

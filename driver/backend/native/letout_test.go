@@ -59,7 +59,7 @@ func TestLetOutOwnerless(t *testing.T) {
 		}
 		return r.Console()
 	}
-	console("set exec-wrapper " + preloadWrapper(s.tools, s.rec.FIFO(), nil))
+	console("set exec-wrapper " + wrapperOf(s.tools, s.rec.FIFO(), nil))
 	console(s.agentSites())
 	if _, err := c.Send(ctx, "-break-insert", "-t", "check"); err != nil {
 		t.Fatal(err)

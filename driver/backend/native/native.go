@@ -155,6 +155,9 @@ func (b *Backend) stageSites(stop *runjson.Stop, cut siteCut) (string, error) {
 
 // sitesFailed records that a stop has no per-site snapshot.
 func (b *Backend) sitesFailed(stop *runjson.Stop, err error) {
+	if l := b.launch; l != nil && strings.Contains(err.Error(), fmt.Sprintf("/proc/%d/fd/", l.pid)) && strings.Contains(err.Error(), "No such file") {
+		err = fmt.Errorf("the program closed heaptrack's output descriptor, as a program that closes every descriptor it inherited does, and heaptrack records no more; its own files are untouched (%w)", err)
+	}
 	b.cfg.Event(runjson.Event{Kind: runjson.EventSitesFailed, Message: fmt.Sprintf(
 		"breakpoint %q hit %d: the per-site snapshot could not be taken (%v); this stop records the native figures only", stop.Breakpoint, stop.Hit, err)})
 }

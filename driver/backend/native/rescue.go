@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 	"unsafe"
@@ -81,6 +83,11 @@ func callStopped(pid int, fn, lock uint64) error {
 	// calls: heaptrack_stop waits for the library's timer thread to end,
 	// and for its lock. Not one that holds the lock itself.
 	for _, tid := range threadIDs(pid) {
+		if allBlocked(pid, tid) {
+			// heaptrack's own timer thread blocks every signal:
+			// heaptrack_stop joins that thread, and would abort in it.
+			continue
+		}
 		if seize(tid) != nil {
 			continue
 		}
@@ -98,6 +105,23 @@ func callStopped(pid int, fn, lock uint64) error {
 		return err
 	}
 	return fmt.Errorf("no thread of process %d could make the call", pid)
+}
+
+// allBlocked reports whether thread tid blocks every signal it can
+// (1 to 31 but SIGKILL and SIGSTOP), as heaptrack's timer thread does.
+func allBlocked(pid, tid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "SigBlk:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			const want = 0x7fffffff &^ (1<<(syscall.SIGKILL-1) | 1<<(syscall.SIGSTOP-1))
+			return err == nil && mask&want == want
+		}
+	}
+	return false
 }
 
 // callIn runs the function at fn in stopped thread tid until it returns,
@@ -177,5 +201,6 @@ func (s *siteRecording) rescue(pid int) string {
 		return fmt.Sprintf("; snapctl could not stop heaptrack's recording in it (%v): the process will die of SIGPIPE at heaptrack's next write", err)
 	}
 	s.injected = false
+	s.guardian.say("stopped")
 	return "; snapctl stopped heaptrack's recording in it"
 }

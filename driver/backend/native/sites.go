@@ -41,6 +41,8 @@ type siteRecording struct {
 	// stop before the library recorded anything (the agent's marks start
 	// at 1).
 	marks map[int]int
+	// guardian is told whether the library records (attach; guardian.go).
+	guardian *guardian
 }
 
 // siteFIFO is the FIFO the library writes its stream into.
@@ -75,10 +77,12 @@ func startSites(dir, private, cmd string, attach bool) (*siteRecording, error) {
 // heaptrack's library (tools) preloaded, writing into fifo: env, given
 // the library's variables, then execs the program. A user's LD_PRELOAD
 // comes after heaptrack's: the last in env, snapctl's own environment
-// followed by the plan's target.env.
-func preloadWrapper(tools heaptrack.Tools, fifo string, env []string) string {
+// followed by the plan's target.env. It returns the wrapper and the
+// user's LD_PRELOAD, which gdb's environment for the program must not
+// carry (the shell and env would run it) and which the program gets back
+// once heaptrack has started (restorePreload).
+func preloadWrapper(tools heaptrack.Tools, fifo string, env []string) (wrapper, user string) {
 	vars := tools.Env(fifo)
-	user := ""
 	for _, e := range env {
 		if v, ok := strings.CutPrefix(e, "LD_PRELOAD="); ok {
 			user = v
@@ -91,7 +95,7 @@ func preloadWrapper(tools heaptrack.Tools, fifo string, env []string) string {
 	for _, v := range vars {
 		w += " " + shellQuote(v)
 	}
-	return w
+	return w, user
 }
 
 // inject starts the library in the process attached to, stopped by gdb,
@@ -104,6 +108,7 @@ func (s *siteRecording) inject(ctx context.Context, c *gdb.Conn) error {
 		}
 	}
 	s.injected = true
+	s.guardian.say("recording")
 	return nil
 }
 
@@ -118,6 +123,7 @@ func (s *siteRecording) stop(ctx context.Context, c *gdb.Conn) error {
 		return fmt.Errorf("stopping heaptrack in the process: %s", gdb.Message(err))
 	}
 	s.injected = false
+	s.guardian.say("stopped")
 	return nil
 }
 

@@ -1,0 +1,301 @@
+package native
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"github.com/snapctl/snapctl/driver/gdb"
+	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/heaptrack"
+	"github.com/snapctl/snapctl/runjson"
+)
+
+// The program's descriptors are its own. heaptrack's library opens its
+// output (snapctl's FIFO) and /proc/self/statm at the lowest free
+// descriptor numbers, 3 and 4 as a rule. A program that closes every
+// descriptor it inherited, as daemons do, closes those too and gets their
+// numbers for its own files: the library then writes its stream into the
+// program's file, reads and rewinds it as /proc/self/statm, and, at its
+// first failed write, closes it (docs/facts.md, fact harm-2).
+//
+// So snapctl, once the library has opened them and before the program's
+// own code runs (at __libc_start_main under run, right after the
+// injection under attach), closes the statm one (snapctl does not read
+// heaptrack's RSS lines; the field is set to -1, and the library reads
+// none) and moves the output to the number of the process's soft limit
+// of open files: it raises the limit by one for the move (prlimit; the
+// hard limit too where it is the soft one and snapctl may, as root) and
+// puts it back. The program cannot get that number from open(),
+// socket() or dup() (EMFILE first), nor close it in a loop up to its
+// limit; a program that closes every number (close_range) closes it too:
+// the library's next write fails (EBADF) and ends the recording, the
+// program's own files untouched, and the stops say sites-failed. Where
+// the limit cannot be raised, the output goes to the top number below it,
+// which a close loop reaches, with the same end.
+
+// eventSitesDescriptors says that heaptrack's descriptors could not be
+// moved out of the program's way.
+const eventSitesDescriptors runjson.EventKind = "sites-descriptors"
+
+// moveDescriptors moves the library's descriptors in the stopped process
+// pid out of the numbers the program uses.
+func (s *siteRecording) moveDescriptors(ctx context.Context, c *gdb.Conn, pid int) error {
+	t, err := heaptrack.OpenTarget(pid, s.layout)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	d, err := t.Descriptors()
+	if err != nil {
+		return err
+	}
+	// heaptrack's RSS lines are not read: its statm descriptor goes, so
+	// that its timer thread reads nothing of the program's (and prints
+	// no warning into the program's stderr once the program closed it).
+	if d.Statm >= 0 {
+		if _, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote(fmt.Sprintf("set var *(int *) %#x = -1", d.StatmAddr))); err != nil {
+			return errors.New(gdb.Message(err))
+		}
+		if _, err := callInt(ctx, c, fmt.Sprintf("close(%d)", d.Statm)); err != nil {
+			return err
+		}
+	}
+	// libunwind, which heaptrack unwinds with, keeps a pipe of its own
+	// (to test addresses) from its first unwind, and reopens it when a
+	// write fails with EBADF, closing the old numbers first: the
+	// program's by then. One allocation and free through gdb has it
+	// open now; it moves with heaptrack's output.
+	if _, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote("call (void) free(((void *(*)(unsigned long)) malloc)(1))")); err != nil {
+		return errors.New(gdb.Message(err))
+	}
+	moves := []fdMove{{fd: d.Out, addr: d.OutAddr}}
+	if r, w, addr, ok := unwindPipe(pid, t); ok {
+		moves = append(moves, fdMove{fd: r, addr: addr}, fdMove{fd: w, addr: addr + 4})
+	}
+	var lim syscall.Rlimit
+	if err := prlimit(pid, nil, &lim); err != nil {
+		return err
+	}
+	// They go to the numbers from the soft limit on, which is raised
+	// (and the hard one with it, where snapctl may, as root) for the
+	// move; else to the top numbers below the limit.
+	n := uint64(len(moves))
+	to := int(lim.Cur)
+	raised := lim
+	raised.Cur, raised.Max = lim.Cur+n, max(lim.Max, lim.Cur+n)
+	if err := prlimit(pid, &raised, nil); err != nil {
+		to = int(lim.Cur - n)
+	} else {
+		defer prlimit(pid, &lim, nil)
+	}
+	for i, m := range moves {
+		if m.fd < 0 || m.fd >= to {
+			continue
+		}
+		got, err := callInt(ctx, c, fmt.Sprintf("dup3(%d, %d, %d)", m.fd, to+i, syscall.O_CLOEXEC))
+		if err != nil || got != to+i {
+			return fmt.Errorf("dup3 of descriptor %d to %d: %d, %v", m.fd, to+i, got, err)
+		}
+		if _, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote(fmt.Sprintf("set var *(int *) %#x = %d", m.addr, to+i))); err != nil {
+			return errors.New(gdb.Message(err))
+		}
+		if _, err := callInt(ctx, c, fmt.Sprintf("close(%d)", m.fd)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restorePreload gives the program back the LD_PRELOAD it was started
+// with (user, "" for none): heaptrack's library removes the variable from
+// the program's environment as it starts, so that the program's children
+// are not recorded, and the user's libraries went with it. The library
+// records nothing meanwhile (heaptrack_pause).
+func restorePreload(ctx context.Context, c *gdb.Conn, user string) error {
+	if user == "" {
+		return nil
+	}
+	for _, cmd := range []string{"call (void) heaptrack_pause()",
+		"call (int) setenv(\"LD_PRELOAD\", " + cQuote(user) + ", 1)",
+		"call (void) heaptrack_resume()"} {
+		if _, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote(cmd)); err != nil {
+			return errors.New(gdb.Message(err))
+		}
+	}
+	return nil
+}
+
+// fdMove is a descriptor to move and where its number is kept.
+type fdMove struct {
+	fd   int
+	addr uint64
+}
+
+// unwindPipe finds libunwind's pipe in process pid: the two ends of one
+// pipe among its descriptors from 3 on, whose numbers libunwind keeps
+// side by side (int[2], read end first) in its writable data. libunwind's
+// symbols are stripped: its data (the mapping of its file that is
+// writable, and the anonymous one after it, its .bss) is searched for the
+// pair.
+func unwindPipe(pid int, t *heaptrack.Target) (r, w int, addr uint64, ok bool) {
+	ends := map[string][]int{}
+	entries, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, e := range entries {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd < 3 {
+			continue
+		}
+		if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, fd)); strings.HasPrefix(l, "pipe:") {
+			ends[l] = append(ends[l], fd)
+		}
+	}
+	var pairs [][2]int
+	for _, fds := range ends {
+		if len(fds) == 2 {
+			pairs = append(pairs, [2]int{min(fds[0], fds[1]), max(fds[0], fds[1])})
+		}
+	}
+	if len(pairs) == 0 {
+		return 0, 0, 0, false
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return 0, 0, 0, false
+	}
+	lines := strings.Split(string(data), "\n")
+	for i, l := range lines {
+		f := strings.Fields(l)
+		if len(f) < 6 || !strings.Contains(f[5], "libunwind") || !strings.HasPrefix(f[1], "rw") {
+			continue
+		}
+		spans := []string{f[0]}
+		if i+1 < len(lines) {
+			if g := strings.Fields(lines[i+1]); len(g) == 5 && strings.HasPrefix(g[1], "rw") {
+				spans = append(spans, g[0]) // its .bss
+			}
+		}
+		for _, span := range spans {
+			lo, hi, _ := strings.Cut(span, "-")
+			start, _ := strconv.ParseUint(lo, 16, 64)
+			end, _ := strconv.ParseUint(hi, 16, 64)
+			if end <= start || end-start > 16<<20 {
+				continue
+			}
+			mem := make([]byte, end-start)
+			if t.ReadMem(start, mem) != nil {
+				continue
+			}
+			for off := 0; off+8 <= len(mem); off += 4 {
+				a, b := int(int32(binary.LittleEndian.Uint32(mem[off:]))), int(int32(binary.LittleEndian.Uint32(mem[off+4:])))
+				for _, p := range pairs {
+					if a == p[0] && b == p[1] {
+						return a, b, start + uint64(off), true
+					}
+				}
+			}
+		}
+	}
+	return 0, 0, 0, false
+}
+
+// callInt calls expr in the stopped program and returns its int result.
+func callInt(ctx context.Context, c *gdb.Conn, expr string) (int, error) {
+	r, err := c.Send(ctx, "-data-evaluate-expression", mi.Quote("(int) "+expr))
+	if err != nil {
+		return 0, errors.New(gdb.Message(err))
+	}
+	return strconv.Atoi(strings.TrimSpace(r.String("value")))
+}
+
+// cQuote quotes s as a C string for gdb's expressions.
+func cQuote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range []byte(s) {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(r)
+		case r < 0x20 || r >= 0x7f:
+			fmt.Fprintf(&b, "\\%03o", r)
+		default:
+			b.WriteByte(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// prlimit reads (old) and sets (new) process pid's limit of open files.
+func prlimit(pid int, new, old *syscall.Rlimit) error {
+	_, _, e := syscall.RawSyscall6(syscall.SYS_PRLIMIT64, uintptr(pid), uintptr(syscall.RLIMIT_NOFILE),
+		uintptr(unsafe.Pointer(new)), uintptr(unsafe.Pointer(old)), 0, 0)
+	if e != 0 {
+		return fmt.Errorf("prlimit of process %d: %w", pid, e)
+	}
+	return nil
+}
+
+// settleAtStart runs the program of a run --sites to __libc_start_main,
+// where every library has started (heaptrack's has opened its output at
+// the first allocation) and none of the program's own code has run, moves
+// heaptrack's descriptors there and gives the program its LD_PRELOAD
+// back (user), then lets it go on. The plan's breakpoints are disabled
+// meanwhile, so that the first stop is that one; one in a library's
+// constructor misses the hits made before main.
+func (b *Launch) settleAtStart(ctx context.Context, user string) error {
+	c := b.gdb
+	r, err := c.Send(ctx, "-break-list")
+	if err != nil {
+		return errors.New(gdb.Message(err))
+	}
+	var enabled []string
+	for _, bp := range r.List("BreakpointTable.body") {
+		if bp.String("enabled") == "y" {
+			enabled = append(enabled, bp.String("number"))
+		}
+	}
+	if len(enabled) > 0 {
+		if _, err := c.Send(ctx, "-break-disable", enabled...); err != nil {
+			return errors.New(gdb.Message(err))
+		}
+	}
+	r, err = c.Send(ctx, "-break-insert", "-t", "-f", "__libc_start_main")
+	if err != nil {
+		return fmt.Errorf("a breakpoint on __libc_start_main: %s", gdb.Message(err))
+	}
+	number := r.String("bkpt.number")
+	if _, err := c.Send(ctx, "-exec-run"); err != nil {
+		return fmt.Errorf("starting the target: %w", err)
+	}
+	rec, err := c.WaitStopped(ctx)
+	if err != nil {
+		return err
+	}
+	if rec.String("reason") != "breakpoint-hit" || rec.String("bkptno") != number {
+		return fmt.Errorf("the target stopped before main (%s), not at __libc_start_main", rec.String("reason"))
+	}
+	b.readPid(ctx)
+	if err := b.sites.moveDescriptors(ctx, c, b.pid); err != nil && !errors.Is(err, heaptrack.ErrNotRecording) {
+		b.event(runjson.Event{Kind: eventSitesDescriptors, Message: "heaptrack's descriptors stay where its library opened them, where a program that closes its inherited descriptors can reuse their numbers: " + err.Error()})
+	}
+	if err := restorePreload(ctx, c, user); err != nil {
+		b.event(runjson.Event{Kind: eventSitesDescriptors, Message: "the program's LD_PRELOAD, which heaptrack's library removes from its environment, could not be given back: " + err.Error()})
+	}
+	if len(enabled) > 0 {
+		if _, err := c.Send(ctx, "-break-enable", enabled...); err != nil {
+			return errors.New(gdb.Message(err))
+		}
+	}
+	if _, err := c.Send(ctx, "-exec-continue"); err != nil {
+		return fmt.Errorf("resuming the target: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,101 @@
+package driver
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snapctl/snapctl/heaptrack"
+	"github.com/snapctl/snapctl/internal/proc"
+	"github.com/snapctl/snapctl/internal/testenv"
+)
+
+// TestSitesAttachRefusesInjection: a program that is not PIE and takes
+// the address of malloc and free (as Debian's python3 does) dies of
+// SIGSEGV when heaptrack is injected into it, as `heaptrack -p` does it;
+// snapctl attach --sites refuses before gdb starts, with exit code 14 and
+// what to do instead, and leaves the process untouched. Debian's python3
+// is refused alike, where it is such a program.
+func TestSitesAttachRefusesInjection(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb", "heaptrack")
+	bin := testenv.Build(t, "testdata/native/mallocaddr.c", "-fno-pie", "-no-pie")
+	start := func(t *testing.T, argv ...string) int {
+		cmd := testenv.StartFixture(t, argv[0], argv[1:]...)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", cmd.Process.Pid)); len(tasks) >= 4 {
+				return cmd.Process.Pid
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the program did not start its threads")
+			}
+		}
+	}
+	refused := func(t *testing.T, pid int, program string) {
+		plan := "backend: native\nbreakpoints:\n  - location: free\n    max_hits: 3\n"
+		_, err := runSession(t, Options{Measure: Measure{Sites: true}, Attach: Attach{AttachPID: pid}, Timeouts: Timeouts{Timeout: time.Minute}}, plan, "")
+		code, reason := ExitStatus(err)
+		if code != ExitNoInject || reason != "inject-refused" || !strings.Contains(fmt.Sprint(err), program) ||
+			!strings.Contains(fmt.Sprint(err), "not PIE") || !strings.Contains(fmt.Sprint(err), "snapctl run --sites") {
+			t.Fatalf("exit %d (%s): %v", code, reason, err)
+		}
+		st, _ := proc.Status(pid)
+		maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+		if !proc.Alive(pid) || st["TracerPid"] != "0" || strings.Contains(string(maps), "heaptrack") {
+			t.Fatalf("the process after the refusal: alive %v, tracer %s, heaptrack loaded %v", proc.Alive(pid), st["TracerPid"], strings.Contains(string(maps), "heaptrack"))
+		}
+	}
+	t.Run("refused", func(t *testing.T) {
+		refused(t, start(t, bin), filepath.Base(bin))
+	})
+	t.Run("python3", func(t *testing.T) {
+		python := "/usr/bin/python3"
+		if real, err := filepath.EvalSymlinks(python); err == nil {
+			python = real
+		}
+		if err := CheckInjectable(os.Getpid()); err != nil {
+			t.Fatalf("the test binary is refused: %v", err)
+		}
+		pid := start(t, python, "-c", "import threading, time\nfor _ in range(3): threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\ntime.sleep(600)")
+		if CheckInjectable(pid) == nil {
+			t.Skipf("%s is a PIE program: heaptrack can be injected", python)
+		}
+		refused(t, pid, filepath.Base(python))
+	})
+	// What the refusal spares the program: heaptrack's injection, as
+	// `heaptrack -p` makes it, ends it with SIGSEGV.
+	t.Run("injected", func(t *testing.T) {
+		tools, err := heaptrack.FindTools("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := testenv.StartFixture(t, bin)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", cmd.Process.Pid)); len(tasks) >= 4 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the program did not start its threads")
+			}
+		}
+		args := []string{"-q", "-batch", "-nx", "-p", fmt.Sprint(cmd.Process.Pid)}
+		for _, c := range tools.InjectCommands(filepath.Join(t.TempDir(), "out")) {
+			args = append(args, "-ex", c)
+		}
+		out, _ := exec.Command("gdb", args...).CombinedOutput()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if !strings.Contains(fmt.Sprint(err), "segmentation fault") {
+				t.Fatalf("the program ended: %v\n%s", err, out)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the program survived the injection: the refusal is not needed\n%s", out)
+		}
+	})
+}
