@@ -29,9 +29,10 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 )
 
-// ForceEnv names the environment variable that, set to "gdb", keeps
-// every breakpoint with gdb: the run counts hits as it did without the
-// kernel's help.
+// ForceEnv names the environment variable that, set to "gdb" in a
+// run's environment, keeps every breakpoint with gdb: the run counts
+// hits as it does where the kernel refuses (the native launcher reads
+// it).
 const ForceEnv = "SNAPCTL_HITS"
 
 // Rule is which hits of a breakpoint are measured, in the plan's terms:
@@ -71,12 +72,9 @@ var (
 )
 
 // Available reports why the kernel cannot count hits here, nil when it
-// can: SNAPCTL_HITS=gdb, no uprobe support, or no permission to load an
-// eBPF program (root, or CAP_BPF with CAP_PERFMON).
+// can: no uprobe support, or no permission to load an eBPF program
+// (root, or CAP_BPF with CAP_PERFMON).
 func Available() error {
-	if v := os.Getenv(ForceEnv); v == "gdb" {
-		return &Refused{ForceEnv + "=gdb"}
-	}
 	availOnce.Do(func() { availErr = check() })
 	return availErr
 }
