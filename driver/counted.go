@@ -60,10 +60,10 @@ func (s *stopLoop) takeOver(ctx context.Context, st *bpState, rec *mi.Record) (b
 	st.times = times
 	if why != "" {
 		st.sum.CountedWhy = why
-		s.rec.event(runjson.Event{Kind: runjson.EventCountedByGDB, Message: fmt.Sprintf("breakpoint %q: gdb counts its hits, every one a stop: %s", st.bp.Name, why)})
-		if s.launcher.Local() {
-			// As setup does for gdb's breakpoints (newHitsOnly);
-			// a breakpoint the launcher may count has no condition.
+		if s.launcher.Local() && !st.resolvedAtStart {
+			// As setup does for gdb's breakpoints (newHitsOnly),
+			// which a pending one could not have; a breakpoint the
+			// launcher may count has no condition of the plan's.
 			if _, err := s.gdb.Send(ctx, "-break-condition", st.number, "$_snapctl_hit()"); err != nil {
 				return false, s.watch.explain(ctx, err)
 			}

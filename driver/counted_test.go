@@ -3,10 +3,14 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/snapctl/snapctl/driver/backend/native/uprobes"
+	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/runjson"
 )
@@ -225,5 +229,125 @@ func TestKernelLibraries(t *testing.T) {
 		if want := map[string]string{"plugin": "plugin_keep", "lib": "lib_keep"}[s.Breakpoint]; s.Frame.Function != want {
 			t.Errorf("stop %d of %s in %+v", s.Seq, s.Breakpoint, s.Frame)
 		}
+	}
+}
+
+// bpfLinks counts the eBPF links this test process holds: the probes of
+// the runs it makes in-process.
+func bpfLinks() int {
+	n := 0
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, fd := range fds {
+		if l, _ := os.Readlink("/proc/self/fd/" + fd.Name()); l == "anon_inode:bpf_link" {
+			n++
+		}
+	}
+	return n
+}
+
+const requestPlan = "backend: native\nbreakpoints:\n  - name: request\n    location: handle_request\n"
+
+// snapctl attach to a threaded server under load, through gdbserver: the
+// kernel counts the requests, only the measured ones stop, and the server
+// serves on untraced with its code the files' again.
+func TestKernelAttach(t *testing.T) {
+	t.Parallel()
+	kernelCounts(t)
+	testenv.MustHave(t, "gdb", "gdbserver")
+	srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
+	stop := make(chan struct{})
+	answered := srv.Load(stop)
+	res, err := runSession(t, Options{Attach: Attach{AttachPID: srv.Pid, Guard: true}, Timeouts: Timeouts{Timeout: 2 * time.Minute}},
+		requestPlan+"    every: 300\n    max_hits: 901\n", "")
+	close(stop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, res.Dir)
+	bp := m.Breakpoints[0]
+	if bp.Counted != "kernel" || bp.Hits != 901 || !bp.Deleted || !m.Native.Detached {
+		t.Errorf("breakpoint %+v, detached %v", bp, m.Native.Detached)
+	}
+	var hits []int
+	for _, s := range m.Stops {
+		hits = append(hits, s.Hit)
+		if s.Frame.Function != "handle_request" || s.Memory == nil || s.Memory.HeapInUseBytes == nil {
+			t.Errorf("stop %d: frame %+v, memory %+v", s.Seq, s.Frame, s.Memory)
+		}
+	}
+	if fmt.Sprint(hits) != "[1 301 601 901]" {
+		t.Errorf("stops at hits %v", hits)
+	}
+	if ch := testenv.TextChanges(t, srv.Pid); len(ch) > 0 {
+		t.Fatalf("probes or breakpoints left in the server: %s", strings.Join(ch, "; "))
+	}
+	if tr := tracer(srv.Pid); tr != 0 {
+		t.Errorf("the server is still traced by %d", tr)
+	}
+	srv.MustServe(t)
+	if answered() == 0 {
+		t.Error("no request of the load was answered")
+	}
+}
+
+// gdb or gdbserver killed with SIGKILL while the kernel counts a busy
+// server's requests: the probes go, the server serves on untraced, its
+// code the files' again, and no stop signal reached it. Not parallel:
+// the eBPF links this process holds are the run's alone.
+func TestKernelAttachToolKilled(t *testing.T) {
+	kernelCounts(t)
+	testenv.MustHave(t, "gdb", "gdbserver")
+	for _, victim := range []string{"gdb", "gdbserver"} {
+		t.Run(victim, func(t *testing.T) {
+			srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
+			stop := make(chan struct{})
+			answered := srv.Load(stop)
+			// Every 50th request stops: the kill comes while hits
+			// are counted and stops are taken.
+			done := attachInBackground(t, srv.Pid, requestPlan+"    every: 50\n", Options{Attach: Attach{Guard: true}})
+			for deadline := time.Now().Add(time.Minute); bpfLinks() == 0; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the kernel never took the counting over")
+				}
+			}
+			before := served(t, srv)
+			for served(t, srv)-before < 200 {
+				time.Sleep(10 * time.Millisecond)
+			}
+			st, _ := proc.Status(srv.Pid)
+			gdbserver := mustAtoi(st["TracerPid"])
+			pid := map[string]int{"gdb": tracer(srv.Pid), "gdbserver": gdbserver}[victim]
+			if pid == 0 || proc.Name(gdbserver) != "gdbserver" {
+				t.Fatalf("no %s to kill (tracer %d %s)", victim, gdbserver, proc.Name(gdbserver))
+			}
+			syscall.Kill(pid, syscall.SIGKILL)
+			err := <-done
+			if err == nil {
+				t.Errorf("the run did not fail when %s was killed", victim)
+			}
+			t.Logf("%s killed: %v", victim, err)
+			time.Sleep(200 * time.Millisecond)
+			if g := srv.Gone(); g != "" {
+				t.Fatal(g)
+			}
+			if ch := testenv.TextChanges(t, srv.Pid); len(ch) > 0 {
+				t.Fatalf("probes or breakpoints left in the server: %s", strings.Join(ch, "; "))
+			}
+			if n := bpfLinks(); n != 0 {
+				t.Errorf("%d eBPF links left after the run", n)
+			}
+			if tr := tracer(srv.Pid); tr != 0 {
+				t.Errorf("the server is still traced by %d", tr)
+			}
+			got, _ := srv.Ask("count")
+			if !strings.HasPrefix(got, "ok ") {
+				t.Fatalf("the server answers %q", got)
+			}
+			srv.MustServe(t)
+			close(stop)
+			if answered() == 0 {
+				t.Error("no request of the load was answered")
+			}
+		})
 	}
 }

@@ -162,11 +162,12 @@ func (s *session) setup(ctx context.Context) error {
 		st.number = r.String("bkpt.number")
 		st.sum.Number = st.number
 		st.resolved = !gdb.PendingResult(r)
+		st.resolvedAtStart = st.resolved
 		s.rec.bps[st.number] = st
-		if st.counting {
-			// No condition until the counting stays gdb's
-			// (takeOver): gdb 13 disables a pending breakpoint
-			// with a condition when its library loads.
+		if st.counting && !st.resolved {
+			// gdb 13 disables a pending breakpoint that has a
+			// condition when its library loads; the condition
+			// comes if the counting stays gdb's (takeOver).
 			continue
 		}
 		if err := s.newHitsOnly(ctx, st); err != nil {

@@ -70,6 +70,8 @@ type bpState struct {
 	// then stops its counting (counted.go).
 	counting, kernel bool
 	drop             func()
+	// resolvedAtStart says that the breakpoint resolved when inserted.
+	resolvedAtStart bool
 	// resolved says that gdb found a code location for the breakpoint at
 	// some point of the run (see resolvedAt): after an exec it may be
 	// pending again, but it was not unresolved.

@@ -333,9 +333,6 @@ const (
 	// EventHitsNotStopped: measured hits counted in the kernel could not
 	// stop the program (their thread blocked the stop signal).
 	EventHitsNotStopped EventKind = "hits-not-stopped"
-	// EventCountedByGDB: a breakpoint that could have been counted in
-	// the kernel was left to gdb, and why.
-	EventCountedByGDB EventKind = "counted-by-gdb"
 )
 
 // Event is a stop that was not a declared breakpoint's, or a problem at a
