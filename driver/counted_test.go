@@ -351,3 +351,28 @@ func TestKernelAttachToolKilled(t *testing.T) {
 		})
 	}
 }
+
+// --sites: the kernel counts, and each measured stop cuts heaptrack's
+// stream: every stop has its per-site snapshot, with hot()'s leak.
+func TestKernelSites(t *testing.T) {
+	t.Parallel()
+	kernelCounts(t)
+	testenv.MustHave(t, "heaptrack")
+	bin := testenv.Build(t, "testdata/native/hot.c")
+	m, out, err := runNativeOut(t, Options{Measure: Measure{Sites: true}}, hotPlan("    every: 200000\n"), bin, "4", "200000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := counted(t, out, "calls"); n != 800_000 {
+		t.Fatalf("the program made %d calls", n)
+	}
+	checkCounted(t, m, "kernel", 800_000, []int{1, 200_001, 400_001, 600_001})
+	for _, s := range m.Stops {
+		if s.Snapshot == "" {
+			t.Errorf("stop %d has no per-site snapshot", s.Seq)
+		}
+	}
+	if len(m.Suspects) == 0 {
+		t.Errorf("no suspect: hot() leaks 64 bytes a 1,000 calls")
+	}
+}
