@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 
 	"github.com/snapctl/snapctl/driver/gdb"
@@ -77,6 +78,7 @@ func (s *stopLoop) takeOver(ctx context.Context, st *bpState, rec *mi.Record) (b
 		return s.atBreakpoint(ctx, st, rec)
 	}
 	st.kernel = true
+	st.addrs = addrs
 	st.sum.Counted = countedKernel
 	counter, number := s.counter, st.number
 	st.drop = func() { counter.Drop(number) }
@@ -108,6 +110,39 @@ func (s *stopLoop) countedStop(ctx context.Context, rec *mi.Record) (bool, error
 		return false, s.cont(ctx)
 	}
 	return s.atHit(ctx, st, rec, hit)
+}
+
+// spentTrap handles rec when it is a SIGTRAP at an address the launcher
+// counts: another thread's hit of gdb's breakpoint that gdbserver took
+// before the counting passed to the kernel and reports once gdb's
+// breakpoint is gone as a plain signal, the thread's pc still past the
+// breakpoint instruction, since the probe's breakpoint instruction is at
+// that address now (docs/facts.md, fact kernel-2). The pc is put back on
+// the address, and the thread then runs into the probe, which counts the
+// hit. It reports whether rec was one.
+func (s *stopLoop) spentTrap(ctx context.Context, rec *mi.Record) (bool, error) {
+	if rec.String("signal-name") != "SIGTRAP" {
+		return false, nil
+	}
+	pc, err := strconv.ParseUint(rec.String("frame.addr"), 0, 64)
+	if err != nil {
+		return false, nil
+	}
+	for _, st := range s.rec.order {
+		if !st.kernel {
+			continue
+		}
+		if slices.Contains(st.addrs, pc) {
+			return true, nil
+		}
+		if slices.Contains(st.addrs, pc-1) {
+			if _, err := s.gdb.Send(ctx, "-data-evaluate-expression", "--thread", rec.String("thread-id"), mi.Quote(fmt.Sprintf("$pc = %#x", pc-1))); err != nil {
+				return true, fmt.Errorf("putting thread %s back on breakpoint %q: %w", rec.String("thread-id"), st.bp.Name, err)
+			}
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // breakInfo reads gdb's count of breakpoint number's hits and the

@@ -54,8 +54,11 @@ func checkCounted(t *testing.T, m *runjson.Manifest, who string, hits int, stops
 		t.Errorf("stops at hits %v, want %v", got, stops)
 	}
 	for _, e := range m.Events {
+		if e.Frame == nil {
+			e.Frame = &runjson.Frame{}
+		}
 		if e.Kind == runjson.EventSignal || e.Kind == runjson.EventUnexpectedStop || e.Kind == runjson.EventHitsNotStopped {
-			t.Errorf("event %+v", e)
+			t.Errorf("event %+v at %s", e, e.Frame.Addr)
 		}
 	}
 }
@@ -375,4 +378,36 @@ func TestKernelSites(t *testing.T) {
 	if len(m.Suspects) == 0 {
 		t.Errorf("no suspect: hot() leaks 64 bytes a 1,000 calls")
 	}
+}
+
+// snapctl attach to a program that calls hot() as fast as it can, in 4
+// threads: 100,001 hits counted in the kernel, three stops, then the
+// program runs on, untraced, its code the file's again.
+func TestKernelAttachHotProgram(t *testing.T) {
+	t.Parallel()
+	kernelCounts(t)
+	testenv.MustHave(t, "gdb", "gdbserver")
+	bin := testenv.Build(t, "testdata/native/hot.c")
+	cmd := testenv.StartFixture(t, bin, "4", "1000000000000")
+	pid := cmd.Process.Pid
+	res, err := runSession(t, Options{Attach: Attach{AttachPID: pid, Guard: true}, Timeouts: Timeouts{Timeout: 2 * time.Minute}},
+		hotPlan("    every: 50000\n    max_hits: 100001\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, res.Dir)
+	checkCounted(t, m, "kernel", 100_001, []int{1, 50_001, 100_001})
+	if !m.Native.Detached {
+		t.Error("not detached")
+	}
+	if ch := testenv.TextChanges(t, pid); len(ch) > 0 {
+		t.Fatalf("probes or breakpoints left in the program: %s", strings.Join(ch, "; "))
+	}
+	before := proc.Stat(pid)
+	time.Sleep(300 * time.Millisecond)
+	after := proc.Stat(pid)
+	if tr := tracer(pid); tr != 0 || after.State == 'T' || after.State == 't' || after.State == 'Z' {
+		t.Errorf("after the run: tracer %d, state %c", tr, after.State)
+	}
+	t.Logf("state %c then %c", before.State, after.State)
 }

@@ -70,6 +70,8 @@ type bpState struct {
 	// then stops its counting (counted.go).
 	counting, kernel bool
 	drop             func()
+	// addrs are the addresses the launcher counts hits at.
+	addrs []uint64
 	// resolvedAtStart says that the breakpoint resolved when inserted.
 	resolvedAtStart bool
 	// resolved says that gdb found a code location for the breakpoint at

@@ -178,6 +178,15 @@ func (s *stopLoop) handleStop(ctx context.Context, rec *mi.Record) (done bool, e
 		if s.counter != nil && s.counter.Signal() != "" && rec.String("signal-name") == s.counter.Signal() {
 			return s.countedStop(ctx, rec)
 		}
+		if s.counter != nil {
+			if spent, err := s.spentTrap(ctx, rec); err != nil || spent {
+				if err != nil {
+					return false, err
+				}
+				// gdb does not pass SIGTRAP on.
+				return false, s.cont(ctx)
+			}
+		}
 		return false, s.onSignal(ctx, rec)
 	case "exec":
 		return true, s.execStop(rec)
