@@ -10,6 +10,7 @@
 #include <string.h>
 
 static volatile long sink;
+static void *volatile kept;
 static long calls;
 static const char *mode = "plain";
 static long total;
@@ -19,7 +20,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 __attribute__((noinline)) void hot(long i) {
 	sink += i;
 	if (i % 1000 == 999)
-		malloc(64);
+		kept = malloc(64);
 }
 
 static void on_winch(int sig) { (void)sig; __atomic_add_fetch(&winches, 1, __ATOMIC_SEQ_CST); }
