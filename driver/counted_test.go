@@ -411,3 +411,30 @@ func TestKernelAttachHotProgram(t *testing.T) {
 	}
 	t.Logf("state %c then %c", before.State, after.State)
 }
+
+// around_call on a breakpoint counted in the kernel: each measured hit
+// stops in hot() and runs to its return, which takes the return phase,
+// the other threads held by scheduler-locking.
+func TestKernelAroundCall(t *testing.T) {
+	t.Parallel()
+	kernelCounts(t)
+	bin := testenv.Build(t, "testdata/native/hot.c")
+	m, _, err := runNativeOut(t, Options{}, "scheduler_locking: \"on\"\n"+hotPlan("    every: 100000\n    around_call: true\n"), bin, "4", "100000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bp := m.Breakpoints[0]
+	if bp.Counted != "kernel" || bp.Hits != 400_000 || bp.Snapshots != 8 {
+		t.Fatalf("breakpoint %+v", bp)
+	}
+	var got []string
+	for _, s := range m.Stops {
+		got = append(got, fmt.Sprintf("%d/%s", s.Hit, s.Phase))
+		if s.Phase == "return" && (s.OtherThreadsRan == nil || *s.OtherThreadsRan) {
+			t.Errorf("stop %d: other threads ran %v under scheduler-locking", s.Seq, s.OtherThreadsRan)
+		}
+	}
+	if want := "[1/hit 1/return 100001/hit 100001/return 200001/hit 200001/return 300001/hit 300001/return]"; fmt.Sprint(got) != want {
+		t.Errorf("stops %v, want %s", got, want)
+	}
+}
