@@ -7,7 +7,9 @@
 #    with a breakpoint on it measured every 1,000,000th hit: the program
 #    alone, `snapctl run --backend native` and `snapctl run --sites`, in
 #    alternating rounds. A hit costs (run - alone) / CALLS, snapctl's
-#    start and teardown included (goal: <= 3 us).
+#    start and teardown included (goal: <= 3 us), in wall time and in the
+#    CPU time of every process of the run (snapctl, gdb, the program,
+#    heaptrack), which a loaded machine does not inflate.
 # 2. The threaded TCP server (driver/testdata/native/tcpserver.c, 4
 #    workers) under a 4-connection loopback load of REQUESTS requests
 #    (default 20,000), alone and with `snapctl attach` on it, a breakpoint
@@ -21,7 +23,7 @@
 # for comparison.
 #
 # Usage: bench/hot.sh [ROUNDS [CALLS [REQUESTS]]]   (needs go, gcc, gdb,
-# gdbserver, heaptrack, bc; root or CAP_BPF and CAP_PERFMON)
+# gdbserver, heaptrack, bc, /usr/bin/time; root or CAP_BPF and CAP_PERFMON)
 set -euo pipefail
 
 rounds=${1:-3}
@@ -50,18 +52,21 @@ median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print (NR%2)?v[(N
 
 # 1. hits of hot(), natively and with --sites.
 per=$((calls / 4))
-alone=() native=() sites=()
+# cpu FILE: the user and system seconds /usr/bin/time wrote to FILE.
+cpu() { awk '{print $1 + $2}' "$1"; }
+alone=() native=() sites=() calone=() cnative=() csites=()
 for r in $(seq 1 "$rounds"); do
 	t0=$(now)
-	"$tmp/hot" 4 "$per" >/dev/null
+	/usr/bin/time -f '%U %S' -o "$tmp/t0" "$tmp/hot" 4 "$per" >/dev/null
 	t1=$(now)
-	"$tmp/snapctl" run -q --force --backend native -o "$tmp/run" "$root/bench/hot/plan.yaml" "$tmp/hot" 4 "$per" >/dev/null
+	/usr/bin/time -f '%U %S' -o "$tmp/t1" "$tmp/snapctl" run -q --force --backend native -o "$tmp/run" "$root/bench/hot/plan.yaml" "$tmp/hot" 4 "$per" >/dev/null
 	t2=$(now)
-	"$tmp/snapctl" run -q --force --sites -o "$tmp/sites" "$root/bench/hot/plan.yaml" "$tmp/hot" 4 "$per" >/dev/null
+	/usr/bin/time -f '%U %S' -o "$tmp/t2" "$tmp/snapctl" run -q --force --sites -o "$tmp/sites" "$root/bench/hot/plan.yaml" "$tmp/hot" 4 "$per" >/dev/null
 	t3=$(now)
 	alone+=("$(echo "$t1 - $t0" | bc -l)")
 	native+=("$(echo "$t2 - $t1" | bc -l)")
 	sites+=("$(echo "$t3 - $t2" | bc -l)")
+	calone+=("$(cpu "$tmp/t0")") cnative+=("$(cpu "$tmp/t1")") csites+=("$(cpu "$tmp/t2")")
 done
 for run in run sites; do
 	python3 - "$tmp/$run/run.json" "$calls" <<'PY'
@@ -77,6 +82,8 @@ a=$(median "${alone[@]}")
 echo "hot() alone, $calls calls in 4 threads:  $(stats "${alone[@]}")"
 echo "snapctl run native:                     $(stats "${native[@]}")"
 echo "snapctl run --sites:                    $(stats "${sites[@]}")"
+echo "CPU seconds, all processes: alone $(median "${calone[@]}"), native $(median "${cnative[@]}"), --sites $(median "${csites[@]}")"
+echo "a hit's CPU (medians, start-up included): native $(echo "($(median "${cnative[@]}") - $(median "${calone[@]}")) * 1000000 / $calls" | bc -l | xargs printf '%.2f') us, --sites $(echo "($(median "${csites[@]}") - $(median "${calone[@]}")) * 1000000 / $calls" | bc -l | xargs printf '%.2f') us"
 echo "a hit (medians, start-up included): native $(echo "($(median "${native[@]}") - $a) * 1000000 / $calls" | bc -l | xargs printf '%.2f') us, --sites $(echo "($(median "${sites[@]}") - $a) * 1000000 / $calls" | bc -l | xargs printf '%.2f') us  (goal <= 3 us)"
 
 # 2. the server under load, alone and attached.
