@@ -5,8 +5,10 @@
 // skip, every and the last hit max_hits or end_run_after allow), and
 // only then sends the hitting thread a signal that gdb reports as a stop
 // (docs/design.md, "Hits counted in the kernel"). A hit that is not
-// measured costs the kernel's trap and a few dozen eBPF instructions,
-// about a microsecond, instead of a round trip through gdb.
+// measured costs the kernel's trap and a few dozen eBPF instructions
+// instead of a round trip through gdb: about 1 us of CPU where the kernel
+// emulates the probed instruction, about 12 us where it single-steps it
+// (docs/facts.md, fact kernel-3).
 //
 // Nothing is pinned: the maps, programs and perf events live as long as
 // the file descriptors of snapctl that hold them, so the probes leave the
