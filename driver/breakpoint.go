@@ -41,6 +41,13 @@ func (s *stopLoop) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record
 	if !st.bp.ShouldSnapshot(hit) {
 		return false, s.resume(ctx, st, hit)
 	}
+	return s.atHit(ctx, st, rec, hit)
+}
+
+// atHit takes the stop of st's hit that the plan measures (rec): the
+// snapshot, commands, around_call's return snapshot, then the resume.
+func (s *stopLoop) atHit(ctx context.Context, st *bpState, rec *mi.Record, hit int) (bool, error) {
+	st.hits, st.sum.Hits = max(st.hits, hit), max(st.hits, hit)
 	timeout := s.watch.limit
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -403,6 +410,13 @@ func (s *stopLoop) settle(ctx context.Context, st *bpState, hit int) error {
 // and continue the target.
 func resumeCmds(st *bpState, hit int) []mi.Command {
 	var cmds []mi.Command
+	if st.kernel {
+		// gdb's breakpoint is disabled: the kernel's count decides.
+		if st.bp.Done(hit) {
+			cmds = append(cmds, mi.Command{Name: "-break-delete", Args: []string{st.number}})
+		}
+		return append(cmds, mi.Command{Name: "-exec-continue"})
+	}
 	if st.bp.Done(hit) {
 		cmds = append(cmds, mi.Command{Name: "-break-delete", Args: []string{st.number}})
 	} else if n := st.bp.NextIgnore(hit); n > 0 {

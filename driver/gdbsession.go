@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/runjson"
@@ -129,21 +130,45 @@ func (s *session) setup(ctx context.Context) error {
 	if err := s.startAgent(ctx); err != nil {
 		return err
 	}
+	counter := s.counter()
 	for _, st := range s.rec.order {
-		if s.agent != nil && agentOwns(st.bp) {
+		st.sum.Counted = countedGDB
+		if counter != nil {
+			if why := counter.Counting(st.bp); why == "" {
+				st.counting = true
+			} else {
+				st.sum.CountedWhy = why
+			}
+		}
+		if s.agent != nil && agentOwns(st.bp) && !st.counting {
 			if err := s.agent.insert(ctx, st); err != nil {
 				return err
 			}
 			continue
 		}
-		r, err := s.gdb.Send(ctx, "-break-insert", gdb.InsertArgs(st.bp, true)...)
+		args := gdb.InsertArgs(st.bp, true)
+		if st.counting {
+			// The first hit stops, skipped or not: the counting
+			// passes to the launcher there (takeOver).
+			b := *st.bp
+			b.Skip = 0
+			args = gdb.InsertArgs(&b, true)
+		}
+		r, err := s.gdb.Send(ctx, "-break-insert", args...)
 		if err != nil {
 			return insertError(st, err)
 		}
 		st.number = r.String("bkpt.number")
 		st.sum.Number = st.number
 		st.resolved = !gdb.PendingResult(r)
+		st.resolvedAtStart = st.resolved
 		s.rec.bps[st.number] = st
+		if st.counting && !st.resolved {
+			// gdb 13 disables a pending breakpoint that has a
+			// condition when its library loads; the condition
+			// comes if the counting stays gdb's (takeOver).
+			continue
+		}
 		if err := s.newHitsOnly(ctx, st); err != nil {
 			return err
 		}
@@ -157,6 +182,7 @@ func (s *session) setup(ctx context.Context) error {
 // its last snapshot too. gdb is asked even when the run's context has
 // ended, with a deadline of its own.
 func (s *session) finalHits(ctx context.Context) {
+	defer s.kernelHits()
 	if s.gdb == nil {
 		return
 	}
@@ -197,7 +223,7 @@ func (s *session) countHits(ctx context.Context) {
 		}
 		// A location no library loaded during the run defined.
 		st.sum.Unresolved = v.String("addr") == "<PENDING>"
-		if st.agent {
+		if st.agent || st.kernel {
 			continue
 		}
 		times, err := strconv.Atoi(v.String("times"))
@@ -208,6 +234,13 @@ func (s *session) countHits(ctx context.Context) {
 		n := max(times-st.bp.Skip, 0)
 		st.hits, st.sum.Hits = n, n
 	}
+}
+
+// counter is the launcher's way to count hits without gdb, nil when it
+// has none.
+func (s *session) counter() backend.Counter {
+	c, _ := s.launcher.(backend.Counter)
+	return c
 }
 
 // insertError is the error of inserting st's breakpoint into the running

@@ -65,6 +65,15 @@ type bpState struct {
 	times int
 	// agent is set when gdb's agent takes the breakpoint's stops.
 	agent bool
+	// counting is set while the launcher may take over counting the
+	// breakpoint's hits at its first stop; kernel once it has, and drop
+	// then stops its counting (counted.go).
+	counting, kernel bool
+	drop             func()
+	// addrs are the addresses the launcher counts hits at.
+	addrs []uint64
+	// resolvedAtStart says that the breakpoint resolved when inserted.
+	resolvedAtStart bool
 	// resolved says that gdb found a code location for the breakpoint at
 	// some point of the run (see resolvedAt): after an exec it may be
 	// pending again, but it was not unresolved.
@@ -208,6 +217,9 @@ func (r *recorder) event(ev runjson.Event) {
 // (max_hits), whichever path took its stops.
 func (r *recorder) deleted(st *bpState) {
 	st.sum.Deleted = true
+	if st.drop != nil {
+		st.drop()
+	}
 	delete(r.bps, st.number)
 }
 

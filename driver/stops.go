@@ -151,6 +151,9 @@ func (s *stopLoop) handleStop(ctx context.Context, rec *mi.Record) (done bool, e
 		if st.agent {
 			return false, s.agentStopped(ctx, st)
 		}
+		if st.counting {
+			return s.takeOver(ctx, st, rec)
+		}
 		return s.atBreakpoint(ctx, st, rec)
 	case "exited-normally":
 		code := 0
@@ -177,6 +180,18 @@ func (s *stopLoop) handleStop(ctx context.Context, rec *mi.Record) (done bool, e
 		}
 		return true, ce
 	case "signal-received":
+		if s.counter != nil && s.counter.Signal() != "" && rec.String("signal-name") == s.counter.Signal() {
+			return s.countedStop(ctx, rec)
+		}
+		if s.counter != nil {
+			if spent, err := s.spentTrap(ctx, rec); err != nil || spent {
+				if err != nil {
+					return false, err
+				}
+				// gdb does not pass SIGTRAP on.
+				return false, s.cont(ctx)
+			}
+		}
 		return false, s.onSignal(ctx, rec)
 	case "exec":
 		return true, s.execStop(rec)
@@ -280,9 +295,11 @@ func (s *stopLoop) attachedDone() bool {
 // agent; a signal; the target's end), every and max_hits, until the run
 // ends. It has what a stop needs and nothing of the run's start or end.
 type stopLoop struct {
-	gdb      *gdb.Conn
-	rec      *recorder
-	agent    *agent // nil when the agent does not run
+	gdb   *gdb.Conn
+	rec   *recorder
+	agent *agent // nil when the agent does not run
+	// counter counts hits without gdb, nil when the launcher cannot.
+	counter  backend.Counter
 	backend  backend.Backend
 	launcher backend.Launcher
 	watch    *watch
@@ -301,7 +318,7 @@ type stopLoop struct {
 // newStopLoop is the stop loop of s, once gdb runs and the breakpoints
 // are in.
 func (s *session) newStopLoop() *stopLoop {
-	return &stopLoop{gdb: s.gdb, rec: s.rec, agent: s.agent, backend: s.backend, launcher: s.launcher, watch: s.watch,
+	return &stopLoop{gdb: s.gdb, rec: s.rec, agent: s.agent, counter: s.counter(), backend: s.backend, launcher: s.launcher, watch: s.watch,
 		end: s.end, plan: s.plan, opts: &s.opts, m: s.m, priv: s.priv.dir, dir: s.out.dir, refresh: s.refreshManifest}
 }
 

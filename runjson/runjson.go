@@ -172,6 +172,11 @@ type BreakpointSummary struct {
 	Unchanged int `json:"unchanged,omitempty"`
 	// Deleted is set when max_hits was reached and the breakpoint removed.
 	Deleted bool `json:"deleted,omitempty"`
+	// Counted says who counted the hits: "kernel" (a uprobe; only the
+	// measured hits stopped the program) or "gdb" (every hit stopped
+	// it); CountedWhy says why gdb did where the kernel could have.
+	Counted    string `json:"counted,omitempty"`
+	CountedWhy string `json:"counted_why,omitempty"`
 }
 
 // Stop is one snapshot stop (run.json "stops").
@@ -325,6 +330,9 @@ const (
 	// snapshot (heaptrack's stream, or a thread held inside heaptrack);
 	// the stop keeps its native figures.
 	EventSitesFailed EventKind = "sites-failed"
+	// EventHitsNotStopped: measured hits counted in the kernel could not
+	// stop the program (their thread blocked the stop signal).
+	EventHitsNotStopped EventKind = "hits-not-stopped"
 )
 
 // Event is a stop that was not a declared breakpoint's, or a problem at a

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/driver"
+	"github.com/snapctl/snapctl/driver/backend/native/uprobes"
 	"github.com/snapctl/snapctl/heaptrack"
 	"github.com/snapctl/snapctl/preflight"
 	"github.com/spf13/cobra"
@@ -36,7 +37,8 @@ func newDoctorCmd() *cobra.Command {
 finds: gdb and valgrind (their versions), vgdb, whether ptrace is permitted
 (vgdb uses it to wake a program blocked in a system call), gdbserver (snapctl
 attach has it trace the process, which then survives a killed gdb),
-heaptrack (the native backend's per-site recording, --sites), whether
+heaptrack (the native backend's per-site recording, --sites), whether the
+kernel counts a native run's hits (uprobes and eBPF) or gdb does, whether
 valgrind can run massif here and, given BINARY, whether it is a native
 program with debug info.
 
@@ -161,6 +163,7 @@ func runDoctor(ctx context.Context, w io.Writer, opts *doctorOptions) error {
 	}
 	checkGdbserver(ctx, r)
 	checkHeaptrack(r, opts.Heaptrack)
+	checkHits(r)
 
 	if opts.Binary != "" {
 		if checkBinary(r, opts.Binary) {
@@ -172,6 +175,24 @@ func runDoctor(ctx context.Context, w io.Writer, opts *doctorOptions) error {
 		return &doctorError{failed: r.failed}
 	}
 	return nil
+}
+
+// checkHits says which way a native run would count its breakpoints'
+// hits here: in the kernel, where only the measured hits stop the program,
+// or by gdb, every hit a stop (docs/native.md, "Hits counted in the
+// kernel").
+func checkHits(r *doctorReport) {
+	const gdbWay = "counted by gdb: every hit of a native run's breakpoint, measured or not, stops the program for about 0.3 ms"
+	if os.Getenv(uprobes.ForceEnv) == "gdb" {
+		r.line(checkWarn, "hits", gdbWay+" ("+uprobes.ForceEnv+"=gdb is set)")
+		return
+	}
+	if err := uprobes.Available(); err != nil {
+		r.line(checkWarn, "hits", gdbWay+": "+err.Error(),
+			"as root, or with CAP_BPF and CAP_PERFMON on a kernel with uprobes, the kernel counts the hits and only the measured ones stop")
+		return
+	}
+	r.line(checkOK, "hits", "counted in the kernel (uprobes and eBPF): a native run's hit that is not measured costs microseconds")
 }
 
 // checkGdbserver looks for gdbserver on PATH. snapctl attach has gdb

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/snapctl/snapctl/driver/backend/native/uprobes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -272,5 +273,31 @@ func TestDoctorLibraries(t *testing.T) {
 				t.Errorf("library lines:\n%s\nwant %q, then the system libraries", strings.Join(libs, "\n"), tc.want)
 			}
 		})
+	}
+}
+
+// doctor says which way a native run counts hits: in the kernel where it
+// lets snapctl, by gdb with SNAPCTL_HITS=gdb.
+func TestDoctorHits(t *testing.T) {
+	hitsLine := func() string {
+		lines, _ := runDoctorCmd(t)
+		for _, l := range lines {
+			if strings.Contains(l, "  hits  ") {
+				return l
+			}
+		}
+		t.Fatalf("no hits line:\n%s", strings.Join(lines, "\n"))
+		return ""
+	}
+	want := "OK    hits        counted in the kernel (uprobes and eBPF)"
+	if err := uprobes.Available(); err != nil {
+		want = "WARN  hits        counted by gdb: "
+	}
+	if got := hitsLine(); !strings.HasPrefix(got, want) {
+		t.Errorf("hits line %q, want it to start with %q", got, want)
+	}
+	t.Setenv("SNAPCTL_HITS", "gdb")
+	if got := hitsLine(); !strings.HasPrefix(got, "WARN  hits        counted by gdb: ") || !strings.HasSuffix(got, "(SNAPCTL_HITS=gdb is set)") {
+		t.Errorf("hits line with SNAPCTL_HITS=gdb: %q", got)
 	}
 }

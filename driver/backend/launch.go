@@ -9,6 +9,7 @@ import (
 	"github.com/snapctl/snapctl/driver/console"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/internal/child"
+	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
 )
 
@@ -39,6 +40,38 @@ type Launcher interface {
 	// Fate says how snapctl left a process it attached to when gdb could
 	// not detach from it, "" otherwise.
 	Fate() string
+}
+
+// Counter is what a launcher offers that counts a breakpoint's hits
+// without gdb stopping the program at each (the native backend: in the
+// kernel; docs/design.md, "Hits counted in the kernel"). gdb's
+// breakpoint takes the hits until its first stop; there, every thread
+// stopped and gdb's breakpoint disabled, the run hands the counting over
+// (TakeOver). From then on only a hit that the plan measures stops the
+// program: the thread that hit it stops with Signal, and Stopped says
+// which breakpoint and hit that was.
+type Counter interface {
+	// Counting says why the launcher cannot count bp's hits, "" when it
+	// can. Asked once per breakpoint, before the program runs.
+	Counting(bp *plan.Breakpoint) (why string)
+	// TakeOver has the launcher count the hits of gdb's breakpoint
+	// number from hits on (gdb's count, skip included), at addrs, the
+	// addresses of its locations in the program's memory; thread lwp is
+	// stopped at one of them with its hit counted. why says why it
+	// cannot (gdb then keeps the breakpoint).
+	TakeOver(ctx context.Context, number string, bp *plan.Breakpoint, addrs []uint64, hits, lwp int) (why string, err error)
+	// Signal is the signal a measured hit stops with, "" until a
+	// TakeOver.
+	Signal() string
+	// Stopped says which measured hit a stop of thread lwp by signal is:
+	// gdb's breakpoint number and the hit (after skip); ok is false for
+	// the program's own signal.
+	Stopped(signal string, lwp int) (number string, hit int, ok bool)
+	// Hits is what the launcher counted of breakpoint number, skip
+	// included; problem says what kept measured hits from stopping.
+	Hits(number string) (hits int, problem string, ok bool)
+	// Drop stops counting breakpoint number's hits (its last was taken).
+	Drop(number string)
 }
 
 // Process is one of the processes besides gdb that run the target.

@@ -56,6 +56,10 @@ type Launch struct {
 	// normally reports that at once.
 	ended  chan struct{}
 	status int
+	// backend is the run's backend; count the hits the kernel counts
+	// (counter.go).
+	backend *Backend
+	count   counting
 }
 
 // NewLauncher returns the launcher of run b, a native run, which attaches
@@ -64,7 +68,7 @@ type Launch struct {
 // native.sites ("" for where distributions put it).
 func NewLauncher(b backend.Backend, attach int, guard bool, heaptrack string) *Launch {
 	nb := b.(*Backend)
-	l := &Launch{plan: nb.cfg.Plan, attach: attach, guarded: guard, heaptrackDir: heaptrack}
+	l := &Launch{plan: nb.cfg.Plan, attach: attach, guarded: guard, heaptrackDir: heaptrack, backend: nb}
 	nb.launch = l
 	return l
 }
@@ -418,7 +422,12 @@ func shellQuote(s string) string {
 
 // BeforeClose detaches gdb from a process it attached to: its breakpoints
 // go first, and the process goes on running as before (detach.go).
-func (b *Launch) BeforeClose(exited bool) bool { return b.detach(exited) }
+// The kernel's probes go first: gdb, gdbserver or snapctl itself then
+// put the program's bytes back where gdb's breakpoints were.
+func (b *Launch) BeforeClose(exited bool) bool {
+	b.closeCounter()
+	return b.detach(exited)
+}
 
 // AfterClose ends heaptrack's interpreter, the program gone or detached.
 func (b *Launch) AfterClose(bool) {
@@ -426,6 +435,7 @@ func (b *Launch) AfterClose(bool) {
 		// Not ended by detach: the process is left to it.
 		b.guardian.end(false)
 	}
+	b.closeCounter()
 	if b.sites != nil {
 		b.sites.close()
 	}

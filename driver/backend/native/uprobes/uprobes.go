@@ -1,0 +1,513 @@
+// Package uprobes counts a native run's breakpoint hits in the kernel: a
+// uprobe at each of the breakpoint's addresses runs a small eBPF program
+// that adds the hit to the breakpoint's count with an atomic fetch-and-add,
+// decides from that number alone whether the hit is measured (the plan's
+// skip, every and the last hit max_hits or end_run_after allow), and
+// only then sends the hitting thread a signal that gdb reports as a stop
+// (docs/design.md, "Hits counted in the kernel"). A hit that is not
+// measured costs the kernel's trap and a few dozen eBPF instructions
+// instead of a round trip through gdb: about 1 us of CPU where the kernel
+// emulates the probed instruction, about 12 us where it single-steps it
+// (docs/facts.md, fact kernel-3).
+//
+// Nothing is pinned: the maps, programs and perf events live as long as
+// the file descriptors of snapctl that hold them, so the probes leave the
+// program when snapctl ends, however it ends.
+package uprobes
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+)
+
+// ForceEnv names the environment variable that, set to "gdb" in a
+// run's environment, keeps every breakpoint with gdb: the run counts
+// hits as it does where the kernel refuses (the native launcher reads
+// it).
+const ForceEnv = "SNAPCTL_HITS"
+
+// Rule is which hits of a breakpoint are measured, in the plan's terms:
+// hits 1..Skip are not counted, then counted hits 1, 1+Every, 1+2*Every...
+// up to Last (0: no limit) are measured.
+type Rule struct {
+	Skip, Every, Last int
+}
+
+// slot is a breakpoint's record in the counts map, as the eBPF program
+// lays it out (8-byte words).
+const (
+	offCount   = 0  // every hit, skip included
+	offSkipTid = 8  // a thread whose next hit gdb counted already
+	offBlocked = 16 // measured hits in a thread that blocked the signal
+	offLastBlk = 24 // the last such hit (after skip)
+	offFailed  = 32 // measured hits whose signal the kernel refused
+	slotSize   = 40
+)
+
+// Slot is what the kernel counted of a breakpoint.
+type Slot struct {
+	// Count is every hit, those under skip included.
+	Count uint64
+	// Blocked counts the measured hits that could not stop because
+	// their thread blocked the stop signal; LastBlocked is the last of
+	// them (after skip).
+	Blocked, LastBlocked uint64
+	// Failed counts the measured hits whose signal the kernel refused.
+	Failed uint64
+}
+
+var (
+	availOnce sync.Once
+	availErr  error
+	blockedAt int64 = -1 // task_struct.blocked's offset, -1 when unknown
+)
+
+// Available reports why the kernel cannot count hits here, nil when it
+// can: no uprobe support, or no permission to load an eBPF program
+// (root, or CAP_BPF with CAP_PERFMON).
+func Available() error {
+	availOnce.Do(func() { availErr = check() })
+	return availErr
+}
+
+func check() error {
+	if _, err := os.Stat("/sys/bus/event_source/devices/uprobe/type"); err != nil {
+		if _, err := os.Stat("/sys/kernel/tracing/uprobe_events"); err != nil {
+			return &Refused{"this kernel has no uprobes (no uprobe PMU, no tracefs)"}
+		}
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return refusal("lifting the locked-memory limit for eBPF", err)
+	}
+	if spec, err := btf.LoadKernelSpec(); err == nil {
+		var task *btf.Struct
+		if spec.TypeByName("task_struct", &task) == nil {
+			for _, m := range task.Members {
+				if m.Name == "blocked" {
+					blockedAt = int64(m.Offset.Bytes())
+				}
+			}
+		}
+	}
+	c, err := New(0, syscall.SIGWINCH, 1)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.program(0, Rule{Skip: 1, Every: 2, Last: 3}); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Refused is the kernel's refusal to count hits (no permission, no
+// uprobes, no eBPF) or the user's choice: the run counts with gdb.
+type Refused struct{ Why string }
+
+func (e *Refused) Error() string { return e.Why }
+
+// refusal turns the kernel's refusal into what a user can act on; any
+// other error is returned as it is.
+func refusal(what string, err error) error {
+	switch {
+	case errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES):
+		return &Refused{what + ": not permitted (run as root, or give snapctl CAP_BPF and CAP_PERFMON)"}
+	case errors.Is(err, ebpf.ErrNotSupported) || errors.Is(err, syscall.ENOSYS):
+		return &Refused{fmt.Sprintf("%s: this kernel does not support it (%v)", what, err)}
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// Counter counts the hits of a process's breakpoints.
+type Counter struct {
+	pid    int
+	sig    syscall.Signal
+	counts *ebpf.Map // id -> slot
+	stops  *ebpf.Map // thread id -> id<<32 | hit: the measured hit a thread stops at
+	mu     sync.Mutex
+	bps    map[int]*probe
+}
+
+type probe struct {
+	prog  *ebpf.Program
+	links []link.Link
+	addrs []uint64
+}
+
+// New makes the maps of a counter for process pid, whose measured hits
+// stop with signal sig, for breakpoints 0..n-1.
+func New(pid int, sig syscall.Signal, n int) (*Counter, error) {
+	counts, err := ebpf.NewMap(&ebpf.MapSpec{Name: "snapctl_hits", Type: ebpf.Array, KeySize: 4, ValueSize: slotSize, MaxEntries: uint32(max(n, 1))})
+	if err != nil {
+		return nil, refusal("creating the hit counts", err)
+	}
+	stops, err := ebpf.NewMap(&ebpf.MapSpec{Name: "snapctl_stops", Type: ebpf.Hash, KeySize: 4, ValueSize: 8, MaxEntries: 1 << 16})
+	if err != nil {
+		counts.Close()
+		return nil, refusal("creating the stop table", err)
+	}
+	return &Counter{pid: pid, sig: sig, counts: counts, stops: stops, bps: map[int]*probe{}}, nil
+}
+
+// Signal is the signal a measured hit stops with.
+func (c *Counter) Signal() syscall.Signal { return c.sig }
+
+// program builds breakpoint id's eBPF program for rule r.
+func (c *Counter) program(id int, r Rule) (*ebpf.Program, error) {
+	every := max(r.Every, 1)
+	insns := asm.Instructions{
+		asm.FnGetCurrentPidTgid.Call(),
+		asm.Mov.Reg(asm.R7, asm.R0),
+		asm.StoreImm(asm.RFP, -4, int64(id), asm.Word),
+		asm.LoadMapPtr(asm.R1, c.counts.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -4),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "exit"),
+		asm.Mov.Reg(asm.R8, asm.R0),
+		// The thread whose hit gdb counted when the kernel took over
+		// runs the probed instruction again: that is not a new hit.
+		asm.LoadMem(asm.R1, asm.R8, offSkipTid, asm.DWord),
+		asm.Mov.Reg(asm.R2, asm.R7),
+		asm.LSh.Imm(asm.R2, 32),
+		asm.RSh.Imm(asm.R2, 32),
+		asm.JNE.Reg(asm.R1, asm.R2, "count"),
+		asm.Mov.Imm(asm.R1, 0),
+		asm.StoreMem(asm.R8, offSkipTid, asm.R1, asm.DWord),
+		asm.Ja.Label("exit"),
+		// n = ++count, atomically: the Nth hit is one thread's alone.
+		asm.Mov.Imm(asm.R1, 1).WithSymbol("count"),
+		fetchAdd(asm.R8, asm.R1, offCount),
+		asm.Add.Imm(asm.R1, 1),
+		asm.JLE.Imm(asm.R1, int32(r.Skip), "exit"),
+		asm.Sub.Imm(asm.R1, int32(r.Skip)),
+		asm.Mov.Reg(asm.R9, asm.R1),
+	}
+	if r.Last > 0 {
+		insns = append(insns, asm.JGT.Imm(asm.R9, int32(r.Last), "exit"))
+	}
+	if every > 1 {
+		insns = append(insns,
+			asm.Mov.Reg(asm.R2, asm.R9),
+			asm.Sub.Imm(asm.R2, 1),
+			asm.Mod.Imm(asm.R2, int32(every)),
+			asm.JNE.Imm(asm.R2, 0, "exit"),
+		)
+	}
+	if blockedAt >= 0 {
+		// A thread that blocks the signal would take it later,
+		// somewhere else: it is not sent.
+		insns = append(insns,
+			asm.FnGetCurrentTask.Call(),
+			asm.Mov.Reg(asm.R3, asm.R0),
+			asm.Add.Imm(asm.R3, int32(blockedAt)),
+			asm.Mov.Reg(asm.R1, asm.RFP),
+			asm.Add.Imm(asm.R1, -16),
+			asm.Mov.Imm(asm.R2, 8),
+			asm.FnProbeReadKernel.Call(),
+			asm.JNE.Imm(asm.R0, 0, "send"),
+			asm.LoadMem(asm.R1, asm.RFP, -16, asm.DWord),
+			asm.RSh.Imm(asm.R1, int32(c.sig-1)),
+			asm.And.Imm(asm.R1, 1),
+			asm.JEq.Imm(asm.R1, 0, "send"),
+			asm.Mov.Imm(asm.R1, 1),
+			asm.AddAtomic.Mem(asm.R8, asm.R1, asm.DWord, offBlocked),
+			asm.StoreMem(asm.R8, offLastBlk, asm.R9, asm.DWord),
+			asm.Ja.Label("exit"),
+		)
+	}
+	insns = append(insns,
+		// stops[tid] = id<<32 | hit, then the signal to this thread.
+		asm.StoreMem(asm.RFP, -20, asm.R7, asm.Word).WithSymbol("send"),
+		asm.LoadImm(asm.R2, int64(id)<<32, asm.DWord),
+		asm.Or.Reg(asm.R2, asm.R9),
+		asm.StoreMem(asm.RFP, -32, asm.R2, asm.DWord),
+		asm.LoadMapPtr(asm.R1, c.stops.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -20),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, -32),
+		asm.Mov.Imm(asm.R4, 0),
+		asm.FnMapUpdateElem.Call(),
+		asm.JNE.Imm(asm.R0, 0, "failed"),
+		asm.Mov.Imm(asm.R1, int32(c.sig)),
+		asm.FnSendSignalThread.Call(),
+		asm.JEq.Imm(asm.R0, 0, "exit"),
+		asm.LoadMapPtr(asm.R1, c.stops.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -20),
+		asm.FnMapDeleteElem.Call(),
+		asm.Mov.Imm(asm.R1, 1).WithSymbol("failed"),
+		asm.AddAtomic.Mem(asm.R8, asm.R1, asm.DWord, offFailed),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("exit"),
+		asm.Return(),
+	)
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name:         "snapctl_hit",
+		Type:         ebpf.Kprobe,
+		Instructions: insns,
+		// bpf_send_signal_thread and bpf_probe_read_kernel are the
+		// kernel's GPL-only helpers.
+		License: "GPL",
+	})
+	if err != nil {
+		return nil, refusal("loading the hit counter", err)
+	}
+	return prog, nil
+}
+
+// fetchAdd is `src = atomic_fetch_add((u64 *)(dst + off), src)`.
+// cilium/ebpf v0.22.0's asm takes the instruction's immediate from
+// Constant before it folds the atomic operation into it, so that its
+// FetchAdd goes to the kernel as a plain atomic add, whose src keeps its
+// value (docs/facts.md, fact kernel-1): the immediate, BPF_ADD |
+// BPF_FETCH, is set here.
+func fetchAdd(dst, src asm.Register, off int16) asm.Instruction {
+	ins := asm.FetchAdd.Mem(dst, src, asm.DWord, off)
+	ins.Constant = 0x01 // BPF_ADD | BPF_FETCH
+	return ins
+}
+
+// Add counts breakpoint id's hits from count on (hits gdb counted
+// before), at addrs in the process's memory, stopping at the hits rule
+// measures. skipTid, when not 0, is a thread stopped at one of addrs
+// whose hit is already in count: its next pass there is not counted. The
+// process must be stopped, every thread, and no other breakpoint may be
+// at addrs.
+func (c *Counter) Add(id int, r Rule, addrs []uint64, count uint64, skipTid int) error {
+	var where []location
+	for _, a := range addrs {
+		loc, err := Locate(c.pid, a)
+		if err != nil {
+			return err
+		}
+		if err := loc.checkCode(c.pid); err != nil {
+			return err
+		}
+		where = append(where, loc)
+	}
+	var slot [slotSize]byte
+	putU64(slot[offCount:], count)
+	putU64(slot[offSkipTid:], uint64(skipTid))
+	if err := c.counts.Put(uint32(id), slot[:]); err != nil {
+		return fmt.Errorf("setting the hit count: %w", err)
+	}
+	prog, err := c.program(id, r)
+	if err != nil {
+		return err
+	}
+	p := &probe{prog: prog, addrs: addrs}
+	for _, loc := range where {
+		ex, err := link.OpenExecutable(loc.path)
+		if err != nil {
+			p.close()
+			return fmt.Errorf("opening %s: %w", loc.file, err)
+		}
+		l, err := ex.Uprobe("", prog, &link.UprobeOptions{Address: loc.offset, PID: c.pid})
+		if err != nil {
+			p.close()
+			return refusal(fmt.Sprintf("placing a uprobe in %s at offset %#x", loc.file, loc.offset), err)
+		}
+		p.links = append(p.links, l)
+		if b, err := readMem(c.pid, loc.addr, 1); err != nil || b[0] != 0xcc {
+			p.close()
+			return fmt.Errorf("the kernel did not place its probe at %#x in %s", loc.addr, loc.file)
+		}
+	}
+	c.mu.Lock()
+	if old := c.bps[id]; old != nil {
+		old.close()
+	}
+	c.bps[id] = p
+	c.mu.Unlock()
+	return nil
+}
+
+func (p *probe) close() {
+	for _, l := range p.links {
+		l.Close()
+	}
+	p.links = nil
+	p.prog.Close()
+}
+
+// Remove takes breakpoint id's probes out; its count stays readable.
+func (c *Counter) Remove(id int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.bps[id]; p != nil {
+		p.close()
+		delete(c.bps, id)
+	}
+}
+
+// Read returns what the kernel counted of breakpoint id.
+func (c *Counter) Read(id int) (Slot, error) {
+	var b [slotSize]byte
+	if err := c.counts.Lookup(uint32(id), b[:]); err != nil {
+		return Slot{}, err
+	}
+	return Slot{Count: u64(b[offCount:]), Blocked: u64(b[offBlocked:]), LastBlocked: u64(b[offLastBlk:]), Failed: u64(b[offFailed:])}, nil
+}
+
+// Take returns the measured hit that thread tid stopped at, and forgets
+// it: the breakpoint and the hit (after skip). ok is false when the
+// thread has none (the signal was the program's own).
+func (c *Counter) Take(tid int) (id int, hit uint64, ok bool) {
+	var v uint64
+	if err := c.stops.LookupAndDelete(uint32(tid), &v); err != nil {
+		if err := c.stops.Lookup(uint32(tid), &v); err != nil {
+			return 0, 0, false
+		}
+		c.stops.Delete(uint32(tid))
+	}
+	return int(v >> 32), v & 0xffffffff, true
+}
+
+// Close removes every probe and frees the maps.
+func (c *Counter) Close() error {
+	c.mu.Lock()
+	for id, p := range c.bps {
+		p.close()
+		delete(c.bps, id)
+	}
+	c.mu.Unlock()
+	c.stops.Close()
+	return c.counts.Close()
+}
+
+func putU64(b []byte, v uint64) {
+	for i := range 8 {
+		b[i] = byte(v >> (8 * i))
+	}
+}
+
+func u64(b []byte) uint64 {
+	var v uint64
+	for i := range 8 {
+		v |= uint64(b[i]) << (8 * i)
+	}
+	return v
+}
+
+// location is an address of the process and the file and file offset
+// mapped there.
+type location struct {
+	addr   uint64
+	file   string // as /proc/PID/maps names it
+	path   string // what opens it: the mapping itself when /proc allows
+	offset uint64
+}
+
+// Locate finds the file mapped executable at addr in process pid and the
+// offset of addr in it: PIE programs, shared libraries and libraries
+// loaded with dlopen alike.
+func Locate(pid int, addr uint64) (location, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return location{}, err
+	}
+	for line := range strings.Lines(string(data)) {
+		f := strings.Fields(line)
+		if len(f) < 6 {
+			continue
+		}
+		var start, end, off uint64
+		if _, err := fmt.Sscanf(f[0], "%x-%x", &start, &end); err != nil || addr < start || addr >= end {
+			continue
+		}
+		if !strings.Contains(f[1], "x") {
+			return location{}, fmt.Errorf("address %#x is not in code", addr)
+		}
+		fmt.Sscanf(f[2], "%x", &off)
+		file := strings.Join(f[5:], " ")
+		if !strings.HasPrefix(file, "/") || strings.HasSuffix(file, " (deleted)") {
+			return location{}, fmt.Errorf("address %#x is in %s, not a file the kernel can probe", addr, file)
+		}
+		loc := location{addr: addr, file: file, path: file, offset: addr - start + off}
+		// The mapping itself, which holds even when the file on disk
+		// was replaced since the program started.
+		if mf := fmt.Sprintf("/proc/%d/map_files/%s", pid, f[0]); fileOK(mf) {
+			loc.path = mf
+		}
+		return loc, nil
+	}
+	return location{}, fmt.Errorf("address %#x is not mapped in process %d", addr, pid)
+}
+
+func fileOK(p string) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
+}
+
+func readMem(pid int, addr uint64, n int) ([]byte, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, int64(addr)); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// checkCode refuses an address where a stop would not be in the
+// breakpoint's frame: the signal of a measured hit is taken once the
+// probed instruction ran, so a call, jump or return there would stop the
+// thread in another function. A breakpoint instruction there is
+// another's (gdb's).
+func (l location) checkCode(pid int) error {
+	b, err := readMem(pid, l.addr, 16)
+	if err != nil {
+		return fmt.Errorf("reading the code at %#x: %w", l.addr, err)
+	}
+	if b[0] == 0xcc {
+		return fmt.Errorf("a breakpoint is already at %#x", l.addr)
+	}
+	if branches(b) {
+		return fmt.Errorf("the instruction at %#x is a call, jump or return, after which the thread would stop in another frame", l.addr)
+	}
+	return nil
+}
+
+// branches reports whether the x86-64 instruction at the start of code
+// transfers control.
+func branches(code []byte) bool {
+	i := 0
+	for i < len(code) && (bytes.IndexByte([]byte{0x26, 0x2e, 0x36, 0x3e, 0x64, 0x65, 0x66, 0x67, 0xf0, 0xf2, 0xf3}, code[i]) >= 0 || code[i]&0xf0 == 0x40) {
+		i++
+	}
+	if i >= len(code)-1 {
+		return true
+	}
+	op := code[i]
+	switch {
+	case op == 0xe8 || op == 0xe9 || op == 0xeb || op >= 0x70 && op <= 0x7f || op >= 0xe0 && op <= 0xe3:
+		return true
+	case op == 0xc2 || op == 0xc3 || op == 0xca || op == 0xcb || op == 0xcf || op == 0xcc || op == 0xcd || op == 0xce:
+		return true
+	case op == 0xff:
+		reg := code[i+1] >> 3 & 7
+		return reg >= 2 && reg <= 5
+	case op == 0x0f:
+		return code[i+1] >= 0x80 && code[i+1] <= 0x8f
+	}
+	return false
+}

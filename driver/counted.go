@@ -1,0 +1,232 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+
+	"github.com/snapctl/snapctl/driver/gdb"
+	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/runjson"
+)
+
+// Hits counted outside gdb (docs/design.md, "Hits counted in the
+// kernel"): a backend whose launcher is a backend.Counter counts a
+// breakpoint's hits itself once gdb's breakpoint has stopped the program
+// the first time, and only the hits the plan measures stop it again, each
+// as a signal stop of the thread that hit it.
+
+// Counted says who counted a breakpoint's hits (run.json's
+// breakpoints[].counted).
+const (
+	countedKernel = "kernel"
+	countedGDB    = "gdb"
+)
+
+// takeOver is the first stop of gdb's breakpoint of st, which the
+// launcher may count: every thread is stopped, and the counting passes to
+// the launcher with gdb's count; gdb's breakpoint is disabled. When the
+// launcher cannot, gdb keeps the breakpoint, with the plan's skip as the
+// ignore count it was inserted without, and the run says why.
+func (s *stopLoop) takeOver(ctx context.Context, st *bpState, rec *mi.Record) (bool, error) {
+	st.counting = false // one try
+	times, addrs, err := s.breakInfo(ctx, st.number)
+	if err != nil {
+		return false, s.watch.explain(ctx, err)
+	}
+	why := ""
+	lwp := s.lwp(ctx, rec.String("thread-id"))
+	switch {
+	case len(addrs) == 0:
+		why = "gdb gave no address for it"
+	case lwp == 0:
+		why = "the stopped thread's id is unknown"
+	default:
+		// gdb takes its breakpoint instruction out of the program's
+		// memory before the kernel puts its probe there.
+		if _, err := s.gdb.Send(ctx, "-break-disable", st.number); err != nil {
+			return false, s.watch.explain(ctx, err)
+		}
+		if why, err = s.counter.TakeOver(ctx, st.number, st.bp, addrs, times, lwp); err != nil {
+			return false, s.watch.explain(ctx, err)
+		}
+		if why != "" {
+			if _, err := s.gdb.Send(ctx, "-break-enable", st.number); err != nil {
+				return false, s.watch.explain(ctx, err)
+			}
+		}
+	}
+	st.times = times
+	if why != "" {
+		st.sum.CountedWhy = why
+		if s.launcher.Local() && !st.resolvedAtStart {
+			// As setup does for gdb's breakpoints (newHitsOnly),
+			// which a pending one could not have; a breakpoint the
+			// launcher may count has no condition of the plan's.
+			if _, err := s.gdb.Send(ctx, "-break-condition", st.number, "$_snapctl_hit()"); err != nil {
+				return false, s.watch.explain(ctx, err)
+			}
+		}
+		if n := st.bp.Skip - times; n >= 0 {
+			// The hits skip passes over, this one included.
+			cmds := []mi.Command{{Name: "-break-after", Args: []string{st.number, strconv.Itoa(n)}}, {Name: "-exec-continue"}}
+			_, errs := s.gdb.SendBatch(ctx, cmds)
+			return false, s.rec.resumed(st, cmds, errs)
+		}
+		return s.atBreakpoint(ctx, st, rec)
+	}
+	st.kernel = true
+	st.addrs = addrs
+	st.sum.Counted = countedKernel
+	counter, number := s.counter, st.number
+	st.drop = func() { counter.Drop(number) }
+	hit := times - st.bp.Skip
+	if hit < 1 || !st.bp.ShouldSnapshot(hit) {
+		st.hits, st.sum.Hits = max(hit, 0), max(hit, 0)
+		return false, s.resume(ctx, st, max(hit, 0))
+	}
+	return s.atHit(ctx, st, rec, hit)
+}
+
+// countedStop is a stop by the counter's signal: a measured hit that the
+// launcher counted, or the program's own signal, which gdb was told not
+// to pass on and is passed here.
+func (s *stopLoop) countedStop(ctx context.Context, rec *mi.Record) (bool, error) {
+	sig := rec.String("signal-name")
+	number, hit, ok := s.counter.Stopped(sig, s.lwp(ctx, rec.String("thread-id")))
+	if !ok {
+		ev := runjson.Event{Kind: runjson.EventSignal, Signal: sig, Reason: "signal-received", Thread: runjson.Thread{ID: rec.String("thread-id")}, Frame: gdb.RecFrame(rec)}
+		s.rec.event(ev)
+		if _, err := s.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("signal "+sig)); err != nil {
+			return false, fmt.Errorf("resuming the target with %s: %w", sig, err)
+		}
+		return false, nil
+	}
+	st := s.rec.bps[number]
+	if st == nil || !st.kernel {
+		// Its last hit was taken meanwhile.
+		return false, s.cont(ctx)
+	}
+	return s.atHit(ctx, st, rec, hit)
+}
+
+// spentTrap handles rec when it is a SIGTRAP at an address the launcher
+// counts: another thread's hit of gdb's breakpoint that gdbserver took
+// before the counting passed to the kernel and reports once gdb's
+// breakpoint is gone as a plain signal, the thread's pc still past the
+// breakpoint instruction, since the probe's breakpoint instruction is at
+// that address now (docs/facts.md, fact kernel-2). The pc is put back on
+// the address, and the thread then runs into the probe, which counts the
+// hit. It reports whether rec was one.
+func (s *stopLoop) spentTrap(ctx context.Context, rec *mi.Record) (bool, error) {
+	if rec.String("signal-name") != "SIGTRAP" {
+		return false, nil
+	}
+	pc, err := strconv.ParseUint(rec.String("frame.addr"), 0, 64)
+	if err != nil {
+		return false, nil
+	}
+	for _, st := range s.rec.order {
+		if !st.kernel {
+			continue
+		}
+		if slices.Contains(st.addrs, pc) {
+			return true, nil
+		}
+		if slices.Contains(st.addrs, pc-1) {
+			if _, err := s.gdb.Send(ctx, "-data-evaluate-expression", "--thread", rec.String("thread-id"), mi.Quote(fmt.Sprintf("$pc = %#x", pc-1))); err != nil {
+				return true, fmt.Errorf("putting thread %s back on breakpoint %q: %w", rec.String("thread-id"), st.bp.Name, err)
+			}
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// breakInfo reads gdb's count of breakpoint number's hits and the
+// addresses of its locations.
+func (s *stopLoop) breakInfo(ctx context.Context, number string) (times int, addrs []uint64, err error) {
+	r, err := s.gdb.Send(ctx, "-break-info", number)
+	if err != nil {
+		return 0, nil, fmt.Errorf("reading breakpoint %s: %w", number, err)
+	}
+	for _, v := range r.List("BreakpointTable.body") {
+		if n, err := strconv.Atoi(v.String("times")); err == nil {
+			times = n
+		}
+		if a, err := strconv.ParseUint(v.String("addr"), 0, 64); err == nil {
+			addrs = append(addrs, a)
+		}
+		for _, l := range v.List("locations") {
+			if l.String("enabled") == "n" {
+				continue
+			}
+			if a, err := strconv.ParseUint(l.String("addr"), 0, 64); err == nil {
+				addrs = append(addrs, a)
+			}
+		}
+	}
+	return times, addrs, nil
+}
+
+var lwpPattern = regexp.MustCompile(`\bLWP (\d+)|^process (\d+)|^Thread \d+\.(\d+)`)
+
+// lwp is the kernel's id of gdb's thread tid, 0 when unknown.
+func (s *stopLoop) lwp(ctx context.Context, tid string) int {
+	t, ok := s.gdb.Thread(tid)
+	if !ok || t.TargetID == "" {
+		r, err := s.gdb.Send(ctx, "-thread-info", tid)
+		if err != nil {
+			return 0
+		}
+		threads := gdb.ThreadsOf(r.List("threads"))
+		if len(threads) != 1 {
+			return 0
+		}
+		t = threads[0]
+		s.gdb.SetThread(tid, t)
+	}
+	return targetLWP(t.TargetID)
+}
+
+// targetLWP reads the kernel's thread id from gdb's target id of a
+// thread: "Thread 0x7ffff7d8a740 (LWP 1234)", "LWP 1234", "process
+// 1234", or gdbserver's "Thread 1233.1234".
+func targetLWP(id string) int {
+	m := lwpPattern.FindStringSubmatch(id)
+	for _, g := range m[min(1, len(m)):] {
+		if n, err := strconv.Atoi(g); err == nil {
+			return n
+		}
+	}
+	return 0
+}
+
+// kernelHits sets the hits of each breakpoint the launcher counted from
+// its count, however the run ended; a breakpoint deleted after its last
+// hit keeps the loop's. What kept measured hits from stopping becomes an
+// event.
+func (s *session) kernelHits() {
+	counter := s.counter()
+	if counter == nil {
+		return
+	}
+	for _, st := range s.rec.order {
+		if !st.kernel {
+			continue
+		}
+		hits, problem, ok := counter.Hits(st.number)
+		if !ok {
+			continue
+		}
+		if problem != "" {
+			s.rec.event(runjson.Event{Kind: runjson.EventHitsNotStopped, Message: fmt.Sprintf("breakpoint %q: %s", st.bp.Name, problem)})
+		}
+		if !st.sum.Deleted {
+			n := max(hits-st.bp.Skip, 0)
+			st.hits, st.sum.Hits = n, n
+		}
+	}
+}

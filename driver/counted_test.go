@@ -1,0 +1,440 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/snapctl/snapctl/driver/backend/native/uprobes"
+	"github.com/snapctl/snapctl/internal/proc"
+	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/runjson"
+)
+
+// kernelCounts skips a test when the kernel refuses to count hits here
+// (not root, no CAP_BPF and CAP_PERFMON, no uprobes), saying why.
+func kernelCounts(t *testing.T) {
+	t.Helper()
+	var refused *uprobes.Refused
+	if err := uprobes.Available(); errors.As(err, &refused) {
+		t.Skipf("the kernel does not count hits here: %v", err)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func hotPlan(extra string) string {
+	return "backend: native\nbreakpoints:\n  - name: hot\n    location: hot\n" + extra
+}
+
+// checkCounted checks that breakpoint 0 was counted by who, with hits
+// hits and stops at the given hits, each inside hot() on a thread of the
+// program's.
+func checkCounted(t *testing.T, m *runjson.Manifest, who string, hits int, stops []int) {
+	t.Helper()
+	bp := m.Breakpoints[0]
+	if bp.Counted != who || bp.Hits != hits {
+		t.Errorf("breakpoint counted by %q (%s), %d hits; want %s, %d", bp.Counted, bp.CountedWhy, bp.Hits, who, hits)
+	}
+	var got []int
+	for _, s := range m.Stops {
+		got = append(got, s.Hit)
+		if s.Frame.Function != "hot" || s.Thread.ID == "" || s.Thread.TargetID == "" {
+			t.Errorf("stop %d (hit %d): frame %+v, thread %+v", s.Seq, s.Hit, s.Frame, s.Thread)
+		}
+		if s.Memory == nil || s.Memory.HeapInUseBytes == nil {
+			t.Errorf("stop %d: memory %+v", s.Seq, s.Memory)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(stops) {
+		t.Errorf("stops at hits %v, want %v", got, stops)
+	}
+	for _, e := range m.Events {
+		if e.Frame == nil {
+			e.Frame = &runjson.Frame{}
+		}
+		if e.Kind == runjson.EventSignal || e.Kind == runjson.EventUnexpectedStop || e.Kind == runjson.EventHitsNotStopped {
+			t.Errorf("event %+v at %s", e, e.Frame.Addr)
+		}
+	}
+}
+
+// every: 100,000 of 4 threads x 500,000 calls: 20 stops, each in hot(),
+// and every hit counted.
+func TestKernelCountsExactly(t *testing.T) {
+	t.Parallel()
+	kernelCounts(t)
+	bin := testenv.Build(t, "testdata/native/hot.c")
+	m, out, err := runNativeOut(t, Options{}, hotPlan("    every: 100000\n"), bin, "4", "500000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := counted(t, out, "calls"); n != 2_000_000 {
+		t.Fatalf("the program made %d calls", n)
+	}
+	var want []int
+	for h := 1; h <= 2_000_000; h += 100_000 {
+		want = append(want, h)
+	}
+	checkCounted(t, m, "kernel", 2_000_000, want)
+}
+
+// skip, every, max_hits and end_run_after, applied by the kernel: only
+// the measured hits stop, and the counts are exact.
+func TestKernelAppliesThePlan(t *testing.T) {
+	t.Parallel()
+	kernelCounts(t)
+	bin := testenv.Build(t, "testdata/native/hot.c")
+	t.Run("skip every max_hits", func(t *testing.T) {
+		t.Parallel()
+		m, out, err := runNativeOut(t, Options{}, hotPlan("    skip: 10\n    every: 50000\n    max_hits: 150001\n"), bin, "4", "100000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := counted(t, out, "calls"); n != 400_000 {
+			t.Fatalf("the program made %d calls", n)
+		}
+		// The breakpoint is deleted at its last measured hit, whose
+		// number it keeps.
+		checkCounted(t, m, "kernel", 150_001, []int{1, 50_001, 100_001, 150_001})
+		if !m.Breakpoints[0].Deleted {
+			t.Errorf("breakpoint %+v not deleted after max_hits", m.Breakpoints[0])
+		}
+	})
+	t.Run("end_run_after", func(t *testing.T) {
+		t.Parallel()
+		m, _, err := runNativeOut(t, Options{}, hotPlan("    every: 20000\n    end_run_after: 3\n"), bin, "4", "5000000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bp := m.Breakpoints[0]
+		if bp.Counted != "kernel" || bp.Snapshots != 3 || bp.Hits < 40_001 || bp.Hits > 20_000_000 {
+			t.Errorf("breakpoint %+v", bp)
+		}
+		if len(m.Stops) != 3 || m.Stops[2].Hit != 40_001 {
+			t.Errorf("stops %+v", m.Stops)
+		}
+	})
+}
+
+// SNAPCTL_HITS=gdb in the run's environment keeps the breakpoint with
+// gdb: the same stops and counts, each hit a stop.
+func TestKernelFallbackForced(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/hot.c")
+	m, out, err := runNativeOut(t, Options{Env: []string{"SNAPCTL_HITS=gdb"}}, hotPlan("    skip: 3\n    every: 500\n"), bin, "4", "500")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := counted(t, out, "calls"); n != 2000 {
+		t.Fatalf("the program made %d calls", n)
+	}
+	checkCounted(t, m, "gdb", 1997, []int{1, 501, 1001, 1501})
+	if why := m.Breakpoints[0].CountedWhy; why != "SNAPCTL_HITS=gdb" {
+		t.Errorf("counted_why %q", why)
+	}
+}
+
+// A breakpoint with a gdb condition stays gdb's, and the run says why.
+func TestKernelLeavesConditionsToGDB(t *testing.T) {
+	t.Parallel()
+	kernelCounts(t)
+	bin := testenv.Build(t, "testdata/native/hot.c")
+	m, _, err := runNativeOut(t, Options{}, hotPlan("    condition: i == 7\n"), bin, "2", "100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCounted(t, m, "gdb", 2, []int{1, 2})
+	if why := m.Breakpoints[0].CountedWhy; !strings.Contains(why, "condition") {
+		t.Errorf("counted_why %q", why)
+	}
+}
+
+// A program whose threads block every signal: the thread of the first hit
+// blocks both stop signals, so gdb keeps the breakpoint, and every
+// measured hit stops where it should.
+func TestKernelProgramBlocksSignals(t *testing.T) {
+	t.Parallel()
+	kernelCounts(t)
+	bin := testenv.Build(t, "testdata/native/hot.c")
+	m, out, err := runNativeOut(t, Options{}, hotPlan("    every: 300\n"), bin, "4", "300", "block")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := counted(t, out, "calls"); n != 1200 {
+		t.Fatalf("the program made %d calls", n)
+	}
+	checkCounted(t, m, "gdb", 1200, []int{1, 301, 601, 901})
+	if why := m.Breakpoints[0].CountedWhy; !strings.Contains(why, "blocks SIGWINCH and SIGURG") {
+		t.Errorf("counted_why %q", why)
+	}
+}
+
+// A program that catches SIGWINCH and raises it itself: the stops use
+// SIGURG, and the program's own signals reach it.
+func TestKernelProgramOwnSignal(t *testing.T) {
+	t.Parallel()
+	kernelCounts(t)
+	bin := testenv.Build(t, "testdata/native/hot.c")
+	m, out, err := runNativeOut(t, Options{}, hotPlan("    every: 25000\n"), bin, "4", "25000", "winch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, w := counted(t, out, "calls"), counted(t, out, "winch"); n != 100_000 || w != 4 {
+		t.Fatalf("the program made %d calls and caught %d SIGWINCH, want 100000 and 4", n, w)
+	}
+	checkCounted(t, m, "kernel", 100_000, []int{1, 25_001, 50_001, 75_001})
+}
+
+// A pending breakpoint in a plugin loaded with dlopen and one in a library
+// the program links: both counted in the kernel from their first hit.
+func TestKernelLibraries(t *testing.T) {
+	t.Parallel()
+	kernelCounts(t)
+	lib := testenv.Build(t, "../testdata/e2e/libkeep.c", "-shared", "-fPIC")
+	plugin := testenv.Build(t, "../testdata/e2e/plugin.c", "-shared", "-fPIC")
+	bin := testenv.Build(t, "../testdata/e2e/libmain.c", "-Wl,--no-as-needed", lib, "-ldl")
+	plan := "backend: native\nbreakpoints:\n  - name: plugin\n    location: plugin_keep\n    pending: true\n    every: 1000\n" +
+		"  - name: lib\n    location: lib_keep\n    every: 2500\n"
+	_, m, err := runNative(t, Options{}, plan, bin, plugin, "10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plugins, libs []int
+	for _, s := range m.Stops {
+		if s.Breakpoint == "plugin" {
+			plugins = append(plugins, s.Hit)
+		} else {
+			libs = append(libs, s.Hit)
+		}
+	}
+	for i, want := range []struct {
+		fn   string
+		hits []int
+	}{{"plugin_keep", []int{1, 1001, 2001, 3001, 4001, 5001, 6001, 7001, 8001, 9001}}, {"lib_keep", []int{1, 2501, 5001, 7501}}} {
+		bp := m.Breakpoints[i]
+		if bp.Counted != "kernel" || bp.Hits != 10_000 {
+			t.Errorf("breakpoint %+v", bp)
+		}
+		got := plugins
+		if i == 1 {
+			got = libs
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want.hits) {
+			t.Errorf("%s stopped at hits %v, want %v", bp.Name, got, want.hits)
+		}
+	}
+	for _, s := range m.Stops {
+		if want := map[string]string{"plugin": "plugin_keep", "lib": "lib_keep"}[s.Breakpoint]; s.Frame.Function != want {
+			t.Errorf("stop %d of %s in %+v", s.Seq, s.Breakpoint, s.Frame)
+		}
+	}
+}
+
+// bpfLinks counts the eBPF links this test process holds: the probes of
+// the runs it makes in-process.
+func bpfLinks() int {
+	n := 0
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, fd := range fds {
+		if l, _ := os.Readlink("/proc/self/fd/" + fd.Name()); l == "anon_inode:bpf_link" {
+			n++
+		}
+	}
+	return n
+}
+
+const requestPlan = "backend: native\nbreakpoints:\n  - name: request\n    location: handle_request\n"
+
+// snapctl attach to a threaded server under load, through gdbserver: the
+// kernel counts the requests, only the measured ones stop, and the server
+// serves on untraced with its code the files' again.
+func TestKernelAttach(t *testing.T) {
+	t.Parallel()
+	kernelCounts(t)
+	testenv.MustHave(t, "gdb", "gdbserver")
+	srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
+	stop := make(chan struct{})
+	answered := srv.Load(stop)
+	res, err := runSession(t, Options{Attach: Attach{AttachPID: srv.Pid, Guard: true}, Timeouts: Timeouts{Timeout: 2 * time.Minute}},
+		requestPlan+"    every: 300\n    max_hits: 901\n", "")
+	close(stop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, res.Dir)
+	bp := m.Breakpoints[0]
+	if bp.Counted != "kernel" || bp.Hits != 901 || !bp.Deleted || !m.Native.Detached {
+		t.Errorf("breakpoint %+v, detached %v", bp, m.Native.Detached)
+	}
+	var hits []int
+	for _, s := range m.Stops {
+		hits = append(hits, s.Hit)
+		if s.Frame.Function != "handle_request" || s.Memory == nil || s.Memory.HeapInUseBytes == nil {
+			t.Errorf("stop %d: frame %+v, memory %+v", s.Seq, s.Frame, s.Memory)
+		}
+	}
+	if fmt.Sprint(hits) != "[1 301 601 901]" {
+		t.Errorf("stops at hits %v", hits)
+	}
+	if ch := testenv.TextChanges(t, srv.Pid); len(ch) > 0 {
+		t.Fatalf("probes or breakpoints left in the server: %s", strings.Join(ch, "; "))
+	}
+	if tr := tracer(srv.Pid); tr != 0 {
+		t.Errorf("the server is still traced by %d", tr)
+	}
+	srv.MustServe(t)
+	if answered() == 0 {
+		t.Error("no request of the load was answered")
+	}
+}
+
+// gdb or gdbserver killed with SIGKILL while the kernel counts a busy
+// server's requests: the probes go, the server serves on untraced, its
+// code the files' again, and no stop signal reached it. Not parallel:
+// the eBPF links this process holds are the run's alone.
+func TestKernelAttachToolKilled(t *testing.T) {
+	kernelCounts(t)
+	testenv.MustHave(t, "gdb", "gdbserver")
+	for _, victim := range []string{"gdb", "gdbserver"} {
+		t.Run(victim, func(t *testing.T) {
+			srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
+			stop := make(chan struct{})
+			answered := srv.Load(stop)
+			// Every 50th request stops: the kill comes while hits
+			// are counted and stops are taken.
+			done := attachInBackground(t, srv.Pid, requestPlan+"    every: 50\n", Options{Attach: Attach{Guard: true}})
+			for deadline := time.Now().Add(time.Minute); bpfLinks() == 0; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the kernel never took the counting over")
+				}
+			}
+			before := served(t, srv)
+			for served(t, srv)-before < 200 {
+				time.Sleep(10 * time.Millisecond)
+			}
+			st, _ := proc.Status(srv.Pid)
+			gdbserver := mustAtoi(st["TracerPid"])
+			pid := map[string]int{"gdb": tracer(srv.Pid), "gdbserver": gdbserver}[victim]
+			if pid == 0 || proc.Name(gdbserver) != "gdbserver" {
+				t.Fatalf("no %s to kill (tracer %d %s)", victim, gdbserver, proc.Name(gdbserver))
+			}
+			syscall.Kill(pid, syscall.SIGKILL)
+			err := <-done
+			if err == nil {
+				t.Errorf("the run did not fail when %s was killed", victim)
+			}
+			t.Logf("%s killed: %v", victim, err)
+			time.Sleep(200 * time.Millisecond)
+			if g := srv.Gone(); g != "" {
+				t.Fatal(g)
+			}
+			if ch := testenv.TextChanges(t, srv.Pid); len(ch) > 0 {
+				t.Fatalf("probes or breakpoints left in the server: %s", strings.Join(ch, "; "))
+			}
+			if n := bpfLinks(); n != 0 {
+				t.Errorf("%d eBPF links left after the run", n)
+			}
+			if tr := tracer(srv.Pid); tr != 0 {
+				t.Errorf("the server is still traced by %d", tr)
+			}
+			got, _ := srv.Ask("count")
+			if !strings.HasPrefix(got, "ok ") {
+				t.Fatalf("the server answers %q", got)
+			}
+			srv.MustServe(t)
+			close(stop)
+			if answered() == 0 {
+				t.Error("no request of the load was answered")
+			}
+		})
+	}
+}
+
+// --sites: the kernel counts, and each measured stop cuts heaptrack's
+// stream: every stop has its per-site snapshot, with hot()'s leak.
+func TestKernelSites(t *testing.T) {
+	t.Parallel()
+	kernelCounts(t)
+	testenv.MustHave(t, "heaptrack")
+	bin := testenv.Build(t, "testdata/native/hot.c")
+	m, out, err := runNativeOut(t, Options{Measure: Measure{Sites: true}}, hotPlan("    every: 200000\n"), bin, "4", "200000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := counted(t, out, "calls"); n != 800_000 {
+		t.Fatalf("the program made %d calls", n)
+	}
+	checkCounted(t, m, "kernel", 800_000, []int{1, 200_001, 400_001, 600_001})
+	for _, s := range m.Stops {
+		if s.Snapshot == "" {
+			t.Errorf("stop %d has no per-site snapshot", s.Seq)
+		}
+	}
+	if len(m.Suspects) == 0 {
+		t.Errorf("no suspect: hot() leaks 64 bytes a 1,000 calls")
+	}
+}
+
+// snapctl attach to a program that calls hot() as fast as it can, in 4
+// threads: 100,001 hits counted in the kernel, three stops, then the
+// program runs on, untraced, its code the file's again.
+func TestKernelAttachHotProgram(t *testing.T) {
+	t.Parallel()
+	kernelCounts(t)
+	testenv.MustHave(t, "gdb", "gdbserver")
+	bin := testenv.Build(t, "testdata/native/hot.c")
+	cmd := testenv.StartFixture(t, bin, "4", "1000000000000")
+	pid := cmd.Process.Pid
+	res, err := runSession(t, Options{Attach: Attach{AttachPID: pid, Guard: true}, Timeouts: Timeouts{Timeout: 2 * time.Minute}},
+		hotPlan("    every: 50000\n    max_hits: 100001\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, res.Dir)
+	checkCounted(t, m, "kernel", 100_001, []int{1, 50_001, 100_001})
+	if !m.Native.Detached {
+		t.Error("not detached")
+	}
+	if ch := testenv.TextChanges(t, pid); len(ch) > 0 {
+		t.Fatalf("probes or breakpoints left in the program: %s", strings.Join(ch, "; "))
+	}
+	before := proc.Stat(pid)
+	time.Sleep(300 * time.Millisecond)
+	after := proc.Stat(pid)
+	if tr := tracer(pid); tr != 0 || after.State == 'T' || after.State == 't' || after.State == 'Z' {
+		t.Errorf("after the run: tracer %d, state %c", tr, after.State)
+	}
+	t.Logf("state %c then %c", before.State, after.State)
+}
+
+// around_call on a breakpoint counted in the kernel: each measured hit
+// stops in hot() and runs to its return, which takes the return phase,
+// the other threads held by scheduler-locking.
+func TestKernelAroundCall(t *testing.T) {
+	t.Parallel()
+	kernelCounts(t)
+	bin := testenv.Build(t, "testdata/native/hot.c")
+	m, _, err := runNativeOut(t, Options{}, "scheduler_locking: \"on\"\n"+hotPlan("    every: 100000\n    around_call: true\n"), bin, "4", "100000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bp := m.Breakpoints[0]
+	if bp.Counted != "kernel" || bp.Hits != 400_000 || bp.Snapshots != 8 {
+		t.Fatalf("breakpoint %+v", bp)
+	}
+	var got []string
+	for _, s := range m.Stops {
+		got = append(got, fmt.Sprintf("%d/%s", s.Hit, s.Phase))
+		if s.Phase == "return" && (s.OtherThreadsRan == nil || *s.OtherThreadsRan) {
+			t.Errorf("stop %d: other threads ran %v under scheduler-locking", s.Seq, s.OtherThreadsRan)
+		}
+	}
+	if want := "[1/hit 1/return 100001/hit 100001/return 200001/hit 200001/return 300001/hit 300001/return]"; fmt.Sprint(got) != want {
+		t.Errorf("stops %v, want %s", got, want)
+	}
+}
