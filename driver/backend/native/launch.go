@@ -42,6 +42,9 @@ type Launch struct {
 	// from heaptrack's directory heaptrackDir ("" for the usual places).
 	sites        *siteRecording
 	heaptrackDir string
+	// backend is the run's backend, which hands the heap reader to gdb's
+	// agent (heapread.go).
+	backend *Backend
 }
 
 // NewLauncher returns the launcher of run b, a native run, which attaches
@@ -50,7 +53,7 @@ type Launch struct {
 // native.sites ("" for where distributions put it).
 func NewLauncher(b backend.Backend, attach int, guard bool, heaptrack string) *Launch {
 	nb := b.(*Backend)
-	l := &Launch{plan: nb.cfg.Plan, attach: attach, guarded: guard, heaptrackDir: heaptrack}
+	l := &Launch{plan: nb.cfg.Plan, attach: attach, guarded: guard, heaptrackDir: heaptrack, backend: nb}
 	nb.launch = l
 	return l
 }
@@ -91,7 +94,12 @@ func (b *Launch) Launch(ctx context.Context, env *backend.Env) error {
 	if b.gdb, err = env.Run.GDB(ctx, args, append(env.Children, env.Target.Env...)); err != nil {
 		return err
 	}
-	// The allocator is read through the agent's measure_native.
+	// The allocator is read through the agent's measure_native, which
+	// has snapctl read glibc's arenas (heapread.go); without the reader
+	// the agent reads them itself, more slowly.
+	if h, err := startHeapReader(); err == nil {
+		b.backend.heap = h
+	}
 	switch python, why, err := env.Run.Agent(ctx); {
 	case err != nil:
 		return err
@@ -288,6 +296,10 @@ func (b *Launch) BeforeClose(exited bool) bool { return b.detach(exited) }
 func (b *Launch) AfterClose(bool) {
 	if b.sites != nil {
 		b.sites.close()
+	}
+	if b.backend != nil {
+		b.backend.heap.close()
+		b.backend.heap = nil
 	}
 }
 

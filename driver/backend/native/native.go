@@ -45,6 +45,9 @@ type Backend struct {
 	launch  *Launch
 	perSite *sites.Sites
 	sitesOn bool
+	// heap reads glibc's arenas for the agent (heapread.go), nil before
+	// the launch and after gdb's end.
+	heap *heapReader
 }
 
 // New returns the native backend of a run.
@@ -64,6 +67,9 @@ func (b *Backend) Command(path string) string {
 	if b.trim {
 		trim = "True"
 	}
+	if b.heap != nil {
+		return "python measure_native(" + gdb.PyString(path) + ", " + trim + ", " + gdb.PyString(b.heap.name()) + ")"
+	}
 	return "python measure_native(" + gdb.PyString(path) + ", " + trim + ")"
 }
 
@@ -76,6 +82,9 @@ func (*Backend) Failure(string) string { return "" }
 func (b *Backend) AgentMeasure() string {
 	// With sites, gdb's agent cuts heaptrack's stream at every measured
 	// stop, every thread stopped (agent.py, SiteCutter).
+	if b.heap != nil {
+		return backend.PyDict("kind", Name, "ext", b.Ext(), "trim", b.trim, "sites", b.cfg.Plan.Native.Sites, "heap_reader", b.heap.name())
+	}
 	return backend.PyDict("kind", Name, "ext", b.Ext(), "trim", b.trim, "sites", b.cfg.Plan.Native.Sites)
 }
 
