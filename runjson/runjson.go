@@ -397,6 +397,9 @@ type Memory struct {
 	// (the allocator cannot be read in this program). "" when the stop
 	// has the figures.
 	HeapUnmeasured EventKind `json:"heap_unmeasured,omitempty"`
+	// HeapReadSeconds is how long reading glibc's arenas took at this
+	// stop, where they were read from memory (libc's symbol table).
+	HeapReadSeconds float64 `json:"heap_read_seconds,omitempty"`
 }
 
 // Mallinfo2 is glibc's struct mallinfo2 (see mallinfo2(3)).

@@ -1831,7 +1831,9 @@ def native_memory(trim, callback=True):
     arenas = False
     try:
         if not h.why:
+            t0 = time.monotonic()
             locked, count, mi = h.read_all()
+            rec["heap_read_seconds"] = round(time.monotonic() - t0, 6)
             arenas = True
             if locked:
                 rec["busy_error"] = ("a thread holds the lock of %d of glibc's %d arenas: it is inside the allocator"

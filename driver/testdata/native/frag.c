@@ -9,6 +9,7 @@
 // mallinfo2(), calls checkpoint() (the stop) and prints what mallinfo2()
 // said, one line per round:
 //   round R arena A ordblks O smblks S hblks H hblkhd D usmblks U fsmblks F uordblks X fordblks Y keepcost K
+//   mallinfo2 took T ms cpu C ms
 // then, with a fourth argument "alloc", allocates and frees again in
 // every thread after the stop (a lock left held would hang it), and
 // prints "calls N" at the end.
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static pthread_barrier_t parked, go_on;
 static int rounds = 3, again, selfstop, small;
@@ -117,13 +119,20 @@ int main(int argc, char **argv) {
 		pthread_create(&p, NULL, passing, (void *)(long)(r + 100));
 		pthread_join(p, NULL);
 		pthread_barrier_wait(&parked);
+		struct timespec t0, t1, c0, c1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
 		struct mallinfo2 m = mallinfo2();
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
 		if (selfstop)
 			raise(SIGSTOP);
 		else
 			checkpoint(r);
 		printf("round %d arena %zu ordblks %zu smblks %zu hblks %zu hblkhd %zu usmblks %zu fsmblks %zu uordblks %zu fordblks %zu keepcost %zu\n",
 		       r, m.arena, m.ordblks, m.smblks, m.hblks, m.hblkhd, m.usmblks, m.fsmblks, m.uordblks, m.fordblks, m.keepcost);
+		printf("mallinfo2 took %.3f ms cpu %.3f ms\n", (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6,
+		       (c1.tv_sec - c0.tv_sec) * 1e3 + (c1.tv_nsec - c0.tv_nsec) / 1e6);
 		pthread_barrier_wait(&go_on);
 		if (again)
 			churn();
