@@ -69,6 +69,7 @@ func readStopped(t *testing.T, blocks, threads, rounds int) []Result {
 		if got, want := format(r, res.Mallinfo), lines.Text(); got != want || res.Locked != 0 {
 			t.Errorf("read (%d locked):\n%s\nmallinfo2() in the program:\n%s", res.Locked, got, want)
 		}
+		lines.Scan() // "mallinfo2 took T ms cpu C ms"
 	}
 	return results
 }

@@ -24,8 +24,10 @@ const Name = "native"
 
 // Backend reads, at each stop, what the kernel and glibc's allocator say
 // (agent.py's native_memory): resident memory from /proc/PID/status, and
-// glibc's mallinfo2() figures, called while the program has one thread
-// and read from its arenas in memory while it has more. No valgrind.
+// glibc's mallinfo2() figures, read from its arenas in memory by snapctl
+// (heapread.go) with one thread or more where libc's symbol table says
+// where they are, else called while the program has one thread. No
+// valgrind.
 // With native.sites, heaptrack records every allocation's stack too, and
 // each stop also gets a per-site snapshot, analysed as massif's are
 // (sites.go, package sites).
