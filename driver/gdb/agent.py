@@ -1453,7 +1453,7 @@ class ArenaReader:
         if self.pid != h.pid:
             if h.mem < 0:
                 h.read(h.arena, 8)  # opens it, or says why not
-            socket.send_fds(self.sock, [req], [h.mem])
+            self.sock.sendmsg([req], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", h.mem))])
             self.pid = h.pid
         else:
             self.sock.send(req)
@@ -1563,7 +1563,7 @@ class Heap:
         if reader is not None:
             try:
                 return reader.read(self)
-            except TimeoutError:
+            except socket.timeout:
                 close_arena_reader()
                 raise HeapUnreadable("snapctl's reading took more than %d s" % READ_TIMEOUT)
             except OSError:
