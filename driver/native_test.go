@@ -471,22 +471,44 @@ func TestNativeNoAllocator(t *testing.T) {
 	}
 }
 
-// TestNativeCorruptHeap: glibc aborts inside mallinfo2() on a heap it
-// finds corrupted. The stop records resident memory only and says why
-// (not that the allocator cannot be read), and the program then dies of
-// the SIGABRT at the stop, as after gdb's own call: a call that aborted
-// may hold an arena's lock.
+// TestNativeCorruptHeap: a corrupted fastbin link in a program of one
+// thread. With libc's symbol table nothing is called: the reading stops
+// at the misaligned link, the stop records allocator-call-failed and
+// resident memory only, and the program runs to its end. Without it the
+// stop calls mallinfo2(), in which glibc aborts on the heap it finds
+// corrupted: the stop says why (not that the allocator cannot be read),
+// and the program then dies of the SIGABRT at the stop, as after gdb's
+// own call: a call that aborted may hold an arena's lock.
 func TestNativeCorruptHeap(t *testing.T) {
 	t.Parallel()
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the direct call is x86-64's")
 	}
 	bin := testenv.Build(t, "testdata/native/corrupt.c")
+	if !libcDebugFile(t, bin) {
+		t.Skip("no symbol table for libc (Debian's libc6-dbg): the arenas cannot be read")
+	}
 	for _, p := range stopPaths {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
+			_, m, err := runNative(t, Options{NoAgent: p.noAgent}, roundPlan, bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Target.ExitCode == nil || *m.Target.ExitCode != 0 || len(m.Stops) != 1 || m.Stops[0].Memory.RSSBytes <= 0 || m.Stops[0].Memory.HeapInUseBytes != nil {
+				t.Fatalf("target %+v, stops %+v", m.Target, m.Stops)
+			}
+			if m.Stops[0].Memory.HeapUnmeasured != runjson.EventAllocatorCallFailed {
+				t.Errorf("heap_unmeasured %q, want allocator-call-failed", m.Stops[0].Memory.HeapUnmeasured)
+			}
+			if len(m.Events) != 1 || m.Events[0].Kind != runjson.EventAllocatorCallFailed || !strings.Contains(m.Events[0].Message, "glibc's arenas could not be read: arena 0x") || !strings.Contains(m.Events[0].Message, "is misaligned") {
+				t.Errorf("events %+v", m.Events)
+			}
+		})
+		t.Run(p.name+"-without-symbols", func(t *testing.T) {
+			t.Parallel()
 			var warn testenv.Buffer
-			_, m, err := runNative(t, Options{Streams: Streams{Warn: &warn}, NoAgent: p.noAgent}, roundPlan, bin)
+			_, m, err := runNative(t, Options{Streams: Streams{Warn: &warn}, NoAgent: p.noAgent}, "gdb:\n  init: [\"set debug-file-directory /nonexistent\"]\n"+roundPlan, bin)
 			var crash *CrashError
 			if !errors.As(err, &crash) || m.Target.Signal == nil || *m.Target.Signal != "SIGABRT" {
 				t.Fatalf("error %v, target %+v; want a crash of SIGABRT", err, m.Target)

@@ -394,6 +394,34 @@ type Memory struct {
 	// BusyError says that a thread held an arena's lock at this stop, so
 	// that the allocator was not read; not recorded (an event says it).
 	BusyError string `json:"busy_error,omitempty"`
+	// Mallinfo2 is what glibc's mallinfo2() returned, or would have, at
+	// this stop, field for field: the tcaches' chunks count as in use
+	// there (HeapInUseBytes is uordblks less TcacheBytes).
+	Mallinfo2 *Mallinfo2 `json:"mallinfo2,omitempty"`
+	// HeapUnmeasured says why a stop has no allocator figures, as the
+	// kind of the event that says it at that stop or once for the run:
+	// allocator-busy (an arena's lock was held), allocator-call-failed
+	// (the call or the reading failed at this stop), no-allocator-state
+	// (the allocator cannot be read in this program). "" when the stop
+	// has the figures.
+	HeapUnmeasured EventKind `json:"heap_unmeasured,omitempty"`
+	// HeapReadSeconds is how long reading glibc's arenas took at this
+	// stop, where they were read from memory (libc's symbol table).
+	HeapReadSeconds float64 `json:"heap_read_seconds,omitempty"`
+}
+
+// Mallinfo2 is glibc's struct mallinfo2 (see mallinfo2(3)).
+type Mallinfo2 struct {
+	Arena    int64 `json:"arena"`    // bytes of the arenas' heaps (sbrk and mmapped heaps)
+	Ordblks  int64 `json:"ordblks"`  // free chunks, not counting fastbins', with each arena's top chunk
+	Smblks   int64 `json:"smblks"`   // free chunks in fastbins
+	Hblks    int64 `json:"hblks"`    // blocks mmapped one each
+	Hblkhd   int64 `json:"hblkhd"`   // their bytes
+	Usmblks  int64 `json:"usmblks"`  // always 0
+	Fsmblks  int64 `json:"fsmblks"`  // bytes of the fastbins' free chunks
+	Uordblks int64 `json:"uordblks"` // bytes in use
+	Fordblks int64 `json:"fordblks"` // bytes free
+	Keepcost int64 `json:"keepcost"` // the main arena's top chunk, which the allocator can give back to the system
 }
 
 // MemoryDelta is the change between two stops (run.json

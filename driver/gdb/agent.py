@@ -21,6 +21,7 @@ import operator
 import os
 import select
 import signal
+import socket
 import struct
 import time
 
@@ -107,6 +108,8 @@ class Agent:
         # /proc and glibc's allocator, written as JSON.
         self.measure = measure
         self.ext = measure["ext"]
+        global HEAP_READER
+        HEAP_READER = measure.get("heap_reader")
         self.taken = 0
         self.breakpoints = []
         # The one thread of the last stop, as (number, details), while the
@@ -1015,8 +1018,11 @@ class _Direct:
         # How far below the stack pointer the last signal frame was
         # found (see signal_frame).
         self.frame_depth = 0
-        # When the running call is given up (see wait).
-        self.deadline, self.expired = 0.0, False
+        # When the running call is given up (see wait), and after how
+        # long (timeout); the function called (fn) and the signals held
+        # blocked during the call (held, see run).
+        self.deadline, self.expired, self.timeout = 0.0, False, 2.0
+        self.fn, self.held = 0, 0
         # The thread's blocked signals before the call, put back with its
         # registers (see restore).
         self.mask = 0
@@ -1102,13 +1108,17 @@ class _Direct:
         call.rip, call.rsp, call.rdi, call.rax, call.orig_rax = fn, sp, arg, 0, (1 << 64) - 1
         if self.ptrace(self.SETREGS, tid, None, c.byref(call)) != 0:
             return None
+        self.timeout, self.fn, self.held = timeout, fn, 0
         self.deadline, self.expired = time.monotonic() + timeout, False
         try:
             rax, why = self.run(tid)
         except BaseException:
             # Python raises gdb's quit (SIGINT) between two of its steps,
-            # where the thread may be running the call.
+            # where the thread may be running the call: it is run to the
+            # call's end, or to where it holds no lock, before it is put
+            # back.
             self.settle(tid)
+            self.finish(tid)
             self.restore(tid)
             raise
         if why == "exited":
@@ -1117,10 +1127,11 @@ class _Direct:
             raise CallFailed("the registers from before %s() could not be put back" % name)
         if why == "timeout":
             # The thread goes back to the breakpoint as it was: the call
-            # had changed nothing but the stack below it, or it waits
-            # for a lock it holds itself.
-            raise CallFailed("%s() did not return within %g s (a lock it waits for may be held by the stopped thread): given up"
-                             % (name, timeout))
+            # holds no lock (holds_no_lock); it waits for an arena's lock
+            # (that the stopped thread holds itself, in a signal handler
+            # that interrupted malloc), or a handler runs in it.
+            raise CallFailed("%s() did not return within %g s (it waits for a lock the stopped thread may hold, "
+                             "or a signal handler runs in it): given up where it held no lock" % (name, timeout))
         if why:
             sig, how = why
             self.libc.syscall(self.SYS_TGKILL, pid, tid, sig)
@@ -1189,21 +1200,71 @@ class _Direct:
             # sender's pid.
             (code,), (sender,) = struct.unpack_from("<i", info, 8), struct.unpack_from("<i", info, 16)
             if self.expired and sig == signal.SIGSTOP and code <= 0 and sender == os.getpid():
-                return None, "timeout"
+                if self.holds_no_lock(tid, delivered):
+                    return None, "timeout"
+                # Still at work inside the allocator, perhaps with an
+                # arena's lock held: it runs on (see holds_no_lock).
+                self.deadline, self.expired = time.monotonic() + self.timeout, False
+                sig = 0
+                continue
             if code > 0 and sig in FAULTS:
                 return None, (sig, "faulted:")
             if passed_quietly(sig):
-                if sig in delivered:
+                if sig in delivered or self.now.rip != self.fn:
                     # Blocked now, the signal given back with CONT stays
                     # pending until restore puts the mask back.
                     mask = sigmask(self, tid)
                     if mask is not None:
                         sigmask(self, tid, mask | 1 << (sig - 1))
-                delivered.add(sig)
+                        self.held |= 1 << (sig - 1)
+                else:
+                    delivered.add(sig)
                 continue
             if code <= 0 and sender == self.pid:
                 return None, (sig, "raised")
             return None, (sig, "was interrupted by")
+
+    # SYS_FUTEX is futex(2)'s number on x86-64.
+    SYS_FUTEX = 202
+
+    def holds_no_lock(self, tid, delivered):
+        """Whether the call, stopped past its deadline, can be given up
+        without leaving a lock held. mallinfo2 and malloc_trim take one
+        arena's lock at a time, wait for it in futex(2) and wake its
+        waiters with futex(2) once it is released: a thread in futex(2)
+        (its registers at the stop, self.now: orig_rax is the system
+        call) holds none. A handler of the program's runs in the call only
+        when its signal was pending as the call began (delivered; one that
+        comes later is held until the call ends, see run): while one
+        still runs (its signal blocked in the thread beyond what the call
+        began with), the call has taken nothing. A call at work, walking
+        the free lists or in malloc_trim's madvise(2), may hold a lock:
+        given up there, the lock stayed held for good, every later stop
+        found the allocator busy, and a single-threaded program, whose
+        malloc takes no lock, ran on until its first thread (docs/facts.md,
+        fact arenas-2). It runs on until it holds none."""
+        if self.now.orig_rax == self.SYS_FUTEX:
+            return True
+        if delivered:
+            mask = sigmask(self, tid)
+            return mask is not None and mask & ~(self.mask | self.held) != 0
+        return False
+
+    def finish(self, tid):
+        """Runs a call interrupted by an exception to its end, or to where
+        it can be given up (holds_no_lock): Ctrl-C must not leave an
+        arena's lock held either."""
+        while True:
+            try:
+                if self.ptrace(self.GETREGS, tid, None, self.c.byref(self.now)) != 0 or self.now.rip == 0:
+                    return
+                if self.now.orig_rax == self.SYS_FUTEX:
+                    return
+                self.deadline, self.expired = time.monotonic() + self.timeout, False
+                self.run(tid)
+                return
+            except KeyboardInterrupt:
+                self.settle(tid)
 
     def settle(self, tid):
         """Brings the thread to a stop after an exception between two
@@ -1345,10 +1406,10 @@ EMPTY_BINS = {}
 # MP_LAYOUTS gives, by the size of mp_, the offsets of n_mmaps (int) and
 # mmapped_mem in it.
 MP_LAYOUTS = {112: (40, 56), 136: (60, 80)}
-# MAX_CHUNKS bounds the free chunks read in one arena: a list that does
-# not end (memory that is not a heap's, a heap the program corrupted)
-# stops the walk there.
-MAX_CHUNKS = 1000000
+# A list longer than its heaps have room for (system_mem over the 32
+# bytes of the smallest chunk) goes round a cycle: a heap the program
+# corrupted, or memory that is not a heap's. The walk stops there.
+MIN_CHUNK = 32
 # glibc's per-thread cache (tcache, 2.26 on) keeps freed chunks marked in
 # use, so mallinfo2() and the arenas count them as in use; the
 # measurement takes them out of in-use heap and adds them to free
@@ -1375,6 +1436,66 @@ TCACHE_LAST = (2, 41)
 
 class HeapUnreadable(Exception):
     """The arenas could not be read at this stop."""
+
+
+# HEAP_READER is the name, in the abstract namespace, of the socket of
+# snapctl's reader of glibc's arenas (the native backend's heapread.go),
+# None when the agent reads them itself (Heap.read_all). READ_TIMEOUT
+# bounds, in seconds, one reading: snapctl's reading of ten million free
+# chunks takes about a second.
+HEAP_READER = None
+READ_TIMEOUT = 300
+ARENA_READER = None
+
+
+def arena_reader():
+    """The connection to snapctl's reader, None when there is none."""
+    global ARENA_READER, HEAP_READER
+    if ARENA_READER is None and HEAP_READER:
+        try:
+            ARENA_READER = ArenaReader(HEAP_READER)
+        except OSError:
+            HEAP_READER = None
+    return ARENA_READER
+
+
+def close_arena_reader():
+    global ARENA_READER, HEAP_READER
+    if ARENA_READER is not None:
+        ARENA_READER.sock.close()
+    ARENA_READER, HEAP_READER = None, None
+
+
+class ArenaReader:
+    """A connection to snapctl's reader of glibc's arenas. A request says
+    which process and where its arenas are (Heap.layout); the first for a
+    process carries gdb's /proc/PID/mem descriptor (SCM_RIGHTS), so that
+    snapctl reads what gdb may read, under attach too. The answer is
+    internal/arenas.Result, or its error."""
+
+    def __init__(self, name):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+        self.sock.settimeout(READ_TIMEOUT)
+        self.sock.connect("\0" + name)
+        # The process whose memory file snapctl holds.
+        self.pid = None
+
+    def read(self, h):
+        """(locked, arenas, figures) for Heap h, as Heap.read_all."""
+        req = json.dumps({"pid": h.pid, "layout": h.layout()}).encode()
+        if self.pid != h.pid:
+            if h.mem < 0:
+                h.read(h.arena, 8)  # opens it, or says why not
+            self.sock.sendmsg([req], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", h.mem))])
+            self.pid = h.pid
+        else:
+            self.sock.send(req)
+        rep = json.loads(self.sock.recv(1 << 16))
+        if rep.get("error"):
+            raise HeapUnreadable(rep["error"])
+        if rep["locked"]:
+            return rep["locked"], rep["arenas"], None
+        return 0, rep["arenas"], rep["mallinfo2"]
 
 
 class Heap:
@@ -1463,19 +1584,55 @@ class Heap:
         """How many arenas' locks are held."""
         return sum(1 for _, state in arenas if struct.unpack_from("<i", state, 0)[0] != 0)
 
+    def read_all(self):
+        """Reads the arenas: (locked, arenas, figures), the figures
+        mallinfo2()'s as a dict, None while an arena's lock is held.
+        snapctl reads them when it can (HEAP_READER): it reads the memory
+        in bulk and walks the lists in Go, which costs about what copying
+        the heap costs, where the walk below costs a read and Python's
+        work per free chunk (0.55 s a stop at 200,000 free chunks).
+        Raises HeapUnreadable."""
+        reader = arena_reader()
+        if reader is not None:
+            try:
+                return reader.read(self)
+            except socket.timeout:
+                close_arena_reader()
+                raise HeapUnreadable("snapctl's reading took more than %d s" % READ_TIMEOUT)
+            except OSError:
+                # snapctl is gone, or closed the socket: the walk below.
+                close_arena_reader()
+        arenas = self.arenas()
+        locked = self.locked(arenas)
+        if locked:
+            return locked, len(arenas), None
+        return 0, len(arenas), self.mallinfo(arenas)
+
+    def layout(self):
+        """Where the arenas are, as snapctl's reader takes it
+        (internal/arenas.Layout)."""
+        return {"main_arena": self.arena, "mp": self.mp, "n_mmaps": self.n_mmaps,
+                "mmapped_mem": self.mmapped_mem, "mangled": self.mangled}
+
     def mallinfo(self, arenas):
         """What mallinfo2() would return, as a dict of its fields."""
         m = dict.fromkeys(MALLINFO2, 0)
+        limit = sum(struct.unpack_from("<Q", state, MS_SYSTEM_MEM)[0] for _, state in arenas) // MIN_CHUNK + 1
         for address, state in arenas:
-            self.add_arena(m, address, state)
+            self.add_arena(m, address, state, limit)
         mp = self.read(self.mp, self.mmapped_mem + 8)
         m["hblks"] = struct.unpack_from("<i", mp, self.n_mmaps)[0]
         m["hblkhd"] = struct.unpack_from("<Q", mp, self.mmapped_mem)[0]
         return m
 
-    def add_arena(self, m, address, state):
+    def add_arena(self, m, address, state, limit):
         size = lambda chunk: struct.unpack("<Q", self.read(chunk + 8, 8))[0] & ~7
         top = struct.unpack_from("<Q", state, MS_TOP)[0]
+        if top == 0:
+            # An allocator not yet initialized (nothing allocated yet):
+            # mallinfo2() would set it up, its top chunk and bins empty.
+            m["ordblks"] += 1
+            return
         avail, nblocks = size(top), 1
         fastavail = nfast = 0
         for p in struct.unpack_from("<%dQ" % NFASTBINS, state, MS_FASTBINS):
@@ -1485,8 +1642,8 @@ class Heap:
                 head, link = struct.unpack("<QQ", self.read(p + 8, 16))
                 fastavail += head & ~7
                 nfast += 1
-                if nfast > MAX_CHUNKS:
-                    raise HeapUnreadable("arena 0x%x: a fastbin does not end" % address)
+                if nfast > limit:
+                    raise HeapUnreadable("arena 0x%x: a fastbin does not end within the %d chunks the heaps can hold" % (address, limit))
                 p = ((p + 16) >> 12) ^ link if self.mangled else link
         avail += fastavail
         walked = 0
@@ -1510,8 +1667,8 @@ class Heap:
                 avail += head & ~7
                 nblocks += 1
                 walked += 1
-                if walked > MAX_CHUNKS:
-                    raise HeapUnreadable("arena 0x%x: bin %d does not end" % (address, i))
+                if walked > limit:
+                    raise HeapUnreadable("arena 0x%x: bin %d does not end within the %d chunks the heaps can hold" % (address, i, limit))
                 p, after = bk, p
         system_mem = struct.unpack_from("<Q", state, MS_SYSTEM_MEM)[0]
         m["smblks"] += nfast
@@ -1688,52 +1845,55 @@ def native_memory(trim, callback=True):
     usable, or, with native.sites, gdb has stopped every thread and
     nothing is called while there are more (see Agent.defers and
     SiteCutter.in_place); elsewhere it runs from a command of
-    snapctl's with every thread stopped, and gdb may make a call. With
-    more than one thread nothing is called to read the allocator (see
-    Heap); malloc_trim, which must be called, runs with only the stopped
-    thread (scheduler-locking on) and only when no arena's lock is held.
-    An arena whose lock is held is in the middle of a change: that stop
-    records resident memory only (busy_error)."""
+    snapctl's with every thread stopped, and gdb may make a call.
+    Wherever libc's symbol table gives the arenas, with one thread or
+    more, they are read from memory, nothing called (Heap.read_all);
+    mallinfo2() is called only without it, in a process of one thread.
+    malloc_trim, which must be called, runs with only the stopped thread
+    (scheduler-locking on) and only when no arena's lock is held. An
+    arena whose lock is held is in the middle of a change: that stop
+    records resident memory only (busy_error). A stop without the
+    allocator's figures says why in heap_unmeasured, the run.json event
+    kind of its cause."""
     inferior = gdb.selected_inferior()
     pid = inferior.pid
     single = len(inferior.threads()) == 1
     rss, anon = proc_status(pid)
     rec = {"rss_bytes": rss, "anon_rss_bytes": anon}
     h = heap()
-    arenas = None
-    if not h.why:
-        try:
-            arenas = h.arenas()
-        except HeapUnreadable as e:
-            if not single:
-                rec["call_error"] = "glibc's arenas could not be read: %s" % e
-                return rec
-        if arenas is not None and h.locked(arenas):
-            rec["busy_error"] = ("a thread holds the lock of %d of glibc's %d arenas: it is inside the allocator"
-                                 % (h.locked(arenas), len(arenas)))
-            return rec
+    arenas = False
     try:
-        if single and (callback or direct_usable()):
-            mi = mallinfo2()
-        elif arenas is not None:
-            mi = h.mallinfo(arenas)
+        if not h.why:
+            t0 = time.monotonic()
+            locked, count, mi = h.read_all()
+            rec["heap_read_seconds"] = round(time.monotonic() - t0, 6)
+            arenas = True
+            if locked:
+                rec["busy_error"] = ("a thread holds the lock of %d of glibc's %d arenas: it is inside the allocator"
+                                     % (locked, count))
+                rec["heap_unmeasured"] = "allocator-busy"
+                return rec
         elif single:
             mi = mallinfo2()
         else:
             # A static binary, a libc that is not glibc, or no symbol
             # table for libc.
             rec["allocator_error"] = h.why
+            rec["heap_unmeasured"] = "no-allocator-state"
             return rec
     except CallFailed as e:
         # This stop's call, not the allocator: the next stop calls again.
         rec["call_error"] = str(e)
+        rec["heap_unmeasured"] = "allocator-call-failed"
         return rec
     except HeapUnreadable as e:
         rec["call_error"] = "glibc's arenas could not be read: %s" % e
+        rec["heap_unmeasured"] = "allocator-call-failed"
         return rec
     except gdb.error as e:
         # A static binary, or a libc that is not glibc.
         rec["allocator_error"] = str(e)
+        rec["heap_unmeasured"] = "no-allocator-state"
         return rec
     cached = None
     if h.tcache is not None:
@@ -1741,11 +1901,12 @@ def native_memory(trim, callback=True):
             cached = h.tcache_bytes(inferior.threads())
         except HeapUnreadable as e:
             rec["call_error"] = "glibc's per-thread caches could not be read: %s" % e
+            rec["heap_unmeasured"] = "allocator-call-failed"
             return rec
     else:
         rec["tcache_error"] = h.tcache_why or "glibc's per-thread caches cannot be found: %s" % h.why
     rec.update(heap_in_use_bytes=mi["uordblks"] - (cached or 0), heap_free_bytes=mi["fordblks"] + (cached or 0),
-               mmap_bytes=mi["hblkhd"], arena_bytes=mi["arena"])
+               mmap_bytes=mi["hblkhd"], arena_bytes=mi["arena"], mallinfo2={f: mi[f] for f in MALLINFO2})
     if cached is not None:
         rec["tcache_bytes"] = cached
     n = h.count()
@@ -1755,7 +1916,7 @@ def native_memory(trim, callback=True):
         try:
             if single:
                 malloc_trim()
-            elif arenas is None:
+            elif not arenas:
                 raise CallFailed("malloc_trim() not called: with more than one thread it is called only when "
                                  "no arena's lock is held, which needs libc's symbol table")
             else:
@@ -1795,10 +1956,15 @@ class unwound_on_signal:
             gdb.execute("set unwindonsignal off")
 
 
-def measure_native(path, trim):
+def measure_native(path, trim, reader=None):
     """Writes the native measurement of the stopped target to path, for
     a stop over MI: every thread is stopped (gdb's all-stop). With
-    native.sites heaptrack's stream is cut there too."""
+    native.sites heaptrack's stream is cut there too. reader is the
+    socket of snapctl's reader of glibc's arenas (HEAP_READER), for runs
+    whose stops all go over MI, where no Agent says it."""
+    global HEAP_READER
+    if reader and not HEAP_READER and ARENA_READER is None:
+        HEAP_READER = reader
     rec = native_memory(trim, callback=False)
     if SITES is not None:
         rec.update(SITES.cut())

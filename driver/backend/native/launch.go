@@ -56,8 +56,8 @@ type Launch struct {
 	// normally reports that at once.
 	ended  chan struct{}
 	status int
-	// backend is the run's backend; count the hits the kernel counts
-	// (counter.go).
+	// backend is the run's backend, which hands the heap reader to gdb's
+	// agent (heapread.go); count the hits the kernel counts (counter.go).
 	backend *Backend
 	count   counting
 }
@@ -194,7 +194,12 @@ func (b *Launch) Launch(ctx context.Context, env *backend.Env) error {
 	if b.gdb, err = env.Run.GDB(ctx, args, append(env.Children, env.Target.Env...)); err != nil {
 		return err
 	}
-	// The allocator is read through the agent's measure_native.
+	// The allocator is read through the agent's measure_native, which
+	// has snapctl read glibc's arenas (heapread.go); without the reader
+	// the agent reads them itself, more slowly.
+	if h, err := startHeapReader(); err == nil {
+		b.backend.heap = h
+	}
 	switch python, why, err := env.Run.Agent(ctx); {
 	case err != nil:
 		return err
@@ -438,6 +443,10 @@ func (b *Launch) AfterClose(bool) {
 	b.closeCounter()
 	if b.sites != nil {
 		b.sites.close()
+	}
+	if b.backend != nil {
+		b.backend.heap.close()
+		b.backend.heap = nil
 	}
 }
 

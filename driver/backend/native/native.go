@@ -24,8 +24,10 @@ const Name = "native"
 
 // Backend reads, at each stop, what the kernel and glibc's allocator say
 // (agent.py's native_memory): resident memory from /proc/PID/status, and
-// glibc's mallinfo2() figures, called while the program has one thread
-// and read from its arenas in memory while it has more. No valgrind.
+// glibc's mallinfo2() figures, read from its arenas in memory by snapctl
+// (heapread.go) with one thread or more where libc's symbol table says
+// where they are, else called while the program has one thread. No
+// valgrind.
 // With native.sites, heaptrack records every allocation's stack too, and
 // each stop also gets a per-site snapshot, analysed as massif's are
 // (sites.go, package sites).
@@ -45,6 +47,9 @@ type Backend struct {
 	launch  *Launch
 	perSite *sites.Sites
 	sitesOn bool
+	// heap reads glibc's arenas for the agent (heapread.go), nil before
+	// the launch and after gdb's end.
+	heap *heapReader
 }
 
 // New returns the native backend of a run.
@@ -64,6 +69,9 @@ func (b *Backend) Command(path string) string {
 	if b.trim {
 		trim = "True"
 	}
+	if b.heap != nil {
+		return "python measure_native(" + gdb.PyString(path) + ", " + trim + ", " + gdb.PyString(b.heap.name()) + ")"
+	}
 	return "python measure_native(" + gdb.PyString(path) + ", " + trim + ")"
 }
 
@@ -76,6 +84,9 @@ func (*Backend) Failure(string) string { return "" }
 func (b *Backend) AgentMeasure() string {
 	// With sites, gdb's agent cuts heaptrack's stream at every measured
 	// stop, every thread stopped (agent.py, SiteCutter).
+	if b.heap != nil {
+		return backend.PyDict("kind", Name, "ext", b.Ext(), "trim", b.trim, "sites", b.cfg.Plan.Native.Sites, "heap_reader", b.heap.name())
+	}
 	return backend.PyDict("kind", Name, "ext", b.Ext(), "trim", b.trim, "sites", b.cfg.Plan.Native.Sites)
 }
 
