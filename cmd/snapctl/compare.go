@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -136,9 +137,26 @@ func loadRun(ctx context.Context, dir string) (snapshots.CompareRun, error) {
 		return snapshots.CompareRun{}, &runDirError{dir, msg + "); its suspects may be incomplete"}
 	}
 	snaps := make(map[string]int)
+	// What each breakpoint measured: the heap of a massif snapshot (0 B
+	// at every one is a program valgrind could not measure, such as a
+	// static one), a per-site snapshot of a native --sites run (a stop
+	// without one says why; runs of an earlier snapctl only have
+	// sites-failed events, "breakpoint "NAME" hit N: ...").
+	heap, sited := make(map[string]int64), make(map[string]int)
+	failed := make(map[string]bool)
+	for _, e := range m.Events {
+		if e.Kind == runjson.EventSitesFailed {
+			failed[strings.SplitN(e.Message, ":", 2)[0]] = true
+		}
+	}
 	for _, s := range m.Stops {
-		if s.Phase == runjson.PhaseHit {
-			snaps[s.Breakpoint]++
+		if s.Phase != runjson.PhaseHit {
+			continue
+		}
+		snaps[s.Breakpoint]++
+		heap[s.Breakpoint] += s.HeapBytes
+		if s.Memory != nil && s.Memory.SitesMissing == "" && !failed[fmt.Sprintf("breakpoint %q hit %d", s.Breakpoint, s.Hit)] {
+			sited[s.Breakpoint]++
 		}
 	}
 	run := snapshots.CompareRun{Dir: dir, Backend: snapshots.BackendMassif, Sites: true, Suspects: m.Suspects}
@@ -152,6 +170,15 @@ func loadRun(ctx context.Context, dir string) (snapshots.CompareRun, error) {
 	}
 	for _, b := range m.Breakpoints {
 		cb := snapshots.CompareBreakpoint{Name: b.Name, Location: b.Location, Snapshots: snaps[b.Name]}
+		switch n := snaps[b.Name]; {
+		case n == 0:
+		case run.Backend == snapshots.BackendMassif && heap[b.Name] == 0 && len(m.Suspects) == 0:
+			cb.Unmeasured = fmt.Sprintf("the heap was 0 B at all %d snapshots: valgrind measured nothing, as in a static program", n)
+		case run.Sites && sited[b.Name] == 0:
+			cb.Unmeasured = fmt.Sprintf("none of its %d stops has a per-site snapshot: heaptrack's recording failed", n)
+		case run.Sites:
+			cb.Snapshots = sited[b.Name]
+		}
 		for _, v := range m.Verdicts {
 			if v.Breakpoint != b.Name {
 				continue

@@ -7,6 +7,7 @@ package native
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/backend/sites"
 	"github.com/snapctl/snapctl/driver/gdb"
+	"github.com/snapctl/snapctl/heaptrack"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
@@ -45,6 +47,21 @@ type Backend struct {
 	launch  *Launch
 	perSite *sites.Sites
 	sitesOn bool
+	// allocator names the program's allocator (allocatorOf), once read
+	// at the first stop.
+	allocator string
+	// Over the run's stops: how many were measured, how many read the
+	// allocator and why the first that did not failed (not a program
+	// whose allocator cannot be read, which is no failure); with sites,
+	// how many got a per-site snapshot, how many did not and why, how
+	// many found heaptrack recording nothing yet, and the error that
+	// said the recording ended.
+	stops, allocRead int
+	allocFailed      string
+	sitesOK, sitesNo int
+	sitesEmpty       int
+	sitesWhy         string
+	sitesEnded       error
 }
 
 // New returns the native backend of a run.
@@ -100,6 +117,44 @@ func (b *Backend) Stage(ms backend.Measurement, stop *runjson.Stop) (string, err
 		return "", fmt.Errorf("reading the measurement at stop %d: %w", stop.Seq, err)
 	}
 	m := rec.Memory
+	b.stops++
+	if b.allocator == "" && b.launch != nil && b.launch.env != nil {
+		b.allocator = allocatorOf(programLibraries(context.Background(), b.launch.attach, b.cfg.Binary, b.launch.env.Target.Cwd, b.launch.env.Target.Env), b.cfg.Binary)
+		if !isGlibc(b.allocator) {
+			next := "in-use heap is unmeasured; run with --sites for the in-use heap as heaptrack records it, whatever the allocator, or with --backend massif"
+			if b.sitesOn {
+				next = "in-use heap is what heaptrack records"
+			}
+			b.cfg.Event(runjson.Event{Kind: runjson.EventNoAllocatorState, Message: fmt.Sprintf(
+				"the program allocates with %s, not glibc's allocator, which is the one snapctl reads: glibc's figures are not its heap; %s", b.allocator, next)})
+			fmt.Fprintf(b.cfg.Warn, "warning: the program allocates with %s, which snapctl cannot read: %s\n", b.allocator, next)
+		}
+	}
+	unread := ""
+	switch {
+	case b.allocator != "" && !isGlibc(b.allocator):
+		// glibc's figures, read or not, are not this program's heap.
+		unread = fmt.Sprintf("the program allocates with %s, which snapctl cannot read", b.allocator)
+		m.HeapInUseBytes, m.HeapFreeBytes, m.MmapBytes, m.ArenaBytes, m.Arenas, m.TcacheBytes, m.TrimReleasedBytes = nil, nil, nil, nil, nil, nil, nil
+		m.CallError, m.BusyError, m.TcacheError = "", "", ""
+	case m.AllocatorError != "":
+		unread = "glibc's allocator cannot be read: " + m.AllocatorError
+	case m.BusyError != "":
+		unread = "an arena's lock was held (allocator-busy)"
+	case m.CallError != "":
+		unread = m.CallError
+		if b.allocFailed == "" {
+			b.allocFailed = m.CallError
+		}
+	}
+	if m.HeapInUseBytes == nil {
+		m.HeapUnmeasured = unread
+		if unread == "" {
+			m.HeapUnmeasured = "the allocator was not read"
+		}
+	} else {
+		b.allocRead++
+	}
 	if m.AllocatorError != "" && b.noAllocator == "" {
 		b.noAllocator = m.AllocatorError
 		why := m.AllocatorError
@@ -150,11 +205,24 @@ func (b *Backend) stageSites(stop *runjson.Stop, cut siteCut) (string, error) {
 		b.sitesFailed(stop, err)
 		return "", nil
 	}
+	if cut.Empty {
+		b.sitesEmpty++
+	}
 	return l.sites.cutPath(stop.Seq), nil
 }
 
 // sitesFailed records that a stop has no per-site snapshot.
 func (b *Backend) sitesFailed(stop *runjson.Stop, err error) {
+	b.sitesNo++
+	if b.sitesWhy == "" {
+		b.sitesWhy = err.Error()
+	}
+	if errors.Is(err, heaptrack.ErrEnded) && b.sitesEnded == nil {
+		b.sitesEnded = err
+	}
+	if stop.Memory != nil {
+		stop.Memory.SitesMissing = err.Error()
+	}
 	b.cfg.Event(runjson.Event{Kind: runjson.EventSitesFailed, Message: fmt.Sprintf(
 		"breakpoint %q hit %d: the per-site snapshot could not be taken (%v); this stop records the native figures only", stop.Breakpoint, stop.Hit, err)})
 }
@@ -162,9 +230,9 @@ func (b *Backend) sitesFailed(stop *runjson.Stop, err error) {
 // Read makes the stop's memory diffs: between this hit and the
 // breakpoint's previous one, and within an around_call's call.
 func (b *Backend) Read(st *backend.Stop) error {
-	b.an.add(st)
 	// A stop whose stream was cut has the path its snapshot goes to.
 	if !b.sitesOn || st.Raw == "" {
+		b.an.add(st, nil)
 		return nil
 	}
 	l := b.launch
@@ -177,13 +245,26 @@ func (b *Backend) Read(st *backend.Stop) error {
 	if err != nil {
 		st.Raw = ""
 		b.sitesFailed(st.Stop, err)
+		b.an.add(st, nil)
 		return nil
 	}
+	b.sitesOK++
 	// The stop's heap figure stays glibc's in-use heap, which the
-	// verdicts read, not the bytes requested that the snapshot counts.
+	// verdicts read, not the bytes requested that the snapshot counts;
+	// under another allocator, which snapctl cannot read, it is
+	// heaptrack's.
 	heap := st.Stop.HeapBytes
 	err = b.perSite.Read(st)
+	var sitesHeap *int64
+	if b.allocator != "" && !isGlibc(b.allocator) {
+		h := st.Stop.HeapBytes
+		sitesHeap, heap = &h, h
+		if st.Stop.Memory != nil {
+			st.Stop.Memory.HeapUnmeasured = ""
+		}
+	}
 	st.Stop.HeapBytes, st.Stop.HeapExtraBytes, st.Stop.StacksBytes = heap, 0, 0
+	b.an.add(st, sitesHeap)
 	return err
 }
 
@@ -198,28 +279,71 @@ func (b *Backend) Findings(title string) *backend.Findings {
 	verdicts := b.an.verdicts(b.trim)
 	if !b.sitesOn {
 		return &backend.Findings{
-			Report:   emptyReport(title, order),
-			Suspects: []snapshots.Suspect{},
-			Stacks:   [][]snapshots.Frame{},
-			Verdicts: verdicts,
+			Report:    emptyReport(title, order),
+			Suspects:  []snapshots.Suspect{},
+			Stacks:    [][]snapshots.Frame{},
+			Verdicts:  verdicts,
+			Allocator: b.allocator,
 		}
 	}
-	for i := range verdicts {
-		verdicts[i].Sentence = strings.Replace(verdicts[i].Sentence, rerunMassif, sitesBelow, 1)
-	}
 	f := b.perSite.Findings(title)
-	f.Verdicts = verdicts
+	for i := range verdicts {
+		verdicts[i].Sentence = strings.Replace(verdicts[i].Sentence, rerunMassif, b.sitesSaid(verdicts[i].Figures), 1)
+	}
+	f.Verdicts, f.Allocator = verdicts, b.allocator
 	return f
+}
+
+// sitesSaid is where a --sites leak's sentence sends the user: the
+// suspects below, from the stops that have a per-site snapshot.
+func (b *Backend) sitesSaid(f runjson.VerdictFigures) string {
+	switch n := f.SitesMissingStops; {
+	case n == 0:
+		return sitesBelow
+	case n >= f.Stops:
+		return fmt.Sprintf("no call sites: none of its %d stops has a per-site snapshot (%s)", f.Stops, f.SitesMissingWhy)
+	default:
+		return fmt.Sprintf("the call sites that grew are the suspects below, from %d of its %d stops: %d have no per-site snapshot (%s)", f.Stops-n, f.Stops, n, f.SitesMissingWhy)
+	}
 }
 
 // Gate applies report.fail_on to in-use heap growth: growth_per_hit and
 // total_growth limit each breakpoint's.
 // With sites, the limits apply to each site, as under massif.
 func (b *Backend) Gate(limits plan.FailOn, f *backend.Findings) error {
+	if err := b.measured(); err != nil {
+		return err
+	}
 	if b.sitesOn {
 		return b.perSite.Gate(limits, f)
 	}
 	return nativeGate(limits, f.Verdicts)
+}
+
+// measured fails a run whose measurement failed: the allocator's read
+// at every stop (not a program whose allocator snapctl cannot read,
+// which the verdicts say), or with native.sites heaptrack's recording,
+// at every stop, or from some stop on (it ended), or that recorded
+// nothing at any stop (its library was never loaded).
+func (b *Backend) measured() error {
+	if b.stops > 0 && b.allocRead == 0 && b.allocFailed != "" {
+		return &backend.ToolError{Tool: "gdb", Msg: fmt.Sprintf("glibc's allocator could not be read at any of the %d stops; nothing of the heap was measured", b.stops),
+			Err: errors.New(b.allocFailed)}
+	}
+	if !b.sitesOn || b.launch == nil || b.launch.sites == nil {
+		return nil
+	}
+	switch {
+	case b.sitesOK == 0 && b.sitesNo > 0:
+		return &backend.ToolError{Tool: "heaptrack", Msg: fmt.Sprintf("the per-site recording failed at all %d stops; no call site was measured", b.sitesNo),
+			Err: errors.New(b.sitesWhy)}
+	case b.sitesEnded != nil:
+		return &backend.ToolError{Tool: "heaptrack", Msg: fmt.Sprintf("the recording ended during the run: %d of %d stops have no per-site snapshot", b.sitesNo, b.sitesNo+b.sitesOK),
+			Err: b.sitesEnded}
+	case b.sitesOK > 0 && b.sitesEmpty == b.sitesOK:
+		return &backend.ToolError{Tool: "heaptrack", Msg: fmt.Sprintf("heaptrack's library recorded nothing at any of the %d stops: it was not loaded in the program", b.sitesOK)}
+	}
+	return nil
 }
 
 // Growth is the flame graph of what grew between two kept per-site

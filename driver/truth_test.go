@@ -1,0 +1,307 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/snapctl/snapctl/driver/backend"
+	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/preflight"
+	"github.com/snapctl/snapctl/runjson"
+)
+
+// requestPlan stops at request_done of testdata/native/keep200.c.
+const keepPlan = "breakpoints:\n  - name: request\n    location: request_done\n"
+
+// fakeHeaptrack is a copy of the installed heaptrack's libraries beside
+// an interpreter that is the shell script body.
+func fakeHeaptrack(t *testing.T, body string) string {
+	t.Helper()
+	testenv.MustHave(t, "heaptrack")
+	const lib = "/usr/lib/heaptrack"
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "libexec"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, so := range []string{"libheaptrack_preload.so", "libheaptrack_inject.so"} {
+		data, err := os.ReadFile(filepath.Join(lib, so))
+		if err != nil {
+			t.Skipf("heaptrack's libraries: %v", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, so), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "libexec", "heaptrack_interpret"), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// reports are the run directory's report.md and report.html.
+func reports(t *testing.T, dir string) (md, html string) {
+	t.Helper()
+	a, err := os.ReadFile(filepath.Join(dir, reportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, htmlFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(a), string(b)
+}
+
+// TestSitesFailedInterpreter: with --sites and a heaptrack whose
+// interpreter exits at once, no stop gets a per-site snapshot. The run
+// exits 1 naming heaptrack and the interpreter's words, every stop says
+// why it has none, and the verdict, still drawn from glibc's figures
+// (exact: 208-byte chunks a request), says there are no call sites
+// rather than send the user to suspects that do not exist.
+func TestSitesFailedInterpreter(t *testing.T) {
+	t.Parallel()
+	const said = "heaptrack_interpret: error while loading shared libraries: libdw.so.1"
+	dir := fakeHeaptrack(t, "echo '"+said+"' >&2; exit 127")
+	bin := testenv.Build(t, "testdata/native/keep200.c")
+	res, m, err := runNative(t, Options{Measure: Measure{Sites: true}, Tools: Tools{Heaptrack: dir}}, "backend: native\n"+keepPlan, bin, "12")
+	var tool *backend.ToolError
+	if code, _ := ExitStatus(err); code != ExitFailure || !errors.As(err, &tool) || tool.Tool != "heaptrack" || !strings.Contains(err.Error(), said) ||
+		!strings.Contains(err.Error(), "the per-site recording failed at all 12 stops") {
+		t.Fatalf("run: %v (exit %d), want exit 1 naming heaptrack and its words", err, code)
+	}
+	if m.ExitCode == nil || *m.ExitCode != ExitFailure || !strings.Contains(m.Error, said) {
+		t.Errorf("run.json: exit %v, error %q", m.ExitCode, m.Error)
+	}
+	for _, s := range m.Stops {
+		if s.Memory == nil || !strings.Contains(s.Memory.SitesMissing, said) || s.Snapshot != "" {
+			t.Fatalf("stop %d: memory %+v, snapshot %q", s.Seq, s.Memory, s.Snapshot)
+		}
+	}
+	if len(m.Verdicts) != 1 {
+		t.Fatalf("verdicts %+v", m.Verdicts)
+	}
+	v := m.Verdicts[0]
+	const none = "no call sites: none of its 12 stops has a per-site snapshot"
+	if v.Verdict != runjson.VerdictLeak || *v.Figures.InUsePerHit != 208 || v.Figures.SitesMissingStops != 12 || !strings.Contains(v.Sentence, none) ||
+		strings.Contains(v.Sentence, "suspects below") {
+		t.Errorf("verdict %s, figures %+v:\n%s", v.Verdict, v.Figures, v.Sentence)
+	}
+	md, html := reports(t, res.Dir)
+	for name, r := range map[string]string{"report.md": md, "report.html": html} {
+		if !strings.Contains(r, none) {
+			t.Errorf("%s does not say the stops have no per-site snapshot:\n%s", name, r)
+		}
+	}
+}
+
+// TestSitesInterpreterKilled: heaptrack_interpret killed with SIGKILL in
+// the middle of a --sites run. The stops before have their per-site
+// snapshots, those after none; the run exits 1 saying the recording
+// ended and how many stops have none, and the verdict counts them.
+func TestSitesInterpreterKilled(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb", "heaptrack")
+	bin := testenv.Build(t, "testdata/native/keep200.c")
+	// heaptrack's own interpreter, in a directory of this test's, so that
+	// the process killed is this run's.
+	dir := fakeHeaptrack(t, "")
+	data, err := os.ReadFile("/usr/lib/heaptrack/libexec/heaptrack_interpret")
+	if err != nil {
+		t.Skip(err)
+	}
+	interpreter := filepath.Join(dir, "libexec", "heaptrack_interpret")
+	if err := os.WriteFile(interpreter, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var res *Result
+	var m *runjson.Manifest
+	go func() {
+		defer close(done)
+		res, m, err = runNative(t, Options{Measure: Measure{Sites: true}, Tools: Tools{Heaptrack: dir}}, "backend: native\n"+keepPlan, bin, "400", "20000")
+	}()
+	var interp []testenv.Proc
+	for deadline := time.Now().Add(time.Minute); len(interp) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		interp = testenv.DescendantsWhere(func(p testenv.Proc) bool { return strings.HasPrefix(p.Cmdline, interpreter) })
+	}
+	if len(interp) == 0 {
+		<-done
+		t.Fatalf("no %s started", interpreter)
+	}
+	// Once the interpreter has read a few stops' marks (each comes with
+	// 5,000 bytes of filler), kill it.
+	deadline := time.Now().Add(time.Minute)
+	for read(interp[0].PID) < 40000 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	syscall.Kill(interp[0].PID, syscall.SIGKILL)
+	<-done
+	if res == nil {
+		t.Fatal("no run")
+	}
+	var tool *backend.ToolError
+	if code, _ := ExitStatus(err); code != ExitFailure || !errors.As(err, &tool) || tool.Tool != "heaptrack" || !strings.Contains(err.Error(), "the recording ended during the run") {
+		t.Fatalf("run: %v (exit %d), want exit 1: the recording ended", err, code)
+	}
+	with, without := 0, 0
+	for _, s := range m.Stops {
+		switch {
+		case s.Memory.SitesMissing == "" && s.Snapshot != "":
+			with++
+		case s.Memory.SitesMissing != "":
+			without++
+		}
+	}
+	if with == 0 || without == 0 || with+without != 400 {
+		t.Fatalf("%d stops with a per-site snapshot, %d without, of %d", with, without, len(m.Stops))
+	}
+	if !strings.Contains(err.Error(), fmt.Sprintf("%d of 400 stops have no per-site snapshot", without)) {
+		t.Errorf("error %q does not count the %d stops without", err, without)
+	}
+	v := m.Verdicts[0]
+	say := fmt.Sprintf("from %d of its 400 stops: %d have no per-site snapshot", with, without)
+	if v.Figures.SitesMissingStops != without || !strings.Contains(v.Sentence, say) {
+		t.Errorf("verdict %+v:\n%s", v.Figures, v.Sentence)
+	}
+	md, html := reports(t, res.Dir)
+	if !strings.Contains(md, say) || !strings.Contains(html, say) {
+		t.Errorf("the reports do not say %q", say)
+	}
+}
+
+// read is what process pid has read (rchar of /proc/PID/io), 0 when it
+// cannot be known.
+func read(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "rchar: "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// TestStaticBinary: valgrind cannot replace malloc in a static program,
+// nor can heaptrack preload into one: massif and --sites are refused
+// before anything starts (exit 5), naming --backend native, which reads
+// the static program's glibc and finds its leak, 208-byte chunks a
+// request.
+func TestStaticBinary(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/keep200.c", "-static")
+	for _, tc := range []struct {
+		name string
+		opts Options
+		plan string
+	}{
+		{"massif", Options{}, keepPlan},
+		{"sites", Options{Measure: Measure{Sites: true}}, "backend: native\n" + keepPlan},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			res, err := runSession(t, tc.opts, tc.plan, bin, "12")
+			var be *preflight.BinaryError
+			if code, _ := ExitStatus(err); code != ExitInput || !errors.As(err, &be) || !strings.Contains(err.Error(), "is statically linked") ||
+				!strings.Contains(err.Error(), "--backend native") {
+				t.Errorf("%v (exit %d), want exit 5 naming --backend native", err, code)
+			}
+			if res != nil && res.Dir != "" {
+				if _, err := os.Stat(res.Dir); err == nil {
+					t.Errorf("a refused run wrote %s", res.Dir)
+				}
+			}
+		})
+	}
+	t.Run("native", func(t *testing.T) {
+		t.Parallel()
+		_, m, err := runNative(t, Options{}, "backend: native\n"+keepPlan, bin, "12")
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := m.Verdicts[0]
+		if v.Verdict != runjson.VerdictLeak || *v.Figures.InUsePerHit != 208 || m.Native.Allocator != "glibc" {
+			t.Errorf("verdict %s, figures %+v, allocator %q", v.Verdict, v.Figures, m.Native.Allocator)
+		}
+	})
+}
+
+// TestAllocatorJemalloc: a program linked with jemalloc keeps 200 bytes
+// a request. The native backend names jemalloc and, unable to read it,
+// says the heap is unmeasured (never flat) and what to run; with --sites
+// the in-use heap is heaptrack's record, and the leak is named with its
+// size, 200 B a hit, in the verdict as in the suspects; massif replaces
+// jemalloc's malloc and sees the same 200 B.
+func TestAllocatorJemalloc(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/usr/include/jemalloc/jemalloc.h"); err != nil {
+		t.Skip("jemalloc is not installed (Debian: libjemalloc-dev)")
+	}
+	bin := testenv.Build(t, "testdata/native/keep200.c", "-Wl,--no-as-needed", "-ljemalloc")
+	const allocator = "jemalloc (libjemalloc.so.2)"
+	t.Run("native", func(t *testing.T) {
+		t.Parallel()
+		var warn testenv.Buffer
+		_, m, err := runNative(t, Options{Streams: Streams{Warn: &warn}}, "backend: native\n"+keepPlan, bin, "12")
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := m.Verdicts[0]
+		if m.Native.Allocator != allocator || v.Verdict != runjson.VerdictHeapUnmeasured || v.Figures.UnmeasuredStops != 12 ||
+			!strings.Contains(v.Sentence, "the program allocates with "+allocator+", which snapctl cannot read") || !strings.Contains(v.Sentence, "run with --sites") {
+			t.Errorf("allocator %q, verdict %s, figures %+v:\n%s", m.Native.Allocator, v.Verdict, v.Figures, v.Sentence)
+		}
+		n := 0
+		for _, e := range m.Events {
+			if e.Kind == runjson.EventNoAllocatorState && strings.Contains(e.Message, allocator) {
+				n++
+			}
+		}
+		if n != 1 || strings.Count(warn.String(), allocator) != 1 {
+			t.Errorf("%d no-allocator-state events naming jemalloc; warnings %q", n, warn.String())
+		}
+		for _, s := range m.Stops {
+			if s.Memory.HeapInUseBytes != nil || s.Memory.HeapUnmeasured == "" {
+				t.Errorf("stop %d: memory %+v", s.Seq, *s.Memory)
+			}
+		}
+	})
+	t.Run("sites", func(t *testing.T) {
+		t.Parallel()
+		testenv.MustHave(t, "heaptrack")
+		_, m, err := runNative(t, Options{Measure: Measure{Sites: true}}, "backend: native\n"+keepPlan, bin, "12")
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := m.Verdicts[0]
+		if v.Verdict != runjson.VerdictLeak || *v.Figures.InUsePerHit != 200 || *v.Figures.InUseGrowth != 11*200 || v.Figures.InUseSource != "heaptrack" ||
+			!strings.Contains(v.Sentence, "suspects below") {
+			t.Errorf("verdict %s, figures %+v:\n%s", v.Verdict, v.Figures, v.Sentence)
+		}
+		if len(m.Suspects) != 1 || m.Suspects[0].Frame.Function != "keep" || m.Suspects[0].GrowthPerHit != 200 {
+			t.Errorf("suspects %+v", m.Suspects)
+		}
+	})
+	t.Run("massif", func(t *testing.T) {
+		t.Parallel()
+		testenv.MustHave(t, "valgrind")
+		res, err := runSession(t, Options{}, keepPlan, bin, "12")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := readManifest(t, res.Dir)
+		if len(m.Suspects) != 1 || m.Suspects[0].Frame.Function != "keep" || m.Suspects[0].GrowthPerHit != 200 {
+			t.Errorf("suspects %+v", m.Suspects)
+		}
+	})
+}
