@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/snapctl/snapctl/driver/backend"
@@ -289,9 +290,38 @@ func (b *Backend) Findings(title string) *backend.Findings {
 	f := b.perSite.Findings(title)
 	for i := range verdicts {
 		verdicts[i].Sentence = strings.Replace(verdicts[i].Sentence, rerunMassif, b.sitesSaid(verdicts[i].Figures), 1)
+		agreeWithSites(&verdicts[i], f.Suspects)
 	}
 	f.Verdicts, f.Allocator = verdicts, b.allocator
 	return f
+}
+
+// agreeWithSites makes a --sites verdict tell the story its suspects
+// tell: a call site that grew steadily between hits is a leak, whatever
+// the whole heap's trend showed (other threads' work in flight at the
+// stops can hide a leak from it), so the verdict is leak, and says
+// which site.
+func agreeWithSites(v *runjson.Verdict, suspects []snapshots.Suspect) {
+	var steady []snapshots.Suspect
+	for _, s := range suspects {
+		if s.Breakpoint == v.Breakpoint && s.Pattern == snapshots.PatternSteady && s.GrowthPerHit > 0 {
+			steady = append(steady, s)
+		}
+	}
+	if len(steady) == 0 || slices.Contains(v.Findings, runjson.VerdictLeak) {
+		return
+	}
+	fastest := steady[0]
+	for _, s := range steady[1:] {
+		if s.GrowthPerHit > fastest.GrowthPerHit {
+			fastest = s
+		}
+	}
+	clause := fmt.Sprintf("leak at breakpoint %s: %s grew steadily between hits, the fastest %s %s per hit (the suspects below)",
+		v.Breakpoint, backend.Plural(len(steady), "call site"), snapshots.FrameString(fastest.Frame), snapshots.FormatDelta(fastest.GrowthPerHit))
+	v.Findings = append([]string{runjson.VerdictLeak}, v.Findings...)
+	v.Verdict = runjson.VerdictLeak
+	v.Sentence = clause + "; the whole heap's figures: " + v.Sentence
 }
 
 // sitesSaid is where a --sites leak's sentence sends the user: the

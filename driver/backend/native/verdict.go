@@ -349,6 +349,16 @@ func verdictOf(bp string, s *series, trimProbe bool) runjson.Verdict {
 	var findings []string
 	if allocator {
 		ut := trendOf(ax, use)
+		grows := ut.grows(len(use))
+		// Other threads' work in flight at a stop only adds to in-use
+		// heap: the floor, each window's least, is what a leak raises.
+		// With enough stops it decides, and sizes, the leak.
+		if fx, fy := floorOf(ax, use); fx != nil {
+			ft := trendOf(fx, fy)
+			fs := ft.slope
+			f.InUseFloorPerHit = &fs
+			ut, grows = trend{z: ut.z, slope: ft.slope}, ft.grows(len(fy))
+		}
 		ug := growth(ut)
 		per := int64(math.Round(ut.slope))
 		uz := round2(ut.z)
@@ -358,7 +368,7 @@ func verdictOf(bp string, s *series, trimProbe bool) runjson.Verdict {
 			c := *lastUse - *firstUse
 			f.InUseChange = &c
 		}
-		if ut.grows(len(use)) {
+		if grows {
 			findings = append(findings, runjson.VerdictLeak)
 		}
 		excess := f.RSSGrowth - max(ug, 0)
@@ -402,6 +412,44 @@ func verdictOf(bp string, s *series, trimProbe bool) runjson.Verdict {
 	return v
 }
 
+// heldFree is the free heap a sentence says even when it did not grow:
+// retention by level (freed memory kept from the start), not growth.
+const heldFree = 8 << 20
+
+// largeChange is the change from the first stop to the last that a
+// flat verdict says, with what to run next.
+const largeChange = 1 << 20
+
+// floorWindows is how many windows the floor of an in-use series is
+// taken over, and floorWindow the fewest stops a window has: a series of
+// fewer than floorWindows*floorWindow stops is judged as it is.
+const (
+	floorWindows = 12
+	floorWindow  = 4
+)
+
+// floorOf is the lower envelope of the series ys over xs: the least
+// value of each of floorWindows windows of consecutive stops, at its
+// stop; nil when the series is too short to have one.
+func floorOf(xs []int, ys []int64) ([]int, []int64) {
+	w := len(ys) / floorWindows
+	if w < floorWindow {
+		return nil, nil
+	}
+	var fx []int
+	var fy []int64
+	for k := 0; k+w <= len(ys); k += w {
+		m := k
+		for i := k + 1; i < k+w; i++ {
+			if ys[i] < ys[m] {
+				m = i
+			}
+		}
+		fx, fy = append(fx, xs[m]), append(fy, ys[m])
+	}
+	return fx, fy
+}
+
 // medianTrim is what malloc_trim(0) returned at the median stop, 0
 // without the probe.
 func medianTrim(pts []point) int64 {
@@ -443,13 +491,17 @@ func sentence(v runjson.Verdict, trimProbe bool) string {
 	if f.TrimReleased != nil {
 		trim = fmt.Sprintf("; malloc_trim(0) returned up to %s at a stop, %s over the run", b(*f.TrimReleased), b(deref(f.TrimReleasedTotal)))
 	}
-	if f.FreeBytes != nil && (slices.Contains(v.Findings, runjson.VerdictRetention) || *f.FreeBytes >= minRSSBytes) {
+	if f.FreeBytes != nil && (slices.Contains(v.Findings, runjson.VerdictRetention) || *f.FreeBytes >= heldFree) {
 		trim += fmt.Sprintf("; the allocator held %s free at the last stop", b(*f.FreeBytes))
 	}
 	unread := unreadClause(f)
 	switch v.Verdict {
 	case runjson.VerdictFlat:
-		return fmt.Sprintf("flat at breakpoint %s: no steady growth %s: %s%s%s%s", v.Breakpoint, over, rss, heap(), trim, unread)
+		out := fmt.Sprintf("flat at breakpoint %s: no steady growth %s: %s%s%s%s", v.Breakpoint, over, rss, heap(), trim, unread)
+		if big := max(f.RSSChange, deref(f.InUseChange)); big >= largeChange {
+			out += fmt.Sprintf("; but it grew %s from the first stop to the last without a steady trend (steps, or other threads' work in flight at the stops): more stops (a breakpoint hit more often, a longer run) tell a trend from steps, and --sites says which call sites hold it", b(big))
+		}
+		return out
 	case runjson.VerdictTooFewStops:
 		return fmt.Sprintf("too few stops at breakpoint %s to tell steady growth from noise: %d stops, a verdict needs at least %d (%s%s)%s%s",
 			v.Breakpoint, f.Stops, minTrendStops, rss, heap(), trim, unread)
@@ -569,5 +621,5 @@ func nativeGate(limits plan.FailOn, verdicts []runjson.Verdict) error {
 	if over == nil {
 		return nil
 	}
-	return &backend.LeakError{GrowthPerHit: limits.GrowthPerHit, TotalGrowth: limits.TotalGrowth, Suspects: over}
+	return &backend.LeakError{GrowthPerHit: limits.GrowthPerHit, TotalGrowth: limits.TotalGrowth, Suspects: over, Of: "breakpoint(s)"}
 }

@@ -1,6 +1,7 @@
 package native
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -320,5 +321,28 @@ func TestVerdictFigures(t *testing.T) {
 	}
 	if !strings.Contains(v.Sentence, "up in 19 of 19 intervals between stops that read it") {
 		t.Errorf("sentence %q", v.Sentence)
+	}
+}
+
+// A --sites verdict tells its suspects' story: a site that grew steadily
+// between hits makes it a leak, named with the site, even when the whole
+// heap's trend showed retention alone; a stepwise site does not.
+func TestVerdictAgreesWithSites(t *testing.T) {
+	v := verdictOf("request", seriesOf(ramp(8*mib, 2*mib, 6), repeat(7000, 6), ramp(1*mib, 2*mib, 6)), false)
+	if v.Verdict != runjson.VerdictRetention {
+		t.Fatalf("verdict %s, want retention to start from", v.Verdict)
+	}
+	site := snapshots.Suspect{Breakpoint: "request", Pattern: snapshots.PatternSteady, GrowthPerHit: 16384,
+		Frame: snapshots.Frame{Function: "load", File: "fstload.cc", Line: 112}}
+	step := v
+	step.Findings = slices.Clone(v.Findings)
+	agreeWithSites(&step, []snapshots.Suspect{{Breakpoint: "request", Pattern: snapshots.PatternStepwise, GrowthPerHit: 100}})
+	if step.Verdict != runjson.VerdictRetention {
+		t.Errorf("a stepwise site made the verdict %s", step.Verdict)
+	}
+	agreeWithSites(&v, []snapshots.Suspect{site})
+	if v.Verdict != runjson.VerdictLeak || !cmp.Equal(v.Findings, []string{runjson.VerdictLeak, runjson.VerdictRetention}) ||
+		!strings.HasPrefix(v.Sentence, "leak at breakpoint request: 1 call site grew steadily between hits, the fastest load (fstload.cc:112) +16.0 KiB per hit") {
+		t.Errorf("verdict %s, findings %v:\n%s", v.Verdict, v.Findings, v.Sentence)
 	}
 }
