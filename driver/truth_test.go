@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -387,4 +388,41 @@ func TestNativeArenaReadsFail(t *testing.T) {
 			t.Errorf("verdict %s, figures %+v:\n%s", v.Verdict, v.Figures, v.Sentence)
 		}
 	})
+}
+
+// TestNativePinnedHeapPages: a program that calls malloc_trim(0) after
+// each reload, whose resident memory grows by free heap pages touched
+// again and pinned by the small blocks it keeps, is retention (beside
+// the leak of what it keeps, 138,736 bytes a reload), not memory outside
+// the heap; with trim_probe, the release snapctl's malloc_trim(0) sees
+// after the program's own is never negative.
+func TestNativePinnedHeapPages(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/pinned.c")
+	const plan = "backend: native\n" + noTcache + "breakpoints:\n  - name: reload\n    location: reload_done\n"
+	for _, trim := range []bool{false, true} {
+		t.Run(fmt.Sprintf("trim_probe=%v", trim), func(t *testing.T) {
+			t.Parallel()
+			p := plan
+			if trim {
+				p = "native:\n  trim_probe: true\n" + p
+			}
+			res, m, err := runNative(t, Options{}, p, bin, "10")
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := m.Verdicts[0]
+			if !slices.Equal(v.Findings, []string{runjson.VerdictLeak, runjson.VerdictRetention}) || *v.Figures.InUsePerHit != 138736 ||
+				strings.Contains(v.Sentence, "outside the heap") {
+				t.Errorf("findings %v, figures %+v:\n%s", v.Findings, v.Figures, v.Sentence)
+			}
+			if !trim && !strings.Contains(v.Sentence, "free heap pages resident again, pinned between live small blocks") {
+				t.Errorf("the retention is not said as pinned pages:\n%s", v.Sentence)
+			}
+			md, _ := reports(t, res.Dir)
+			if strings.Contains(md, "released -") || strings.Contains(v.Sentence, "returned up to -") {
+				t.Errorf("a negative release:\n%s", md)
+			}
+		})
+	}
 }

@@ -224,6 +224,10 @@ func (s *series) add(p point) {
 	s.last = p
 }
 
+// lastFreePtr is the free heap at the last stop that read it, nil when
+// none did.
+func (s *series) lastFreePtr() *int64 { return s.lastFree }
+
 // analysed are the points the trends are computed from: the kept ones
 // and the last stop.
 func (s *series) analysed() []point {
@@ -377,10 +381,15 @@ func verdictOf(bp string, s *series, trimProbe bool) runjson.Verdict {
 			fg, fz := growth(ft), round2(ft.z)
 			f.FreeGrowth, f.FreeTrend = &fg, &fz
 			rest := excess - max(fg, 0)
-			if rssGrows && rest >= minRSSBytes && 2*rest >= f.RSSGrowth {
+			// Free heap the allocator held all along can become resident
+			// again (pages malloc_trim or the kernel took back, touched
+			// anew and pinned by live small blocks): growth it can hold
+			// is the heap's, not outside it.
+			held := deref(s.lastFreePtr())
+			if rssGrows && rest >= minRSSBytes && 2*rest >= f.RSSGrowth && rest > held {
 				findings = append(findings, runjson.VerdictOutsideHeap)
 			}
-			if (rssGrows && excess >= minRSSBytes && 2*fg >= excess) || (trimProbe && medianTrim(pts) >= minRSSBytes) {
+			if (rssGrows && excess >= minRSSBytes && (2*fg >= excess || held >= excess)) || (trimProbe && medianTrim(pts) >= minRSSBytes) {
 				findings = append(findings, runjson.VerdictRetention)
 			}
 		} else if rssGrows && excess >= minRSSBytes {
@@ -489,9 +498,11 @@ func sentence(v runjson.Verdict, trimProbe bool) string {
 	}
 	trim := ""
 	if f.TrimReleased != nil {
-		trim = fmt.Sprintf("; malloc_trim(0) returned up to %s at a stop, %s over the run", b(*f.TrimReleased), b(deref(f.TrimReleasedTotal)))
+		// Resident memory can rise while malloc_trim(0) runs (other
+		// threads, page faults): nothing returned, not a negative amount.
+		trim = fmt.Sprintf("; malloc_trim(0) returned up to %s at a stop, %s over the run", b(max(*f.TrimReleased, 0)), b(max(deref(f.TrimReleasedTotal), 0)))
 	}
-	if f.FreeBytes != nil && (slices.Contains(v.Findings, runjson.VerdictRetention) || *f.FreeBytes >= heldFree) {
+	if f.FreeBytes != nil && !slices.Contains(v.Findings, runjson.VerdictRetention) && *f.FreeBytes >= heldFree {
 		trim += fmt.Sprintf("; the allocator held %s free at the last stop", b(*f.FreeBytes))
 	}
 	unread := unreadClause(f)
@@ -532,8 +543,13 @@ func sentence(v runjson.Verdict, trimProbe bool) string {
 				v.Breakpoint, b(f.RSSGrowth), over, signed(*f.InUseGrowth), signed(*f.FreeGrowth)))
 			next = append(next, "mmap, thread stacks or another allocator: /proc/PID/smaps names the mappings")
 		case runjson.VerdictRetention:
-			clauses = append(clauses, fmt.Sprintf("allocator retention at breakpoint %s: resident memory grew %s %s while in-use heap changed %s and the allocator holds %s more free",
-				v.Breakpoint, signed(f.RSSGrowth), over, signed(*f.InUseGrowth), signed(*f.FreeGrowth)))
+			if excess := f.RSSGrowth - max(*f.InUseGrowth, 0); 2**f.FreeGrowth < excess && f.FreeBytes != nil {
+				clauses = append(clauses, fmt.Sprintf("allocator retention at breakpoint %s: resident memory grew %s %s while in-use heap changed %s and the allocator held %s free at the last stop (%s): free heap pages resident again, pinned between live small blocks",
+					v.Breakpoint, signed(f.RSSGrowth), over, signed(*f.InUseGrowth), b(*f.FreeBytes), signed(*f.FreeGrowth)))
+			} else {
+				clauses = append(clauses, fmt.Sprintf("allocator retention at breakpoint %s: resident memory grew %s %s while in-use heap changed %s and the allocator holds %s more free%s",
+					v.Breakpoint, signed(f.RSSGrowth), over, signed(*f.InUseGrowth), signed(*f.FreeGrowth), freeLevel(f)))
+			}
 			if !trimProbe {
 				next = append(next, "set native.trim_probe: true to measure what malloc_trim(0) would return")
 			}
@@ -555,6 +571,14 @@ func sentence(v runjson.Verdict, trimProbe bool) string {
 		trim = "; malloc_trim(0) returned nothing" + trim
 	}
 	return out + trim + unread + "; " + strings.Join(next, "; ")
+}
+
+// freeLevel says the free heap at the last stop, "" when unknown.
+func freeLevel(f runjson.VerdictFigures) string {
+	if f.FreeBytes == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (%s free at the last stop)", snapshots.FormatBytes(*f.FreeBytes))
 }
 
 // changed says a change in bytes: "+144.0 KiB", "0 B".
