@@ -426,3 +426,28 @@ func TestNativePinnedHeapPages(t *testing.T) {
 		})
 	}
 }
+
+// TestSitesVerdictAgreesWithSuspects: under --sites, noisy.c keeping 640
+// bytes every request while four workers' scratch comes and goes: over
+// 30 stops the whole heap's trend cannot show 640 B a hit, but the site
+// grows steadily, and the verdict is the leak its table shows, naming the
+// site with its exact growth.
+func TestSitesVerdictAgreesWithSuspects(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb", "heaptrack")
+	const src = "testdata/native/noisy.c"
+	bin := testenv.Build(t, src)
+	_, m, err := runNative(t, Options{Measure: Measure{Sites: true}}, "backend: native\n"+keepPlan, bin, "30", "1", "640")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := m.Verdicts[0]
+	want := fmt.Sprintf("leak at breakpoint request: 1 call site grew steadily between hits, the fastest worker (noisy.c:%d) +640 B per hit (the suspects below)",
+		testenv.LineOf(t, src, "kept[n] = malloc(planted)"))
+	if v.Verdict != runjson.VerdictLeak || v.Findings[0] != runjson.VerdictLeak || !strings.HasPrefix(v.Sentence, want) {
+		t.Errorf("verdict %s, findings %v:\n%s\nwant it to start %q", v.Verdict, v.Findings, v.Sentence, want)
+	}
+	if len(m.Suspects) == 0 || m.Suspects[0].GrowthPerHit != 640 || m.Suspects[0].Pattern != "steady" {
+		t.Errorf("suspects %+v", m.Suspects)
+	}
+}
