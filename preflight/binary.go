@@ -75,7 +75,8 @@ func (e *BinaryError) Unwrap() error { return e.Err }
 // it names no dynamic loader (PT_INTERP), so no library can be
 // preloaded into it. Valgrind replaces malloc by preloading its own, and
 // heaptrack records by preloading (or injecting, which needs dlopen)
-// its library: neither can in a static program. False when path cannot
+// its library: neither can in a static program (docs/facts.md, fact
+// truth-1). False when path cannot
 // be read as ELF (InspectBinary says why).
 func Static(path string) bool {
 	f, err := elf.Open(path)
