@@ -46,7 +46,9 @@ var allocatorSymbols = []struct{ symbol, name string }{
 // libjemalloc.so.2, linked or preloaded), else from the symbols of the
 // program itself (a static program carries its allocator), else glibc.
 // heaptrack's own library, which wraps malloc, is not one. The name
-// says where it was found: "jemalloc (libjemalloc.so.2)".
+// says where it was found: "jemalloc (libjemalloc.so.2)". glibc's
+// figures under another allocator say nothing of the program's heap
+// (docs/facts.md, fact truth-2).
 func allocatorOf(libs []string, program string) string {
 	for _, lib := range libs {
 		base := filepath.Base(lib)

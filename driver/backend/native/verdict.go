@@ -439,7 +439,8 @@ const (
 
 // floorOf is the lower envelope of the series ys over xs: the least
 // value of each of floorWindows windows of consecutive stops, at its
-// stop; nil when the series is too short to have one.
+// stop; nil when the series is too short to have one (docs/facts.md,
+// fact truth-3).
 func floorOf(xs []int, ys []int64) ([]int, []int64) {
 	w := len(ys) / floorWindows
 	if w < floorWindow {
