@@ -370,7 +370,10 @@ func (b *Backend) measured() error {
 	case b.sitesEnded != nil:
 		return &backend.ToolError{Tool: "heaptrack", Msg: fmt.Sprintf("the recording ended during the run: %d of %d stops have no per-site snapshot", b.sitesNo, b.sitesNo+b.sitesOK),
 			Err: b.sitesEnded}
-	case b.sitesOK > 0 && b.sitesEmpty == b.sitesOK:
+	case b.sitesOK > 0 && b.sitesEmpty == b.sitesOK && b.launch.attach == 0:
+		// Preloaded, the library records the program's start (its
+		// libstdc++'s emergency pool at least); injected into a process
+		// attached to, it may have nothing to record.
 		return &backend.ToolError{Tool: "heaptrack", Msg: fmt.Sprintf("heaptrack's library recorded nothing at any of the %d stops: it was not loaded in the program", b.sitesOK)}
 	}
 	return nil
