@@ -636,6 +636,11 @@ func nativeGate(limits plan.FailOn, verdicts []runjson.Verdict) error {
 	var over []string
 	for _, v := range verdicts {
 		f := v.Figures
+		// A limit on a heap that was not measured is not met: CI must
+		// not pass what it could not check.
+		if v.Verdict == runjson.VerdictHeapUnmeasured && (limits.GrowthPerHit > 0 || limits.TotalGrowth > 0) {
+			return fmt.Errorf("report.fail_on cannot be applied at breakpoint %q: its in-use heap is unmeasured (%s); run with --sites, whose in-use heap is heaptrack's record", v.Breakpoint, f.UnmeasuredWhy)
+		}
 		switch {
 		case f.InUsePerHit != nil && limits.GrowthPerHit > 0 && *f.InUsePerHit > limits.GrowthPerHit:
 			over = append(over, fmt.Sprintf("in-use heap %s per hit at breakpoint %q", snapshots.FormatDelta(*f.InUsePerHit), v.Breakpoint))

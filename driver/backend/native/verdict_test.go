@@ -1,6 +1,7 @@
 package native
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/snapctl/snapctl/driver/backend"
+	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
@@ -344,5 +346,23 @@ func TestVerdictAgreesWithSites(t *testing.T) {
 	if v.Verdict != runjson.VerdictLeak || !cmp.Equal(v.Findings, []string{runjson.VerdictLeak, runjson.VerdictRetention}) ||
 		!strings.HasPrefix(v.Sentence, "leak at breakpoint request: 1 call site grew steadily between hits, the fastest load (fstload.cc:112) +16.0 KiB per hit") {
 		t.Errorf("verdict %s, findings %v:\n%s", v.Verdict, v.Findings, v.Sentence)
+	}
+}
+
+// fail_on on a heap that was not measured fails (exit 1), saying why;
+// native limits count breakpoints, not sites.
+func TestNativeGateUnmeasured(t *testing.T) {
+	v := verdictOf("request", seriesOf(repeat(8*mib, 6), nil, nil), false)
+	err := nativeGate(plan.FailOn{GrowthPerHit: 1}, []runjson.Verdict{v})
+	var leak *backend.LeakError
+	if err == nil || errors.As(err, &leak) || !strings.Contains(err.Error(), `report.fail_on cannot be applied at breakpoint "request": its in-use heap is unmeasured (glibc's arenas could not be read: a fastbin does not end)`) {
+		t.Errorf("gate: %v", err)
+	}
+	if err := nativeGate(plan.FailOn{}, []runjson.Verdict{v}); err != nil {
+		t.Errorf("without limits: %v", err)
+	}
+	l := verdictOf("request", seriesOf(repeat(8*mib, 6), ramp(1000, 100, 6), repeat(0, 6)), false)
+	if err := nativeGate(plan.FailOn{GrowthPerHit: 50}, []runjson.Verdict{l}); err == nil || !strings.HasPrefix(err.Error(), "fail_on exceeded by 1 breakpoint(s): in-use heap +100 B per hit") {
+		t.Errorf("gate: %v", err)
 	}
 }
