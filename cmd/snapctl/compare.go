@@ -137,12 +137,11 @@ func loadRun(ctx context.Context, dir string) (snapshots.CompareRun, error) {
 		return snapshots.CompareRun{}, &runDirError{dir, msg + "); its suspects may be incomplete"}
 	}
 	snaps := make(map[string]int)
-	// What each breakpoint measured: the heap of a massif snapshot (0 B
-	// at every one is a program valgrind could not measure, such as a
-	// static one), a per-site snapshot of a native --sites run (a stop
-	// without one says why; runs of an earlier snapctl only have
-	// sites-failed events, "breakpoint "NAME" hit N: ...").
-	heap, sited := make(map[string]int64), make(map[string]int)
+	// What each breakpoint of a native --sites run measured: a stop
+	// without a per-site snapshot says why (memory.sites_missing); runs
+	// of an earlier snapctl only have sites-failed events, "breakpoint
+	// "NAME" hit N: ...". Stops that carry no memory at all say nothing.
+	sited, measured := make(map[string]int), make(map[string]int)
 	failed := make(map[string]bool)
 	for _, e := range m.Events {
 		if e.Kind == runjson.EventSitesFailed {
@@ -154,8 +153,11 @@ func loadRun(ctx context.Context, dir string) (snapshots.CompareRun, error) {
 			continue
 		}
 		snaps[s.Breakpoint]++
-		heap[s.Breakpoint] += s.HeapBytes
-		if s.Memory != nil && s.Memory.SitesMissing == "" && !failed[fmt.Sprintf("breakpoint %q hit %d", s.Breakpoint, s.Hit)] {
+		if s.Memory == nil {
+			continue
+		}
+		measured[s.Breakpoint]++
+		if s.Memory.SitesMissing == "" && !failed[fmt.Sprintf("breakpoint %q hit %d", s.Breakpoint, s.Hit)] {
 			sited[s.Breakpoint]++
 		}
 	}
@@ -170,13 +172,11 @@ func loadRun(ctx context.Context, dir string) (snapshots.CompareRun, error) {
 	}
 	for _, b := range m.Breakpoints {
 		cb := snapshots.CompareBreakpoint{Name: b.Name, Location: b.Location, Snapshots: snaps[b.Name]}
-		switch n := snaps[b.Name]; {
-		case n == 0:
-		case run.Backend == snapshots.BackendMassif && heap[b.Name] == 0 && len(m.Suspects) == 0:
-			cb.Unmeasured = fmt.Sprintf("the heap was 0 B at all %d snapshots: valgrind measured nothing, as in a static program", n)
-		case run.Sites && sited[b.Name] == 0:
+		switch n := measured[b.Name]; {
+		case run.Backend != snapshots.BackendNative || !run.Sites || n == 0:
+		case sited[b.Name] == 0:
 			cb.Unmeasured = fmt.Sprintf("none of its %d stops has a per-site snapshot: heaptrack's recording failed", n)
-		case run.Sites:
+		default:
 			cb.Snapshots = sited[b.Name]
 		}
 		for _, v := range m.Verdicts {
