@@ -86,6 +86,9 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	}
 	found := s.backend.Findings("snapctl run: " + strings.Join(s.prog.argv, " "))
 	s.m.Suspects, s.m.Stacks, s.m.Verdicts = found.Suspects, found.Stacks, found.Verdicts
+	if s.m.Native != nil {
+		s.m.Native.Allocator = found.Allocator
+	}
 	for _, p := range found.Problems {
 		s.rec.events.add(&runjson.Event{Time: runjson.Stamp(time.Now()), Kind: runjson.EventAnalysisError, Message: p})
 	}
@@ -101,6 +104,12 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 		}
 		if err == nil {
 			err = s.backend.Gate(s.plan.Report.FailOn, found)
+		}
+		// A measurement that failed (the tool named) says so in run.json
+		// and the reports, as a run that failed does.
+		var tool *backend.ToolError
+		if errors.As(err, &tool) {
+			s.m.Error = strings.SplitN(err.Error(), "\n", 2)[0]
 		}
 	}
 	code, reason := ExitStatus(err)

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -153,5 +154,14 @@ func TestRunStepwiseVector(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("suspects (-want +got):\n%s", diff)
+	}
+	// The verdict names the vector's capacity and its remedy.
+	var text bytes.Buffer
+	if err := WriteText(&text, res, snapshots.RenderOptions{MaxSites: 10, MaxFrames: 12, MaxDiffs: 3}); err != nil {
+		t.Fatal(err)
+	}
+	verdict, _, _ := strings.Cut(text.String(), "\n")
+	if !strings.Contains(verdict, "; it is a std::vector's buffer growing in steps (_M_realloc_insert): a vector keeps its capacity after clear()") || !strings.Contains(verdict, "shrink_to_fit()") {
+		t.Errorf("the verdict does not name the vector's capacity: %s", verdict)
 	}
 }

@@ -230,6 +230,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Massif and --sites preload a library into the program: a static
+	// one would measure nothing (a heap of 0 B, no call site).
+	if (p.Backend == BackendMassif || p.Native.Sites) && preflight.Static(binary) {
+		return nil, preflight.StaticError(binary, p.Native.Sites)
+	}
 	// The checks take a second or more before valgrind starts: the
 	// status line says so from the start.
 	var status *console.Status

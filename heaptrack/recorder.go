@@ -53,6 +53,10 @@ type Recorder struct {
 	replayed atomic.Int64
 }
 
+// ErrEnded says that the recording is over before the program: the
+// interpreter or the stream ended, and no later stop can be cut.
+var ErrEnded = errors.New("heaptrack_interpret ended")
+
 type cutRequest struct {
 	index   int
 	pending []byte
@@ -474,7 +478,7 @@ func (r *Recorder) Mark(ctx context.Context, t *Target, index int) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.finished {
-		return errors.New("heaptrack's stream has ended")
+		return fmt.Errorf("%w: heaptrack's stream has ended", ErrEnded)
 	}
 	if !r.checked {
 		if !t.WritesTo(st.Fd, r.fifo) {
@@ -486,14 +490,14 @@ func (r *Recorder) Mark(ctx context.Context, t *Target, index int) error {
 	select {
 	case r.reqs <- req:
 	case <-r.fwdDone:
-		return errors.New("heaptrack's stream has ended")
+		return fmt.Errorf("%w: heaptrack's stream has ended", ErrEnded)
 	}
 	select {
 	case err := <-req.done:
 		return err
 	case err := <-r.fwdErr:
 		r.fwdErr <- err
-		return fmt.Errorf("heaptrack's stream ended before the cut: %v", err)
+		return fmt.Errorf("%w: heaptrack's stream ended before the cut: %v", ErrEnded, err)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -543,7 +547,7 @@ func (r *Recorder) Snapshot(ctx context.Context, index int) (*snapshots.Snapshot
 				}
 			default:
 			}
-			return nil, fmt.Errorf("heaptrack_interpret ended before the cut: %s%s", why, r.stderrText())
+			return nil, fmt.Errorf("%w before the cut: %s%s", ErrEnded, why, r.stderrText())
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

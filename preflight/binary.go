@@ -28,6 +28,7 @@ const (
 	BinaryNotProgram                             // an ELF object or core file
 	BinaryWrongMachine                           // built for another architecture
 	BinaryNotExecutable                          // no permission to execute it
+	BinaryStatic                                 // statically linked, for a backend that must preload into it
 )
 
 // BinaryError reports a target binary that cannot be profiled.
@@ -59,6 +60,8 @@ func (e *BinaryError) Error() string {
 		why = fmt.Sprintf("is built for %s; this machine runs %s programs", e.Detail, hostMachine())
 	case BinaryNotExecutable:
 		why = fmt.Sprintf("is not executable (chmod +x %s)", e.Path)
+	case BinaryStatic:
+		why = "is statically linked: " + e.Detail
 	default:
 		why = "cannot be profiled"
 	}
@@ -67,6 +70,56 @@ func (e *BinaryError) Error() string {
 
 // Unwrap returns the underlying error.
 func (e *BinaryError) Unwrap() error { return e.Err }
+
+// Static reports whether the ELF program at path is statically linked:
+// it names no dynamic loader (PT_INTERP), so no library can be
+// preloaded into it. Valgrind replaces malloc by preloading its own, and
+// heaptrack records by preloading (or injecting, which needs dlopen)
+// its library: neither can in a static program (docs/facts.md, fact
+// truth-1). False when path cannot
+// be read as ELF (InspectBinary says why).
+func Static(path string) bool {
+	f, err := elf.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
+		return false
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return false
+		}
+	}
+	// A shared library (no entry point to speak of) is not a program.
+	return f.Type == elf.ET_EXEC || hasDynFlag(f, elf.DF_1_PIE)
+}
+
+// hasDynFlag reports whether the DT_FLAGS_1 entry of f has flag.
+func hasDynFlag(f *elf.File, flag elf.DynFlag1) bool {
+	vals, err := f.DynValue(elf.DT_FLAGS_1)
+	if err != nil {
+		return false
+	}
+	for _, v := range vals {
+		if v&uint64(flag) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// StaticError is what a backend that preloads into the program says of
+// a static one (Static): why it would measure nothing, and what to run.
+// sites says the native backend's --sites (heaptrack), else massif.
+func StaticError(path string, sites bool) error {
+	detail := "valgrind cannot replace malloc in a static program, so massif would measure a heap of 0 B at every stop; run it with --backend native, which reads glibc's allocator in a static program"
+	if sites {
+		detail = "heaptrack's library cannot be preloaded or injected into a static program, so --sites would record no call site; run it with --backend native without --sites, or link it dynamically"
+	}
+	return &BinaryError{Path: path, Problem: BinaryStatic, Detail: detail}
+}
 
 // scriptInterpreter returns the interpreter named on a #! line, resolving
 // "/usr/bin/env NAME" through PATH.

@@ -100,6 +100,11 @@ type NativeSettings struct {
 	// the end and left it running.
 	AttachedPid int  `json:"attached_pid,omitempty"`
 	Detached    bool `json:"detached,omitempty"`
+	// Allocator names the allocator the program's malloc is ("glibc",
+	// "jemalloc (libjemalloc.so.2)"...), found from the libraries mapped
+	// in the process and the symbols of the program; absent in runs of
+	// an earlier snapctl.
+	Allocator string `json:"allocator,omitempty"`
 }
 
 // ResolveStacks fills the Stack of every diff site and suspect read back
@@ -405,6 +410,13 @@ type Memory struct {
 	// (the allocator cannot be read in this program). "" when the stop
 	// has the figures.
 	HeapUnmeasured EventKind `json:"heap_unmeasured,omitempty"`
+	// HeapUnmeasuredWhy says the same in words: the failed call or arena
+	// read, the lock held, the allocator that is not glibc's.
+	HeapUnmeasuredWhy string `json:"heap_unmeasured_why,omitempty"`
+	// SitesMissing says why a stop of a native.sites run has no per-site
+	// snapshot (heaptrack's recording failed or ended); absent when it
+	// has one, and in runs without sites.
+	SitesMissing string `json:"sites_missing,omitempty"`
 	// HeapReadSeconds is how long reading glibc's arenas took at this
 	// stop, where they were read from memory (libc's symbol table).
 	HeapReadSeconds float64 `json:"heap_read_seconds,omitempty"`
@@ -456,6 +468,10 @@ const (
 	// VerdictTooFewStops: fewer than minTrendStops stops, too few to tell
 	// steady growth from noise.
 	VerdictTooFewStops = "too-few-stops"
+	// VerdictHeapUnmeasured: the allocator could not be read at enough
+	// stops to judge the in-use heap (an allocator that is not glibc's,
+	// failed reads): no verdict on the heap, never flat.
+	VerdictHeapUnmeasured = "heap-unmeasured"
 )
 
 // Verdict is run.json's verdicts[]: what the native backend concludes of
@@ -503,4 +519,34 @@ type VerdictFigures struct {
 	// TcacheBytes is what glibc's per-thread caches held at the last
 	// stop that read them (out of in-use heap); absent when none did.
 	TcacheBytes *int64 `json:"tcache_bytes,omitempty"`
+	// RSSChange and InUseChange are resident memory's and in-use heap's
+	// change from the first stop to the last (the growths above are
+	// trends, not changes).
+	RSSChange   int64  `json:"rss_change_bytes"`
+	InUseChange *int64 `json:"heap_in_use_change_bytes,omitempty"`
+	// InUsePerHitExact is the in-use heap's slope unrounded, in bytes
+	// per hit: a leak of 0.47 B a hit rounds to 0 in
+	// heap_in_use_growth_per_hit_bytes.
+	InUsePerHitExact *float64 `json:"heap_in_use_growth_per_hit_exact_bytes,omitempty"`
+	// InUseSource says where in-use heap comes from: "glibc" (mallinfo2's
+	// figures, the default when absent) or "heaptrack" (the bytes
+	// heaptrack recorded as allocated and not freed, native.sites with
+	// an allocator that is not glibc's).
+	InUseSource string `json:"heap_in_use_source,omitempty"`
+	// UnmeasuredStops counts the stops whose in-use heap could not be
+	// read, and UnmeasuredWhy says why at the first of them; the verdict
+	// rests on the others.
+	UnmeasuredStops int    `json:"heap_unmeasured_stops,omitempty"`
+	UnmeasuredWhy   string `json:"heap_unmeasured_why,omitempty"`
+	// SitesMissingStops counts the stops of a native.sites run without a
+	// per-site snapshot, and SitesMissingWhy says why at the first.
+	SitesMissingStops int    `json:"sites_missing_stops,omitempty"`
+	SitesMissingWhy   string `json:"sites_missing_why,omitempty"`
+	// InUseFloorPerHit is the slope of the in-use heap's floor (the
+	// least in-use heap of each window of stops), bytes per hit: what
+	// a leak raises, whatever other threads hold in flight at a stop.
+	InUseFloorPerHit *float64 `json:"heap_in_use_floor_per_hit_bytes,omitempty"`
+	// FreeBytes is the free heap at the last stop that read it: what the
+	// allocator holds, whether or not it grew.
+	FreeBytes *int64 `json:"heap_free_last_bytes,omitempty"`
 }

@@ -53,6 +53,11 @@ type CompareBreakpoint struct {
 	Verdict     string
 	Findings    []string
 	InUsePerHit *int64
+	// Unmeasured says why the run measured nothing at the breakpoint (a
+	// heap of 0 B at every massif snapshot, no per-site snapshot in a
+	// native --sites run): nothing of it is judged, so no fix is shown
+	// against it.
+	Unmeasured string
 }
 
 // The statuses of a compared finding, besides gone, persists and new.
@@ -60,6 +65,10 @@ const StatusUnjudged = "unjudged" // the other run cannot show whether it holds
 
 // native verdicts that do not judge: too few stops to tell a trend.
 const verdictTooFewStops = "too-few-stops"
+
+// verdictHeapUnmeasured is a native verdict that cannot judge the heap:
+// the allocator could not be read.
+const verdictHeapUnmeasured = "heap-unmeasured"
 
 // Comparison is two runs' suspects side by side, the document of
 // `snapctl compare`.
@@ -214,6 +223,12 @@ func (c *Comparison) compareSuspects(before, after CompareRun) {
 		switch {
 		case !ok:
 			c.Notes = append(c.Notes, fmt.Sprintf("breakpoint %q is only in the before run's plan: its suspects are not compared", b.Name))
+		case b.Unmeasured != "" || a.Unmeasured != "":
+			for _, side := range []struct{ run, why string }{{"RUN_A", b.Unmeasured}, {"RUN_B", a.Unmeasured}} {
+				if side.why != "" {
+					c.Notes = append(c.Notes, fmt.Sprintf("breakpoint %q: %s measured nothing there (%s), so its suspects are not compared", b.Name, side.run, side.why))
+				}
+			}
 		case b.Snapshots < minSnapshots || a.Snapshots < minSnapshots:
 			c.Notes = append(c.Notes, fmt.Sprintf("breakpoint %q took %d snapshots before and %d after; a suspect needs at least %d on each side, so its suspects are not compared",
 				b.Name, b.Snapshots, a.Snapshots, minSnapshots))
@@ -242,6 +257,9 @@ func (c *Comparison) compareSuspects(before, after CompareRun) {
 		switch {
 		case !inB || !inA:
 			cs.Reason = "breakpoint in one plan only"
+		case inB && inBefore[s.Breakpoint].Unmeasured != "" || inA && inAfter[s.Breakpoint].Unmeasured != "":
+			cs.Reason = "the other run measured nothing there"
+			cs.Unjudged = before
 		default:
 			cs.Reason = "too few snapshots to find suspects"
 			cs.Unjudged = before && inAfter[s.Breakpoint].Snapshots < minSnapshots
@@ -419,6 +437,12 @@ func sideFindings(r CompareRun, bp string) (findings []string, said string, ok b
 	}
 	if b == nil {
 		return nil, "", false, "not in its plan"
+	}
+	if b.Unmeasured != "" {
+		return nil, "nothing measured", false, "it measured nothing there: " + b.Unmeasured
+	}
+	if b.Verdict == verdictHeapUnmeasured {
+		return nil, b.Verdict, false, "its in-use heap is unmeasured there"
 	}
 	if backendOf(r) == BackendMassif {
 		n := 0

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -136,9 +137,28 @@ func loadRun(ctx context.Context, dir string) (snapshots.CompareRun, error) {
 		return snapshots.CompareRun{}, &runDirError{dir, msg + "); its suspects may be incomplete"}
 	}
 	snaps := make(map[string]int)
+	// What each breakpoint of a native --sites run measured: a stop
+	// without a per-site snapshot says why (memory.sites_missing); runs
+	// of an earlier snapctl only have sites-failed events, "breakpoint
+	// "NAME" hit N: ...". Stops that carry no memory at all say nothing.
+	sited, measured := make(map[string]int), make(map[string]int)
+	failed := make(map[string]bool)
+	for _, e := range m.Events {
+		if e.Kind == runjson.EventSitesFailed {
+			failed[strings.SplitN(e.Message, ":", 2)[0]] = true
+		}
+	}
 	for _, s := range m.Stops {
-		if s.Phase == runjson.PhaseHit {
-			snaps[s.Breakpoint]++
+		if s.Phase != runjson.PhaseHit {
+			continue
+		}
+		snaps[s.Breakpoint]++
+		if s.Memory == nil {
+			continue
+		}
+		measured[s.Breakpoint]++
+		if s.Memory.SitesMissing == "" && !failed[fmt.Sprintf("breakpoint %q hit %d", s.Breakpoint, s.Hit)] {
+			sited[s.Breakpoint]++
 		}
 	}
 	run := snapshots.CompareRun{Dir: dir, Backend: snapshots.BackendMassif, Sites: true, Suspects: m.Suspects}
@@ -152,6 +172,13 @@ func loadRun(ctx context.Context, dir string) (snapshots.CompareRun, error) {
 	}
 	for _, b := range m.Breakpoints {
 		cb := snapshots.CompareBreakpoint{Name: b.Name, Location: b.Location, Snapshots: snaps[b.Name]}
+		switch n := measured[b.Name]; {
+		case run.Backend != snapshots.BackendNative || !run.Sites || n == 0:
+		case sited[b.Name] == 0:
+			cb.Unmeasured = fmt.Sprintf("none of its %d stops has a per-site snapshot: heaptrack's recording failed", n)
+		default:
+			cb.Snapshots = sited[b.Name]
+		}
 		for _, v := range m.Verdicts {
 			if v.Breakpoint != b.Name {
 				continue

@@ -375,3 +375,34 @@ func TestCompareMassifAndSites(t *testing.T) {
 		t.Errorf("sites leaky against sites fixed: %v, want %v\n%s", got, want, text)
 	}
 }
+
+// compare never shows a fix against a run that measured nothing: a
+// --sites run whose heaptrack interpreter exited at once (it exits 1
+// itself) recorded no call site, and a native run of a program that
+// allocates with jemalloc, which snapctl cannot read, judged no heap.
+// Each leaves the leak of the run before unjudged: exit 10, with a note
+// that says why, never "Fixed".
+func TestCompareAgainstNothingMeasured(t *testing.T) {
+	testenv.NoLeftovers(t)
+	testenv.MustHave(t, "heaptrack", "valgrind")
+	src := fixtures + "fixcheck.c"
+	leaky, fixed := testenv.Build(t, src), testenv.Build(t, src, "-DFIXED")
+	mLeaky := mustRun(t, session{Plan: requestPlan, Bin: leaky, Args: []string{"6"}}, exitOK)
+	sLeaky := mustRun(t, session{Plan: requestPlan, Bin: leaky, Args: []string{"6"}, Flags: []string{"--sites"}}, exitOK)
+	broken := fakeHeaptrack(t, "echo 'heaptrack_interpret: cannot start' >&2; exit 1")
+	sNothing := mustRun(t, session{Plan: requestPlan, Bin: fixed, Args: []string{"6"}, Flags: []string{"--sites", "--heaptrack", broken}}, exitFailure)
+	for _, before := range []string{mLeaky.Out, sLeaky.Out} {
+		code, stdout, stderr := snapctlCmd(t, "compare", before, sNothing.Out)
+		if code != exitLeak || strings.Contains(stdout, "Fixed") || !strings.Contains(stdout, "none of its 6 stops has a per-site snapshot: heaptrack's recording failed") {
+			t.Errorf("compare %s against the failed recording exited %d, want 10, no fix and why:\n%s%s", before, code, stdout, stderr)
+		}
+	}
+
+	nLeaky := mustRun(t, session{Plan: requestPlan, Bin: leaky, Args: []string{"6"}, Flags: []string{"--backend", "native"}}, exitOK)
+	je := testenv.Build(t, src, "-DFIXED", "-Wl,--no-as-needed", "-ljemalloc")
+	nJemalloc := mustRun(t, session{Plan: requestPlan, Bin: je, Args: []string{"6"}, Flags: []string{"--backend", "native"}}, exitOK)
+	code, stdout, stderr := snapctlCmd(t, "compare", nLeaky.Out, nJemalloc.Out)
+	if code != exitLeak || strings.Contains(stdout, "Fixed") || !strings.Contains(stdout, "its in-use heap is unmeasured there") {
+		t.Errorf("compare against the jemalloc run exited %d, want 10, the leak unjudged:\n%s%s", code, stdout, stderr)
+	}
+}

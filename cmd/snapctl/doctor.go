@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -162,7 +163,7 @@ func runDoctor(ctx context.Context, w io.Writer, opts *doctorOptions) error {
 		r.line(checkOK, "ptrace", p.String())
 	}
 	checkGdbserver(ctx, r)
-	checkHeaptrack(r, opts.Heaptrack)
+	checkHeaptrack(ctx, r, opts.Heaptrack)
 	checkHits(r)
 
 	if opts.Binary != "" {
@@ -227,7 +228,7 @@ func checkGdbserver(ctx context.Context, r *doctorReport) {
 // (heaptrack.ReadLayout), which a cut at a stop needs. Only native.sites
 // (--sites) needs heaptrack: missing, it is a warning, and a run that
 // asks for sites exits 4 before anything starts.
-func checkHeaptrack(r *doctorReport, dir string) {
+func checkHeaptrack(ctx context.Context, r *doctorReport, dir string) {
 	const why = "the native backend's per-site recording (--sites, native.sites) needs it; runs without sites do not"
 	tools, err := heaptrack.FindTools(dir)
 	if err != nil {
@@ -244,7 +245,43 @@ func checkHeaptrack(r *doctorReport, dir string) {
 		r.line(checkWarn, "heaptrack", fmt.Sprintf("%v: snapctl cannot cut its stream at a stop; %s", err, why))
 		return
 	}
+	if err := checkInterpreter(ctx, tools.Interpret); err != nil {
+		r.line(checkWarn, "heaptrack", fmt.Sprintf("%s does not work: %v: not OK for --sites, whose runs would record no call site (they exit 1)", tools.Interpret, err),
+			"reinstall it with: sudo apt-get install --reinstall heaptrack")
+		return
+	}
 	r.line(checkOK, "heaptrack", filepath.Dir(tools.Preload))
+}
+
+// checkInterpreter has heaptrack's interpreter read the first line of a
+// stream, its version, and checks that it answers with it and ends well,
+// as it does when a program's stream ends.
+func checkInterpreter(ctx context.Context, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path)
+	cmd.WaitDelay = time.Second
+	cmd.Stdin = strings.NewReader("v 10100 3\n")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	said := strings.TrimSpace(stderr.String())
+	if said != "" {
+		said = ", saying " + strconv.Quote(firstLine(said))
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("it failed (%v%s)", err, said)
+	case !strings.HasPrefix(string(out), "v 10100 3"):
+		return fmt.Errorf("it did not pass a stream's version line through (it wrote %q%s)", firstLine(string(out)), said)
+	}
+	return nil
+}
+
+// firstLine is the first line of text.
+func firstLine(text string) string {
+	line, _, _ := strings.Cut(text, "\n")
+	return line
 }
 
 // checkMassif runs a trivial program under massif: valgrind may be
@@ -295,6 +332,12 @@ func checkBinary(r *doctorReport, path string) bool {
 		return false
 	}
 	r.line(checkOK, "binary", fmt.Sprintf("%s: ELF %s %s", info.Path, info.Machine, info.Kind))
+	if preflight.Static(info.Path) {
+		r.line(checkWarn, "static", "statically linked: not OK for --backend massif or --sites, which would measure nothing (snapctl refuses them); use --backend native",
+			"valgrind cannot replace malloc in a static program (its heap would read 0 B at every stop),",
+			"and heaptrack's library cannot be preloaded or injected into one;",
+			"the native backend reads glibc's allocator in a static program that keeps its symbol table")
+	}
 	switch {
 	case len(info.Warnings) > 0:
 		for _, f := range info.Warnings {

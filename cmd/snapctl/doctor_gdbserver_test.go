@@ -58,14 +58,14 @@ func TestDoctorHeaptrack(t *testing.T) {
 	var out bytes.Buffer
 	r := &doctorReport{w: &out}
 	if _, err := os.Stat("/usr/lib/heaptrack/libheaptrack_preload.so"); err == nil {
-		checkHeaptrack(r, "")
+		checkHeaptrack(context.Background(), r, "")
 		if got := out.String(); got != "OK    heaptrack   /usr/lib/heaptrack\n" || len(r.failed) != 0 {
 			t.Errorf("with heaptrack installed: %q, failed %v", got, r.failed)
 		}
 	}
 	dir := t.TempDir()
 	out.Reset()
-	checkHeaptrack(r, dir)
+	checkHeaptrack(context.Background(), r, dir)
 	want := []string{
 		"WARN  heaptrack   not installed (" + dir + "/libheaptrack_preload.so is missing): the native backend's per-site recording (--sites, native.sites) needs it; runs without sites do not",
 		"                  install it with: sudo apt-get install heaptrack",
@@ -76,4 +76,48 @@ func TestDoctorHeaptrack(t *testing.T) {
 	if len(r.failed) != 0 {
 		t.Errorf("a missing heaptrack failed doctor: %v", r.failed)
 	}
+}
+
+// TestDoctorHeaptrackBrokenInterpreter: heaptrack's libraries beside an
+// interpreter that exits at once, as a broken install's does: not OK for
+// --sites, in heaptrack's line, with the interpreter's own words.
+func TestDoctorHeaptrackBrokenInterpreter(t *testing.T) {
+	dir := fakeHeaptrack(t, "echo 'heaptrack_interpret: error while loading shared libraries: libdw.so.1' >&2; exit 127")
+	var out bytes.Buffer
+	r := &doctorReport{w: &out}
+	checkHeaptrack(context.Background(), r, dir)
+	want := []string{
+		"WARN  heaptrack   " + dir + "/libexec/heaptrack_interpret does not work: it failed (exit status 127, saying \"heaptrack_interpret: error while loading shared libraries: libdw.so.1\"): not OK for --sites, whose runs would record no call site (they exit 1)",
+		"                  reinstall it with: sudo apt-get install --reinstall heaptrack",
+	}
+	if diff := cmp.Diff(want, strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// fakeHeaptrack is a copy of the installed heaptrack's libraries with an
+// interpreter that is the shell script body.
+func fakeHeaptrack(t *testing.T, body string) string {
+	t.Helper()
+	const lib = "/usr/lib/heaptrack"
+	if _, err := os.Stat(lib + "/libheaptrack_preload.so"); err != nil {
+		t.Skip("heaptrack is not installed (Debian: heaptrack)")
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(dir+"/libexec", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, so := range []string{"libheaptrack_preload.so", "libheaptrack_inject.so"} {
+		data, err := os.ReadFile(lib + "/" + so)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dir+"/"+so, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(dir+"/libexec/heaptrack_interpret", []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

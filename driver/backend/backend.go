@@ -113,6 +113,9 @@ type Findings struct {
 	Verdicts []runjson.Verdict
 	// Problems are what the analysis could not do, kept as events.
 	Problems []string
+	// Allocator names the program's allocator, for run.json's
+	// native.allocator; "" when the backend does not say.
+	Allocator string
 }
 
 // Analysis turns the stops a backend read into findings.

@@ -37,10 +37,17 @@ type LeakError struct {
 	GrowthPerHit int64    // the limit per hit, 0 for none
 	TotalGrowth  int64    // the limit over the run, 0 for none
 	Suspects     []string // "handle_request (leak.c:20) +24 B per hit at breakpoint \"request\""
+	// Of names what exceeded the limits: "site(s)" when empty, or
+	// "breakpoint(s)" for the native backend's in-use heap without sites.
+	Of string
 }
 
 func (e *LeakError) Error() string {
-	return fmt.Sprintf("fail_on exceeded by %d site(s): %s", len(e.Suspects), strings.Join(e.Suspects, "; "))
+	of := e.Of
+	if of == "" {
+		of = "site(s)"
+	}
+	return fmt.Sprintf("fail_on exceeded by %d %s: %s", len(e.Suspects), of, strings.Join(e.Suspects, "; "))
 }
 
 // TargetKilledError reports a target that died as it started, before a

@@ -7,13 +7,16 @@ package native
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/backend/sites"
 	"github.com/snapctl/snapctl/driver/gdb"
+	"github.com/snapctl/snapctl/heaptrack"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
@@ -50,6 +53,21 @@ type Backend struct {
 	// heap reads glibc's arenas for the agent (heapread.go), nil before
 	// the launch and after gdb's end.
 	heap *heapReader
+	// allocator names the program's allocator (allocatorOf), once read
+	// at the first stop.
+	allocator string
+	// Over the run's stops: how many were measured, how many read the
+	// allocator and why the first that did not failed (not a program
+	// whose allocator cannot be read, which is no failure); with sites,
+	// how many got a per-site snapshot, how many did not and why, how
+	// many found heaptrack recording nothing yet, and the error that
+	// said the recording ended.
+	stops, allocRead int
+	allocFailed      string
+	sitesOK, sitesNo int
+	sitesEmpty       int
+	sitesWhy         string
+	sitesEnded       error
 }
 
 // New returns the native backend of a run.
@@ -111,6 +129,47 @@ func (b *Backend) Stage(ms backend.Measurement, stop *runjson.Stop) (string, err
 		return "", fmt.Errorf("reading the measurement at stop %d: %w", stop.Seq, err)
 	}
 	m := rec.Memory
+	b.stops++
+	if b.allocator == "" && b.launch != nil && b.launch.env != nil {
+		b.allocator = allocatorOf(programLibraries(context.Background(), b.launch.attach, b.cfg.Binary, b.launch.env.Target.Cwd, b.launch.env.Target.Env), b.cfg.Binary)
+		if !isGlibc(b.allocator) {
+			next := "in-use heap is unmeasured; run with --sites for the in-use heap as heaptrack records it, whatever the allocator, or with --backend massif"
+			if b.sitesOn {
+				next = "in-use heap is what heaptrack records"
+			}
+			b.cfg.Event(runjson.Event{Kind: runjson.EventNoAllocatorState, Message: fmt.Sprintf(
+				"the program allocates with %s, not glibc's allocator, which is the one snapctl reads: glibc's figures are not its heap; %s", b.allocator, next)})
+			fmt.Fprintf(b.cfg.Warn, "warning: the program allocates with %s, which snapctl cannot read: %s\n", b.allocator, next)
+		}
+	}
+	unread := ""
+	switch {
+	case b.allocator != "" && !isGlibc(b.allocator):
+		// glibc's figures, read or not, are not this program's heap.
+		unread = fmt.Sprintf("the program allocates with %s, which snapctl cannot read", b.allocator)
+		m.HeapInUseBytes, m.HeapFreeBytes, m.MmapBytes, m.ArenaBytes, m.Arenas, m.TcacheBytes, m.TrimReleasedBytes = nil, nil, nil, nil, nil, nil, nil
+		m.CallError, m.BusyError, m.TcacheError = "", "", ""
+	case m.AllocatorError != "":
+		unread = "glibc's allocator cannot be read: " + m.AllocatorError
+	case m.BusyError != "":
+		unread = "an arena's lock was held (allocator-busy)"
+	case m.CallError != "":
+		unread = m.CallError
+		if b.allocFailed == "" {
+			b.allocFailed = m.CallError
+		}
+	}
+	if m.HeapInUseBytes == nil {
+		m.HeapUnmeasuredWhy = unread
+		if unread == "" {
+			m.HeapUnmeasuredWhy = "the allocator was not read"
+		}
+		if m.HeapUnmeasured == "" || (b.allocator != "" && !isGlibc(b.allocator)) {
+			m.HeapUnmeasured = unmeasuredKind(m, b.allocator)
+		}
+	} else {
+		b.allocRead++
+	}
 	if m.AllocatorError != "" && b.noAllocator == "" {
 		b.noAllocator = m.AllocatorError
 		why := m.AllocatorError
@@ -161,6 +220,9 @@ func (b *Backend) stageSites(stop *runjson.Stop, cut siteCut) (string, error) {
 		b.sitesFailed(stop, err)
 		return "", nil
 	}
+	if cut.Empty {
+		b.sitesEmpty++
+	}
 	return l.sites.cutPath(stop.Seq), nil
 }
 
@@ -169,6 +231,16 @@ func (b *Backend) sitesFailed(stop *runjson.Stop, err error) {
 	if l := b.launch; l != nil && strings.Contains(err.Error(), fmt.Sprintf("/proc/%d/fd/", l.pid)) && strings.Contains(err.Error(), "No such file") {
 		err = fmt.Errorf("the program closed heaptrack's output descriptor, as a program that closes every descriptor it inherited does, and heaptrack records no more; its own files are untouched (%w)", err)
 	}
+	b.sitesNo++
+	if b.sitesWhy == "" {
+		b.sitesWhy = err.Error()
+	}
+	if errors.Is(err, heaptrack.ErrEnded) && b.sitesEnded == nil {
+		b.sitesEnded = err
+	}
+	if stop.Memory != nil {
+		stop.Memory.SitesMissing = err.Error()
+	}
 	b.cfg.Event(runjson.Event{Kind: runjson.EventSitesFailed, Message: fmt.Sprintf(
 		"breakpoint %q hit %d: the per-site snapshot could not be taken (%v); this stop records the native figures only", stop.Breakpoint, stop.Hit, err)})
 }
@@ -176,9 +248,9 @@ func (b *Backend) sitesFailed(stop *runjson.Stop, err error) {
 // Read makes the stop's memory diffs: between this hit and the
 // breakpoint's previous one, and within an around_call's call.
 func (b *Backend) Read(st *backend.Stop) error {
-	b.an.add(st)
 	// A stop whose stream was cut has the path its snapshot goes to.
 	if !b.sitesOn || st.Raw == "" {
+		b.an.add(st, nil)
 		return nil
 	}
 	// The target runs meanwhile: the wait for the interpreter lasts while
@@ -191,13 +263,26 @@ func (b *Backend) Read(st *backend.Stop) error {
 	if err != nil {
 		st.Raw = ""
 		b.sitesFailed(st.Stop, err)
+		b.an.add(st, nil)
 		return nil
 	}
+	b.sitesOK++
 	// The stop's heap figure stays glibc's in-use heap, which the
-	// verdicts read, not the bytes requested that the snapshot counts.
+	// verdicts read, not the bytes requested that the snapshot counts;
+	// under another allocator, which snapctl cannot read, it is
+	// heaptrack's.
 	heap := st.Stop.HeapBytes
 	err = b.perSite.Read(st)
+	var sitesHeap *int64
+	if b.allocator != "" && !isGlibc(b.allocator) {
+		h := st.Stop.HeapBytes
+		sitesHeap, heap = &h, h
+		if st.Stop.Memory != nil {
+			st.Stop.Memory.HeapUnmeasured, st.Stop.Memory.HeapUnmeasuredWhy = "", ""
+		}
+	}
 	st.Stop.HeapBytes, st.Stop.HeapExtraBytes, st.Stop.StacksBytes = heap, 0, 0
+	b.an.add(st, sitesHeap)
 	return err
 }
 
@@ -212,32 +297,119 @@ func (b *Backend) Findings(title string) *backend.Findings {
 	verdicts := b.an.verdicts(b.trim)
 	if !b.sitesOn {
 		return &backend.Findings{
-			Report:   emptyReport(title, order),
-			Suspects: []snapshots.Suspect{},
-			Stacks:   [][]snapshots.Frame{},
-			Verdicts: verdicts,
+			Report:    emptyReport(title, order),
+			Suspects:  []snapshots.Suspect{},
+			Stacks:    [][]snapshots.Frame{},
+			Verdicts:  verdicts,
+			Allocator: b.allocator,
 		}
 	}
-	for i := range verdicts {
-		verdicts[i].Sentence = strings.Replace(verdicts[i].Sentence, rerunMassif, sitesBelow, 1)
-	}
 	f := b.perSite.Findings(title)
-	f.Verdicts = verdicts
+	for i := range verdicts {
+		verdicts[i].Sentence = strings.Replace(verdicts[i].Sentence, rerunMassif, b.sitesSaid(verdicts[i].Figures), 1)
+		agreeWithSites(&verdicts[i], f.Suspects)
+	}
+	f.Verdicts, f.Allocator = verdicts, b.allocator
 	return f
+}
+
+// agreeWithSites makes a --sites verdict tell the story its suspects
+// tell: a call site that grew steadily between hits is a leak, whatever
+// the whole heap's trend showed (other threads' work in flight at the
+// stops can hide a leak from it), so the verdict is leak, and says
+// which site.
+func agreeWithSites(v *runjson.Verdict, suspects []snapshots.Suspect) {
+	var steady []snapshots.Suspect
+	for _, s := range suspects {
+		if s.Breakpoint == v.Breakpoint && s.Pattern == snapshots.PatternSteady && s.GrowthPerHit > 0 {
+			steady = append(steady, s)
+		}
+	}
+	if len(steady) == 0 || slices.Contains(v.Findings, runjson.VerdictLeak) {
+		return
+	}
+	fastest := steady[0]
+	for _, s := range steady[1:] {
+		if s.GrowthPerHit > fastest.GrowthPerHit {
+			fastest = s
+		}
+	}
+	clause := fmt.Sprintf("leak at breakpoint %s: %s grew steadily between hits, the fastest %s %s per hit (the suspects below)",
+		v.Breakpoint, backend.Plural(len(steady), "call site"), snapshots.FrameString(fastest.Frame), snapshots.FormatDelta(fastest.GrowthPerHit))
+	v.Findings = append([]string{runjson.VerdictLeak}, v.Findings...)
+	v.Verdict = runjson.VerdictLeak
+	v.Sentence = clause + "; the whole heap's figures: " + v.Sentence
+}
+
+// sitesSaid is where a --sites leak's sentence sends the user: the
+// suspects below, from the stops that have a per-site snapshot.
+func (b *Backend) sitesSaid(f runjson.VerdictFigures) string {
+	switch n := f.SitesMissingStops; {
+	case n == 0:
+		return sitesBelow
+	case n >= f.Stops:
+		return fmt.Sprintf("no call sites: none of its %d stops has a per-site snapshot (%s)", f.Stops, f.SitesMissingWhy)
+	default:
+		return fmt.Sprintf("the call sites that grew are the suspects below, from %d of its %d stops: %d have no per-site snapshot (%s)", f.Stops-n, f.Stops, n, f.SitesMissingWhy)
+	}
 }
 
 // Gate applies report.fail_on to in-use heap growth: growth_per_hit and
 // total_growth limit each breakpoint's.
 // With sites, the limits apply to each site, as under massif.
 func (b *Backend) Gate(limits plan.FailOn, f *backend.Findings) error {
+	if err := b.measured(); err != nil {
+		return err
+	}
 	if b.sitesOn {
 		return b.perSite.Gate(limits, f)
 	}
 	return nativeGate(limits, f.Verdicts)
 }
 
+// measured fails a run whose measurement failed: the allocator's read
+// at every stop (not a program whose allocator snapctl cannot read,
+// which the verdicts say), or with native.sites heaptrack's recording,
+// at every stop, or from some stop on (it ended), or that recorded
+// nothing at any stop (its library was never loaded).
+func (b *Backend) measured() error {
+	if b.stops > 0 && b.allocRead == 0 && b.allocFailed != "" {
+		return &backend.ToolError{Tool: "gdb", Msg: fmt.Sprintf("glibc's allocator could not be read at any of the %d stops; nothing of the heap was measured", b.stops),
+			Err: errors.New(b.allocFailed)}
+	}
+	if !b.sitesOn || b.launch == nil || b.launch.sites == nil {
+		return nil
+	}
+	switch {
+	case b.sitesOK == 0 && b.sitesNo > 0:
+		return &backend.ToolError{Tool: "heaptrack", Msg: fmt.Sprintf("the per-site recording failed at all %d stops; no call site was measured", b.sitesNo),
+			Err: errors.New(b.sitesWhy)}
+	case b.sitesEnded != nil:
+		return &backend.ToolError{Tool: "heaptrack", Msg: fmt.Sprintf("the recording ended during the run: %d of %d stops have no per-site snapshot", b.sitesNo, b.sitesNo+b.sitesOK),
+			Err: b.sitesEnded}
+	case b.sitesOK > 0 && b.sitesEmpty == b.sitesOK && b.launch.attach == 0:
+		// Preloaded, the library records the program's start (its
+		// libstdc++'s emergency pool at least); injected into a process
+		// attached to, it may have nothing to record.
+		return &backend.ToolError{Tool: "heaptrack", Msg: fmt.Sprintf("heaptrack's library recorded nothing at any of the %d stops: it was not loaded in the program", b.sitesOK)}
+	}
+	return nil
+}
+
 // Growth is the flame graph of what grew between two kept per-site
 // snapshots; nil without sites, which keeps no measurement files.
 func (b *Backend) Growth(first, last string) *snapshots.FlameNode {
 	return b.perSite.Growth(first, last)
+}
+
+// unmeasuredKind is the event kind that says why a stop has no allocator
+// figures, where the agent's record did not name one.
+func unmeasuredKind(m runjson.Memory, allocator string) runjson.EventKind {
+	switch {
+	case allocator != "" && !isGlibc(allocator), m.AllocatorError != "":
+		return runjson.EventNoAllocatorState
+	case m.BusyError != "":
+		return runjson.EventAllocatorBusy
+	}
+	return runjson.EventAllocatorCallFailed
 }

@@ -91,7 +91,7 @@ func nativeVerdicts(m *runjson.Manifest) []string {
 	case backend.MeasuredNothing(m):
 		out = []string{"verdict: nothing measured: " + backend.WhyNothing(m)}
 	case len(m.Verdicts) == 0:
-		out = append(out, prefix+"no breakpoint stopped twice: nothing to compare")
+		out = append(out, prefix+fmt.Sprintf("no breakpoint stopped twice: one measurement shows no growth, and a verdict needs at least %d stops", minTrendStops))
 	}
 	if m.ExitCode != nil && *m.ExitCode != 0 {
 		out[0] += fmt.Sprintf(" (exit %d: %s)", *m.ExitCode, m.ExitReason)
@@ -116,7 +116,15 @@ func nativeBreakpoint(m *runjson.Manifest, b runjson.BreakpointSummary) string {
 			out += "; " + backend.Plural(*a, "arena")
 		}
 		if tr := v.Figures.TrimReleased; tr != nil {
-			out += fmt.Sprintf("; malloc_trim(0) released up to %s at a stop, %s in all", snapshots.FormatBytes(*tr), snapshots.FormatBytes(deref(v.Figures.TrimReleasedTotal)))
+			// Resident memory can rise while malloc_trim(0) runs: that is
+			// nothing released, not a negative release.
+			out += fmt.Sprintf("; malloc_trim(0) released up to %s at a stop, %s in all", snapshots.FormatBytes(max(*tr, 0)), snapshots.FormatBytes(max(deref(v.Figures.TrimReleasedTotal), 0)))
+		}
+		if n := v.Figures.UnmeasuredStops; n > 0 {
+			out += fmt.Sprintf("; %d of %d stops without allocator figures", n, v.Figures.Stops)
+		}
+		if n := v.Figures.SitesMissingStops; n > 0 {
+			out += fmt.Sprintf("; %d of %d stops without a per-site snapshot", n, v.Figures.Stops)
 		}
 	}
 	return out

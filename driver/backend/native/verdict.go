@@ -68,7 +68,7 @@ func newNativeAnalysis(plan *plan.Plan, diffs func(any)) *nativeAnalysis {
 	return &nativeAnalysis{plan: plan, diffs: diffs, series: make(map[string]*series), open: make(map[*backend.Stop]*runjson.Memory)}
 }
 
-func (a *nativeAnalysis) add(t *backend.Stop) {
+func (a *nativeAnalysis) add(t *backend.Stop, sitesHeap *int64) {
 	mem := t.Stop.Memory
 	if mem == nil {
 		return
@@ -88,7 +88,15 @@ func (a *nativeAnalysis) add(t *backend.Stop) {
 		a.diffs(&runjson.MemoryDiff{Kind: "between-hits", Breakpoint: bp, FromSeq: s.lastSeq, ToSeq: t.Stop.Seq, MemoryDelta: delta(s.lastMem, mem)})
 	}
 	s.lastSeq, s.lastMem = t.Stop.Seq, mem
-	s.add(pointOf(t.Stop.Hit, mem))
+	p := pointOf(t.Stop.Hit, mem)
+	if sitesHeap != nil {
+		// An allocator snapctl cannot read: in-use heap is what
+		// heaptrack recorded as allocated and not freed; free heap is
+		// not known.
+		p.alloc, p.freeKnown, p.use, p.free, p.unread = true, false, *sitesHeap, 0, ""
+		s.fromSites = true
+	}
+	s.add(p)
 }
 
 // verdicts returns a verdict for every breakpoint with at least two
@@ -109,18 +117,22 @@ type point struct {
 	hit   int
 	rss   int64
 	// alloc says the allocator was read: use (in use, with mmapped
-	// blocks) and free are known.
-	alloc     bool
-	use, free int64
-	arenas    *int
-	trim      *int64
-	tcache    *int64
+	// blocks) is known, and free with freeKnown.
+	alloc, freeKnown bool
+	use, free        int64
+	// unread says why the allocator was not read at this stop, and
+	// sitesMissing why a native.sites stop has no per-site snapshot.
+	unread, sitesMissing string
+	arenas               *int
+	trim                 *int64
+	tcache               *int64
 }
 
 func pointOf(hit int, m *runjson.Memory) point {
-	p := point{hit: hit, rss: m.RSSBytes, arenas: m.Arenas, trim: m.TrimReleasedBytes, tcache: m.TcacheBytes}
+	p := point{hit: hit, rss: m.RSSBytes, arenas: m.Arenas, trim: m.TrimReleasedBytes, tcache: m.TcacheBytes,
+		unread: m.HeapUnmeasuredWhy, sitesMissing: m.SitesMissing}
 	if m.HeapInUseBytes != nil && m.HeapFreeBytes != nil {
-		p.alloc, p.use, p.free = true, *m.HeapInUseBytes, *m.HeapFreeBytes
+		p.alloc, p.freeKnown, p.use, p.free = true, true, *m.HeapInUseBytes, *m.HeapFreeBytes
 		if m.MmapBytes != nil {
 			p.use += *m.MmapBytes
 		}
@@ -147,6 +159,15 @@ type series struct {
 	trimMax         *int64
 	trimTotal       int64
 	tcache          *int64
+	// unread counts the stops that did not read the allocator, and
+	// unreadWhy says why at the first; sitesMissing and sitesWhy the
+	// same of per-site snapshots. fromSites says in-use heap is
+	// heaptrack's. lastFree is the free heap at the last stop that
+	// read it.
+	unread, sitesMissing int
+	unreadWhy, sitesWhy  string
+	fromSites            bool
+	lastFree             *int64
 }
 
 func (s *series) add(p point) {
@@ -165,6 +186,22 @@ func (s *series) add(p point) {
 	}
 	if p.tcache != nil {
 		s.tcache = p.tcache
+	}
+	if !p.alloc {
+		s.unread++
+		if s.unreadWhy == "" {
+			s.unreadWhy = p.unread
+		}
+	}
+	if p.sitesMissing != "" {
+		s.sitesMissing++
+		if s.sitesWhy == "" {
+			s.sitesWhy = p.sitesMissing
+		}
+	}
+	if p.freeKnown {
+		f := p.free
+		s.lastFree = &f
 	}
 	if p.trim != nil {
 		s.trimTotal += *p.trim
@@ -186,6 +223,10 @@ func (s *series) add(p point) {
 	s.seen++
 	s.last = p
 }
+
+// lastFreePtr is the free heap at the last stop that read it, nil when
+// none did.
+func (s *series) lastFreePtr() *int64 { return s.lastFree }
 
 // analysed are the points the trends are computed from: the kept ones
 // and the last stop.
@@ -264,7 +305,11 @@ func round2(z float64) float64 { return math.Round(z*100) / 100 }
 func verdictOf(bp string, s *series, trimProbe bool) runjson.Verdict {
 	pts := s.analysed()
 	f := runjson.VerdictFigures{Stops: s.seen, Hits: s.last.hit - s.first.hit, Intervals: s.intervals, InUseIntervals: s.grew,
-		Arenas: s.arenas, TrimReleased: s.trimMax, TcacheBytes: s.tcache}
+		Arenas: s.arenas, TrimReleased: s.trimMax, TcacheBytes: s.tcache, FreeBytes: s.lastFree,
+		UnmeasuredStops: s.unread, UnmeasuredWhy: s.unreadWhy, SitesMissingStops: s.sitesMissing, SitesMissingWhy: s.sitesWhy}
+	if s.fromSites {
+		f.InUseSource = "heaptrack"
+	}
 	if s.trimMax != nil {
 		t := s.trimTotal
 		f.TrimReleasedTotal = &t
@@ -278,49 +323,141 @@ func verdictOf(bp string, s *series, trimProbe bool) runjson.Verdict {
 	}
 	rt := trendOf(xs, rss)
 	f.RSSGrowth, f.RSSTrend = growth(rt), round2(rt.z)
+	f.RSSChange = s.last.rss - s.first.rss
 	rssGrows := rt.grows(s.seen) && f.RSSGrowth >= minRSSBytes
 
-	var ax []int
+	var ax, fx []int
 	var use, free []int64
-	for _, p := range pts {
+	var firstUse, lastUse *int64
+	for _, p := range []point{s.first, s.last} {
 		if p.alloc {
-			ax, use, free = append(ax, p.hit), append(use, p.use), append(free, p.free)
+			u := p.use
+			if firstUse == nil {
+				firstUse = &u
+			} else {
+				lastUse = &u
+			}
 		}
 	}
+	for _, p := range pts {
+		if p.alloc {
+			ax, use = append(ax, p.hit), append(use, p.use)
+		}
+		if p.freeKnown {
+			fx, free = append(fx, p.hit), append(free, p.free)
+		}
+	}
+	// The allocator must have been read at enough stops: at least two,
+	// and enough for a trend when the series has enough stops.
 	allocator := len(use) >= 2 && (len(use) >= minTrendStops || s.seen < minTrendStops)
 	var findings []string
 	if allocator {
-		ut, ft := trendOf(ax, use), trendOf(ax, free)
-		ug, fg := growth(ut), growth(ft)
+		ut := trendOf(ax, use)
+		grows := ut.grows(len(use))
+		// Other threads' work in flight at a stop only adds to in-use
+		// heap: the floor, each window's least, is what a leak raises.
+		// With enough stops it decides, and sizes, the leak.
+		if fx, fy := floorOf(ax, use); fx != nil {
+			ft := trendOf(fx, fy)
+			fs := ft.slope
+			f.InUseFloorPerHit = &fs
+			ut, grows = trend{z: ut.z, slope: ft.slope}, ft.grows(len(fy))
+		}
+		ug := growth(ut)
 		per := int64(math.Round(ut.slope))
-		uz, fz := round2(ut.z), round2(ft.z)
-		f.InUseGrowth, f.FreeGrowth, f.InUsePerHit, f.InUseTrend, f.FreeTrend = &ug, &fg, &per, &uz, &fz
-		if ut.grows(len(use)) {
+		uz := round2(ut.z)
+		slope := ut.slope
+		f.InUseGrowth, f.InUsePerHit, f.InUseTrend, f.InUsePerHitExact = &ug, &per, &uz, &slope
+		if firstUse != nil && lastUse != nil {
+			c := *lastUse - *firstUse
+			f.InUseChange = &c
+		}
+		if grows {
 			findings = append(findings, runjson.VerdictLeak)
 		}
 		excess := f.RSSGrowth - max(ug, 0)
-		rest := excess - max(fg, 0)
-		if rssGrows && rest >= minRSSBytes && 2*rest >= f.RSSGrowth {
-			findings = append(findings, runjson.VerdictOutsideHeap)
-		}
-		if (rssGrows && excess >= minRSSBytes && 2*fg >= excess) || (trimProbe && medianTrim(pts) >= minRSSBytes) {
-			findings = append(findings, runjson.VerdictRetention)
+		if len(free) >= 2 {
+			ft := trendOf(fx, free)
+			fg, fz := growth(ft), round2(ft.z)
+			f.FreeGrowth, f.FreeTrend = &fg, &fz
+			rest := excess - max(fg, 0)
+			// Free heap the allocator held all along can become resident
+			// again (pages malloc_trim or the kernel took back, touched
+			// anew and pinned by live small blocks): growth it can hold
+			// is the heap's, not outside it.
+			held := deref(s.lastFreePtr())
+			if rssGrows && rest >= minRSSBytes && 2*rest >= f.RSSGrowth && rest > held {
+				findings = append(findings, runjson.VerdictOutsideHeap)
+			}
+			if (rssGrows && excess >= minRSSBytes && (2*fg >= excess || held >= excess)) || (trimProbe && medianTrim(pts) >= minRSSBytes) {
+				findings = append(findings, runjson.VerdictRetention)
+			}
+		} else if rssGrows && excess >= minRSSBytes {
+			// Free heap is not known (heaptrack's in-use heap under
+			// another allocator): what the rest is cannot be said.
+			findings = append(findings, runjson.VerdictRSSGrowth)
 		}
 	} else if rssGrows {
 		findings = append(findings, runjson.VerdictRSSGrowth)
 	}
 	v := runjson.Verdict{Breakpoint: bp, Verdict: runjson.VerdictFlat, Findings: findings, Figures: f}
 	switch {
-	case len(findings) > 0:
-		v.Verdict = findings[0]
 	case s.seen < minTrendStops:
 		v.Verdict = runjson.VerdictTooFewStops
+		if len(findings) > 0 {
+			v.Verdict = findings[0]
+		}
+	case !allocator:
+		// Failed reads, or an allocator that is not glibc's, are no
+		// evidence that the heap is flat.
+		v.Verdict = runjson.VerdictHeapUnmeasured
+	case len(findings) > 0:
+		v.Verdict = findings[0]
 	}
 	if v.Findings == nil {
 		v.Findings = []string{}
 	}
 	v.Sentence = sentence(v, trimProbe)
 	return v
+}
+
+// heldFree is the free heap a sentence says even when it did not grow:
+// retention by level (freed memory kept from the start), not growth.
+const heldFree = 8 << 20
+
+// largeChange is the change from the first stop to the last that a
+// flat verdict says, with what to run next.
+const largeChange = 1 << 20
+
+// floorWindows is how many windows the floor of an in-use series is
+// taken over, and floorWindow the fewest stops a window has: a series of
+// fewer than floorWindows*floorWindow stops is judged as it is.
+const (
+	floorWindows = 12
+	floorWindow  = 4
+)
+
+// floorOf is the lower envelope of the series ys over xs: the least
+// value of each of floorWindows windows of consecutive stops, at its
+// stop; nil when the series is too short to have one (docs/facts.md,
+// fact truth-3).
+func floorOf(xs []int, ys []int64) ([]int, []int64) {
+	w := len(ys) / floorWindows
+	if w < floorWindow {
+		return nil, nil
+	}
+	var fx []int
+	var fy []int64
+	for k := 0; k+w <= len(ys); k += w {
+		m := k
+		for i := k + 1; i < k+w; i++ {
+			if ys[i] < ys[m] {
+				m = i
+			}
+		}
+		fx, fy = append(fx, xs[m]), append(fy, ys[m])
+	}
+	return fx, fy
 }
 
 // medianTrim is what malloc_trim(0) returned at the median stop, 0
@@ -352,31 +489,54 @@ func sentence(v runjson.Verdict, trimProbe bool) string {
 	f := v.Figures
 	b := snapshots.FormatBytes
 	over := fmt.Sprintf("over %d hits (%d stops)", f.Hits, f.Stops)
+	// Changes are from the first stop to the last; growths are trends.
+	rss := "resident memory " + changed(f.RSSChange)
 	heap := func() string {
-		if f.InUseGrowth == nil {
+		if f.InUseChange == nil {
 			return ""
 		}
-		return " and in-use heap " + signed(*f.InUseGrowth)
+		return " and in-use heap " + changed(*f.InUseChange)
 	}
 	trim := ""
 	if f.TrimReleased != nil {
-		trim = fmt.Sprintf("; malloc_trim(0) returned up to %s at a stop, %s over the run", b(*f.TrimReleased), b(deref(f.TrimReleasedTotal)))
+		// Resident memory can rise while malloc_trim(0) runs (other
+		// threads, page faults): nothing returned, not a negative amount.
+		trim = fmt.Sprintf("; malloc_trim(0) returned up to %s at a stop, %s over the run", b(max(*f.TrimReleased, 0)), b(max(deref(f.TrimReleasedTotal), 0)))
 	}
+	if f.FreeBytes != nil && !slices.Contains(v.Findings, runjson.VerdictRetention) && *f.FreeBytes >= heldFree {
+		trim += fmt.Sprintf("; the allocator held %s free at the last stop", b(*f.FreeBytes))
+	}
+	unread := unreadClause(f)
 	switch v.Verdict {
 	case runjson.VerdictFlat:
-		return fmt.Sprintf("flat at breakpoint %s: no steady growth %s: resident memory changed %s%s%s", v.Breakpoint, over, signed(f.RSSGrowth), heap(), trim)
+		out := fmt.Sprintf("flat at breakpoint %s: no steady growth %s: %s%s%s%s", v.Breakpoint, over, rss, heap(), trim, unread)
+		if big := max(f.RSSChange, deref(f.InUseChange)); big >= largeChange {
+			out += fmt.Sprintf("; but it grew %s from the first stop to the last without a steady trend (steps, or other threads' work in flight at the stops): more stops (a breakpoint hit more often, a longer run) tell a trend from steps, and --sites says which call sites hold it", b(big))
+		}
+		return out
 	case runjson.VerdictTooFewStops:
-		return fmt.Sprintf("too few stops at breakpoint %s to tell steady growth from noise: %d stops, a verdict needs at least %d (resident memory changed %s%s)%s",
-			v.Breakpoint, f.Stops, minTrendStops, signed(f.RSSGrowth), heap(), trim)
+		return fmt.Sprintf("too few stops at breakpoint %s to tell steady growth from noise: %d stops, a verdict needs at least %d (%s%s)%s%s",
+			v.Breakpoint, f.Stops, minTrendStops, rss, heap(), trim, unread)
+	case runjson.VerdictHeapUnmeasured:
+		out := fmt.Sprintf("in-use heap unmeasured at breakpoint %s at %d of %d stops, too few left to judge it: %s; %s %s",
+			v.Breakpoint, f.UnmeasuredStops, f.Stops, f.UnmeasuredWhy, rss, over)
+		if slices.Contains(v.Findings, runjson.VerdictRSSGrowth) {
+			out += fmt.Sprintf(", a steady growth (trend %s)", signed(f.RSSGrowth))
+		}
+		return out + "; " + unmeasuredNext(f.UnmeasuredWhy)
 	}
 	var clauses, next []string
 	for _, fd := range v.Findings {
 		switch fd {
 		case runjson.VerdictLeak:
-			clauses = append(clauses, fmt.Sprintf("leak at breakpoint %s: in-use heap grew %s %s, %s per hit, up in %d of %d intervals; resident memory %s",
-				v.Breakpoint, signed(*f.InUseGrowth), over, signed(deref(f.InUsePerHit)), f.InUseIntervals, f.Intervals, signed(f.RSSGrowth)))
+			heapName := "in-use heap"
+			if f.InUseSource == "heaptrack" {
+				heapName = "in-use heap (heaptrack's record)"
+			}
+			clauses = append(clauses, fmt.Sprintf("leak at breakpoint %s: %s grew %s %s, %s per hit, up in %d of %d intervals between stops that read it; %s",
+				v.Breakpoint, heapName, signed(*f.InUseGrowth), over, perHit(f), f.InUseIntervals, f.Intervals, rss))
 			next = append(next, rerunMassif)
-			if threads := int64(max(deref32(f.Arenas), 1)); f.TcacheBytes == nil && *f.InUseGrowth <= tcacheBytes*threads {
+			if threads := int64(max(deref32(f.Arenas), 1)); f.InUseSource == "" && f.TcacheBytes == nil && *f.InUseGrowth <= tcacheBytes*threads {
 				next = append(next, fmt.Sprintf("glibc's per-thread caches count as in use and can fill by up to %s a thread: GLIBC_TUNABLES=glibc.malloc.tcache_count=0 rules them out", b(tcacheBytes)))
 			}
 		case runjson.VerdictOutsideHeap:
@@ -384,25 +544,74 @@ func sentence(v runjson.Verdict, trimProbe bool) string {
 				v.Breakpoint, b(f.RSSGrowth), over, signed(*f.InUseGrowth), signed(*f.FreeGrowth)))
 			next = append(next, "mmap, thread stacks or another allocator: /proc/PID/smaps names the mappings")
 		case runjson.VerdictRetention:
-			clauses = append(clauses, fmt.Sprintf("allocator retention at breakpoint %s: resident memory grew %s %s while in-use heap changed %s and the allocator holds %s more free",
-				v.Breakpoint, signed(f.RSSGrowth), over, signed(*f.InUseGrowth), signed(*f.FreeGrowth)))
+			if excess := f.RSSGrowth - max(*f.InUseGrowth, 0); 2**f.FreeGrowth < excess && f.FreeBytes != nil {
+				clauses = append(clauses, fmt.Sprintf("allocator retention at breakpoint %s: resident memory grew %s %s while in-use heap changed %s and the allocator held %s free at the last stop (%s): free heap pages resident again, pinned between live small blocks",
+					v.Breakpoint, signed(f.RSSGrowth), over, signed(*f.InUseGrowth), b(*f.FreeBytes), signed(*f.FreeGrowth)))
+			} else {
+				clauses = append(clauses, fmt.Sprintf("allocator retention at breakpoint %s: resident memory grew %s %s while in-use heap changed %s and the allocator holds %s more free%s",
+					v.Breakpoint, signed(f.RSSGrowth), over, signed(*f.InUseGrowth), signed(*f.FreeGrowth), freeLevel(f)))
+			}
 			if !trimProbe {
 				next = append(next, "set native.trim_probe: true to measure what malloc_trim(0) would return")
 			}
 			next = append(next, "fewer arenas (MALLOC_ARENA_MAX=2), a lower M_TRIM_THRESHOLD (mallopt, or GLIBC_TUNABLES=glibc.malloc.trim_threshold=...) or calling malloc_trim return it to the system")
 		case runjson.VerdictRSSGrowth:
 			clauses = append(clauses, fmt.Sprintf("resident memory grew %s at breakpoint %s %s", b(f.RSSGrowth), v.Breakpoint, over))
-			next = append(next, "glibc's allocator could not be read to say whether it is a leak")
+			if f.InUseSource == "heaptrack" {
+				next = append(next, "more than the in-use heap heaptrack recorded: the allocator's free memory, or mappings outside it (/proc/PID/smaps names them)")
+			} else {
+				next = append(next, "the allocator could not be read to say whether it is a leak")
+			}
 		}
 	}
 	out := clauses[0]
 	if len(clauses) > 1 {
 		out += "; also " + strings.Join(clauses[1:], "; also ")
 	}
-	if trim == "" && trimProbe && slices.Contains(v.Findings, runjson.VerdictRetention) {
-		trim = "; malloc_trim(0) returned nothing"
+	if trimProbe && f.TrimReleased == nil && slices.Contains(v.Findings, runjson.VerdictRetention) {
+		trim = "; malloc_trim(0) returned nothing" + trim
 	}
-	return out + trim + "; " + strings.Join(next, "; ")
+	return out + trim + unread + "; " + strings.Join(next, "; ")
+}
+
+// freeLevel says the free heap at the last stop, "" when unknown.
+func freeLevel(f runjson.VerdictFigures) string {
+	if f.FreeBytes == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (%s free at the last stop)", snapshots.FormatBytes(*f.FreeBytes))
+}
+
+// changed says a change in bytes: "+144.0 KiB", "0 B".
+func changed(n int64) string { return signed(n) }
+
+// perHit says a leak's growth per hit, to two decimals below 10 bytes
+// (a slow leak's 0.47 B a hit is not "+0 B").
+func perHit(f runjson.VerdictFigures) string {
+	if x := f.InUsePerHitExact; x != nil && math.Abs(*x) < 10 {
+		return fmt.Sprintf("%+.2f B", *x)
+	}
+	return signed(deref(f.InUsePerHit))
+}
+
+// unreadClause says how many stops did not read the allocator or have
+// no per-site snapshot, and why, when some did not and the verdict rests
+// on the others.
+func unreadClause(f runjson.VerdictFigures) string {
+	out := ""
+	if n := f.UnmeasuredStops; n > 0 {
+		out += fmt.Sprintf("; %d of %d stops did not read the allocator (%s): the verdict rests on the other %d", n, f.Stops, f.UnmeasuredWhy, f.Stops-n)
+	}
+	return out
+}
+
+// unmeasuredNext is what to run when the heap could not be measured for
+// why.
+func unmeasuredNext(why string) string {
+	if strings.Contains(why, "allocates with") || strings.Contains(why, "cannot be read") {
+		return "run with --sites: heaptrack records the in-use heap and its call sites whatever the allocator (or --backend massif, which replaces the allocator)"
+	}
+	return "run.json's allocator-call-failed and allocator-busy events name each stop; --sites takes the in-use heap from heaptrack's record instead, and --backend massif measures it exactly"
 }
 
 func deref(p *int64) int64 {
@@ -427,6 +636,11 @@ func nativeGate(limits plan.FailOn, verdicts []runjson.Verdict) error {
 	var over []string
 	for _, v := range verdicts {
 		f := v.Figures
+		// A limit on a heap that was not measured is not met: CI must
+		// not pass what it could not check.
+		if v.Verdict == runjson.VerdictHeapUnmeasured && (limits.GrowthPerHit > 0 || limits.TotalGrowth > 0) {
+			return fmt.Errorf("report.fail_on cannot be applied at breakpoint %q: its in-use heap is unmeasured (%s); run with --sites, whose in-use heap is heaptrack's record", v.Breakpoint, f.UnmeasuredWhy)
+		}
 		switch {
 		case f.InUsePerHit != nil && limits.GrowthPerHit > 0 && *f.InUsePerHit > limits.GrowthPerHit:
 			over = append(over, fmt.Sprintf("in-use heap %s per hit at breakpoint %q", snapshots.FormatDelta(*f.InUsePerHit), v.Breakpoint))
@@ -437,5 +651,5 @@ func nativeGate(limits plan.FailOn, verdicts []runjson.Verdict) error {
 	if over == nil {
 		return nil
 	}
-	return &backend.LeakError{GrowthPerHit: limits.GrowthPerHit, TotalGrowth: limits.TotalGrowth, Suspects: over}
+	return &backend.LeakError{GrowthPerHit: limits.GrowthPerHit, TotalGrowth: limits.TotalGrowth, Suspects: over, Of: "breakpoint(s)"}
 }

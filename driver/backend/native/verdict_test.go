@@ -1,12 +1,15 @@
 package native
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/snapctl/snapctl/driver/backend"
+	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
@@ -17,9 +20,11 @@ func seriesOf(rss []int64, use, free []int64) *series {
 	s := &series{stride: 1}
 	for i := range rss {
 		m := &runjson.Memory{RSSBytes: rss[i]}
-		if use != nil {
+		if use != nil && use[i] >= 0 {
 			u, f := use[i], free[i]
 			m.HeapInUseBytes, m.HeapFreeBytes = &u, &f
+		} else {
+			m.HeapUnmeasuredWhy = "glibc's arenas could not be read: a fastbin does not end"
 		}
 		s.add(pointOf(i+1, m))
 	}
@@ -99,8 +104,18 @@ func TestVerdictRule(t *testing.T) {
 		// growth.
 		{name: "small rss steps", rss: ramp(8*mib, 16<<10, 10), use: repeat(7000, 10), free: repeat(0, 10),
 			verdict: runjson.VerdictFlat, findings: []string{}, rssG: 9 * 16 << 10},
+		// Without the allocator's figures the heap is unmeasured, never
+		// flat: resident memory's growth is a finding, not the verdict.
 		{name: "no allocator", rss: ramp(8*mib, mib, 6),
-			verdict: runjson.VerdictRSSGrowth, findings: []string{runjson.VerdictRSSGrowth}, rssG: 5 * mib},
+			verdict: runjson.VerdictHeapUnmeasured, findings: []string{runjson.VerdictRSSGrowth}, rssG: 5 * mib},
+		{name: "failed reads, flat rss", rss: repeat(8*mib, 10),
+			verdict: runjson.VerdictHeapUnmeasured, findings: []string{}},
+		// Reads that failed at 6 of 10 stops leave 4: too few to judge.
+		{name: "most reads failed", rss: repeat(8*mib, 10), use: []int64{-1, 100, -1, -1, 300, -1, 400, -1, 500, -1}, free: repeat(0, 10),
+			verdict: runjson.VerdictHeapUnmeasured, findings: []string{}},
+		// Reads that failed at 2 of 10 stops: the verdict rests on 8.
+		{name: "some reads failed", rss: repeat(8*mib, 10), use: []int64{-1, 1112, 1224, 1336, -1, 1560, 1672, 1784, 1896, 2008}, free: repeat(0, 10),
+			verdict: runjson.VerdictLeak, findings: []string{runjson.VerdictLeak}},
 		// Four stops cannot show a trend, whatever they hold.
 		{name: "four stops", rss: ramp(8*mib, mib, 4), use: ramp(7000, 10000, 4), free: repeat(0, 4),
 			verdict: runjson.VerdictTooFewStops, findings: []string{}, useGrowth: 30000, rssG: 3 * mib},
@@ -119,10 +134,21 @@ func TestVerdictRule(t *testing.T) {
 			if !strings.Contains(v.Sentence, "breakpoint round") {
 				t.Errorf("sentence %q", v.Sentence)
 			}
+			// Stops that did not read the allocator are counted, and
+			// said with why.
+			unread := 0
+			for i := range tc.rss {
+				if tc.use == nil || tc.use[i] < 0 {
+					unread++
+				}
+			}
+			if v.Figures.UnmeasuredStops != unread || (unread > 0) != strings.Contains(v.Sentence, "a fastbin does not end") {
+				t.Errorf("%d stops unmeasured, want %d; sentence %q", v.Figures.UnmeasuredStops, unread, v.Sentence)
+			}
 			// A leak small enough to be glibc's per-thread cache filling
 			// says how to rule that out.
 			tcache := strings.Contains(v.Sentence, "GLIBC_TUNABLES=glibc.malloc.tcache_count=0 rules them out")
-			if want := v.Verdict == runjson.VerdictLeak && *v.Figures.InUseGrowth <= tcacheBytes; tcache != want {
+			if want := v.Verdict == runjson.VerdictLeak && *v.Figures.InUseGrowth <= tcacheBytes; tcache != want && tc.name != "some reads failed" {
 				t.Errorf("sentence %q: tcache hint %v, want %v", v.Sentence, tcache, want)
 			}
 		})
@@ -267,5 +293,76 @@ func TestVerdictTcacheHint(t *testing.T) {
 		if got := deref(v.Figures.TcacheBytes); (v.Figures.TcacheBytes != nil) != read || read && got != 5000 {
 			t.Errorf("tcaches read %v: figures' tcache_bytes %v (%d)", read, v.Figures.TcacheBytes, got)
 		}
+	}
+}
+
+// The figures a sentence prints are what happened: a slow leak's slope
+// to two decimals, not "+0 B"; resident memory's change from the first
+// stop to the last, not its trend; how many stops did not read the
+// allocator, beside the intervals counted.
+func TestVerdictFigures(t *testing.T) {
+	// 0.47 B a hit: 47 bytes every 100 hits, 20 stops.
+	var rss, use, free []int64
+	for i := 0; i < 20; i++ {
+		rss = append(rss, 8*mib+int64(i%2)*4096)
+		use = append(use, 100000+int64(i)*47)
+		free = append(free, 0)
+	}
+	rss[19] = 8*mib + 144<<10
+	s := &series{stride: 1}
+	for i := range rss {
+		u, f := use[i], free[i]
+		s.add(pointOf(1+100*i, &runjson.Memory{RSSBytes: rss[i], HeapInUseBytes: &u, HeapFreeBytes: &f}))
+	}
+	v := verdictOf("request", s, false)
+	if v.Verdict != runjson.VerdictLeak || !strings.Contains(v.Sentence, "+0.47 B per hit") {
+		t.Errorf("verdict %s: %q, want +0.47 B per hit", v.Verdict, v.Sentence)
+	}
+	if v.Figures.RSSChange != 144<<10 || !strings.Contains(v.Sentence, "resident memory +144.0 KiB") {
+		t.Errorf("rss change %d: %q, want +144.0 KiB", v.Figures.RSSChange, v.Sentence)
+	}
+	if !strings.Contains(v.Sentence, "up in 19 of 19 intervals between stops that read it") {
+		t.Errorf("sentence %q", v.Sentence)
+	}
+}
+
+// A --sites verdict tells its suspects' story: a site that grew steadily
+// between hits makes it a leak, named with the site, even when the whole
+// heap's trend showed retention alone; a stepwise site does not.
+func TestVerdictAgreesWithSites(t *testing.T) {
+	v := verdictOf("request", seriesOf(ramp(8*mib, 2*mib, 6), repeat(7000, 6), ramp(1*mib, 2*mib, 6)), false)
+	if v.Verdict != runjson.VerdictRetention {
+		t.Fatalf("verdict %s, want retention to start from", v.Verdict)
+	}
+	site := snapshots.Suspect{Breakpoint: "request", Pattern: snapshots.PatternSteady, GrowthPerHit: 16384,
+		Frame: snapshots.Frame{Function: "load", File: "fstload.cc", Line: 112}}
+	step := v
+	step.Findings = slices.Clone(v.Findings)
+	agreeWithSites(&step, []snapshots.Suspect{{Breakpoint: "request", Pattern: snapshots.PatternStepwise, GrowthPerHit: 100}})
+	if step.Verdict != runjson.VerdictRetention {
+		t.Errorf("a stepwise site made the verdict %s", step.Verdict)
+	}
+	agreeWithSites(&v, []snapshots.Suspect{site})
+	if v.Verdict != runjson.VerdictLeak || !cmp.Equal(v.Findings, []string{runjson.VerdictLeak, runjson.VerdictRetention}) ||
+		!strings.HasPrefix(v.Sentence, "leak at breakpoint request: 1 call site grew steadily between hits, the fastest load (fstload.cc:112) +16.0 KiB per hit") {
+		t.Errorf("verdict %s, findings %v:\n%s", v.Verdict, v.Findings, v.Sentence)
+	}
+}
+
+// fail_on on a heap that was not measured fails (exit 1), saying why;
+// native limits count breakpoints, not sites.
+func TestNativeGateUnmeasured(t *testing.T) {
+	v := verdictOf("request", seriesOf(repeat(8*mib, 6), nil, nil), false)
+	err := nativeGate(plan.FailOn{GrowthPerHit: 1}, []runjson.Verdict{v})
+	var leak *backend.LeakError
+	if err == nil || errors.As(err, &leak) || !strings.Contains(err.Error(), `report.fail_on cannot be applied at breakpoint "request": its in-use heap is unmeasured (glibc's arenas could not be read: a fastbin does not end)`) {
+		t.Errorf("gate: %v", err)
+	}
+	if err := nativeGate(plan.FailOn{}, []runjson.Verdict{v}); err != nil {
+		t.Errorf("without limits: %v", err)
+	}
+	l := verdictOf("request", seriesOf(repeat(8*mib, 6), ramp(1000, 100, 6), repeat(0, 6)), false)
+	if err := nativeGate(plan.FailOn{GrowthPerHit: 50}, []runjson.Verdict{l}); err == nil || !strings.HasPrefix(err.Error(), "fail_on exceeded by 1 breakpoint(s): in-use heap +100 B per hit") {
+		t.Errorf("gate: %v", err)
 	}
 }

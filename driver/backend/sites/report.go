@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/runjson"
@@ -138,6 +139,17 @@ func changedDiffs(o *backend.Outcome) int {
 	return n
 }
 
+// fewSnapshots reports whether no breakpoint took the three snapshots
+// a suspect needs.
+func fewSnapshots(m *runjson.Manifest) bool {
+	for _, b := range m.Breakpoints {
+		if b.Snapshots >= 3 {
+			return false
+		}
+	}
+	return true
+}
+
 // Verdict is the report's first line: whether sites grew, the fastest
 // suspect, and the exit code when it is not 0.
 func Verdict(o *backend.Outcome) string {
@@ -146,14 +158,16 @@ func Verdict(o *backend.Outcome) string {
 	switch sus := suspectsOf(o); {
 	case backend.MeasuredNothing(m):
 		v = "verdict: nothing measured: " + backend.WhyNothing(m)
+	case len(sus) == 0 && fewSnapshots(m):
+		v = "verdict: too few snapshots to judge: no breakpoint took the 3 a suspect needs (two intervals between hits)"
 	case len(sus) == 0 && m.Status == runjson.StatusCompleted:
 		v = "verdict: no leak found: no site grew between hits"
 	case len(sus) == 0:
 		v = fmt.Sprintf("verdict: no leak found in what ran (%s)", m.Status)
 	default:
 		s := sus[0]
-		v = fmt.Sprintf("verdict: %s; fastest %s %s per hit%s at breakpoint %s", backend.Plural(len(sus), "suspect"),
-			snapshots.ShortFrame(s.Frame), snapshots.FormatDelta(s.GrowthPerHit), blocksNote(s), s.Breakpoint)
+		v = fmt.Sprintf("verdict: %s; fastest %s %s per hit%s at breakpoint %s%s", backend.Plural(len(sus), "suspect"),
+			snapshots.ShortFrame(s.Frame), snapshots.FormatDelta(s.GrowthPerHit), blocksNote(s), s.Breakpoint, CapacityNote(s))
 	}
 	if m.ExitCode != nil && *m.ExitCode != 0 {
 		v += fmt.Sprintf(" (exit %d: %s)", *m.ExitCode, m.ExitReason)
@@ -174,6 +188,33 @@ func blocksNote(s snapshots.Suspect) string {
 		word = "block"
 	}
 	return fmt.Sprintf(" (%s %s of %s)", n, word, snapshots.FormatBytes(*s.BytesPerBlock))
+}
+
+// vectorGrowth are the functions of libstdc++'s std::vector that
+// allocate its buffer anew, larger: reserve, resize, and the insertions
+// that outgrow the capacity.
+var vectorGrowth = []string{"::reserve", "::resize", "::_M_realloc_insert", "::_M_realloc_append", "::_M_default_append", "::_M_fill_insert", "::_M_range_insert"}
+
+// CapacityNote says that a stepwise suspect is a std::vector's buffer,
+// grown by one of vectorGrowth (a frame between the allocator and the
+// site, or the site itself): its bytes per block jump in steps as the
+// capacity doubles, and clear() keeps the capacity. "" for any other
+// suspect.
+func CapacityNote(s snapshots.Suspect) string {
+	if s.Pattern != snapshots.PatternStepwise {
+		return ""
+	}
+	for _, f := range append(append([]snapshots.Frame{s.Frame}, s.Library...), s.Stack...) {
+		if !strings.Contains(f.Function, "std::vector<") {
+			continue
+		}
+		for _, g := range vectorGrowth {
+			if strings.Contains(f.Function, g+"(") || strings.Contains(f.Function, g+"<") {
+				return "; it is a std::vector's buffer growing in steps (" + g[2:] + "): a vector keeps its capacity after clear(), so one cleared and refilled holds its largest size for good; shrink_to_fit() (or swapping with an empty vector) returns it"
+			}
+		}
+	}
+	return ""
 }
 
 func suspectsOf(o *backend.Outcome) []snapshots.Suspect {
