@@ -80,8 +80,8 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	if err != nil {
 		s.m.Error = strings.SplitN(err.Error(), "\n", 2)[0]
 	}
-	found := s.backend.Findings("snapctl run: " + strings.Join(s.prog.argv, " "))
-	s.m.Suspects, s.m.Stacks, s.m.Verdicts = found.Suspects, found.Stacks, found.Verdicts
+	found := s.backend.Findings("snapctl run: " + backend.CommandLine(s.prog.argv))
+	s.m.Suspects, s.m.Stacks, s.m.Verdicts, s.m.Modules = found.Suspects, found.Stacks, found.Verdicts, found.Modules
 	for _, p := range found.Problems {
 		s.rec.events.add(&runjson.Event{Time: runjson.Stamp(time.Now()), Kind: runjson.EventAnalysisError, Message: p})
 	}

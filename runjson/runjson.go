@@ -84,6 +84,18 @@ type Manifest struct {
 	// suspects once; each of those names its stack by its index here
 	// (stack_id) instead of repeating it. ResolveStacks puts them back.
 	Stacks [][]snapshots.Frame `json:"stacks"`
+	// Modules are the modules whose frames are named by module and
+	// offset ("memcached+0x1a2b3": no symbols), with their build-ids, so
+	// that the offsets can be symbolised later from the debug files
+	// (addr2line -e FILE OFFSET).
+	Modules []Module `json:"modules,omitempty"`
+}
+
+// Module is a module of the program (the executable or a library) that
+// names frames by offset.
+type Module struct {
+	Path    string `json:"path"`
+	BuildID string `json:"build_id,omitempty"`
 }
 
 // NativeSettings is run.json's "native".

@@ -111,6 +111,8 @@ type Findings struct {
 	Suspects []snapshots.Suspect
 	Stacks   [][]snapshots.Frame
 	Verdicts []runjson.Verdict
+	// Modules are run.json's "modules": those that name frames by offset.
+	Modules []runjson.Module
 	// Problems are what the analysis could not do, kept as events.
 	Problems []string
 }

@@ -50,7 +50,7 @@ type Backend struct {
 // New returns the native backend of a run.
 func New(cfg backend.Config) backend.Backend {
 	return &Backend{cfg: cfg, trim: cfg.Plan.Native.TrimProbe, an: newNativeAnalysis(cfg.Plan, cfg.Diffs),
-		perSite: sites.New(cfg, sites.Options{}), sitesOn: cfg.Plan.Native.Sites}
+		perSite: sites.New(cfg, sites.Options{AllocFns: cfg.Plan.Valgrind.AllocFns, Program: cfg.Binary}), sitesOn: cfg.Plan.Native.Sites}
 }
 
 func (*Backend) Name() string { return Name }
@@ -209,6 +209,11 @@ func (b *Backend) Findings(title string) *backend.Findings {
 	}
 	f := b.perSite.Findings(title)
 	f.Verdicts = verdicts
+	if b.launch != nil && b.launch.sites != nil {
+		for _, m := range b.launch.sites.rec.Modules().Named() {
+			f.Modules = append(f.Modules, runjson.Module{Path: m[0], BuildID: m[1]})
+		}
+	}
 	return f
 }
 

@@ -78,7 +78,12 @@ func nativeVerdicts(m *runjson.Manifest) []string {
 	prefix := "verdict: "
 	if m.Status != runjson.StatusCompleted {
 		lead := fmt.Sprintf("run %s", m.Status)
-		if m.Error != "" {
+		switch {
+		case m.Error == "" || m.Error == "run stopped: "+string(m.Status):
+			// "run interrupted", said once.
+		case strings.HasPrefix(m.Error, "run stopped"):
+			lead = m.Error // "run stopped after 10m: timeout expired"
+		default:
 			lead += ": " + m.Error
 		}
 		out = append(out, lead)
@@ -132,7 +137,7 @@ func (*Backend) Text(w io.Writer, o *backend.Outcome, opts snapshots.RenderOptio
 	for _, v := range nativeVerdicts(m) {
 		fmt.Fprintf(pw, "%s\n", v)
 	}
-	fmt.Fprintf(pw, "%s: %s\n", command(m), strings.Join(m.Target.Argv, " "))
+	fmt.Fprintf(pw, "%s: %s\n", command(m), backend.CommandLine(m.Target.Argv))
 	fmt.Fprintf(pw, "status: %s%s\n", m.Status, backend.ExitNote(m))
 	if m.Native != nil && m.Native.TrimProbe {
 		fmt.Fprintf(pw, "native.trim_probe: on (every stop called malloc_trim(0) after measuring)\n")
@@ -163,7 +168,7 @@ func (*Backend) Markdown(w io.Writer, o *backend.Outcome) error {
 	for _, v := range nativeVerdicts(m) {
 		fmt.Fprintf(pw, "**%s**\n\n", v)
 	}
-	fmt.Fprintf(pw, "- Command: `%s`\n", strings.Join(m.Target.Argv, " "))
+	fmt.Fprintf(pw, "- Command: `%s`\n", backend.CommandLine(m.Target.Argv))
 	fmt.Fprintf(pw, "- Status: **%s**%s\n", m.Status, backend.ExitNote(m))
 	if m.Error != "" {
 		fmt.Fprintf(pw, "- Error: %s\n", m.Error)
