@@ -159,8 +159,8 @@ func QuoteList(names []string) string {
 }
 
 // CommandLine is argv as a shell would take it back: an empty argument
-// is '', one with spaces or characters the shell reads is single-quoted
-// ("--save ''", not "--save  --appendonly").
+// is ”, one with spaces or characters the shell reads is single-quoted
+// ("--save ”", not "--save  --appendonly").
 func CommandLine(argv []string) string {
 	out := make([]string, len(argv))
 	for i, a := range argv {

@@ -12,7 +12,7 @@ import (
 // the status.
 func TestRunLeadSaidOnce(t *testing.T) {
 	for _, tt := range []struct {
-		status     runjson.Status
+		status    runjson.Status
 		err, want string
 	}{
 		{runjson.StatusInterrupt, "run stopped: interrupted", "run interrupted"},
