@@ -79,7 +79,8 @@ func TestShimSuggestion(t *testing.T) {
 }
 
 // TestCommandLineQuoted: the reports show the program's command line as a
-// shell takes it back: an empty argument is ”, not a double space.
+// shell takes it back: an empty argument shows as a quoted empty word,
+// not as a double space.
 func TestCommandLineQuoted(t *testing.T) {
 	got := backend.CommandLine([]string{"redis-server", "--save", "", "--appendonly", "no", "a b", "it's"})
 	if want := `redis-server --save '' --appendonly no 'a b' 'it'\''s'`; got != want {

@@ -158,9 +158,9 @@ func QuoteList(names []string) string {
 	return strings.Join(q, ", ")
 }
 
-// CommandLine is argv as a shell would take it back: an empty argument
-// is ”, one with spaces or characters the shell reads is single-quoted
-// ("--save ”", not "--save  --appendonly").
+// CommandLine is argv as a shell would take it back: an argument that is
+// empty, or has spaces or characters the shell reads, is single-quoted
+// (an empty --save shows as a quoted empty word, not as a double space).
 func CommandLine(argv []string) string {
 	out := make([]string, len(argv))
 	for i, a := range argv {
