@@ -19,24 +19,36 @@ func emptyReport(title string, order []string) *snapshots.Report {
 }
 
 // HTML leads report.html with how a run that did not complete ended and
-// the verdicts, as the other reports do; it draws sites only for a run
-// with native.sites.
+// the verdicts, drawn as verdicts above the facts, as the other reports
+// lead with them; it draws sites only for a run with native.sites, and
+// says so where those recorded nothing to compare.
 func (*Backend) HTML(opts *snapshots.HTMLOptions, o *backend.Outcome) {
 	m := o.Manifest
 	opts.Facts = backend.Facts(o, func(b runjson.BreakpointSummary) string { return nativeBreakpoint(m, b) })
+	lines := nativeVerdicts(m)
 	if backend.MeasuredNothing(m) {
+		opts.Lead = []snapshots.LeadLine{{Text: lines[0]}}
 		return
 	}
-	var lead []snapshots.Fact
-	for i, v := range nativeVerdicts(m) {
-		label := "Verdict"
-		if i == 0 && m.Status != runjson.StatusCompleted {
-			label = "Run"
-		}
-		lead = append(lead, snapshots.Fact{Label: label, Value: v})
+	off := 0
+	if m.Status != runjson.StatusCompleted {
+		off = 1
 	}
-	opts.Facts = append(lead, opts.Facts...)
+	for i, l := range lines {
+		kind := ""
+		if j := i - off; i >= off && j < len(m.Verdicts) {
+			switch m.Verdicts[j].Verdict {
+			case runjson.VerdictFlat:
+				kind = "clean"
+			case runjson.VerdictTooFewStops:
+			default:
+				kind = "leak"
+			}
+		}
+		opts.Lead = append(opts.Lead, snapshots.LeadLine{Text: l, Kind: kind})
+	}
 	if hasSites(m) {
+		opts.SitesUnmeasured = sitesUnmeasured(m)
 		opts.Notes = append(opts.Notes, sitesNote(m))
 		sites.HTMLNotes(opts, o)
 		return
@@ -45,6 +57,31 @@ func (*Backend) HTML(opts *snapshots.HTMLOptions, o *backend.Outcome) {
 	opts.Notes = append(opts.Notes,
 		fmt.Sprintf("run.json's diffs hold the %s between consecutive measurements of a breakpoint (and within around_call's calls) as memory_delta; the charts draw every measurement.", backend.Plural(o.Diffs, "change")),
 		"The native backend measures resident memory and glibc's allocator at each stop; per-site diffs are massif's job: rerun with --backend massif for the call sites, or with --sites for them at native speed.")
+}
+
+// sitesUnmeasured says why a --sites run's per-site snapshots hold nothing
+// to compare: fewer than two hits of any breakpoint have one. "" when they
+// do.
+func sitesUnmeasured(m *runjson.Manifest) string {
+	hits := map[string]int{}
+	for _, s := range m.Stops {
+		if s.Phase == runjson.PhaseHit && s.Snapshot != "" {
+			hits[s.Breakpoint]++
+			if hits[s.Breakpoint] >= 2 {
+				return ""
+			}
+		}
+	}
+	failed := 0
+	for _, e := range m.Events {
+		if e.Kind == runjson.EventSitesFailed {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return fmt.Sprintf("heaptrack's recording took no two per-site snapshots of a breakpoint to compare (%s took none; see run.json's events)", backend.Plural(failed, "stop"))
+	}
+	return "heaptrack's recording took no two per-site snapshots of a breakpoint to compare"
 }
 
 // hasSites reports whether the run recorded its allocations per site
