@@ -34,7 +34,7 @@ func TestRunLeadSaidOnce(t *testing.T) {
 // report.html says so, never a green "No leak found".
 func TestSitesUnmeasuredNotClean(t *testing.T) {
 	m := &runjson.Manifest{Status: runjson.StatusCompleted, Native: &runjson.NativeSettings{Sites: true},
-		Stops: []runjson.Stop{{Seq: 1, Breakpoint: "a", Hit: 1, Phase: runjson.PhaseHit}, {Seq: 2, Breakpoint: "a", Hit: 2, Phase: runjson.PhaseHit}},
+		Stops:  []runjson.Stop{{Seq: 1, Breakpoint: "a", Hit: 1, Phase: runjson.PhaseHit}, {Seq: 2, Breakpoint: "a", Hit: 2, Phase: runjson.PhaseHit}},
 		Events: []runjson.Event{{Kind: runjson.EventSitesFailed}, {Kind: runjson.EventSitesFailed}}}
 	why := sitesUnmeasured(m)
 	if want := "heaptrack's recording took no two per-site snapshots of a breakpoint to compare (2 stops took none; see run.json's events)"; why != want {
