@@ -274,3 +274,30 @@ func TestAttachLoadedLibrary(t *testing.T) {
 		t.Fatalf("the program did not run on: %v", err)
 	}
 }
+
+// TestWorkloadTargetPorts: the workload learns the TCP ports the target
+// listens on from SNAPCTL_TARGET_PORTS, and drives it through them,
+// without the port written in the plan.
+func TestWorkloadTargetPorts(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb", "bash")
+	srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
+	out := filepath.Join(t.TempDir(), "ports")
+	script := `echo "$SNAPCTL_TARGET_PORTS" > ` + out + `; for i in 1 2 3; do exec 3<>/dev/tcp/127.0.0.1/$SNAPCTL_TARGET_PORTS; echo keep >&3; read -r l <&3; exec 3<&-; done`
+	plan := fmt.Sprintf("backend: native\nworkload: [bash, -c, %q]\nbreakpoints:\n  - name: keep\n    location: keep_request\n", script)
+	opts := Options{Attach: Attach{AttachPID: srv.Pid}, Timeouts: Timeouts{Timeout: 2 * time.Minute}}
+	res, err := runSession(t, opts, plan, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(out)
+	if strings.TrimSpace(string(got)) != srv.Port {
+		t.Errorf("SNAPCTL_TARGET_PORTS=%q, the server listens on %s", got, srv.Port)
+	}
+	if m := readManifest(t, res.Dir); len(m.Stops) != 3 {
+		t.Errorf("%d stops, want one per request of the workload; events %+v", len(m.Stops), m.Events)
+	}
+	if g := srv.Gone(); g != "" {
+		t.Fatal(g)
+	}
+}
