@@ -81,7 +81,7 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 		s.m.Error = strings.SplitN(err.Error(), "\n", 2)[0]
 	}
 	found := s.backend.Findings("snapctl run: " + backend.CommandLine(s.prog.argv))
-	s.m.Suspects, s.m.Stacks, s.m.Verdicts, s.m.Modules = found.Suspects, found.Stacks, found.Verdicts, found.Modules
+	s.m.Suspects, s.m.Stacks, s.m.Verdicts, s.m.Modules, s.m.Phases = found.Suspects, found.Stacks, found.Verdicts, found.Modules, found.Phases
 	for _, p := range found.Problems {
 		s.rec.events.add(&runjson.Event{Time: runjson.Stamp(time.Now()), Kind: runjson.EventAnalysisError, Message: p})
 	}

@@ -301,3 +301,44 @@ func TestWorkloadTargetPorts(t *testing.T) {
 		t.Fatal(g)
 	}
 }
+
+// TestNativePhases: three breakpoints, the phases of a request, with
+// around_call: the heap between hits grows alike at all three, and what
+// each call left behind says which phase keeps memory (final: one
+// 2,016-byte chunk a call; conn_end: nothing), in run.json's phases and in
+// every report.
+func TestNativePhases(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/native/phases.c")
+	plan := "backend: native\nbreakpoints:\n"
+	for _, bp := range []string{"chunk", "final", "conn_end"} {
+		plan += fmt.Sprintf("  - name: %s\n    location: %s\n    around_call: true\n", bp, bp)
+	}
+	res, m, err := runNative(t, Options{}, plan, bin, "6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := WriteText(&out, res, snapshots.RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	left := map[string]runjson.Phase{}
+	for _, ph := range m.Phases {
+		left[ph.Breakpoint] = ph
+	}
+	if f, c := left["final"], left["conn_end"]; f.Calls != 6 || f.InUseLeftByCalls != 6*2016 || c.Calls != 6 || c.InUseLeftByCalls != 0 {
+		t.Errorf("phases %+v: want final 6 calls leaving 12,096 B, conn_end 6 calls leaving nothing", m.Phases)
+	}
+	if ch := left["chunk"]; ch.Calls != 18 || ch.InUseLeftByCalls >= 2016 {
+		t.Errorf("chunk: %+v, want 18 calls leaving less than a final's chunk", ch)
+	}
+	md, _ := os.ReadFile(filepath.Join(res.Dir, "report.md"))
+	page, _ := os.ReadFile(filepath.Join(res.Dir, "report.html"))
+	for name, text := range map[string]string{"terminal": out.String(), "report.md": string(md), "report.html": string(page)} {
+		for _, want := range []string{"each call left +2.0 KiB in use (6 calls, +11.8 KiB in all)", "each call left 0 B in use (6 calls, 0 B in all)"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s does not say %q", name, want)
+			}
+		}
+	}
+}

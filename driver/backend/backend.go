@@ -113,6 +113,8 @@ type Findings struct {
 	Verdicts []runjson.Verdict
 	// Modules are run.json's "modules": those that name frames by offset.
 	Modules []runjson.Module
+	// Phases are run.json's "phases".
+	Phases []runjson.Phase
 	// Problems are what the analysis could not do, kept as events.
 	Problems []string
 }

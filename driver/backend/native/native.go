@@ -45,12 +45,14 @@ type Backend struct {
 	launch  *Launch
 	perSite *sites.Sites
 	sitesOn bool
+	// phases adds up what around_call's calls left, per breakpoint.
+	phases *phases
 }
 
 // New returns the native backend of a run.
 func New(cfg backend.Config) backend.Backend {
 	return &Backend{cfg: cfg, trim: cfg.Plan.Native.TrimProbe, an: newNativeAnalysis(cfg.Plan, cfg.Diffs),
-		perSite: sites.New(cfg, sites.Options{AllocFns: cfg.Plan.Valgrind.AllocFns, Program: cfg.Binary}), sitesOn: cfg.Plan.Native.Sites}
+		perSite: sites.New(cfg, sites.Options{AllocFns: cfg.Plan.Valgrind.AllocFns, Program: cfg.Binary}), sitesOn: cfg.Plan.Native.Sites, phases: newPhases(cfg.Plan)}
 }
 
 func (*Backend) Name() string { return Name }
@@ -163,6 +165,7 @@ func (b *Backend) sitesFailed(stop *runjson.Stop, err error) {
 // breakpoint's previous one, and within an around_call's call.
 func (b *Backend) Read(st *backend.Stop) error {
 	b.an.add(st)
+	b.phases.add(st)
 	// A stop whose stream was cut has the path its snapshot goes to.
 	if !b.sitesOn || st.Raw == "" {
 		return nil
@@ -202,6 +205,7 @@ func (b *Backend) Findings(title string) *backend.Findings {
 			Suspects: []snapshots.Suspect{},
 			Stacks:   [][]snapshots.Frame{},
 			Verdicts: verdicts,
+			Phases:   b.phases.list(),
 		}
 	}
 	for i := range verdicts {
@@ -209,6 +213,7 @@ func (b *Backend) Findings(title string) *backend.Findings {
 	}
 	f := b.perSite.Findings(title)
 	f.Verdicts = verdicts
+	f.Phases = b.phases.list()
 	if b.launch != nil && b.launch.sites != nil {
 		for _, m := range b.launch.sites.rec.Modules().Named() {
 			f.Modules = append(f.Modules, runjson.Module{Path: m[0], BuildID: m[1]})

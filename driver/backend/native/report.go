@@ -161,6 +161,12 @@ func nativeBreakpoint(m *runjson.Manifest, b runjson.BreakpointSummary) string {
 			out += fmt.Sprintf("; malloc_trim(0) released up to %s at a stop, %s in all", snapshots.FormatBytes(*tr), snapshots.FormatBytes(deref(v.Figures.TrimReleasedTotal)))
 		}
 	}
+	if len(m.Breakpoints) > 1 || len(m.Phases) > 0 {
+		// Which phase keeps memory: each breakpoint's own figures.
+		if ph := phaseOf(m, b.Name); ph != "" {
+			out += "; " + ph
+		}
+	}
 	return out
 }
 
@@ -236,6 +242,12 @@ func (*Backend) Markdown(w io.Writer, o *backend.Outcome) error {
 		}
 		fmt.Fprintf(pw, "| %s | %s | %s | %d | %s | %s | %s | %s | %s |\n", v.Breakpoint, v.Verdict, findings, f.Stops,
 			snapshots.FormatDelta(f.RSSGrowth), opt(f.InUseGrowth), opt(f.FreeGrowth), arenas, trim)
+	}
+	if len(m.Breakpoints) > 1 || len(m.Phases) > 0 {
+		fmt.Fprintf(pw, "\nPer breakpoint (which phase keeps memory):\n\n")
+		for _, b := range m.Breakpoints {
+			fmt.Fprintf(pw, "- `%s` (%s): %s\n", b.Name, b.Location, nativeBreakpoint(m, b))
+		}
 	}
 	fmt.Fprintf(pw, "\nGrowths are trends over all of a breakpoint's stops (docs/native.md, \"Native verdicts\"); run.json's `diffs` hold the %s between consecutive measurements.\n", backend.Plural(o.Diffs, "change"))
 	if !hasSites(m) {
