@@ -1794,7 +1794,8 @@ def heaptrack_call():
     writes call write, under its own lock. Such a hit is not the
     program's: it is not counted, and stopping there would find the lock
     held by the stopped thread itself. A stop in the program's own code
-    is never one; elsewhere the innermost frames are looked at."""
+    is never one; elsewhere the innermost frames are looked at
+    (docs/facts.md, fact names-1)."""
     if SITES is None:
         return False
     try:
