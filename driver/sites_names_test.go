@@ -216,6 +216,11 @@ func TestSitesStripped(t *testing.T) {
 			t.Fatalf("%v; events %+v", err, m.Events)
 		}
 		check(t, res.Dir, m, true)
+		// report.html draws the sites it has, named by module and offset.
+		page, _ := os.ReadFile(filepath.Join(res.Dir, "report.html"))
+		if strings.Contains(string(page), "No per-site figures") || !strings.Contains(string(page), base+"+0x") {
+			t.Errorf("report.html does not show the stripped program's sites")
+		}
 	})
 	t.Run("attach", func(t *testing.T) {
 		t.Parallel()

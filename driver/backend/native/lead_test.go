@@ -29,14 +29,14 @@ func TestRunLeadSaidOnce(t *testing.T) {
 	}
 }
 
-// TestSitesUnmeasuredNotClean: a --sites run whose recording took fewer
-// than two per-site snapshots of any breakpoint has nothing to compare:
+// TestSitesUnmeasuredNotClean: a --sites run whose per-site snapshots
+// made no diff (fewer than two of any breakpoint) has nothing to compare:
 // report.html says so, never a green "No leak found".
 func TestSitesUnmeasuredNotClean(t *testing.T) {
 	m := &runjson.Manifest{Status: runjson.StatusCompleted, Native: &runjson.NativeSettings{Sites: true},
 		Stops:  []runjson.Stop{{Seq: 1, Breakpoint: "a", Hit: 1, Phase: runjson.PhaseHit}, {Seq: 2, Breakpoint: "a", Hit: 2, Phase: runjson.PhaseHit}},
 		Events: []runjson.Event{{Kind: runjson.EventSitesFailed}, {Kind: runjson.EventSitesFailed}}}
-	why := sitesUnmeasured(m)
+	why := sitesUnmeasured(m, &snapshots.Report{})
 	if want := "heaptrack's recording took no two per-site snapshots of a breakpoint to compare (2 stops took none; see run.json's events)"; why != want {
 		t.Errorf("why %q, want %q", why, want)
 	}
@@ -47,8 +47,8 @@ func TestSitesUnmeasuredNotClean(t *testing.T) {
 	if strings.Contains(page.String(), "No leak found") || !strings.Contains(page.String(), "No per-site figures: "+html.EscapeString(why)) {
 		t.Errorf("the page does not say the sites measured nothing:\n%s", page.String())
 	}
-	m.Stops[1].Snapshot, m.Stops[0].Snapshot = "snapshots/2.gz", "snapshots/1.gz"
-	if why := sitesUnmeasured(m); why != "" {
+	diffs := &snapshots.Report{Intervals: []snapshots.IntervalCount{{Breakpoint: "a", Kind: "between-hits", Diffs: 1}}}
+	if why := sitesUnmeasured(m, diffs); why != "" {
 		t.Errorf("two snapshots of a breakpoint: %q", why)
 	}
 }

@@ -48,7 +48,7 @@ func (*Backend) HTML(opts *snapshots.HTMLOptions, o *backend.Outcome) {
 		opts.Lead = append(opts.Lead, snapshots.LeadLine{Text: l, Kind: kind})
 	}
 	if hasSites(m) {
-		opts.SitesUnmeasured = sitesUnmeasured(m)
+		opts.SitesUnmeasured = sitesUnmeasured(m, o.Report)
 		opts.Notes = append(opts.Notes, sitesNote(m))
 		sites.HTMLNotes(opts, o)
 		return
@@ -60,14 +60,12 @@ func (*Backend) HTML(opts *snapshots.HTMLOptions, o *backend.Outcome) {
 }
 
 // sitesUnmeasured says why a --sites run's per-site snapshots hold nothing
-// to compare: fewer than two hits of any breakpoint have one. "" when they
-// do.
-func sitesUnmeasured(m *runjson.Manifest) string {
-	hits := map[string]int{}
-	for _, s := range m.Stops {
-		if s.Phase == runjson.PhaseHit && s.Snapshot != "" {
-			hits[s.Breakpoint]++
-			if hits[s.Breakpoint] >= 2 {
+// to compare: the analysis made no diff of two of them (r's interval
+// counts). "" when it did.
+func sitesUnmeasured(m *runjson.Manifest, r *snapshots.Report) string {
+	if r != nil {
+		for _, c := range r.Intervals {
+			if c.Diffs > 0 {
 				return ""
 			}
 		}
