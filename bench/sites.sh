@@ -34,7 +34,11 @@
 #            `snapctl run --sites`: snapctl's own peak memory, its VmHWM
 #            read from /proc/PID/status of the snapctl process by
 #            bench/peakmem (valgrind's, gdb's and heaptrack's processes
-#            are not counted). Goal: < 100 MiB.
+#            are not counted). Goal: < 100 MiB. Then, no goal, what
+#            snapctl holds on real programs: the alloc part's workload
+#            under --sites and under massif, and python3 running
+#            driver/testdata/sites/threads.py (four threads calling a
+#            ctypes library) under --sites.
 #
 # The rounds alternate the configurations (alone, sites, massif,
 # heaptrack); a run is timed with bash's EPOCHREALTIME, so nothing forks
@@ -65,6 +69,9 @@
 #            4.16 ms a stop, startup included            goal <= 1.3: met
 #   peak     snapctl's VmHWM 13.1 MiB over 10,000,000 allocations, 10 stops
 #                                                        goal < 100 MiB: met
+#   bench/sites.sh --rounds 1 --parts peak, 2026-11-28, load 16-28, twice:
+#   many.c 13.5 and 14.1 MiB; fst.cpp --sites 15.8 and 15.5 MiB, massif
+#   29.9 and 28.5 MiB; python3 threads.py (ctypes) --sites 59.2 MiB.
 #   bench/sites.sh --parts compute --rounds 11: 1.292 (rounds 1.238-1.366)
 #   at load 0.2 to 0.9, and 1.347 (1.228-1.676) just after other runs at
 #   load 1.8: the goal holds on a quiet machine, with little to spare.
@@ -303,6 +310,22 @@ if has_part peak; then
 		kib=$(awk '/^peak_kib/ {print $2}' "$tmp/peak")
 		echo "  $wname, $wstops stops, snapctl run ${args[*]:-(massif)}: snapctl's VmHWM $(printf %.1f "$(echo "$kib / 1024" | bc -l)") MiB"
 	done
+	# python3 (the interpreter itself, not a shim) running four threads
+	# that call a ctypes library (driver/testdata/sites/threads.py), as
+	# TestSitesCtypes does, under --sites.
+	py=$(python3 -c 'import sys; print(sys.executable)')
+	gcc -g -O0 -shared -fPIC -o "$tmp/ctlib.so" "$root/driver/testdata/sites/ctlib.c"
+	printf 'backend: native\nnative:\n  sites: true\nbreakpoints:\n  - name: round\n    location: round_done\n    pending: true\n    every: 2\n    max_hits: 11\n' >"$tmp/plan-py.yaml"
+	out="$tmp/peak-python"
+	rm -rf "$out"
+	if ! "$tmp/peakmem" -o "$tmp/peak" "$tmp/snapctl" run -q --force -o "$out" "$tmp/plan-py.yaml" "$py" "$root/driver/testdata/sites/threads.py" "$tmp/ctlib.so" 12 >"$out.log" 2>&1; then
+		echo "sites.sh: snapctl run (peak-python) failed" >&2
+		tail -5 "$out.log" >&2
+		exit 1
+	fi
+	check_run "$out" 6 1 || { echo "sites.sh: snapctl run (peak-python): wrong run, see above" >&2; exit 1; }
+	kib=$(awk '/^peak_kib/ {print $2}' "$tmp/peak")
+	echo "  python3 threads.py (ctypes), 6 stops, snapctl run --sites: snapctl's VmHWM $(printf %.1f "$(echo "$kib / 1024" | bc -l)") MiB"
 fi
 
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) (end)"
