@@ -173,5 +173,10 @@ func shellWord(a string) string {
 	if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-") == "" {
 		return a
 	}
+	if strings.IndexFunc(a, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
+		// Control characters: the reports escape them (\x1b), which
+		// quotes would not turn back into the character.
+		return a
+	}
 	return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 }
