@@ -35,6 +35,7 @@ type Modules struct {
 	program string
 	mods    map[string]*module // by path
 	pid     int
+	missed  map[uint64]bool // addresses in no file of the process
 	// lib is heaptrack's library: its own dependencies' start-up
 	// allocations (libstdc++'s emergency pool) are not the program's.
 	lib   string
@@ -140,14 +141,19 @@ func (m *Modules) find(path string, addr uint64) *module {
 			}
 		}
 	}
-	if m.pid == 0 {
+	if m.pid == 0 || m.missed[addr] {
 		return nil
 	}
-	// Loaded since the stream last listed the modules.
+	// Loaded since the stream last listed the modules. An address in
+	// no file (code the program made, a trampoline) is looked for once.
 	if mod := mapsModule(m.pid, addr); mod != nil {
 		m.mods[mod.path] = mod
 		return mod
 	}
+	if m.missed == nil {
+		m.missed = make(map[uint64]bool)
+	}
+	m.missed[addr] = true
 	return nil
 }
 
