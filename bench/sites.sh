@@ -34,7 +34,11 @@
 #            `snapctl run --sites`: snapctl's own peak memory, its VmHWM
 #            read from /proc/PID/status of the snapctl process by
 #            bench/peakmem (valgrind's, gdb's and heaptrack's processes
-#            are not counted). Goal: < 100 MiB.
+#            are not counted). Goal: < 100 MiB. Then, no goal, what
+#            snapctl holds on real programs: the alloc part's workload
+#            under --sites and under massif, and python3 running
+#            driver/testdata/sites/threads.py (four threads calling a
+#            ctypes library) under --sites.
 #
 # The rounds alternate the configurations (alone, sites, massif,
 # heaptrack); a run is timed with bash's EPOCHREALTIME, so nothing forks
@@ -65,6 +69,9 @@
 #            4.16 ms a stop, startup included            goal <= 1.3: met
 #   peak     snapctl's VmHWM 13.1 MiB over 10,000,000 allocations, 10 stops
 #                                                        goal < 100 MiB: met
+#   bench/sites.sh --rounds 1 --parts peak, 2026-11-28, load 16-28, twice:
+#   many.c 13.5 and 14.1 MiB; fst.cpp --sites 15.8 and 15.5 MiB, massif
+#   29.9 and 28.5 MiB; python3 threads.py (ctypes) --sites 59.2 MiB.
 #   bench/sites.sh --parts compute --rounds 11: 1.292 (rounds 1.238-1.366)
 #   at load 0.2 to 0.9, and 1.347 (1.228-1.676) just after other runs at
 #   load 1.8: the goal holds on a quiet machine, with little to spare.
@@ -116,6 +123,14 @@ if [ "$workload" = fst ]; then
 	g++ -g -O0 -pthread -std=c++17 -o "$tmp/fst" "$root/driver/testdata/native/fst.cpp" -Wl,--no-as-needed -lfst
 else
 	g++ -g -O2 -pthread -o "$tmp/alloc" "$root/bench/sites/alloc.cpp"
+fi
+# The workload's program, plan and stops (the alloc and peak parts).
+if [ "$workload" = fst ]; then
+	wstops=30 wname="fst.cpp (OpenFST)"
+	wprog=("$tmp/fst" "$wstops" 100) wplan="$root/bench/sites/plan-fst.yaml"
+else
+	wstops=$(((4 * 100 - 1) / 10 + 1)) wname=alloc.cpp
+	wprog=("$tmp/alloc" 4 100 "$iters") wplan="$root/bench/sites/plan.yaml"
 fi
 gcc -g -O0 -pthread -o "$tmp/compute" "$root/bench/native/compute.c"
 gcc -g -O0 -o "$tmp/many" "$root/bench/sites/many.c"
@@ -279,6 +294,38 @@ if has_part peak; then
 	echo "peak: bench/sites/many.c, $n allocations, $stops stops, $(printf %.2f "$(echo "$t1 - $t0" | bc -l)") s"
 	echo "  snapctl's VmHWM: $(printf %.1f "$mib") MiB"
 	LT=1 goal "peak < 100 MiB" "$mib" 100
+	# The real workload: snapctl's own peak with --sites and under
+	# massif, the figure the docs give (no goal: what it is).
+	for mode in sites massif; do
+		args=()
+		[ "$mode" = sites ] && args=(--sites)
+		out="$tmp/peak-$mode"
+		rm -rf "$out"
+		if ! "$tmp/peakmem" -o "$tmp/peak" "$tmp/snapctl" run -q --force -o "$out" "${args[@]}" "$wplan" "${wprog[@]}" >"$out.log" 2>&1; then
+			echo "sites.sh: snapctl run (peak-$mode) failed" >&2
+			tail -5 "$out.log" >&2
+			exit 1
+		fi
+		check_run "$out" "$wstops" "$([ "$mode" = sites ] && echo 1 || echo 0)" || { echo "sites.sh: snapctl run (peak-$mode): wrong run, see above" >&2; exit 1; }
+		kib=$(awk '/^peak_kib/ {print $2}' "$tmp/peak")
+		echo "  $wname, $wstops stops, snapctl run ${args[*]:-(massif)}: snapctl's VmHWM $(printf %.1f "$(echo "$kib / 1024" | bc -l)") MiB"
+	done
+	# python3 (the interpreter itself, not a shim) running four threads
+	# that call a ctypes library (driver/testdata/sites/threads.py), as
+	# TestSitesCtypes does, under --sites.
+	py=$(python3 -c 'import sys; print(sys.executable)')
+	gcc -g -O0 -shared -fPIC -o "$tmp/ctlib.so" "$root/driver/testdata/sites/ctlib.c"
+	printf 'backend: native\nnative:\n  sites: true\nbreakpoints:\n  - name: round\n    location: round_done\n    pending: true\n    every: 2\n    max_hits: 11\n' >"$tmp/plan-py.yaml"
+	out="$tmp/peak-python"
+	rm -rf "$out"
+	if ! "$tmp/peakmem" -o "$tmp/peak" "$tmp/snapctl" run -q --force -o "$out" "$tmp/plan-py.yaml" "$py" "$root/driver/testdata/sites/threads.py" "$tmp/ctlib.so" 12 >"$out.log" 2>&1; then
+		echo "sites.sh: snapctl run (peak-python) failed" >&2
+		tail -5 "$out.log" >&2
+		exit 1
+	fi
+	check_run "$out" 6 1 || { echo "sites.sh: snapctl run (peak-python): wrong run, see above" >&2; exit 1; }
+	kib=$(awk '/^peak_kib/ {print $2}' "$tmp/peak")
+	echo "  python3 threads.py (ctypes), 6 stops, snapctl run --sites: snapctl's VmHWM $(printf %.1f "$(echo "$kib / 1024" | bc -l)") MiB"
 fi
 
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) (end)"

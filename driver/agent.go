@@ -38,7 +38,7 @@ import (
 const (
 	agentRecords = "agent.jsonl"
 	// agentBusy is where the agent marks the stop it is in (see
-	// agentState.overdue).
+	// agent.overdue).
 	agentBusy = "agent-busy"
 	agentBp   = "agent-breakpoint.json"
 	// agentPoll is how often the loop reads the agent's records while
@@ -308,7 +308,7 @@ func (a *agent) read() error {
 	}
 }
 
-// agentBatch is how much of the agent's records readAgent reads at once:
+// agentBatch is how much of the agent's records agent.read reads at once:
 // about 500 stops.
 const agentBatch = 128 << 10
 

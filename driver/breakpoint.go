@@ -19,7 +19,7 @@ import (
 // backend kept (massif: its snapshot file, staged in the run directory)
 // but has not yet read: that waits until the target runs again, so
 // snapctl's own work overlaps the target's. Stop records wait in
-// session.pending; flush has the backend read them, also when a run ends
+// recorder.pending; flush has the backend read them, also when a run ends
 // in the middle of a stop, so every kept measurement has its stop in
 // run.json.
 type stopRecord struct {

@@ -84,8 +84,8 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	if err != nil {
 		s.m.Error = strings.SplitN(err.Error(), "\n", 2)[0]
 	}
-	found := s.backend.Findings("snapctl run: " + strings.Join(s.prog.argv, " "))
-	s.m.Suspects, s.m.Stacks, s.m.Verdicts = found.Suspects, found.Stacks, found.Verdicts
+	found := s.backend.Findings("snapctl run: " + backend.CommandLine(s.prog.argv))
+	s.m.Suspects, s.m.Stacks, s.m.Verdicts, s.m.Modules, s.m.Phases = found.Suspects, found.Stacks, found.Verdicts, found.Modules, found.Phases
 	if s.m.Native != nil {
 		s.m.Native.Allocator = found.Allocator
 	}

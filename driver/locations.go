@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -21,7 +22,11 @@ import (
 // starts, whether every breakpoint's location resolves. It reports whether
 // one resolves in the program itself (inProgram): the program's debug
 // information matters to the breakpoints only then.
-func validateLocations(ctx context.Context, gdbPath, binary string, p *plan.Plan, env []string, timeout time.Duration) (inProgram bool, err error) {
+//
+// attach is the process snapctl attaches to (0 when it starts the
+// program): the libraries it has loaded, dlopen'ed ones included (a
+// plugin, a ctypes library in python), count as linked.
+func validateLocations(ctx context.Context, gdbPath, binary string, attach int, p *plan.Plan, env []string, timeout time.Duration) (inProgram bool, err error) {
 	c, err := mi.Start(ctx, mi.Options{Path: gdbPath, Args: []string{binary}, Env: env, StartTimeout: timeout})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -48,7 +53,7 @@ func validateLocations(ctx context.Context, gdbPath, binary string, p *plan.Plan
 		inProgram = true
 	}
 	if len(again) > 0 && ctx.Err() == nil {
-		loadLibrarySymbols(ctx, c, binary, p.Target.Cwd, env, timeout)
+		loadLibrarySymbols(ctx, c, binary, attach, p.Target.Cwd, env, timeout)
 	}
 	for _, i := range again {
 		bp := &p.Breakpoints[i]
@@ -130,10 +135,43 @@ func locationOrCondition(ctx context.Context, c *mi.Client, bp *plan.Breakpoint,
 // the libraries binary links, so that a location in one of them resolves
 // before the program runs. Best effort: a library gdb cannot read is left
 // out.
-func loadLibrarySymbols(ctx context.Context, c *mi.Client, binary, dir string, env []string, timeout time.Duration) {
-	for _, lib := range preflight.LinkedLibraries(ctx, binary, dir, env) {
+func loadLibrarySymbols(ctx context.Context, c *mi.Client, binary string, attach int, dir string, env []string, timeout time.Duration) {
+	libs := preflight.LinkedLibraries(ctx, binary, dir, env)
+	if attach != 0 {
+		libs = append(libs, loadedLibraries(attach, binary, libs)...)
+	}
+	for _, lib := range libs {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		c.Send(cctx, "-interpreter-exec", "console", mi.Quote(fmt.Sprintf("add-symbol-file %q", lib)))
 		cancel()
 	}
+}
+
+// loadedLibraries returns the files with code that process pid has mapped
+// (/proc/PID/maps) other than binary and the libraries of have: those it
+// loaded with dlopen. A path is read through the process's root, as the
+// process sees it.
+func loadedLibraries(pid int, binary string, have []string) []string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return nil
+	}
+	seen := map[string]bool{binary: true}
+	for _, l := range have {
+		seen[l] = true
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || len(f) > 6 || !strings.Contains(f[1], "x") || !strings.HasPrefix(f[5], "/") || seen[f[5]] {
+			continue
+		}
+		seen[f[5]] = true
+		path := f[5]
+		if _, err := os.Stat(path); err != nil {
+			path = fmt.Sprintf("/proc/%d/root%s", pid, f[5])
+		}
+		out = append(out, path)
+	}
+	return out
 }

@@ -379,7 +379,7 @@ func (w *watch) explain(ctx context.Context, err error) error {
 }
 
 // killedAtEnd reports whether valgrind, gone under gdb's feet, died of a
-// signal that endTarget sent (SIGKILL after the grace period); the run
+// signal that ending.end sent (SIGKILL after the grace period); the run
 // then ends as snapctl meant it to.
 func (w *watch) killedAtEnd() bool {
 	if w.end.why == "" || w.launcher.Ended() == nil {

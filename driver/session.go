@@ -268,7 +268,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		}
 	}
 	validate := func() {
-		inProgram, err := validateLocations(ctx, gdbPath, binary, p, opts.childEnv(), opts.CommandTimeout)
+		inProgram, err := validateLocations(ctx, gdbPath, binary, opts.AttachPID, p, opts.childEnv(), opts.CommandTimeout)
 		located <- locatedResult{inProgram, err}
 	}
 	switch {

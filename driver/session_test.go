@@ -374,7 +374,7 @@ func TestRunInterruptedBeforeStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := validateLocations(ctx, gdb, bin, plan, append(os.Environ(), testenv.ScopeEnv(t)), 5e9); !errors.Is(err, ErrInterrupted) {
+	if _, err := validateLocations(ctx, gdb, bin, 0, plan, append(os.Environ(), testenv.ScopeEnv(t)), 5e9); !errors.Is(err, ErrInterrupted) {
 		t.Errorf("validateLocations with a cancelled context: err = %v, want ErrInterrupted", err)
 	}
 }

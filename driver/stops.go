@@ -278,7 +278,7 @@ func userFrame(frames []runjson.Frame) *runjson.Frame { return backend.UserFrame
 
 // attachedDone reports whether a run attached to a process has nothing
 // left to do: every breakpoint reached its max_hits and was deleted, or
-// the workload or end_run_after ended the run (endTarget). The
+// the workload or end_run_after ended the run (ending.end). The
 // process is left running (see the native backend's Launch.BeforeClose).
 func (s *stopLoop) attachedDone() bool {
 	if s.opts.AttachPID == 0 {

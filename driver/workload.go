@@ -3,7 +3,9 @@ package driver
 import (
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,13 +65,14 @@ type ending struct {
 
 // startWorkload starts the plan's workload, once the target runs with its
 // breakpoints in place, in the target's directory and environment plus
-// SNAPCTL_TARGET_PID, in a process group of its own. Its end arrives on
-// e.done.
+// SNAPCTL_TARGET_PID and SNAPCTL_TARGET_PORTS, in a process group of its
+// own. Its end arrives on e.done.
 func (e *ending) startWorkload(cwd string, env []string, groups *child.Group, stdout, stderr io.Writer) error {
 	argv := e.plan.Workload
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = cwd
-	cmd.Env = append(append(env, e.plan.Target.Env...), "SNAPCTL_TARGET_PID="+strconv.Itoa(e.pid()))
+	pid := e.pid()
+	cmd.Env = append(append(env, e.plan.Target.Env...), "SNAPCTL_TARGET_PID="+strconv.Itoa(pid), "SNAPCTL_TARGET_PORTS="+portList(listeningPorts(pid)))
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	proc, err := child.Start("workload", cmd, child.Options{DieWithParent: true, WaitDelay: 2 * time.Second})
 	if err != nil {
@@ -148,4 +151,56 @@ func (e *ending) bySnapctl(sig string) bool {
 	}
 	e.target.Signal = &sig
 	return true
+}
+
+// listeningPorts returns the TCP ports (IPv4 and IPv6) process pid
+// listens on, in order: the sockets of its descriptors (/proc/PID/fd)
+// that its network namespace's tables (/proc/PID/net/tcp, tcp6) list in
+// state LISTEN. A port a server has not opened yet is not there.
+func listeningPorts(pid int) []int {
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return nil
+	}
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if ino, ok := strings.CutPrefix(link, "socket:["); ok && err == nil {
+			inodes[strings.TrimSuffix(ino, "]")] = true
+		}
+	}
+	seen := map[int]bool{}
+	var ports []int
+	for _, table := range []string{"tcp", "tcp6"} {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, table))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" || !inodes[f[9]] {
+				continue
+			}
+			_, hexPort, ok := strings.Cut(f[1], ":")
+			port, err := strconv.ParseUint(hexPort, 16, 16)
+			if !ok || err != nil || seen[int(port)] {
+				continue
+			}
+			seen[int(port)] = true
+			ports = append(ports, int(port))
+		}
+	}
+	sort.Ints(ports)
+	return ports
+}
+
+// portList is ports as SNAPCTL_TARGET_PORTS holds them: separated by
+// spaces, "" for none.
+func portList(ports []int) string {
+	s := make([]string, len(ports))
+	for i, p := range ports {
+		s[i] = strconv.Itoa(p)
+	}
+	return strings.Join(s, " ")
 }

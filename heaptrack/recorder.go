@@ -39,6 +39,7 @@ type Recorder struct {
 	fwdErr  chan error    // the forwarder's end
 	repErr  chan error    // the replayer's end
 	rep     *Replayer
+	mods    *Modules
 	// cuts holds the heaps the replay took at marks nobody has asked
 	// for yet, by mark; cutReady is closed and replaced at every one.
 	cutMu    sync.Mutex
@@ -107,7 +108,9 @@ func Start(tools Tools, fifo string) (*Recorder, error) {
 			// of every module (fact 71), waits for idle time rather than
 			// take it from the program and gdb.
 			syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, interpNice)
-			r.interp, r.in = cmd, in
+			r.mods = NewModules(tools.Preload)
+			r.rep.Mods = r.mods
+			r.interp, r.in = cmd, &moduleScanner{w: in, mods: r.mods, bol: true}
 			go r.replay(out)
 			go r.forward()
 			return r, nil
@@ -131,6 +134,9 @@ const (
 
 // FIFO returns the FIFO's path, for Tools.Env.
 func (r *Recorder) FIFO() string { return r.fifo }
+
+// Modules returns the process's modules as the stream lists them.
+func (r *Recorder) Modules() *Modules { return r.mods }
 
 // Replayer returns the replayer, for its totals once Finish has
 // returned: until then the stream is being replayed into it.

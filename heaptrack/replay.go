@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/snapctl/snapctl/snapshots"
 )
@@ -85,6 +86,10 @@ type Replayer struct {
 	// frameCache holds the frames of each instruction pointer once a
 	// cut has needed them (ipFrames).
 	frameCache [][]snapshots.Frame
+	// Mods, when set, names the frames the interpreter could not (by
+	// module and offset, or from a module it did not know) and tells
+	// heaptrack's own allocations from the program's.
+	Mods *Modules
 }
 
 // NewReplayer returns a Replayer at the start of a stream.
@@ -249,6 +254,10 @@ func (r *Replayer) Snapshot(index int) *snapshots.Snapshot {
 	var at []frameAt
 	for s, l := range byStack {
 		at = r.frames(s, at[:0])
+		if len(at) > 0 && r.Mods != nil && r.Mods.heaptrackOwn(r.strs[r.ips[at[0].ip].module]) {
+			// Allocated by a library loaded for heaptrack alone.
+			continue
+		}
 		n := root
 		n.Bytes += l.bytes
 		n.Blocks += l.blocks
@@ -287,12 +296,21 @@ func (r *Replayer) ipFrames(i uint32) []snapshots.Frame {
 	ip := &r.ips[i]
 	addr := "0x" + strconv.FormatUint(ip.addr, 16)
 	if len(ip.frames) == 0 {
-		r.frameCache[i] = []snapshots.Frame{{Addr: addr, Function: "???", Object: r.strs[ip.module]}}
+		f := snapshots.Frame{Addr: addr, Function: "???", Object: r.strs[ip.module]}
+		if r.Mods != nil {
+			if n, ok := r.Mods.name(r.strs[ip.module], ip.addr); ok {
+				f = snapshots.Frame{Addr: addr, Function: n.function, Object: n.object}
+				if n.file != "" {
+					f.File, f.Line, f.Object = n.file, n.line, ""
+				}
+			}
+		}
+		r.frameCache[i] = []snapshots.Frame{f}
 		return r.frameCache[i]
 	}
 	fs := make([]snapshots.Frame, 0, len(ip.frames))
 	for _, fr := range ip.frames {
-		f := snapshots.Frame{Addr: addr, Function: r.strs[fr.fn], Line: int(fr.line)}
+		f := snapshots.Frame{Addr: addr, Function: publicName(r.strs[fr.fn]), Line: int(fr.line)}
 		if fr.file != 0 {
 			f.File = filepath.Base(r.strs[fr.file])
 		} else {
@@ -305,6 +323,28 @@ func (r *Replayer) ipFrames(i uint32) []snapshots.Frame {
 	}
 	r.frameCache[i] = fs
 	return fs
+}
+
+// publicName is the name glibc's debug information gives one of its
+// functions, as the program calls it: __GI___strdup is strdup (massif
+// names the symbol the program called, heaptrack the function's own
+// name). Only glibc's internal aliases of public functions are renamed.
+func publicName(fn string) string {
+	n, ok := strings.CutPrefix(fn, "__GI_")
+	if !ok {
+		return fn
+	}
+	if p, ok := strings.CutPrefix(n, "__"); ok && glibcPublic[p] {
+		return p
+	}
+	return n
+}
+
+// glibcPublic are public glibc functions that allocate for their caller
+// and whose code glibc names with two leading underscores.
+var glibcPublic = map[string]bool{
+	"strdup": true, "strndup": true, "wcsdup": true, "asprintf": true, "vasprintf": true,
+	"getline": true, "getdelim": true, "open_memstream": true, "realpath": true,
 }
 
 // frames appends the frames of stack s, innermost first, without the

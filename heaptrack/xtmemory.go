@@ -61,6 +61,11 @@ func writeNode(w *bufio.Writer, n *snapshots.Node, depth int, text string, figur
 		t, ok := texts[c]
 		if !ok {
 			t = snapshots.FrameString(c.Frame)
+			if f := c.Frame; f.File == "" && f.Object != "" && snapshots.ModuleOffset(f) {
+				// The module stays in the file, which the reports
+				// leave out.
+				t = snapshots.Printable(f.Function + " (in " + f.Object + ")")
+			}
 			if c.Frame.Addr != "" {
 				t = c.Frame.Addr + ": " + t
 			}

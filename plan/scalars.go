@@ -112,7 +112,7 @@ func (d *decoder) integer(n *yaml.Node, path string, min int) (int, bool) {
 	}
 	var v int64
 	if err := n.Decode(&v); err != nil || v > math.MaxInt32 || v < math.MinInt32 {
-		d.errorf(n, path, "integer %s is out of range", n.Value)
+		d.errorf(n, path, "integer %s is out of range: want %d to %d", n.Value, min, math.MaxInt32)
 		return 0, false
 	}
 	if int(v) < min {

@@ -36,7 +36,10 @@ type BinaryError struct {
 	Path    string
 	Problem BinaryProblem
 	Detail  string // the script's #! line, the ELF type or machine
-	Err     error  // the underlying error, if any
+	// Shim names the version manager (pyenv, asdf, rbenv) whose shim
+	// the script is: it execs the program the manager picks.
+	Shim string
+	Err  error // the underlying error, if any
 }
 
 func (e *BinaryError) Error() string {
@@ -49,6 +52,13 @@ func (e *BinaryError) Error() string {
 	case BinaryUnreadable:
 		why = fmt.Sprintf("cannot be read: %v", e.Err)
 	case BinaryScript:
+		if e.Shim != "" {
+			// The shim's interpreter, bash, would exec the program:
+			// the program itself is the one to run.
+			why = fmt.Sprintf("is a %s shim (%s), a script that runs the version %s picks: valgrind and gdb need that program itself; "+
+				"give its path instead, e.g. snapctl run PLAN $(%s which %s) ARGS...", e.Shim, e.Detail, e.Shim, e.Shim, filepath.Base(e.Path))
+			break
+		}
 		interp := scriptInterpreter(e.Detail)
 		why = fmt.Sprintf("is a script (%s), not a compiled program: valgrind and gdb need the native program that runs it; "+
 			"profile the interpreter instead, e.g. snapctl run PLAN %s %s", e.Detail, interp, e.Path)
@@ -211,7 +221,8 @@ func InspectBinary(path string) (*BinaryInfo, error) {
 	head = head[:n]
 	if bytes.HasPrefix(head, []byte("#!")) {
 		line, _, _ := bytes.Cut(head, []byte("\n"))
-		return fail(BinaryScript, strings.TrimSpace(string(line)), nil)
+		e := &BinaryError{Path: path, Problem: BinaryScript, Detail: strings.TrimSpace(string(line)), Shim: shimOf(f)}
+		return nil, e
 	}
 	if !bytes.HasPrefix(head, []byte(elf.ELFMAG)) {
 		return fail(BinaryNotELF, "", nil)
@@ -262,13 +273,14 @@ func InspectBinary(path string) (*BinaryInfo, error) {
 	warn := func(check, summary string, explain ...string) {
 		info.Warnings = append(info.Warnings, Finding{Check: check, Subject: path, Summary: summary, Explain: explain})
 	}
-	const noLines = "gdb cannot resolve file:line breakpoints and reports show no source lines"
+	const noLines = "gdb cannot resolve file:line breakpoints in it and reports show no source lines for its frames; breakpoints on the functions of the libraries it links (libc's getpid, malloc) are not affected"
 	// Without a symbol table gdb still knows the functions the binary
 	// exports (.dynsym): a program built with -rdynamic, or an
 	// interpreter such as python3, which distributions ship stripped.
-	breaksOn := "gdb can break only on *addresses and reports show ??? frames"
+	// The libraries' functions keep their names either way.
+	breaksOn := "gdb can break on *addresses in it but not on its own functions (the functions of the libraries it links still work), and reports name its frames ??? under massif, by module and offset with --sites (prog+0x1a2b3)"
 	if exportsFunctions(ef) {
-		breaksOn = "gdb can break only on the functions it exports and on *addresses, and reports show ??? for its other frames"
+		breaksOn = "gdb can break on the functions it exports and on *addresses in it, not on its other functions (the functions of the libraries it links still work), and reports name those frames ??? under massif, by module and offset with --sites (prog+0x1a2b3)"
 	}
 	switch link := debugLink(ef); {
 	case !info.DebugInfo && link != "" && !info.Symbols:
@@ -430,4 +442,19 @@ func isScript(path string) bool {
 	head := make([]byte, 2)
 	n, _ := io.ReadFull(f, head)
 	return n == 2 && string(head) == "#!"
+}
+
+// shimOf names the version manager whose shim the script f is (pyenv,
+// asdf, rbenv: a script that execs `MANAGER exec NAME`), "" for another
+// script.
+func shimOf(f *os.File) string {
+	text := make([]byte, 4096)
+	n, _ := f.ReadAt(text, 0)
+	text = text[:n]
+	for _, m := range []string{"pyenv", "rbenv", "asdf"} {
+		if bytes.Contains(text, []byte("/"+m+"\" exec")) || bytes.Contains(text, []byte(m+" exec")) || bytes.Contains(text, []byte("libexec/"+m+"\" exec")) {
+			return m
+		}
+	}
+	return ""
 }

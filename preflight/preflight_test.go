@@ -194,7 +194,7 @@ func TestInspectBinary(t *testing.T) {
 		}
 	}
 
-	noLines := []string{"gdb cannot resolve file:line breakpoints and reports show no source lines", "rebuild it with -g (and -O0 for exact lines)"}
+	noLines := []string{"gdb cannot resolve file:line breakpoints in it and reports show no source lines for its frames; breakpoints on the functions of the libraries it links (libc's getpid, malloc) are not affected", "rebuild it with -g (and -O0 for exact lines)"}
 	for _, tt := range []struct {
 		path string
 		want BinaryInfo
@@ -206,7 +206,7 @@ func TestInspectBinary(t *testing.T) {
 			Warnings: []Finding{
 				{Check: "debug info", Subject: stripped, Summary: "has no debug info", Explain: noLines},
 				{Check: "symbols", Subject: stripped, Summary: "is stripped (no symbol table)",
-					Explain: []string{"gdb can break only on *addresses and reports show ??? frames", "build it without stripping"}},
+					Explain: []string{"gdb can break on *addresses in it but not on its own functions (the functions of the libraries it links still work), and reports name its frames ??? under massif, by module and offset with --sites (prog+0x1a2b3)", "build it without stripping"}},
 			}}},
 	} {
 		got, err := InspectBinary(tt.path)
@@ -220,7 +220,7 @@ func TestInspectBinary(t *testing.T) {
 	}
 	// snapctl run prints a finding as one sentence.
 	info, _ := InspectBinary(stripped)
-	if got, want := info.Warnings[1].String(), stripped+" is stripped (no symbol table): gdb can break only on *addresses and reports show ??? frames; build it without stripping"; got != want {
+	if got, want := info.Warnings[1].String(), stripped+" is stripped (no symbol table): gdb can break on *addresses in it but not on its own functions (the functions of the libraries it links still work), and reports name its frames ??? under massif, by module and offset with --sites (prog+0x1a2b3); build it without stripping"; got != want {
 		t.Errorf("warning sentence:\n got %s\nwant %s", got, want)
 	}
 }
@@ -262,7 +262,7 @@ func TestInspectBinarySeparateDebugInfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Finding{{Check: "debug info", Subject: bin, Summary: "keeps its debug info in a separate file (prog.debug) that is not installed",
-		Explain: []string{"gdb cannot resolve file:line breakpoints and reports show no source lines", "install the matching -dbgsym/-dbg package or rebuild with -g"}}}
+		Explain: []string{"gdb cannot resolve file:line breakpoints in it and reports show no source lines for its frames; breakpoints on the functions of the libraries it links (libc's getpid, malloc) are not affected", "install the matching -dbgsym/-dbg package or rebuild with -g"}}}
 	if info.DebugInfo || !cmp.Equal(info.Warnings, want) {
 		t.Errorf("without %s: DebugInfo %v, warnings (-want +got):\n%s", debug, info.DebugInfo, cmp.Diff(want, info.Warnings))
 	}

@@ -17,8 +17,8 @@ import (
 // warning that says both, never two that contradict each other.
 func TestInspectBinaryStripped(t *testing.T) {
 	testenv.MustHave(t, "objcopy")
-	noLines := "gdb cannot resolve file:line breakpoints and reports show no source lines"
-	exported := "gdb can break only on the functions it exports and on *addresses, and reports show ??? for its other frames"
+	noLines := "gdb cannot resolve file:line breakpoints in it and reports show no source lines for its frames; breakpoints on the functions of the libraries it links (libc's getpid, malloc) are not affected"
+	exported := "gdb can break on the functions it exports and on *addresses in it, not on its other functions (the functions of the libraries it links still work), and reports name those frames ??? under massif, by module and offset with --sites (prog+0x1a2b3)"
 	rdynamic := buildProgram(t, "-g0", "-s", "-rdynamic")
 	want := []Finding{
 		{Check: "debug info", Subject: rdynamic, Summary: "has no debug info", Explain: []string{noLines, "rebuild it with -g (and -O0 for exact lines)"}},
@@ -40,7 +40,7 @@ func TestInspectBinaryStripped(t *testing.T) {
 		breaksOn string
 	}{
 		{"exports", []string{"-rdynamic"}, exported},
-		{"exports nothing", nil, "gdb can break only on *addresses and reports show ??? frames"},
+		{"exports nothing", nil, "gdb can break on *addresses in it but not on its own functions (the functions of the libraries it links still work), and reports name its frames ??? under massif, by module and offset with --sites (prog+0x1a2b3)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()

@@ -84,6 +84,32 @@ type Manifest struct {
 	// suspects once; each of those names its stack by its index here
 	// (stack_id) instead of repeating it. ResolveStacks puts them back.
 	Stacks [][]snapshots.Frame `json:"stacks"`
+	// Modules are the modules whose frames are named by module and
+	// offset ("memcached+0x1a2b3": no symbols), with their build-ids, so
+	// that the offsets can be symbolised later from the debug files
+	// (addr2line -e FILE OFFSET).
+	Modules []Module `json:"modules,omitempty"`
+	// Phases say, per breakpoint with around_call (native backend), what
+	// its calls left behind in the in-use heap: with several breakpoints,
+	// which phase keeps the memory.
+	Phases []Phase `json:"phases,omitempty"`
+}
+
+// Phase is what the calls of one around_call breakpoint left behind.
+type Phase struct {
+	Breakpoint string `json:"breakpoint"`
+	// Calls counts the calls measured at their hit and their return.
+	Calls int `json:"calls"`
+	// InUseLeftByCalls is the in-use heap (with the allocator's mmapped
+	// blocks) at the returns less at the hits, over all the calls.
+	InUseLeftByCalls int64 `json:"heap_in_use_left_by_calls_bytes"`
+}
+
+// Module is a module of the program (the executable or a library) that
+// names frames by offset.
+type Module struct {
+	Path    string `json:"path"`
+	BuildID string `json:"build_id,omitempty"`
 }
 
 // NativeSettings is run.json's "native".

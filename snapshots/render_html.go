@@ -26,7 +26,20 @@ type HTMLOptions struct {
 	// NoSites says the run measured no call sites (the native backend):
 	// the page has no suspects section.
 	NoSites bool
+	// Lead are the lines the page opens with, under its title and before
+	// its facts: the verdicts of a run that has its own (the native
+	// backend's), each drawn as a verdict.
+	Lead []LeadLine
+	// SitesUnmeasured, when set, says why the run's sites hold nothing to
+	// compare (a --sites run whose recording took no per-site snapshot):
+	// the suspects section says so rather than "No leak found".
+	SitesUnmeasured string
 }
+
+// LeadLine is a line the page opens with. Kind is "leak" (drawn as a
+// finding), "clean" (nothing found) or "" (said plainly: how the run
+// ended, a verdict that needs more stops).
+type LeadLine struct{ Text, Kind string }
 
 // Fact is one line of a report's header.
 type Fact struct{ Label, Value string }
@@ -34,6 +47,7 @@ type Fact struct{ Label, Value string }
 // Sizes of the drawings, in CSS pixels.
 const (
 	chartWidth, chartHeight = 720, 170
+	panelHeight             = 110 // a panel of the native figures
 	sparkWidth, sparkHeight = 180, 36
 	flameWidth, flameRow    = 960, 18
 	flameMaxDepth           = 60
@@ -67,6 +81,16 @@ func RenderReportHTML(w io.Writer, r *Report, opts HTMLOptions) error {
 	h.printf("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n")
 	h.printf("<title>%s</title>\n<style>%s</style>\n</head>\n<body>\n", esc(title), htmlStyle)
 	h.printf("<h1>%s</h1>\n", esc(title))
+	for _, l := range opts.Lead {
+		switch l.Kind {
+		case "leak":
+			h.printf("<p class=\"verdict\">%s</p>\n", esc(l.Text))
+		case "clean":
+			h.printf("<p class=\"verdict clean\">%s</p>\n", esc(l.Text))
+		default:
+			h.printf("<p class=\"verdict plain\">%s</p>\n", esc(l.Text))
+		}
+	}
 	if len(opts.Facts) > 0 {
 		h.printf("<dl class=\"facts\">\n")
 		for _, f := range opts.Facts {
@@ -100,7 +124,7 @@ pre{margin:.3rem 0;white-space:pre-wrap}
 table{border-collapse:collapse;margin:.5rem 0}th,td{padding:.2rem .6rem;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 dl.facts{display:grid;grid-template-columns:max-content auto;gap:.1rem 1rem}dl.facts dt{color:var(--mute)}dl.facts dd{margin:0}
-.verdict{font-weight:600;padding:.5rem .8rem;border-left:4px solid var(--grow)}.verdict.clean{border-color:var(--stack)}
+.verdict{font-weight:600;padding:.5rem .8rem;border-left:4px solid var(--grow)}.verdict.clean{border-color:var(--stack)}.verdict.plain{border-color:var(--line)}
 .note,.legend{color:var(--mute);font-size:.9rem}
 svg{display:block;max-width:100%;height:auto}svg text{fill:var(--fg);font:11px ui-monospace,monospace}
 .axis{stroke:var(--line)}.line{fill:none;stroke-width:1.5}
@@ -131,6 +155,10 @@ func htmlSite(f Frame) string { return codeSite(f, esc) }
 // figures, a chart of its bytes over the stops and its stack.
 func (h *htmlWriter) suspects(r *Report) {
 	h.printf("<h2 id=\"suspects\">Suspects</h2>\n")
+	if h.opts.SitesUnmeasured != "" {
+		h.printf("<p class=\"verdict plain\">No per-site figures: %s.</p>\n", esc(h.opts.SitesUnmeasured))
+		return
+	}
 	if len(r.Suspects) == 0 {
 		h.printf("<p class=\"verdict clean\">No leak found: no site grew steadily between hits.</p>\n")
 		return
@@ -311,6 +339,10 @@ type chart struct {
 	maxMarks      int
 	axes          bool
 	first, last   string // x axis labels
+	// labelRunes, when set, is the room left for the y labels, in
+	// characters: panels drawn one above the other share it, so that
+	// their stops line up.
+	labelRunes int
 }
 
 // valueRange is the span of a chart's y axis: from the smallest value to
@@ -338,7 +370,9 @@ func (h *htmlWriter) drawChart(c chart) {
 	lo, hi := valueRange(c.lines)
 	padL, padR, padT, padB := 4.0, 6.0, 6.0, 6.0
 	if c.axes {
-		padL, padT, padB = 64, 10, 20
+		// Room for the longer of the two y labels.
+		label := max(len([]rune(FormatBytes(hi))), len([]rune(FormatBytes(lo))), c.labelRunes)
+		padL, padT, padB = float64(label)*charWidth+14, 10, 20
 	}
 	pw, ph := float64(c.width)-padL-padR, float64(c.height)-padT-padB
 	x := func(i int) float64 {
@@ -418,13 +452,15 @@ func stopTip(s StopPoint, what string, v int64) string {
 }
 
 // memoryChart draws the native backend's figures at every stop of one
-// breakpoint: resident memory, and the heap in use and held free by glibc's
-// allocator, which together tell a leak from the allocator's retention.
+// breakpoint, each in a panel of its own with its own axis, so that a
+// heap that grows by kilobytes shows beside megabytes of resident memory:
+// the heap in use, the heap held free by glibc's allocator, and resident
+// memory, which together tell a leak from the allocator's retention.
 func (h *htmlWriter) memoryChart(stops []StopPoint) {
 	rss := chartLine{class: "heap", label: "resident memory"}
-	inUse := chartLine{class: "extra", label: "heap in use"}
-	free := chartLine{class: "stacks", label: "heap held free"}
-	c := chart{width: chartWidth, height: chartHeight, maxMarks: maxChartMarks, axes: true}
+	inUse := chartLine{class: "heap", label: "heap in use"}
+	free := chartLine{class: "heap", label: "heap held free"}
+	var tips, marks []string
 	heap := true
 	for _, s := range stops {
 		m := s.Memory
@@ -445,21 +481,42 @@ func (h *htmlWriter) memoryChart(stops []StopPoint) {
 		if m.TrimReleasedBytes != nil {
 			tip += " · malloc_trim(0) released " + FormatBytes(*m.TrimReleasedBytes)
 		}
-		c.tips = append(c.tips, tip)
-		c.markClass = append(c.markClass, markClass(s))
+		tips = append(tips, tip)
+		marks = append(marks, markClass(s))
 	}
-	c.lines = []chartLine{rss}
-	legend := "resident memory (solid)"
-	if heap {
-		c.lines = append(c.lines, inUse, free)
-		legend += ", heap in use (dashed), heap held free by the allocator (dotted)"
-	}
-	c.first = fmt.Sprintf("stop %d (hit %d)", stops[0].Seq, stops[0].Hit)
 	last := stops[len(stops)-1]
-	c.last = fmt.Sprintf("stop %d (hit %d)", last.Seq, last.Hit)
+	first := fmt.Sprintf("stop %d (hit %d)", stops[0].Seq, stops[0].Hit)
+	lastLabel := fmt.Sprintf("stop %d (hit %d)", last.Seq, last.Hit)
+	room := 0
+	for _, l := range []chartLine{inUse, free, rss} {
+		for _, v := range l.values {
+			room = max(room, len([]rune(FormatBytes(v))))
+		}
+	}
+	panel := func(title string, l chartLine) {
+		h.printf("<h4>%s: %s → %s (<strong>%s</strong>)</h4>\n", esc(title), esc(FormatBytes(l.values[0])), esc(FormatBytes(l.values[len(l.values)-1])),
+			esc(FormatDelta(l.values[len(l.values)-1]-l.values[0])))
+		h.drawChart(chart{width: chartWidth, height: panelHeight, maxMarks: maxChartMarks, axes: true,
+			lines: []chartLine{l}, tips: tips, markClass: marks, first: first, last: lastLabel, labelRunes: room})
+	}
 	h.printf("<h3>Memory over the stops</h3>\n")
-	h.drawChart(c)
-	h.printf("<p class=\"legend\">%s; the axis spans the values drawn, not from 0; one mark per stop (filled: after the call returned), hover for its hit, thread, time and figures.</p>\n", esc(legend))
+	if heap {
+		panel("Heap in use", inUse)
+		panel("Heap held free by the allocator", free)
+	}
+	panel("Resident memory", rss)
+	h.printf("<p class=\"legend\">Each panel has its own axis, which spans the values drawn, not from 0; one mark per stop%s, hover for its hit, thread, time and figures.</p>\n", returnLegend(stops))
+}
+
+// returnLegend is what the legend says of the filled marks: the stops
+// after an around_call's call returned, when the breakpoint has some.
+func returnLegend(stops []StopPoint) string {
+	for _, s := range stops {
+		if s.Phase == "return" {
+			return " (filled: after the call returned)"
+		}
+	}
+	return ""
 }
 
 // markClass is the class of a stop's mark on a chart: filled after the
@@ -504,7 +561,7 @@ func (h *htmlWriter) heapChart(stops []StopPoint) {
 	h.printf("<p>Heap %s at stop %d, %s at stop %d (<strong>%s</strong>).</p>\n", esc(FormatBytes(stops[0].HeapBytes)), stops[0].Seq,
 		esc(FormatBytes(last.HeapBytes)), last.Seq, esc(FormatDelta(last.HeapBytes-stops[0].HeapBytes)))
 	h.drawChart(c)
-	h.printf("<p class=\"legend\">%s; the axis spans the values drawn, not from 0; one mark per stop (filled: after the call returned), hover for its hit, thread and time.</p>\n", esc(legend))
+	h.printf("<p class=\"legend\">%s; the axis spans the values drawn, not from 0; one mark per stop%s, hover for its hit, thread and time.</p>\n", esc(legend), returnLegend(stops))
 }
 
 // sparkline draws a suspect's bytes at its breakpoint's stops.

@@ -177,10 +177,10 @@ func TestHeapChartAxisShowsGrowth(t *testing.T) {
 	page := b.String()
 	for _, want := range []string{
 		`<p>Heap 2.8 MiB at stop 1, 2.9 MiB at stop 5 (<strong>+107.0 KiB</strong>).</p>`,
-		`<text x="56.0" y="14.0" text-anchor="end">2.9 MiB</text>`,
-		`<text x="56.0" y="154.0" text-anchor="end">2.8 MiB</text>`,
+		`<text x="55.0" y="14.0" text-anchor="end">2.9 MiB</text>`,
+		`<text x="55.0" y="154.0" text-anchor="end">2.8 MiB</text>`,
 		// The first stop at the bottom of the chart, the last at its top.
-		`<polyline class="line heap" points="64.0,150.0 226.5,115.0 389.0,80.0 551.5,45.0 714.0,10.0">`,
+		`<polyline class="line heap" points="63.0,150.0 225.8,115.0 388.5,80.0 551.2,45.0 714.0,10.0">`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the heap chart lacks %s:\n%s", want, page)

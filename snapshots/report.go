@@ -216,10 +216,21 @@ func frameText(f Frame) string {
 		return f.Function + " (" + f.File + ":" + strconv.Itoa(f.Line) + ")"
 	case f.File != "":
 		return f.Function + " (" + f.File + ")"
+	case f.Object != "" && ModuleOffset(f):
+		return f.Function
 	case f.Object != "":
 		return f.Function + " (in " + f.Object + ")"
 	}
 	return f.Function
+}
+
+// ModuleOffset reports whether f is named by its module and its offset
+// there, "memcached+0x1a2b3" in /usr/bin/memcached: a frame without
+// symbols, which addr2line or gdb names given the module's debug file.
+func ModuleOffset(f Frame) bool {
+	base := f.Object[strings.LastIndexByte(f.Object, '/')+1:]
+	rest, ok := strings.CutPrefix(f.Function, base+"+0x")
+	return ok && rest != "" && strings.Trim(rest, "0123456789abcdef") == ""
 }
 
 // shortFrame is FrameString with C++ template arguments folded to "<…>"

@@ -79,6 +79,11 @@ type Options struct {
 	// ("Pool::get"). Massif's xtmemory snapshots do not apply --alloc-fn
 	// (docs/facts.md, fact 36).
 	AllocFns []string
+	// Programs are the paths of the program's own module (as given and
+	// with symbolic links resolved): a frame in it is never library
+	// code, even unnamed (a stripped binary's frames) or under a library
+	// folder.
+	Programs []string
 }
 
 // maxStack bounds the frames kept for a stack; massif's own --depth
@@ -196,7 +201,7 @@ func (an *analyzer) id(f Frame) uint32 {
 	an.frames = append(an.frames, f)
 	var fl frameFlags
 	// Matched once per frame here: lib.is would remember it a second time.
-	if an.lib.patterns.match(f) {
+	if an.lib.patterns.match(f) && !an.program(f) {
 		fl |= flagLibrary
 	}
 	if an.ignore.match(f) {
@@ -225,6 +230,19 @@ func (an *analyzer) id(f Frame) uint32 {
 	}
 	an.fnOf = append(an.fnOf, n)
 	return id
+}
+
+// program reports whether f is a frame of the program's own module.
+func (an *analyzer) program(f Frame) bool {
+	if f.Object == "" {
+		return false
+	}
+	for _, p := range an.opts.Programs {
+		if f.Object == p {
+			return true
+		}
+	}
+	return false
 }
 
 // idOf returns the analyzer's id of line i's frame. The ids of a

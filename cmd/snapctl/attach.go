@@ -45,6 +45,10 @@ Attaching needs ptrace permission over the process: it must be yours (or
 snapctl must hold CAP_SYS_PTRACE), dumpable and not traced already, and
 kernel.yama.ptrace_scope must allow it (see snapctl doctor).`
 	cmd.Example = `  snapctl attach --timeout 5m plan.yaml $(pidof server)`
+	// attach is the native backend's: valgrind's flag and the choice of
+	// backend are run's alone (--backend native is still taken).
+	cmd.Flags().MarkHidden("valgrind")
+	cmd.Flags().MarkHidden("backend")
 	cmd.Flags().BoolVar(&guardFlag, "guard", true, "have gdbserver trace the process, so that it survives gdb being killed while a breakpoint is in it; --guard=false has gdb trace it itself: a stop costs about 5 times less, and threads that take a fast signal timer (hundreds of Hz) are not held at a repeated breakpoint, but a gdb killed while the process runs into a breakpoint takes the process with it")
 	return cmd
 }

@@ -115,7 +115,7 @@ func TestDoctorNoDebugInfo(t *testing.T) {
 	want := []string{
 		"OK    binary      " + bin + ": ELF x86-64 position-independent executable",
 		"WARN  debug info  has no debug info",
-		"                  gdb cannot resolve file:line breakpoints and reports show no source lines",
+		"                  gdb cannot resolve file:line breakpoints in it and reports show no source lines for its frames; breakpoints on the functions of the libraries it links (libc's getpid, malloc) are not affected",
 		"                  rebuild it with -g (and -O0 for exact lines)",
 		"OK    library     1 system libraries, not checked (their debug info comes from -dbg packages or debuginfod)",
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -91,9 +93,38 @@ func TestNativeReportHTMLInBrowser(t *testing.T) {
 	if len(console) > 0 {
 		t.Errorf("console messages:\n%s", strings.Join(console, "\n"))
 	}
-	for _, want := range []string{"leak at breakpoint round", "Memory over the stops", "heap in use (dashed)", "rerun with --backend massif"} {
+	for _, want := range []string{"leak at breakpoint round", "Memory over the stops", "rerun with --backend massif"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the page lacks %q", want)
+		}
+	}
+	// The verdict leads the page, above the facts, drawn as a finding,
+	// not as a row of the facts.
+	lead, facts := strings.Index(dom, `<p class="verdict">verdict: leak at breakpoint round`), strings.Index(dom, `<dl class="facts">`)
+	if lead < 0 || facts < 0 || lead > facts || strings.Contains(dom, "<dt>Verdict</dt>") {
+		t.Errorf("the verdict does not lead the page (at %d, facts at %d)", lead, facts)
+	}
+	// The heap in use and resident memory each have a panel and an axis
+	// of their own, so that the leak's +10.9 KiB a round shows beside
+	// megabytes; the heap's panel names its growth.
+	inUse := between(dom, "<h4>Heap in use: ", "</svg>")
+	if !strings.Contains(inUse, "(<strong>+54.7 KiB</strong>)") || !strings.Contains(inUse, "<svg") {
+		t.Errorf("no panel of the heap in use with its growth:\n%s", inUse)
+	}
+	if rss := between(dom, "<h4>Resident memory: ", "</svg>"); !strings.Contains(rss, "<svg") {
+		t.Errorf("no panel of resident memory")
+	}
+	// No around_call: the legend speaks of no call returning.
+	if strings.Contains(dom, "after the call returned") {
+		t.Error("the legend speaks of the call's return without around_call")
+	}
+	// Every y label fits left of its axis: its right end at x, about 7
+	// pixels a character.
+	labels := regexp.MustCompile(`<text x="([0-9.]+)" y="[0-9.]+" text-anchor="end">([^<]*)</text>`)
+	for _, l := range labels.FindAllStringSubmatch(between(dom, "Memory over the stops", "Each panel"), -1) {
+		x, _ := strconv.ParseFloat(l[1], 64)
+		if l[2] != "" && !strings.HasPrefix(l[2], "stop ") && x < float64(len([]rune(l[2])))*7 {
+			t.Errorf("y label %q ends at x=%v: clipped", l[2], x)
 		}
 	}
 	if strings.Contains(dom, `id="suspects"`) {

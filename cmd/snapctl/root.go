@@ -12,12 +12,21 @@ func newRootCmd(version string) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "snapctl",
 		Short: "Find the allocation call sites that grow between breakpoints",
-		Long: `snapctl runs a C or C++ program under valgrind's massif heap profiler,
-stops it through gdb at the breakpoints a plan declares, takes a detailed
-massif snapshot at every stop and reports which allocation call sites grow
-between stops, with their stacks.
+		Long: `snapctl finds the memory a C or C++ program keeps. It stops the program
+through gdb at the breakpoints a plan declares, measures the heap at every
+stop and reports what grew between stops, and where. Two backends measure
+(the plan's backend, or --backend):
 
-    snapctl run plan.yaml ./binary [args...]`,
+  massif  the default: the program runs under valgrind's massif, slower;
+          exact bytes and blocks per allocation call site at every stop
+  native  the program runs at native speed under gdb: resident memory and
+          glibc's allocator at every stop, and a verdict per breakpoint
+          (leak, retention, growth outside the heap); --sites adds the
+          per-site figures massif gives, recorded with heaptrack
+
+    snapctl run plan.yaml ./binary [args...]
+    snapctl run --sites plan.yaml ./binary [args...]
+    snapctl attach plan.yaml PID      (native: a process already running)`,
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,

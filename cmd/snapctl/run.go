@@ -57,17 +57,23 @@ func newRunCmdWith(run func(*cobra.Command, *runOptions) error) *cobra.Command {
 	opts := &runOptions{}
 	cmd := &cobra.Command{
 		Use:   "run [flags] PLAN BINARY [ARGS...]",
-		Short: "Run a program under massif, snapshot the heap at the plan's breakpoints and report growth",
-		Long: `run starts BINARY with ARGS under valgrind's massif and gdb, stops at every
-breakpoint of PLAN, takes a detailed heap snapshot at each stop, and reports
-which allocation call sites grew between stops.
+		Short: "Run a program, measure its heap at the plan's breakpoints and report growth",
+		Long: `run starts BINARY with ARGS under gdb, stops at every breakpoint of PLAN,
+measures the heap at each stop, and reports what grew between stops. With
+the massif backend (the default) the program runs under valgrind's massif
+and each stop takes a heap snapshot per allocation call site; with the
+native backend (--backend native) it runs at native speed and each stop
+records resident memory and glibc's allocator state, and --sites adds a
+per-site snapshot recorded with heaptrack.
 
 Flags come before PLAN (or before BINARY); everything after BINARY is passed
 to the program unchanged, so program flags such as -v need no quoting. "--"
 also ends snapctl's flags.
 
 The run directory (--out, default ./snapctl-runs/TIME-BINARY) receives
-plan.yaml, run.json, report.md, valgrind.log and snapshots/.`,
+plan.yaml, run.json, report.md, report.html and snapshots/ (the per-site
+snapshots, with massif or --sites); with massif also valgrind.log and
+massif.out.`,
 		Example: `  snapctl run plan.yaml ./server --requests 200
   snapctl run --out /tmp/leak --format markdown plan.yaml ./server`,
 		RunE: func(cmd *cobra.Command, args []string) error {

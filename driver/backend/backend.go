@@ -111,6 +111,10 @@ type Findings struct {
 	Suspects []snapshots.Suspect
 	Stacks   [][]snapshots.Frame
 	Verdicts []runjson.Verdict
+	// Modules are run.json's "modules": those that name frames by offset.
+	Modules []runjson.Module
+	// Phases are run.json's "phases".
+	Phases []runjson.Phase
 	// Problems are what the analysis could not do, kept as events.
 	Problems []string
 	// Allocator names the program's allocator, for run.json's

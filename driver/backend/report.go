@@ -32,7 +32,7 @@ const ShownSites = 20
 func Facts(o *Outcome, line func(b runjson.BreakpointSummary) string) []snapshots.Fact {
 	m := o.Manifest
 	facts := []snapshots.Fact{
-		{Label: "Command", Value: strings.Join(m.Target.Argv, " ")},
+		{Label: "Command", Value: CommandLine(m.Target.Argv)},
 		{Label: "Status", Value: string(m.Status) + ExitNote(m)},
 	}
 	if m.Error != "" {
@@ -156,4 +156,27 @@ func QuoteList(names []string) string {
 		q[i] = fmt.Sprintf("%q", n)
 	}
 	return strings.Join(q, ", ")
+}
+
+// CommandLine is argv as a shell would take it back: an argument that is
+// empty, or has spaces or characters the shell reads, is single-quoted
+// (an empty --save shows as a quoted empty word, not as a double space).
+func CommandLine(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = shellWord(a)
+	}
+	return strings.Join(out, " ")
+}
+
+func shellWord(a string) string {
+	if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-") == "" {
+		return a
+	}
+	if strings.IndexFunc(a, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
+		// Control characters: the reports escape them (\x1b), which
+		// quotes would not turn back into the character.
+		return a
+	}
+	return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 }

@@ -371,7 +371,7 @@ type Tail struct {
 	tail []byte
 }
 
-// TailMax is how much of a child's stderr a tailWriter keeps.
+// TailMax is how much of a child's stderr a Tail keeps.
 const TailMax = 4096
 
 func NewTail(w io.Writer, max int) *Tail {

@@ -656,7 +656,7 @@ class NewHit(gdb.Function):
         super().__init__("_snapctl_hit")
 
     def invoke(self):
-        return 0 if repeated_hit() else 1
+        return 0 if repeated_hit() or heaptrack_call() else 1
 
 
 NewHit()
@@ -725,7 +725,7 @@ class SnapBreakpoint(gdb.Breakpoint):
     def stop(self):
         if os.path.exists(self.agent.halt):
             return False
-        if self.agent.measure["kind"] == "native" and repeated_hit():
+        if self.agent.measure["kind"] == "native" and (repeated_hit() or heaptrack_call()):
             return False
         self.agent.begin(self)
         try:
@@ -1987,6 +1987,39 @@ def record_sites(fifo, lib, lock, data):
     SITES = SiteCutter(fifo, lib, lock, data)
 
 
+def heaptrack_call():
+    """Whether the current stop is heaptrack's library calling a
+    function of a library (native.sites): its start-up calls getpid, its
+    writes call write, under its own lock. Such a hit is not the
+    program's: it is not counted, and stopping there would find the lock
+    held by the stopped thread itself. A stop in the program's own code
+    is never one; elsewhere the innermost frames are looked at
+    (docs/facts.md, fact names-1)."""
+    if SITES is None:
+        return False
+    try:
+        frame = gdb.newest_frame()
+        if gdb.current_progspace().solib_name(frame.pc()) is None:
+            return False
+        ranges = SITES.ranges(gdb.selected_inferior().pid)
+        for _ in range(HEAPTRACK_DEPTH):
+            if frame is None:
+                break
+            pc = frame.pc()
+            if any(lo <= pc < hi for lo, hi in ranges):
+                return True
+            frame = frame.older()
+    except (gdb.error, OSError):
+        pass
+    return False
+
+
+# HEAPTRACK_DEPTH is how many frames from the innermost heaptrack_call
+# looks at: heaptrack's own calls into libc are a few frames under its
+# entry points.
+HEAPTRACK_DEPTH = 12
+
+
 def sites_cut():
     """Cuts heaptrack's stream at this stop, from snapctl's command once
     it let a thread out of heaptrack's lock, and prints the result as JSON
@@ -2020,6 +2053,7 @@ class SiteCutter:
         self.checked = False
         self.marks = 0
         self.all_stop = None
+        self.lib_ranges = None
 
     def in_place(self, trim):
         """Whether a stop in a breakpoint's stop() can be measured and cut
@@ -2042,6 +2076,22 @@ class SiteCutter:
         except (OSError, struct.error, LookupError):
             return False
         return word == 0
+
+    def ranges(self, pid):
+        """The address ranges heaptrack's library is mapped at in process
+        pid (/proc/PID/maps), read once it is loaded."""
+        if self.lib_ranges is None or self.lib_ranges[0] != pid:
+            found = []
+            with open("/proc/%d/maps" % pid) as f:
+                for line in f:
+                    fields = line.split()
+                    if len(fields) >= 6 and fields[5] == self.lib:
+                        lo, hi = fields[0].split("-")
+                        found.append((int(lo, 16), int(hi, 16)))
+            if not found:
+                return []
+            self.lib_ranges = (pid, found)
+        return self.lib_ranges[1]
 
     def lock_state(self, pid):
         """heaptrack's lock in process pid: its lock word and its owner's

@@ -41,7 +41,7 @@ func PythonTry(code string) string {
 	return "python exec(" + PyString(try+"\nexcept Exception as e:\n    print('"+AgentFailed+"%s' % e)\n") + ")"
 }
 
-// LoadFailure is what Python said when a pythonTry command failed, ""
+// LoadFailure is what Python said when a PythonTry command failed, ""
 // when it did not.
 func LoadFailure(r *mi.Result) string {
 	_, why, failed := strings.Cut(r.Console(), AgentFailed)

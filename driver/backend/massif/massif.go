@@ -35,7 +35,7 @@ func New(cfg backend.Config) backend.Backend {
 	b := &Backend{cfg: cfg, bytesOnly: !cfg.Plan.Valgrind.Blocks}
 	// The xtmemory snapshots keep the frames of the wrappers massif's
 	// --alloc-fn names.
-	b.sites = sites.New(cfg, sites.Options{AllocFns: cfg.Plan.Valgrind.AllocFns, Qualify: b.qualify})
+	b.sites = sites.New(cfg, sites.Options{AllocFns: cfg.Plan.Valgrind.AllocFns, Qualify: b.qualify, Program: cfg.Binary})
 	return b
 }
 

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/backend/sites"
@@ -21,7 +20,7 @@ func (b *Backend) Text(w io.Writer, o *backend.Outcome, opts snapshots.RenderOpt
 	// control characters are escaped (snapshots.Printable).
 	pw := snapshots.PrintableWriter(bw)
 	fmt.Fprintf(pw, "%s\n", sites.Verdict(o))
-	fmt.Fprintf(pw, "snapctl run: %s\n", strings.Join(m.Target.Argv, " "))
+	fmt.Fprintf(pw, "snapctl run: %s\n", backend.CommandLine(m.Target.Argv))
 	fmt.Fprintf(pw, "status: %s%s\n", m.Status, backend.ExitNote(m))
 	for _, bp := range m.Breakpoints {
 		fmt.Fprintf(pw, "breakpoint %s (%s): %s, %s%s\n", bp.Name, bp.Location, backend.Plural(bp.Hits, "hit"), backend.Plural(bp.Snapshots, "snapshot"), backend.UnchangedNote(bp))
@@ -40,7 +39,7 @@ func (b *Backend) Markdown(w io.Writer, o *backend.Outcome) error {
 	m := o.Manifest
 	pw := snapshots.PrintableWriter(bw) // see Text
 	fmt.Fprintf(pw, "# snapctl run\n\n")
-	fmt.Fprintf(pw, "- Command: `%s`\n", strings.Join(m.Target.Argv, " "))
+	fmt.Fprintf(pw, "- Command: `%s`\n", backend.CommandLine(m.Target.Argv))
 	fmt.Fprintf(pw, "- Status: **%s**%s\n", m.Status, backend.ExitNote(m))
 	if m.Error != "" {
 		fmt.Fprintf(pw, "- Error: %s\n", m.Error)

@@ -65,7 +65,7 @@ func startValgrind(cfg valgrindConfig) (*valgrindProc, error) {
 	cmd := exec.Command(cfg.Path, cfg.Args...)
 	cmd.Dir = cfg.Dir
 	cmd.Env = cfg.Env
-	// valgrind's stderr goes through a tailWriter, so that a message can
+	// valgrind's stderr goes through a console.Tail, so that a message can
 	// quote what valgrind said before its log was open. When stdout and
 	// stderr go to one place, one writer takes both: exec then gives
 	// valgrind a single pipe for the two, and their order holds.

@@ -68,12 +68,14 @@ type Backend struct {
 	sitesEmpty       int
 	sitesWhy         string
 	sitesEnded       error
+	// phases adds up what around_call's calls left, per breakpoint.
+	phases *phases
 }
 
 // New returns the native backend of a run.
 func New(cfg backend.Config) backend.Backend {
 	return &Backend{cfg: cfg, trim: cfg.Plan.Native.TrimProbe, an: newNativeAnalysis(cfg.Plan, cfg.Diffs),
-		perSite: sites.New(cfg, sites.Options{}), sitesOn: cfg.Plan.Native.Sites}
+		perSite: sites.New(cfg, sites.Options{AllocFns: cfg.Plan.Valgrind.AllocFns, Program: cfg.Binary}), sitesOn: cfg.Plan.Native.Sites, phases: newPhases(cfg.Plan)}
 }
 
 func (*Backend) Name() string { return Name }
@@ -248,6 +250,7 @@ func (b *Backend) sitesFailed(stop *runjson.Stop, err error) {
 // Read makes the stop's memory diffs: between this hit and the
 // breakpoint's previous one, and within an around_call's call.
 func (b *Backend) Read(st *backend.Stop) error {
+	b.phases.add(st)
 	// A stop whose stream was cut has the path its snapshot goes to.
 	if !b.sitesOn || st.Raw == "" {
 		b.an.add(st, nil)
@@ -302,6 +305,7 @@ func (b *Backend) Findings(title string) *backend.Findings {
 			Stacks:    [][]snapshots.Frame{},
 			Verdicts:  verdicts,
 			Allocator: b.allocator,
+			Phases:    b.phases.list(),
 		}
 	}
 	f := b.perSite.Findings(title)
@@ -310,6 +314,12 @@ func (b *Backend) Findings(title string) *backend.Findings {
 		agreeWithSites(&verdicts[i], f.Suspects)
 	}
 	f.Verdicts, f.Allocator = verdicts, b.allocator
+	f.Phases = b.phases.list()
+	if b.launch != nil && b.launch.sites != nil {
+		for _, m := range b.launch.sites.rec.Modules().Named() {
+			f.Modules = append(f.Modules, runjson.Module{Path: m[0], BuildID: m[1]})
+		}
+	}
 	return f
 }
 

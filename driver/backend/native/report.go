@@ -19,24 +19,36 @@ func emptyReport(title string, order []string) *snapshots.Report {
 }
 
 // HTML leads report.html with how a run that did not complete ended and
-// the verdicts, as the other reports do; it draws sites only for a run
-// with native.sites.
+// the verdicts, drawn as verdicts above the facts, as the other reports
+// lead with them; it draws sites only for a run with native.sites, and
+// says so where those recorded nothing to compare.
 func (*Backend) HTML(opts *snapshots.HTMLOptions, o *backend.Outcome) {
 	m := o.Manifest
 	opts.Facts = backend.Facts(o, func(b runjson.BreakpointSummary) string { return nativeBreakpoint(m, b) })
+	lines := nativeVerdicts(m)
 	if backend.MeasuredNothing(m) {
+		opts.Lead = []snapshots.LeadLine{{Text: lines[0]}}
 		return
 	}
-	var lead []snapshots.Fact
-	for i, v := range nativeVerdicts(m) {
-		label := "Verdict"
-		if i == 0 && m.Status != runjson.StatusCompleted {
-			label = "Run"
-		}
-		lead = append(lead, snapshots.Fact{Label: label, Value: v})
+	off := 0
+	if m.Status != runjson.StatusCompleted {
+		off = 1
 	}
-	opts.Facts = append(lead, opts.Facts...)
+	for i, l := range lines {
+		kind := ""
+		if j := i - off; i >= off && j < len(m.Verdicts) {
+			switch m.Verdicts[j].Verdict {
+			case runjson.VerdictFlat:
+				kind = "clean"
+			case runjson.VerdictTooFewStops:
+			default:
+				kind = "leak"
+			}
+		}
+		opts.Lead = append(opts.Lead, snapshots.LeadLine{Text: l, Kind: kind})
+	}
 	if hasSites(m) {
+		opts.SitesUnmeasured = sitesUnmeasured(m, o.Report)
 		opts.Notes = append(opts.Notes, sitesNote(m))
 		sites.HTMLNotes(opts, o)
 		return
@@ -45,6 +57,29 @@ func (*Backend) HTML(opts *snapshots.HTMLOptions, o *backend.Outcome) {
 	opts.Notes = append(opts.Notes,
 		fmt.Sprintf("run.json's diffs hold the %s between consecutive measurements of a breakpoint (and within around_call's calls) as memory_delta; the charts draw every measurement.", backend.Plural(o.Diffs, "change")),
 		"The native backend measures resident memory and glibc's allocator at each stop; per-site diffs are massif's job: rerun with --backend massif for the call sites, or with --sites for them at native speed.")
+}
+
+// sitesUnmeasured says why a --sites run's per-site snapshots hold nothing
+// to compare: the analysis made no diff of two of them (r's interval
+// counts). "" when it did.
+func sitesUnmeasured(m *runjson.Manifest, r *snapshots.Report) string {
+	if r != nil {
+		for _, c := range r.Intervals {
+			if c.Diffs > 0 {
+				return ""
+			}
+		}
+	}
+	failed := 0
+	for _, e := range m.Events {
+		if e.Kind == runjson.EventSitesFailed {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return fmt.Sprintf("heaptrack's recording took no two per-site snapshots of a breakpoint to compare (%s took none; see run.json's events)", backend.Plural(failed, "stop"))
+	}
+	return "heaptrack's recording took no two per-site snapshots of a breakpoint to compare"
 }
 
 // hasSites reports whether the run recorded its allocations per site
@@ -78,7 +113,12 @@ func nativeVerdicts(m *runjson.Manifest) []string {
 	prefix := "verdict: "
 	if m.Status != runjson.StatusCompleted {
 		lead := fmt.Sprintf("run %s", m.Status)
-		if m.Error != "" {
+		switch {
+		case m.Error == "" || m.Error == "run stopped: "+string(m.Status):
+			// "run interrupted", said once.
+		case strings.HasPrefix(m.Error, "run stopped"):
+			lead = m.Error // "run stopped after 10m: timeout expired"
+		default:
 			lead += ": " + m.Error
 		}
 		out = append(out, lead)
@@ -127,6 +167,12 @@ func nativeBreakpoint(m *runjson.Manifest, b runjson.BreakpointSummary) string {
 			out += fmt.Sprintf("; %d of %d stops without a per-site snapshot", n, v.Figures.Stops)
 		}
 	}
+	if len(m.Breakpoints) > 1 || len(m.Phases) > 0 {
+		// Which phase keeps memory: each breakpoint's own figures.
+		if ph := phaseOf(m, b.Name); ph != "" {
+			out += "; " + ph
+		}
+	}
 	return out
 }
 
@@ -140,7 +186,7 @@ func (*Backend) Text(w io.Writer, o *backend.Outcome, opts snapshots.RenderOptio
 	for _, v := range nativeVerdicts(m) {
 		fmt.Fprintf(pw, "%s\n", v)
 	}
-	fmt.Fprintf(pw, "%s: %s\n", command(m), strings.Join(m.Target.Argv, " "))
+	fmt.Fprintf(pw, "%s: %s\n", command(m), backend.CommandLine(m.Target.Argv))
 	fmt.Fprintf(pw, "status: %s%s\n", m.Status, backend.ExitNote(m))
 	if m.Native != nil && m.Native.TrimProbe {
 		fmt.Fprintf(pw, "native.trim_probe: on (every stop called malloc_trim(0) after measuring)\n")
@@ -171,7 +217,7 @@ func (*Backend) Markdown(w io.Writer, o *backend.Outcome) error {
 	for _, v := range nativeVerdicts(m) {
 		fmt.Fprintf(pw, "**%s**\n\n", v)
 	}
-	fmt.Fprintf(pw, "- Command: `%s`\n", strings.Join(m.Target.Argv, " "))
+	fmt.Fprintf(pw, "- Command: `%s`\n", backend.CommandLine(m.Target.Argv))
 	fmt.Fprintf(pw, "- Status: **%s**%s\n", m.Status, backend.ExitNote(m))
 	if m.Error != "" {
 		fmt.Fprintf(pw, "- Error: %s\n", m.Error)
@@ -202,6 +248,12 @@ func (*Backend) Markdown(w io.Writer, o *backend.Outcome) error {
 		}
 		fmt.Fprintf(pw, "| %s | %s | %s | %d | %s | %s | %s | %s | %s |\n", v.Breakpoint, v.Verdict, findings, f.Stops,
 			snapshots.FormatDelta(f.RSSGrowth), opt(f.InUseGrowth), opt(f.FreeGrowth), arenas, trim)
+	}
+	if len(m.Breakpoints) > 1 || len(m.Phases) > 0 {
+		fmt.Fprintf(pw, "\nPer breakpoint (which phase keeps memory):\n\n")
+		for _, b := range m.Breakpoints {
+			fmt.Fprintf(pw, "- `%s` (%s): %s\n", b.Name, b.Location, nativeBreakpoint(m, b))
+		}
 	}
 	fmt.Fprintf(pw, "\nGrowths are trends over all of a breakpoint's stops (docs/native.md, \"Native verdicts\"); run.json's `diffs` hold the %s between consecutive measurements.\n", backend.Plural(o.Diffs, "change"))
 	if !hasSites(m) {

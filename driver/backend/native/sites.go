@@ -152,6 +152,7 @@ func (s *siteRecording) agentSites() string {
 // (letOut), alone, and the agent cuts again. take gives the heap at the
 // mark.
 func (s *siteRecording) mark(ctx context.Context, c *gdb.Conn, pid, seq int, cut siteCut) error {
+	s.rec.Modules().SetPid(pid)
 	for tries := 0; ; tries++ {
 		switch {
 		case cut.Error != "":

@@ -35,7 +35,7 @@ type analysis struct {
 	problems []string
 }
 
-func newAnalysis(plan *plan.Plan, allocFns []string, diffs func(any)) *analysis {
+func newAnalysis(plan *plan.Plan, allocFns, programs []string, diffs func(any)) *analysis {
 	opts := snapshots.Options{
 		Library: plan.Report.LibraryFrames,
 		Ignore:  plan.Report.Ignore,
@@ -43,6 +43,7 @@ func newAnalysis(plan *plan.Plan, allocFns []string, diffs func(any)) *analysis 
 		// wrappers (massif's --alloc-fn): the analysis passes them
 		// through.
 		AllocFns: allocFns,
+		Programs: programs,
 	}
 	if g, err := snapshots.ParseGroupBy(plan.Report.GroupBy); err == nil {
 		opts.GroupBy = g

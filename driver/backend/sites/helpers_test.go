@@ -18,7 +18,7 @@ func (s *sink) all() []snapshots.Diff { return s.diffs }
 
 func newTestAnalysis(p *plan.Plan) (*analysis, *sink) {
 	sk := &sink{}
-	return newAnalysis(p, p.Valgrind.AllocFns, sk.add), sk
+	return newAnalysis(p, p.Valgrind.AllocFns, nil, sk.add), sk
 }
 
 const reportFile = "report.md"

@@ -23,6 +23,9 @@ type Options struct {
 	// Qualify, when set, names a frame of the snapshots: each distinct
 	// frame of a run is given to it once (snapshots.FrameTable.Qualify).
 	Qualify func(snapshots.Frame) string
+	// Program is the program's path, whose frames are never library
+	// code (a stripped binary's unnamed frames included).
+	Program string
 }
 
 // Sites keeps the snapshot of each stop in the run directory and reads
@@ -42,8 +45,21 @@ type Sites struct {
 // options and the breakpoints' keep_snapshots, cfg.Diffs receives the
 // diffs.
 func New(cfg backend.Config, o Options) *Sites {
-	return &Sites{cfg: cfg, qualify: o.Qualify, an: newAnalysis(cfg.Plan, o.AllocFns, cfg.Diffs),
+	return &Sites{cfg: cfg, qualify: o.Qualify, an: newAnalysis(cfg.Plan, o.AllocFns, programPaths(o.Program), cfg.Diffs),
 		last: make(map[string]*[2]lastSnapshot)}
+}
+
+// programPaths is the program's path as given and with its symbolic links
+// resolved: snapshots name it either way.
+func programPaths(p string) []string {
+	if p == "" {
+		return nil
+	}
+	out := []string{p}
+	if r, err := filepath.EvalSymlinks(p); err == nil && r != p {
+		out = append(out, r)
+	}
+	return out
 }
 
 // Stage moves the snapshot file at path, written at stop in the private
