@@ -1438,6 +1438,14 @@ class HeapUnreadable(Exception):
     """The arenas could not be read at this stop."""
 
 
+class WalkTooLong(Exception):
+    """More free chunks than the agent walks itself (PY_WALK)."""
+
+
+# PY_WALK is how many free chunks the agent walks itself before it asks
+# snapctl's reader (about 5 ms here).
+PY_WALK = 1000
+
 # HEAP_READER is the name, in the abstract namespace, of the socket of
 # snapctl's reader of glibc's arenas (the native backend's heapread.go),
 # None when the agent reads them itself (Heap.read_all). READ_TIMEOUT
@@ -1506,6 +1514,7 @@ class Heap:
         self.pid = inferior.pid
         self.why = ""
         self.mem = -1
+        self.budget = None
         self.narenas = None
         # tcache is the distance of each thread's tcache pointer below its
         # thread pointer, None when tcache_why says why it is unknown.
@@ -1592,20 +1601,28 @@ class Heap:
         the heap costs, where the walk below costs a read and Python's
         work per free chunk (0.55 s a stop at 200,000 free chunks).
         Raises HeapUnreadable."""
-        reader = arena_reader()
-        if reader is not None:
-            try:
-                return reader.read(self)
-            except socket.timeout:
-                close_arena_reader()
-                raise HeapUnreadable("snapctl's reading took more than %d s" % READ_TIMEOUT)
-            except OSError:
-                # snapctl is gone, or closed the socket: the walk below.
-                close_arena_reader()
         arenas = self.arenas()
         locked = self.locked(arenas)
         if locked:
             return locked, len(arenas), None
+        reader = arena_reader()
+        if reader is None:
+            return 0, len(arenas), self.mallinfo(arenas)
+        # A small heap is walked here: a round trip to snapctl wakes two
+        # processes, which on a loaded machine can take longer than
+        # PY_WALK chunks read here.
+        try:
+            return 0, len(arenas), self.mallinfo(arenas, PY_WALK)
+        except WalkTooLong:
+            pass
+        try:
+            return reader.read(self)
+        except socket.timeout:
+            close_arena_reader()
+            raise HeapUnreadable("snapctl's reading took more than %d s" % READ_TIMEOUT)
+        except OSError:
+            # snapctl is gone, or closed the socket: the walk here.
+            close_arena_reader()
         return 0, len(arenas), self.mallinfo(arenas)
 
     def layout(self):
@@ -1614,10 +1631,12 @@ class Heap:
         return {"main_arena": self.arena, "mp": self.mp, "n_mmaps": self.n_mmaps,
                 "mmapped_mem": self.mmapped_mem, "mangled": self.mangled}
 
-    def mallinfo(self, arenas):
-        """What mallinfo2() would return, as a dict of its fields."""
+    def mallinfo(self, arenas, budget=None):
+        """What mallinfo2() would return, as a dict of its fields;
+        WalkTooLong past budget free chunks."""
         m = dict.fromkeys(MALLINFO2, 0)
         limit = sum(struct.unpack_from("<Q", state, MS_SYSTEM_MEM)[0] for _, state in arenas) // MIN_CHUNK + 1
+        self.budget = budget
         for address, state in arenas:
             self.add_arena(m, address, state, limit)
         mp = self.read(self.mp, self.mmapped_mem + 8)
@@ -1642,6 +1661,7 @@ class Heap:
                 head, link = struct.unpack("<QQ", self.read(p + 8, 16))
                 fastavail += head & ~7
                 nfast += 1
+                self.spend()
                 if nfast > limit:
                     raise HeapUnreadable("arena 0x%x: a fastbin does not end within the %d chunks the heaps can hold" % (address, limit))
                 p = ((p + 16) >> 12) ^ link if self.mangled else link
@@ -1667,6 +1687,7 @@ class Heap:
                 avail += head & ~7
                 nblocks += 1
                 walked += 1
+                self.spend()
                 if walked > limit:
                     raise HeapUnreadable("arena 0x%x: bin %d does not end within the %d chunks the heaps can hold" % (address, i, limit))
                 p, after = bk, p
@@ -1679,6 +1700,13 @@ class Heap:
         m["fsmblks"] += fastavail
         if address == self.arena:
             m["keepcost"] = size(top)
+
+    def spend(self):
+        """Counts a chunk walked against the budget (see mallinfo)."""
+        if self.budget is not None:
+            self.budget -= 1
+            if self.budget < 0:
+                raise WalkTooLong()
 
     def count(self):
         """glibc's own count of arenas (an arena is never freed), None
