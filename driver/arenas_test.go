@@ -89,7 +89,7 @@ func TestNativeArenasEqualMallinfo2(t *testing.T) {
 // past its deadline (here 0.1 ms, on a heap of 150,000 free chunks) may
 // hold an arena's lock: given up there, it left the lock held, every
 // later stop found the allocator busy and the program hung at its next
-// malloc with a second thread (docs/facts.md, fact arenas-2). It now runs
+// malloc with a second thread (docs/facts.md, fact 87). It now runs
 // to its end: every stop has mallinfo2()'s figures and the program,
 // allocating from two threads after each stop, ends.
 func TestNativeCallNeverLeftInLock(t *testing.T) {

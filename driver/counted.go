@@ -117,7 +117,7 @@ func (s *stopLoop) countedStop(ctx context.Context, rec *mi.Record) (bool, error
 // before the counting passed to the kernel and reports once gdb's
 // breakpoint is gone as a plain signal, the thread's pc still past the
 // breakpoint instruction, since the probe's breakpoint instruction is at
-// that address now (docs/facts.md, fact kernel-2). The pc is put back on
+// that address now (docs/facts.md, fact 84). The pc is put back on
 // the address, and the thread then runs into the probe, which counts the
 // hit. It reports whether rec was one.
 func (s *stopLoop) spentTrap(ctx context.Context, rec *mi.Record) (bool, error) {

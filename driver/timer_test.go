@@ -176,7 +176,7 @@ func TestNativeSignalTimerAttach(t *testing.T) {
 // with --guard, where gdb reads the registers through gdbserver. Before,
 // every hit but the first was taken for a repeat and lost; a 200 us timer
 // did that to about one hit in a few hundred (docs/facts.md, fact
-// steady-1).
+// 79).
 func TestNativeSignalAtBreakpoint(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "testdata/native/sigat.c")

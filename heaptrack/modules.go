@@ -29,7 +29,7 @@ import (
 // constructor allocates before the library writes the list again) is
 // found in the process's /proc/PID/maps once Pid is set, and named from
 // its own symbols and line table when it has them, as massif names it
-// (docs/facts.md, fact names-2).
+// (docs/facts.md, fact 92).
 type Modules struct {
 	mu      sync.Mutex
 	program string

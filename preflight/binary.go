@@ -86,7 +86,7 @@ func (e *BinaryError) Unwrap() error { return e.Err }
 // preloaded into it. Valgrind replaces malloc by preloading its own, and
 // heaptrack records by preloading (or injecting, which needs dlopen)
 // its library: neither can in a static program (docs/facts.md, fact
-// truth-1). False when path cannot
+// 88). False when path cannot
 // be read as ELF (InspectBinary says why).
 func Static(path string) bool {
 	f, err := elf.Open(path)

@@ -360,7 +360,7 @@ def repeated_hit():
     saved at that address, and in a loop calling the same function the
     stack pointer is the last hit's. Only the registers tell that hit
     from a repeated report: the thread ran between the two stops
-    (docs/facts.md, fact steady-1)."""
+    (docs/facts.md, fact 79)."""
     thread = gdb.selected_thread()
     tid = thread.ptid[1]
     d = direct_tracer()
@@ -393,7 +393,7 @@ def repeated_hit():
 # instruction out of line (amd64's displaced stepping: the one the
 # instruction does not use, set to the address of the next instruction);
 # when a signal interrupts that step, gdb puts back the pc but not the
-# register (docs/facts.md, fact steady-1).
+# register (docs/facts.md, fact 79).
 TEMPS = frozenset(GPRS.index(r) + 2 for r in ("rax", "rbx", "rcx", "rdx", "rsi", "rdi"))
 
 
@@ -1242,7 +1242,7 @@ class _Direct:
         given up there, the lock stayed held for good, every later stop
         found the allocator busy, and a single-threaded program, whose
         malloc takes no lock, ran on until its first thread (docs/facts.md,
-        fact arenas-2). It runs on until it holds none."""
+        fact 87). It runs on until it holds none."""
         if self.now.orig_rax == self.SYS_FUTEX:
             return True
         if delivered:
@@ -2022,7 +2022,7 @@ def heaptrack_call():
     program's: it is not counted, and stopping there would find the lock
     held by the stopped thread itself. A stop in the program's own code
     is never one; elsewhere the innermost frames are looked at
-    (docs/facts.md, fact names-1)."""
+    (docs/facts.md, fact 91)."""
     if SITES is None:
         return False
     try:

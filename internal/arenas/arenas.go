@@ -4,7 +4,7 @@
 // blocks from /proc/PID/mem (read once each per reading), and the free
 // lists are walked here, so that a stop costs about the same on any heap
 // (docs/design.md, "Threaded programs, natively"; docs/facts.md, fact
-// arenas-1).
+// 86).
 //
 // The process must be stopped, every thread of it, for the figures to be
 // exact: the lists change under a running thread.
@@ -84,7 +84,7 @@ var ErrCorrupt = errors.New("the heap's lists do not hold together")
 // the memory it copied the heap into from one reading to the next, so
 // that a reading writes into pages already there: on the development
 // machine a fresh page's first touch cost more than copying it (docs/facts.md,
-// fact arenas-1). It holds at most maxBytes; Close gives it back.
+// fact 86). It holds at most maxBytes; Close gives it back.
 type Reader struct {
 	m *memory
 }

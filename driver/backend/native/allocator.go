@@ -48,7 +48,7 @@ var allocatorSymbols = []struct{ symbol, name string }{
 // heaptrack's own library, which wraps malloc, is not one. The name
 // says where it was found: "jemalloc (libjemalloc.so.2)". glibc's
 // figures under another allocator say nothing of the program's heap
-// (docs/facts.md, fact truth-2).
+// (docs/facts.md, fact 89).
 func allocatorOf(libs []string, program string) string {
 	for _, lib := range libs {
 		base := filepath.Base(lib)

@@ -99,7 +99,7 @@ var injectHooks = []string{"malloc", "free", "calloc", "cfree", "realloc", "posi
 // the slot of the program's table that heaptrack replaces: its hook, whose
 // "original" function is that PLT entry, calls itself until the thread's
 // stack overflows (SIGSEGV inside libheaptrack_inject.so: Debian's
-// python3, docs/facts.md, fact harm-1). heaptrack's preload library
+// python3, docs/facts.md, fact 81). heaptrack's preload library
 // (snapctl run --sites) interposes by symbol instead and is not affected.
 // It returns nil when the program cannot be read.
 func CheckInjectable(pid int) error {

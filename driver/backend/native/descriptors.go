@@ -23,7 +23,7 @@ import (
 // descriptor it inherited, as daemons do, closes those too and gets their
 // numbers for its own files: the library then writes its stream into the
 // program's file, reads and rewinds it as /proc/self/statm, and, at its
-// first failed write, closes it (docs/facts.md, fact harm-2).
+// first failed write, closes it (docs/facts.md, fact 82).
 //
 // So snapctl, once the library has opened them and before the program's
 // own code runs (at __libc_start_main under run, right after the

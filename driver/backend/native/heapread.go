@@ -21,7 +21,7 @@ import (
 // reads the memory in bulk and walks the free lists (internal/arenas) and
 // answers with mallinfo2()'s figures. Walking the lists in Python, a read
 // a chunk, cost 0.55 s a stop at 200,000 free chunks; here about what
-// copying the heap costs (docs/facts.md, fact arenas-1). The socket is in
+// copying the heap costs (docs/facts.md, fact 86). The socket is in
 // the abstract namespace (a private directory's path can be longer than
 // a socket's), named at random, and answers only processes of snapctl's
 // own user. Nothing in the program is changed: the memory is only read.

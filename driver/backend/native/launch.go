@@ -90,7 +90,7 @@ func (b *Launch) Ended() <-chan struct{} {
 // Gone: the program ended and gdb did not say so. gdb 13 with its target
 // out of non-stop mode (--sites) did not notice a program killed with
 // SIGKILL just after its start, and left it a zombie (docs/facts.md,
-// fact steady-3): the run ends as the program's death.
+// fact 80): the run ends as the program's death.
 func (b *Launch) Gone() error {
 	if sig := syscall.WaitStatus(b.status); b.status >= 0 && sig.Signaled() {
 		return &backend.TargetKilledError{Signal: child.SignalName(sig.Signal()),
@@ -332,7 +332,7 @@ func (b *Launch) Start(ctx context.Context) error {
 		}
 	}
 	// A program killed as gdb starts it may be left a zombie with gdb
-	// waiting (fact steady-3): starting it then ends as its death.
+	// waiting (fact 80): starting it then ends as its death.
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	b.watchEnd(b.gdb.Pid(), cancel)

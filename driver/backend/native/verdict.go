@@ -440,7 +440,7 @@ const (
 // floorOf is the lower envelope of the series ys over xs: the least
 // value of each of floorWindows windows of consecutive stops, at its
 // stop; nil when the series is too short to have one (docs/facts.md,
-// fact truth-3).
+// fact 90).
 func floorOf(xs []int, ys []int64) ([]int, []int64) {
 	w := len(ys) / floorWindows
 	if w < floorWindow {

@@ -8,7 +8,7 @@
 // measured costs the kernel's trap and a few dozen eBPF instructions
 // instead of a round trip through gdb: about 1 us of CPU where the kernel
 // emulates the probed instruction, about 12 us where it single-steps it
-// (docs/facts.md, fact kernel-3).
+// (docs/facts.md, fact 85).
 //
 // Nothing is pinned: the maps, programs and perf events live as long as
 // the file descriptors of snapctl that hold them, so the probes leave the
@@ -271,7 +271,7 @@ func (c *Counter) program(id int, r Rule) (*ebpf.Program, error) {
 // cilium/ebpf v0.22.0's asm takes the instruction's immediate from
 // Constant before it folds the atomic operation into it, so that its
 // FetchAdd goes to the kernel as a plain atomic add, whose src keeps its
-// value (docs/facts.md, fact kernel-1): the immediate, BPF_ADD |
+// value (docs/facts.md, fact 83): the immediate, BPF_ADD |
 // BPF_FETCH, is set here.
 func fetchAdd(dst, src asm.Register, off int16) asm.Instruction {
 	ins := asm.FetchAdd.Mem(dst, src, asm.DWord, off)
