@@ -15,6 +15,10 @@ import (
 	"github.com/snapctl/snapctl/runjson"
 )
 
+// kernelEnv has the kernel count a run's hits: gdb counts them unless
+// SNAPCTL_HITS=kernel is set.
+var kernelEnv = []string{"SNAPCTL_HITS=kernel"}
+
 // kernelCounts skips a test when the kernel refuses to count hits here
 // (not root, no CAP_BPF and CAP_PERFMON, no uprobes), saying why.
 func kernelCounts(t *testing.T) {
@@ -69,7 +73,7 @@ func TestKernelCountsExactly(t *testing.T) {
 	t.Parallel()
 	kernelCounts(t)
 	bin := testenv.Build(t, "testdata/native/hot.c")
-	m, out, err := runNativeOut(t, Options{}, hotPlan("    every: 100000\n"), bin, "4", "500000")
+	m, out, err := runNativeOut(t, Options{Env: kernelEnv}, hotPlan("    every: 100000\n"), bin, "4", "500000")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +95,7 @@ func TestKernelAppliesThePlan(t *testing.T) {
 	bin := testenv.Build(t, "testdata/native/hot.c")
 	t.Run("skip every max_hits", func(t *testing.T) {
 		t.Parallel()
-		m, out, err := runNativeOut(t, Options{}, hotPlan("    skip: 10\n    every: 50000\n    max_hits: 150001\n"), bin, "4", "100000")
+		m, out, err := runNativeOut(t, Options{Env: kernelEnv}, hotPlan("    skip: 10\n    every: 50000\n    max_hits: 150001\n"), bin, "4", "100000")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +111,7 @@ func TestKernelAppliesThePlan(t *testing.T) {
 	})
 	t.Run("end_run_after", func(t *testing.T) {
 		t.Parallel()
-		m, _, err := runNativeOut(t, Options{}, hotPlan("    every: 20000\n    end_run_after: 3\n"), bin, "4", "5000000")
+		m, _, err := runNativeOut(t, Options{Env: kernelEnv}, hotPlan("    every: 20000\n    end_run_after: 3\n"), bin, "4", "5000000")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +130,7 @@ func TestKernelAppliesThePlan(t *testing.T) {
 func TestKernelFallbackForced(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "testdata/native/hot.c")
-	m, out, err := runNativeOut(t, Options{Env: []string{"SNAPCTL_HITS=gdb"}}, hotPlan("    skip: 3\n    every: 500\n"), bin, "4", "500")
+	m, out, err := runNativeOut(t, Options{}, hotPlan("    skip: 3\n    every: 500\n"), bin, "4", "500")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +138,7 @@ func TestKernelFallbackForced(t *testing.T) {
 		t.Fatalf("the program made %d calls", n)
 	}
 	checkCounted(t, m, "gdb", 1997, []int{1, 501, 1001, 1501})
-	if why := m.Breakpoints[0].CountedWhy; why != "SNAPCTL_HITS=gdb" {
+	if why := m.Breakpoints[0].CountedWhy; why != "gdb counts hits unless SNAPCTL_HITS=kernel is set" {
 		t.Errorf("counted_why %q", why)
 	}
 }
@@ -144,7 +148,7 @@ func TestKernelLeavesConditionsToGDB(t *testing.T) {
 	t.Parallel()
 	kernelCounts(t)
 	bin := testenv.Build(t, "testdata/native/hot.c")
-	m, _, err := runNativeOut(t, Options{}, hotPlan("    condition: i == 7\n"), bin, "2", "100")
+	m, _, err := runNativeOut(t, Options{Env: kernelEnv}, hotPlan("    condition: i == 7\n"), bin, "2", "100")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +165,7 @@ func TestKernelProgramBlocksSignals(t *testing.T) {
 	t.Parallel()
 	kernelCounts(t)
 	bin := testenv.Build(t, "testdata/native/hot.c")
-	m, out, err := runNativeOut(t, Options{}, hotPlan("    every: 300\n"), bin, "4", "300", "block")
+	m, out, err := runNativeOut(t, Options{Env: kernelEnv}, hotPlan("    every: 300\n"), bin, "4", "300", "block")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +184,7 @@ func TestKernelProgramOwnSignal(t *testing.T) {
 	t.Parallel()
 	kernelCounts(t)
 	bin := testenv.Build(t, "testdata/native/hot.c")
-	m, out, err := runNativeOut(t, Options{}, hotPlan("    every: 25000\n"), bin, "4", "25000", "winch")
+	m, out, err := runNativeOut(t, Options{Env: kernelEnv}, hotPlan("    every: 25000\n"), bin, "4", "25000", "winch")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +204,7 @@ func TestKernelLibraries(t *testing.T) {
 	bin := testenv.Build(t, "../testdata/e2e/libmain.c", "-Wl,--no-as-needed", lib, "-ldl")
 	plan := "backend: native\nbreakpoints:\n  - name: plugin\n    location: plugin_keep\n    pending: true\n    every: 1000\n" +
 		"  - name: lib\n    location: lib_keep\n    every: 2500\n"
-	_, m, err := runNative(t, Options{}, plan, bin, plugin, "10000")
+	_, m, err := runNative(t, Options{Env: kernelEnv}, plan, bin, plugin, "10000")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +264,7 @@ func TestKernelAttach(t *testing.T) {
 	srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
 	stop := make(chan struct{})
 	answered := srv.Load(stop)
-	res, err := runSession(t, Options{Attach: Attach{AttachPID: srv.Pid, Guard: true}, Timeouts: Timeouts{Timeout: 2 * time.Minute}},
+	res, err := runSession(t, Options{Env: kernelEnv, Attach: Attach{AttachPID: srv.Pid, Guard: true}, Timeouts: Timeouts{Timeout: 2 * time.Minute}},
 		requestPlan+"    every: 300\n    max_hits: 901\n", "")
 	close(stop)
 	if err != nil {
@@ -307,7 +311,7 @@ func TestKernelAttachToolKilled(t *testing.T) {
 			answered := srv.Load(stop)
 			// Every 50th request stops: the kill comes while hits
 			// are counted and stops are taken.
-			done := attachInBackground(t, srv.Pid, requestPlan+"    every: 50\n", Options{Attach: Attach{Guard: true}})
+			done := attachInBackground(t, srv.Pid, requestPlan+"    every: 50\n", Options{Env: kernelEnv, Attach: Attach{Guard: true}})
 			for deadline := time.Now().Add(time.Minute); bpfLinks() == 0; time.Sleep(5 * time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatal("the kernel never took the counting over")
@@ -362,7 +366,7 @@ func TestKernelSites(t *testing.T) {
 	kernelCounts(t)
 	testenv.MustHave(t, "heaptrack")
 	bin := testenv.Build(t, "testdata/native/hot.c")
-	m, out, err := runNativeOut(t, Options{Measure: Measure{Sites: true}}, hotPlan("    every: 200000\n"), bin, "4", "200000")
+	m, out, err := runNativeOut(t, Options{Env: kernelEnv, Measure: Measure{Sites: true}}, hotPlan("    every: 200000\n"), bin, "4", "200000")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +394,7 @@ func TestKernelAttachHotProgram(t *testing.T) {
 	bin := testenv.Build(t, "testdata/native/hot.c")
 	cmd := testenv.StartFixture(t, bin, "4", "1000000000000")
 	pid := cmd.Process.Pid
-	res, err := runSession(t, Options{Attach: Attach{AttachPID: pid, Guard: true}, Timeouts: Timeouts{Timeout: 2 * time.Minute}},
+	res, err := runSession(t, Options{Env: kernelEnv, Attach: Attach{AttachPID: pid, Guard: true}, Timeouts: Timeouts{Timeout: 2 * time.Minute}},
 		hotPlan("    every: 50000\n    max_hits: 100001\n"), "")
 	if err != nil {
 		t.Fatal(err)
@@ -419,7 +423,7 @@ func TestKernelAroundCall(t *testing.T) {
 	t.Parallel()
 	kernelCounts(t)
 	bin := testenv.Build(t, "testdata/native/hot.c")
-	m, _, err := runNativeOut(t, Options{}, "scheduler_locking: \"on\"\n"+hotPlan("    every: 100000\n    around_call: true\n"), bin, "4", "100000")
+	m, _, err := runNativeOut(t, Options{Env: kernelEnv}, "scheduler_locking: \"on\"\n"+hotPlan("    every: 100000\n    around_call: true\n"), bin, "4", "100000")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func TestAttachSnapctlKilledWhileCounting(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(snapctlBinary(t), "attach", "-q", "--timeout", "2m", "-o", filepath.Join(dir, "run"), plan, fmt.Sprint(srv.Pid))
-	cmd.Env = append(os.Environ(), testenv.ScopeEnv(t))
+	cmd.Env = append(os.Environ(), testenv.ScopeEnv(t), "SNAPCTL_HITS=kernel")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

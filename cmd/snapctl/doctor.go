@@ -184,8 +184,12 @@ func runDoctor(ctx context.Context, w io.Writer, opts *doctorOptions) error {
 // kernel").
 func checkHits(r *doctorReport) {
 	const gdbWay = "counted by gdb: every hit of a native run's breakpoint, measured or not, stops the program for about 0.3 ms"
-	if os.Getenv(uprobes.ForceEnv) == "gdb" {
-		r.line(checkWarn, "hits", gdbWay+" ("+uprobes.ForceEnv+"=gdb is set)")
+	if os.Getenv(uprobes.ForceEnv) != "kernel" {
+		if uprobes.Available() == nil {
+			r.line(checkOK, "hits", gdbWay+"; the kernel here can count them instead (set "+uprobes.ForceEnv+"=kernel: a hit not measured then costs microseconds)")
+		} else {
+			r.line(checkOK, "hits", gdbWay)
+		}
 		return
 	}
 	if err := uprobes.Available(); err != nil {

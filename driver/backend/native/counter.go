@@ -50,8 +50,8 @@ func (b *Launch) Counting(bp *plan.Breakpoint) string {
 	if bp.GdbCondition() != "" {
 		return "gdb evaluates its condition at every hit"
 	}
-	if forced(b.env.Children) {
-		return uprobes.ForceEnv + "=gdb"
+	if !optedIn(b.env.Children) {
+		return "gdb counts hits unless " + uprobes.ForceEnv + "=kernel is set"
 	}
 	if b.attach != 0 && b.backend != nil && b.backend.sitesOn {
 		// Under attach --sites gdb is the process's tracer, with
@@ -74,15 +74,18 @@ func (b *Launch) Counting(bp *plan.Breakpoint) string {
 	return "the kernel does not count hits here: " + err.Error()
 }
 
-// forced reports whether the run's environment has SNAPCTL_HITS=gdb.
-func forced(env []string) bool {
+// optedIn reports whether the run's environment has SNAPCTL_HITS=kernel:
+// counting in the kernel is opt-in while a threaded program's measured
+// stops can land at other moments than gdb's (docs/native.md, "Hits
+// counted in the kernel").
+func optedIn(env []string) bool {
 	v := ""
 	for _, e := range env {
 		if x, ok := strings.CutPrefix(e, uprobes.ForceEnv+"="); ok {
 			v = x
 		}
 	}
-	return v == "gdb"
+	return v == "kernel"
 }
 
 func (b *Launch) warn() interface{ Write([]byte) (int, error) } {

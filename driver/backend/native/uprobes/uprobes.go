@@ -31,10 +31,10 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 )
 
-// ForceEnv names the environment variable that, set to "gdb" in a
-// run's environment, keeps every breakpoint with gdb: the run counts
-// hits as it does where the kernel refuses (the native launcher reads
-// it).
+// ForceEnv names the environment variable that, set to "kernel" in a
+// run's environment, has the kernel count the native backend's hits
+// where it can; without it gdb counts every hit, as where the kernel
+// refuses (the native launcher reads it).
 const ForceEnv = "SNAPCTL_HITS"
 
 // Rule is which hits of a breakpoint are measured, in the plan's terms:
