@@ -231,9 +231,16 @@ func TestSignalTakesNoStop(t *testing.T) {
 			if data, err := os.ReadFile(filepath.Join(r.out, "run.json")); err != nil || json.Unmarshal(data, &m) != nil {
 				t.Fatalf("run.json: %v", err)
 			}
+			// The signal leaves the pending set when the kernel hands
+			// it to Go's runtime; snapctl's signal goroutine then ends
+			// the run's context and creates the agent's halt file, which
+			// on a loaded machine (the suite's own tests in parallel on
+			// two cores) took up to a few milliseconds, in which a massif
+			// stop a millisecond long can still be taken. A stop taken
+			// 100 ms after the signal is a promise broken.
 			var after []string
 			for _, st := range m.Stops {
-				if at, err := time.Parse(time.RFC3339Nano, st.Time); err != nil || at.After(delivered) {
+				if at, err := time.Parse(time.RFC3339Nano, st.Time); err != nil || at.After(delivered.Add(100*time.Millisecond)) {
 					after = append(after, st.Time)
 				}
 			}
