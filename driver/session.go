@@ -235,6 +235,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if (p.Backend == BackendMassif || p.Native.Sites) && preflight.Static(binary) {
 		return nil, preflight.StaticError(binary, p.Native.Sites)
 	}
+	if p.Native.Sites {
+		if err := preflight.NewlineError(binary); err != nil {
+			return nil, err
+		}
+	}
 	// The checks take a second or more before valgrind starts: the
 	// status line says so from the start.
 	var status *console.Status

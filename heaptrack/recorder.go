@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/snapshots"
+	"golang.org/x/sys/unix"
 )
 
 // Recorder reads a program's heaptrack stream as it comes: the raw
@@ -108,6 +109,10 @@ func Start(tools Tools, fifo string) (*Recorder, error) {
 			// of every module (fact 71), waits for idle time rather than
 			// take it from the program and gdb.
 			syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, interpNice)
+			// An interpreter that aborts on a stream it cannot parse
+			// leaves no core file in the user's directory: snapctl
+			// says why the recording failed (its stderr) instead.
+			unix.Prlimit(cmd.Process.Pid, unix.RLIMIT_CORE, &unix.Rlimit{}, nil)
 			r.mods = NewModules(tools.Preload)
 			r.rep.Mods = r.mods
 			r.interp, r.in = cmd, &moduleScanner{w: in, mods: r.mods, bol: true}

@@ -29,6 +29,7 @@ const (
 	BinaryWrongMachine                           // built for another architecture
 	BinaryNotExecutable                          // no permission to execute it
 	BinaryStatic                                 // statically linked, for a backend that must preload into it
+	BinaryNewline                                // a newline in its path, which heaptrack's line-by-line trace cannot carry
 )
 
 // BinaryError reports a target binary that cannot be profiled.
@@ -72,6 +73,9 @@ func (e *BinaryError) Error() string {
 		why = fmt.Sprintf("is not executable (chmod +x %s)", e.Path)
 	case BinaryStatic:
 		why = "is statically linked: " + e.Detail
+	case BinaryNewline:
+		why = "has a newline in its path: heaptrack writes each module's path on a line of its trace, and its interpreter fails on this one, " +
+			"so --sites would record no call site; run it through a path without a newline (mv or ln, not a symlink: heaptrack reads the real path), or without --sites"
 	default:
 		why = "cannot be profiled"
 	}
@@ -129,6 +133,21 @@ func StaticError(path string, sites bool) error {
 		detail = "heaptrack's library cannot be preloaded or injected into a static program, so --sites would record no call site; run it with --backend native without --sites, or link it dynamically"
 	}
 	return &BinaryError{Path: path, Problem: BinaryStatic, Detail: detail}
+}
+
+// NewlineError reports a program whose real path (symlinks resolved, as
+// the kernel's /proc/PID/exe gives it) holds a newline: heaptrack's trace
+// names each module on a line, and heaptrack_interpret aborts on the
+// broken line (docs/facts.md, fact 93). Nil otherwise.
+func NewlineError(path string) error {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		real = path
+	}
+	if !strings.Contains(real, "\n") {
+		return nil
+	}
+	return &BinaryError{Path: path, Problem: BinaryNewline}
 }
 
 // scriptInterpreter returns the interpreter named on a #! line, resolving

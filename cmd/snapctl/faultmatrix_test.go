@@ -265,6 +265,8 @@ func faultRows() []faultRow {
 	rows = append(rows,
 		faultRow{name: "full run directory/" + mMidRun, backend: "sites", quick: true,
 			run: func(t *testing.T, fx *faultRun) []promise { return fullDisk(t, fx, "out") }},
+		// heaptrack cannot record a program whose path has a newline
+		// (fact 93): snapctl refuses before it starts anything.
 		faultRow{name: "odd paths: a newline", backend: "sites", quick: true,
 			run: func(t *testing.T, fx *faultRun) []promise { return oddPaths(t, fx, "new\nline") }},
 	)
@@ -588,6 +590,9 @@ func oddPaths(t *testing.T, fx *faultRun, name string) []promise {
 	odd.bin = bin
 	r := odd.startRun(t, requestPlan, []string{"exit", "3"}, nil, nil, filepath.Join(dir, "run %n dir"))
 	res := finish(r)
+	if fx.backend == "sites" && strings.Contains(name, "\n") {
+		return judge(t, &odd, r, res, []int{exitInput}, "")
+	}
 	return judge(t, &odd, r, res, []int{exitOK}, "completed")
 }
 
