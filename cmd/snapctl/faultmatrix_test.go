@@ -269,6 +269,8 @@ func faultRows() []faultRow {
 		// (fact 93): snapctl refuses before it starts anything.
 		faultRow{name: "odd paths: a newline", backend: "sites", quick: true,
 			run: func(t *testing.T, fx *faultRun) []promise { return oddPaths(t, fx, "new\nline") }},
+		faultRow{name: "odd paths: a newline in a preloaded library's", backend: "sites", quick: true,
+			run: preloadNewline},
 	)
 	for _, a := range []struct {
 		name string
@@ -594,6 +596,35 @@ func oddPaths(t *testing.T, fx *faultRun, name string) []promise {
 		return judge(t, &odd, r, res, []int{exitInput}, "")
 	}
 	return judge(t, &odd, r, res, []int{exitOK}, "completed")
+}
+
+// preloadNewline preloads into the target a library whose path has a
+// newline: heaptrack's interpreter aborts on it (fact 93), so the run
+// records no call site and exits 1 saying so, and the abort leaves no
+// core file in snapctl's directory.
+func preloadNewline(t *testing.T, fx *faultRun) []promise {
+	src := filepath.Join(t.TempDir(), "empty.c")
+	if err := os.WriteFile(src, []byte("int snapctl_empty_library;\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(testenv.Build(t, src, "-shared", "-fPIC"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "new\nline")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lib := filepath.Join(dir, "libempty.so")
+	if err := os.WriteFile(lib, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := fx.startRun(t, requestPlan, []string{"exit", "3"}, nil, []string{"LD_PRELOAD=" + lib}, "")
+	res := finish(r)
+	ps := judge(t, fx, r, res, []int{exitFailure}, "completed")
+	said := promise{name: "says why", held: strings.Contains(res.Stderr, "heaptrack_interpret said"),
+		detail: "snapctl does not quote heaptrack_interpret's error"}
+	return append(ps, said)
 }
 
 // readOnlyRun gives a run directory on a read-only file system.
