@@ -105,8 +105,10 @@ func (s *stopLoop) countedStop(ctx context.Context, rec *mi.Record) (bool, error
 		return false, nil
 	}
 	st := s.rec.bps[number]
-	if st == nil || !st.kernel {
-		// Its last hit was taken meanwhile.
+	if st == nil || !st.kernel || hit == 0 {
+		// Its last hit was taken meanwhile, or this is a hit held
+		// while another thread's measured stop was on its way: the
+		// kernel counted it, and the thread goes on.
 		return false, s.cont(ctx)
 	}
 	return s.atHit(ctx, st, rec, hit)

@@ -89,6 +89,36 @@ func TestKernelCountsExactly(t *testing.T) {
 	checkCounted(t, m, "kernel", 2_000_000, want)
 }
 
+// A measured hit holds the other threads at their next hit until gdb has
+// stopped them all: at the stop of hit H, the calls that got past hot()'s
+// first statement are H-1, give or take one per other thread (a call
+// under way at the hit, or one that passed its probe as the hit set the
+// halt). Threads running freely until gdb stops them make hundreds of
+// calls more, and the stop would read the heap of a later hit.
+func TestKernelStopHoldsOtherThreads(t *testing.T) {
+	t.Parallel()
+	kernelCounts(t)
+	bin := testenv.Build(t, "testdata/native/hot.c")
+	m, _, err := runNativeOut(t, Options{Env: kernelEnv}, hotPlan("    every: 50000\n    commands: [\"print started\"]\n"), bin, "4", "100000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCounted(t, m, "kernel", 400_000, []int{1, 50_001, 100_001, 150_001, 200_001, 250_001, 300_001, 350_001})
+	for _, s := range m.Stops[1:] {
+		var started int
+		if len(s.Commands) != 1 {
+			t.Fatalf("stop %d: commands %+v", s.Seq, s.Commands)
+		}
+		_, v, _ := strings.Cut(s.Commands[0].Output, "= ")
+		if _, err := fmt.Sscanf(v, "%d", &started); err != nil {
+			t.Fatalf("stop %d: %q", s.Seq, s.Commands[0].Output)
+		}
+		if d := started - (s.Hit - 1); d < -3 || d > 3 {
+			t.Errorf("stop at hit %d: %d calls under way or done, %+d from the hit", s.Hit, started, d)
+		}
+	}
+}
+
 // skip, every, max_hits and end_run_after, applied by the kernel: only
 // the measured hits stop, and the counts are exact.
 func TestKernelAppliesThePlan(t *testing.T) {

@@ -134,7 +134,8 @@ type Counter struct {
 	pid    int
 	sig    syscall.Signal
 	counts *ebpf.Map // id -> slot
-	stops  *ebpf.Map // thread id -> id<<32 | hit: the measured hit a thread stops at
+	stops  *ebpf.Map // thread id -> id<<32 | hit: the measured hit a thread stops at, hit 0 for a held one
+	halt   *ebpf.Map // one word: 1 from a measured hit until its stop is taken
 	mu     sync.Mutex
 	bps    map[int]*probe
 }
@@ -157,13 +158,29 @@ func New(pid int, sig syscall.Signal, n int) (*Counter, error) {
 		counts.Close()
 		return nil, refusal("creating the stop table", err)
 	}
-	return &Counter{pid: pid, sig: sig, counts: counts, stops: stops, bps: map[int]*probe{}}, nil
+	halt, err := ebpf.NewMap(&ebpf.MapSpec{Name: "snapctl_halt", Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1})
+	if err != nil {
+		counts.Close()
+		stops.Close()
+		return nil, refusal("creating the halt", err)
+	}
+	return &Counter{pid: pid, sig: sig, counts: counts, stops: stops, halt: halt, bps: map[int]*probe{}}, nil
 }
 
 // Signal is the signal a measured hit stops with.
 func (c *Counter) Signal() syscall.Signal { return c.sig }
 
 // program builds breakpoint id's eBPF program for rule r.
+//
+// A measured hit stops its thread with the signal and sets the halt: from
+// then until snapctl takes that stop (Take), any thread that hits a probe
+// is stopped too, its hit counted
+// but not measured (a held hit). A thread that runs freely between a
+// measured hit and gdb's stop of every thread would otherwise do the
+// work of many hits (a worker serving request after request from its
+// queue in the milliseconds gdb takes), and the measured stop would read
+// the heap of a later hit (docs/facts.md, fact kernel-1). Held so, a
+// thread gets no further than its next hit, as under gdb's breakpoint.
 func (c *Counter) program(id int, r Rule) (*ebpf.Program, error) {
 	every := max(r.Every, 1)
 	insns := asm.Instructions{
@@ -190,38 +207,27 @@ func (c *Counter) program(id int, r Rule) (*ebpf.Program, error) {
 		asm.Mov.Imm(asm.R1, 1).WithSymbol("count"),
 		fetchAdd(asm.R8, asm.R1, offCount),
 		asm.Add.Imm(asm.R1, 1),
-		asm.JLE.Imm(asm.R1, int32(r.Skip), "exit"),
+		asm.JLE.Imm(asm.R1, int32(r.Skip), "hold"),
 		asm.Sub.Imm(asm.R1, int32(r.Skip)),
 		asm.Mov.Reg(asm.R9, asm.R1),
 	}
 	if r.Last > 0 {
-		insns = append(insns, asm.JGT.Imm(asm.R9, int32(r.Last), "exit"))
+		insns = append(insns, asm.JGT.Imm(asm.R9, int32(r.Last), "hold"))
 	}
 	if every > 1 {
 		insns = append(insns,
 			asm.Mov.Reg(asm.R2, asm.R9),
 			asm.Sub.Imm(asm.R2, 1),
 			asm.Mod.Imm(asm.R2, int32(every)),
-			asm.JNE.Imm(asm.R2, 0, "exit"),
+			asm.JNE.Imm(asm.R2, 0, "hold"),
 		)
 	}
+	// A thread that blocks the signal would take it later, somewhere
+	// else: it is not sent.
+	insns = append(insns, c.blocked("send", "blocked")...)
 	if blockedAt >= 0 {
-		// A thread that blocks the signal would take it later,
-		// somewhere else: it is not sent.
 		insns = append(insns,
-			asm.FnGetCurrentTask.Call(),
-			asm.Mov.Reg(asm.R3, asm.R0),
-			asm.Add.Imm(asm.R3, int32(blockedAt)),
-			asm.Mov.Reg(asm.R1, asm.RFP),
-			asm.Add.Imm(asm.R1, -16),
-			asm.Mov.Imm(asm.R2, 8),
-			asm.FnProbeReadKernel.Call(),
-			asm.JNE.Imm(asm.R0, 0, "send"),
-			asm.LoadMem(asm.R1, asm.RFP, -16, asm.DWord),
-			asm.RSh.Imm(asm.R1, int32(c.sig-1)),
-			asm.And.Imm(asm.R1, 1),
-			asm.JEq.Imm(asm.R1, 0, "send"),
-			asm.Mov.Imm(asm.R1, 1),
+			asm.Mov.Imm(asm.R1, 1).WithSymbol("blocked"),
 			asm.AddAtomic.Mem(asm.R8, asm.R1, asm.DWord, offBlocked),
 			asm.StoreMem(asm.R8, offLastBlk, asm.R9, asm.DWord),
 			asm.Ja.Label("exit"),
@@ -229,27 +235,30 @@ func (c *Counter) program(id int, r Rule) (*ebpf.Program, error) {
 	}
 	insns = append(insns,
 		// stops[tid] = id<<32 | hit, then the signal to this thread.
-		asm.StoreMem(asm.RFP, -20, asm.R7, asm.Word).WithSymbol("send"),
-		asm.LoadImm(asm.R2, int64(id)<<32, asm.DWord),
-		asm.Or.Reg(asm.R2, asm.R9),
-		asm.StoreMem(asm.RFP, -32, asm.R2, asm.DWord),
-		asm.LoadMapPtr(asm.R1, c.stops.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -20),
-		asm.Mov.Reg(asm.R3, asm.RFP),
-		asm.Add.Imm(asm.R3, -32),
-		asm.Mov.Imm(asm.R4, 0),
-		asm.FnMapUpdateElem.Call(),
-		asm.JNE.Imm(asm.R0, 0, "failed"),
-		asm.Mov.Imm(asm.R1, int32(c.sig)),
-		asm.FnSendSignalThread.Call(),
-		asm.JEq.Imm(asm.R0, 0, "exit"),
-		asm.LoadMapPtr(asm.R1, c.stops.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -20),
-		asm.FnMapDeleteElem.Call(),
+		asm.Mov.Reg(asm.R2, asm.R9).WithSymbol("send"),
+		asm.Mov.Imm(asm.R4, 0), // BPF_ANY
+	)
+	insns = append(insns, c.signal(id, "failed", "sent")...)
+	insns = append(insns,
 		asm.Mov.Imm(asm.R1, 1).WithSymbol("failed"),
 		asm.AddAtomic.Mem(asm.R8, asm.R1, asm.DWord, offFailed),
+		asm.Ja.Label("exit"),
+	)
+	// The halt, until snapctl takes this stop.
+	halt := c.setHalt("exit")
+	halt[0] = halt[0].WithSymbol("sent")
+	insns = append(insns, halt...)
+	insns = append(insns, asm.Ja.Label("exit"))
+	// A hit that is not measured while the halt is on: held, with hit 0
+	// and never over an entry that is there (BPF_NOEXIST).
+	insns = append(insns, c.haltOn("hold", "exit")...)
+	insns = append(insns, c.blocked("holdsend", "exit")...)
+	insns = append(insns,
+		asm.Mov.Imm(asm.R2, 0).WithSymbol("holdsend"),
+		asm.Mov.Imm(asm.R4, 1), // BPF_NOEXIST
+	)
+	insns = append(insns, c.signal(id, "exit", "exit")...)
+	insns = append(insns,
 		asm.Mov.Imm(asm.R0, 0).WithSymbol("exit"),
 		asm.Return(),
 	)
@@ -265,6 +274,88 @@ func (c *Counter) program(id int, r Rule) (*ebpf.Program, error) {
 		return nil, refusal("loading the hit counter", err)
 	}
 	return prog, nil
+}
+
+// blocked goes to blocked when the current thread blocks the stop
+// signal, else to send; when the kernel's BTF does not say where a task
+// keeps its blocked signals, always to send. The first instruction is
+// labelled with nothing: it follows on.
+func (c *Counter) blocked(send, blocked string) asm.Instructions {
+	if blockedAt < 0 {
+		return asm.Instructions{asm.Ja.Label(send)}
+	}
+	return asm.Instructions{
+		asm.FnGetCurrentTask.Call(),
+		asm.Mov.Reg(asm.R3, asm.R0),
+		asm.Add.Imm(asm.R3, int32(blockedAt)),
+		asm.Mov.Reg(asm.R1, asm.RFP),
+		asm.Add.Imm(asm.R1, -16),
+		asm.Mov.Imm(asm.R2, 8),
+		asm.FnProbeReadKernel.Call(),
+		asm.JNE.Imm(asm.R0, 0, send),
+		asm.LoadMem(asm.R1, asm.RFP, -16, asm.DWord),
+		asm.RSh.Imm(asm.R1, int32(c.sig-1)),
+		asm.And.Imm(asm.R1, 1),
+		asm.JEq.Imm(asm.R1, 0, send),
+		asm.Ja.Label(blocked),
+	}
+}
+
+// signal sets stops[tid] = id<<32 | R2 with the update flags in R4 and
+// sends the current thread the stop signal: on to sent, or to failed
+// (the entry taken out again when the signal could not go). R7 holds the
+// thread's id.
+func (c *Counter) signal(id int, failed, sent string) asm.Instructions {
+	return asm.Instructions{
+		asm.StoreMem(asm.RFP, -20, asm.R7, asm.Word),
+		asm.LoadImm(asm.R1, int64(id)<<32, asm.DWord),
+		asm.Or.Reg(asm.R2, asm.R1),
+		asm.StoreMem(asm.RFP, -32, asm.R2, asm.DWord),
+		asm.LoadMapPtr(asm.R1, c.stops.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -20),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, -32),
+		asm.FnMapUpdateElem.Call(),
+		asm.JNE.Imm(asm.R0, 0, failed),
+		asm.Mov.Imm(asm.R1, int32(c.sig)),
+		asm.FnSendSignalThread.Call(),
+		asm.JEq.Imm(asm.R0, 0, sent),
+		asm.LoadMapPtr(asm.R1, c.stops.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -20),
+		asm.FnMapDeleteElem.Call(),
+		asm.Ja.Label(failed),
+	}
+}
+
+// setHalt adds one to the halt, the measured stops on their way, then
+// goes to next.
+func (c *Counter) setHalt(next string) asm.Instructions {
+	return asm.Instructions{
+		asm.StoreImm(asm.RFP, -40, 0, asm.Word),
+		asm.LoadMapPtr(asm.R1, c.halt.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -40),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, next),
+		asm.Mov.Imm(asm.R1, 1),
+		asm.AddAtomic.Mem(asm.R0, asm.R1, asm.DWord, 0),
+	}
+}
+
+// haltOn, labelled label, goes on when the halt is on, else to off.
+func (c *Counter) haltOn(label, off string) asm.Instructions {
+	return asm.Instructions{
+		asm.StoreImm(asm.RFP, -40, 0, asm.Word).WithSymbol(label),
+		asm.LoadMapPtr(asm.R1, c.halt.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -40),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, off),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
+		asm.JEq.Imm(asm.R1, 0, off),
+	}
 }
 
 // fetchAdd is `src = atomic_fetch_add((u64 *)(dst + off), src)`.
@@ -362,8 +453,15 @@ func (c *Counter) Read(id int) (Slot, error) {
 }
 
 // Take returns the measured hit that thread tid stopped at, and forgets
-// it: the breakpoint and the hit (after skip). ok is false when the
-// thread has none (the signal was the program's own).
+// it: the breakpoint and the hit (after skip), 0 for a hit held while
+// another's measured stop was on its way. ok is false when the thread has
+// none (the signal was the program's own).
+//
+// gdb reports a stop with every thread stopped, so that a measured stop
+// taken ends its part of the halt here, and no hit runs in the kernel
+// meanwhile. A held stop does not: gdb may report the held threads
+// first, and resuming from them runs every thread but the one whose
+// measured stop gdb keeps for later (fact kernel-1).
 func (c *Counter) Take(tid int) (id int, hit uint64, ok bool) {
 	var v uint64
 	if err := c.stops.LookupAndDelete(uint32(tid), &v); err != nil {
@@ -372,7 +470,14 @@ func (c *Counter) Take(tid int) (id int, hit uint64, ok bool) {
 		}
 		c.stops.Delete(uint32(tid))
 	}
-	return int(v >> 32), v & 0xffffffff, true
+	id, hit = int(v>>32), v&0xffffffff
+	if hit != 0 {
+		var h uint64
+		if c.halt.Lookup(uint32(0), &h) == nil && h > 0 {
+			c.halt.Put(uint32(0), h-1)
+		}
+	}
+	return id, hit, true
 }
 
 // Close removes every probe and frees the maps.
@@ -384,6 +489,7 @@ func (c *Counter) Close() error {
 	}
 	c.mu.Unlock()
 	c.stops.Close()
+	c.halt.Close()
 	return c.counts.Close()
 }
 
