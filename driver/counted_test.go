@@ -105,6 +105,12 @@ func TestKernelStopHoldsOtherThreads(t *testing.T) {
 	}
 	checkCounted(t, m, "kernel", 400_000, []int{1, 50_001, 100_001, 150_001, 200_001, 250_001, 300_001, 350_001})
 	for _, s := range m.Stops[1:] {
+		// The first stop is gdb's breakpoint's; the kernel probes the
+		// function's entry, and each measured stop is run on to the
+		// same address.
+		if s.Frame.Addr != m.Stops[0].Frame.Addr {
+			t.Errorf("stop at hit %d at %s, gdb's breakpoint at %s", s.Hit, s.Frame.Addr, m.Stops[0].Frame.Addr)
+		}
 		var started int
 		if len(s.Commands) != 1 {
 			t.Fatalf("stop %d: commands %+v", s.Seq, s.Commands)

@@ -44,6 +44,19 @@ type Rule struct {
 	Skip, Every, Last int
 }
 
+// Measured says whether hit n (skip included) is measured under r, and
+// which hit after skip it is: as the eBPF program decides.
+func (r Rule) Measured(n uint64) (hit uint64, ok bool) {
+	if n <= uint64(r.Skip) {
+		return 0, false
+	}
+	h := n - uint64(r.Skip)
+	if r.Last > 0 && h > uint64(r.Last) {
+		return 0, false
+	}
+	return h, (h-1)%uint64(max(r.Every, 1)) == 0
+}
+
 // slot is a breakpoint's record in the counts map, as the eBPF program
 // lays it out (8-byte words).
 const (
@@ -52,7 +65,8 @@ const (
 	offBlocked = 16 // measured hits in a thread that blocked the signal
 	offLastBlk = 24 // the last such hit (after skip)
 	offFailed  = 32 // measured hits whose signal the kernel refused
-	slotSize   = 40
+	offTaken   = 40 // the last measured hit (skip included) whose stop was taken or never sent
+	slotSize   = 48
 )
 
 // Slot is what the kernel counted of a breakpoint.
@@ -138,6 +152,7 @@ type Counter struct {
 	halt   *ebpf.Map // one word: 1 from a measured hit until its stop is taken
 	mu     sync.Mutex
 	bps    map[int]*probe
+	rules  map[int]Rule
 }
 
 type probe struct {
@@ -164,7 +179,7 @@ func New(pid int, sig syscall.Signal, n int) (*Counter, error) {
 		stops.Close()
 		return nil, refusal("creating the halt", err)
 	}
-	return &Counter{pid: pid, sig: sig, counts: counts, stops: stops, halt: halt, bps: map[int]*probe{}}, nil
+	return &Counter{pid: pid, sig: sig, counts: counts, stops: stops, halt: halt, bps: map[int]*probe{}, rules: map[int]Rule{}}, nil
 }
 
 // Signal is the signal a measured hit stops with.
@@ -207,6 +222,7 @@ func (c *Counter) program(id int, r Rule) (*ebpf.Program, error) {
 		asm.Mov.Imm(asm.R1, 1).WithSymbol("count"),
 		fetchAdd(asm.R8, asm.R1, offCount),
 		asm.Add.Imm(asm.R1, 1),
+		asm.Mov.Reg(asm.R6, asm.R1),
 		asm.JLE.Imm(asm.R1, int32(r.Skip), "hold"),
 		asm.Sub.Imm(asm.R1, int32(r.Skip)),
 		asm.Mov.Reg(asm.R9, asm.R1),
@@ -230,6 +246,7 @@ func (c *Counter) program(id int, r Rule) (*ebpf.Program, error) {
 			asm.Mov.Imm(asm.R1, 1).WithSymbol("blocked"),
 			asm.AddAtomic.Mem(asm.R8, asm.R1, asm.DWord, offBlocked),
 			asm.StoreMem(asm.R8, offLastBlk, asm.R9, asm.DWord),
+			asm.StoreMem(asm.R8, offTaken, asm.R6, asm.DWord),
 			asm.Ja.Label("exit"),
 		)
 	}
@@ -242,6 +259,7 @@ func (c *Counter) program(id int, r Rule) (*ebpf.Program, error) {
 	insns = append(insns,
 		asm.Mov.Imm(asm.R1, 1).WithSymbol("failed"),
 		asm.AddAtomic.Mem(asm.R8, asm.R1, asm.DWord, offFailed),
+		asm.StoreMem(asm.R8, offTaken, asm.R6, asm.DWord),
 		asm.Ja.Label("exit"),
 	)
 	// The halt, until snapctl takes this stop.
@@ -251,8 +269,35 @@ func (c *Counter) program(id int, r Rule) (*ebpf.Program, error) {
 	insns = append(insns, asm.Ja.Label("exit"))
 	// A hit that is not measured while the halt is on: held, with hit 0
 	// and never over an entry that is there (BPF_NOEXIST).
-	insns = append(insns, c.haltOn("hold", "exit")...)
-	insns = append(insns, c.blocked("holdsend", "exit")...)
+	// A hit after a measured one of this breakpoint whose stop is not
+	// taken yet is held: the count decides, atomically, so that no
+	// hit slips through before the measured hit's program has set the
+	// halt (a program can be preempted there on a loaded machine). The
+	// first measured hit after taken is skip+1 when taken <= skip, else
+	// skip+1 + ((taken-skip-1)/every + 1) * every.
+	first := int64(r.Skip) + 1
+	insns = append(insns,
+		asm.LoadMem(asm.R3, asm.R8, offTaken, asm.DWord).WithSymbol("hold"),
+		asm.Mov.Imm(asm.R2, int32(first)),
+		asm.JLT.Imm(asm.R3, int32(first), "next"),
+		asm.Sub.Imm(asm.R3, int32(first)),
+		asm.Div.Imm(asm.R3, int32(every)),
+		asm.Add.Imm(asm.R3, 1),
+		asm.Mul.Imm(asm.R3, int32(every)),
+		asm.Add.Reg(asm.R2, asm.R3),
+	)
+	next := asm.Instructions{}
+	if r.Last > 0 {
+		next = append(next, asm.JGT.Imm(asm.R2, int32(int64(r.Skip)+int64(r.Last)), "global"))
+	}
+	next = append(next, asm.JLT.Reg(asm.R2, asm.R6, "holdit"))
+	next[0] = next[0].WithSymbol("next")
+	insns = append(insns, next...)
+	// Any breakpoint's measured stop on its way: the halt.
+	insns = append(insns, c.haltOn("global", "exit")...)
+	blk := c.blocked("holdsend", "exit")
+	blk[0] = blk[0].WithSymbol("holdit")
+	insns = append(insns, blk...)
 	insns = append(insns,
 		asm.Mov.Imm(asm.R2, 0).WithSymbol("holdsend"),
 		asm.Mov.Imm(asm.R4, 1), // BPF_NOEXIST
@@ -391,6 +436,8 @@ func (c *Counter) Add(id int, r Rule, addrs []uint64, count uint64, skipTid int)
 	var slot [slotSize]byte
 	putU64(slot[offCount:], count)
 	putU64(slot[offSkipTid:], uint64(skipTid))
+	// Every hit so far was gdb's to measure.
+	putU64(slot[offTaken:], count)
 	if err := c.counts.Put(uint32(id), slot[:]); err != nil {
 		return fmt.Errorf("setting the hit count: %w", err)
 	}
@@ -421,6 +468,7 @@ func (c *Counter) Add(id int, r Rule, addrs []uint64, count uint64, skipTid int)
 		old.close()
 	}
 	c.bps[id] = p
+	c.rules[id] = r
 	c.mu.Unlock()
 	return nil
 }
@@ -431,6 +479,30 @@ func (p *probe) close() {
 	}
 	p.links = nil
 	p.prog.Close()
+}
+
+// Stop has thread tid stop at measured hit hit of breakpoint id, as the
+// eBPF program would have at its hit: the entry, the halt, and the
+// signal, which the thread takes when it runs again. For a hit the probe
+// could not see (a thread already past the probed address when the
+// kernel took over); the process must be stopped, every thread.
+func (c *Counter) Stop(id, tid int, hit uint64) error {
+	if err := c.stops.Put(uint32(tid), uint64(id)<<32|hit); err != nil {
+		return fmt.Errorf("recording the stop of thread %d: %w", tid, err)
+	}
+	c.setTaken(id, hit, false)
+	var h uint64
+	if err := c.halt.Lookup(uint32(0), &h); err == nil {
+		c.halt.Put(uint32(0), h+1)
+	}
+	if err := syscall.Tgkill(c.pid, tid, c.sig); err != nil {
+		c.stops.Delete(uint32(tid))
+		if c.halt.Lookup(uint32(0), &h) == nil && h > 0 {
+			c.halt.Put(uint32(0), h-1)
+		}
+		return fmt.Errorf("signalling thread %d: %w", tid, err)
+	}
+	return nil
 }
 
 // Remove takes breakpoint id's probes out; its count stays readable.
@@ -472,12 +544,50 @@ func (c *Counter) Take(tid int) (id int, hit uint64, ok bool) {
 	}
 	id, hit = int(v>>32), v&0xffffffff
 	if hit != 0 {
+		c.setTaken(id, hit, true)
 		var h uint64
 		if c.halt.Lookup(uint32(0), &h) == nil && h > 0 {
 			c.halt.Put(uint32(0), h-1)
 		}
 	}
 	return id, hit, true
+}
+
+// setTaken records that measured hit hit (after skip) of breakpoint id
+// was taken (taken), or is on its way (not taken): the hits after it are
+// held until it is taken. Every thread must be stopped.
+func (c *Counter) setTaken(id int, hit uint64, taken bool) {
+	c.mu.Lock()
+	r, ok := c.rules[id]
+	c.mu.Unlock()
+	var b [slotSize]byte
+	if !ok || c.counts.Lookup(uint32(id), b[:]) != nil {
+		return
+	}
+	n, old := hit+uint64(r.Skip), u64(b[offTaken:])
+	switch {
+	case taken && n > old:
+		putU64(b[offTaken:], n)
+	case !taken && n <= old:
+		putU64(b[offTaken:], n-1)
+	default:
+		return
+	}
+	c.counts.Put(uint32(id), b[:])
+}
+
+// Measuring returns a thread whose measured stop is on its way (its
+// entry not taken yet), ok false when there is none.
+func (c *Counter) Measuring() (tid int, ok bool) {
+	var k uint32
+	var v uint64
+	it := c.stops.Iterate()
+	for it.Next(&k, &v) {
+		if v&0xffffffff != 0 {
+			return int(k), true
+		}
+	}
+	return 0, false
 }
 
 // Close removes every probe and frees the maps.

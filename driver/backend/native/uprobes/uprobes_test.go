@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -212,5 +213,18 @@ func TestBranches(t *testing.T) {
 		if got := branches(append(tc.code, make([]byte, 8)...)); got != tc.want {
 			t.Errorf("branches(% x) = %v, want %v", tc.code, got, tc.want)
 		}
+	}
+}
+
+func TestRuleMeasured(t *testing.T) {
+	r := Rule{Skip: 7, Every: 10, Last: 25}
+	var got []uint64
+	for n := uint64(1); n <= 40; n++ {
+		if h, ok := r.Measured(n); ok {
+			got = append(got, h)
+		}
+	}
+	if want := []uint64{1, 11, 21}; !slices.Equal(got, want) {
+		t.Errorf("measured hits %v, want %v", got, want)
 	}
 }
