@@ -114,8 +114,17 @@ func (s *stopLoop) countedStop(ctx context.Context, rec *mi.Record) (bool, error
 		}
 		return false, s.cont(ctx)
 	}
+	if st == nil {
+		// Its last hit was taken meanwhile, before this one's stop
+		// (gdb reports pending stops in no fixed order): it is
+		// taken all the same.
+		for _, o := range s.rec.order {
+			if o.number == number && o.kernel {
+				st = o
+			}
+		}
+	}
 	if st == nil || !st.kernel {
-		// Its last hit was taken meanwhile.
 		return false, s.cont(ctx)
 	}
 	if pc, err := strconv.ParseUint(rec.String("frame.addr"), 0, 64); err == nil && !slices.Contains(st.addrs, pc) {

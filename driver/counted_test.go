@@ -15,8 +15,8 @@ import (
 	"github.com/snapctl/snapctl/runjson"
 )
 
-// kernelEnv has the kernel count a run's hits: gdb counts them unless
-// SNAPCTL_HITS=kernel is set.
+// kernelEnv has the kernel count a run's hits, as it does unless
+// SNAPCTL_HITS=gdb is set: said, so that a test means it.
 var kernelEnv = []string{"SNAPCTL_HITS=kernel"}
 
 // kernelCounts skips a test when the kernel refuses to count hits here
@@ -168,7 +168,7 @@ func TestKernelAppliesThePlan(t *testing.T) {
 func TestKernelFallbackForced(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "testdata/native/hot.c")
-	m, out, err := runNativeOut(t, Options{}, hotPlan("    skip: 3\n    every: 500\n"), bin, "4", "500")
+	m, out, err := runNativeOut(t, Options{Env: []string{"SNAPCTL_HITS=gdb"}}, hotPlan("    skip: 3\n    every: 500\n"), bin, "4", "500")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,27 @@ func TestKernelFallbackForced(t *testing.T) {
 		t.Fatalf("the program made %d calls", n)
 	}
 	checkCounted(t, m, "gdb", 1997, []int{1, 501, 1001, 1501})
-	if why := m.Breakpoints[0].CountedWhy; why != "gdb counts hits unless SNAPCTL_HITS=kernel is set" {
+	if why := m.Breakpoints[0].CountedWhy; why != "gdb counts hits: SNAPCTL_HITS=gdb is set" {
+		t.Errorf("counted_why %q", why)
+	}
+}
+
+// A breakpoint whose every hit is measured stays gdb's (the kernel would
+// save no stop), and the run says why.
+func TestKernelLeavesEveryHitToGDB(t *testing.T) {
+	t.Parallel()
+	kernelCounts(t)
+	bin := testenv.Build(t, "testdata/native/hot.c")
+	m, _, err := runNativeOut(t, Options{}, hotPlan("    max_hits: 20\n"), bin, "4", "50")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []int
+	for h := 1; h <= 20; h++ {
+		want = append(want, h)
+	}
+	checkCounted(t, m, "gdb", 20, want)
+	if why := m.Breakpoints[0].CountedWhy; why != "every hit is measured: each stops the program either way" {
 		t.Errorf("counted_why %q", why)
 	}
 }

@@ -51,8 +51,13 @@ func (b *Launch) Counting(bp *plan.Breakpoint) string {
 	if bp.GdbCondition() != "" {
 		return "gdb evaluates its condition at every hit"
 	}
-	if !optedIn(b.env.Children) {
-		return "gdb counts hits unless " + uprobes.ForceEnv + "=kernel is set"
+	if bp.Skip == 0 && bp.Every <= 1 {
+		// The agent takes such stops inside gdb, faster than a
+		// signal's stop run on to the breakpoint.
+		return "every hit is measured: each stops the program either way"
+	}
+	if optedOut(b.env.Children) {
+		return "gdb counts hits: " + uprobes.ForceEnv + "=gdb is set"
 	}
 	if b.attach != 0 && b.backend != nil && b.backend.sitesOn {
 		// Under attach --sites gdb is the process's tracer, with
@@ -75,18 +80,17 @@ func (b *Launch) Counting(bp *plan.Breakpoint) string {
 	return "the kernel does not count hits here: " + err.Error()
 }
 
-// optedIn reports whether the run's environment has SNAPCTL_HITS=kernel:
-// counting in the kernel is opt-in while a threaded program's measured
-// stops can land at other moments than gdb's (docs/native.md, "Hits
-// counted in the kernel").
-func optedIn(env []string) bool {
+// optedOut reports whether the run's environment has SNAPCTL_HITS=gdb,
+// which keeps every breakpoint with gdb, each hit a stop, as where the
+// kernel refuses.
+func optedOut(env []string) bool {
 	v := ""
 	for _, e := range env {
 		if x, ok := strings.CutPrefix(e, uprobes.ForceEnv+"="); ok {
 			v = x
 		}
 	}
-	return v == "kernel"
+	return v == "gdb"
 }
 
 func (b *Launch) warn() interface{ Write([]byte) (int, error) } {

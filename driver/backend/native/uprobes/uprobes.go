@@ -8,7 +8,8 @@
 // measured costs the kernel's trap and a few dozen eBPF instructions
 // instead of a round trip through gdb: about 1 us of CPU where the kernel
 // emulates the probed instruction, about 12 us where it single-steps it
-// (docs/facts.md, fact 85).
+// (docs/facts.md, fact 85), which is why the native launcher probes a
+// function's first instruction (fact kernel-2).
 //
 // Nothing is pinned: the maps, programs and perf events live as long as
 // the file descriptors of snapctl that hold them, so the probes leave the
@@ -31,10 +32,10 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 )
 
-// ForceEnv names the environment variable that, set to "kernel" in a
-// run's environment, has the kernel count the native backend's hits
-// where it can; without it gdb counts every hit, as where the kernel
-// refuses (the native launcher reads it).
+// ForceEnv names the environment variable that, set to "gdb" in a run's
+// environment, has gdb count every hit of the native backend's
+// breakpoints, as where the kernel refuses; otherwise the kernel counts
+// them where it can (the native launcher reads it).
 const ForceEnv = "SNAPCTL_HITS"
 
 // Rule is which hits of a breakpoint are measured, in the plan's terms:
