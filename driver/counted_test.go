@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -178,6 +179,44 @@ func TestKernelFallbackForced(t *testing.T) {
 	checkCounted(t, m, "gdb", 1997, []int{1, 501, 1001, 1501})
 	if why := m.Breakpoints[0].CountedWhy; why != "gdb counts hits: SNAPCTL_HITS=gdb is set" {
 		t.Errorf("counted_why %q", why)
+	}
+}
+
+// skip: 1, then every hit measured up to max_hits, 4 threads: several
+// measured hits are on their way at once, and gdb reports their stops in
+// no fixed order, the last one's too; each is taken, at gdb's breakpoint
+// address. Threads stopped in the prologue when the kernel takes over (the
+// probe is at the function's entry) have their measured hits signalled by
+// snapctl.
+func TestKernelMeasuredStopsOutOfOrder(t *testing.T) {
+	t.Parallel()
+	kernelCounts(t)
+	bin := testenv.Build(t, "testdata/native/hot.c")
+	m, _, err := runNativeOut(t, Options{Env: kernelEnv}, hotPlan("    skip: 1\n    max_hits: 20\n"), bin, "4", "1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bp := m.Breakpoints[0]
+	if bp.Counted != "kernel" || bp.Hits != 20 || !bp.Deleted {
+		t.Errorf("breakpoint %+v", bp)
+	}
+	var hits []int
+	for _, s := range m.Stops {
+		hits = append(hits, s.Hit)
+		if s.Frame.Function != "hot" || s.Frame.Addr != m.Stops[0].Frame.Addr {
+			t.Errorf("stop at hit %d: frame %+v, the first at %s", s.Hit, s.Frame, m.Stops[0].Frame.Addr)
+		}
+	}
+	slices.Sort(hits)
+	var want []int
+	for h := 1; h <= 20; h++ {
+		want = append(want, h)
+	}
+	if !slices.Equal(hits, want) {
+		t.Errorf("stops at hits %v, want 1 to 20", hits)
+	}
+	for _, e := range m.Events {
+		t.Errorf("event %s: %s", e.Kind, e.Message)
 	}
 }
 
