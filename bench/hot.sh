@@ -19,9 +19,10 @@
 #    1,000,000 hits and two stops, then detaching: seconds (goal: <= 20).
 #
 # Each prints the median, min and max of its rounds and the ratio of the
-# medians. The kernel counts the hits (SNAPCTL_HITS=kernel, which the
-# runs here set unless the environment says otherwise); with
-# SNAPCTL_HITS=gdb gdb counts every hit, for comparison.
+# medians. The kernel counts the hits (snapctl's default where the
+# kernel allows; the runs here set SNAPCTL_HITS=kernel unless the
+# environment says otherwise); with SNAPCTL_HITS=gdb gdb counts every
+# hit, for comparison.
 #
 # Usage: bench/hot.sh [ROUNDS [CALLS [REQUESTS]]]   (needs go, gcc, gdb,
 # gdbserver, heaptrack, bc, /usr/bin/time; root or CAP_BPF and CAP_PERFMON)

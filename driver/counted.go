@@ -96,6 +96,7 @@ func (s *stopLoop) takeOver(ctx context.Context, st *bpState, rec *mi.Record) (b
 func (s *stopLoop) countedStop(ctx context.Context, rec *mi.Record) (bool, error) {
 	sig := rec.String("signal-name")
 	number, hit, ok := s.counter.Stopped(sig, s.lwp(ctx, rec.String("thread-id")))
+
 	if !ok {
 		ev := runjson.Event{Kind: runjson.EventSignal, Signal: sig, Reason: "signal-received", Thread: runjson.Thread{ID: rec.String("thread-id")}, Frame: gdb.RecFrame(rec)}
 		s.rec.event(ev)
@@ -105,11 +106,134 @@ func (s *stopLoop) countedStop(ctx context.Context, rec *mi.Record) (bool, error
 		return false, nil
 	}
 	st := s.rec.bps[number]
-	if st == nil || !st.kernel {
-		// Its last hit was taken meanwhile.
+	if hit == 0 {
+		// A hit held while another thread's measured stop was on its
+		// way: the kernel counted it, and the thread goes on.
+		if lwp, ok := s.counter.Pending(); ok {
+			return s.takePending(ctx, lwp)
+		}
 		return false, s.cont(ctx)
 	}
+	if st == nil {
+		// Its last hit was taken meanwhile, before this one's stop
+		// (gdb reports pending stops in no fixed order): it is
+		// taken all the same.
+		for _, o := range s.rec.order {
+			if o.number == number && o.kernel {
+				st = o
+			}
+		}
+	}
+	if st == nil || !st.kernel {
+		return false, s.cont(ctx)
+	}
+	if pc, err := strconv.ParseUint(rec.String("frame.addr"), 0, 64); err == nil && !slices.Contains(st.addrs, pc) {
+		if addr, ok := nextAddr(st.addrs, pc); ok {
+			at, err := s.runTo(ctx, rec, addr)
+			if err != nil || at == nil {
+				return false, err
+			}
+			if !atAddr(at, rec.String("thread-id"), addr) {
+				s.rec.event(runjson.Event{Kind: runjson.EventHitsNotStopped, Thread: runjson.Thread{ID: rec.String("thread-id")}, Frame: gdb.RecFrame(at),
+					Message: fmt.Sprintf("breakpoint %q: measured hit %d stopped at the function's entry, and its thread did not reach the breakpoint's address %#x", st.bp.Name, hit, addr)})
+				return s.handleStop(ctx, at)
+			}
+			rec = at
+		}
+	}
 	return s.atHit(ctx, st, rec, hit)
+}
+
+// takePending has gdb report the measured stop of thread lwp, which gdb
+// holds while it reports held hits first (in no fixed order): that thread
+// alone is resumed (scheduler-locking on), so that gdb reports the stop it
+// holds, or the thread takes its signal at once. Resuming every thread
+// instead would let each held one run a call further before gdb came to
+// the measured stop (docs/facts.md, fact kernel-1).
+func (s *stopLoop) takePending(ctx context.Context, lwp int) (bool, error) {
+	r, err := s.gdb.Send(ctx, "-thread-info")
+	if err != nil {
+		return false, fmt.Errorf("listing the threads: %w", err)
+	}
+	tid := ""
+	for _, t := range gdb.ThreadsOf(r.List("threads")) {
+		if targetLWP(t.TargetID) == lwp {
+			tid = t.ID
+		}
+	}
+	if tid == "" {
+		return false, s.cont(ctx)
+	}
+	restore, err := s.gdb.LockScheduler(ctx, "on")
+	if err != nil {
+		return false, err
+	}
+	if _, err := s.gdb.Send(ctx, "-exec-continue", "--thread", tid); err != nil {
+		restore(ctx)
+		return false, fmt.Errorf("resuming thread %s: %w", tid, err)
+	}
+	rec, err := s.waitStopped(ctx)
+	if err != nil {
+		return false, err
+	}
+	if err := restore(ctx); err != nil {
+		return false, err
+	}
+	return s.handleStop(ctx, rec)
+}
+
+// nextAddr is the address of addrs that a thread at pc, stopped in a
+// function's prologue by a probe at its first instruction, runs into
+// next: the nearest after pc, within a prologue's reach.
+func nextAddr(addrs []uint64, pc uint64) (uint64, bool) {
+	best, ok := uint64(0), false
+	for _, a := range addrs {
+		if a > pc && a-pc <= 64 && (!ok || a < best) {
+			best, ok = a, true
+		}
+	}
+	return best, ok
+}
+
+// runTo runs the thread of rec, stopped by a measured hit at its
+// function's probe, on to addr, the breakpoint's address, every other
+// thread held (scheduler-locking on), so that the stop is where gdb's
+// breakpoint would have taken it (docs/facts.md, fact kernel-2). It
+// returns the stop that ended the run.
+func (s *stopLoop) runTo(ctx context.Context, rec *mi.Record, addr uint64) (*mi.Record, error) {
+	tid := rec.String("thread-id")
+	restore, err := s.gdb.LockScheduler(ctx, "on")
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.gdb.Send(ctx, "-break-insert", "-t", "-p", tid, fmt.Sprintf("*%#x", addr))
+	if err != nil {
+		restore(ctx)
+		return nil, fmt.Errorf("running thread %s on to the breakpoint at %#x: %w", tid, addr, err)
+	}
+	number := r.String("bkpt.number")
+	if _, err := s.gdb.Send(ctx, "-exec-continue"); err != nil {
+		restore(ctx)
+		return nil, fmt.Errorf("running thread %s on to the breakpoint at %#x: %w", tid, addr, err)
+	}
+	at, err := s.waitStopped(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !atAddr(at, tid, addr) || at.String("bkptno") != number {
+		// The temporary breakpoint goes only when it is hit.
+		s.gdb.Send(ctx, "-break-delete", number)
+	}
+	if err := restore(ctx); err != nil {
+		return nil, err
+	}
+	return at, nil
+}
+
+// atAddr reports whether rec is thread tid's stop at addr.
+func atAddr(rec *mi.Record, tid string, addr uint64) bool {
+	pc, err := strconv.ParseUint(rec.String("frame.addr"), 0, 64)
+	return err == nil && pc == addr && rec.String("thread-id") == tid
 }
 
 // spentTrap handles rec when it is a SIGTRAP at an address the launcher

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,8 +16,8 @@ import (
 	"github.com/snapctl/snapctl/runjson"
 )
 
-// kernelEnv has the kernel count a run's hits: gdb counts them unless
-// SNAPCTL_HITS=kernel is set.
+// kernelEnv has the kernel count a run's hits, as it does unless
+// SNAPCTL_HITS=gdb is set: said, so that a test means it.
 var kernelEnv = []string{"SNAPCTL_HITS=kernel"}
 
 // kernelCounts skips a test when the kernel refuses to count hits here
@@ -89,6 +90,42 @@ func TestKernelCountsExactly(t *testing.T) {
 	checkCounted(t, m, "kernel", 2_000_000, want)
 }
 
+// A measured hit holds the other threads at their next hit until gdb has
+// stopped them all: at the stop of hit H, the calls that got past hot()'s
+// first statement are H-1, give or take one per other thread (a call
+// under way at the hit, or one that passed its probe as the hit set the
+// halt). Threads running freely until gdb stops them make hundreds of
+// calls more, and the stop would read the heap of a later hit.
+func TestKernelStopHoldsOtherThreads(t *testing.T) {
+	t.Parallel()
+	kernelCounts(t)
+	bin := testenv.Build(t, "testdata/native/hot.c")
+	m, _, err := runNativeOut(t, Options{Env: kernelEnv}, hotPlan("    every: 50000\n    commands: [\"print started\"]\n"), bin, "4", "100000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCounted(t, m, "kernel", 400_000, []int{1, 50_001, 100_001, 150_001, 200_001, 250_001, 300_001, 350_001})
+	for _, s := range m.Stops[1:] {
+		// The first stop is gdb's breakpoint's; the kernel probes the
+		// function's entry, and each measured stop is run on to the
+		// same address.
+		if s.Frame.Addr != m.Stops[0].Frame.Addr {
+			t.Errorf("stop at hit %d at %s, gdb's breakpoint at %s", s.Hit, s.Frame.Addr, m.Stops[0].Frame.Addr)
+		}
+		var started int
+		if len(s.Commands) != 1 {
+			t.Fatalf("stop %d: commands %+v", s.Seq, s.Commands)
+		}
+		_, v, _ := strings.Cut(s.Commands[0].Output, "= ")
+		if _, err := fmt.Sscanf(v, "%d", &started); err != nil {
+			t.Fatalf("stop %d: %q", s.Seq, s.Commands[0].Output)
+		}
+		if d := started - (s.Hit - 1); d < -3 || d > 3 {
+			t.Errorf("stop at hit %d: %d calls under way or done, %+d from the hit", s.Hit, started, d)
+		}
+	}
+}
+
 // skip, every, max_hits and end_run_after, applied by the kernel: only
 // the measured hits stop, and the counts are exact.
 func TestKernelAppliesThePlan(t *testing.T) {
@@ -132,7 +169,7 @@ func TestKernelAppliesThePlan(t *testing.T) {
 func TestKernelFallbackForced(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "testdata/native/hot.c")
-	m, out, err := runNativeOut(t, Options{}, hotPlan("    skip: 3\n    every: 500\n"), bin, "4", "500")
+	m, out, err := runNativeOut(t, Options{Env: []string{"SNAPCTL_HITS=gdb"}}, hotPlan("    skip: 3\n    every: 500\n"), bin, "4", "500")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +177,65 @@ func TestKernelFallbackForced(t *testing.T) {
 		t.Fatalf("the program made %d calls", n)
 	}
 	checkCounted(t, m, "gdb", 1997, []int{1, 501, 1001, 1501})
-	if why := m.Breakpoints[0].CountedWhy; why != "gdb counts hits unless SNAPCTL_HITS=kernel is set" {
+	if why := m.Breakpoints[0].CountedWhy; why != "gdb counts hits: SNAPCTL_HITS=gdb is set" {
+		t.Errorf("counted_why %q", why)
+	}
+}
+
+// skip: 1, then every hit measured up to max_hits, 4 threads: several
+// measured hits are on their way at once, and gdb reports their stops in
+// no fixed order, the last one's too; each is taken, at gdb's breakpoint
+// address. Threads stopped in the prologue when the kernel takes over (the
+// probe is at the function's entry) have their measured hits signalled by
+// snapctl.
+func TestKernelMeasuredStopsOutOfOrder(t *testing.T) {
+	t.Parallel()
+	kernelCounts(t)
+	bin := testenv.Build(t, "testdata/native/hot.c")
+	m, _, err := runNativeOut(t, Options{Env: kernelEnv}, hotPlan("    skip: 1\n    max_hits: 20\n"), bin, "4", "1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bp := m.Breakpoints[0]
+	if bp.Counted != "kernel" || bp.Hits != 20 || !bp.Deleted {
+		t.Errorf("breakpoint %+v", bp)
+	}
+	var hits []int
+	for _, s := range m.Stops {
+		hits = append(hits, s.Hit)
+		if s.Frame.Function != "hot" || s.Frame.Addr != m.Stops[0].Frame.Addr {
+			t.Errorf("stop at hit %d: frame %+v, the first at %s", s.Hit, s.Frame, m.Stops[0].Frame.Addr)
+		}
+	}
+	slices.Sort(hits)
+	var want []int
+	for h := 1; h <= 20; h++ {
+		want = append(want, h)
+	}
+	if !slices.Equal(hits, want) {
+		t.Errorf("stops at hits %v, want 1 to 20", hits)
+	}
+	for _, e := range m.Events {
+		t.Errorf("event %s: %s", e.Kind, e.Message)
+	}
+}
+
+// A breakpoint whose every hit is measured stays gdb's (the kernel would
+// save no stop), and the run says why.
+func TestKernelLeavesEveryHitToGDB(t *testing.T) {
+	t.Parallel()
+	kernelCounts(t)
+	bin := testenv.Build(t, "testdata/native/hot.c")
+	m, _, err := runNativeOut(t, Options{}, hotPlan("    max_hits: 20\n"), bin, "4", "50")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []int
+	for h := 1; h <= 20; h++ {
+		want = append(want, h)
+	}
+	checkCounted(t, m, "gdb", 20, want)
+	if why := m.Breakpoints[0].CountedWhy; why != "every hit is measured: each stops the program either way" {
 		t.Errorf("counted_why %q", why)
 	}
 }

@@ -184,11 +184,11 @@ func runDoctor(ctx context.Context, w io.Writer, opts *doctorOptions) error {
 // kernel").
 func checkHits(r *doctorReport) {
 	const gdbWay = "counted by gdb: every hit of a native run's breakpoint, measured or not, stops the program for about 0.3 ms"
-	if os.Getenv(uprobes.ForceEnv) != "kernel" {
+	if os.Getenv(uprobes.ForceEnv) == "gdb" {
 		if uprobes.Available() == nil {
-			r.line(checkOK, "hits", gdbWay+"; the kernel here can count them instead (set "+uprobes.ForceEnv+"=kernel: a hit not measured then costs microseconds)")
+			r.line(checkOK, "hits", gdbWay+" ("+uprobes.ForceEnv+"=gdb; without it the kernel here counts them: a hit not measured then costs microseconds)")
 		} else {
-			r.line(checkOK, "hits", gdbWay)
+			r.line(checkOK, "hits", gdbWay+" ("+uprobes.ForceEnv+"=gdb)")
 		}
 		return
 	}

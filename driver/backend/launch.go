@@ -64,9 +64,14 @@ type Counter interface {
 	// TakeOver.
 	Signal() string
 	// Stopped says which measured hit a stop of thread lwp by signal is:
-	// gdb's breakpoint number and the hit (after skip); ok is false for
-	// the program's own signal.
+	// gdb's breakpoint number and the hit (after skip), 0 for a hit that
+	// was held, not measured, while another thread's measured stop was
+	// on its way; ok is false for the program's own signal.
 	Stopped(signal string, lwp int) (number string, hit int, ok bool)
+	// Pending is a thread whose measured stop is on its way: gdb holds
+	// its signal, or the thread takes it when it runs. ok is false when
+	// there is none.
+	Pending() (lwp int, ok bool)
 	// Hits is what the launcher counted of breakpoint number, skip
 	// included; problem says what kept measured hits from stopping.
 	Hits(number string) (hits int, problem string, ok bool)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -50,8 +51,13 @@ func (b *Launch) Counting(bp *plan.Breakpoint) string {
 	if bp.GdbCondition() != "" {
 		return "gdb evaluates its condition at every hit"
 	}
-	if !optedIn(b.env.Children) {
-		return "gdb counts hits unless " + uprobes.ForceEnv + "=kernel is set"
+	if bp.Skip == 0 && bp.Every <= 1 {
+		// The agent takes such stops inside gdb, faster than a
+		// signal's stop run on to the breakpoint.
+		return "every hit is measured: each stops the program either way"
+	}
+	if optedOut(b.env.Children) {
+		return "gdb counts hits: " + uprobes.ForceEnv + "=gdb is set"
 	}
 	if b.attach != 0 && b.backend != nil && b.backend.sitesOn {
 		// Under attach --sites gdb is the process's tracer, with
@@ -74,18 +80,17 @@ func (b *Launch) Counting(bp *plan.Breakpoint) string {
 	return "the kernel does not count hits here: " + err.Error()
 }
 
-// optedIn reports whether the run's environment has SNAPCTL_HITS=kernel:
-// counting in the kernel is opt-in while a threaded program's measured
-// stops can land at other moments than gdb's (docs/native.md, "Hits
-// counted in the kernel").
-func optedIn(env []string) bool {
+// optedOut reports whether the run's environment has SNAPCTL_HITS=gdb,
+// which keeps every breakpoint with gdb, each hit a stop, as where the
+// kernel refuses.
+func optedOut(env []string) bool {
 	v := ""
 	for _, e := range env {
 		if x, ok := strings.CutPrefix(e, uprobes.ForceEnv+"="); ok {
 			v = x
 		}
 	}
-	return v == "kernel"
+	return v == "gdb"
 }
 
 func (b *Launch) warn() interface{ Write([]byte) (int, error) } {
@@ -131,14 +136,151 @@ func (b *Launch) TakeOver(ctx context.Context, number string, bp *plan.Breakpoin
 		c.numbers = append(c.numbers, number)
 	}
 	rule := uprobes.Rule{Skip: bp.Skip, Every: bp.Every, Last: bp.HitLimit()}
-	if err := c.counter.Add(id, rule, addrs, uint64(hits), lwp); err != nil {
+	probes, window, err := b.entries(ctx, addrs, lwp)
+	if err != nil {
+		return "", err
+	}
+	skipTid := 0
+	if slices.Equal(probes, addrs) {
+		// The stopped thread runs the probed instruction again.
+		skipTid = lwp
+	}
+	if err := c.counter.Add(id, rule, probes, uint64(hits+len(window)), skipTid); err != nil {
 		var refused *uprobes.Refused
 		if errors.As(err, &refused) {
 			return "the kernel does not count hits here: " + err.Error(), nil
 		}
 		return err.Error(), nil
 	}
+	// The threads past a probe and short of gdb's breakpoint hit it
+	// next: their hits follow gdb's count, and a measured one stops its
+	// thread as the probe would have.
+	for i, tid := range window {
+		if h, ok := rule.Measured(uint64(hits + 1 + i)); ok {
+			if err := c.counter.Stop(id, tid, h); err != nil {
+				return "", err
+			}
+		}
+	}
 	return "", nil
+}
+
+// entries chooses where the kernel probes each of addrs, the addresses of
+// a breakpoint's locations: the first instruction of the function, where
+// the kernel emulates what is usually there (push %rbp, endbr64, a
+// register move) at about 1 us a hit, rather than the breakpoint's
+// address after the prologue, whose instruction the kernel single-steps
+// out of line at about 12 us (docs/facts.md, fact 85). The stop of a
+// measured hit then runs its thread on to the breakpoint's address
+// (driver/counted.go, runTo). An address stays where it is when it is
+// the function's first instruction, when gdb cannot say which function
+// holds it, when the prologue before it jumps, calls or locks, or when
+// an instruction of the function jumps to it or into the prologue.
+// window lists the threads other than lwp stopped between a probe and
+// its address (or just past the address, a hit whose report gdbserver
+// holds, fact 84): they reach the address without passing the probe.
+func (b *Launch) entries(ctx context.Context, addrs []uint64, lwp int) (probes []uint64, window []int, err error) {
+	type span struct{ from, to uint64 }
+	var spans []span
+	for _, a := range addrs {
+		e := b.entry(ctx, a)
+		probes = append(probes, e)
+		if e != a {
+			spans = append(spans, span{e, a})
+		}
+	}
+	if len(spans) == 0 {
+		return probes, nil, nil
+	}
+	r, err := b.gdb.Send(ctx, "-thread-info")
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing the threads: %w", err)
+	}
+	for _, t := range r.List("threads") {
+		tid, ok := lwpOf(r.List("threads"), t.String("id"))
+		if !ok || tid == lwp {
+			continue
+		}
+		pc, err := strconv.ParseUint(t.String("frame.addr"), 0, 64)
+		if err != nil {
+			continue
+		}
+		for _, sp := range spans {
+			if pc > sp.from && pc <= sp.to+1 {
+				window = append(window, tid)
+				break
+			}
+		}
+	}
+	return probes, window, nil
+}
+
+// entry is the first instruction of the function holding addr when the
+// instructions from there to addr run straight into it, else addr.
+func (b *Launch) entry(ctx context.Context, addr uint64) uint64 {
+	r, err := b.gdb.Send(ctx, "-data-disassemble", "-a", fmt.Sprintf("%#x", addr), "--", "0")
+	if err != nil {
+		return addr
+	}
+	insns := r.List("asm_insns")
+	if len(insns) == 0 || insns[0].String("offset") != "0" {
+		return addr
+	}
+	first, err := strconv.ParseUint(insns[0].String("address"), 0, 64)
+	if err != nil || first >= addr || addr-first > 64 {
+		return addr
+	}
+	reached := false
+	for _, in := range insns {
+		a, err := strconv.ParseUint(in.String("address"), 0, 64)
+		if err != nil {
+			return addr
+		}
+		if a == addr {
+			reached = true
+		}
+		if a < addr && !straight(in.String("inst")) {
+			return addr
+		}
+		// A jump to the breakpoint's address or into the prologue
+		// (a loop's head, a tail call to itself) would skip the probe.
+		if t, ok := target(in.String("inst")); ok && t > first && t <= addr {
+			return addr
+		}
+	}
+	if !reached {
+		return addr
+	}
+	return first
+}
+
+// target is the address a direct jump or call as gdb prints it goes to
+// ("jne    0x1150 <hot+23>").
+func target(inst string) (uint64, bool) {
+	f := strings.Fields(inst)
+	if len(f) < 2 || !(strings.HasPrefix(f[0], "j") || strings.HasPrefix(f[0], "call") || strings.HasPrefix(f[0], "loop") || strings.HasPrefix(f[0], "xbegin")) {
+		return 0, false
+	}
+	t, err := strconv.ParseUint(f[1], 0, 64)
+	return t, err == nil
+}
+
+// straight reports whether an instruction as gdb prints it (AT&T) goes on
+// to the next one, so that a thread run from the probe reaches the
+// breakpoint's address: no jump, call, return, system call, trap, or
+// lock-prefixed instruction.
+func straight(inst string) bool {
+	f := strings.Fields(inst)
+	if len(f) == 0 {
+		return false
+	}
+	op := f[0]
+	for _, p := range []string{"j", "call", "ret", "loop", "lock", "syscall", "sysenter", "int", "ud", "hlt", "xbegin", "xabort", "iret", "enter", "leave", "bnd", "notrack"} {
+		if strings.HasPrefix(op, p) {
+			return false
+		}
+	}
+	return true
 }
 
 // Signal is the signal of a measured hit's stop, "" while the kernel
@@ -158,6 +300,15 @@ func (b *Launch) Stopped(signal string, lwp int) (number string, hit int, ok boo
 		return "", 0, false
 	}
 	return c.numbers[id], int(n), true
+}
+
+// Pending is a thread whose measured stop is on its way, whose signal gdb
+// has taken or will: ok false when there is none.
+func (b *Launch) Pending() (lwp int, ok bool) {
+	if b.count.counter == nil {
+		return 0, false
+	}
+	return b.count.counter.Measuring()
 }
 
 // Hits is the kernel's count of breakpoint number's hits, skip included;

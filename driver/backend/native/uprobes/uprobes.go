@@ -8,7 +8,8 @@
 // measured costs the kernel's trap and a few dozen eBPF instructions
 // instead of a round trip through gdb: about 1 us of CPU where the kernel
 // emulates the probed instruction, about 12 us where it single-steps it
-// (docs/facts.md, fact 85).
+// (docs/facts.md, fact 85), which is why the native launcher probes a
+// function's first instruction (fact kernel-2).
 //
 // Nothing is pinned: the maps, programs and perf events live as long as
 // the file descriptors of snapctl that hold them, so the probes leave the
@@ -31,10 +32,10 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 )
 
-// ForceEnv names the environment variable that, set to "kernel" in a
-// run's environment, has the kernel count the native backend's hits
-// where it can; without it gdb counts every hit, as where the kernel
-// refuses (the native launcher reads it).
+// ForceEnv names the environment variable that, set to "gdb" in a run's
+// environment, has gdb count every hit of the native backend's
+// breakpoints, as where the kernel refuses; otherwise the kernel counts
+// them where it can (the native launcher reads it).
 const ForceEnv = "SNAPCTL_HITS"
 
 // Rule is which hits of a breakpoint are measured, in the plan's terms:
@@ -42,6 +43,19 @@ const ForceEnv = "SNAPCTL_HITS"
 // up to Last (0: no limit) are measured.
 type Rule struct {
 	Skip, Every, Last int
+}
+
+// Measured says whether hit n (skip included) is measured under r, and
+// which hit after skip it is: as the eBPF program decides.
+func (r Rule) Measured(n uint64) (hit uint64, ok bool) {
+	if n <= uint64(r.Skip) {
+		return 0, false
+	}
+	h := n - uint64(r.Skip)
+	if r.Last > 0 && h > uint64(r.Last) {
+		return 0, false
+	}
+	return h, (h-1)%uint64(max(r.Every, 1)) == 0
 }
 
 // slot is a breakpoint's record in the counts map, as the eBPF program
@@ -52,7 +66,8 @@ const (
 	offBlocked = 16 // measured hits in a thread that blocked the signal
 	offLastBlk = 24 // the last such hit (after skip)
 	offFailed  = 32 // measured hits whose signal the kernel refused
-	slotSize   = 40
+	offTaken   = 40 // the last measured hit (skip included) whose stop was taken or never sent
+	slotSize   = 48
 )
 
 // Slot is what the kernel counted of a breakpoint.
@@ -134,9 +149,11 @@ type Counter struct {
 	pid    int
 	sig    syscall.Signal
 	counts *ebpf.Map // id -> slot
-	stops  *ebpf.Map // thread id -> id<<32 | hit: the measured hit a thread stops at
+	stops  *ebpf.Map // thread id -> id<<32 | hit: the measured hit a thread stops at, hit 0 for a held one
+	halt   *ebpf.Map // one word: 1 from a measured hit until its stop is taken
 	mu     sync.Mutex
 	bps    map[int]*probe
+	rules  map[int]Rule
 }
 
 type probe struct {
@@ -157,13 +174,29 @@ func New(pid int, sig syscall.Signal, n int) (*Counter, error) {
 		counts.Close()
 		return nil, refusal("creating the stop table", err)
 	}
-	return &Counter{pid: pid, sig: sig, counts: counts, stops: stops, bps: map[int]*probe{}}, nil
+	halt, err := ebpf.NewMap(&ebpf.MapSpec{Name: "snapctl_halt", Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1})
+	if err != nil {
+		counts.Close()
+		stops.Close()
+		return nil, refusal("creating the halt", err)
+	}
+	return &Counter{pid: pid, sig: sig, counts: counts, stops: stops, halt: halt, bps: map[int]*probe{}, rules: map[int]Rule{}}, nil
 }
 
 // Signal is the signal a measured hit stops with.
 func (c *Counter) Signal() syscall.Signal { return c.sig }
 
 // program builds breakpoint id's eBPF program for rule r.
+//
+// A measured hit stops its thread with the signal and sets the halt: from
+// then until snapctl takes that stop (Take), any thread that hits a probe
+// is stopped too, its hit counted
+// but not measured (a held hit). A thread that runs freely between a
+// measured hit and gdb's stop of every thread would otherwise do the
+// work of many hits (a worker serving request after request from its
+// queue in the milliseconds gdb takes), and the measured stop would read
+// the heap of a later hit (docs/facts.md, fact kernel-1). Held so, a
+// thread gets no further than its next hit, as under gdb's breakpoint.
 func (c *Counter) program(id int, r Rule) (*ebpf.Program, error) {
 	every := max(r.Every, 1)
 	insns := asm.Instructions{
@@ -190,66 +223,88 @@ func (c *Counter) program(id int, r Rule) (*ebpf.Program, error) {
 		asm.Mov.Imm(asm.R1, 1).WithSymbol("count"),
 		fetchAdd(asm.R8, asm.R1, offCount),
 		asm.Add.Imm(asm.R1, 1),
-		asm.JLE.Imm(asm.R1, int32(r.Skip), "exit"),
+		asm.Mov.Reg(asm.R6, asm.R1),
+		asm.JLE.Imm(asm.R1, int32(r.Skip), "hold"),
 		asm.Sub.Imm(asm.R1, int32(r.Skip)),
 		asm.Mov.Reg(asm.R9, asm.R1),
 	}
 	if r.Last > 0 {
-		insns = append(insns, asm.JGT.Imm(asm.R9, int32(r.Last), "exit"))
+		insns = append(insns, asm.JGT.Imm(asm.R9, int32(r.Last), "hold"))
 	}
 	if every > 1 {
 		insns = append(insns,
 			asm.Mov.Reg(asm.R2, asm.R9),
 			asm.Sub.Imm(asm.R2, 1),
 			asm.Mod.Imm(asm.R2, int32(every)),
-			asm.JNE.Imm(asm.R2, 0, "exit"),
+			asm.JNE.Imm(asm.R2, 0, "hold"),
 		)
 	}
+	// A thread that blocks the signal would take it later, somewhere
+	// else: it is not sent.
+	insns = append(insns, c.blocked("send", "blocked")...)
 	if blockedAt >= 0 {
-		// A thread that blocks the signal would take it later,
-		// somewhere else: it is not sent.
 		insns = append(insns,
-			asm.FnGetCurrentTask.Call(),
-			asm.Mov.Reg(asm.R3, asm.R0),
-			asm.Add.Imm(asm.R3, int32(blockedAt)),
-			asm.Mov.Reg(asm.R1, asm.RFP),
-			asm.Add.Imm(asm.R1, -16),
-			asm.Mov.Imm(asm.R2, 8),
-			asm.FnProbeReadKernel.Call(),
-			asm.JNE.Imm(asm.R0, 0, "send"),
-			asm.LoadMem(asm.R1, asm.RFP, -16, asm.DWord),
-			asm.RSh.Imm(asm.R1, int32(c.sig-1)),
-			asm.And.Imm(asm.R1, 1),
-			asm.JEq.Imm(asm.R1, 0, "send"),
-			asm.Mov.Imm(asm.R1, 1),
+			asm.Mov.Imm(asm.R1, 1).WithSymbol("blocked"),
 			asm.AddAtomic.Mem(asm.R8, asm.R1, asm.DWord, offBlocked),
 			asm.StoreMem(asm.R8, offLastBlk, asm.R9, asm.DWord),
+			asm.StoreMem(asm.R8, offTaken, asm.R6, asm.DWord),
 			asm.Ja.Label("exit"),
 		)
 	}
 	insns = append(insns,
 		// stops[tid] = id<<32 | hit, then the signal to this thread.
-		asm.StoreMem(asm.RFP, -20, asm.R7, asm.Word).WithSymbol("send"),
-		asm.LoadImm(asm.R2, int64(id)<<32, asm.DWord),
-		asm.Or.Reg(asm.R2, asm.R9),
-		asm.StoreMem(asm.RFP, -32, asm.R2, asm.DWord),
-		asm.LoadMapPtr(asm.R1, c.stops.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -20),
-		asm.Mov.Reg(asm.R3, asm.RFP),
-		asm.Add.Imm(asm.R3, -32),
-		asm.Mov.Imm(asm.R4, 0),
-		asm.FnMapUpdateElem.Call(),
-		asm.JNE.Imm(asm.R0, 0, "failed"),
-		asm.Mov.Imm(asm.R1, int32(c.sig)),
-		asm.FnSendSignalThread.Call(),
-		asm.JEq.Imm(asm.R0, 0, "exit"),
-		asm.LoadMapPtr(asm.R1, c.stops.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -20),
-		asm.FnMapDeleteElem.Call(),
+		asm.Mov.Reg(asm.R2, asm.R9).WithSymbol("send"),
+		asm.Mov.Imm(asm.R4, 0), // BPF_ANY
+	)
+	insns = append(insns, c.signal(id, "failed", "sent")...)
+	insns = append(insns,
 		asm.Mov.Imm(asm.R1, 1).WithSymbol("failed"),
 		asm.AddAtomic.Mem(asm.R8, asm.R1, asm.DWord, offFailed),
+		asm.StoreMem(asm.R8, offTaken, asm.R6, asm.DWord),
+		asm.Ja.Label("exit"),
+	)
+	// The halt, until snapctl takes this stop.
+	halt := c.setHalt("exit")
+	halt[0] = halt[0].WithSymbol("sent")
+	insns = append(insns, halt...)
+	insns = append(insns, asm.Ja.Label("exit"))
+	// A hit that is not measured while the halt is on: held, with hit 0
+	// and never over an entry that is there (BPF_NOEXIST).
+	// A hit after a measured one of this breakpoint whose stop is not
+	// taken yet is held: the count decides, atomically, so that no
+	// hit slips through before the measured hit's program has set the
+	// halt (a program can be preempted there on a loaded machine). The
+	// first measured hit after taken is skip+1 when taken <= skip, else
+	// skip+1 + ((taken-skip-1)/every + 1) * every.
+	first := int64(r.Skip) + 1
+	insns = append(insns,
+		asm.LoadMem(asm.R3, asm.R8, offTaken, asm.DWord).WithSymbol("hold"),
+		asm.Mov.Imm(asm.R2, int32(first)),
+		asm.JLT.Imm(asm.R3, int32(first), "next"),
+		asm.Sub.Imm(asm.R3, int32(first)),
+		asm.Div.Imm(asm.R3, int32(every)),
+		asm.Add.Imm(asm.R3, 1),
+		asm.Mul.Imm(asm.R3, int32(every)),
+		asm.Add.Reg(asm.R2, asm.R3),
+	)
+	next := asm.Instructions{}
+	if r.Last > 0 {
+		next = append(next, asm.JGT.Imm(asm.R2, int32(int64(r.Skip)+int64(r.Last)), "global"))
+	}
+	next = append(next, asm.JLT.Reg(asm.R2, asm.R6, "holdit"))
+	next[0] = next[0].WithSymbol("next")
+	insns = append(insns, next...)
+	// Any breakpoint's measured stop on its way: the halt.
+	insns = append(insns, c.haltOn("global", "exit")...)
+	blk := c.blocked("holdsend", "exit")
+	blk[0] = blk[0].WithSymbol("holdit")
+	insns = append(insns, blk...)
+	insns = append(insns,
+		asm.Mov.Imm(asm.R2, 0).WithSymbol("holdsend"),
+		asm.Mov.Imm(asm.R4, 1), // BPF_NOEXIST
+	)
+	insns = append(insns, c.signal(id, "exit", "exit")...)
+	insns = append(insns,
 		asm.Mov.Imm(asm.R0, 0).WithSymbol("exit"),
 		asm.Return(),
 	)
@@ -265,6 +320,88 @@ func (c *Counter) program(id int, r Rule) (*ebpf.Program, error) {
 		return nil, refusal("loading the hit counter", err)
 	}
 	return prog, nil
+}
+
+// blocked goes to blocked when the current thread blocks the stop
+// signal, else to send; when the kernel's BTF does not say where a task
+// keeps its blocked signals, always to send. The first instruction is
+// labelled with nothing: it follows on.
+func (c *Counter) blocked(send, blocked string) asm.Instructions {
+	if blockedAt < 0 {
+		return asm.Instructions{asm.Ja.Label(send)}
+	}
+	return asm.Instructions{
+		asm.FnGetCurrentTask.Call(),
+		asm.Mov.Reg(asm.R3, asm.R0),
+		asm.Add.Imm(asm.R3, int32(blockedAt)),
+		asm.Mov.Reg(asm.R1, asm.RFP),
+		asm.Add.Imm(asm.R1, -16),
+		asm.Mov.Imm(asm.R2, 8),
+		asm.FnProbeReadKernel.Call(),
+		asm.JNE.Imm(asm.R0, 0, send),
+		asm.LoadMem(asm.R1, asm.RFP, -16, asm.DWord),
+		asm.RSh.Imm(asm.R1, int32(c.sig-1)),
+		asm.And.Imm(asm.R1, 1),
+		asm.JEq.Imm(asm.R1, 0, send),
+		asm.Ja.Label(blocked),
+	}
+}
+
+// signal sets stops[tid] = id<<32 | R2 with the update flags in R4 and
+// sends the current thread the stop signal: on to sent, or to failed
+// (the entry taken out again when the signal could not go). R7 holds the
+// thread's id.
+func (c *Counter) signal(id int, failed, sent string) asm.Instructions {
+	return asm.Instructions{
+		asm.StoreMem(asm.RFP, -20, asm.R7, asm.Word),
+		asm.LoadImm(asm.R1, int64(id)<<32, asm.DWord),
+		asm.Or.Reg(asm.R2, asm.R1),
+		asm.StoreMem(asm.RFP, -32, asm.R2, asm.DWord),
+		asm.LoadMapPtr(asm.R1, c.stops.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -20),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, -32),
+		asm.FnMapUpdateElem.Call(),
+		asm.JNE.Imm(asm.R0, 0, failed),
+		asm.Mov.Imm(asm.R1, int32(c.sig)),
+		asm.FnSendSignalThread.Call(),
+		asm.JEq.Imm(asm.R0, 0, sent),
+		asm.LoadMapPtr(asm.R1, c.stops.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -20),
+		asm.FnMapDeleteElem.Call(),
+		asm.Ja.Label(failed),
+	}
+}
+
+// setHalt adds one to the halt, the measured stops on their way, then
+// goes to next.
+func (c *Counter) setHalt(next string) asm.Instructions {
+	return asm.Instructions{
+		asm.StoreImm(asm.RFP, -40, 0, asm.Word),
+		asm.LoadMapPtr(asm.R1, c.halt.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -40),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, next),
+		asm.Mov.Imm(asm.R1, 1),
+		asm.AddAtomic.Mem(asm.R0, asm.R1, asm.DWord, 0),
+	}
+}
+
+// haltOn, labelled label, goes on when the halt is on, else to off.
+func (c *Counter) haltOn(label, off string) asm.Instructions {
+	return asm.Instructions{
+		asm.StoreImm(asm.RFP, -40, 0, asm.Word).WithSymbol(label),
+		asm.LoadMapPtr(asm.R1, c.halt.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -40),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, off),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
+		asm.JEq.Imm(asm.R1, 0, off),
+	}
 }
 
 // fetchAdd is `src = atomic_fetch_add((u64 *)(dst + off), src)`.
@@ -300,6 +437,8 @@ func (c *Counter) Add(id int, r Rule, addrs []uint64, count uint64, skipTid int)
 	var slot [slotSize]byte
 	putU64(slot[offCount:], count)
 	putU64(slot[offSkipTid:], uint64(skipTid))
+	// Every hit so far was gdb's to measure.
+	putU64(slot[offTaken:], count)
 	if err := c.counts.Put(uint32(id), slot[:]); err != nil {
 		return fmt.Errorf("setting the hit count: %w", err)
 	}
@@ -330,6 +469,7 @@ func (c *Counter) Add(id int, r Rule, addrs []uint64, count uint64, skipTid int)
 		old.close()
 	}
 	c.bps[id] = p
+	c.rules[id] = r
 	c.mu.Unlock()
 	return nil
 }
@@ -340,6 +480,30 @@ func (p *probe) close() {
 	}
 	p.links = nil
 	p.prog.Close()
+}
+
+// Stop has thread tid stop at measured hit hit of breakpoint id, as the
+// eBPF program would have at its hit: the entry, the halt, and the
+// signal, which the thread takes when it runs again. For a hit the probe
+// could not see (a thread already past the probed address when the
+// kernel took over); the process must be stopped, every thread.
+func (c *Counter) Stop(id, tid int, hit uint64) error {
+	if err := c.stops.Put(uint32(tid), uint64(id)<<32|hit); err != nil {
+		return fmt.Errorf("recording the stop of thread %d: %w", tid, err)
+	}
+	c.setTaken(id, hit, false)
+	var h uint64
+	if err := c.halt.Lookup(uint32(0), &h); err == nil {
+		c.halt.Put(uint32(0), h+1)
+	}
+	if err := syscall.Tgkill(c.pid, tid, c.sig); err != nil {
+		c.stops.Delete(uint32(tid))
+		if c.halt.Lookup(uint32(0), &h) == nil && h > 0 {
+			c.halt.Put(uint32(0), h-1)
+		}
+		return fmt.Errorf("signalling thread %d: %w", tid, err)
+	}
+	return nil
 }
 
 // Remove takes breakpoint id's probes out; its count stays readable.
@@ -362,8 +526,15 @@ func (c *Counter) Read(id int) (Slot, error) {
 }
 
 // Take returns the measured hit that thread tid stopped at, and forgets
-// it: the breakpoint and the hit (after skip). ok is false when the
-// thread has none (the signal was the program's own).
+// it: the breakpoint and the hit (after skip), 0 for a hit held while
+// another's measured stop was on its way. ok is false when the thread has
+// none (the signal was the program's own).
+//
+// gdb reports a stop with every thread stopped, so that a measured stop
+// taken ends its part of the halt here, and no hit runs in the kernel
+// meanwhile. A held stop does not: gdb may report the held threads
+// first, and resuming from them runs every thread but the one whose
+// measured stop gdb keeps for later (fact kernel-1).
 func (c *Counter) Take(tid int) (id int, hit uint64, ok bool) {
 	var v uint64
 	if err := c.stops.LookupAndDelete(uint32(tid), &v); err != nil {
@@ -372,7 +543,52 @@ func (c *Counter) Take(tid int) (id int, hit uint64, ok bool) {
 		}
 		c.stops.Delete(uint32(tid))
 	}
-	return int(v >> 32), v & 0xffffffff, true
+	id, hit = int(v>>32), v&0xffffffff
+	if hit != 0 {
+		c.setTaken(id, hit, true)
+		var h uint64
+		if c.halt.Lookup(uint32(0), &h) == nil && h > 0 {
+			c.halt.Put(uint32(0), h-1)
+		}
+	}
+	return id, hit, true
+}
+
+// setTaken records that measured hit hit (after skip) of breakpoint id
+// was taken (taken), or is on its way (not taken): the hits after it are
+// held until it is taken. Every thread must be stopped.
+func (c *Counter) setTaken(id int, hit uint64, taken bool) {
+	c.mu.Lock()
+	r, ok := c.rules[id]
+	c.mu.Unlock()
+	var b [slotSize]byte
+	if !ok || c.counts.Lookup(uint32(id), b[:]) != nil {
+		return
+	}
+	n, old := hit+uint64(r.Skip), u64(b[offTaken:])
+	switch {
+	case taken && n > old:
+		putU64(b[offTaken:], n)
+	case !taken && n <= old:
+		putU64(b[offTaken:], n-1)
+	default:
+		return
+	}
+	c.counts.Put(uint32(id), b[:])
+}
+
+// Measuring returns a thread whose measured stop is on its way (its
+// entry not taken yet), ok false when there is none.
+func (c *Counter) Measuring() (tid int, ok bool) {
+	var k uint32
+	var v uint64
+	it := c.stops.Iterate()
+	for it.Next(&k, &v) {
+		if v&0xffffffff != 0 {
+			return int(k), true
+		}
+	}
+	return 0, false
 }
 
 // Close removes every probe and frees the maps.
@@ -384,6 +600,7 @@ func (c *Counter) Close() error {
 	}
 	c.mu.Unlock()
 	c.stops.Close()
+	c.halt.Close()
 	return c.counts.Close()
 }
 
