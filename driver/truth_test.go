@@ -244,11 +244,13 @@ func TestStaticBinary(t *testing.T) {
 }
 
 // TestAllocatorJemalloc: a program linked with jemalloc keeps 200 bytes
-// a request. The native backend names jemalloc and, unable to read it,
-// says the heap is unmeasured (never flat) and what to run; with --sites
-// the in-use heap is heaptrack's record, and the leak is named with its
-// size, 200 B a hit, in the verdict as in the suspects; massif replaces
-// jemalloc's malloc and sees the same 200 B.
+// a request. The native backend names jemalloc and reads its own
+// statistics: the leak is 224 B a hit, jemalloc's size class for 200 B,
+// exactly (the scratch block freed each request sits in jemalloc's
+// tcache, which is taken out); with --sites the in-use heap is
+// heaptrack's record, and the leak is named with its size, 200 B a hit,
+// in the verdict as in the suspects; massif replaces jemalloc's malloc
+// and sees the same 200 B.
 func TestAllocatorJemalloc(t *testing.T) {
 	t.Parallel()
 	if _, err := os.Stat("/usr/include/jemalloc/jemalloc.h"); err != nil {
@@ -256,33 +258,20 @@ func TestAllocatorJemalloc(t *testing.T) {
 	}
 	bin := testenv.Build(t, "testdata/native/keep200.c", "-Wl,--no-as-needed", "-ljemalloc")
 	const allocator = "jemalloc (libjemalloc.so.2)"
-	t.Run("native", func(t *testing.T) {
-		t.Parallel()
-		var warn testenv.Buffer
-		_, m, err := runNative(t, Options{Streams: Streams{Warn: &warn}}, "backend: native\n"+keepPlan, bin, "12")
-		if err != nil {
-			t.Fatal(err)
-		}
-		v := m.Verdicts[0]
-		if m.Native.Allocator != allocator || v.Verdict != runjson.VerdictHeapUnmeasured || v.Figures.UnmeasuredStops != 12 ||
-			!strings.Contains(v.Sentence, "the program allocates with "+allocator+", which snapctl cannot read") || !strings.Contains(v.Sentence, "run with --sites") {
-			t.Errorf("allocator %q, verdict %s, figures %+v:\n%s", m.Native.Allocator, v.Verdict, v.Figures, v.Sentence)
-		}
-		n := 0
-		for _, e := range m.Events {
-			if e.Kind == runjson.EventNoAllocatorState && strings.Contains(e.Message, allocator) {
-				n++
+	for _, p := range stopPaths {
+		t.Run("native-"+p.name, func(t *testing.T) {
+			t.Parallel()
+			var warn testenv.Buffer
+			_, m, err := runNative(t, Options{NoAgent: p.noAgent, Streams: Streams{Warn: &warn}}, "backend: native\n"+keepPlan, bin, "12")
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		if n != 1 || strings.Count(warn.String(), allocator) != 1 {
-			t.Errorf("%d no-allocator-state events naming jemalloc; warnings %q", n, warn.String())
-		}
-		for _, s := range m.Stops {
-			if s.Memory.HeapInUseBytes != nil || s.Memory.HeapUnmeasured == "" {
-				t.Errorf("stop %d: memory %+v", s.Seq, *s.Memory)
+			checkJemallocLeak(t, m, allocator, 12)
+			if warn.String() != "" {
+				t.Errorf("warnings %q", warn.String())
 			}
-		}
-	})
+		})
+	}
 	t.Run("sites", func(t *testing.T) {
 		t.Parallel()
 		testenv.MustHave(t, "heaptrack")
@@ -309,6 +298,104 @@ func TestAllocatorJemalloc(t *testing.T) {
 		m := readManifest(t, res.Dir)
 		if len(m.Suspects) != 1 || m.Suspects[0].Frame.Function != "keep" || m.Suspects[0].GrowthPerHit != 200 {
 			t.Errorf("suspects %+v", m.Suspects)
+		}
+	})
+}
+
+// checkJemallocLeak checks a native run of a program that keeps 200 B a
+// request under jemalloc, with stops stops: a leak of jemalloc's 224 B
+// size class a hit, from jemalloc's statistics at every stop, and no
+// event that says the allocator was not read.
+func checkJemallocLeak(t *testing.T, m *runjson.Manifest, allocator string, stops int) {
+	t.Helper()
+	v := m.Verdicts[0]
+	if m.Native.Allocator != allocator || v.Verdict != runjson.VerdictLeak || v.Figures.Stops != stops || v.Figures.UnmeasuredStops != 0 ||
+		v.Figures.InUseSource != "jemalloc" || *v.Figures.InUsePerHit != 224 || *v.Figures.InUseGrowth != int64(stops-1)*224 ||
+		!strings.Contains(v.Sentence, "in-use heap (jemalloc's, by size class) grew") {
+		t.Errorf("allocator %q, verdict %s, figures %+v:\n%s", m.Native.Allocator, v.Verdict, v.Figures, v.Sentence)
+	}
+	for _, e := range m.Events {
+		switch e.Kind {
+		case runjson.EventNoAllocatorState, runjson.EventAllocatorCallFailed, runjson.EventAllocatorBusy:
+			t.Errorf("event %s: %s", e.Kind, e.Message)
+		}
+	}
+	for i, s := range m.Stops {
+		j := s.Memory.Jemalloc
+		if j == nil || s.Memory.HeapInUseBytes == nil || j.TcacheBytes == nil || *s.Memory.HeapInUseBytes != j.Allocated-*j.TcacheBytes || s.Memory.HeapUnmeasured != "" {
+			t.Errorf("stop %d: memory %+v, jemalloc %+v", s.Seq, *s.Memory, j)
+			continue
+		}
+		if i > 0 {
+			if d := *s.Memory.HeapInUseBytes - *m.Stops[i-1].Memory.HeapInUseBytes; d != 224 {
+				t.Errorf("stop %d: in-use heap changed %d B since the last stop, want 224", s.Seq, d)
+			}
+		}
+	}
+}
+
+// TestJemallocThreads: four worker threads serve each request, worker 0
+// keeping 200 B, under jemalloc; at each stop in main the workers wait
+// for the next request. The stops read jemalloc's statistics through
+// gdb's call with every thread running (agent.py, jemalloc_stats) on
+// both stop paths: 224 B a hit exactly, the tcaches' regions (the
+// workers' freed scratch blocks) taken out. Without the leak the heap is
+// flat. A jemalloc that answers no statistic (built without them) is
+// said, in the verdict, an event and a warning, and never flat.
+func TestJemallocThreads(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/usr/include/jemalloc/jemalloc.h"); err != nil {
+		t.Skip("jemalloc is not installed (Debian: libjemalloc-dev)")
+	}
+	bin := testenv.Build(t, "testdata/native/jemworkers.c", "-Wl,--no-as-needed", "-ljemalloc")
+	const allocator = "jemalloc (libjemalloc.so.2)"
+	for _, p := range stopPaths {
+		t.Run("leak-"+p.name, func(t *testing.T) {
+			t.Parallel()
+			_, m, err := runNative(t, Options{NoAgent: p.noAgent}, "backend: native\n"+keepPlan, bin, "16")
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkJemallocLeak(t, m, allocator, 16)
+		})
+	}
+	t.Run("flat", func(t *testing.T) {
+		t.Parallel()
+		_, m, err := runNative(t, Options{}, "backend: native\n"+keepPlan, bin, "16", "0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := m.Verdicts[0]
+		if v.Verdict != runjson.VerdictFlat || *v.Figures.InUseGrowth != 0 || v.Figures.InUseSource != "jemalloc" || v.Figures.UnmeasuredStops != 0 {
+			t.Errorf("verdict %s, figures %+v:\n%s", v.Verdict, v.Figures, v.Sentence)
+		}
+	})
+	t.Run("no-statistics", func(t *testing.T) {
+		t.Parallel()
+		bin := testenv.Build(t, "testdata/native/jemworkers.c", "-DNO_STATS", "-Wl,--no-as-needed", "-ljemalloc")
+		var warn testenv.Buffer
+		_, m, err := runNative(t, Options{Streams: Streams{Warn: &warn}}, "backend: native\n"+keepPlan, bin, "16")
+		if err != nil {
+			t.Fatal(err)
+		}
+		const why = `jemalloc's statistics cannot be read: mallctl("epoch") returned ENOENT`
+		v := m.Verdicts[0]
+		if v.Verdict != runjson.VerdictHeapUnmeasured || v.Figures.UnmeasuredStops != 16 || v.Figures.UnmeasuredWhy != why || !strings.Contains(v.Sentence, why) {
+			t.Errorf("verdict %s, figures %+v:\n%s", v.Verdict, v.Figures, v.Sentence)
+		}
+		n := 0
+		for _, e := range m.Events {
+			if e.Kind == runjson.EventNoAllocatorState && strings.Contains(e.Message, allocator+" and "+why) {
+				n++
+			}
+		}
+		if n != 1 || strings.Count(warn.String(), why) != 1 {
+			t.Errorf("%d no-allocator-state events naming %q; warnings %q", n, why, warn.String())
+		}
+		for _, s := range m.Stops {
+			if s.Memory.HeapInUseBytes != nil || s.Memory.HeapUnmeasured != runjson.EventNoAllocatorState {
+				t.Errorf("stop %d: memory %+v", s.Seq, *s.Memory)
+			}
 		}
 	})
 }

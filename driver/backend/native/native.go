@@ -134,18 +134,39 @@ func (b *Backend) Stage(ms backend.Measurement, stop *runjson.Stop) (string, err
 	b.stops++
 	if b.allocator == "" && b.launch != nil && b.launch.env != nil {
 		b.allocator = allocatorOf(programLibraries(context.Background(), b.launch.attach, b.cfg.Binary, b.launch.env.Target.Cwd, b.launch.env.Target.Env), b.cfg.Binary)
-		if !isGlibc(b.allocator) {
-			next := "in-use heap is unmeasured; run with --sites for the in-use heap as heaptrack records it, whatever the allocator, or with --backend massif"
-			if b.sitesOn {
-				next = "in-use heap is what heaptrack records"
+		if isJemalloc(b.allocator) && !b.sitesOn {
+			// Read through mallctl() (agent.py, jemalloc_stats); a
+			// jemalloc that does not answer is said below.
+		} else if !isGlibc(b.allocator) {
+			if isJemalloc(b.allocator) {
+				// With sites, heaptrack's figures are the in-use heap
+				// whatever the allocator: said, not warned of.
+				b.cfg.Event(runjson.Event{Kind: runjson.EventNoAllocatorState, Message: fmt.Sprintf(
+					"the program allocates with %s: with native.sites in-use heap is what heaptrack records, the bytes requested (without --sites snapctl reads jemalloc's own statistics)", b.allocator)})
+			} else {
+				next := "in-use heap is unmeasured; run with --sites for the in-use heap as heaptrack records it, whatever the allocator, or with --backend massif"
+				if b.sitesOn {
+					next = "in-use heap is what heaptrack records"
+				}
+				b.cfg.Event(runjson.Event{Kind: runjson.EventNoAllocatorState, Message: fmt.Sprintf(
+					"the program allocates with %s, not glibc's allocator or jemalloc, which are the ones snapctl reads: glibc's figures are not its heap; %s", b.allocator, next)})
+				fmt.Fprintf(b.cfg.Warn, "warning: the program allocates with %s, which snapctl cannot read: %s\n", b.allocator, next)
 			}
-			b.cfg.Event(runjson.Event{Kind: runjson.EventNoAllocatorState, Message: fmt.Sprintf(
-				"the program allocates with %s, not glibc's allocator, which is the one snapctl reads: glibc's figures are not its heap; %s", b.allocator, next)})
-			fmt.Fprintf(b.cfg.Warn, "warning: the program allocates with %s, which snapctl cannot read: %s\n", b.allocator, next)
 		}
 	}
 	unread := ""
+	jemalloc := isJemalloc(b.allocator) && !b.sitesOn
 	switch {
+	case jemalloc && m.Jemalloc != nil:
+	case jemalloc && m.AllocatorError == "" && m.CallError == "":
+		// The agent found no mallctl: glibc's figures, if any, are not
+		// the program's heap.
+		unread = fmt.Sprintf("the program allocates with %s, whose mallctl() snapctl did not find", b.allocator)
+		m.HeapInUseBytes, m.HeapFreeBytes, m.MmapBytes, m.ArenaBytes, m.Arenas, m.TcacheBytes, m.TrimReleasedBytes, m.Mallinfo2 = nil, nil, nil, nil, nil, nil, nil, nil
+		m.BusyError, m.TcacheError = "", ""
+		m.AllocatorError = unread
+	case jemalloc && m.AllocatorError != "":
+		unread = m.AllocatorError
 	case b.allocator != "" && !isGlibc(b.allocator):
 		// glibc's figures, read or not, are not this program's heap.
 		unread = fmt.Sprintf("the program allocates with %s, which snapctl cannot read", b.allocator)
@@ -171,6 +192,12 @@ func (b *Backend) Stage(ms backend.Measurement, stop *runjson.Stop) (string, err
 		}
 	} else {
 		b.allocRead++
+	}
+	if m.AllocatorError != "" && b.noAllocator == "" && jemalloc {
+		b.noAllocator = m.AllocatorError
+		b.cfg.Event(runjson.Event{Kind: runjson.EventNoAllocatorState, Message: fmt.Sprintf(
+			"the program allocates with %s and %s; in-use heap is unmeasured: run with --sites for the in-use heap as heaptrack records it, or with --backend massif", b.allocator, m.AllocatorError)})
+		fmt.Fprintf(b.cfg.Warn, "warning: the program allocates with %s and %s: in-use heap is unmeasured; run with --sites, or --backend massif\n", b.allocator, m.AllocatorError)
 	}
 	if m.AllocatorError != "" && b.noAllocator == "" {
 		b.noAllocator = m.AllocatorError
@@ -416,7 +443,11 @@ func (b *Backend) Growth(first, last string) *snapshots.FlameNode {
 // figures, where the agent's record did not name one.
 func unmeasuredKind(m runjson.Memory, allocator string) runjson.EventKind {
 	switch {
-	case allocator != "" && !isGlibc(allocator), m.AllocatorError != "":
+	case m.AllocatorError != "":
+		return runjson.EventNoAllocatorState
+	case isJemalloc(allocator) && m.CallError != "":
+		return runjson.EventAllocatorCallFailed
+	case allocator != "" && !isGlibc(allocator):
 		return runjson.EventNoAllocatorState
 	case m.BusyError != "":
 		return runjson.EventAllocatorBusy
