@@ -70,12 +70,19 @@ func sitesUnmeasured(m *runjson.Manifest, r *snapshots.Report) string {
 			}
 		}
 	}
-	failed := 0
+	// The verdicts count each breakpoint's stops without a per-site
+	// snapshot; a run's events may not be in memory any more (they are
+	// spooled to run.json as they come).
+	failed, events := 0, 0
+	for _, v := range m.Verdicts {
+		failed += v.Figures.SitesMissingStops
+	}
 	for _, e := range m.Events {
 		if e.Kind == runjson.EventSitesFailed {
-			failed++
+			events++
 		}
 	}
+	failed = max(failed, events)
 	if failed > 0 {
 		return fmt.Sprintf("heaptrack's recording took no two per-site snapshots of a breakpoint to compare (%s took none; see run.json's events)", backend.Plural(failed, "stop"))
 	}
@@ -261,6 +268,11 @@ func (*Backend) Markdown(w io.Writer, o *backend.Outcome) error {
 		return bw.Flush()
 	}
 	fmt.Fprintf(pw, "\n%s\n\n", sitesNote(m))
+	if why := sitesUnmeasured(m, o.Report); why != "" {
+		// "No site grew" would say sites were measured.
+		fmt.Fprintf(pw, "## Suspects\n\nNo per-site figures: %s.\n", why)
+		return bw.Flush()
+	}
 	if err := bw.Flush(); err != nil {
 		return err
 	}
