@@ -354,11 +354,14 @@ func (b *Backend) Findings(title string) *backend.Findings {
 // tell: a call site that grew steadily between hits is a leak, whatever
 // the whole heap's trend showed (other threads' work in flight at the
 // stops can hide a leak from it), so the verdict is leak, and says
-// which site.
+// which site. So is one that grew in steps that kept new blocks (64 KiB
+// kept every 4th request grows in a quarter of the intervals): objects
+// kept, not one buffer grown (a std::vector's capacity, whose blocks stay
+// one, is not).
 func agreeWithSites(v *runjson.Verdict, suspects []snapshots.Suspect) {
 	var steady []snapshots.Suspect
 	for _, s := range suspects {
-		if s.Breakpoint == v.Breakpoint && s.Pattern == snapshots.PatternSteady && s.GrowthPerHit > 0 {
+		if s.Breakpoint == v.Breakpoint && s.GrowthPerHit > 0 && (s.Pattern == snapshots.PatternSteady || keptSteps(s)) {
 			steady = append(steady, s)
 		}
 	}
@@ -371,12 +374,30 @@ func agreeWithSites(v *runjson.Verdict, suspects []snapshots.Suspect) {
 			fastest = s
 		}
 	}
-	clause := fmt.Sprintf("leak at breakpoint %s: %s grew steadily between hits, the fastest %s %s per hit (the suspects below)",
-		v.Breakpoint, backend.Plural(len(steady), "call site"), snapshots.FrameString(fastest.Frame), snapshots.FormatDelta(fastest.GrowthPerHit))
+	how := "steadily"
+	for _, s := range steady {
+		if s.Pattern != snapshots.PatternSteady {
+			how = "steadily or in steps that kept new blocks"
+		}
+	}
+	clause := fmt.Sprintf("leak at breakpoint %s: %s grew %s between hits, the fastest %s %s per hit (the suspects below)",
+		v.Breakpoint, backend.Plural(len(steady), "call site"), how, snapshots.FrameString(fastest.Frame), snapshots.FormatDelta(fastest.GrowthPerHit))
 	v.Findings = append([]string{runjson.VerdictLeak}, v.Findings...)
 	v.Verdict = runjson.VerdictLeak
 	v.Sentence = clause + "; the whole heap's figures: " + v.Sentence
 }
+
+// keptSteps says that a stepwise suspect kept new blocks in its steps: at
+// least minKeptSteps of them, and as many blocks at least, none of
+// them a std::vector's buffer growing.
+func keptSteps(s snapshots.Suspect) bool {
+	return s.Pattern == snapshots.PatternStepwise && s.GrowingIntervals >= minKeptSteps && s.TotalBlocks != nil &&
+		*s.TotalBlocks >= int64(s.GrowingIntervals) && snapshots.CapacityNote(s) == ""
+}
+
+// minKeptSteps is how many steps a stepwise suspect needs to count as a
+// leak: a buffer reallocated larger a few times is not one.
+const minKeptSteps = 4
 
 // sitesSaid is where a --sites leak's sentence sends the user: the
 // suspects below, from the stops that have a per-site snapshot.
