@@ -171,9 +171,8 @@ func TestNativeReportHTMLInBrowser(t *testing.T) {
 }
 
 // report.html and report.md of a --sites run whose recording gave
-// nothing: heaptrack's
-// interpreter exits at once, so no stop has a per-site snapshot and the
-// run exits 1. The page still leads with the verdict drawn from glibc's
+// nothing: heaptrack's interpreter exits at once, so no stop has a
+// per-site snapshot and the run exits 1. The page still leads with the verdict drawn from glibc's
 // figures, which says there are no call sites; the suspects section says
 // why there are no per-site figures, never "No leak found", and nothing
 // on the page sends the user to suspects that do not exist.
