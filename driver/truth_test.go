@@ -370,6 +370,27 @@ func TestJemallocThreads(t *testing.T) {
 			t.Errorf("verdict %s, figures %+v:\n%s", v.Verdict, v.Figures, v.Sentence)
 		}
 	})
+	// glibc's malloc_trim(0) does not touch jemalloc's heap: the probe is
+	// not applied, and the warning and the report say so.
+	t.Run("trim-probe", func(t *testing.T) {
+		t.Parallel()
+		var warn testenv.Buffer
+		res, m, err := runNative(t, Options{Streams: Streams{Warn: &warn}}, "backend: native\nnative:\n  trim_probe: true\n"+keepPlan, bin, "16")
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkJemallocLeak(t, m, allocator, 16)
+		md, _ := reports(t, res.Dir)
+		const said = "native.trim_probe: on, not applied (the program allocates with jemalloc, whose heap malloc_trim(0) does not touch)"
+		if !strings.Contains(warn.String(), "warning: native.trim_probe is not applied: the program allocates with "+allocator) || !strings.Contains(md, said) {
+			t.Errorf("warnings %q; report.md:\n%s", warn.String(), md)
+		}
+		for _, s := range m.Stops {
+			if s.Memory.TrimReleasedBytes != nil {
+				t.Errorf("stop %d: trim_released_bytes %d", s.Seq, *s.Memory.TrimReleasedBytes)
+			}
+		}
+	})
 	t.Run("no-statistics", func(t *testing.T) {
 		t.Parallel()
 		bin := testenv.Build(t, "testdata/native/jemworkers.c", "-DNO_STATS", "-Wl,--no-as-needed", "-ljemalloc")

@@ -137,6 +137,9 @@ func (b *Backend) Stage(ms backend.Measurement, stop *runjson.Stop) (string, err
 		if isJemalloc(b.allocator) && !b.sitesOn {
 			// Read through mallctl() (agent.py, jemalloc_stats); a
 			// jemalloc that does not answer is said below.
+			if b.trim {
+				fmt.Fprintf(b.cfg.Warn, "warning: native.trim_probe is not applied: the program allocates with %s, whose heap glibc's malloc_trim(0) does not touch\n", b.allocator)
+			}
 		} else if !isGlibc(b.allocator) {
 			if isJemalloc(b.allocator) {
 				// With sites, heaptrack's figures are the in-use heap

@@ -196,7 +196,7 @@ func (*Backend) Text(w io.Writer, o *backend.Outcome, opts snapshots.RenderOptio
 	fmt.Fprintf(pw, "%s: %s\n", command(m), backend.CommandLine(m.Target.Argv))
 	fmt.Fprintf(pw, "status: %s%s\n", m.Status, backend.ExitNote(m))
 	if m.Native != nil && m.Native.TrimProbe {
-		fmt.Fprintf(pw, "native.trim_probe: on (every stop called malloc_trim(0) after measuring)\n")
+		fmt.Fprintf(pw, "native.trim_probe: %s\n", trimSaid(m))
 	}
 	for _, b := range m.Breakpoints {
 		fmt.Fprintf(pw, "breakpoint %s (%s): %s\n", b.Name, b.Location, nativeBreakpoint(m, b))
@@ -230,7 +230,7 @@ func (*Backend) Markdown(w io.Writer, o *backend.Outcome) error {
 		fmt.Fprintf(pw, "- Error: %s\n", m.Error)
 	}
 	if m.Native != nil && m.Native.TrimProbe {
-		fmt.Fprintf(pw, "- native.trim_probe: on (every stop called malloc_trim(0) after measuring)\n")
+		fmt.Fprintf(pw, "- native.trim_probe: %s\n", trimSaid(m))
 	}
 	fmt.Fprintf(pw, "- Stops: %d\n\n", o.Stops)
 	fmt.Fprintf(pw, "| Breakpoint | Verdict | Findings | Stops | RSS growth | In-use heap growth | Free heap growth | Arenas | Released by malloc_trim (most at a stop, in all) |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n")
@@ -286,4 +286,14 @@ func command(m *runjson.Manifest) string {
 		return fmt.Sprintf("snapctl attach %d (native)", m.Native.AttachedPid)
 	}
 	return "snapctl run (native)"
+}
+
+// trimSaid says what native.trim_probe did at the stops: glibc's
+// malloc_trim(0) does not touch jemalloc's heap, so under jemalloc it
+// was not called.
+func trimSaid(m *runjson.Manifest) string {
+	if m.Native != nil && isJemalloc(m.Native.Allocator) && !m.Native.Sites {
+		return "on, not applied (the program allocates with jemalloc, whose heap malloc_trim(0) does not touch)"
+	}
+	return "on (every stop called malloc_trim(0) after measuring)"
 }

@@ -581,7 +581,7 @@ func sentence(v runjson.Verdict, trimProbe bool) string {
 	if len(clauses) > 1 {
 		out += "; also " + strings.Join(clauses[1:], "; also ")
 	}
-	if trimProbe && f.TrimReleased == nil && slices.Contains(v.Findings, runjson.VerdictRetention) {
+	if trimProbe && f.TrimReleased == nil && f.InUseSource != "jemalloc" && slices.Contains(v.Findings, runjson.VerdictRetention) {
 		trim = "; malloc_trim(0) returned nothing" + trim
 	}
 	return out + trim + unread + "; " + strings.Join(next, "; ")
