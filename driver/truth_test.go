@@ -589,8 +589,8 @@ func TestNativePinnedHeapPages(t *testing.T) {
 // TestSitesVerdictAgreesWithSuspects: under --sites, noisy.c keeping 640
 // bytes every request while four workers' scratch comes and goes: over
 // 30 stops the whole heap's trend cannot show 640 B a hit, but the site
-// grows steadily, and the verdict is the leak its table shows, naming the
-// site with its exact growth.
+// grows steadily (or, under load, in steps of a new block each), and the
+// verdict is the leak its table shows, naming the site with its growth.
 func TestSitesVerdictAgreesWithSuspects(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb", "heaptrack")
@@ -600,13 +600,24 @@ func TestSitesVerdictAgreesWithSuspects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The workers finish their requests out of order: on a loaded
+	// machine an interval between two stops may hold no kept request and
+	// the next two, and the site grows in steps, each a new block.
+	if len(m.Suspects) == 0 {
+		t.Fatal("no suspects")
+	}
+	s := m.Suspects[0]
+	how := "steadily"
+	if s.Pattern == "stepwise" {
+		how = "steadily or in steps that kept new blocks"
+	}
 	v := m.Verdicts[0]
-	want := fmt.Sprintf("leak at breakpoint request: 1 call site grew steadily between hits, the fastest worker (noisy.c:%d) +640 B per hit (the suspects below)",
-		testenv.LineOf(t, src, "kept[n] = malloc(planted)"))
+	want := fmt.Sprintf("leak at breakpoint request: 1 call site grew %s between hits, the fastest worker (noisy.c:%d) %s per hit (the suspects below)",
+		how, testenv.LineOf(t, src, "kept[n] = malloc(planted)"), snapshots.FormatDelta(s.GrowthPerHit))
 	if v.Verdict != runjson.VerdictLeak || v.Findings[0] != runjson.VerdictLeak || !strings.HasPrefix(v.Sentence, want) {
 		t.Errorf("verdict %s, findings %v:\n%s\nwant it to start %q", v.Verdict, v.Findings, v.Sentence, want)
 	}
-	if len(m.Suspects) == 0 || m.Suspects[0].GrowthPerHit != 640 || m.Suspects[0].Pattern != "steady" {
-		t.Errorf("suspects %+v", m.Suspects)
+	if s.GrowthPerHit < 576 || s.GrowthPerHit > 704 || s.BytesPerBlock == nil || *s.BytesPerBlock != 640 || (s.Pattern != "steady" && s.Pattern != "stepwise") {
+		t.Errorf("suspects %+v, want 640 B blocks, 640 B a hit within 10%%", m.Suspects)
 	}
 }
