@@ -449,6 +449,33 @@ func TestFSTServiceLeak(t *testing.T) {
 			}
 		})
 	}
+	// Under jemalloc (preloaded), with a breakpoint snapctl drives over
+	// MI (commands): every hit of the 4 workers is a stop, mallctl() runs
+	// with the stopped thread alone, and a stop that finds another thread
+	// inside jemalloc is allocator-busy, never a call left unfinished.
+	t.Run("jemalloc-mi", func(t *testing.T) {
+		t.Parallel()
+		const lib = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+		if _, err := os.Stat(lib); err != nil {
+			t.Skip("jemalloc is not installed (Debian: libjemalloc2)")
+		}
+		plan := "backend: native\ntarget:\n  env:\n    LD_PRELOAD: " + lib + "\n" + keepPlan + "    commands: [\"p n\"]\n"
+		_, m, err := runNative(t, Options{}, plan, bin, "120", "4")
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := m.Verdicts[0]
+		per := deref64f(v.Figures.InUsePerHitExact)
+		if m.Breakpoints[0].Hits != 120 || len(m.Stops) != 120 || v.Verdict != runjson.VerdictLeak || v.Figures.InUseSource != "jemalloc" ||
+			per < 0.85*16384 || per > 1.15*16384 || v.Figures.UnmeasuredStops > 30 {
+			t.Errorf("%d hits, %d stops, verdict %s, %.0f B per hit (want 16384), figures %+v:\n%s", m.Breakpoints[0].Hits, len(m.Stops), v.Verdict, per, v.Figures, v.Sentence)
+		}
+		for _, e := range m.Events {
+			if e.Kind != runjson.EventAllocatorBusy || !strings.Contains(e.Message, "is inside jemalloc, which may hold a lock that mallctl() needs") {
+				t.Errorf("event %s: %s", e.Kind, e.Message)
+			}
+		}
+	})
 	t.Run("sites", func(t *testing.T) {
 		t.Parallel()
 		testenv.MustHave(t, "heaptrack")

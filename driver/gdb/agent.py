@@ -1967,7 +1967,7 @@ def jemalloc_stats(name, fn, callback):
             f = func("*(int (*)(unsigned long, unsigned long, unsigned long, unsigned long, unsigned long))" + name)
             CALLING = True
             try:
-                with scheduler_unlocked(), unwound_on_signal():
+                with mode(), unwound_on_signal():
                     r = int(f(*args))
             except gdb.error as e:
                 raise CallFailed("%s(): %s" % (name, e))
@@ -1976,6 +1976,8 @@ def jemalloc_stats(name, fn, callback):
         r &= 0xffffffff
         return r - (1 << 32) if r >= 1 << 31 else r
 
+    if not direct:
+        mode = jemalloc_call_mode(fn)
     write(buf, blob)
     r = call((at["epoch"], 0, 0, buf + 16, 8))
     if r != 0:
@@ -1994,6 +1996,101 @@ def jemalloc_stats(name, fn, callback):
 
 def errno_name(r):
     return errno.errorcode.get(r, str(r))
+
+
+class JemallocBusy(Exception):
+    """A thread is inside jemalloc, which may hold a lock mallctl needs."""
+
+
+def jemalloc_call_mode(fn):
+    """How gdb's call of mallctl (at fn) runs, as a context manager
+    class. With only the agent's breakpoints, every thread runs during
+    the call (scheduler_unlocked): another thread's hit is counted, not
+    measured (CALLING). A breakpoint snapctl drives over MI (commands,
+    around_call) would stop gdb inside the call when another thread hits
+    it, so then only the stopped thread runs (scheduler_locked), once no
+    thread is found inside jemalloc's library, whose locks it may hold
+    (JemallocBusy: the stop is allocator-busy); jemalloc linked into the
+    program, whose frames cannot be told from the program's, runs with
+    every thread and those breakpoints disabled (others_disabled: their
+    hits meanwhile are not counted)."""
+    if not any(b.is_valid() and b.enabled and not isinstance(b, SnapBreakpoint) for b in gdb.breakpoints()):
+        return scheduler_unlocked
+    lib = gdb.solib_name(fn)
+    if not lib:
+        return lambda: nested(scheduler_unlocked(), others_disabled())
+    t = jemalloc_thread(lib)
+    if t is not None:
+        raise JemallocBusy("thread %d (%s) is inside jemalloc, which may hold a lock that mallctl() needs" % (t.num, t.ptid[1]))
+    return scheduler_locked
+
+
+class nested:
+    """Two context managers as one."""
+
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+    def __enter__(self):
+        self.a.__enter__()
+        try:
+            self.b.__enter__()
+        except BaseException:
+            self.a.__exit__(None, None, None)
+            raise
+
+    def __exit__(self, *exc):
+        try:
+            self.b.__exit__(*exc)
+        finally:
+            self.a.__exit__(*exc)
+
+
+def jemalloc_thread(lib):
+    """A thread with a frame in jemalloc's library lib, None when there
+    is none. A thread waiting on a condition (jemalloc's background
+    thread sleeps so) holds no lock of jemalloc's: its mutex is released
+    for the wait. The current thread and frame are selected again after."""
+    cur, frame = gdb.selected_thread(), gdb.selected_frame()
+    try:
+        for t in gdb.selected_inferior().threads():
+            if not t.is_valid():
+                continue
+            if t.num != cur.num:
+                t.switch()
+            try:
+                f, n = gdb.newest_frame(), 0
+                while f is not None and n < 64:
+                    name = f.name() or ""
+                    if "pthread_cond_" in name:
+                        break
+                    if gdb.solib_name(f.pc()) == lib:
+                        return t
+                    f, n = f.older(), n + 1
+            except gdb.error:
+                continue
+        return None
+    finally:
+        cur.switch()
+        frame.select()
+
+
+class others_disabled:
+    """The breakpoints that snapctl drives over MI (with commands or
+    around_call), disabled for a with block: another thread that hit one
+    during gdb's call would stop gdb there and leave the call unfinished
+    in the stopped thread. Its hits meanwhile are not counted; the
+    agent's own breakpoints count theirs (CALLING)."""
+
+    def __enter__(self):
+        self.off = [b for b in gdb.breakpoints() if b.is_valid() and b.enabled and not isinstance(b, SnapBreakpoint)]
+        for b in self.off:
+            b.enabled = False
+
+    def __exit__(self, *exc):
+        for b in self.off:
+            if b.is_valid():
+                b.enabled = True
 
 
 class scheduler_unlocked:
@@ -2015,6 +2112,10 @@ def jemalloc_memory(rec, name, fn, callback):
     are missing."""
     try:
         je = jemalloc_stats(name, fn, callback)
+    except JemallocBusy as e:
+        rec["busy_error"] = str(e)
+        rec["heap_unmeasured"] = "allocator-busy"
+        return rec
     except CallFailed as e:
         rec["call_error"] = str(e)
         rec["heap_unmeasured"] = "allocator-call-failed"

@@ -161,15 +161,22 @@ func (b *Backend) Stage(ms backend.Measurement, stop *runjson.Stop) (string, err
 	jemalloc := isJemalloc(b.allocator) && !b.sitesOn
 	switch {
 	case jemalloc && m.Jemalloc != nil:
-	case jemalloc && m.AllocatorError == "" && m.CallError == "":
+	case jemalloc && m.AllocatorError != "":
+		unread = m.AllocatorError
+	case jemalloc && m.BusyError != "":
+		unread = m.BusyError + " (allocator-busy)"
+	case jemalloc && m.CallError != "":
+		unread = m.CallError
+		if b.allocFailed == "" {
+			b.allocFailed = m.CallError
+		}
+	case jemalloc:
 		// The agent found no mallctl: glibc's figures, if any, are not
 		// the program's heap.
 		unread = fmt.Sprintf("the program allocates with %s, whose mallctl() snapctl did not find", b.allocator)
 		m.HeapInUseBytes, m.HeapFreeBytes, m.MmapBytes, m.ArenaBytes, m.Arenas, m.TcacheBytes, m.TrimReleasedBytes, m.Mallinfo2 = nil, nil, nil, nil, nil, nil, nil, nil
-		m.BusyError, m.TcacheError = "", ""
+		m.TcacheError = ""
 		m.AllocatorError = unread
-	case jemalloc && m.AllocatorError != "":
-		unread = m.AllocatorError
 	case b.allocator != "" && !isGlibc(b.allocator):
 		// glibc's figures, read or not, are not this program's heap.
 		unread = fmt.Sprintf("the program allocates with %s, which snapctl cannot read", b.allocator)
@@ -469,6 +476,8 @@ func unmeasuredKind(m runjson.Memory, allocator string) runjson.EventKind {
 	switch {
 	case m.AllocatorError != "":
 		return runjson.EventNoAllocatorState
+	case isJemalloc(allocator) && m.BusyError != "":
+		return runjson.EventAllocatorBusy
 	case isJemalloc(allocator) && m.CallError != "":
 		return runjson.EventAllocatorCallFailed
 	case allocator != "" && !isGlibc(allocator):
