@@ -429,6 +429,11 @@ type Memory struct {
 	// this stop, field for field: the tcaches' chunks count as in use
 	// there (HeapInUseBytes is uordblks less TcacheBytes).
 	Mallinfo2 *Mallinfo2 `json:"mallinfo2,omitempty"`
+	// Jemalloc is what jemalloc's mallctl() said at this stop, where the
+	// program allocates with jemalloc: HeapInUseBytes is its allocated
+	// less TcacheBytes (the regions its threads' tcaches hold), and
+	// HeapFreeBytes its active less that.
+	Jemalloc *Jemalloc `json:"jemalloc,omitempty"`
 	// HeapUnmeasured says why a stop has no allocator figures, as the
 	// kind of the event that says it at that stop or once for the run:
 	// allocator-busy (an arena's lock was held), allocator-call-failed
@@ -446,6 +451,18 @@ type Memory struct {
 	// HeapReadSeconds is how long reading glibc's arenas took at this
 	// stop, where they were read from memory (libc's symbol table).
 	HeapReadSeconds float64 `json:"heap_read_seconds,omitempty"`
+}
+
+// Jemalloc is jemalloc's statistics (see jemalloc(3), MALLCTL NAMESPACE),
+// as mallctl() reads them after a write to "epoch".
+type Jemalloc struct {
+	Allocated int64 `json:"allocated"` // stats.allocated: bytes in regions allocated, by size class, tcaches' included
+	Active    int64 `json:"active"`    // stats.active: bytes of the pages those regions lie in
+	Resident  int64 `json:"resident"`  // stats.resident: bytes of jemalloc's pages in memory
+	Mapped    int64 `json:"mapped"`    // stats.mapped: bytes of its extents mapped
+	// TcacheBytes is stats.arenas.<all>.tcache_bytes: freed regions the
+	// threads' tcaches hold; absent where jemalloc has no such statistic.
+	TcacheBytes *int64 `json:"tcache_bytes,omitempty"`
 }
 
 // Mallinfo2 is glibc's struct mallinfo2 (see mallinfo2(3)).
@@ -555,9 +572,10 @@ type VerdictFigures struct {
 	// heap_in_use_growth_per_hit_bytes.
 	InUsePerHitExact *float64 `json:"heap_in_use_growth_per_hit_exact_bytes,omitempty"`
 	// InUseSource says where in-use heap comes from: "glibc" (mallinfo2's
-	// figures, the default when absent) or "heaptrack" (the bytes
-	// heaptrack recorded as allocated and not freed, native.sites with
-	// an allocator that is not glibc's).
+	// figures, the default when absent), "jemalloc" (jemalloc's own
+	// statistics: allocated less what its tcaches hold, by size class)
+	// or "heaptrack" (the bytes heaptrack recorded as allocated and not
+	// freed, native.sites with an allocator that is not glibc's).
 	InUseSource string `json:"heap_in_use_source,omitempty"`
 	// UnmeasuredStops counts the stops whose in-use heap could not be
 	// read, and UnmeasuredWhy says why at the first of them; the verdict

@@ -206,6 +206,9 @@ func (h *htmlWriter) suspects(r *Report) {
 		// the figures: its callers are what tells the leaking path from
 		// the others.
 		h.printf("<tr class=\"stackrow\"><td></td><td colspan=\"%d\">", columns-1)
+		if n := CapacityNote(s); n != "" {
+			h.printf("<p class=\"note\">%s.</p>", esc(n))
+		}
 		if first {
 			l := h.stacks.label(s.Library, s.Stack)
 			h.printf("<details open id=\"%s\"><summary>%s: %s</summary>\n", l, l, htmlSite(s.Frame))

@@ -219,6 +219,16 @@ func RenderReportMarkdown(w io.Writer, r *Report, opts RenderOptions) error {
 				FormatDelta(s.GrowthPerHit), blocks, bytesPerBlock(s), s.GrowingIntervals, s.Intervals, s.Pattern, FormatDelta(s.TotalGrowth), l, l)
 		}
 		m.printf("\n")
+		notes := 0
+		for i, s := range r.Suspects {
+			if n := CapacityNote(s); n != "" {
+				m.printf("- Suspect %d, %s: %s.\n", i+1, siteCell(s.Frame), n)
+				notes++
+			}
+		}
+		if notes > 0 {
+			m.printf("\n")
+		}
 		for i, s := range r.Suspects {
 			if !m.stacks.first(s.Library, s.Stack) {
 				continue

@@ -396,3 +396,30 @@ func stopTitle(stop string, d *Diff) string {
 	}
 	return title
 }
+
+// vectorGrowth are the functions of libstdc++'s std::vector that
+// allocate its buffer anew, larger: reserve, resize, and the insertions
+// that outgrow the capacity.
+var vectorGrowth = []string{"::reserve", "::resize", "::_M_realloc_insert", "::_M_realloc_append", "::_M_default_append", "::_M_fill_insert", "::_M_range_insert"}
+
+// CapacityNote says that a stepwise suspect is a std::vector's buffer,
+// grown by one of vectorGrowth (a frame between the allocator and the
+// site, or the site itself): its bytes per block jump in steps as the
+// capacity doubles, and clear() keeps the capacity. "" for any other
+// suspect. The terminal's verdict, report.md and report.html say it.
+func CapacityNote(s Suspect) string {
+	if s.Pattern != PatternStepwise {
+		return ""
+	}
+	for _, f := range append(append([]Frame{s.Frame}, s.Library...), s.Stack...) {
+		if !strings.Contains(f.Function, "std::vector<") {
+			continue
+		}
+		for _, g := range vectorGrowth {
+			if strings.Contains(f.Function, g+"(") || strings.Contains(f.Function, g+"<") {
+				return "it is a std::vector's buffer growing in steps (" + g[2:] + "): a vector keeps its capacity after clear(), so one cleared and refilled holds its largest size for good; shrink_to_fit() (or swapping with an empty vector) returns it"
+			}
+		}
+	}
+	return ""
+}

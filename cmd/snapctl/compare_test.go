@@ -379,7 +379,8 @@ func TestCompareMassifAndSites(t *testing.T) {
 // compare never shows a fix against a run that measured nothing: a
 // --sites run whose heaptrack interpreter exited at once (it exits 1
 // itself) recorded no call site, and a native run of a program that
-// allocates with jemalloc, which snapctl cannot read, judged no heap.
+// allocates with a jemalloc that answers no statistic, so that snapctl
+// cannot read it, judged no heap.
 // Each leaves the leak of the run before unjudged: exit 10, with a note
 // that says why, never "Fixed".
 func TestCompareAgainstNothingMeasured(t *testing.T) {
@@ -399,7 +400,7 @@ func TestCompareAgainstNothingMeasured(t *testing.T) {
 	}
 
 	nLeaky := mustRun(t, session{Plan: requestPlan, Bin: leaky, Args: []string{"6"}, Flags: []string{"--backend", "native"}}, exitOK)
-	je := testenv.Build(t, src, "-DFIXED", "-Wl,--no-as-needed", "-ljemalloc")
+	je := testenv.Build(t, src, "-DFIXED", "-DNO_STATS", "-Wl,--no-as-needed", "-ljemalloc")
 	nJemalloc := mustRun(t, session{Plan: requestPlan, Bin: je, Args: []string{"6"}, Flags: []string{"--backend", "native"}}, exitOK)
 	code, stdout, stderr := snapctlCmd(t, "compare", nLeaky.Out, nJemalloc.Out)
 	if code != exitLeak || strings.Contains(stdout, "Fixed") || !strings.Contains(stdout, "its in-use heap is unmeasured there") {

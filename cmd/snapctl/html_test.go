@@ -169,3 +169,47 @@ func TestNativeReportHTMLInBrowser(t *testing.T) {
 		}
 	}
 }
+
+// report.html and report.md of a --sites run whose recording gave
+// nothing: heaptrack's interpreter exits at once, so no stop has a
+// per-site snapshot and the run exits 1. The page still leads with the verdict drawn from glibc's
+// figures, which says there are no call sites; the suspects section says
+// why there are no per-site figures, never "No leak found", and nothing
+// on the page sends the user to suspects that do not exist.
+func TestNativeReportHTMLSitesRecordedNothing(t *testing.T) {
+	testenv.NoLeftovers(t)
+	dir := fakeHeaptrack(t, "echo 'heaptrack_interpret: cannot start' >&2; exit 127")
+	bin := testenv.Build(t, "../../driver/testdata/native/keep200.c")
+	plan := "backend: native\nbreakpoints:\n  - name: request\n    location: request_done\n"
+	res := mustRun(t, session{Plan: plan, Bin: bin, Args: []string{"12"}, Flags: []string{"--sites", "--heaptrack", dir}}, exitFailure)
+	data, err := os.ReadFile(filepath.Join(res.Out, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(data)
+	lead := strings.Index(page, `<p class="verdict">verdict: leak at breakpoint request: in-use heap grew +2.2 KiB over 11 hits (12 stops), +208 B per hit`)
+	none := strings.Index(page, "no call sites: none of its 12 stops has a per-site snapshot (")
+	facts := strings.Index(page, `<dl class="facts">`)
+	if lead < 0 || none < lead || facts < none {
+		t.Errorf("the verdict that says there are no call sites does not lead the page (at %d and %d, facts at %d):\n%s", lead, none, facts, page)
+	}
+	const why = `<h2 id="suspects">Suspects</h2>
+<p class="verdict plain">No per-site figures: heaptrack&#39;s recording took no two per-site snapshots of a breakpoint to compare (12 stops took none; see run.json&#39;s events).</p>`
+	if !strings.Contains(page, why) {
+		t.Errorf("the suspects section does not say why it has no figures (want %q):\n%s", why, page)
+	}
+	for _, unwanted := range []string{"No leak found", "suspects below", `class="suspects"`, "grew steadily"} {
+		if strings.Contains(page, unwanted) {
+			t.Errorf("the page says %q:\n%s", unwanted, page)
+		}
+	}
+	// report.md says the same, not "No site grew steadily".
+	md, err := os.ReadFile(filepath.Join(res.Out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const mdWhy = "## Suspects\n\nNo per-site figures: heaptrack's recording took no two per-site snapshots of a breakpoint to compare (12 stops took none; see run.json's events).\n"
+	if !strings.Contains(string(md), mdWhy) || strings.Contains(string(md), "No site grew") || strings.Contains(string(md), "suspects below") {
+		t.Errorf("report.md does not say why it has no per-site figures (want %q):\n%s", mdWhy, md)
+	}
+}

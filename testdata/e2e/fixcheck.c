@@ -58,3 +58,16 @@ int main(int argc, char **argv)
 		handle_request(i);
 	return 0;
 }
+
+#ifdef NO_STATS
+// Linked with jemalloc: a mallctl that answers ENOENT to every name, as a
+// jemalloc built without statistics answers "stats.allocated", so that
+// snapctl cannot read the heap.
+#include <errno.h>
+#include <stddef.h>
+int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
+{
+	(void)name, (void)oldp, (void)oldlenp, (void)newp, (void)newlen;
+	return ENOENT;
+}
+#endif

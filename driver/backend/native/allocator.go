@@ -118,5 +118,9 @@ func programAllocator(program string) string {
 	return "the program's own malloc"
 }
 
+// isJemalloc says that an allocator name of allocatorOf is jemalloc's,
+// whose own statistics the agent reads (agent.py, jemalloc_stats).
+func isJemalloc(name string) bool { return strings.HasPrefix(name, "jemalloc") }
+
 // isGlibc says that an allocator name of allocatorOf is glibc's.
 func isGlibc(name string) bool { return name == Glibc }

@@ -134,18 +134,49 @@ func (b *Backend) Stage(ms backend.Measurement, stop *runjson.Stop) (string, err
 	b.stops++
 	if b.allocator == "" && b.launch != nil && b.launch.env != nil {
 		b.allocator = allocatorOf(programLibraries(context.Background(), b.launch.attach, b.cfg.Binary, b.launch.env.Target.Cwd, b.launch.env.Target.Env), b.cfg.Binary)
-		if !isGlibc(b.allocator) {
-			next := "in-use heap is unmeasured; run with --sites for the in-use heap as heaptrack records it, whatever the allocator, or with --backend massif"
-			if b.sitesOn {
-				next = "in-use heap is what heaptrack records"
+		if isJemalloc(b.allocator) && !b.sitesOn {
+			// Read through mallctl() (agent.py, jemalloc_stats); a
+			// jemalloc that does not answer is said below.
+			if b.trim {
+				fmt.Fprintf(b.cfg.Warn, "warning: native.trim_probe is not applied: the program allocates with %s, whose heap glibc's malloc_trim(0) does not touch\n", b.allocator)
 			}
-			b.cfg.Event(runjson.Event{Kind: runjson.EventNoAllocatorState, Message: fmt.Sprintf(
-				"the program allocates with %s, not glibc's allocator, which is the one snapctl reads: glibc's figures are not its heap; %s", b.allocator, next)})
-			fmt.Fprintf(b.cfg.Warn, "warning: the program allocates with %s, which snapctl cannot read: %s\n", b.allocator, next)
+		} else if !isGlibc(b.allocator) {
+			if isJemalloc(b.allocator) {
+				// With sites, heaptrack's figures are the in-use heap
+				// whatever the allocator: said, not warned of.
+				b.cfg.Event(runjson.Event{Kind: runjson.EventNoAllocatorState, Message: fmt.Sprintf(
+					"the program allocates with %s: with native.sites in-use heap is what heaptrack records, the bytes requested (without --sites snapctl reads jemalloc's own statistics)", b.allocator)})
+			} else {
+				next := "in-use heap is unmeasured; run with --sites for the in-use heap as heaptrack records it, whatever the allocator, or with --backend massif"
+				if b.sitesOn {
+					next = "in-use heap is what heaptrack records"
+				}
+				b.cfg.Event(runjson.Event{Kind: runjson.EventNoAllocatorState, Message: fmt.Sprintf(
+					"the program allocates with %s, not glibc's allocator or jemalloc, which are the ones snapctl reads: glibc's figures are not its heap; %s", b.allocator, next)})
+				fmt.Fprintf(b.cfg.Warn, "warning: the program allocates with %s, which snapctl cannot read: %s\n", b.allocator, next)
+			}
 		}
 	}
 	unread := ""
+	jemalloc := isJemalloc(b.allocator) && !b.sitesOn
 	switch {
+	case jemalloc && m.Jemalloc != nil:
+	case jemalloc && m.AllocatorError != "":
+		unread = m.AllocatorError
+	case jemalloc && m.BusyError != "":
+		unread = m.BusyError + " (allocator-busy)"
+	case jemalloc && m.CallError != "":
+		unread = m.CallError
+		if b.allocFailed == "" {
+			b.allocFailed = m.CallError
+		}
+	case jemalloc:
+		// The agent found no mallctl: glibc's figures, if any, are not
+		// the program's heap.
+		unread = fmt.Sprintf("the program allocates with %s, whose mallctl() snapctl did not find", b.allocator)
+		m.HeapInUseBytes, m.HeapFreeBytes, m.MmapBytes, m.ArenaBytes, m.Arenas, m.TcacheBytes, m.TrimReleasedBytes, m.Mallinfo2 = nil, nil, nil, nil, nil, nil, nil, nil
+		m.TcacheError = ""
+		m.AllocatorError = unread
 	case b.allocator != "" && !isGlibc(b.allocator):
 		// glibc's figures, read or not, are not this program's heap.
 		unread = fmt.Sprintf("the program allocates with %s, which snapctl cannot read", b.allocator)
@@ -171,6 +202,12 @@ func (b *Backend) Stage(ms backend.Measurement, stop *runjson.Stop) (string, err
 		}
 	} else {
 		b.allocRead++
+	}
+	if m.AllocatorError != "" && b.noAllocator == "" && jemalloc {
+		b.noAllocator = m.AllocatorError
+		b.cfg.Event(runjson.Event{Kind: runjson.EventNoAllocatorState, Message: fmt.Sprintf(
+			"the program allocates with %s and %s; in-use heap is unmeasured: run with --sites for the in-use heap as heaptrack records it, or with --backend massif", b.allocator, m.AllocatorError)})
+		fmt.Fprintf(b.cfg.Warn, "warning: the program allocates with %s and %s: in-use heap is unmeasured; run with --sites, or --backend massif\n", b.allocator, m.AllocatorError)
 	}
 	if m.AllocatorError != "" && b.noAllocator == "" {
 		b.noAllocator = m.AllocatorError
@@ -327,11 +364,14 @@ func (b *Backend) Findings(title string) *backend.Findings {
 // tell: a call site that grew steadily between hits is a leak, whatever
 // the whole heap's trend showed (other threads' work in flight at the
 // stops can hide a leak from it), so the verdict is leak, and says
-// which site.
+// which site. So is one that grew in steps that kept new blocks (64 KiB
+// kept every 4th request grows in a quarter of the intervals): objects
+// kept, not one buffer grown (a std::vector's capacity, whose blocks stay
+// one, is not).
 func agreeWithSites(v *runjson.Verdict, suspects []snapshots.Suspect) {
 	var steady []snapshots.Suspect
 	for _, s := range suspects {
-		if s.Breakpoint == v.Breakpoint && s.Pattern == snapshots.PatternSteady && s.GrowthPerHit > 0 {
+		if s.Breakpoint == v.Breakpoint && s.GrowthPerHit > 0 && (s.Pattern == snapshots.PatternSteady || keptSteps(s)) {
 			steady = append(steady, s)
 		}
 	}
@@ -344,12 +384,30 @@ func agreeWithSites(v *runjson.Verdict, suspects []snapshots.Suspect) {
 			fastest = s
 		}
 	}
-	clause := fmt.Sprintf("leak at breakpoint %s: %s grew steadily between hits, the fastest %s %s per hit (the suspects below)",
-		v.Breakpoint, backend.Plural(len(steady), "call site"), snapshots.FrameString(fastest.Frame), snapshots.FormatDelta(fastest.GrowthPerHit))
+	how := "steadily"
+	for _, s := range steady {
+		if s.Pattern != snapshots.PatternSteady {
+			how = "steadily or in steps that kept new blocks"
+		}
+	}
+	clause := fmt.Sprintf("leak at breakpoint %s: %s grew %s between hits, the fastest %s %s per hit (the suspects below)",
+		v.Breakpoint, backend.Plural(len(steady), "call site"), how, snapshots.FrameString(fastest.Frame), snapshots.FormatDelta(fastest.GrowthPerHit))
 	v.Findings = append([]string{runjson.VerdictLeak}, v.Findings...)
 	v.Verdict = runjson.VerdictLeak
 	v.Sentence = clause + "; the whole heap's figures: " + v.Sentence
 }
+
+// keptSteps says that a stepwise suspect kept new blocks in its steps: at
+// least minKeptSteps of them, and as many blocks at least, none of
+// them a std::vector's buffer growing.
+func keptSteps(s snapshots.Suspect) bool {
+	return s.Pattern == snapshots.PatternStepwise && s.GrowingIntervals >= minKeptSteps && s.TotalBlocks != nil &&
+		*s.TotalBlocks >= int64(s.GrowingIntervals) && snapshots.CapacityNote(s) == ""
+}
+
+// minKeptSteps is how many steps a stepwise suspect needs to count as a
+// leak: a buffer reallocated larger a few times is not one.
+const minKeptSteps = 4
 
 // sitesSaid is where a --sites leak's sentence sends the user: the
 // suspects below, from the stops that have a per-site snapshot.
@@ -416,7 +474,13 @@ func (b *Backend) Growth(first, last string) *snapshots.FlameNode {
 // figures, where the agent's record did not name one.
 func unmeasuredKind(m runjson.Memory, allocator string) runjson.EventKind {
 	switch {
-	case allocator != "" && !isGlibc(allocator), m.AllocatorError != "":
+	case m.AllocatorError != "":
+		return runjson.EventNoAllocatorState
+	case isJemalloc(allocator) && m.BusyError != "":
+		return runjson.EventAllocatorBusy
+	case isJemalloc(allocator) && m.CallError != "":
+		return runjson.EventAllocatorCallFailed
+	case allocator != "" && !isGlibc(allocator):
 		return runjson.EventNoAllocatorState
 	case m.BusyError != "":
 		return runjson.EventAllocatorBusy

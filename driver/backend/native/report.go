@@ -70,12 +70,19 @@ func sitesUnmeasured(m *runjson.Manifest, r *snapshots.Report) string {
 			}
 		}
 	}
-	failed := 0
+	// The verdicts count each breakpoint's stops without a per-site
+	// snapshot; a run's events may not be in memory any more (they are
+	// spooled to run.json as they come).
+	failed, events := 0, 0
+	for _, v := range m.Verdicts {
+		failed += v.Figures.SitesMissingStops
+	}
 	for _, e := range m.Events {
 		if e.Kind == runjson.EventSitesFailed {
-			failed++
+			events++
 		}
 	}
+	failed = max(failed, events)
 	if failed > 0 {
 		return fmt.Sprintf("heaptrack's recording took no two per-site snapshots of a breakpoint to compare (%s took none; see run.json's events)", backend.Plural(failed, "stop"))
 	}
@@ -189,7 +196,7 @@ func (*Backend) Text(w io.Writer, o *backend.Outcome, opts snapshots.RenderOptio
 	fmt.Fprintf(pw, "%s: %s\n", command(m), backend.CommandLine(m.Target.Argv))
 	fmt.Fprintf(pw, "status: %s%s\n", m.Status, backend.ExitNote(m))
 	if m.Native != nil && m.Native.TrimProbe {
-		fmt.Fprintf(pw, "native.trim_probe: on (every stop called malloc_trim(0) after measuring)\n")
+		fmt.Fprintf(pw, "native.trim_probe: %s\n", trimSaid(m))
 	}
 	for _, b := range m.Breakpoints {
 		fmt.Fprintf(pw, "breakpoint %s (%s): %s\n", b.Name, b.Location, nativeBreakpoint(m, b))
@@ -223,7 +230,7 @@ func (*Backend) Markdown(w io.Writer, o *backend.Outcome) error {
 		fmt.Fprintf(pw, "- Error: %s\n", m.Error)
 	}
 	if m.Native != nil && m.Native.TrimProbe {
-		fmt.Fprintf(pw, "- native.trim_probe: on (every stop called malloc_trim(0) after measuring)\n")
+		fmt.Fprintf(pw, "- native.trim_probe: %s\n", trimSaid(m))
 	}
 	fmt.Fprintf(pw, "- Stops: %d\n\n", o.Stops)
 	fmt.Fprintf(pw, "| Breakpoint | Verdict | Findings | Stops | RSS growth | In-use heap growth | Free heap growth | Arenas | Released by malloc_trim (most at a stop, in all) |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n")
@@ -261,6 +268,11 @@ func (*Backend) Markdown(w io.Writer, o *backend.Outcome) error {
 		return bw.Flush()
 	}
 	fmt.Fprintf(pw, "\n%s\n\n", sitesNote(m))
+	if why := sitesUnmeasured(m, o.Report); why != "" {
+		// "No site grew" would say sites were measured.
+		fmt.Fprintf(pw, "## Suspects\n\nNo per-site figures: %s.\n", why)
+		return bw.Flush()
+	}
 	if err := bw.Flush(); err != nil {
 		return err
 	}
@@ -274,4 +286,14 @@ func command(m *runjson.Manifest) string {
 		return fmt.Sprintf("snapctl attach %d (native)", m.Native.AttachedPid)
 	}
 	return "snapctl run (native)"
+}
+
+// trimSaid says what native.trim_probe did at the stops: glibc's
+// malloc_trim(0) does not touch jemalloc's heap, so under jemalloc it
+// was not called.
+func trimSaid(m *runjson.Manifest) string {
+	if m.Native != nil && isJemalloc(m.Native.Allocator) && !m.Native.Sites {
+		return "on, not applied (the program allocates with jemalloc, whose heap malloc_trim(0) does not touch)"
+	}
+	return "on (every stop called malloc_trim(0) after measuring)"
 }

@@ -95,6 +95,8 @@ func (a *nativeAnalysis) add(t *backend.Stop, sitesHeap *int64) {
 		// not known.
 		p.alloc, p.freeKnown, p.use, p.free, p.unread = true, false, *sitesHeap, 0, ""
 		s.fromSites = true
+	} else if mem.Jemalloc != nil {
+		s.fromJemalloc = true
 	}
 	s.add(p)
 }
@@ -167,7 +169,9 @@ type series struct {
 	unread, sitesMissing int
 	unreadWhy, sitesWhy  string
 	fromSites            bool
-	lastFree             *int64
+	// fromJemalloc says in-use heap is jemalloc's own statistics.
+	fromJemalloc bool
+	lastFree     *int64
 }
 
 func (s *series) add(p point) {
@@ -309,6 +313,8 @@ func verdictOf(bp string, s *series, trimProbe bool) runjson.Verdict {
 		UnmeasuredStops: s.unread, UnmeasuredWhy: s.unreadWhy, SitesMissingStops: s.sitesMissing, SitesMissingWhy: s.sitesWhy}
 	if s.fromSites {
 		f.InUseSource = "heaptrack"
+	} else if s.fromJemalloc {
+		f.InUseSource = "jemalloc"
 	}
 	if s.trimMax != nil {
 		t := s.trimTotal
@@ -530,8 +536,11 @@ func sentence(v runjson.Verdict, trimProbe bool) string {
 		switch fd {
 		case runjson.VerdictLeak:
 			heapName := "in-use heap"
-			if f.InUseSource == "heaptrack" {
+			switch f.InUseSource {
+			case "heaptrack":
 				heapName = "in-use heap (heaptrack's record)"
+			case "jemalloc":
+				heapName = "in-use heap (jemalloc's, by size class)"
 			}
 			clauses = append(clauses, fmt.Sprintf("leak at breakpoint %s: %s grew %s %s, %s per hit, up in %d of %d intervals between stops that read it; %s",
 				v.Breakpoint, heapName, signed(*f.InUseGrowth), over, perHit(f), f.InUseIntervals, f.Intervals, rss))
@@ -551,10 +560,14 @@ func sentence(v runjson.Verdict, trimProbe bool) string {
 				clauses = append(clauses, fmt.Sprintf("allocator retention at breakpoint %s: resident memory grew %s %s while in-use heap changed %s and the allocator holds %s more free%s",
 					v.Breakpoint, signed(f.RSSGrowth), over, signed(*f.InUseGrowth), signed(*f.FreeGrowth), freeLevel(f)))
 			}
-			if !trimProbe {
+			if !trimProbe && f.InUseSource != "jemalloc" {
 				next = append(next, "set native.trim_probe: true to measure what malloc_trim(0) would return")
 			}
-			next = append(next, "fewer arenas (MALLOC_ARENA_MAX=2), a lower M_TRIM_THRESHOLD (mallopt, or GLIBC_TUNABLES=glibc.malloc.trim_threshold=...) or calling malloc_trim return it to the system")
+			if f.InUseSource == "jemalloc" {
+				next = append(next, "jemalloc gives unused pages back after dirty_decay_ms and muzzy_decay_ms (MALLOC_CONF), or at once through mallctl(\"arena.<i>.purge\")")
+			} else {
+				next = append(next, "fewer arenas (MALLOC_ARENA_MAX=2), a lower M_TRIM_THRESHOLD (mallopt, or GLIBC_TUNABLES=glibc.malloc.trim_threshold=...) or calling malloc_trim return it to the system")
+			}
 		case runjson.VerdictRSSGrowth:
 			clauses = append(clauses, fmt.Sprintf("resident memory grew %s at breakpoint %s %s", b(f.RSSGrowth), v.Breakpoint, over))
 			if f.InUseSource == "heaptrack" {
@@ -568,7 +581,7 @@ func sentence(v runjson.Verdict, trimProbe bool) string {
 	if len(clauses) > 1 {
 		out += "; also " + strings.Join(clauses[1:], "; also ")
 	}
-	if trimProbe && f.TrimReleased == nil && slices.Contains(v.Findings, runjson.VerdictRetention) {
+	if trimProbe && f.TrimReleased == nil && f.InUseSource != "jemalloc" && slices.Contains(v.Findings, runjson.VerdictRetention) {
 		trim = "; malloc_trim(0) returned nothing" + trim
 	}
 	return out + trim + unread + "; " + strings.Join(next, "; ")

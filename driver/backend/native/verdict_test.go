@@ -328,7 +328,8 @@ func TestVerdictFigures(t *testing.T) {
 
 // A --sites verdict tells its suspects' story: a site that grew steadily
 // between hits makes it a leak, named with the site, even when the whole
-// heap's trend showed retention alone; a stepwise site does not.
+// heap's trend showed retention alone; a stepwise site does when its
+// steps kept new blocks, not when one buffer grew.
 func TestVerdictAgreesWithSites(t *testing.T) {
 	v := verdictOf("request", seriesOf(ramp(8*mib, 2*mib, 6), repeat(7000, 6), ramp(1*mib, 2*mib, 6)), false)
 	if v.Verdict != runjson.VerdictRetention {
@@ -341,6 +342,23 @@ func TestVerdictAgreesWithSites(t *testing.T) {
 	agreeWithSites(&step, []snapshots.Suspect{{Breakpoint: "request", Pattern: snapshots.PatternStepwise, GrowthPerHit: 100}})
 	if step.Verdict != runjson.VerdictRetention {
 		t.Errorf("a stepwise site made the verdict %s", step.Verdict)
+	}
+	// 64 KiB kept every 4th request: a stepwise site that gained a block
+	// in each of its 47 steps is a leak; one block that grew (a buffer)
+	// is not.
+	kept, one := int64(49), int64(1)
+	for _, c := range []struct {
+		blocks *int64
+		want   string
+	}{{&kept, runjson.VerdictLeak}, {&one, runjson.VerdictRetention}, {nil, runjson.VerdictRetention}} {
+		w := v
+		w.Findings = slices.Clone(v.Findings)
+		agreeWithSites(&w, []snapshots.Suspect{{Breakpoint: "request", Pattern: snapshots.PatternStepwise, GrowthPerHit: 16301, GrowingIntervals: 47,
+			Intervals: 197, TotalBlocks: c.blocks, Frame: snapshots.Frame{Function: "load", File: "fstservice.cpp", Line: 57}}})
+		if w.Verdict != c.want || (c.want == runjson.VerdictLeak && !strings.HasPrefix(w.Sentence,
+			"leak at breakpoint request: 1 call site grew steadily or in steps that kept new blocks between hits, the fastest load (fstservice.cpp:57) +15.9 KiB per hit")) {
+			t.Errorf("stepwise site with blocks %v: verdict %s, want %s:\n%s", c.blocks, w.Verdict, c.want, w.Sentence)
+		}
 	}
 	agreeWithSites(&v, []snapshots.Suspect{site})
 	if v.Verdict != runjson.VerdictLeak || !cmp.Equal(v.Findings, []string{runjson.VerdictLeak, runjson.VerdictRetention}) ||
