@@ -50,8 +50,10 @@ import (
 // program's bytes wherever a breakpoint instruction is left; then it
 // stops the library with a call in one thread (stopLibrary), continues a
 // process left stopped, and ends once the library has closed the FIFO or
-// the process has ended. What it did goes to guardian.log in snapctl's
-// private directory.
+// the process has ended. From its start it also traces the process's
+// tracer (gdbserver, or gdb), so that whoever kills that, the program's
+// bytes are back before the kernel lets the threads go (hold.go). What
+// it did goes to guardian.log in snapctl's private directory.
 
 // guardianEnv starts snapctl's binary as the guardian; its value is the
 // guardianSpec, in JSON.
@@ -236,6 +238,8 @@ func runGuardian(specJSON string) int {
 		recording bool
 		gdbPid    int
 	)
+	// From the start: the tracer may die while snapctl lives.
+	hold := holdTracer(spec.Pid, logf)
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -253,6 +257,8 @@ func runGuardian(specJSON string) int {
 			orig, err2 := hex.DecodeString(f[2])
 			if err1 == nil && err2 == nil {
 				patches = append(patches, textPatch{addr: addr, orig: orig})
+				hold.add(textPatch{addr: addr, orig: orig})
+				logf("breakpoint at %#x", addr)
 			}
 		}
 	}
@@ -302,9 +308,23 @@ func runGuardian(specJSON string) int {
 			return 1
 		}
 	}
+	if hold != nil {
+		// The hold puts right the threads a dead tracer left, and
+		// continues the process, before anything else touches it.
+		select {
+		case <-hold.restored:
+		case <-time.After(5 * time.Second):
+		}
+	}
 	if !proc.Alive(pid) {
 		logf("process %d has ended", pid)
 		return finish(0)
+	}
+	// A SIGSTOP of gdb's that it had not collected when it died stops
+	// the process once it is untraced: stopped threads would never let
+	// heaptrack_stop have heaptrack's lock or its timer thread.
+	if continueStopped(pid) {
+		logf("continued process %d, left stopped", pid)
 	}
 	if !released {
 		n, err := restoreText(pid, patches)
