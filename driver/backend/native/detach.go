@@ -375,6 +375,8 @@ func (b *Launch) detach(exited bool) (detached bool) {
 	removed := "no breakpoint of snapctl's was left in it"
 	if n > 0 {
 		removed = "snapctl removed its " + backend.Plural(n, "breakpoint") + " itself"
+	} else if g := guardianRestored(b.env.Private); g > 0 {
+		removed = "snapctl's guardian put back the program's code under its " + backend.Plural(g, "breakpoint") + " as its tracer died"
 	}
 	switch {
 	case err != nil:

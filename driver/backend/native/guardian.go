@@ -66,6 +66,7 @@ type guardianSpec struct {
 	Conn   int              `json:"conn,omitempty"`      // its descriptor of gdb's connection to gdbserver
 	FIFO   int              `json:"fifo,omitempty"`      // under --sites, its descriptor of the FIFO, open for reading
 	Layout heaptrack.Layout `json:"layout"`
+	Dir    string           `json:"dir,omitempty"` // snapctl's private directory
 }
 
 func init() {
@@ -139,6 +140,7 @@ func startGuardian(spec guardianSpec, files []*os.File, dir string) (*guardian, 
 	if err != nil {
 		return nil, err
 	}
+	spec.Dir = dir
 	js, err := json.Marshal(spec)
 	if err != nil {
 		return nil, err
@@ -239,7 +241,7 @@ func runGuardian(specJSON string) int {
 		gdbPid    int
 	)
 	// From the start: the tracer may die while snapctl lives.
-	hold := holdTracer(spec.Pid, logf)
+	hold := holdTracer(spec.Pid, spec.Dir, logf)
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())

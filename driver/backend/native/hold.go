@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -35,10 +36,21 @@ import (
 // (each SIGCHLD of a stop is passed on), and is given up with the
 // guardian.
 
+// restoredFile, in snapctl's private directory, holds how many
+// breakpoints the guardian's hold put back as the tracer died.
+const restoredFile = "guardian-restored"
+
+// guardianRestored is how many breakpoints the guardian's hold put back,
+// 0 for none.
+func guardianRestored(dir string) int {
+	data, _ := os.ReadFile(filepath.Join(dir, restoredFile))
+	n, _ := strconv.Atoi(string(data))
+	return n
+}
+
 // ptrace's requests, options and events that Go's syscall package has no
 // name for.
 const (
-	ptraceListen     = 0x4208
 	ptraceOTraceExit = 0x40
 	ptraceEventExit  = 6
 	ptraceEventStop  = 128
@@ -53,6 +65,7 @@ type tracerHold struct {
 	// patches are the breakpoints to put back, told by snapctl.
 	patches []textPatch
 	logf    func(format string, args ...any)
+	dir     string // snapctl's private directory, where restoredFile goes
 	// restored gets, once the tracer has ended and the threads it left
 	// are put right, how many breakpoints were put back at its exit.
 	restored chan int
@@ -65,12 +78,12 @@ type tracerHold struct {
 
 // holdTracer starts tracing the thread that traces process pid, in a
 // thread of its own; nil when there is none or it cannot be traced.
-func holdTracer(pid int, logf func(format string, args ...any)) *tracerHold {
+func holdTracer(pid int, dir string, logf func(format string, args ...any)) *tracerHold {
 	tracer := tracerOf(pid)
 	if tracer == 0 {
 		return nil
 	}
-	h := &tracerHold{pid: pid, tracer: tracer, logf: logf, restored: make(chan int, 1)}
+	h := &tracerHold{pid: pid, tracer: tracer, dir: dir, logf: logf, restored: make(chan int, 1)}
 	started := make(chan error, 1)
 	go func() {
 		// Every ptrace request on the tracer comes from this thread,
@@ -95,6 +108,23 @@ func holdTracer(pid int, logf func(format string, args ...any)) *tracerHold {
 	}
 	logf("holding %s %d, the tracer of process %d", procName(tracer), tracer, pid)
 	return h
+}
+
+// reseize holds the tracer again once it no longer stops; false when it
+// has ended or cannot be held.
+func (h *tracerHold) reseize() bool {
+	for {
+		st := proc.Stat(h.tracer)
+		if !st.OK || st.State == 'Z' || st.State == 'X' {
+			return false
+		}
+		if st.State != 'T' {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, _, e := syscall.Syscall6(syscall.SYS_PTRACE, ptraceSeize, uintptr(h.tracer), 0, ptraceOTraceExit, 0, 0)
+	return e == 0
 }
 
 // add takes the breakpoints to put back when the tracer dies.
@@ -141,9 +171,14 @@ func (h *tracerHold) loop() {
 			syscall.PtraceCont(h.tracer, 0)
 		case event == ptraceEventStop:
 			if sig == syscall.SIGSTOP || sig == syscall.SIGTSTP || sig == syscall.SIGTTIN || sig == syscall.SIGTTOU {
-				// A group stop (SIGSTOP of gdb's): it stays stopped
-				// until SIGCONT, as it would untraced.
-				syscall.Syscall6(syscall.SYS_PTRACE, ptraceListen, uintptr(h.tracer), 0, 0, 0, 0)
+				// A group stop (a SIGSTOP of gdb's): let it go, so
+				// that it reads stopped ('T') as untraced, which
+				// snapctl's stall watch and repair look for, and hold
+				// it again once it runs.
+				syscall.PtraceDetach(h.tracer)
+				if !h.reseize() {
+					return
+				}
 			} else {
 				syscall.PtraceCont(h.tracer, 0)
 			}
@@ -218,6 +253,10 @@ func (h *tracerHold) restore() int {
 	put(more)
 	patches = append(patches, more...)
 	h.logf("%s %d is ending while it traces process %d: put back the program's bytes at %d of %d breakpoints before it let go, %d threads past one", procName(h.tracer), h.tracer, h.pid, n, len(patches), len(h.past))
+	if h.dir != "" && n > 0 {
+		// For snapctl's message, which would otherwise find none left.
+		os.WriteFile(filepath.Join(h.dir, restoredFile), []byte(strconv.Itoa(n)), 0o600)
+	}
 	return n
 }
 
