@@ -3,6 +3,7 @@ package snapshots
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -34,7 +35,9 @@ type Series struct {
 
 // siteStats is what a series remembers of one site: its latest frame and
 // stack, its bytes before its first change, and its non-zero changes by
-// interval.
+// interval, runs of equal changes in consecutive intervals held as one:
+// a leak of the same bytes at every hit is one run however many hits the
+// run takes, so that snapctl's memory does not grow with the stops.
 type siteStats struct {
 	frame   Frame
 	stack   []Frame
@@ -45,11 +48,17 @@ type siteStats struct {
 	changes []intervalChange
 }
 
+// intervalChange is count equal changes, in the intervals from interval
+// on.
 type intervalChange struct {
 	interval int // 0-based
+	count    int // consecutive intervals, at least 1
 	delta    int64
 	blocks   int64 // the change in live blocks, when known
 }
+
+// last is the last interval of the run.
+func (c intervalChange) last() int { return c.interval + c.count - 1 }
 
 // The growth patterns of a suspect (Suspect.Pattern).
 const (
@@ -198,11 +207,17 @@ func (s *Series) record(key string, sd *SiteDelta) {
 		s.stats[key] = st
 	}
 	st.frame, st.stack, st.library, st.stacks = sd.Frame, sd.Stack, sd.Library, sd.Stacks
-	c := intervalChange{interval: s.intervals, delta: sd.Delta}
+	c := intervalChange{interval: s.intervals, count: 1, delta: sd.Delta}
 	if sd.SiteBlocks != nil {
 		c.blocks = sd.DeltaBlocks
 	} else {
 		st.blocks = false
+	}
+	if k := len(st.changes) - 1; k >= 0 {
+		if r := &st.changes[k]; r.last() == c.interval-1 && r.delta == c.delta && r.blocks == c.blocks {
+			r.count++
+			return
+		}
 	}
 	st.changes = append(st.changes, c)
 }
@@ -252,20 +267,24 @@ func (s *Series) Suspects() []Suspect {
 		shrank := false
 		last := -1
 		for _, c := range st.changes { // in interval order
-			total += c.delta
+			total += c.delta * int64(c.count)
 			if c.delta < 0 {
 				shrank = true
 			}
 			if c.delta <= 0 {
 				continue
 			}
-			grew++
-			gross += c.delta
+			grew += c.count
+			gross += c.delta * int64(c.count)
 			if last >= 0 {
+				// Within a run the gaps are 0.
 				lastGap = c.interval - last - 1
 				maxGap = max(maxGap, lastGap)
+				if c.count > 1 {
+					lastGap = 0
+				}
 			}
-			last = c.interval
+			last = c.last()
 		}
 		if grew == 0 {
 			continue
@@ -309,7 +328,7 @@ func (s *Series) rates(sus *Suspect, st *siteStats) {
 	n := s.intervals
 	var totalBlocks int64
 	for _, c := range st.changes {
-		totalBlocks += c.blocks
+		totalBlocks += c.blocks * int64(c.count)
 	}
 	if st.blocks {
 		sus.TotalBlocks = &totalBlocks
@@ -328,18 +347,72 @@ func (s *Series) rates(sus *Suspect, st *siteStats) {
 		return
 	}
 	sus.GrowthPerInterval = medianChange(st.changes, n)
-	perHit := make([]float64, n)
-	blocks := make([]float64, n)
+	// Each interval's change over the hits it spans, the intervals
+	// without a change included as zeros: as weighted values, equal ones
+	// in a row counted once.
+	var perHit, blocks weighted
+	changed := 0
 	for _, c := range st.changes {
-		span := float64(s.spans.at(c.interval))
-		perHit[c.interval] = float64(c.delta) / span
-		blocks[c.interval] = float64(c.blocks) / span
+		changed += c.count
+		for i := c.interval; i <= c.last(); i++ {
+			span := float64(s.spans.at(i))
+			perHit.add(float64(c.delta)/span, 1)
+			blocks.add(float64(c.blocks)/span, 1)
+		}
 	}
-	sus.GrowthPerHit = roundDiv(median(perHit), 1)
+	perHit.add(0, n-changed)
+	blocks.add(0, n-changed)
+	sus.GrowthPerHit = roundDiv(perHit.median(), 1)
 	if st.blocks {
-		b := roundBlocks(median(blocks))
+		b := roundBlocks(blocks.median())
 		sus.BlocksPerHit = &b
 	}
+}
+
+// weighted is a list of values, each count times, equal values added in a
+// row held once.
+type weighted struct {
+	vals []weightedValue
+	n    int
+}
+
+type weightedValue struct {
+	v     float64
+	count int
+}
+
+func (w *weighted) add(v float64, count int) {
+	if count <= 0 {
+		return
+	}
+	w.n += count
+	if k := len(w.vals) - 1; k >= 0 && w.vals[k].v == v {
+		w.vals[k].count += count
+		return
+	}
+	w.vals = append(w.vals, weightedValue{v, count})
+}
+
+// median is the median of the values (the mean of the two middle ones
+// for an even count), as median gives it for the list written out.
+func (w *weighted) median() float64 {
+	if w.n == 0 {
+		return 0
+	}
+	sort.Slice(w.vals, func(i, j int) bool { return w.vals[i].v < w.vals[j].v })
+	at := func(k int) float64 { // the k-th value, from 0, in order
+		for _, x := range w.vals {
+			if k < x.count {
+				return x.v
+			}
+			k -= x.count
+		}
+		return w.vals[len(w.vals)-1].v
+	}
+	if w.n%2 == 1 {
+		return at(w.n / 2)
+	}
+	return (at(w.n/2-1) + at(w.n/2)) / 2
 }
 
 // roundDiv returns a/b rounded to the nearest integer.
@@ -352,20 +425,6 @@ func roundDiv(a, b float64) int64 {
 
 // roundBlocks keeps two decimals of a block count per hit.
 func roundBlocks(v float64) float64 { return math.Round(v*100) / 100 }
-
-// median returns the median of v (the mean of the two middle values for an
-// even count), sorting v.
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	sort.Float64s(v)
-	n := len(v)
-	if n%2 == 1 {
-		return v[n/2]
-	}
-	return (v[n/2-1] + v[n/2]) / 2
-}
 
 // SortSuspects orders suspects as Suspects does, so that a run's suspects
 // from several breakpoints can be merged into one ranking.
@@ -394,32 +453,66 @@ func SortSuspects(out []Suspect) {
 // medianChange returns the median of n interval changes of which only the
 // non-zero ones are listed.
 func medianChange(changes []intervalChange, n int) int64 {
-	v := make([]int64, n)
+	type run struct {
+		delta int64
+		count int
+	}
+	runs := make([]run, 0, len(changes)+1)
+	changed := 0
 	for _, c := range changes {
-		v[c.interval] = c.delta
+		runs = append(runs, run{c.delta, c.count})
+		changed += c.count
 	}
-	sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
+	runs = append(runs, run{0, n - changed})
+	sort.Slice(runs, func(i, j int) bool { return runs[i].delta < runs[j].delta })
+	at := func(k int) int64 { // the k-th change, from 0, in order
+		for _, r := range runs {
+			if k < r.count {
+				return r.delta
+			}
+			k -= r.count
+		}
+		return runs[len(runs)-1].delta
+	}
 	if n%2 == 1 {
-		return v[n/2]
+		return at(n / 2)
 	}
-	return (v[n/2-1] + v[n/2]) / 2
+	return (at(n/2-1) + at(n/2)) / 2
 }
 
-// history rebuilds a site's bytes at every snapshot from its bytes at the
+// history rebuilds a site's bytes at the snapshots from its bytes at the
 // last one and its changes per interval (interval i leads from snapshot i
-// to i+1).
+// to i+1): at every snapshot up to maxHistory of them, else at every
+// second, fourth... one, evenly spaced, and the last, as report.html's
+// timeline is thinned (a sparkline is 160 pixels wide), so that the
+// figures of a run of 100,000 stops do not take megabytes.
 func (s *Series) history(key string, st *siteStats) []SitePoint {
 	var bytes int64
 	if e := s.prev.sites[key]; e != nil {
 		bytes = e.bytes
 	}
-	out := make([]SitePoint, s.seqs.len())
+	m := s.seqs.len()
+	step := 1
+	for (m+step-1)/step > maxHistory {
+		step *= 2
+	}
+	out := make([]SitePoint, 0, min(m, maxHistory+1))
 	c := len(st.changes) - 1
-	for i := len(out) - 1; i >= 0; i-- {
-		out[i] = SitePoint{Seq: s.seqs.at(i), Bytes: bytes}
-		for ; c >= 0 && st.changes[c].interval == i-1; c-- {
+	for i := m - 1; i >= 0; i-- {
+		if i%step == 0 || i == m-1 {
+			out = append(out, SitePoint{Seq: s.seqs.at(i), Bytes: bytes})
+		}
+		// Back over interval i-1.
+		for c >= 0 && st.changes[c].interval > i-1 {
+			c--
+		}
+		if c >= 0 && st.changes[c].last() >= i-1 {
 			bytes -= st.changes[c].delta
 		}
 	}
+	slices.Reverse(out)
 	return out
 }
+
+// maxHistory bounds the points of a suspect's History.
+const maxHistory = 2000

@@ -295,3 +295,79 @@ func TestSeriesAddSame(t *testing.T) {
 		t.Errorf("suspects (-Add +AddSame):\n%s", diff)
 	}
 }
+
+// A series remembers a site's changes in runs and draws its history on
+// at most maxHistory points: a steady leak over 100,000 hits is one run,
+// so that snapctl's memory does not grow with the stops (issue 23's
+// promise, flat within 2 MiB from 1,000 to 100,000 stops), and its
+// figures are those of every interval.
+func TestSeriesFlatOverManyHits(t *testing.T) {
+	const hits = 100_000
+	s := NewSeries("bp", Options{})
+	for i := 0; i < hits; i++ {
+		b := int64(16 * i)
+		snap := buildSnap(t, fmt.Sprintf("%d %s", b, heapRoot), fmt.Sprintf(" %d f (s.c:1)", b), fmt.Sprintf("  %d main (s.c:99)", b))
+		if _, err := s.Add(i+1, i+1, snap); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(s.stats) != 1 {
+		t.Fatalf("%d sites, want 1", len(s.stats))
+	}
+	for key, st := range s.stats {
+		if len(st.changes) != 1 {
+			t.Errorf("site %s: %d runs of changes kept for a steady leak, want 1", key, len(st.changes))
+		}
+	}
+	got := s.Suspects()
+	if len(got) != 1 {
+		t.Fatalf("%d suspects, want 1", len(got))
+	}
+	g := got[0]
+	if g.Pattern != PatternSteady || g.GrowthPerHit != 16 || g.GrowthPerInterval != 16 || g.GrowingIntervals != hits-1 || g.TotalGrowth != 16*(hits-1) {
+		t.Errorf("suspect %+v, want steady 16 B per hit over %d intervals", g, hits-1)
+	}
+	h := g.History
+	if len(h) > maxHistory+1 || len(h) < maxHistory/2 {
+		t.Fatalf("history of %d points, want at most %d and at least %d", len(h), maxHistory+1, maxHistory/2)
+	}
+	for i, p := range h {
+		if p.Bytes != 16*int64(p.Seq-1) || (i > 0 && p.Seq <= h[i-1].Seq) {
+			t.Fatalf("history point %d: %+v, want stop %d's %d B, in order", i, p, p.Seq, 16*(p.Seq-1))
+		}
+	}
+	if h[0].Seq != 1 || h[len(h)-1].Seq != hits {
+		t.Errorf("history from stop %d to %d, want 1 to %d", h[0].Seq, h[len(h)-1].Seq, hits)
+	}
+}
+
+// A thinned history still reads each point's bytes right where runs of
+// changes, single changes and intervals without a change alternate.
+func TestSeriesHistoryThinned(t *testing.T) {
+	const hits = 4500
+	sizes := make([]int64, hits)
+	for i := 1; i < hits; i++ {
+		switch {
+		case i%7 == 0:
+			sizes[i] = sizes[i-1] // no change
+		case i%11 == 0:
+			sizes[i] = sizes[i-1] - 40
+		default:
+			sizes[i] = sizes[i-1] + 24
+		}
+	}
+	s := seriesOf(t, map[int][]int64{1: sizes})
+	got := s.Suspects()
+	if len(got) != 1 {
+		t.Fatalf("%d suspects, want 1", len(got))
+	}
+	h := got[0].History
+	if len(h) > maxHistory+1 || h[len(h)-1].Seq != hits {
+		t.Fatalf("history of %d points ending at stop %d, want at most %d ending at %d", len(h), h[len(h)-1].Seq, maxHistory+1, hits)
+	}
+	for _, p := range h {
+		if p.Bytes != sizes[p.Seq-1] {
+			t.Fatalf("stop %d: %d B, want %d", p.Seq, p.Bytes, sizes[p.Seq-1])
+		}
+	}
+}

@@ -105,6 +105,7 @@ func breakpointAddrs(table string) []uint64 {
 type mapping struct {
 	start, end, offset uint64
 	path               string
+	exec               bool // mapped executable: code
 }
 
 func readMaps(pid int) []mapping {
@@ -127,7 +128,7 @@ func readMaps(pid int) []mapping {
 		if err1 != nil || err2 != nil || err3 != nil {
 			continue
 		}
-		out = append(out, mapping{start: start, end: end, offset: off, path: strings.Join(f[5:], " ")})
+		out = append(out, mapping{start: start, end: end, offset: off, path: strings.Join(f[5:], " "), exec: strings.Contains(f[1], "x")})
 	}
 	return out
 }
@@ -217,13 +218,23 @@ func restoreStopped(pid int, patches []textPatch) (int, error) {
 			if slices.Contains(seized, tid) {
 				continue
 			}
-			if err := seize(tid); err != nil {
+			groupStopped := proc.Stat(tid).State == 'T'
+			err := seize(tid)
+			// The guardian may hold the thread for a moment, putting
+			// right what a dead tracer left (hold.go).
+			for deadline := time.Now().Add(2 * time.Second); errors.Is(err, syscall.EPERM) && time.Now().Before(deadline); err = seize(tid) {
+				time.Sleep(time.Millisecond)
+			}
+			if err != nil {
 				if errors.Is(err, syscall.ESRCH) {
 					continue // the thread exited
 				}
 				return 0, fmt.Errorf("stopping thread %d: %w", tid, err)
 			}
 			seized, added = append(seized, tid), true
+			if groupStopped {
+				backOntoBreakpoint(tid, patches)
+			}
 		}
 		if !added {
 			break
@@ -248,6 +259,27 @@ func restoreStopped(pid int, patches []textPatch) (int, error) {
 		n++
 	}
 	return n, errors.Join(errs...)
+}
+
+// backOntoBreakpoint moves the PC of seized thread tid back onto the
+// breakpoint it is just past, if any: a thread a dead tracer held in a
+// breakpoint's stop, which the guardian stopped with a SIGSTOP as the
+// tracer ended (gdbserver puts a PC back only as it resumes the thread,
+// fact harm-2). It is called for threads found group-stopped only: one
+// that ran there by itself is never in a group stop right after the
+// breakpoint's one-byte instruction but by a rare chance.
+func backOntoBreakpoint(tid int, patches []textPatch) {
+	var regs syscall.PtraceRegs
+	if syscall.PtraceGetRegs(tid, &regs) != nil {
+		return
+	}
+	for _, p := range patches {
+		if regs.PC() == p.addr+uint64(len(breakInsn)) {
+			regs.SetPC(p.addr)
+			syscall.PtraceSetRegs(tid, &regs)
+			return
+		}
+	}
 }
 
 // seize makes the calling thread the tracer of thread tid and stops it
@@ -343,6 +375,8 @@ func (b *Launch) detach(exited bool) (detached bool) {
 	removed := "no breakpoint of snapctl's was left in it"
 	if n > 0 {
 		removed = "snapctl removed its " + backend.Plural(n, "breakpoint") + " itself"
+	} else if g := guardianRestored(b.env.Private); g > 0 {
+		removed = "snapctl's guardian put back the program's code under its " + backend.Plural(g, "breakpoint") + " as its tracer died"
 	}
 	switch {
 	case err != nil:

@@ -35,10 +35,10 @@ import (
 // the process, removes every breakpoint it knows of, and has gdbserver
 // detach (facts 64 and 65). gdbserver runs in a session of its own (gdb
 // starts a pipe's command so), so that ending gdb's process group spares
-// it. What the guard cannot cover: gdbserver itself killed (the process
-// is then left as by a dying gdb), and snapctl killed with gdb
-// (gdbserver, at the end of its connection, detaches without removing
-// the breakpoints).
+// it. gdbserver itself killed is covered by the guardian's hold on it
+// (hold.go), but for a thread whose breakpoint stop gdbserver had not
+// collected when it died; snapctl killed with gdb by the guardian, which
+// holds a copy of the connection too (guardian.go).
 
 // The system calls that copy a file descriptor of gdb's.
 const (

@@ -50,8 +50,10 @@ import (
 // program's bytes wherever a breakpoint instruction is left; then it
 // stops the library with a call in one thread (stopLibrary), continues a
 // process left stopped, and ends once the library has closed the FIFO or
-// the process has ended. What it did goes to guardian.log in snapctl's
-// private directory.
+// the process has ended. From its start it also traces the process's
+// tracer (gdbserver, or gdb), so that whoever kills that, the program's
+// bytes are back before the kernel lets the threads go (hold.go). What
+// it did goes to guardian.log in snapctl's private directory.
 
 // guardianEnv starts snapctl's binary as the guardian; its value is the
 // guardianSpec, in JSON.
@@ -64,6 +66,7 @@ type guardianSpec struct {
 	Conn   int              `json:"conn,omitempty"`      // its descriptor of gdb's connection to gdbserver
 	FIFO   int              `json:"fifo,omitempty"`      // under --sites, its descriptor of the FIFO, open for reading
 	Layout heaptrack.Layout `json:"layout"`
+	Dir    string           `json:"dir,omitempty"` // snapctl's private directory
 }
 
 func init() {
@@ -137,6 +140,7 @@ func startGuardian(spec guardianSpec, files []*os.File, dir string) (*guardian, 
 	if err != nil {
 		return nil, err
 	}
+	spec.Dir = dir
 	js, err := json.Marshal(spec)
 	if err != nil {
 		return nil, err
@@ -236,6 +240,8 @@ func runGuardian(specJSON string) int {
 		recording bool
 		gdbPid    int
 	)
+	// From the start: the tracer may die while snapctl lives.
+	hold := holdTracer(spec.Pid, spec.Dir, logf)
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -253,6 +259,8 @@ func runGuardian(specJSON string) int {
 			orig, err2 := hex.DecodeString(f[2])
 			if err1 == nil && err2 == nil {
 				patches = append(patches, textPatch{addr: addr, orig: orig})
+				hold.add(textPatch{addr: addr, orig: orig})
+				logf("breakpoint at %#x", addr)
 			}
 		}
 	}
@@ -302,9 +310,23 @@ func runGuardian(specJSON string) int {
 			return 1
 		}
 	}
+	if hold != nil {
+		// The hold puts right the threads a dead tracer left, and
+		// continues the process, before anything else touches it.
+		select {
+		case <-hold.restored:
+		case <-time.After(5 * time.Second):
+		}
+	}
 	if !proc.Alive(pid) {
 		logf("process %d has ended", pid)
 		return finish(0)
+	}
+	// A SIGSTOP of gdb's that it had not collected when it died stops
+	// the process once it is untraced: stopped threads would never let
+	// heaptrack_stop have heaptrack's lock or its timer thread.
+	if continueStopped(pid) {
+		logf("continued process %d, left stopped", pid)
 	}
 	if !released {
 		n, err := restoreText(pid, patches)

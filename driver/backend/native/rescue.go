@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/snapctl/snapctl/heaptrack"
+	"github.com/snapctl/snapctl/internal/proc"
 )
 
 // When gdb is gone during snapctl attach --sites, heaptrack's library
@@ -81,7 +82,11 @@ func callStopped(pid int, fn, lock uint64) error {
 	defer mem.Close()
 	// One thread runs the call; the others run on, as under gdb's own
 	// calls: heaptrack_stop waits for the library's timer thread to end,
-	// and for its lock. Not one that holds the lock itself.
+	// and for its lock. Not one that holds the lock itself. Threads left
+	// in a group stop (a SIGSTOP of gdb's that it had not collected when
+	// it died, delivered once it was gone) would never let it have them:
+	// the process is continued first.
+	continueStopped(pid)
 	for _, tid := range threadIDs(pid) {
 		if allBlocked(pid, tid) {
 			// heaptrack's own timer thread blocks every signal:
@@ -162,8 +167,21 @@ func callIn(tid int, fn uint64) error {
 			return fmt.Errorf("running heaptrack_stop: %w", err)
 		}
 		var ws syscall.WaitStatus
-		if _, err := syscall.Wait4(tid, &ws, waitAll, nil); err != nil {
-			return err
+		for {
+			// Polled, so that a call that never returns (a lock that
+			// never comes free) ends at the deadline rather than
+			// holding the caller for good.
+			got, err := syscall.Wait4(tid, &ws, waitAll|syscall.WNOHANG, nil)
+			if err != nil {
+				return err
+			}
+			if got == tid {
+				break
+			}
+			if time.Now().After(deadline) {
+				return errors.New("heaptrack_stop did not return within 5 s")
+			}
+			time.Sleep(time.Millisecond)
 		}
 		if !ws.Stopped() {
 			return fmt.Errorf("thread %d ended during heaptrack_stop", tid)
@@ -183,6 +201,18 @@ func callIn(tid int, fn uint64) error {
 		}
 	}
 	return errors.New("heaptrack_stop did not return within 5 s")
+}
+
+// continueStopped continues process pid when one of its threads is in a
+// group stop, and reports whether it did.
+func continueStopped(pid int) bool {
+	for _, tid := range threadIDs(pid) {
+		if proc.Stat(tid).State == 'T' {
+			syscall.Kill(pid, syscall.SIGCONT)
+			return true
+		}
+	}
+	return false
 }
 
 // rescue stops the library's recording in process pid when gdb could

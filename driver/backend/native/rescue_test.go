@@ -1,0 +1,91 @@
+package native
+
+import (
+	"bufio"
+	"os/exec"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/snapctl/snapctl/internal/proc"
+	"github.com/snapctl/snapctl/internal/testenv"
+)
+
+// callInProcess runs callStopped in a thread of its own, as stopLibrary
+// does, and waits at most limit for it.
+func callInProcess(t *testing.T, pid int, fn, lock uint64, limit time.Duration) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		done <- callStopped(pid, fn, lock)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(limit):
+		t.Fatalf("the call into process %d has not returned within %v", pid, limit)
+		return nil
+	}
+}
+
+// A call snapctl makes into a process whose tracer died (heaptrack_stop,
+// by the guardian or snapctl) in a process left in a group stop (a
+// SIGSTOP of gdb's that it had not collected, delivered once it was gone):
+// the function needs another thread to run, as heaptrack_stop needs its
+// timer thread and its lock, so the process is continued first; and a
+// call that never returns ends at its deadline rather than holding the
+// guardian for good, as it did the process's heaptrack stream.
+func TestCallIntoStoppedProcess(t *testing.T) {
+	t.Parallel()
+	if runtime.GOARCH != "amd64" {
+		t.Skip("calls into the process are made on x86-64 only")
+	}
+	cmd := exec.Command(testenv.Build(t, "../../testdata/native/callwait.c"))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	if line, _ := bufio.NewReader(out).ReadString('\n'); strings.TrimSpace(line) != "ready" {
+		t.Fatalf("the fixture said %q", line)
+	}
+	pid := cmd.Process.Pid
+	maps := readMaps(pid)
+	waitTurn, forever, lock := symbolAddr(t, pid, maps, "wait_turn"), symbolAddr(t, pid, maps, "forever"), symbolAddr(t, pid, maps, "lock_word")
+
+	syscall.Kill(pid, syscall.SIGSTOP)
+	for deadline := time.Now().Add(10 * time.Second); !allStopped(pid); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the fixture did not stop")
+		}
+	}
+	if err := callInProcess(t, pid, waitTurn, lock, 30*time.Second); err != nil {
+		t.Fatalf("wait_turn in the stopped process: %v", err)
+	}
+	for _, tid := range threadIDs(pid) {
+		if st := proc.Stat(tid).State; st == 'T' || st == 't' {
+			t.Errorf("thread %d left stopped (%c)", tid, st)
+		}
+	}
+
+	start := time.Now()
+	err = callInProcess(t, pid, forever, lock, 30*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "did not return") {
+		t.Errorf("a call that never returns: %v, want it ended at its deadline", err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("a call that never returns ended after %v", d)
+	}
+	if !proc.Alive(pid) {
+		t.Errorf("the fixture died")
+	}
+}
