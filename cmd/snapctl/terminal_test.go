@@ -112,6 +112,7 @@ func screen(out string) []string {
 // is gone from the screen at the end. TERM=dumb gets neither the status
 // line nor colours nor cursor movement; NO_COLOR gets no colours.
 func TestTerminalOutput(t *testing.T) {
+	t.Parallel()
 	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"chatty.c")
@@ -197,6 +198,7 @@ func indexOf(lines []string, s string) int {
 // With --format markdown, stdout carries report.md alone; the program's
 // stdout goes to stderr, as with --format json.
 func TestRunMarkdownKeepsProgramOffStdout(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"chatty.c")
 	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{"3"}, Flags: []string{"--format", "markdown"}}, 0)
