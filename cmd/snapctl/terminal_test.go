@@ -37,7 +37,9 @@ func onTerminal(t *testing.T, env []string, args ...string) (string, int) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, snapctlBinary(t), args...)
 	cmd.Dir = t.TempDir()
-	cmd.Env = append(os.Environ(), env...)
+	// Marked as the test's own: the tests beside it take a tool with no
+	// mark for their leftover.
+	cmd.Env = append(append(os.Environ(), testenv.ScopeEnv(t)), env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	if err := cmd.Start(); err != nil {
 		slave.Close()
