@@ -428,7 +428,7 @@ func TestTargetForks(t *testing.T) {
 	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"faults.c")
-	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{"fork", "2"}, Limit: time.Minute}, exitOK)
+	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{"fork", "2"}, Limit: 3 * time.Minute}, exitOK)
 	checkCompleted(t, res)
 	var heaps []int64
 	for _, s := range res.Run.stopsOf("request") {
@@ -659,9 +659,9 @@ func TestPrivateFIFOsAndNoGdbinit(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(home, ".gdbinit"), []byte("shell touch "+mark+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := startSnapctl(t, session{Plan: faultPlan, Bin: bin, Args: []string{"exit", "1"}, Limit: time.Minute,
+	r := startSnapctl(t, session{Plan: faultPlan, Bin: bin, Args: []string{"exit", "1"}, Limit: 3 * time.Minute,
 		Env: []string{"HOME=" + home}})
-	waitDescendant(t, "sleep 2", 30*time.Second)
+	waitDescendant(t, "sleep 2", reachWithin)
 
 	vg := testenv.WaitFor(t, testenv.Valgrind, time.Second)
 	m := regexp.MustCompile(`--vgdb-prefix=(\S+)`).FindStringSubmatch(vg.Cmdline)
