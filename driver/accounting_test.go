@@ -184,6 +184,7 @@ func TestTimelineThinned(t *testing.T) {
 // busy while the agent went on) is read in batches, a record cut by a
 // batch's end whole in the next, every stop kept in order.
 func TestReadAgentBacklog(t *testing.T) {
+	t.Parallel()
 	plan := mustPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n")
 	s := scriptedSession(t, plan, newFakeGDB(t))
 	s.rec.order[0].agent = true

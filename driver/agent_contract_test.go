@@ -143,7 +143,11 @@ func TestAgentContract(t *testing.T) {
 		if err := os.WriteFile(cmds, []byte(py.String()), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		out, _ := exec.Command("gdb", "-batch", "-nx", "-x", script, "-x", cmds, "--args", bin, "5").CombinedOutput()
+		// Marked as this test's: the others, running beside it, end any
+		// gdb with no mark as their own leftover.
+		cmd := exec.Command("gdb", "-batch", "-nx", "-x", script, "-x", cmds, "--args", bin, "5")
+		cmd.Env = append(os.Environ(), testenv.ScopeEnv(t))
+		out, _ := cmd.CombinedOutput()
 		_, read, ok := strings.Cut(string(out), "SPECS ")
 		if !ok {
 			t.Fatalf("gdb did not print the agent's breakpoints:\n%s", out)

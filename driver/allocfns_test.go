@@ -17,6 +17,7 @@ import (
 // exact bytes and blocks of each interval. Without alloc_fns the wrapper
 // stays the site.
 func TestRunAllocFns(t *testing.T) {
+	t.Parallel()
 	const src = "testdata/cachewrap.c"
 	bin := testenv.Build(t, src)
 	caller := "process_get_command (cachewrap.c:" + strconv.Itoa(testenv.LineOf(t, src, "leak: items")) + ")"

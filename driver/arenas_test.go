@@ -49,7 +49,10 @@ func checkMallinfo2(t *testing.T, m *runjson.Manifest, out string, rounds int) {
 		}
 	}
 	for _, e := range m.Events {
-		if e.Kind == runjson.EventAllocatorCallFailed || e.Kind == runjson.EventAllocatorBusy {
+		// frag.c is sent no signal: one here is the agent's own, such as
+		// its deadline's SIGSTOP left pending after the call (fact
+		// steady-1).
+		if e.Kind == runjson.EventAllocatorCallFailed || e.Kind == runjson.EventAllocatorBusy || e.Kind == runjson.EventSignal {
 			t.Errorf("event %+v", e)
 		}
 	}
@@ -91,7 +94,10 @@ func TestNativeArenasEqualMallinfo2(t *testing.T) {
 // later stop found the allocator busy and the program hung at its next
 // malloc with a second thread (docs/facts.md, fact 87). It now runs
 // to its end: every stop has mallinfo2()'s figures and the program,
-// allocating from two threads after each stop, ends.
+// allocating from two threads after each stop, ends. The SIGSTOP that
+// ends a call at its deadline never outlives the call: left pending, it
+// reached the program and its report at the breakpoint was taken for a
+// fifth hit (docs/facts.md, fact steady-1).
 func TestNativeCallNeverLeftInLock(t *testing.T) {
 	t.Parallel()
 	if runtime.GOARCH != "amd64" {
@@ -115,7 +121,7 @@ func TestNativeCallNeverLeftInLock(t *testing.T) {
 		}
 	}
 	if len(lines) != 4 || counted(t, out, "calls") != 4 || len(stops) != 4 {
-		t.Fatalf("stops %q, output:\n%s", names, out)
+		t.Fatalf("stops %q, events %+v, output:\n%s", names, m.Events, out)
 	}
 	for i, l := range lines {
 		mem := stops[i].Memory
@@ -131,7 +137,10 @@ func TestNativeCallNeverLeftInLock(t *testing.T) {
 		}
 	}
 	for _, e := range m.Events {
-		if e.Kind == runjson.EventAllocatorCallFailed || e.Kind == runjson.EventAllocatorBusy {
+		// frag.c is sent no signal: one here is the agent's own, such as
+		// its deadline's SIGSTOP left pending after the call (fact
+		// steady-1).
+		if e.Kind == runjson.EventAllocatorCallFailed || e.Kind == runjson.EventAllocatorBusy || e.Kind == runjson.EventSignal {
 			t.Errorf("event %+v", e)
 		}
 	}

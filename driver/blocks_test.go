@@ -23,6 +23,7 @@ import (
 // takes massif's detailed snapshot instead, which has no blocks but has
 // massif's heap extra bytes. Neither runs valgrind with --xtree-memory.
 func TestRunBlocks(t *testing.T) {
+	t.Parallel()
 	const src = "testdata/waves.c"
 	bin := testenv.Build(t, src)
 	leak := "new_record (waves.c:" + strconv.Itoa(testenv.LineOf(t, src, "leak: 24 bytes")) + ")"
@@ -35,6 +36,7 @@ func TestRunBlocks(t *testing.T) {
 	} {
 		for _, p := range stopPaths {
 			t.Run(tc.name+"/"+p.name, func(t *testing.T) {
+				t.Parallel()
 				plan := tc.plan + "breakpoints:\n  - name: wave\n    location: checkpoint\n"
 				res, err := runPlanOpts(t, Options{NoAgent: p.noAgent}, plan, bin, "5")
 				if err != nil {

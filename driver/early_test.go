@@ -21,6 +21,7 @@ import (
 // its file limit under valgrind; a pending breakpoint whose location no
 // library defines never resolves.
 func TestRunNothingMeasured(t *testing.T) {
+	t.Parallel()
 	bin := testenv.Build(t, "testdata/early.c")
 	for _, tt := range []struct {
 		name, plan string
@@ -40,6 +41,7 @@ func TestRunNothingMeasured(t *testing.T) {
 	} {
 		for _, backend := range []string{BackendMassif, BackendNative} {
 			t.Run(tt.name+"/"+backend, func(t *testing.T) {
+				t.Parallel()
 				if backend == BackendMassif {
 					testenv.MustHave(t, "gdb", "valgrind", "vgdb")
 				} else {

@@ -53,6 +53,7 @@ func figuresOf(sus []snapshots.Suspect) []suspectFigures {
 // callers are the suspects, with xalloc among their library frames, and
 // with every: 2 the growth per hit is half the growth per interval.
 func TestRunWrapperEveryTwo(t *testing.T) {
+	t.Parallel()
 	const src = "testdata/wrapper.c"
 	bin := testenv.Build(t, src)
 	session, token := testenv.LineOf(t, src, "leak: session"), testenv.LineOf(t, src, "leak: token")

@@ -86,7 +86,9 @@ func TestSitesAttachRefusesInjection(t *testing.T) {
 		for _, c := range tools.InjectCommands(filepath.Join(t.TempDir(), "out")) {
 			args = append(args, "-ex", c)
 		}
-		out, _ := exec.Command("gdb", args...).CombinedOutput()
+		inject := exec.Command("gdb", args...)
+		inject.Env = append(os.Environ(), testenv.ScopeEnv(t))
+		out, _ := inject.CombinedOutput()
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		select {

@@ -402,25 +402,48 @@ func TestNativeFullTmpdir(t *testing.T) {
 	}
 }
 
-// fill fills the file system of dir until the test ends.
+// fill fills the file system of dir and keeps it full until the test
+// ends. A stop over GDB/MI writes its measurement into TMPDIR and snapctl
+// deletes it once read: filled while one was there, the file system had
+// its page free again for every later stop, and the run went on to its
+// timeout. What is freed is taken back within a millisecond.
 func fill(t *testing.T, dir string) {
 	t.Helper()
 	f, err := os.Create(filepath.Join(dir, "fill"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.Close() })
 	block := make([]byte, 4096)
-	for {
-		if _, err := f.Write(block); err != nil {
-			break
+	up := func() {
+		for {
+			if _, err := f.Write(block); err != nil {
+				break
+			}
+		}
+		for {
+			if _, err := f.Write(block[:64]); err != nil {
+				return
+			}
 		}
 	}
-	for {
-		if _, err := f.Write(block[:64]); err != nil {
-			return
+	up()
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+				up()
+			}
 		}
-	}
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		<-stopped
+		f.Close()
+	})
 }
 
 // TestNativeThreadsWithoutLibcSymbols: without libc's symbol table the

@@ -18,6 +18,7 @@ import (
 // "Selected thread is running" or hang after the last hit, with a plain
 // location as well.)
 func TestRunQuotedOperator(t *testing.T) {
+	t.Parallel()
 	const src = "testdata/operator.cpp"
 	bin := testenv.Build(t, src)
 	site := "ns::Box<long>::operator<<(int) (operator.cpp:" + strconv.Itoa(testenv.LineOf(t, src, "the leak: 16 bytes")) + ")"

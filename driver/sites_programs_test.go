@@ -115,6 +115,7 @@ func valgrindStops(t *testing.T, bin string, args ...string) {
 	t.Helper()
 	var stderr bytes.Buffer
 	cmd := exec.Command("valgrind", append([]string{"--tool=none", bin}, args...)...)
+	cmd.Env = append(os.Environ(), testenv.ScopeEnv(t))
 	cmd.Stderr = &stderr
 	err := cmd.Run()
 	var exit *exec.ExitError

@@ -14,6 +14,7 @@ import (
 // the plugin's function as the only breakpoint there is nothing to warn
 // about; with one in the program too, the warning is there.
 func TestRunWarnsAboutTheBinaryOfTheBreakpoints(t *testing.T) {
+	t.Parallel()
 	testenv.MustHave(t, "gdb")
 	lib := testenv.Build(t, "../testdata/e2e/libkeep.c", "-shared", "-fPIC")
 	plugin := testenv.Build(t, "../testdata/e2e/plugin.c", "-shared", "-fPIC")

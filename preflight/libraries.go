@@ -20,7 +20,7 @@ func LinkedLibraries(ctx context.Context, binary, dir string, env []string) []st
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "ldd", binary)
 	cmd.Dir, cmd.Env = dir, env
-	cmd.WaitDelay = time.Second
+	cmd.WaitDelay = 10 * time.Second // see ToolVersion
 	out, err := cmd.Output()
 	if err != nil {
 		return nil

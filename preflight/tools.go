@@ -239,7 +239,10 @@ func ToolVersion(ctx context.Context, tool, path string) (Version, error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, "--version")
-	cmd.WaitDelay = time.Second
+	// The tool has exited by the time this counts; what is left is the
+	// copy of its output, which a loaded machine (load average 40 on two
+	// cores) did not finish within a second: "valgrind does not run".
+	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.Output()
 	if err != nil {
 		return Version{}, &MissingToolError{Tool: tool, Package: packages[tool], Path: path,

@@ -59,6 +59,7 @@ func ptr(n int64) *int64 { return &n }
 // a plan with one more breakpoint (not compared, and said so): exit 10.
 // The full fix leaves every suspect gone: exit 0.
 func TestCompareBeforeAndAfterAFix(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	src := fixtures + "fixcheck.c"
 	leaky, partial, fixed := testenv.Build(t, src), testenv.Build(t, src, "-DPARTIAL"), testenv.Build(t, src, "-DFIXED")
@@ -114,6 +115,7 @@ func TestCompareBeforeAndAfterAFix(t *testing.T) {
 // Arguments that are not completed run directories of a known schema exit
 // 5 with the reason; a wrong command line exits 2.
 func TestCompareBadInput(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	good := mustRun(t, session{Plan: requestPlan, Bin: testenv.Build(t, fixtures+"leak.c")}, exitOK).Out
 	dir := t.TempDir()
@@ -190,6 +192,7 @@ func TestCompareBadInput(t *testing.T) {
 // The same leaking program under a plan whose breakpoint was renamed:
 // nothing could be compared, so compare does not pass, and says why.
 func TestCompareRenamedBreakpoint(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	leaky := testenv.Build(t, fixtures+"fixcheck.c")
 	a := mustRun(t, session{Plan: requestPlan, Bin: leaky, Args: []string{"5"}}, exitOK)
@@ -219,6 +222,7 @@ type comparedFinding struct {
 // show persists, but the fixed native build does not show a fix of what
 // massif found: exit 10, saying why.
 func TestCompareNative(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	src := fixtures + "fixcheck.c"
 	leaky, partial, fixed := testenv.Build(t, src), testenv.Build(t, src, "-DPARTIAL"), testenv.Build(t, src, "-DFIXED")
@@ -337,6 +341,7 @@ func TestCompareLoadsNativeSites(t *testing.T) {
 // measured with --sites, they are gone (exit 0); two --sites runs compare
 // their sites and their verdicts.
 func TestCompareMassifAndSites(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	testenv.MustHave(t, "heaptrack")
 	src := fixtures + "fixcheck.c"
@@ -384,6 +389,7 @@ func TestCompareMassifAndSites(t *testing.T) {
 // Each leaves the leak of the run before unjudged: exit 10, with a note
 // that says why, never "Fixed".
 func TestCompareAgainstNothingMeasured(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	testenv.MustHave(t, "heaptrack", "valgrind")
 	src := fixtures + "fixcheck.c"

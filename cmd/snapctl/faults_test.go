@@ -39,6 +39,10 @@ const faultPlan = `breakpoints:
     commands: ["shell sleep 2"]
 `
 
+// reachWithin bounds each wait of reach: valgrind's start and first
+// snapshot took more than 30 s at load average 50 on 2 cores.
+const reachWithin = 2 * time.Minute
+
 // reach starts snapctl on the faults fixture and returns once the run is at
 // moment m. At atStop the run is at its first stop; at atRunning it has
 // taken its first snapshot and the target is sleeping before its next
@@ -46,7 +50,7 @@ const faultPlan = `breakpoints:
 func reach(t *testing.T, m moment, extraFlags ...string) *running {
 	t.Helper()
 	bin := testenv.Build(t, fixtures+"faults.c")
-	s := session{Bin: bin, Flags: extraFlags, Limit: time.Minute}
+	s := session{Bin: bin, Flags: extraFlags, Limit: 3 * time.Minute}
 	switch m {
 	case atStartup:
 		s.Plan, s.Args = requestPlan, []string{"slow", "10"}
@@ -58,18 +62,18 @@ func reach(t *testing.T, m moment, extraFlags ...string) *running {
 	r := startSnapctl(t, s)
 	switch m {
 	case atStartup:
-		testenv.WaitFor(t, testenv.Valgrind, 30*time.Second)
+		testenv.WaitFor(t, testenv.Valgrind, reachWithin)
 	case atStop:
-		waitDescendant(t, "sleep 2", 30*time.Second)
+		waitDescendant(t, "sleep 2", reachWithin)
 	case atRunning:
-		waitFile(t, filepath.Join(r.out, "snapshots"), 30*time.Second)
+		waitFile(t, filepath.Join(r.out, "snapshots"), reachWithin)
 		// The target sleeps 200 ms before each request: once valgrind
 		// is seen in that sleep after the first snapshot, the target runs
 		// between two stops.
-		vg := testenv.WaitFor(t, testenv.Valgrind, 30*time.Second)
+		vg := testenv.WaitFor(t, testenv.Valgrind, reachWithin)
 		testenv.WaitForProc(t, "valgrind sleeping between requests", func(p testenv.Proc) bool {
 			return p.PID == vg.PID && testenv.Sleeping(p.PID)
-		}, 30*time.Second)
+		}, reachWithin)
 	}
 	return r
 }
@@ -424,7 +428,7 @@ func TestTargetForks(t *testing.T) {
 	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"faults.c")
-	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{"fork", "2"}, Limit: time.Minute}, exitOK)
+	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{"fork", "2"}, Limit: 3 * time.Minute}, exitOK)
 	checkCompleted(t, res)
 	var heaps []int64
 	for _, s := range res.Run.stopsOf("request") {
@@ -655,9 +659,9 @@ func TestPrivateFIFOsAndNoGdbinit(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(home, ".gdbinit"), []byte("shell touch "+mark+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := startSnapctl(t, session{Plan: faultPlan, Bin: bin, Args: []string{"exit", "1"}, Limit: time.Minute,
+	r := startSnapctl(t, session{Plan: faultPlan, Bin: bin, Args: []string{"exit", "1"}, Limit: 3 * time.Minute,
 		Env: []string{"HOME=" + home}})
-	waitDescendant(t, "sleep 2", 30*time.Second)
+	waitDescendant(t, "sleep 2", reachWithin)
 
 	vg := testenv.WaitFor(t, testenv.Valgrind, time.Second)
 	m := regexp.MustCompile(`--vgdb-prefix=(\S+)`).FindStringSubmatch(vg.Cmdline)

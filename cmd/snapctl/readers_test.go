@@ -97,6 +97,7 @@ func oddFiles(t *testing.T) map[string]string {
 // and read a huge file or a gzip bomb only up to MaxLineLength: each ends
 // at once with exit code 1 and says why.
 func TestReadersRefuseOddFiles(t *testing.T) {
+	t.Parallel()
 	good := recordedMassif + "leak.massif"
 	odd := oddFiles(t)
 	wants := map[string]string{

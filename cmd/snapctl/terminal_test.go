@@ -37,7 +37,9 @@ func onTerminal(t *testing.T, env []string, args ...string) (string, int) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, snapctlBinary(t), args...)
 	cmd.Dir = t.TempDir()
-	cmd.Env = append(os.Environ(), env...)
+	// Marked as the test's own: the tests beside it take a tool with no
+	// mark for their leftover.
+	cmd.Env = append(append(os.Environ(), testenv.ScopeEnv(t)), env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	if err := cmd.Start(); err != nil {
 		slave.Close()
@@ -112,6 +114,7 @@ func screen(out string) []string {
 // is gone from the screen at the end. TERM=dumb gets neither the status
 // line nor colours nor cursor movement; NO_COLOR gets no colours.
 func TestTerminalOutput(t *testing.T) {
+	t.Parallel()
 	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"chatty.c")
@@ -197,6 +200,7 @@ func indexOf(lines []string, s string) int {
 // With --format markdown, stdout carries report.md alone; the program's
 // stdout goes to stderr, as with --format json.
 func TestRunMarkdownKeepsProgramOffStdout(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"chatty.c")
 	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{"3"}, Flags: []string{"--format", "markdown"}}, 0)

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/heaptrack"
@@ -278,6 +279,10 @@ func (b *Launch) settleAtStart(ctx context.Context, user string) error {
 	rec, err := c.WaitStopped(ctx)
 	if err != nil {
 		return err
+	}
+	if rec.String("reason") == "exited-signalled" {
+		// Killed as it started: the run ends as its death.
+		return &backend.TargetKilledError{Signal: rec.String("signal-name"), Err: errors.New("before main")}
 	}
 	if rec.String("reason") != "breakpoint-hit" || rec.String("bkptno") != number {
 		return fmt.Errorf("the target stopped before main (%s), not at __libc_start_main", rec.String("reason"))

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -56,6 +57,10 @@ type Launch struct {
 	// normally reports that at once.
 	ended  chan struct{}
 	status int
+	// target is the program's process id for watchEnd, once readPid
+	// has it; reaped says that gdb reaped it without reporting its end.
+	target atomic.Int64
+	reaped bool
 	// backend is the run's backend, which hands the heap reader to gdb's
 	// agent (heapread.go); count the hits the kernel counts (counter.go).
 	backend *Backend
@@ -96,46 +101,83 @@ func (b *Launch) Gone() error {
 		return &backend.TargetKilledError{Signal: child.SignalName(sig.Signal()),
 			Err: errors.New("gdb did not report it")}
 	}
+	if b.reaped && b.status < 0 {
+		// gdb reaps and does not report only a program that died while
+		// gdb held it stopped, which only SIGKILL ends (fact steady-2).
+		return &backend.TargetKilledError{Signal: "SIGKILL",
+			Err: errors.New("gdb did not report it, and could not resume it")}
+	}
 	return &backend.ToolError{Tool: "gdb", Msg: fmt.Sprintf("did not report the end of the program (process %d, wait status %#x)", b.pid, b.status)}
 }
 
 // zombieFor is how long the program gdb started may stay a zombie, not
 // reaped by gdb, before the run takes it for gone: gdb reaps it at once,
-// but a loaded machine may not run gdb for a while.
-const zombieFor = 10 * time.Second
+// but a loaded machine may not run gdb for a while. reapedFor is how long
+// it may be gone, reaped by gdb, before the run takes it for gone: gdb
+// reports an end at once as it reaps it, and the stop loop gives that
+// report three more seconds (stopLoop.loop, runnerGone).
+const (
+	zombieFor = 10 * time.Second
+	reapedFor = time.Second
+)
 
 // watchEnd closes ended once a child of gdb's (process gdbPid: the
 // program it starts, through the shell) has been a zombie for zombieFor,
 // with its wait status from /proc/PID/stat (-1 when it cannot be read),
-// and calls gone. A process gdb reaped is gdb's to report. The watch
-// ends with gdb.
+// and calls gone. It does the same once the program (target, when
+// readPid has found it) is no child of gdb's any more for reapedFor while
+// gdb runs on: gdb reaped it and said nothing. A program killed while gdb
+// handles a stop of its own (a library loaded) leaves gdb unable to put
+// its breakpoints back; gdb gives up resuming it, reaps it, and waits
+// for a command with no *stopped record sent (docs/facts.md, fact
+// steady-2). The watch ends with gdb.
 func (b *Launch) watchEnd(gdbPid int, gone func()) {
 	ended := make(chan struct{})
 	b.ended = ended
 	go func() {
 		since := map[int]time.Time{}
+		var missing time.Time
+		status := -1 // the program's, when seen a zombie
 		for {
 			kids, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", gdbPid))
 			if err != nil || len(kids) == 0 {
 				return
 			}
+			target, child := int(b.target.Load()), false
 			for _, k := range kids {
 				data, _ := os.ReadFile(k)
 				for _, f := range strings.Fields(string(data)) {
 					pid, _ := strconv.Atoi(f)
-					state, status := zombie(pid)
+					state, st := zombie(pid)
+					if pid == target {
+						child = true
+						if state {
+							status = st
+						}
+					}
 					switch {
 					case !state:
 						delete(since, pid)
 					case since[pid].IsZero():
 						since[pid] = time.Now()
 					case time.Since(since[pid]) >= zombieFor:
-						b.status = status
+						b.status = st
 						close(ended)
 						gone()
 						return
 					}
 				}
+			}
+			switch {
+			case target == 0 || child:
+				missing = time.Time{}
+			case missing.IsZero():
+				missing = time.Now()
+			case time.Since(missing) >= reapedFor:
+				b.status, b.reaped = status, true
+				close(ended)
+				gone()
+				return
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
@@ -365,6 +407,7 @@ func (b *Launch) readPid(ctx context.Context) {
 		for _, g := range r.List("groups") {
 			if pid := g.String("pid"); pid != "" {
 				fmt.Sscan(pid, &b.pid)
+				b.target.Store(int64(b.pid))
 			}
 		}
 	}
