@@ -51,7 +51,7 @@ func checkMallinfo2(t *testing.T, m *runjson.Manifest, out string, rounds int) {
 	for _, e := range m.Events {
 		// frag.c is sent no signal: one here is the agent's own, such as
 		// its deadline's SIGSTOP left pending after the call (fact
-		// steady-1).
+		// 102).
 		if e.Kind == runjson.EventAllocatorCallFailed || e.Kind == runjson.EventAllocatorBusy || e.Kind == runjson.EventSignal {
 			t.Errorf("event %+v", e)
 		}
@@ -97,7 +97,7 @@ func TestNativeArenasEqualMallinfo2(t *testing.T) {
 // allocating from two threads after each stop, ends. The SIGSTOP that
 // ends a call at its deadline never outlives the call: left pending, it
 // reached the program and its report at the breakpoint was taken for a
-// fifth hit (docs/facts.md, fact steady-1).
+// fifth hit (docs/facts.md, fact 102).
 func TestNativeCallNeverLeftInLock(t *testing.T) {
 	t.Parallel()
 	if runtime.GOARCH != "amd64" {
@@ -139,7 +139,7 @@ func TestNativeCallNeverLeftInLock(t *testing.T) {
 	for _, e := range m.Events {
 		// frag.c is sent no signal: one here is the agent's own, such as
 		// its deadline's SIGSTOP left pending after the call (fact
-		// steady-1).
+		// 102).
 		if e.Kind == runjson.EventAllocatorCallFailed || e.Kind == runjson.EventAllocatorBusy || e.Kind == runjson.EventSignal {
 			t.Errorf("event %+v", e)
 		}

@@ -149,7 +149,7 @@ func (s *stopLoop) countedStop(ctx context.Context, rec *mi.Record) (bool, error
 // alone is resumed (scheduler-locking on), so that gdb reports the stop it
 // holds, or the thread takes its signal at once. Resuming every thread
 // instead would let each held one run a call further before gdb came to
-// the measured stop (docs/facts.md, fact kernel-1).
+// the measured stop (docs/facts.md, fact 94).
 func (s *stopLoop) takePending(ctx context.Context, lwp int) (bool, error) {
 	r, err := s.gdb.Send(ctx, "-thread-info")
 	if err != nil {
@@ -198,7 +198,7 @@ func nextAddr(addrs []uint64, pc uint64) (uint64, bool) {
 // runTo runs the thread of rec, stopped by a measured hit at its
 // function's probe, on to addr, the breakpoint's address, every other
 // thread held (scheduler-locking on), so that the stop is where gdb's
-// breakpoint would have taken it (docs/facts.md, fact kernel-2). It
+// breakpoint would have taken it (docs/facts.md, fact 95). It
 // returns the stop that ended the run.
 func (s *stopLoop) runTo(ctx context.Context, rec *mi.Record, addr uint64) (*mi.Record, error) {
 	tid := rec.String("thread-id")

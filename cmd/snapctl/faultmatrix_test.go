@@ -219,7 +219,7 @@ func faultRows() []faultRow {
 					name: "kill -9 " + child + "/" + m, backend: backend,
 					// The target killed at start-up natively: gdb, unable
 					// to resume it, reaped it and said nothing, and the run
-					// hung (fact steady-2); it now holds, a quick row.
+					// hung (fact 103); it now holds, a quick row.
 					quick: m == mMidRun || child == "target" && m == mStartup && backend == "native",
 					run:   func(t *testing.T, fx *faultRun) []promise { return killAt(t, fx, child, m) },
 				})

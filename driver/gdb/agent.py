@@ -1260,7 +1260,7 @@ class _Direct:
         breakpoint: gdb stopped the process for it, passed it on, and
         stepping over the breakpoint again it reported the same hit a
         second time, which no signal frame marked as a repeat (no handler
-        ran): one stop too many (docs/facts.md, fact steady-1). The thread
+        ran): one stop too many (docs/facts.md, fact 102). The thread
         is resumed at address 0, where it can run nothing of the
         program's, and the kernel hands it its pending signals before it
         gets there: the SIGSTOP ends the loop; any other signal is blocked
@@ -1954,7 +1954,7 @@ def libc_symbols(names):
 # the scratch area below the stack pointer, as mallinfo2's result does:
 # nothing is allocated in the program. A jemalloc built without
 # statistics (--disable-stats) answers ENOENT, which is said, never taken
-# for a flat heap (docs/facts.md, fact truth-1).
+# for a flat heap (docs/facts.md, fact 96).
 JE_STATS = (("allocated", "stats.allocated"), ("active", "stats.active"), ("resident", "stats.resident"),
             ("mapped", "stats.mapped"), ("tcache_bytes", "stats.arenas.4096.tcache_bytes"))
 # JE_OPTIONAL are the statistics a jemalloc may lack (tcache_bytes came

@@ -265,7 +265,7 @@ func restoreStopped(pid int, patches []textPatch) (int, error) {
 // breakpoint it is just past, if any: a thread a dead tracer held in a
 // breakpoint's stop, which the guardian stopped with a SIGSTOP as the
 // tracer ended (gdbserver puts a PC back only as it resumes the thread,
-// fact harm-2). It is called for threads found group-stopped only: one
+// fact 100). It is called for threads found group-stopped only: one
 // that ran there by itself is never in a group stop right after the
 // breakpoint's one-byte instruction but by a rare chance.
 func backOntoBreakpoint(tid int, patches []textPatch) {

@@ -22,7 +22,7 @@ import (
 // in the code: a thread that runs into one dies of SIGTRAP, and no
 // process outside the kernel can take them out first (docs/facts.md,
 // facts 34 and 63). But a tracee killed with SIGKILL still stops at
-// PTRACE_EVENT_EXIT before it lets go of its own tracees (fact harm-1):
+// PTRACE_EVENT_EXIT before it lets go of its own tracees (fact 99):
 // so the guardian traces the tracer's thread, and when that thread stops
 // at its exit while it still traces the process, the guardian puts back
 // the program's bytes through /proc/PID/mem (root or the same user needs

@@ -103,7 +103,7 @@ func (b *Launch) Gone() error {
 	}
 	if b.reaped && b.status < 0 {
 		// gdb reaps and does not report only a program that died while
-		// gdb held it stopped, which only SIGKILL ends (fact steady-2).
+		// gdb held it stopped, which only SIGKILL ends (fact 103).
 		return &backend.TargetKilledError{Signal: "SIGKILL",
 			Err: errors.New("gdb did not report it, and could not resume it")}
 	}
@@ -130,7 +130,7 @@ const (
 // handles a stop of its own (a library loaded) leaves gdb unable to put
 // its breakpoints back; gdb gives up resuming it, reaps it, and waits
 // for a command with no *stopped record sent (docs/facts.md, fact
-// steady-2). The watch ends with gdb.
+// 103). The watch ends with gdb.
 func (b *Launch) watchEnd(gdbPid int, gone func()) {
 	ended := make(chan struct{})
 	b.ended = ended

@@ -9,7 +9,7 @@
 // instead of a round trip through gdb: about 1 us of CPU where the kernel
 // emulates the probed instruction, about 12 us where it single-steps it
 // (docs/facts.md, fact 85), which is why the native launcher probes a
-// function's first instruction (fact kernel-2).
+// function's first instruction (fact 95).
 //
 // Nothing is pinned: the maps, programs and perf events live as long as
 // the file descriptors of snapctl that hold them, so the probes leave the
@@ -195,7 +195,7 @@ func (c *Counter) Signal() syscall.Signal { return c.sig }
 // measured hit and gdb's stop of every thread would otherwise do the
 // work of many hits (a worker serving request after request from its
 // queue in the milliseconds gdb takes), and the measured stop would read
-// the heap of a later hit (docs/facts.md, fact kernel-1). Held so, a
+// the heap of a later hit (docs/facts.md, fact 94). Held so, a
 // thread gets no further than its next hit, as under gdb's breakpoint.
 func (c *Counter) program(id int, r Rule) (*ebpf.Program, error) {
 	every := max(r.Every, 1)
@@ -534,7 +534,7 @@ func (c *Counter) Read(id int) (Slot, error) {
 // taken ends its part of the halt here, and no hit runs in the kernel
 // meanwhile. A held stop does not: gdb may report the held threads
 // first, and resuming from them runs every thread but the one whose
-// measured stop gdb keeps for later (fact kernel-1).
+// measured stop gdb keeps for later (fact 94).
 func (c *Counter) Take(tid int) (id int, hit uint64, ok bool) {
 	var v uint64
 	if err := c.stops.LookupAndDelete(uint32(tid), &v); err != nil {
