@@ -631,7 +631,7 @@ func TestSitesVerdictAgreesWithSuspects(t *testing.T) {
 	// machine an interval between two stops may hold no kept request and
 	// the next two, and the site grows in steps, each a new block.
 	if len(m.Suspects) == 0 {
-		t.Fatal("no suspects")
+		t.Fatalf("no suspects; verdict %s:\n%s\nthe site's change at each interval: %v", m.Verdicts[0].Verdict, m.Verdicts[0].Sentence, siteChanges(m, "noisy.c", 39))
 	}
 	s := m.Suspects[0]
 	how := "steadily"
@@ -647,4 +647,19 @@ func TestSitesVerdictAgreesWithSuspects(t *testing.T) {
 	if s.GrowthPerHit < 576 || s.GrowthPerHit > 704 || s.BytesPerBlock == nil || *s.BytesPerBlock != 640 || (s.Pattern != "steady" && s.Pattern != "stepwise") {
 		t.Errorf("suspects %+v, want 640 B blocks, 640 B a hit within 10%%", m.Suspects)
 	}
+}
+
+// siteChanges lists the change of the site at file:line in each diff.
+func siteChanges(m *runjson.Manifest, file string, line int) []int64 {
+	var out []int64
+	for _, d := range m.Diffs {
+		var delta int64
+		for _, s := range d.Sites {
+			if strings.HasSuffix(s.Frame.File, file) && s.Frame.Line == line {
+				delta = s.Delta
+			}
+		}
+		out = append(out, delta)
+	}
+	return out
 }

@@ -233,9 +233,9 @@ func (s *Series) Intervals() int { return s.intervals }
 //   - it grew in at least half of the n intervals;
 //   - it still grows at the end: the run of intervals without growth that
 //     ends the series is no longer than the longest such run between two
-//     intervals in which it grew (so a site that grew in every interval
-//     must grow in the last one). A buffer that grows while warming up and
-//     then stays put fails here;
+//     intervals in which it grew, or, for a site that grows in bursts,
+//     than twice that run and a fifth of the series (stillGrows). A buffer
+//     that grows while warming up and then stays put fails here;
 //   - shrinking did not undo most of it: its total growth is at least half
 //     the sum of its growths (a site that allocates and frees in turn fails
 //     here);
@@ -305,7 +305,7 @@ func (s *Series) Suspects() []Suspect {
 		switch {
 		case n == 1:
 			sus.Pattern = PatternSingle
-		case 2*grew >= n && trailing <= maxGap && 2*total >= gross && medianChange(st.changes, n) > 0:
+		case 2*grew >= n && stillGrows(trailing, maxGap, n) && 2*total >= gross && medianChange(st.changes, n) > 0:
 			sus.Pattern = PatternSteady
 		case !shrank && grew >= 2 && total >= st.start && trailing <= 2*lastGap:
 			// total >= start: it ends at least twice as big as it started.
@@ -321,6 +321,18 @@ func (s *Series) Suspects() []Suspect {
 	}
 	SortSuspects(out)
 	return out
+}
+
+// stillGrows reports whether a site whose runs of intervals without
+// growth between two in which it grew were at most maxGap long still
+// grows at the end of n intervals, which end with a run of trailing
+// intervals without growth: that run is no longer than the longest
+// before it, or, for a site seen to pause (threads that finish requests
+// out of order make it grow in bursts), at most twice as long and at
+// most a fifth of the series. A site that grew at every interval and
+// then stopped has stopped.
+func stillGrows(trailing, maxGap, n int) bool {
+	return trailing <= maxGap || (trailing <= 2*maxGap && 5*trailing <= n)
 }
 
 // rates fills a suspect's figures per hit and per interval.

@@ -182,6 +182,10 @@ func TestSuspectRule(t *testing.T) {
 		{"every other hit", []int64{0, 48, 48, 96, 96, 144, 144, 192, 192, 240, 240}, &suspectRow{"f (s.c:1)", 24, 240, 5, 10}},
 		{"churn", []int64{0, 24, 0, 24, 0, 24, 0, 24, 0, 24}, nil},
 		{"stopped growing at the end", []int64{0, 24, 48, 72, 96, 120, 144, 168, 168}, nil},
+		// Workers that finish their requests out of order: the site grows
+		// in bursts, pauses of one interval, and the run ends in a pause of two.
+		{"bursts, a longer pause at the end", []int64{0, 24, 24, 72, 96, 96, 120, 144, 144, 192, 216, 240, 240, 264, 288, 288, 312, 336, 384, 384, 384}, &suspectRow{"f (s.c:1)", 24, 384, 13, 20}},
+		{"bursts, then stopped", []int64{0, 24, 24, 72, 96, 96, 120, 144, 144, 192, 216, 216, 216, 216, 216, 216}, nil},
 		{"leak trimmed now and then", []int64{0, 24, 48, 72, 24, 48, 72, 96, 48, 72, 96}, &suspectRow{"f (s.c:1)", 24, 96, 8, 10}},
 		{"shrinking", []int64{100, 90, 80, 70, 60}, nil},
 		{"constant", []int64{100, 100, 100, 100}, nil},
