@@ -244,10 +244,12 @@ func (s *Series) Intervals() int { return s.intervals }
 // A site that is not is a stepwise suspect when its bytes never went down,
 // it grew in at least two intervals, it ends at least twice as big as it
 // started, and the flat run that ends the series is at most twice as long
-// as the one before its last growth: a container that doubles its buffer
-// as it fills at a steady pace grows on ever rarer hits, each flat run
-// about twice the one before, while a warm-up grows on the first hits and
-// then stays put for good. Churn, which shrinks, never is.
+// as the one before its last growth, or still growing as stillGrows has
+// it: a container that doubles its buffer as it fills at a steady pace
+// grows on ever rarer hits, each flat run about twice the one before; a
+// leak on every Nth request, finished by threads out of order, grows in
+// steps at uneven spacing; a warm-up grows on the first hits and then
+// stays put for good. Churn, which shrinks, never is.
 //
 // With a single interval, every site that grew in it is a suspect of
 // pattern PatternSingle.
@@ -307,7 +309,7 @@ func (s *Series) Suspects() []Suspect {
 			sus.Pattern = PatternSingle
 		case 2*grew >= n && stillGrows(trailing, maxGap, n) && 2*total >= gross && medianChange(st.changes, n) > 0:
 			sus.Pattern = PatternSteady
-		case !shrank && grew >= 2 && total >= st.start && trailing <= 2*lastGap:
+		case !shrank && grew >= 2 && total >= st.start && (trailing <= 2*lastGap || stillGrows(trailing, maxGap, n)):
 			// total >= start: it ends at least twice as big as it started.
 			sus.Pattern = PatternStepwise
 		default:

@@ -193,6 +193,9 @@ func TestSuspectRule(t *testing.T) {
 		{"one interval, shrunk", []int64{24, 0}, nil},
 		{"stepwise: a vector doubling as it fills", []int64{16, 32, 64, 64, 128, 128, 128, 128, 256, 256, 256, 256, 256, 256}, &suspectRow{"f (s.c:1)", 18, 240, 4, 13}},
 		{"stepwise, flat for too long since", []int64{16, 32, 64, 64, 128, 128, 128, 128, 256, 256, 256, 256, 256, 256, 256, 256, 256}, nil},
+		// A block kept every fourth request, the requests finished out of
+		// order: steps at uneven spacing, the last two close together.
+		{"stepwise: steps at uneven spacing", []int64{0, 0, 0, 64, 64, 64, 64, 128, 128, 128, 128, 128, 192, 192, 192, 256, 256, 256, 256, 256, 320, 320, 320, 320, 384, 448, 448, 448, 448, 448, 448}, &suspectRow{"f (s.c:1)", 15, 448, 7, 30}},
 		{"stepwise, one step only", []int64{0, 0, 0, 0, 0, 128, 128, 128}, nil},
 		{"starts late, grows to the end", []int64{0, 0, 0, 0, 24, 48, 72, 96, 120, 144}, &suspectRow{"f (s.c:1)", 24, 144, 6, 9}},
 	}
