@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/snapctl/snapctl/internal/child"
@@ -260,6 +261,18 @@ func (c *Client) SendBatch(ctx context.Context, cmds []Command) ([]*Result, []er
 		for _, cl := range calls {
 			c.forget(cl)
 		}
+		if errors.Is(err, syscall.EPIPE) {
+			// gdb's end of the pipe is closed: it has died, and the
+			// reader is about to say how (killed by SIGKILL, say),
+			// which tells the user more than a broken pipe.
+			wait := time.NewTimer(goneWait)
+			select {
+			case <-c.done:
+			case <-ctx.Done():
+			case <-wait.C:
+			}
+			wait.Stop()
+		}
 		select {
 		case <-c.done:
 			return fail(func(line string) error { return fmt.Errorf("mi: %s: %w", line, c.Err()) })
@@ -326,6 +339,10 @@ func (c *Client) removeLocked(cl *call) {
 		}
 	}
 }
+
+// goneWait bounds how long a command that found gdb's pipe closed waits
+// for gdb's end to be collected.
+const goneWait = 10 * time.Second
 
 func (c *Client) write(ctx context.Context, s string) error {
 	c.wmu.Lock()

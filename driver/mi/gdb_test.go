@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -413,4 +414,43 @@ func TestGDBEnvAndDir(t *testing.T) {
 	if r.Console() != "SNAPCTL_MI_TEST = hello\n" {
 		t.Errorf("console = %q", r.Console())
 	}
+}
+
+// TestGDBKilledBeforeSend: a command sent as soon as the kernel shows gdb
+// dead says how gdb died, as a pending command's error does. Where its
+// write finds the pipe closed before gdb's end is collected (the window in
+// which TestChildKilled/gdb/startup once read "writing to gdb: broken
+// pipe"), Send waits for that end rather than report the pipe. Five gdbs.
+func TestGDBKilledBeforeSend(t *testing.T) {
+	t.Parallel()
+	testenv.NoLeftovers(t)
+	for i := 0; i < 5; i++ {
+		c := startGDB(t, mi.Options{})
+		pid := c.Pid()
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); !deadOrZombie(pid); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("gdb not dead within 30s of SIGKILL")
+			}
+		}
+		_, err := c.Send(context.Background(), "-gdb-version")
+		var ee *mi.ExitError
+		if !errors.As(err, &ee) || !strings.Contains(err.Error(), "was killed by SIGKILL") {
+			t.Errorf("gdb %d: err = %v, want gdb's end, killed by SIGKILL", i+1, err)
+		}
+		c.Close()
+	}
+}
+
+// deadOrZombie reports whether process pid has ended: gone, or a zombie
+// not yet reaped.
+func deadOrZombie(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	i := strings.LastIndexByte(string(data), ')')
+	return i >= 0 && i+2 < len(data) && data[i+2] == 'Z'
 }
