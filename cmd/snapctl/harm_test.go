@@ -81,7 +81,11 @@ var harmCases = []harmCase{
 	// SIGTRAP at the first request after gdbserver's death, snapctl
 	// stopped). Idle, no thread is in a stop gdbserver has not collected
 	// when it dies.
-	{flags: nil, victim: "gdbserver", want: []int{exitFailure}, idle: true},
+	// It held 10 of 10 cycles in two runs of bench/harm.sh, but the server
+	// died of SIGTRAP at cycle 2 of 3 in a clean run of the whole suite:
+	// not yet a promise CI can keep.
+	{flags: nil, victim: "gdbserver", want: []int{exitFailure}, idle: true,
+		broken: "the server died of SIGTRAP at cycle 2 of 3 in a run of the whole suite on a quiet machine (10 of 10 in two runs of bench/harm.sh): a trap gdbserver had not collected, or one the hold does not mend, not yet found"},
 }
 
 // harmCycles is how many times each case is run on one server: 1, or
