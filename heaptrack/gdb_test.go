@@ -119,6 +119,13 @@ func (g *miGDB) letOutOf(tid int, addr uint64) {
 	g.t.Helper()
 	r := g.send("-thread-info")
 	m := regexp.MustCompile(`id="(\d+)",target-id="[^"]*LWP ` + strconv.Itoa(tid) + `\)"`).FindStringSubmatch(r)
+	if tid == 0 {
+		// Held with no owner yet: the thread stopped right after
+		// pthread_mutex_lock's cmpxchg, in the frame glibc's debug
+		// information names lll_mutex_lock_optimized (docs/facts.md,
+		// fact 67). The threads waiting for the lock are in futex_wait.
+		m = regexp.MustCompile(`id="(\d+)",target-id="[^"]*",name="[^"]*",frame=\{level="0",addr="[^"]*",func="(?:lll_mutex_lock_optimized|_*pthread_mutex_lock)"`).FindStringSubmatch(r)
+	}
 	if m == nil {
 		g.t.Fatalf("no gdb thread for LWP %d in %s", tid, r)
 	}

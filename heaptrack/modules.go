@@ -303,6 +303,19 @@ func (m *Modules) name(path string, addr uint64) (f frameName, ok bool) {
 	return f, true
 }
 
+// offset returns the offset of return address addr in the module path
+// (the interpreter's, "" when it knew none); ok is false when no module
+// is known at addr.
+func (m *Modules) offset(path string, addr uint64) (off uint64, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mod := m.find(path, addr)
+	if mod == nil || addr < mod.base {
+		return 0, false
+	}
+	return addr - mod.base, true
+}
+
 // Named returns the modules that named a frame by an offset, sorted, as
 // pairs of path and build-id.
 func (m *Modules) Named() [][2]string {

@@ -300,8 +300,11 @@ func (r *Replayer) ipFrames(i uint32) []snapshots.Frame {
 		if r.Mods != nil {
 			if n, ok := r.Mods.name(r.strs[ip.module], ip.addr); ok {
 				f = snapshots.Frame{Addr: addr, Function: n.function, Object: n.object}
-				if n.file != "" {
+				switch {
+				case n.file != "":
 					f.File, f.Line, f.Object = n.file, n.line, ""
+				case !snapshots.ModuleOffset(f):
+					f.Offset = n.offset
 				}
 			}
 		}
@@ -309,12 +312,18 @@ func (r *Replayer) ipFrames(i uint32) []snapshots.Frame {
 		return r.frameCache[i]
 	}
 	fs := make([]snapshots.Frame, 0, len(ip.frames))
+	// A frame without a line keeps its offset in the module, so that two
+	// calls in one function stay two sites (docs/facts.md, fact 98).
+	var off uint64
+	if r.Mods != nil {
+		off, _ = r.Mods.offset(r.strs[ip.module], ip.addr)
+	}
 	for _, fr := range ip.frames {
 		f := snapshots.Frame{Addr: addr, Function: publicName(r.strs[fr.fn]), Line: int(fr.line)}
 		if fr.file != 0 {
 			f.File = filepath.Base(r.strs[fr.file])
 		} else {
-			f.Object = r.strs[ip.module]
+			f.Object, f.Offset = r.strs[ip.module], off
 		}
 		if f.Function == "" {
 			f.Function = "???"

@@ -76,10 +76,18 @@ type Node struct {
 // massif could not name it. File and Line are set for `fn (file:line)`,
 // Object for `fn (in /lib/x.so)`. Addr is kept for display only: inlined
 // frames repeat an address, so frames are never keyed by it.
+//
+// Offset is the return address's offset in Object, for a named frame
+// without line information that heaptrack recorded (`fn (in
+// /usr/bin/redis-server+0x5a1b2)`): without it every call a function makes
+// would be one line, and two allocations of one function one site
+// (docs/facts.md, fact 98). Unlike Addr it is the same in every run of the
+// same file, so frames are keyed by it.
 type Frame struct {
 	Addr     string `json:"-"`                // "0x1091E0", empty when the line had none
 	Function string `json:"function"`         // "make_payload", "Scheduler::submit(int)", "???"
 	File     string `json:"file,omitempty"`   // "leak.c", as massif printed it
 	Line     int    `json:"line,omitempty"`   // 0 when unknown
 	Object   string `json:"object,omitempty"` // "/lib/x86_64-linux-gnu/libc.so.6", or "???"
+	Offset   uint64 `json:"offset,omitempty"` // in Object, when the frame has a function and no line
 }

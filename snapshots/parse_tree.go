@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"hash/maphash"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -331,6 +332,21 @@ func (t *frameTable) grow() {
 	}
 }
 
+// splitOffset splits a module and an offset, "/usr/bin/redis-server+0x5a1b2",
+// as FrameString prints a Frame's Object and Offset. An object without
+// one is returned whole.
+func splitOffset(obj string) (string, uint64) {
+	i := strings.LastIndex(obj, "+0x")
+	if i <= 0 || i+3 == len(obj) || len(obj)-i-3 > 16 || strings.Trim(obj[i+3:], "0123456789abcdef") != "" {
+		return obj, 0
+	}
+	off, err := strconv.ParseUint(obj[i+3:], 16, 64)
+	if err != nil || off == 0 {
+		return obj, 0
+	}
+	return obj[:i], off
+}
+
 // ParseFrame parses the text massif prints for a stack frame:
 //
 //	0x1091E0: make_payload (leak.c:12)
@@ -368,6 +384,7 @@ func ParseFrame(text string) Frame {
 	fn := text[:open-1]
 	if len(inner) > 3 && inner[:3] == "in " {
 		f.Function, f.Object = fn, inner[3:]
+		f.Object, f.Offset = splitOffset(f.Object)
 		return f
 	}
 	colon := -1

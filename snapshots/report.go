@@ -206,7 +206,8 @@ func (r *Report) sections() (names []string, byName map[string][]*Diff) {
 }
 
 // FrameString prints a frame as massif does: "fn (file:line)",
-// "fn (in /lib/x.so)" or "fn".
+// "fn (in /lib/x.so)" or "fn"; a frame with an Offset as "fn (in
+// /lib/x.so+0x1a2b)".
 func FrameString(f Frame) string { return Printable(frameText(f)) }
 
 // frameText is FrameString with the names as they are.
@@ -218,6 +219,8 @@ func frameText(f Frame) string {
 		return f.Function + " (" + f.File + ")"
 	case f.Object != "" && ModuleOffset(f):
 		return f.Function
+	case f.Object != "" && f.Offset != 0:
+		return f.Function + " (in " + f.Object + "+0x" + strconv.FormatUint(f.Offset, 16) + ")"
 	case f.Object != "":
 		return f.Function + " (in " + f.Object + ")"
 	}
