@@ -251,7 +251,7 @@ func sortSiteDeltas(s []SiteDelta) {
 }
 
 func sameSiteFrame(a, b Frame) bool {
-	return a.Function == b.Function && a.File == b.File && a.Line == b.Line && a.Object == b.Object
+	return a.Function == b.Function && a.File == b.File && a.Line == b.Line && a.Object == b.Object && a.Offset == b.Offset
 }
 
 func stackLess(a, b []Frame) bool {

@@ -75,6 +75,8 @@ func codeSite(f Frame, esc func(string) string) string {
 		return fmt.Sprintf("%s %s:%d", fn, esc(f.File), f.Line)
 	case f.File != "":
 		return fn + " " + esc(f.File)
+	case f.Object != "" && f.Offset != 0:
+		return fn + " in " + esc(f.Object+"+0x"+strconv.FormatUint(f.Offset, 16))
 	case f.Object != "":
 		return fn + " in " + esc(f.Object)
 	}

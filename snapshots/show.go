@@ -434,6 +434,10 @@ func appendNodeText(b []byte, n *Node) []byte {
 	case f.Object != "":
 		b = append(b, " (in "...)
 		b = appendPrintable(b, f.Object, false)
+		if f.Offset != 0 {
+			b = append(b, "+0x"...)
+			b = strconv.AppendUint(b, f.Offset, 16)
+		}
 		b = append(b, ')')
 	}
 	return b

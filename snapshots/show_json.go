@@ -139,6 +139,9 @@ func (j *showJSON) writeNode(n *Node, total int64, root bool, lvl int) {
 		if f.Object != "" {
 			w.WriteString("," + fin + `"object": ` + jsonString(f.Object))
 		}
+		if f.Offset != 0 {
+			w.WriteString("," + fin + `"offset": ` + strconv.FormatUint(f.Offset, 10))
+		}
 		w.WriteString(in + "}")
 	}
 	kids, folded, places := foldChildren(n, total, j.opts.Threshold)

@@ -703,5 +703,8 @@ func frameLess(a, b Frame) bool {
 	if a.Line != b.Line {
 		return a.Line < b.Line
 	}
-	return a.Object < b.Object
+	if a.Object != b.Object {
+		return a.Object < b.Object
+	}
+	return a.Offset < b.Offset
 }

@@ -10,7 +10,7 @@ import (
 // diffs (run.json) stores each stack once and refers to it by its index:
 // a run of 50 diffs over 1,000 sites 20 frames deep repeats the same
 // stacks in every diff. Frames are compared as they are written out
-// (function, file, line, object), not by address.
+// (function, file, line, object, offset), not by address.
 type StackTable struct {
 	ids    map[string]int
 	stacks [][]Frame
@@ -33,6 +33,8 @@ func (t *StackTable) ID(stack []Frame) int {
 		t.key.WriteString(strconv.Itoa(f.Line))
 		t.key.WriteByte(0)
 		t.key.WriteString(f.Object)
+		t.key.WriteByte(0)
+		t.key.WriteString(strconv.FormatUint(f.Offset, 16))
 		t.key.WriteByte(1)
 	}
 	key := t.key.String()
