@@ -10,6 +10,7 @@ import (
 
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/preflight"
 )
@@ -152,7 +153,7 @@ func loadLibrarySymbols(ctx context.Context, c *mi.Client, binary string, attach
 // loaded with dlopen. A path is read through the process's root, as the
 // process sees it.
 func loadedLibraries(pid int, binary string, have []string) []string {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	maps, err := proc.Maps(pid)
 	if err != nil {
 		return nil
 	}
@@ -161,15 +162,14 @@ func loadedLibraries(pid int, binary string, have []string) []string {
 		seen[l] = true
 	}
 	var out []string
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 6 || len(f) > 6 || !strings.Contains(f[1], "x") || !strings.HasPrefix(f[5], "/") || seen[f[5]] {
+	for _, m := range maps {
+		if !strings.Contains(m.Perms, "x") || !strings.HasPrefix(m.Path, "/") || m.Deleted || seen[m.Path] {
 			continue
 		}
-		seen[f[5]] = true
-		path := f[5]
+		seen[m.Path] = true
+		path := m.Path
 		if _, err := os.Stat(path); err != nil {
-			path = fmt.Sprintf("/proc/%d/root%s", pid, f[5])
+			path = fmt.Sprintf("/proc/%d/root%s", pid, m.Path)
 		}
 		out = append(out, path)
 	}

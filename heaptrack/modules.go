@@ -1,18 +1,19 @@
 package heaptrack
 
 import (
-	"bufio"
 	"bytes"
 	"debug/dwarf"
 	"debug/elf"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/snapctl/snapctl/internal/proc"
 )
 
 // Modules are the modules (the program and its libraries) of a recorded
@@ -161,30 +162,14 @@ func (m *Modules) find(path string, addr uint64) *module {
 // is loaded: the start of its mapping at file offset 0 less the first
 // loadable segment's address.
 func mapsModule(pid int, addr uint64) *module {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	all, err := proc.Maps(pid)
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
-	type mapping struct {
-		lo, hi, off uint64
-		path        string
-	}
-	var all []mapping
 	path := ""
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) < 6 || !strings.HasPrefix(fs[5], "/") {
-			continue
-		}
-		lohi := strings.SplitN(fs[0], "-", 2)
-		lo, _ := strconv.ParseUint(lohi[0], 16, 64)
-		hi, _ := strconv.ParseUint(lohi[1], 16, 64)
-		off, _ := strconv.ParseUint(fs[2], 16, 64)
-		all = append(all, mapping{lo, hi, off, fs[5]})
-		if addr >= lo && addr < hi {
-			path = fs[5]
+	for _, mp := range all {
+		if strings.HasPrefix(mp.Path, "/") && addr >= mp.Lo && addr < mp.Hi {
+			path = mp.Path
 		}
 	}
 	if path == "" {
@@ -193,10 +178,10 @@ func mapsModule(pid int, addr uint64) *module {
 	mod := &module{path: path}
 	found := false
 	for _, mp := range all {
-		if mp.path == path {
-			mod.segs = append(mod.segs, [2]uint64{mp.lo, mp.hi})
-			if mp.off == 0 && !found {
-				mod.base, found = mp.lo, true
+		if mp.Path == path {
+			mod.segs = append(mod.segs, [2]uint64{mp.Lo, mp.Hi})
+			if mp.Offset == 0 && !found {
+				mod.base, found = mp.Lo, true
 			}
 		}
 	}
@@ -318,15 +303,20 @@ func (m *Modules) offset(path string, addr uint64) (off uint64, ok bool) {
 
 // Named returns the modules that named a frame by an offset, sorted, as
 // pairs of path and build-id.
+//
+// A module only heaptrack's library brings in (libstdc++ in a C program)
+// is left out: its frames are heaptrack's own allocations, which are not
+// the program's and name no site.
 func (m *Modules) Named() [][2]string {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	var out [][2]string
 	for _, mod := range m.mods {
 		if mod.named {
 			out = append(out, [2]string{mod.path, mod.buildID})
 		}
 	}
+	m.mu.Unlock()
+	out = slices.DeleteFunc(out, func(p [2]string) bool { return m.heaptrackOwn(p[0]) })
 	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
 	return out
 }

@@ -77,3 +77,67 @@ func Status(pid int) (map[string]string, error) {
 	}
 	return out, sc.Err()
 }
+
+// Mapping is one line of /proc/PID/maps.
+type Mapping struct {
+	Lo, Hi uint64 // the addresses it spans, [Lo, Hi)
+	Perms  string // "r-xp"
+	Offset uint64 // in the file
+	// Path is the file mapped, spaces and all ("/opt/my dir/libx.so"),
+	// without the kernel's " (deleted)"; "" for an anonymous mapping,
+	// "[heap]" and the like for the kernel's own.
+	Path    string
+	Deleted bool // the file was deleted or replaced since it was mapped
+}
+
+// Maps reads process pid's mappings.
+func Maps(pid int) ([]Mapping, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return nil, err
+	}
+	var out []Mapping
+	for _, line := range strings.Split(string(data), "\n") {
+		if m, ok := parseMapping(line); ok {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// parseMapping reads "LO-HI PERMS OFFSET DEV INODE   PATH": the path is
+// the rest of the line after the inode's field and its padding, so that a
+// path with spaces stays whole.
+func parseMapping(line string) (Mapping, bool) {
+	var m Mapping
+	rest := line
+	var fields [5]string
+	for i := range fields {
+		rest = strings.TrimLeft(rest, " ")
+		j := strings.IndexByte(rest, ' ')
+		if j < 0 {
+			if i < 4 {
+				return m, false
+			}
+			j = len(rest)
+		}
+		fields[i], rest = rest[:j], rest[j:]
+	}
+	lo, hi, ok := strings.Cut(fields[0], "-")
+	if !ok {
+		return m, false
+	}
+	var err1, err2, err3 error
+	m.Lo, err1 = strconv.ParseUint(lo, 16, 64)
+	m.Hi, err2 = strconv.ParseUint(hi, 16, 64)
+	m.Offset, err3 = strconv.ParseUint(fields[2], 16, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return m, false
+	}
+	m.Perms = fields[1]
+	m.Path = strings.TrimLeft(rest, " ")
+	if p, ok := strings.CutSuffix(m.Path, " (deleted)"); ok && strings.HasPrefix(p, "/") {
+		m.Path, m.Deleted = p, true
+	}
+	return m, true
+}

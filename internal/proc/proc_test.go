@@ -53,3 +53,39 @@ func TestZombieAndGone(t *testing.T) {
 		t.Errorf("Stat(0) = %+v", st)
 	}
 }
+
+// TestMapsPathWithSpaces: a library loaded from a directory whose name
+// has spaces is one mapping path, as the process sees it, and the
+// kernel's " (deleted)" is not part of a path.
+func TestMapsPathWithSpaces(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want Mapping
+	}{
+		{"7f1c2a000000-7f1c2a001000 r-xp 00001000 fd:01 1234                       /tmp/my dir/lib x.so",
+			Mapping{Lo: 0x7f1c2a000000, Hi: 0x7f1c2a001000, Perms: "r-xp", Offset: 0x1000, Path: "/tmp/my dir/lib x.so"}},
+		{"55d0c0000000-55d0c0021000 rw-p 00000000 00:00 0                          [heap]",
+			Mapping{Lo: 0x55d0c0000000, Hi: 0x55d0c0021000, Perms: "rw-p", Path: "[heap]"}},
+		{"7f1c2a000000-7f1c2a001000 r-xp 00000000 fd:01 99 /usr/bin/server (deleted)",
+			Mapping{Lo: 0x7f1c2a000000, Hi: 0x7f1c2a001000, Perms: "r-xp", Path: "/usr/bin/server", Deleted: true}},
+		{"7ffd1000-7ffd2000 rw-p 00000000 00:00 0",
+			Mapping{Lo: 0x7ffd1000, Hi: 0x7ffd2000, Perms: "rw-p"}},
+	} {
+		got, ok := parseMapping(c.line)
+		if !ok || got != c.want {
+			t.Errorf("parseMapping(%q) = %+v, %v; want %+v", c.line, got, ok, c.want)
+		}
+	}
+	ms, err := Maps(os.Getpid())
+	if err != nil || len(ms) == 0 {
+		t.Fatalf("Maps(self): %d mappings, %v", len(ms), err)
+	}
+	exe, _ := os.Executable()
+	found := false
+	for _, m := range ms {
+		found = found || m.Path == exe
+	}
+	if !found {
+		t.Errorf("Maps(self) does not map %s", exe)
+	}
+}
