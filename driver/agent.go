@@ -134,7 +134,7 @@ func agentUnusable(warn io.Writer, why string) {
 // agentNew is the Python that creates the agent, snapctl_agent, from
 // agent.py's definitions: it records into records, marks its stops in
 // snapdir's busy file and takes its measurements into snapdir as
-// measure, the backend's agentMeasure, says.
+// measure, the backend's AgentMeasure, says.
 func agentNew(records, snapdir, measure string) string {
 	return "snapctl_agent = Agent(" + gdb.PyString(records) + ", " + gdb.PyString(snapdir) + ", " + gdb.PyString(filepath.Join(snapdir, agentBusy)) + ", " +
 		measure + ")\n"

@@ -122,7 +122,7 @@ func TestReadAgentWholeRecords(t *testing.T) {
 	appendRecords(t, records, `{"bp":"1","kind":"snapshot","error":"Error: can not open xtree output file"}`+"\n")
 	var te *ToolError
 	if err := s.agent.read(); err == nil || !strings.Contains(err.Error(), "can not open") || !errors.As(err, &te) {
-		t.Errorf("readAgent after a failed snapshot = %v, want valgrind's error", err)
+		t.Errorf("the agent's read after a failed snapshot = %v, want valgrind's error", err)
 	}
 }
 
@@ -305,7 +305,7 @@ func TestReadAgentBadRecords(t *testing.T) {
 			defer f.Close()
 			s.useAgent(f, nil)
 			if err := s.agent.read(); err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("readAgent = %v, want an error with %q", err, tt.want)
+				t.Errorf("the agent's read = %v, want an error with %q", err, tt.want)
 			}
 		})
 	}

@@ -165,7 +165,7 @@ func TestUnchangedSnapshotNotParsed(t *testing.T) {
 	}
 	appendRecords(t, records, lines)
 	if err := s.agent.read(); err != nil {
-		t.Fatalf("readAgent = %v; the repeat was parsed", err)
+		t.Fatalf("the agent's read = %v; the repeat was parsed", err)
 	}
 	stops := spooled[runjson.Stop](t, s.rec.stops)
 	diffs := spooled[snapshots.Diff](t, s.rec.diffs)

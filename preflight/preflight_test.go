@@ -344,7 +344,7 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// TestPreflightGivenGdbVersion: a version the caller read from its own
+// TestCheckGivenGdbVersion: a version the caller read from its own
 // gdb is judged as gdb --version's first line would be.
 func TestCheckGivenGdbVersion(t *testing.T) {
 	testenv.MustHave(t, "gdb")

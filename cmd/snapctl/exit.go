@@ -40,7 +40,7 @@ var exitCodes = []struct {
 	meaning string
 }{
 	{exitOK, "the run completed, every declared breakpoint hit, no fail_on limit exceeded"},
-	{exitFailure, "snapctl or one of its tools (gdb, vgdb, valgrind) failed, or an I/O error"},
+	{exitFailure, "snapctl or one of its tools (gdb, gdbserver, vgdb, valgrind, heaptrack) failed, or an I/O error"},
 	{exitUsage, "bad command line"},
 	{exitPlan, "the plan is invalid, or names a location gdb cannot resolve"},
 	{exitEnvironment, "a required tool is missing or unusable"},

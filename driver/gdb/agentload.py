@@ -1,4 +1,4 @@
-# Reads agent.py's code for gdb's Python (see agentcache.go): compiled by
+# Reads agent.py's code for gdb's Python (see gdb.go's agentCache): compiled by
 # an earlier run when the user's cache holds it for this agent and this
 # Python, else compiled from the script and kept there for the next run.
 
