@@ -355,7 +355,7 @@ func TestWorkloadTargetPorts(t *testing.T) {
 // around_call: the heap between hits grows alike at all three, and what
 // each call left behind says which phase keeps memory (final: one
 // 2,016-byte chunk a call; conn_end: nothing), in run.json's phases and in
-// every report.
+// every report, led by the line that names the phase that keeps memory.
 func TestNativePhases(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "testdata/native/phases.c")
@@ -384,7 +384,8 @@ func TestNativePhases(t *testing.T) {
 	md, _ := os.ReadFile(filepath.Join(res.Dir, "report.md"))
 	page, _ := os.ReadFile(filepath.Join(res.Dir, "report.html"))
 	for name, text := range map[string]string{"terminal": out.String(), "report.md": string(md), "report.html": string(page)} {
-		for _, want := range []string{"each call left +2.0 KiB in use (6 calls, +11.8 KiB in all)", "each call left 0 B in use (6 calls, 0 B in all)"} {
+		for _, want := range []string{"each call left +2.0 KiB in use (6 calls, +11.8 KiB in all)", "each call left 0 B in use (6 calls, 0 B in all)",
+			"between hits in-use heap +2.0 KiB per hit", "which phase keeps memory: each call of final left +2.0 KiB in use, of chunk left "} {
 			if !strings.Contains(text, want) {
 				t.Errorf("%s does not say %q", name, want)
 			}

@@ -2,6 +2,7 @@ package native
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/plan"
@@ -72,6 +73,31 @@ func phaseOf(m *runjson.Manifest, bp string) string {
 		}
 		out += fmt.Sprintf("each call left %s in use (%s, %s in all)", snapshots.FormatDelta(ph.InUseLeftByCalls/int64(ph.Calls)),
 			backend.Plural(ph.Calls, "call"), snapshots.FormatDelta(ph.InUseLeftByCalls))
+	}
+	return out
+}
+
+// keeper is the line that says which phase keeps memory, when two or more
+// breakpoints measured their calls (around_call): each one's calls, what
+// each left in use on average, the most first; "" otherwise.
+func keeper(m *runjson.Manifest) string {
+	var phs []runjson.Phase
+	for _, ph := range m.Phases {
+		if ph.Calls > 0 {
+			phs = append(phs, ph)
+		}
+	}
+	if len(phs) < 2 {
+		return ""
+	}
+	perCall := func(ph runjson.Phase) int64 { return ph.InUseLeftByCalls / int64(ph.Calls) }
+	sort.SliceStable(phs, func(i, j int) bool { return perCall(phs[i]) > perCall(phs[j]) })
+	out := "which phase keeps memory: each call of"
+	for i, ph := range phs {
+		if i > 0 {
+			out += ", of"
+		}
+		out += fmt.Sprintf(" %s left %s in use", ph.Breakpoint, snapshots.FormatDelta(perCall(ph)))
 	}
 	return out
 }

@@ -134,6 +134,9 @@ func nativeVerdicts(m *runjson.Manifest) []string {
 	for _, v := range m.Verdicts {
 		out = append(out, prefix+v.Sentence)
 	}
+	if k := keeper(m); k != "" && len(m.Verdicts) > 0 {
+		out = append(out, k)
+	}
 	switch {
 	case backend.MeasuredNothing(m):
 		out = []string{"verdict: nothing measured: " + backend.WhyNothing(m)}
