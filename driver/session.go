@@ -670,10 +670,17 @@ func (s *session) startAndLoop(ctx context.Context) error {
 		s.term.status.SetPhase("")
 	}
 	if len(s.plan.Workload) > 0 {
-		if err := s.end.startWorkload(s.prog.cwd, s.kids.childEnv(), &s.kids.group, stdout, stderr); err != nil {
-			// The target still ends cleanly, its snapshots kept.
-			s.end.err = err
-			s.end.end("the workload could not start")
+		start := func() {
+			if err := s.end.startWorkload(s.prog.cwd, s.kids.childEnv(), &s.kids.group, stdout, stderr); err != nil {
+				// The target still ends cleanly, its snapshots kept.
+				s.end.err = err
+				s.end.end("the workload could not start")
+			}
+		}
+		if s.opts.AttachPID == 0 && wantsPorts(s.plan.Workload) {
+			s.end.startWhenListening(start)
+		} else {
+			start()
 		}
 	}
 	err = s.newStopLoop().loop(ctx)

@@ -326,29 +326,52 @@ func TestAttachLoadedLibrary(t *testing.T) {
 
 // TestWorkloadTargetPorts: the workload learns the TCP ports the target
 // listens on from SNAPCTL_TARGET_PORTS, and drives it through them,
-// without the port written in the plan.
+// without the port written in the plan: a server snapctl attaches to, and
+// one snapctl runs, where the workload that names the variable starts
+// once the server listens.
 func TestWorkloadTargetPorts(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb", "bash")
-	srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
-	out := filepath.Join(t.TempDir(), "ports")
-	script := `echo "$SNAPCTL_TARGET_PORTS" > ` + out + `; for i in 1 2 3; do exec 3<>/dev/tcp/127.0.0.1/$SNAPCTL_TARGET_PORTS; echo keep >&3; read -r l <&3; exec 3<&-; done`
-	plan := fmt.Sprintf("backend: native\nworkload: [bash, -c, %q]\nbreakpoints:\n  - name: keep\n    location: keep_request\n", script)
-	opts := Options{Attach: Attach{AttachPID: srv.Pid}, Timeouts: Timeouts{Timeout: 2 * time.Minute}}
-	res, err := runSession(t, opts, plan, "")
-	if err != nil {
-		t.Fatal(err)
+	plan := func(out string) string {
+		script := `echo "$SNAPCTL_TARGET_PORTS" > ` + out + `; for i in 1 2 3; do exec 3<>/dev/tcp/127.0.0.1/$SNAPCTL_TARGET_PORTS; echo keep >&3; read -r l <&3; exec 3<&-; done`
+		return fmt.Sprintf("backend: native\nworkload: [bash, -c, %q]\nbreakpoints:\n  - name: keep\n    location: keep_request\n", script)
 	}
-	got, _ := os.ReadFile(out)
-	if strings.TrimSpace(string(got)) != srv.Port {
-		t.Errorf("SNAPCTL_TARGET_PORTS=%q, the server listens on %s", got, srv.Port)
+	check := func(t *testing.T, res *Result, out, port string) {
+		t.Helper()
+		got, _ := os.ReadFile(out)
+		if port == "" || strings.TrimSpace(string(got)) != port {
+			t.Errorf("SNAPCTL_TARGET_PORTS=%q, the server listens on %q", got, port)
+		}
+		if m := readManifest(t, res.Dir); len(m.Stops) != 3 {
+			t.Errorf("%d stops, want one per request of the workload; events %+v", len(m.Stops), m.Events)
+		}
 	}
-	if m := readManifest(t, res.Dir); len(m.Stops) != 3 {
-		t.Errorf("%d stops, want one per request of the workload; events %+v", len(m.Stops), m.Events)
-	}
-	if g := srv.Gone(); g != "" {
-		t.Fatal(g)
-	}
+	t.Run("attach", func(t *testing.T) {
+		t.Parallel()
+		srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
+		out := filepath.Join(t.TempDir(), "ports")
+		opts := Options{Attach: Attach{AttachPID: srv.Pid}, Timeouts: Timeouts{Timeout: 2 * time.Minute}}
+		res, err := runSession(t, opts, plan(out), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, res, out, srv.Port)
+		if g := srv.Gone(); g != "" {
+			t.Fatal(g)
+		}
+	})
+	t.Run("run", func(t *testing.T) {
+		t.Parallel()
+		bin := testenv.Build(t, "testdata/native/tcpserver.c")
+		dir := t.TempDir()
+		out, portFile := filepath.Join(dir, "ports"), filepath.Join(dir, "port")
+		res, m, err := runNative(t, Options{Timeouts: Timeouts{Timeout: 2 * time.Minute}}, plan(out), bin, portFile, "4")
+		if err != nil {
+			t.Fatalf("%v; events %+v", err, m.Events)
+		}
+		port, _ := os.ReadFile(portFile)
+		check(t, res, out, strings.TrimSpace(string(port)))
+	})
 }
 
 // TestNativePhases: three breakpoints, the phases of a request, with

@@ -56,6 +56,7 @@ func (s *stopLoop) loop(ctx context.Context) error {
 				return err
 			}
 			s.refresh()
+			s.end.poll()
 			if s.attachedDone() {
 				return s.end.err
 			}

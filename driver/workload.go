@@ -61,6 +61,48 @@ type ending struct {
 	why  string
 	kill *time.Timer
 	err  error
+	// start starts a workload that waits for the target's ports (see
+	// wantsPorts), until startBy at the latest; nil when none waits.
+	start   func()
+	startBy time.Time
+}
+
+// portWait bounds how long a workload that names SNAPCTL_TARGET_PORTS
+// waits for a target that snapctl started to listen: a server under
+// valgrind can take many seconds to open its port.
+const portWait = 30 * time.Second
+
+// wantsPorts reports whether the workload's command line names
+// SNAPCTL_TARGET_PORTS: such a workload drives a server through its
+// ports, so it starts once the server listens (or portWait has passed),
+// not as the server starts, when it has none yet.
+func wantsPorts(argv []string) bool {
+	for _, a := range argv {
+		if strings.Contains(a, "SNAPCTL_TARGET_PORTS") {
+			return true
+		}
+	}
+	return false
+}
+
+// startWhenListening keeps start to run by the stop loop's poll once the
+// target listens on a TCP port.
+func (e *ending) startWhenListening(start func()) {
+	e.start, e.startBy = start, time.Now().Add(portWait)
+}
+
+// poll starts the waiting workload once the target listens, portWait has
+// passed, or the target is gone; the stop loop calls it as it polls.
+func (e *ending) poll() {
+	if e.start == nil {
+		return
+	}
+	if pid := e.pid(); pid != 0 && len(listeningPorts(pid)) == 0 && time.Now().Before(e.startBy) {
+		return
+	}
+	start := e.start
+	e.start = nil
+	start()
 }
 
 // startWorkload starts the plan's workload, once the target runs with its
