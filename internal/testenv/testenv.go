@@ -206,17 +206,23 @@ func killProcs(ps []Proc) {
 	for _, p := range ps {
 		syscall.Kill(p.PID, syscall.SIGKILL)
 	}
-	// Reap what was re-parented to us, so no zombie stays in the table.
+	// Reap those of them that were re-parented to us, so no zombie stays
+	// in the table; only those: a child that another test, running
+	// beside this one, is waiting for is that test's to reap.
+	self := os.Getpid()
 	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) {
-		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
-		if pid <= 0 || err != nil {
-			if len(Descendants()) == 0 {
-				return
+	for left := ps; len(left) > 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var next []Proc
+		for _, p := range left {
+			if p.PPID != self {
+				continue // its parent reaps it
 			}
-			time.Sleep(20 * time.Millisecond)
+			var ws syscall.WaitStatus
+			if pid, err := syscall.Wait4(p.PID, &ws, syscall.WNOHANG, nil); pid == 0 && err == nil {
+				next = append(next, p)
+			}
 		}
+		left = next
 	}
 }
 
