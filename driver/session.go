@@ -296,7 +296,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	default:
 		go validate()
 	}
-	env, err := preflight.Check(ctx, preflight.Options{Gdb: opts.GDB, Valgrind: opts.Valgrind, Binary: opts.Binary, NoValgrind: len(backends[i].tools) == 0, GdbVersion: early.Version})
+	env, err := preflight.Check(ctx, preflight.Options{Gdb: opts.GDB, Valgrind: opts.Valgrind, Binary: opts.Binary, NoValgrind: len(backends[i].tools) == 0, GdbVersion: early.Version, Env: opts.childEnv()})
 	if err != nil {
 		<-located
 		// A tool that failed because the user stopped snapctl is not

@@ -78,12 +78,17 @@ func TestThreadListAskedOnlyWhenItMayHaveChanged(t *testing.T) {
 	}
 }
 
-// The plan's threads on both stop paths: how much thread state each stop
-// of a worker thread records while main is blocked in read(2).
+// The plan's threads on GDB/MI's stop path: how much thread state each
+// stop of a worker thread records while main is blocked in read(2). The
+// agent's path, snapctl run's own, is cmd/snapctl's
+// TestBreakpointInWorkerWhileMainBlocked, with the same checks.
 func TestRunThreadsModes(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "../testdata/e2e/blocked.c")
 	for _, p := range stopPaths {
+		if !p.noAgent {
+			continue
+		}
 		for _, mode := range []string{plan.ThreadsAll, plan.ThreadsCurrent, plan.ThreadsNone} {
 			t.Run(p.name+"/"+mode, func(t *testing.T) {
 				t.Parallel()

@@ -132,7 +132,9 @@ func TestSitesInterpreterKilled(t *testing.T) {
 	var m *runjson.Manifest
 	go func() {
 		defer close(done)
-		res, m, err = runNative(t, Options{Measure: Measure{Sites: true}, Tools: Tools{Heaptrack: dir}}, "backend: native\n"+keepPlan, bin, "400", "20000")
+		// 200 requests 20 ms apart: the interpreter is killed about
+		// the 8th stop, with seconds of the run still to go.
+		res, m, err = runNative(t, Options{Measure: Measure{Sites: true}, Tools: Tools{Heaptrack: dir}}, "backend: native\n"+keepPlan, bin, "200", "20000")
 	}()
 	var interp []testenv.Proc
 	for deadline := time.Now().Add(time.Minute); len(interp) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
@@ -166,14 +168,14 @@ func TestSitesInterpreterKilled(t *testing.T) {
 			without++
 		}
 	}
-	if with == 0 || without == 0 || with+without != 400 {
+	if with == 0 || without == 0 || with+without != 200 {
 		t.Fatalf("%d stops with a per-site snapshot, %d without, of %d", with, without, len(m.Stops))
 	}
-	if !strings.Contains(err.Error(), fmt.Sprintf("%d of 400 stops have no per-site snapshot", without)) {
+	if !strings.Contains(err.Error(), fmt.Sprintf("%d of 200 stops have no per-site snapshot", without)) {
 		t.Errorf("error %q does not count the %d stops without", err, without)
 	}
 	v := m.Verdicts[0]
-	say := fmt.Sprintf("from %d of its 400 stops: %d have no per-site snapshot", with, without)
+	say := fmt.Sprintf("from %d of its 200 stops: %d have no per-site snapshot", with, without)
 	if v.Figures.SitesMissingStops != without || !strings.Contains(v.Sentence, say) {
 		t.Errorf("verdict %+v:\n%s", v.Figures, v.Sentence)
 	}

@@ -30,6 +30,9 @@ type Options struct {
 	// "". Check calls it after its other checks, which a gdb still
 	// starting then overlaps.
 	GdbVersion func() string
+	// Env, when not nil, is the environment the tools' --version run
+	// with: the session's, so that every process a run starts has it.
+	Env []string
 }
 
 // Environment is what Check found: the tools a session runs and what
@@ -82,7 +85,7 @@ func Check(ctx context.Context, opts Options) (*Environment, error) {
 	} else if env.Valgrind, err = FindTool("valgrind", opts.Valgrind); err != nil {
 		errs = append(errs, err)
 	} else {
-		if env.ValgrindVersion, err = ToolVersion(ctx, "valgrind", env.Valgrind); err != nil {
+		if env.ValgrindVersion, err = toolVersion(ctx, "valgrind", env.Valgrind, opts.Env); err != nil {
 			errs = append(errs, err)
 		}
 		if env.Vgdb, err = FindVgdb(env.Valgrind); err != nil {
@@ -107,7 +110,7 @@ func Check(ctx context.Context, opts Options) (*Environment, error) {
 		if line != "" {
 			env.GdbVersion, err = parseVersion("gdb", env.Gdb, line)
 		} else {
-			env.GdbVersion, err = ToolVersion(ctx, "gdb", env.Gdb)
+			env.GdbVersion, err = toolVersion(ctx, "gdb", env.Gdb, opts.Env)
 		}
 		if err != nil {
 			errs = append([]error{err}, errs...)
@@ -236,9 +239,15 @@ var (
 // ToolVersion runs `path --version` and parses the first line. A tool that
 // cannot run or is older than snapctl supports gives a *MissingToolError.
 func ToolVersion(ctx context.Context, tool, path string) (Version, error) {
+	return toolVersion(ctx, tool, path, nil)
+}
+
+// toolVersion is ToolVersion with the tool's environment (nil: snapctl's).
+func toolVersion(ctx context.Context, tool, path string, environ []string) (Version, error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, "--version")
+	cmd.Env = environ
 	// The tool has exited by the time this counts; what is left is the
 	// copy of its output, which a loaded machine (load average 40 on two
 	// cores) did not finish within a second: "valgrind does not run".

@@ -198,6 +198,7 @@ func TestAttachNotPermitted(t *testing.T) {
 // process unless --guard=false, which leaves gdb its tracer; either way
 // the server serves on once snapctl has detached.
 func TestAttachGuardedByDefault(t *testing.T) {
+	t.Parallel()
 	testenv.MustHave(t, "gdb", "gdbserver")
 	srv := testenv.StartServer(t, nativeFixtures+"tcpserver.c")
 	dir := t.TempDir()

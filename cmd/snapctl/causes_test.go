@@ -72,6 +72,7 @@ func TestHugeCondition(t *testing.T) {
 // snapctl at once with the interrupted exit code. /dev/zero as the plan is
 // refused at once: a device is no plan.
 func TestPlanNeverEnds(t *testing.T) {
+	t.Parallel()
 	bin := testenv.Build(t, fixtures+"ends.c")
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {

@@ -207,6 +207,7 @@ func TestLeakThroughUnorderedMap(t *testing.T) {
 // main is listed blocked in read; with current only the worker, with
 // valgrind's details of it and its backtrace; with none (the default), the
 // worker's id and target id and the breakpoint's frame, nothing else.
+// The stops are the agent's (driver's TestRunThreadsModes runs GDB/MI's).
 func TestBreakpointInWorkerWhileMainBlocked(t *testing.T) {
 	t.Parallel()
 	src := fixtures + "blocked.c"
@@ -222,6 +223,9 @@ func TestBreakpointInWorkerWhileMainBlocked(t *testing.T) {
 			}
 			res := mustRun(t, session{Plan: plan, Bin: bin, Args: []string{fmt.Sprint(n)}}, exitOK)
 			checkCompleted(t, res)
+			if !res.Run.GdbAgent {
+				t.Errorf("gdb's agent did not take the stops")
+			}
 			stops := res.Run.stopsOf("request")
 			if len(stops) != n {
 				t.Fatalf("%d stops, want %d", len(stops), n)
@@ -237,6 +241,9 @@ func TestBreakpointInWorkerWhileMainBlocked(t *testing.T) {
 				case "all":
 					if main := threadOf(s, "1"); main == nil || main.Frame == nil || !strings.Contains(main.Frame.Function, "read") {
 						t.Errorf("stop %d: main thread %+v, want it blocked in read", s.Seq, main)
+					}
+					if len(s.Threads) != 2 || s.Threads[1].ID != "2" {
+						t.Errorf("stop %d: threads %+v, want main and the worker", s.Seq, s.Threads)
 					}
 				case "current":
 					if len(s.Threads) != 1 || s.Threads[0].ID != "2" || !strings.Contains(s.Thread.Details, "VgTs_Runnable") {

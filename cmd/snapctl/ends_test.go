@@ -22,7 +22,9 @@ func parallelRun(t *testing.T, s session) *result {
 	t.Parallel()
 	testenv.NoLeftovers(t) // startSnapctl marks the run's processes as the test's
 	if s.Limit == 0 {
-		s.Limit = time.Minute
+		// A hang guard: at load average 40 on 2 cores a run of a few
+		// stops under massif took more than a minute.
+		s.Limit = 3 * time.Minute
 	}
 	return runSnapctl(t, s)
 }

@@ -150,6 +150,7 @@ func TestDiffHugeCounts(t *testing.T) {
 // snapshots/ that run.json does not list. The full file system is a small
 // tmpfs (the test skips where it cannot mount one).
 func TestFullTmpdir(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name    string
 		atStart bool

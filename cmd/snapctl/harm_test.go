@@ -101,6 +101,10 @@ func harmCycles() int {
 // one server: the matrix (bench/faults.sh 'attach.*server') runs every
 // case, and bench/harm.sh ten times each.
 func TestHarmUnderLoad(t *testing.T) {
+	// Each case holds its server, its run and its processes by the
+	// test's own mark; the stopped cases wait out a 40 s --timeout three
+	// times, which beside the package's other tests costs nothing.
+	t.Parallel()
 	testenv.MustHave(t, "gdb", "gdbserver", "heaptrack")
 	for _, c := range harmCases {
 		if c.broken != "" {

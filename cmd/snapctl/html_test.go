@@ -22,6 +22,7 @@ import (
 // with exact bytes and file:line in its boxes; the suspect's stack is
 // open and its bytes per block given.
 func TestReportHTMLInBrowser(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	testenv.Chromium(t)
 	src := fixtures + "leak.c"
@@ -84,6 +85,7 @@ func between(s, from, to string) string {
 // the exact in-use figures in the marks, and there is no suspects section
 // (per-site diffs are massif's).
 func TestNativeReportHTMLInBrowser(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	testenv.Chromium(t)
 	bin := testenv.Build(t, "../../driver/testdata/native/leak.c")
@@ -177,6 +179,7 @@ func TestNativeReportHTMLInBrowser(t *testing.T) {
 // why there are no per-site figures, never "No leak found", and nothing
 // on the page sends the user to suspects that do not exist.
 func TestNativeReportHTMLSitesRecordedNothing(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	dir := fakeHeaptrack(t, "echo 'heaptrack_interpret: cannot start' >&2; exit 127")
 	bin := testenv.Build(t, "../../driver/testdata/native/keep200.c")

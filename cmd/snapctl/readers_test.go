@@ -153,6 +153,7 @@ func TestReadersRefuseOddFiles(t *testing.T) {
 // once, with exit code 5: a reader of a FIFO no longer waits for a writer
 // that never comes.
 func TestCompareRefusesOddRunJSON(t *testing.T) {
+	t.Parallel()
 	good := t.TempDir()
 	manifest := `{"schema": "` + runjson.Schema + `", "status": "completed", "breakpoints": [], "stops": [], "suspects": []}`
 	if err := os.WriteFile(filepath.Join(good, "run.json"), []byte(manifest), 0o644); err != nil {
@@ -205,6 +206,7 @@ func TestCompareRefusesOddRunJSON(t *testing.T) {
 // wherever it waits: for a FIFO's writer, in the middle of the file, on
 // standard input.
 func TestReadersEndOnSignal(t *testing.T) {
+	t.Parallel()
 	header := "desc: (none)\ncmd: ./leak\ntime_unit: i\n"
 	for _, tt := range []struct {
 		name   string

@@ -223,6 +223,7 @@ func TestRunMarkdownKeepsProgramOffStdout(t *testing.T) {
 // open (a bad option) still reaches snapctl's message, with a status line
 // or without.
 func TestTerminalValgrindSaysWhy(t *testing.T) {
+	t.Parallel()
 	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"chatty.c")

@@ -186,5 +186,7 @@ func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
 }
 
-// eventTimeout bounds the wait for one event.
-var eventTimeout = 20 * time.Second
+// eventTimeout bounds the wait for one event: long enough to tell a hang
+// from valgrind starting or stopping on a 2-core machine at load average
+// 20 and more, where 20 s was seen to pass before a stop under vgdb.
+var eventTimeout = 2 * time.Minute

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -56,7 +55,7 @@ func LoadPage(t testing.TB, path string) (dom string, console []string) {
 	err = cmd.Run()
 	if cmd.Process != nil {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // helpers that outlived the browser
-		reapBrowser()
+		reapBrowser(cmd.Process.Pid)
 	}
 	if err != nil {
 		t.Fatalf("chromium %s: %v\n%s", abs, err, stderr.String())
@@ -69,19 +68,21 @@ func LoadPage(t testing.TB, path string) (dom string, console []string) {
 	return stdout.String(), console
 }
 
-// reapBrowser reaps the browser's helpers that the test binary adopted as
-// child subreaper (see Main) once they have died.
-func reapBrowser() {
+// reapBrowser reaps the helpers of the browser whose process group is
+// pgid that the test binary adopted as child subreaper (see Main) once they
+// have died. It waits for no other process: a browser another test runs
+// beside this one is that test's to reap, and the browser itself is
+// cmd.Wait's.
+func reapBrowser(pgid int) {
 	self := os.Getpid()
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		left := false
 		for _, p := range readProcs() {
-			if p.PPID != self {
+			if p.PPID != self || p.PID == pgid {
 				continue
 			}
-			comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.PID), "comm"))
-			if name := strings.TrimSpace(string(comm)); !strings.HasPrefix(name, "chrom") {
+			if g, err := syscall.Getpgid(p.PID); err != nil || g != pgid {
 				continue
 			}
 			if p.State != "Z" {

@@ -60,8 +60,7 @@ func BuildCommand(t testing.TB, dir string) string {
 	}
 	out := filepath.Join(cacheDir, "go-"+filepath.Base(abs))
 
-	buildMu.Lock()
-	defer buildMu.Unlock()
+	defer lockBuild(out)()
 	if _, err := os.Stat(out); err == nil {
 		return out
 	}

@@ -33,8 +33,20 @@ var (
 	cacheOnce sync.Once
 	cacheDir  string
 	cacheErr  error
-	buildMu   sync.Mutex
+	// buildLocks holds a mutex per cached binary: the tests that want the
+	// same fixture wait for one build of it, and different fixtures build
+	// at once (a C++ fixture on OpenFST takes tens of seconds on a loaded
+	// machine, which every other test's build used to wait for).
+	buildLocks sync.Map // path of the binary -> *sync.Mutex
 )
+
+// lockBuild takes the lock of the binary at out and returns its unlock.
+func lockBuild(out string) (unlock func()) {
+	m, _ := buildLocks.LoadOrStore(out, new(sync.Mutex))
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
 
 // Main runs a test package's tests with the test binary as child subreaper,
 // removes the fixture cache afterwards and fails the package if any process
@@ -112,8 +124,7 @@ func Build(t testing.TB, src string, flags ...string) string {
 	name := strings.TrimSuffix(filepath.Base(src), filepath.Ext(src))
 	out := filepath.Join(cacheDir, name+"-"+key)
 
-	buildMu.Lock()
-	defer buildMu.Unlock()
+	defer lockBuild(out)()
 	if _, err := os.Stat(out); err == nil {
 		return out
 	}
@@ -195,17 +206,23 @@ func killProcs(ps []Proc) {
 	for _, p := range ps {
 		syscall.Kill(p.PID, syscall.SIGKILL)
 	}
-	// Reap what was re-parented to us, so no zombie stays in the table.
+	// Reap those of them that were re-parented to us, so no zombie stays
+	// in the table; only those: a child that another test, running
+	// beside this one, is waiting for is that test's to reap.
+	self := os.Getpid()
 	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) {
-		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
-		if pid <= 0 || err != nil {
-			if len(Descendants()) == 0 {
-				return
+	for left := ps; len(left) > 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var next []Proc
+		for _, p := range left {
+			if p.PPID != self {
+				continue // its parent reaps it
 			}
-			time.Sleep(20 * time.Millisecond)
+			var ws syscall.WaitStatus
+			if pid, err := syscall.Wait4(p.PID, &ws, syscall.WNOHANG, nil); pid == 0 && err == nil {
+				next = append(next, p)
+			}
 		}
+		left = next
 	}
 }
 

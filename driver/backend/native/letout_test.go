@@ -104,24 +104,40 @@ func TestLetOutOwnerless(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Send(ctx, "-exec-continue"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.WaitStopped(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Send(ctx, "-break-delete", r.String("bkpt.number")); err != nil {
-		t.Fatal(err)
-	}
-	// What a stop finds: the lock held, by no thread yet.
+	// What a stop must find: the lock held, by no thread yet. gdb 13
+	// once reported the breakpoint in a thread whose cmpxchg had failed,
+	// the lock another's (docs/facts.md, fact steady-1): such a stop is
+	// not the case under test, and the program goes on to the next.
 	target, err := heaptrack.OpenTarget(pid, s.layout)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer target.Close()
-	var busy *heaptrack.BusyError
-	if _, err := target.Pending(); !errors.As(err, &busy) || busy.TID != 0 {
-		t.Fatalf("heaptrack's lock at the stop: %v, want held by no owner", err)
+	bkpt := r.String("bkpt.number")
+	for try := 1; ; try++ {
+		if _, err := c.Send(ctx, "-exec-continue"); err != nil {
+			t.Fatal(err)
+		}
+		stop, err := c.WaitStopped(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stop.String("reason") != "breakpoint-hit" || stop.String("bkptno") != bkpt {
+			t.Fatalf("gdb stopped with %s, want a hit of breakpoint %s", stop.MI(), bkpt)
+		}
+		var busy *heaptrack.BusyError
+		_, err = target.Pending()
+		if errors.As(err, &busy) && busy.TID == 0 {
+			break
+		}
+		if try == 10 {
+			t.Fatalf("heaptrack's lock at the stop: %v, want held by no owner", err)
+		}
+		regs := strings.TrimSpace(console("p/x $rdi")) + ", " + strings.TrimSpace(console("p $eflags"))
+		t.Logf("stop %d: heaptrack's lock %v; the stopped thread's $rdi, $eflags: %s; going on to the next", try, err, regs)
+	}
+	if _, err := c.Send(ctx, "-break-delete", bkpt); err != nil {
+		t.Fatal(err)
 	}
 	var cut siteCut
 	if err := json.Unmarshal([]byte(gdb.LastLine(console("python sites_cut()"))), &cut); err != nil || cut.Busy == nil || *cut.Busy != 0 {
