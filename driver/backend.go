@@ -8,6 +8,7 @@ import (
 
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/backend/massif"
+	"github.com/snapctl/snapctl/driver/backend/memcheck"
 	"github.com/snapctl/snapctl/driver/backend/native"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/runjson"
@@ -36,6 +37,7 @@ var backends = []struct {
 	traits backend.Traits
 }{
 	{massif.Name, massif.New, func(s *session) backend.Launcher { return massif.NewLauncher(s.plan, s.out.dir) }, massif.RunFiles, massif.Tools, massif.Traits},
+	{memcheck.Name, memcheck.New, func(s *session) backend.Launcher { return memcheck.NewLauncher(s.plan, s.out.dir) }, memcheck.RunFiles, memcheck.Tools, memcheck.Traits},
 	{native.Name, native.New, func(s *session) backend.Launcher {
 		return native.NewLauncher(s.backend, s.opts.AttachPID, s.opts.Guard, s.opts.Heaptrack)
 	}, nil, nil, native.Traits},

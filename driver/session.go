@@ -203,6 +203,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, &plan.Error{File: pos.File, Line: pos.Line, Column: pos.Column, Key: "native.sites",
 			Msg: fmt.Sprintf("true needs the native backend, and --backend %s was given, which records call sites already: drop one of them", backends[i].name)}
 	}
+	if p.Report.FailOn.LostPerHit > 0 && !traits.Lost {
+		pos := p.Report.FailOn.LostPerHitPos
+		return nil, &plan.Error{File: pos.File, Line: pos.Line, Column: pos.Column, Key: "report.fail_on.lost_per_hit",
+			Msg: fmt.Sprintf("needs a backend that tells lost blocks from reachable ones (memcheck), and the run uses %s", backends[i].name)}
+	}
 	p.Backend = backends[i].name // the session's from here on
 	if opts.AttachPID != 0 {
 		if !traits.Attaches {

@@ -54,6 +54,9 @@ type Traits struct {
 	// Preloads says that the backend's tool preloads a library into the
 	// program to see its allocations: a static program measures nothing.
 	Preloads bool
+	// Lost says that the backend tells lost blocks from reachable ones,
+	// so that the plan's fail_on.lost_per_hit applies.
+	Lost bool
 	// Unit is what the status line calls one measurement.
 	Unit string
 }
