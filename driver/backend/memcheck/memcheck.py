@@ -16,13 +16,19 @@
 
 import json
 import re
+import time
 
 import gdb
 
-# How much a stop walks: the reachable records walked (those that grew
-# most), the blocks followed from a sample block to a root.
+# How much a stop walks (every step is a scan of the program's memory
+# through vgdb, fact memcheck-4): the reachable records walked (those
+# that grew most), the blocks listed to pick samples from, the blocks
+# followed from a sample to a root, and the time all walks of a stop may
+# take.
 WALK_RECORDS = 8
-WALK_DEPTH = 200
+WALK_LISTED = 1000
+WALK_DEPTH = 64
+WALK_SECONDS = 5.0
 
 XTREE_REPORT = "xtree memory report: "
 
@@ -141,12 +147,15 @@ def root_of(ptr, text):
     return {"kind": "other", "name": joined or "0x%x" % ptr, "text": joined}
 
 
-def walk(addr, size):
+def walk(addr, size, depth, deadline):
     """Follows the pointers to the block at addr up to a root: the root
-    (None when none was reached within WALK_DEPTH blocks) and the chain
-    of blocks from the root down to the sample, grouped by their site."""
+    (None when none was reached within depth blocks or by deadline) and
+    the chain of blocks from the root down to the sample, grouped by
+    their site."""
     chain, seen = [], {addr}
-    for _ in range(WALK_DEPTH):
+    for _ in range(depth):
+        if time.monotonic() > deadline:
+            break
         found = pointers(addr, size)
         holder = None
         for ptr, text in found:
@@ -190,22 +199,41 @@ class Memcheck(gdb.Command):
         grown = [r for r in records if r["kind"] == "still reachable" and r["bytes"] > self.before.get(key_of(r), 0)]
         grown.sort(key=lambda r: r["bytes"] - self.before.get(key_of(r), 0), reverse=True)
         holders = []
+        deadline = time.monotonic() + WALK_SECONDS
         for r in grown[:WALK_RECORDS]:
-            blocks = [m for m in map(_BLOCK.match, _lines(monitor("block_list %d limited 1" % r["record"]))) if m]
-            if not blocks:
-                continue
-            sample, size = int(blocks[0].group(1), 16), int(blocks[0].group(2))
-            root, chain = walk(sample, size)
-            # The sample itself ends the chain.
-            site = site_of(r["stack"])
-            if chain and chain[-1]["site"] == site:
-                chain[-1]["blocks"] += 1
-            else:
-                chain.append({"site": site, "blocks": 1})
-            holders.append({"record": r["record"], "sample": "0x%x" % sample, "root": root, "chain": chain})
+            h = self.held(r, deadline)
+            if h is not None:
+                holders.append(h)
         self.before = now
         with open(path + ".leak", "w") as f:
             json.dump({"records": records, "holders": holders}, f)
 
+    def held(self, r, deadline):
+        """What holds record r: walked from its first and its last listed
+        block (a list that grows at its head or at its tail has one of
+        them next to its root), a few blocks from each first, then as far
+        as WALK_DEPTH; the first walk that reaches a root, else the
+        longest."""
+        listed = [m for m in map(_BLOCK.match, _lines(monitor("block_list %d limited %d" % (r["record"], WALK_LISTED)))) if m]
+        if not listed:
+            return None
+        samples = [listed[-1], listed[0]] if len(listed) > 1 else [listed[0]]
+        site = site_of(r["stack"])
+        best = None
+        for depth in (8, WALK_DEPTH):
+            for m in samples:
+                sample, size = int(m.group(1), 16), int(m.group(2))
+                root, chain = walk(sample, size, depth, deadline)
+                # The sample itself ends the chain.
+                if chain and chain[-1]["site"] == site:
+                    chain[-1]["blocks"] += 1
+                else:
+                    chain.append({"site": site, "blocks": 1})
+                h = {"record": r["record"], "sample": "0x%x" % sample, "root": root, "chain": chain}
+                if root is not None:
+                    return h
+                if best is None or sum(c["blocks"] for c in chain) > sum(c["blocks"] for c in best["chain"]):
+                    best = h
+        return best
 
 Memcheck()

@@ -2,8 +2,8 @@
  * block, keep() links its node into the global list registry. Each round
  * 4 worker threads, started and joined anew, serve 5 requests each, then
  * main reaches round_done(): per round 20 blocks of 32 bytes at each site.
- * With a third argument "crash", main dies of SIGSEGV after that many
- * rounds. */
+ * With a second argument N >= 0, main dies of SIGSEGV after round N; with
+ * a third, "fixed", lose() frees its block. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +15,7 @@ struct node {
 
 struct node *registry; /* the holder */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int fixed;
 
 __attribute__((noinline)) void keep(int id) {
 	struct node *n = malloc(sizeof *n); /* kept */
@@ -28,6 +29,8 @@ __attribute__((noinline)) void keep(int id) {
 __attribute__((noinline)) void lose(int id) {
 	char *volatile p = malloc(32); /* lost */
 	memset(p, id, 32);
+	if (fixed)
+		free(p);
 	p = NULL;
 }
 
@@ -48,6 +51,7 @@ __attribute__((noinline)) void round_done(int round) {
 int main(int argc, char **argv) {
 	int rounds = argc > 1 ? atoi(argv[1]) : 4;
 	int crash = argc > 2 ? atoi(argv[2]) : -1;
+	fixed = argc > 3 && strcmp(argv[3], "fixed") == 0;
 	for (int r = 0; r < rounds; r++) {
 		pthread_t t[4];
 		for (long i = 0; i < 4; i++)
