@@ -49,7 +49,7 @@ func run(t *testing.T, opts driver.Options, planText, binary string, args ...str
 // kind is a standing's kind as the test compares it.
 type kind struct {
 	Bytes, Blocks, BytesPerHit int64
-	BlocksPerHit              float64
+	BlocksPerHit               float64
 }
 
 func kindOf(k snapshots.StandingKind) kind {
