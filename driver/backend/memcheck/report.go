@@ -84,8 +84,12 @@ func Standing(s snapshots.Suspect) string {
 		if k.k.Blocks == 0 && k.k.BytesPerHit == 0 {
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s %s in %s (%s, %s blocks per hit)", k.name, snapshots.FormatBytes(k.k.Bytes),
-			backend.Plural(int(k.k.Blocks), "block"), snapshots.FormatDelta(k.k.BytesPerHit), signed(k.k.BlocksPerHit)))
+		blocks := "blocks"
+		if k.k.BlocksPerHit == 1 || k.k.BlocksPerHit == -1 {
+			blocks = "block"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s in %s (%s, %s %s per hit)", k.name, snapshots.FormatBytes(k.k.Bytes),
+			backend.Plural(int(k.k.Blocks), "block"), snapshots.FormatDelta(k.k.BytesPerHit), signed(k.k.BlocksPerHit), blocks))
 	}
 	if len(parts) == 0 {
 		parts = append(parts, "no live block in memcheck's loss records")
