@@ -32,7 +32,7 @@ const (
 // native with per-site data) and each breakpoint's verdict (native).
 type CompareRun struct {
 	Dir     string
-	Backend string // BackendMassif or BackendNative
+	Backend string // the run's backend, as its run.json names it
 	// Sites says that a native run recorded per-site data (native.sites),
 	// so that its suspects compare as a massif run's do. A massif run
 	// always has them, whatever Sites says.
