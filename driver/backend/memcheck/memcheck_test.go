@@ -206,3 +206,42 @@ func TestMemcheckCrashKeepsMeasurements(t *testing.T) {
 		}
 	}
 }
+
+// around_call's return stops take the leak search too, and the standing
+// comes from the hits alone: 8 stops of 4 hits, lose() still 640 B
+// definitely lost per hit. The kept snapshots are massif files that
+// snapctl's readers (show, diff, export) take.
+func TestMemcheckAroundCall(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/reach.c", "-pthread")
+	res, m, err := run(t, driver.Options{}, roundPlan+"    around_call: true\n", bin, "4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Stops) != 8 {
+		t.Fatalf("%d stops, want 8", len(m.Stops))
+	}
+	for _, s := range m.Stops {
+		if s.Leak == nil || s.Leak.DefinitelyLost.Bytes != 640*int64(s.Hit) {
+			t.Errorf("stop %d (hit %d, %s): leak %+v", s.Seq, s.Hit, s.Phase, s.Leak)
+		}
+	}
+	var lose *snapshots.Suspect
+	for i, s := range m.Suspects {
+		if s.Frame.Function == "lose" {
+			lose = &m.Suspects[i]
+		}
+	}
+	if lose == nil || lose.Memcheck == nil || kindOf(lose.Memcheck.DefinitelyLost) != (kind{2560, 80, 640, 20}) {
+		t.Fatalf("lose: %+v", lose)
+	}
+	f, err := os.Open(filepath.Join(res.Dir, m.Stops[len(m.Stops)-1].Snapshot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tree, err := snapshots.ReadHeapTree(f, f.Name(), snapshots.NewFrameTable())
+	if err != nil || tree.HeapBytes < 5120 {
+		t.Errorf("last snapshot: %v, %+v", err, tree)
+	}
+}
