@@ -53,7 +53,8 @@ type Manifest struct {
 	Plan string `json:"plan"`
 	// Target is the profiled program and how it ended.
 	Target Target `json:"target"`
-	// Backend is how memory was measured: "massif" or "native".
+	// Backend is how memory was measured: "massif", "memcheck" or
+	// "native".
 	Backend string `json:"backend"`
 	// Native holds the native backend's settings, nil with massif.
 	Native *NativeSettings `json:"native,omitempty"`

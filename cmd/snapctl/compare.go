@@ -41,7 +41,9 @@ Native runs are compared by their verdicts per breakpoint: each finding
 (leak, retention, outside-heap, rss-growth) is gone, persists or new.
 Native runs recorded with --sites have suspects too, compared as a massif
 run's: two such runs are compared by both, and show a fix only when both
-do; one against a massif run by its suspects alone. A
+do; one against a massif run by its suspects alone. A memcheck run
+compares as a massif run, by its suspects, and says how each side's
+blocks stood (lost, reachable, held by). A
 massif run and a native run without --sites are compared only by what
 grew at each breakpoint: a leak both show persists, but a fix is shown
 only between runs of one backend.
