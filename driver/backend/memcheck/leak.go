@@ -32,9 +32,40 @@ type record struct {
 
 // holder is what holds a sample block of a reachable record.
 type holder struct {
-	Record int                     `json:"record"`
-	Root   *snapshots.HolderRoot   `json:"root"`
-	Chain  []snapshots.HolderChain `json:"chain"`
+	Record int                   `json:"record"`
+	Root   *snapshots.HolderRoot `json:"root"`
+	Chain  []link                `json:"chain"`
+}
+
+// link is a run of blocks of one site in a holder's chain, with its first
+// block's allocation stack.
+type link struct {
+	Site   snapshots.Frame   `json:"site"`
+	Blocks int               `json:"blocks"`
+	Stack  []snapshots.Frame `json:"stack"`
+}
+
+// chain is a holder's chain with each link named as the suspects are:
+// the first frame of its stack that is a suspect's site (strdup's block
+// is cache_put's), else memcheck.py's first frame past the allocator;
+// links of one site that follow each other make one.
+func chain(links []link, sites map[siteKey]bool) []snapshots.HolderChain {
+	var out []snapshots.HolderChain
+	for _, l := range links {
+		site := l.Site
+		for _, f := range l.Stack {
+			if sites[keyOf(f)] {
+				site = f
+				break
+			}
+		}
+		if n := len(out); n > 0 && keyOf(out[n-1].Site) == keyOf(site) {
+			out[n-1].Blocks += l.Blocks
+			continue
+		}
+		out = append(out, snapshots.HolderChain{Site: site, Blocks: l.Blocks})
+	}
+	return out
 }
 
 // The kinds of loss records, as memcheck names them.
@@ -239,7 +270,7 @@ func (l *leaks) annotate(suspects []snapshots.Suspect) {
 		}
 		for _, h := range b.held {
 			if k, ok := siteOf(h.stack, set); ok && k == site && last.StillReachable.Blocks > 0 {
-				hd := &snapshots.Holder{Root: h.holder.Root, Chain: h.holder.Chain}
+				hd := &snapshots.Holder{Root: h.holder.Root, Chain: chain(h.holder.Chain, set)}
 				hd.Sentence = hd.Say()
 				if last.HeldBy == nil || len(hd.Chain) > 0 && hd.Root != nil && last.HeldBy.Root == nil {
 					last.HeldBy = hd

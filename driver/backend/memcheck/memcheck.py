@@ -165,15 +165,16 @@ def walk(addr, size, depth, deadline):
             if holder is None:
                 start = int(inside.group(1), 16) - int(inside.group(2))
                 stack = [frame_of(f.group(2), f.group(1)) for f in map(_FRAME.match, text) if f]
-                holder = (start, int(inside.group(3)), site_of(stack))
+                holder = (start, int(inside.group(3)), stack)
         if holder is None or holder[0] in seen:
             return None, chain
         seen.add(holder[0])
-        addr, size, site = holder
+        addr, size, stack = holder
+        site = site_of(stack)
         if chain and chain[0]["site"] == site:
             chain[0]["blocks"] += 1
         else:
-            chain.insert(0, {"site": site, "blocks": 1})
+            chain.insert(0, {"site": site, "blocks": 1, "stack": stack})
     return None, chain
 
 
@@ -228,7 +229,7 @@ class Memcheck(gdb.Command):
                 if chain and chain[-1]["site"] == site:
                     chain[-1]["blocks"] += 1
                 else:
-                    chain.append({"site": site, "blocks": 1})
+                    chain.append({"site": site, "blocks": 1, "stack": r["stack"]})
                 h = {"record": r["record"], "sample": "0x%x" % sample, "root": root, "chain": chain}
                 if root is not None:
                     return h
