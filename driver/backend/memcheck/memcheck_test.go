@@ -78,7 +78,7 @@ func TestMemcheckLostAndHeld(t *testing.T) {
 				t.Fatal(err)
 			}
 			if m.Backend != "memcheck" || len(m.Stops) != 4 || !strings.Contains(strings.Join(m.Valgrind, " "), "--tool=memcheck") {
-				t.Fatalf("backend %q, %d stops, valgrind %q", m.Backend, len(m.Stops), m.Valgrind)
+				t.Fatalf("backend %q, %d stops, valgrind %q, events %+v, breakpoints %+v", m.Backend, len(m.Stops), m.Valgrind, m.Events, m.Breakpoints)
 			}
 			// Each stop's leak search: lose()'s blocks are the only
 			// definitely lost ones, keep()'s the only reachable ones
