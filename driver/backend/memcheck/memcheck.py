@@ -12,7 +12,7 @@
 # walked up to a root (a global variable, a thread's stack, a register).
 # Success prints nothing; a failure raises gdb.GdbError with what
 # valgrind said. docs/design.md, "The memcheck backend"; facts
-# memcheck-1 to memcheck-4.
+# memcheck-1 to memcheck-5.
 
 import json
 import re
@@ -138,12 +138,19 @@ def root_of(ptr, text):
     if ptr is None:
         return {"kind": "register", "name": text[0].split(" points at")[0] if text else "a register", "text": joined}
     if "stack" in joined:
-        m = re.search(r"created by (\S+)", joined)
-        thread = re.search(r"thread (\d+)", joined)
-        name = "a local of %s" % m.group(1) if m else "a stack"
+        # "Address 0x5240eb8 is on thread 2's stack in frame #1, created
+        # by worker (stackroot.c:6)" (fact memcheck-5).
+        m = re.search(r"created by (.+?)(?: \(([^()]*):(\d+)\))?$", joined)
+        thread = re.search(r"on thread (\d+)'s stack", joined)
+        root = {"kind": "stack", "name": "a stack", "text": joined}
+        if m:
+            root["name"] = "a local of %s" % m.group(1)
+            if m.group(2):
+                root["name"] += " (%s:%s)" % (m.group(2), m.group(3))
+                root["file"], root["line"] = m.group(2), int(m.group(3))
         if thread:
-            name += " on thread %s's stack" % thread.group(1)
-        return {"kind": "stack", "name": name, "text": joined}
+            root["name"] += " on thread %s's stack" % thread.group(1)
+        return root
     return {"kind": "other", "name": joined or "0x%x" % ptr, "text": joined}
 
 

@@ -3,6 +3,7 @@ package memcheck_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -243,5 +244,37 @@ func TestMemcheckAroundCall(t *testing.T) {
 	tree, err := snapshots.ReadHeapTree(f, f.Name(), snapshots.NewFrameTable())
 	if err != nil || tree.HeapBytes < 5120 {
 		t.Errorf("last snapshot: %v, %+v", err, tree)
+	}
+}
+
+// A list held by a local of a thread's function: 4 threads each build
+// their own, whose head is on the thread's stack. The holder is that
+// stack frame, named by its function and the thread.
+func TestMemcheckStackRoot(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "testdata/stackroot.c", "-pthread")
+	frame := testenv.LineOf(t, "testdata/stackroot.c", "/* the holder's frame */")
+	_, m, err := run(t, driver.Options{}, "backend: memcheck\nbreakpoints:\n  - name: mark\n    location: mark\n", bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The threads' own start (allocate_dtv under pthread_create) may
+	// grow in the first intervals too: worker's suspect is the list.
+	var st *snapshots.Standing
+	for _, s := range m.Suspects {
+		if s.Frame.Function == "worker" {
+			st = s.Memcheck
+		}
+	}
+	if len(m.Stops) != 12 || st == nil {
+		t.Fatalf("%d stops, suspects %+v", len(m.Stops), m.Suspects)
+	}
+	if st.StillReachable.Blocks != 60 || st.DefinitelyLost.Blocks != 0 || st.HeldBy == nil || st.HeldBy.Root == nil {
+		t.Fatalf("standing %+v", st)
+	}
+	r := st.HeldBy.Root
+	prefix := fmt.Sprintf("a local of worker (stackroot.c:%d) on thread ", frame)
+	if r.Kind != "stack" || !strings.HasPrefix(r.Name, prefix) || !strings.HasSuffix(r.Name, "'s stack") || r.File != "stackroot.c" || r.Line != frame {
+		t.Errorf("root %+v, want a stack root named %q...", r, prefix)
 	}
 }
