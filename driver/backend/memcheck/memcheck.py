@@ -27,6 +27,10 @@ import gdb
 # take.
 WALK_RECORDS = 8
 WALK_LISTED = 1000
+# A record that keeps growing is walked at its 1st, 2nd, 4th, 8th...
+# growing stop (at least every WALK_EVERY_MAX-th): its holder rarely
+# changes, and a walk along a long list costs up to WALK_SECONDS a stop.
+WALK_EVERY_MAX = 64
 WALK_DEPTH = 64
 WALK_SECONDS = 5.0
 
@@ -192,6 +196,9 @@ class Memcheck(gdb.Command):
     def __init__(self):
         super().__init__("snapctl-memcheck", gdb.COMMAND_DATA)
         self.before = {}
+        # By record key: (growing stops to skip before the next walk,
+        # the interval after it).
+        self.due = {}
 
     def invoke(self, arg, from_tty):
         path = arg.strip()
@@ -209,6 +216,11 @@ class Memcheck(gdb.Command):
         holders = []
         deadline = time.monotonic() + WALK_SECONDS
         for r in grown[:WALK_RECORDS]:
+            skip, every = self.due.get(key_of(r), (0, 1))
+            if skip > 0:
+                self.due[key_of(r)] = (skip - 1, every)
+                continue
+            self.due[key_of(r)] = (every - 1, min(2 * every, WALK_EVERY_MAX))
             h = self.held(r, deadline)
             if h is not None:
                 holders.append(h)
