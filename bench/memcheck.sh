@@ -25,11 +25,17 @@
 # Needs go, gcc, gdb, valgrind, python3.
 #
 # Measured on the 2-core shared development machine, valgrind 3.19, gdb
-# 13.1, 2026-11-28, load average about 22 (other developers' test runs):
-#   bench/memcheck.sh --stops 100 --rounds 3
-#   churn, 100 stops: massif 3.93 s (3.27-4.73), memcheck 17.03 s (11.74-19.36)
-#   memcheck/massif 4.34 (rounds 2.48-5.21): about 130 ms more a stop, most
-#   of it memcheck's leak search of the whole heap (fact memcheck-3).
+# 13.1, 2026-11-28, other developers' test runs beside it:
+#   bench/memcheck.sh --stops 100 --rounds 3 (load average about 13)
+#   churn, 100 stops: massif 1.02 s (1.01-1.44), memcheck 2.59 s (2.45-2.81)
+#   memcheck/massif 2.54 (rounds 1.96-2.54): about 16 ms more a stop
+#   bench/memcheck.sh --target threads --stops 100 --rounds 3 (load 13-21)
+#   threads, 100 stops: massif 1.44 s (0.97-1.76), memcheck 22.01 s (14.55-31.82)
+#   memcheck/massif 15.33 (rounds 14.94-18.11): about 200 ms more a stop,
+#   8 threads' stacks scanned by every leak search (fact memcheck-3).
+#   Before a growing record was walked at its 1st, 2nd, 4th... growing stop
+#   only, every stop walked it: threads 14.67 (rounds 14.67-33.71) at load
+#   about 30, up to 2.4 s a stop; churn 4.34 (2.48-5.21) at load 22.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
