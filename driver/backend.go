@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/backend/massif"
+	"github.com/snapctl/snapctl/driver/backend/memcheck"
 	"github.com/snapctl/snapctl/driver/backend/native"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/runjson"
@@ -29,15 +31,16 @@ var backends = []struct {
 	// globs, which a new run clears.
 	files []string
 	// tools are the executables the backend runs besides gdb, which the
-	// checks find (preflight); attaches says it can attach to a running
-	// process (snapctl attach).
-	tools    []string
-	attaches bool
+	// checks find (preflight); traits what it can do, which the run asks
+	// before the backend exists (the backend's Traits).
+	tools  []string
+	traits backend.Traits
 }{
-	{massif.Name, massif.New, func(s *session) backend.Launcher { return massif.NewLauncher(s.plan, s.out.dir) }, massif.RunFiles, massif.Tools, false},
+	{massif.Name, massif.New, func(s *session) backend.Launcher { return massif.NewLauncher(s.plan, s.out.dir) }, massif.RunFiles, massif.Tools, massif.Traits},
+	{memcheck.Name, memcheck.New, func(s *session) backend.Launcher { return memcheck.NewLauncher(s.plan, s.out.dir) }, memcheck.RunFiles, memcheck.Tools, memcheck.Traits},
 	{native.Name, native.New, func(s *session) backend.Launcher {
 		return native.NewLauncher(s.backend, s.opts.AttachPID, s.opts.Guard, s.opts.Heaptrack)
-	}, nil, nil, true},
+	}, nil, nil, native.Traits},
 }
 
 // newBackend returns the index in backends of the backend named in a plan
@@ -51,7 +54,27 @@ func newBackend(name string) (int, error) {
 			return i, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown backend %q: expected %s or %s", name, BackendMassif, BackendNative)
+	return 0, fmt.Errorf("unknown backend %q: expected %s", name, strings.Join(BackendNames(), ", "))
+}
+
+// BackendNames are the backends' names, the default first.
+func BackendNames() []string {
+	names := make([]string, len(backends))
+	for i, b := range backends {
+		names[i] = b.name
+	}
+	return names
+}
+
+// BackendTraits are what the backend named can do; ok is false for a
+// name no backend has.
+func BackendTraits(name string) (t backend.Traits, ok bool) {
+	for _, b := range backends {
+		if b.name == name || name == "" && b.name == backends[0].name {
+			return b.traits, true
+		}
+	}
+	return backend.Traits{}, false
 }
 
 // AttachError says why snapctl attach cannot attach to a process.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/driver/backend/massif"
+	"github.com/snapctl/snapctl/driver/backend/valgrind"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/internal/testenv"
 )
@@ -22,8 +23,8 @@ func TestRemoteTimeout(t *testing.T) {
 		{[]time.Duration{30 * time.Second, 2 * time.Minute}, "121"},
 		{[]time.Duration{1500 * time.Millisecond, 100 * time.Millisecond}, "3"},
 	} {
-		if got := massif.RemoteTimeout(tt.deadlines...); got != tt.want {
-			t.Errorf("massif.RemoteTimeout(%v) = %q, want %q", tt.deadlines, got, tt.want)
+		if got := valgrind.RemoteTimeout(tt.deadlines...); got != tt.want {
+			t.Errorf("valgrind.RemoteTimeout(%v) = %q, want %q", tt.deadlines, got, tt.want)
 		}
 	}
 }

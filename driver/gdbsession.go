@@ -32,7 +32,7 @@ func (s *session) startGDB(ctx context.Context, args, env []string) error {
 		}
 		traceOut, trace = f, f
 	}
-	starts := s.plan.Backend == BackendNative && s.opts.AttachPID == 0
+	starts := s.backend.Traits().GDBStarts && s.opts.AttachPID == 0
 	if starts {
 		args = append(slices.Clip(unmarkProgram), args...)
 	}
@@ -44,7 +44,7 @@ func (s *session) startGDB(ctx context.Context, args, env []string) error {
 		Trace:        trace,
 		Async:        true,
 		StartTimeout: s.opts.CommandTimeout,
-		// The native backend's gdb runs the program, unless it attaches.
+		// The backend's gdb runs the program, unless it attaches.
 		StartsProgram: starts,
 	})
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/snapctl/snapctl/driver/backend"
-	"github.com/snapctl/snapctl/driver/backend/massif"
+	"github.com/snapctl/snapctl/driver/backend/valgrind"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/internal/child"
@@ -406,7 +406,7 @@ func valgrindEnded(t *testing.T, s *session, killed bool) {
 		p.Kill()
 	}
 	p.Wait()
-	s.launcher.(*massif.Launch).Watch(p)
+	s.launcher.(*valgrind.Launch).Watch(p)
 }
 
 // finishRun ends a scripted session as a run does once its stop loop has

@@ -193,18 +193,24 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Sites {
 		p.Native.Sites = true
 	}
-	if p.Native.Sites && p.Backend == BackendMassif {
-		pos := p.Native.SitesPos
-		return nil, &plan.Error{File: pos.File, Line: pos.Line, Column: pos.Column, Key: "native.sites",
-			Msg: "true needs the native backend, and --backend massif was given, which records call sites already: drop one of them"}
-	}
 	i, err := newBackend(p.Backend)
 	if err != nil {
 		return nil, err
 	}
+	traits := backends[i].traits
+	if p.Native.Sites && traits.Sites {
+		pos := p.Native.SitesPos
+		return nil, &plan.Error{File: pos.File, Line: pos.Line, Column: pos.Column, Key: "native.sites",
+			Msg: fmt.Sprintf("true needs the native backend, and --backend %s was given, which records call sites already: drop one of them", backends[i].name)}
+	}
+	if p.Report.FailOn.LostPerHit > 0 && !traits.Lost {
+		pos := p.Report.FailOn.LostPerHitPos
+		return nil, &plan.Error{File: pos.File, Line: pos.Line, Column: pos.Column, Key: "report.fail_on.lost_per_hit",
+			Msg: fmt.Sprintf("needs a backend that tells lost blocks from reachable ones (memcheck), and the run uses %s", backends[i].name)}
+	}
 	p.Backend = backends[i].name // the session's from here on
 	if opts.AttachPID != 0 {
-		if !backends[i].attaches {
+		if !traits.Attaches {
 			return nil, errors.New("attaching to a process needs the native backend")
 		}
 		if err := CheckAttach(opts.AttachPID); err != nil {
@@ -221,7 +227,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			}
 		}
 	}
-	if p.Backend == BackendNative && p.Native.Sites {
+	if p.Native.Sites {
 		if _, err := heaptrack.FindTools(opts.Heaptrack); err != nil {
 			return nil, heaptrackMissing(err)
 		}
@@ -230,9 +236,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Massif and --sites preload a library into the program: a static
-	// one would measure nothing (a heap of 0 B, no call site).
-	if (p.Backend == BackendMassif || p.Native.Sites) && preflight.Static(binary) {
+	// valgrind's tools and --sites preload a library into the program: a
+	// static one would measure nothing (a heap of 0 B, no call site).
+	if (traits.Preloads || p.Native.Sites) && preflight.Static(binary) {
 		return nil, preflight.StaticError(binary, p.Native.Sites)
 	}
 	if p.Native.Sites {
@@ -244,7 +250,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	// status line says so from the start.
 	var status *console.Status
 	if opts.Status != nil {
-		status = console.NewStatus(opts.Status, time.Now(), breakpointNames(p), measureUnit(p.Backend))
+		status = console.NewStatus(opts.Status, time.Now(), breakpointNames(p), traits.Unit)
 		status.SetPhase("checking the tools and the plan")
 		defer status.Clear()
 	}
@@ -701,15 +707,6 @@ func breakpointNames(p *plan.Plan) []string {
 	return names
 }
 
-// measureUnit is what the status line calls one measurement of the
-// backend named: a snapshot under massif, a measurement natively.
-func measureUnit(backend string) string {
-	if backend == BackendNative {
-		return "measurement"
-	}
-	return "snapshot"
-}
-
 // privateDir is the run's private directory (absolute, no spaces), with
 // release, which unlocks it (lockPrivateDir), and the gdb started with it
 // during Run's checks, nil when none was; handed is set once the session
@@ -739,8 +736,9 @@ func startEarlyGDB(ctx context.Context, gdbPath, binary string, p *plan.Plan, op
 	}
 	cfg := gdb.EarlyConfig{Path: gdbPath, Args: []string{binary}, Cwd: p.Target.Cwd, Env: append(opts.childEnv(), runMark(dir)),
 		Dir: dir, Timeout: opts.CommandTimeout, Breakpoints: p.Breakpoints}
-	if p.Backend == BackendNative {
-		// This gdb starts the target; under massif valgrind does.
+	if t, _ := BackendTraits(p.Backend); t.GDBStarts {
+		// This gdb starts the target; under valgrind's tools valgrind
+		// does.
 		cfg.Env = append(cfg.Env, p.Target.Env...)
 		cfg.Args = append(slices.Clip(unmarkProgram), binary)
 		cfg.StartsProgram = true

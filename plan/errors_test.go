@@ -130,7 +130,7 @@ func TestParseErrors(t *testing.T) {
 		{"group_by", "report:\n  group_by: stak\n" + bp, []string{
 			`plan.yaml:2:13: report.group_by: must be "site", "function" or "stack", got "stak" (did you mean "stack"?)`}},
 		{"backend", "backend: nativ\n" + bp, []string{
-			`plan.yaml:1:10: backend: must be "massif" or "native", got "nativ" (did you mean "native"?)`}},
+			`plan.yaml:1:10: backend: must be "massif", "memcheck" or "native", got "nativ" (did you mean "native"?)`}},
 		{"sites with massif", "backend: massif\nnative:\n  sites: true\n" + bp, []string{
 			`plan.yaml:3:10: native.sites: true needs the native backend, and the plan says backend: massif (line 1), which records call sites already: drop one of them`}},
 		{"trim_probe", "native:\n  trim_probe: maybe\n" + bp, []string{

@@ -20,9 +20,10 @@ type Plan struct {
 	// overrides it: arguments after BINARY replace Args.
 	Target Target
 	// Backend is how memory is measured (key "backend"): "massif"
-	// (default: valgrind's massif, per allocation call site) or "native"
-	// (the program runs natively under gdb; the kernel's and glibc's
-	// figures at each stop).
+	// (default: valgrind's massif, per allocation call site), "memcheck"
+	// (valgrind's memcheck: the same sites, and whether their blocks are
+	// lost or what holds them) or "native" (the program runs natively
+	// under gdb; the kernel's and glibc's figures at each stop).
 	Backend string
 	// Native holds the native backend's options (key "native").
 	Native Native
@@ -184,6 +185,13 @@ type FailOn struct {
 	// TotalGrowth fails the run when any suspect grows by more than this
 	// many bytes over the whole run (key "total_growth").
 	TotalGrowth int64
+	// LostPerHit fails the run when any suspect's lost bytes (memcheck's
+	// definitely and indirectly lost) grow by more than this many bytes
+	// per hit (key "lost_per_hit"); only a backend that tells lost
+	// blocks from reachable ones takes it. LostPerHitPos is where it is
+	// in the plan, for that message.
+	LostPerHit    int64
+	LostPerHitPos Pos
 }
 
 // Breakpoint is one entry of "breakpoints".

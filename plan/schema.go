@@ -14,7 +14,7 @@ func (d *decoder) plan(root *yaml.Node, p *Plan) {
 	ok := d.mapping(root, "", []field{
 		{"target", func(v *yaml.Node, kp string) { d.target(v, kp, &p.Target) }},
 		{"backend", func(v *yaml.Node, kp string) {
-			if s, ok := d.enum(v, kp, "massif", "native"); ok {
+			if s, ok := d.enum(v, kp, "massif", "memcheck", "native"); ok {
 				p.Backend, backend = s, v
 			}
 		}},
@@ -79,8 +79,8 @@ func (d *decoder) plan(root *yaml.Node, p *Plan) {
 		switch {
 		case backend == nil:
 			p.Backend = "native"
-		case p.Backend == "massif":
-			d.errorf(sites, "native.sites", "true needs the native backend, and the plan says backend: massif (line %d), which records call sites already: drop one of them", backend.Line)
+		case p.Backend != "native":
+			d.errorf(sites, "native.sites", "true needs the native backend, and the plan says backend: %s (line %d), which records call sites already: drop one of them", p.Backend, backend.Line)
 		}
 	}
 	if !sawBreakpoints {
@@ -232,6 +232,11 @@ func (d *decoder) report(n *yaml.Node, kp string, r *Report) {
 				{"total_growth", func(v *yaml.Node, kp string) {
 					if s, ok := d.size(v, kp); ok {
 						r.FailOn.TotalGrowth = s
+					}
+				}},
+				{"lost_per_hit", func(v *yaml.Node, kp string) {
+					if s, ok := d.size(v, kp); ok {
+						r.FailOn.LostPerHit, r.FailOn.LostPerHitPos = s, d.pos(v)
 					}
 				}},
 			})

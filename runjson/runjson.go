@@ -53,7 +53,8 @@ type Manifest struct {
 	Plan string `json:"plan"`
 	// Target is the profiled program and how it ended.
 	Target Target `json:"target"`
-	// Backend is how memory was measured: "massif" or "native".
+	// Backend is how memory was measured: "massif", "memcheck" or
+	// "native".
 	Backend string `json:"backend"`
 	// Native holds the native backend's settings, nil with massif.
 	Native *NativeSettings `json:"native,omitempty"`
@@ -110,6 +111,25 @@ type Phase struct {
 type Module struct {
 	Path    string `json:"path"`
 	BuildID string `json:"build_id,omitempty"`
+}
+
+// Leak is memcheck's leak search at a stop: the bytes and blocks of each
+// kind of its loss records, and the file that keeps the records with
+// their allocation stacks and what holds the reachable ones that grew.
+type Leak struct {
+	DefinitelyLost LeakKind `json:"definitely_lost"`
+	IndirectlyLost LeakKind `json:"indirectly_lost"`
+	PossiblyLost   LeakKind `json:"possibly_lost"`
+	StillReachable LeakKind `json:"still_reachable"`
+	// Records is the file of the loss records, relative to the run
+	// directory: snapshots/SEQ-BREAKPOINT-HIT.leak.json.
+	Records string `json:"records"`
+}
+
+// LeakKind is the bytes and blocks of one kind of loss record.
+type LeakKind struct {
+	Bytes  int64 `json:"bytes"`
+	Blocks int64 `json:"blocks"`
 }
 
 // NativeSettings is run.json's "native".
@@ -235,9 +255,12 @@ type Stop struct {
 	// have them (massif.out in the run directory does, over time).
 	HeapBytes int64 `json:"heap_bytes"`
 	// Memory is what the native backend read at the stop.
-	Memory         *Memory `json:"memory,omitempty"`
-	HeapExtraBytes int64   `json:"heap_extra_bytes,omitempty"`
-	StacksBytes    int64   `json:"stacks_bytes,omitempty"`
+	Memory *Memory `json:"memory,omitempty"`
+	// Leak is what memcheck's leak search found at the stop (the
+	// memcheck backend).
+	Leak           *Leak `json:"leak,omitempty"`
+	HeapExtraBytes int64 `json:"heap_extra_bytes,omitempty"`
+	StacksBytes    int64 `json:"stacks_bytes,omitempty"`
 
 	// Commands are the breakpoint's gdb commands and what they printed.
 	Commands []CommandOutput `json:"commands,omitempty"`

@@ -32,11 +32,14 @@ const (
 // native with per-site data) and each breakpoint's verdict (native).
 type CompareRun struct {
 	Dir     string
-	Backend string // BackendMassif or BackendNative
+	Backend string // the run's backend, as its run.json names it
 	// Sites says that a native run recorded per-site data (native.sites),
 	// so that its suspects compare as a massif run's do. A massif run
 	// always has them, whatever Sites says.
-	Sites       bool
+	Sites bool
+	// Verdicts says that the run judged each breakpoint with the native
+	// backend's verdicts; a run without them has per-site suspects.
+	Verdicts    bool
 	Breakpoints []CompareBreakpoint
 	Suspects    []Suspect
 }
@@ -122,6 +125,10 @@ type ComparedSuspect struct {
 	// The growth per hit of each side, null where the site was no suspect.
 	BeforeGrowthPerHit *int64 `json:"before_growth_per_hit"`
 	AfterGrowthPerHit  *int64 `json:"after_growth_per_hit"`
+	// How the site's blocks stood on each side, for runs of the memcheck
+	// backend (Suspect.Memcheck); absent where that side has none.
+	BeforeMemcheck *Standing `json:"before_memcheck,omitempty"`
+	AfterMemcheck  *Standing `json:"after_memcheck,omitempty"`
 	// Reason says why a suspect was not compared.
 	Reason string `json:"reason,omitempty"`
 	// Unjudged marks a suspect of the before run whose breakpoint is in
@@ -167,11 +174,11 @@ func Compare(before, after CompareRun) *Comparison {
 		Suspects: []ComparedSuspect{}, NotCompared: []ComparedSuspect{}, Notes: []string{}, Findings: []ComparedFinding{},
 		BeforeBackend: backendOf(before), AfterBackend: backendOf(after)}
 	sites := hasSites(before) && hasSites(after)
-	native := c.BeforeBackend == BackendNative && c.AfterBackend == BackendNative
+	native := before.Verdicts && after.Verdicts
 	switch {
 	case sites && c.BeforeBackend != c.AfterBackend:
 		nat := "RUN_B"
-		if c.BeforeBackend == BackendNative {
+		if before.Verdicts {
 			nat = "RUN_A"
 		}
 		c.Notes = append(c.Notes, fmt.Sprintf("RUN_A was measured with %s and RUN_B with %s, both with call sites: their suspects are compared as between massif runs; verdicts exist only for %s (native), so no finding is compared",
@@ -194,13 +201,13 @@ func Compare(before, after CompareRun) *Comparison {
 
 // hasSites says whether a run has per-site suspects.
 func hasSites(r CompareRun) bool {
-	return backendOf(r) == BackendMassif || r.Sites
+	return !r.Verdicts || r.Sites
 }
 
 // backendSaid names a run's backend in a note, with --sites when a native
 // run has call sites.
 func backendSaid(r CompareRun) string {
-	if backendOf(r) == BackendNative && r.Sites {
+	if r.Verdicts && r.Sites {
 		return "native --sites"
 	}
 	return backendOf(r)
@@ -343,7 +350,7 @@ func (c *Comparison) matchBreakpoint(before, after []Suspect) {
 	persist := func(b, a Suspect, match string) {
 		bg, ag := b.GrowthPerHit, a.GrowthPerHit
 		cs := ComparedSuspect{Frame: a.Frame, Breakpoint: a.Breakpoint, Status: StatusPersists, Match: match,
-			BeforeGrowthPerHit: &bg, AfterGrowthPerHit: &ag}
+			BeforeGrowthPerHit: &bg, AfterGrowthPerHit: &ag, BeforeMemcheck: b.Memcheck, AfterMemcheck: a.Memcheck}
 		if match == "function" {
 			f := b.Frame
 			cs.BeforeFrame = &f
@@ -407,13 +414,13 @@ func (c *Comparison) matchBreakpoint(before, after []Suspect) {
 	for i, b := range before {
 		if !usedB[i] {
 			g := b.GrowthPerHit
-			c.Suspects = append(c.Suspects, ComparedSuspect{Frame: b.Frame, Breakpoint: b.Breakpoint, Status: StatusGone, BeforeGrowthPerHit: &g})
+			c.Suspects = append(c.Suspects, ComparedSuspect{Frame: b.Frame, Breakpoint: b.Breakpoint, Status: StatusGone, BeforeGrowthPerHit: &g, BeforeMemcheck: b.Memcheck})
 		}
 	}
 	for j, a := range after {
 		if !usedA[j] {
 			g := a.GrowthPerHit
-			c.Suspects = append(c.Suspects, ComparedSuspect{Frame: a.Frame, Breakpoint: a.Breakpoint, Status: StatusNew, AfterGrowthPerHit: &g})
+			c.Suspects = append(c.Suspects, ComparedSuspect{Frame: a.Frame, Breakpoint: a.Breakpoint, Status: StatusNew, AfterGrowthPerHit: &g, AfterMemcheck: a.Memcheck})
 		}
 	}
 }
@@ -444,7 +451,7 @@ func sideFindings(r CompareRun, bp string) (findings []string, said string, ok b
 	if b.Verdict == verdictHeapUnmeasured {
 		return nil, b.Verdict, false, "its in-use heap is unmeasured there"
 	}
-	if backendOf(r) == BackendMassif {
+	if !r.Verdicts {
 		n := 0
 		for _, s := range r.Suspects {
 			if s.Breakpoint == bp {

@@ -115,7 +115,7 @@ func nativeRun(dir string, sites bool, verdict string, perHit int64, suspects ..
 	if verdict != "flat" {
 		b.Findings = []string{verdict}
 	}
-	return CompareRun{Dir: dir, Backend: BackendNative, Sites: sites, Breakpoints: []CompareBreakpoint{b}, Suspects: suspects}
+	return CompareRun{Dir: dir, Backend: BackendNative, Verdicts: true, Sites: sites, Breakpoints: []CompareBreakpoint{b}, Suspects: suspects}
 }
 
 // massifRun is a massif run of the same breakpoint with its suspects.

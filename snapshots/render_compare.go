@@ -84,6 +84,9 @@ func renderComparisonText(w io.Writer, c *Comparison) error {
 			if s.BeforeFrame != nil {
 				site += fmt.Sprintf(", line %d before", s.BeforeFrame.Line)
 			}
+			if s.BeforeMemcheck != nil || s.AfterMemcheck != nil {
+				site += "; " + standingChange(s.BeforeMemcheck, s.AfterMemcheck)
+			}
 			rows = append(rows, []string{s.Status, growthCell(s.BeforeGrowthPerHit), growthCell(s.AfterGrowthPerHit),
 				sectionLabel(s.Breakpoint), site})
 		}
@@ -182,4 +185,34 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// standingChange says how a compared site's blocks stood on each side
+// (memcheck): "lost +640 B/hit → none".
+func standingChange(before, after *Standing) string {
+	return standingCell(before) + " → " + standingCell(after)
+}
+
+func standingCell(st *Standing) string {
+	if st == nil {
+		return "none"
+	}
+	var parts []string
+	if lost := st.LostPerHit(); lost != 0 {
+		parts = append(parts, "lost "+FormatDelta(lost)+"/hit")
+	}
+	if p := st.PossiblyLost.BytesPerHit; p != 0 {
+		parts = append(parts, "possibly lost "+FormatDelta(p)+"/hit")
+	}
+	if r := st.StillReachable.BytesPerHit; r != 0 {
+		held := ""
+		if st.HeldBy != nil && st.HeldBy.Root != nil {
+			held = " held by " + st.HeldBy.Root.Name
+		}
+		parts = append(parts, "reachable "+FormatDelta(r)+"/hit"+held)
+	}
+	if len(parts) == 0 {
+		return "not growing"
+	}
+	return strings.Join(parts, ", ")
 }

@@ -119,6 +119,9 @@ type Suspect struct {
 	// History is the site's bytes at every snapshot of its breakpoint, for
 	// report.html's charts; run.json leaves it out.
 	History []SitePoint `json:"-"`
+	// Memcheck is how the site's blocks stand in memcheck's leak search,
+	// under the memcheck backend only.
+	Memcheck *Standing `json:"memcheck,omitempty"`
 }
 
 // SitePoint is a site's bytes at one stop.

@@ -1,11 +1,12 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/spf13/cobra"
+
+	"github.com/snapctl/snapctl/driver"
 )
 
 // guardFlag is attach's --guard, on by default.
@@ -19,10 +20,10 @@ func newAttachCmd() *cobra.Command {
 		if err != nil || pid <= 0 || len(o.Args) > 0 {
 			return usageError{fmt.Errorf("attach needs a PLAN and a PID: snapctl attach PLAN PID (got %q)", append([]string{o.Binary}, o.Args...))}
 		}
-		if o.Backend == "massif" {
-			return usageError{errors.New("attach: the massif backend cannot attach to a running process, it must start the program; attach uses the native backend")}
+		if t, _ := driver.BackendTraits(o.Backend); o.Backend != "" && !t.Attaches {
+			return usageError{fmt.Errorf("attach: the %s backend cannot attach to a running process, it must start the program; attach uses the native backend", o.Backend)}
 		}
-		o.Pid, o.Backend, o.Binary, o.Guard = pid, "native", "", guardFlag
+		o.Pid, o.Backend, o.Binary, o.Guard = pid, driver.BackendNative, "", guardFlag
 		return runRun(cmd, o)
 	})
 	cmd.Use = "attach [flags] PLAN PID"

@@ -41,7 +41,9 @@ Native runs are compared by their verdicts per breakpoint: each finding
 (leak, retention, outside-heap, rss-growth) is gone, persists or new.
 Native runs recorded with --sites have suspects too, compared as a massif
 run's: two such runs are compared by both, and show a fix only when both
-do; one against a massif run by its suspects alone. A
+do; one against a massif run by its suspects alone. A memcheck run
+compares as a massif run, by its suspects, and says how each side's
+blocks stood (lost, reachable, held by). A
 massif run and a native run without --sites are compared only by what
 grew at each breakpoint: a leak both show persists, but a fix is shown
 only between runs of one backend.
@@ -161,19 +163,23 @@ func loadRun(ctx context.Context, dir string) (snapshots.CompareRun, error) {
 			sited[s.Breakpoint]++
 		}
 	}
-	run := snapshots.CompareRun{Dir: dir, Backend: snapshots.BackendMassif, Sites: true, Suspects: m.Suspects}
-	switch m.Backend {
-	case "", driver.BackendMassif:
-	case driver.BackendNative:
-		run.Backend = snapshots.BackendNative
+	run := snapshots.CompareRun{Dir: dir, Backend: m.Backend, Sites: true, Suspects: m.Suspects}
+	traits, ok := driver.BackendTraits(m.Backend)
+	if !ok {
+		return snapshots.CompareRun{}, &runDirError{dir, fmt.Sprintf("run.json names backend %q; this snapctl knows %s", m.Backend, orList(driver.BackendNames()))}
+	}
+	if run.Backend == "" {
+		run.Backend = driver.BackendNames()[0]
+	}
+	if !traits.Sites {
+		// Judged by verdicts, and by call sites when it recorded them.
+		run.Verdicts = true
 		run.Sites = m.Native != nil && m.Native.Sites
-	default:
-		return snapshots.CompareRun{}, &runDirError{dir, fmt.Sprintf("run.json names backend %q; this snapctl knows massif and native", m.Backend)}
 	}
 	for _, b := range m.Breakpoints {
 		cb := snapshots.CompareBreakpoint{Name: b.Name, Location: b.Location, Snapshots: snaps[b.Name]}
 		switch n := measured[b.Name]; {
-		case run.Backend != snapshots.BackendNative || !run.Sites || n == 0:
+		case !run.Verdicts || !run.Sites || n == 0:
 		case sited[b.Name] == 0:
 			cb.Unmeasured = fmt.Sprintf("none of its %d stops has a per-site snapshot: heaptrack's recording failed", n)
 		default:

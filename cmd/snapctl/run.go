@@ -33,7 +33,8 @@ type runOptions struct {
 	// KeepSnapshots overrides the plan's keep_snapshots: "all" or
 	// "changed"; "" keeps the plan's.
 	KeepSnapshots string
-	// Backend overrides the plan's backend: "massif" or "native".
+	// Backend overrides the plan's backend: "massif", "memcheck" or
+	// "native" (driver.BackendNames).
 	Backend string
 	// Sites records per-site heap data natively (--sites, the plan's
 	// native.sites).
@@ -97,10 +98,10 @@ massif.out.`,
 	f.StringVar(&opts.GDB, "gdb", "", "gdb executable (default: gdb on PATH)")
 	f.StringVar(&opts.Heaptrack, "heaptrack", "", "directory of heaptrack's libraries and heaptrack_interpret, for --sites (default: /usr/lib/heaptrack, where Debian's heaptrack package puts them)")
 	f.StringVar(&opts.KeepSnapshots, "keep-snapshots", "", `snapshot files to keep: all, or changed (drop a snapshot whose tree equals the breakpoint's previous kept one); overrides the plan's keep_snapshots`)
-	f.StringVar(&opts.Backend, "backend", "", "how memory is measured: massif (per call site, under valgrind) or native (the allocator's and the kernel's figures, at native speed); overrides the plan's backend")
+	f.StringVar(&opts.Backend, "backend", "", "how memory is measured: massif (per call site, under valgrind), memcheck (per call site under valgrind's memcheck, with what is lost and what holds the rest) or native (the allocator's and the kernel's figures, at native speed); overrides the plan's backend")
 	f.BoolVar(&opts.Sites, "sites", false, "native backend: also record every allocation's call site with heaptrack, for per-site diffs between stops as massif gives them, at native speed; implies --backend native")
 	enumFlag(cmd, "keep-snapshots", "all", "changed")
-	enumFlag(cmd, "backend", "massif", "native")
+	enumFlag(cmd, "backend", driver.BackendNames()...)
 	cmd.SetUsageTemplate(cmd.UsageTemplate() + exitCodeHelp())
 	return cmd
 }
@@ -135,16 +136,15 @@ func (o *runOptions) parseArgs(cmd *cobra.Command, args []string) error {
 
 // check checks the flags shared by run and attach.
 func (o *runOptions) check() error {
-	switch o.Backend {
-	case "", "massif", "native":
-	default:
-		return usageError{fmt.Errorf("--backend %q: want massif or native", o.Backend)}
+	traits, ok := driver.BackendTraits(o.Backend)
+	if !ok {
+		return usageError{fmt.Errorf("--backend %q: want %s", o.Backend, orList(driver.BackendNames()))}
 	}
 	if o.Sites {
-		if o.Backend == "massif" {
-			return usageError{errors.New("--sites is the native backend's per-site recording: massif records sites already; drop --sites or use --backend native")}
+		if o.Backend != "" && traits.Sites {
+			return usageError{fmt.Errorf("--sites is the native backend's per-site recording: %s records sites already; drop --sites or use --backend native", o.Backend)}
 		}
-		o.Backend = "native"
+		o.Backend = driver.BackendNative
 	}
 	if o.Timeout < 0 {
 		return usageError{fmt.Errorf("--timeout %v: must not be negative", o.Timeout)}

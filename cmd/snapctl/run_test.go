@@ -76,7 +76,8 @@ func TestRunUsageErrors(t *testing.T) {
 		{"--no-such-flag", "plan.yaml", "./bin"},
 		{"--timeout", "-1s", "plan.yaml", "./bin"},
 		{"--keep-snapshots", "some", "plan.yaml", "./bin"},
-		{"--backend", "memcheck", "plan.yaml", "./bin"},
+		{"--backend", "memchek", "plan.yaml", "./bin"},
+		{"--backend", "memcheck", "--sites", "plan.yaml", "./bin"},
 		{"--backend", "massif", "--sites", "plan.yaml", "./bin"},
 	} {
 		_, err := parseRun(t, args...)

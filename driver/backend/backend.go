@@ -29,9 +29,36 @@ type Backend interface {
 	// Tool names the program that takes the measurements, for messages:
 	// "valgrind", "gdb".
 	Tool() string
+	// Traits are what the backend can do, which the run and the commands
+	// ask of it instead of its name.
+	Traits() Traits
 	Measurer
 	Analysis
 	Reporter
+}
+
+// Traits are what a backend can do: the run and snapctl's commands ask
+// these, never a backend's name (docs/design.md, "Backends").
+type Traits struct {
+	// GDBStarts says that gdb starts the program (or attaches to it):
+	// the early gdb then takes the target's environment. Otherwise a
+	// tool of the backend's starts it and gdb connects to that tool.
+	GDBStarts bool
+	// Attaches says the backend can attach to a running process
+	// (snapctl attach).
+	Attaches bool
+	// Sites says that every stop records the heap per allocation call
+	// site, whatever the plan says (the native backend's are the plan's
+	// native.sites).
+	Sites bool
+	// Preloads says that the backend's tool preloads a library into the
+	// program to see its allocations: a static program measures nothing.
+	Preloads bool
+	// Lost says that the backend tells lost blocks from reachable ones,
+	// so that the plan's fail_on.lost_per_hit applies.
+	Lost bool
+	// Unit is what the status line calls one measurement.
+	Unit string
 }
 
 // Config is what a backend knows of its run, from the start.

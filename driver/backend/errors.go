@@ -36,6 +36,7 @@ func (e *ToolError) Unwrap() error { return e.Err }
 type LeakError struct {
 	GrowthPerHit int64    // the limit per hit, 0 for none
 	TotalGrowth  int64    // the limit over the run, 0 for none
+	LostPerHit   int64    // the limit of lost bytes per hit, 0 for none
 	Suspects     []string // "handle_request (leak.c:20) +24 B per hit at breakpoint \"request\""
 	// Of names what exceeded the limits: "site(s)" when empty, or
 	// "breakpoint(s)" for the native backend's in-use heap without sites.

@@ -42,6 +42,12 @@ func New(cfg backend.Config) backend.Backend {
 func (*Backend) Name() string { return Name }
 func (*Backend) Tool() string { return "valgrind" }
 
+// Traits: valgrind starts the program, with its allocator preloaded, and
+// every stop has its call sites.
+var Traits = backend.Traits{Sites: true, Preloads: true, Unit: "snapshot"}
+
+func (*Backend) Traits() backend.Traits { return Traits }
+
 func (b *Backend) Command(path string) string { return b.monitor() + " " + path }
 func (*Backend) Ext() string                  { return snapshotExt }
 func (*Backend) Failure(out string) string    { return snapshotFailure(out) }

@@ -81,6 +81,12 @@ func New(cfg backend.Config) backend.Backend {
 func (*Backend) Name() string { return Name }
 func (*Backend) Tool() string { return "gdb" }
 
+// Traits: gdb starts the program, or attaches to it; call sites are the
+// plan's native.sites.
+var Traits = backend.Traits{GDBStarts: true, Attaches: true, Unit: "measurement"}
+
+func (*Backend) Traits() backend.Traits { return Traits }
+
 // Command is the measurement of a stop over MI (a breakpoint with
 // commands or around_call), with every thread stopped (see
 // measure_native).

@@ -1,4 +1,4 @@
-package massif
+package valgrind
 
 import (
 	"fmt"
