@@ -30,7 +30,7 @@ func newAttachCmd() *cobra.Command {
 	cmd.Short = "Attach to a running process, measure its memory at the plan's breakpoints, then detach"
 	cmd.Long = `attach attaches gdb to the running process PID (the native backend: no
 valgrind), inserts the breakpoints of PLAN and records at every stop the
-process's resident memory and glibc's allocator state. The run ends when
+process's resident memory and its allocator's state (glibc's or jemalloc's). The run ends when
 every breakpoint has reached its max_hits, --timeout passes, Ctrl-C is
 pressed or the plan's workload ends; snapctl then deletes its breakpoints and
 detaches, and the process goes on running as before. When gdb cannot (it
@@ -50,6 +50,7 @@ kernel.yama.ptrace_scope must allow it (see snapctl doctor).`
 	// backend are run's alone (--backend native is still taken).
 	cmd.Flags().MarkHidden("valgrind")
 	cmd.Flags().MarkHidden("backend")
+	cmd.Flags().Lookup("sites").Usage = "also record every allocation's call site with heaptrack, injected into the process, for per-site diffs between stops as massif gives them, at native speed"
 	cmd.Flags().BoolVar(&guardFlag, "guard", true, "have gdbserver trace the process, so that it survives gdb being killed while a breakpoint is in it; --guard=false has gdb trace it itself: a stop costs about 5 times less, and threads that take a fast signal timer (hundreds of Hz) are not held at a repeated breakpoint, but a gdb killed while the process runs into a breakpoint takes the process with it")
 	return cmd
 }

@@ -14,15 +14,19 @@ func newRootCmd(version string) *cobra.Command {
 		Short: "Find the allocation call sites that grow between breakpoints",
 		Long: `snapctl finds the memory a C or C++ program keeps. It stops the program
 through gdb at the breakpoints a plan declares, measures the heap at every
-stop and reports what grew between stops, and where. Two backends measure
-(the plan's backend, or --backend):
+stop and reports what grew between stops, and where. Three backends
+measure (the plan's backend, or --backend):
 
-  massif  the default: the program runs under valgrind's massif, slower;
-          exact bytes and blocks per allocation call site at every stop
-  native  the program runs at native speed under gdb: resident memory and
-          glibc's allocator at every stop, and a verdict per breakpoint
-          (leak, retention, growth outside the heap); --sites adds the
-          per-site figures massif gives, recorded with heaptrack
+  massif    the default: the program runs under valgrind's massif, slower;
+            exact bytes and blocks per allocation call site at every stop
+  memcheck  under valgrind's memcheck, slower still: massif's per-site
+            figures, plus which growing blocks are lost and, for those
+            still reachable, what holds them (a global, a thread's stack)
+  native    the program runs at native speed under gdb: resident memory
+            and the allocator (glibc's or jemalloc's) at every stop, and a
+            verdict per breakpoint (leak, retention, growth outside the
+            heap); --sites adds the per-site figures massif gives,
+            recorded with heaptrack
 
     snapctl run plan.yaml ./binary [args...]
     snapctl run --sites plan.yaml ./binary [args...]

@@ -64,7 +64,7 @@ measures the heap at each stop, and reports what grew between stops. With
 the massif backend (the default) the program runs under valgrind's massif
 and each stop takes a heap snapshot per allocation call site; with the
 native backend (--backend native) it runs at native speed and each stop
-records resident memory and glibc's allocator state, and --sites adds a
+records resident memory and the allocator's state (glibc's or jemalloc's), and --sites adds a
 per-site snapshot recorded with heaptrack.
 
 Flags come before PLAN (or before BINARY); everything after BINARY is passed

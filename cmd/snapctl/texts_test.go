@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/snapctl/snapctl/driver"
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/preflight"
@@ -33,9 +34,15 @@ func helpOf(t *testing.T, args ...string) string {
 // refuses or ignores.
 func TestHelpTexts(t *testing.T) {
 	root := helpOf(t)
-	for _, want := range []string{"massif", "native", "--sites", "heaptrack", "snapctl attach plan.yaml PID"} {
+	for _, want := range []string{"--sites", "heaptrack", "snapctl attach plan.yaml PID"} {
 		if !strings.Contains(root, want) {
 			t.Errorf("snapctl --help does not mention %q:\n%s", want, root)
+		}
+	}
+	// Every backend of the list, described on a line of its own.
+	for _, name := range driver.BackendNames() {
+		if !strings.Contains(root, "\n  "+name+" ") {
+			t.Errorf("snapctl --help does not describe the backend %q:\n%s", name, root)
 		}
 	}
 	run := helpOf(t, "run")
