@@ -200,13 +200,14 @@ func (c *Counter) Signal() syscall.Signal { return c.sig }
 // the heap of a later hit (docs/facts.md, fact 94). Held so, a
 // thread gets no further than its next hit, as under gdb's breakpoint.
 //
-// A held hit stops with the hold signal, one that the tracer passes on
-// to the program as it collects the stop, without reporting it to gdb
-// or stopping the other threads: the thread waits in its signal stop
-// until the tracer has stopped every thread for the measured stop, and
-// goes on when they go on, at no cost to the stop (fact kernel-1).
-// Without one (hold 0), a held hit stops with the measured hits' signal
-// and an entry of hit 0, a stop of its own that snapctl resumes.
+// A held hit stops with the hold signal, which gdbserver passes on to
+// the program without a stop of every thread or a word to gdb: a stop
+// it pulls while it stops every thread for the measured one waits until
+// they all go on; one pulled before goes on at once and is held again
+// at its next hit (docs/facts.md, fact kernel-1). Without a hold signal
+// (gdb's own target lets every such stop go at once), a held hit stops
+// with the measured hits' signal and an entry of hit 0, a stop of its
+// own that snapctl resumes.
 func (c *Counter) program(id int, r Rule) (*ebpf.Program, error) {
 	every := max(r.Every, 1)
 	insns := asm.Instructions{
