@@ -50,7 +50,10 @@ const hitCost = "each hit, measured or not, then stops the program for about 0.3
 type counting struct {
 	counter *uprobes.Counter
 	signal  string
-	hold    string         // held hits' signal, "" when they stop with signal
+	hold    string // held hits' signal, "" when they stop with signal
+	// used is the stop signal once the counter took over, kept after it
+	// is closed: threads held with it may still have its stop pending.
+	used    string
 	ids     map[string]int // gdb's breakpoint number -> the counter's slot
 	numbers []string
 	warned  bool
@@ -72,10 +75,12 @@ func (b *Launch) Counting(bp *plan.Breakpoint) string {
 	if b.attach != 0 && b.backend != nil && b.backend.sitesOn {
 		// Under attach --sites gdb is the process's tracer, with
 		// heaptrack injected: a server whose snapctl was held stopped
-		// (SIGSTOP, then SIGCONT) while its hits were counted in the
-		// kernel died of SIGSEGV in TestHarmUnderLoad, 2 runs of 2,
-		// where gdb's breakpoints leave it serving.
-		return "attach --sites keeps gdb's breakpoints: the kernel's counting is not proven safe there yet"
+		// (SIGSTOP for 2 s, then SIGCONT) while its hits were counted
+		// in the kernel died of SIGSEGV, at the first or second time,
+		// a thread running at an address on its own stack, as one
+		// does that returns into gdb's call dummy after an abandoned
+		// call (docs/native.md); with gdb's breakpoints it serves on.
+		return "attach --sites keeps gdb's breakpoints: with the kernel counting, a server whose snapctl was stopped and continued died of SIGSEGV in a call of gdb's left behind, not yet mended"
 	}
 	err := uprobes.Available()
 	if err == nil {
@@ -152,7 +157,7 @@ func (b *Launch) TakeOver(ctx context.Context, number string, bp *plan.Breakpoin
 				return "", fmt.Errorf("having gdb %s: %w", h, err)
 			}
 		}
-		c.counter, c.signal, c.hold, c.ids = counter, name, holdName, map[string]int{}
+		c.counter, c.signal, c.hold, c.ids, c.used = counter, name, holdName, map[string]int{}, name
 	}
 	id, ok := c.ids[number]
 	if !ok {
@@ -370,6 +375,17 @@ func (b *Launch) Drop(number string) {
 
 // closeCounter takes every probe out of the program: before gdb detaches
 // or repairs anything, so that no probe's trap is taken for gdb's.
+// quietSignal has gdb no longer stop for the measured hits' signal once
+// the probes are gone: a thread held with it may still have its stop
+// pending in gdb, which would stop a call of snapctl's in the process
+// ("received a signal in another thread") and leave the calling thread
+// in it. The signal is still kept from the program.
+func (b *Launch) quietSignal(ctx context.Context) {
+	if b.count.used != "" {
+		b.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("handle "+b.count.used+" nostop noprint nopass"))
+	}
+}
+
 func (b *Launch) closeCounter() {
 	if b.count.counter != nil {
 		b.count.counter.Close()
