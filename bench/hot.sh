@@ -10,28 +10,23 @@
 #    start and teardown included (goal: <= 3 us), in wall time and in the
 #    CPU time of every process of the run (snapctl, gdb, the program,
 #    heaptrack), which a loaded machine does not inflate.
-# 2. The threaded TCP server (driver/testdata/native/tcpserver.c, 4
-#    workers) under a 4-connection loopback load of REQUESTS requests
-#    (default 20,000), alone and with `snapctl attach` on it, a breakpoint
-#    on handle_request with every: 100: the load's throughput attached
-#    over alone (goal: >= 0.80).
-# 3. `snapctl attach` to the hot program running 4 threads, taking
+# 2. `snapctl attach` to the hot program running 4 threads, taking
 #    1,000,000 hits and two stops, then detaching: seconds (goal: <= 20).
 #
 # Each prints the median, min and max of its rounds and the ratio of the
 # medians. The kernel counts the hits (snapctl's default where the
 # kernel allows; the runs here set SNAPCTL_HITS=kernel unless the
 # environment says otherwise); with SNAPCTL_HITS=gdb gdb counts every
-# hit, for comparison.
+# hit, for comparison. A threaded server's throughput with a breakpoint
+# on its request path is bench/server.sh's.
 #
-# Usage: bench/hot.sh [ROUNDS [CALLS [REQUESTS]]]   (needs go, gcc, gdb,
-# gdbserver, heaptrack, bc, /usr/bin/time; root or CAP_BPF and CAP_PERFMON)
+# Usage: bench/hot.sh [ROUNDS [CALLS]]   (needs go, gcc, gdb, gdbserver,
+# heaptrack, bc, /usr/bin/time; root or CAP_BPF and CAP_PERFMON)
 set -euo pipefail
 export SNAPCTL_HITS=${SNAPCTL_HITS:-kernel}
 
 rounds=${1:-3}
 calls=${2:-2000000}
-requests=${3:-20000}
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d /tmp/snapctl-hot.XXXXXX)
 pids=()
@@ -44,8 +39,6 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
 gcc -g -O0 -pthread -o "$tmp/hot" "$root/driver/testdata/native/hot.c"
-gcc -g -O0 -pthread -o "$tmp/server" "$root/driver/testdata/native/tcpserver.c"
-gcc -O2 -pthread -o "$tmp/load" "$root/bench/hot/load.c"
 (cd "$root" && go build -o "$tmp/snapctl" ./cmd/snapctl)
 
 now() { echo "$EPOCHREALTIME"; }
@@ -89,38 +82,7 @@ echo "CPU seconds, all processes: alone $(median "${calone[@]}"), native $(media
 echo "a hit's CPU (medians, start-up included): native $(echo "($(median "${cnative[@]}") - $(median "${calone[@]}")) * 1000000 / $calls" | bc -l | xargs printf '%.2f') us, --sites $(echo "($(median "${csites[@]}") - $(median "${calone[@]}")) * 1000000 / $calls" | bc -l | xargs printf '%.2f') us"
 echo "a hit (medians, start-up included): native $(echo "($(median "${native[@]}") - $a) * 1000000 / $calls" | bc -l | xargs printf '%.2f') us, --sites $(echo "($(median "${sites[@]}") - $a) * 1000000 / $calls" | bc -l | xargs printf '%.2f') us  (goal <= 3 us)"
 
-# 2. the server under load, alone and attached.
-serve() {
-	rm -f "$tmp/port"
-	"$tmp/server" "$tmp/port" 4 &
-	srv=$!
-	pids+=("$srv")
-	while [ ! -s "$tmp/port" ]; do sleep 0.01; done
-}
-unserve() { kill -9 "$srv" 2>/dev/null || true; wait "$srv" 2>/dev/null || true; }
-alone=() attached=()
-for r in $(seq 1 "$rounds"); do
-	serve
-	"$tmp/load" "$(cat "$tmp/port")" 4 500 >/dev/null
-	alone+=("$("$tmp/load" "$(cat "$tmp/port")" 4 "$requests")")
-	unserve
-	serve
-	"$tmp/snapctl" attach -q --force --timeout 10m -o "$tmp/attach" "$root/bench/hot/server.yaml" "$srv" >/dev/null 2>"$tmp/attach.err" &
-	snap=$!
-	pids+=("$snap")
-	until grep -q 'TracerPid:[[:space:]]*[1-9]' "/proc/$srv/status"; do sleep 0.01; done
-	"$tmp/load" "$(cat "$tmp/port")" 4 500 >/dev/null
-	attached+=("$("$tmp/load" "$(cat "$tmp/port")" 4 "$requests")")
-	kill -INT "$snap"
-	wait "$snap" || true
-	unserve
-done
-python3 -c "import json,sys; b=json.load(open(sys.argv[1]))['breakpoints'][0]; print(f\"  attach: {b['hits']} hits counted by {b.get('counted')}, {b['snapshots']} stops\")" "$tmp/attach/run.json"
-echo "server alone, $requests requests, 4 connections: $(stats "${alone[@]}")"
-echo "server attached, handle_request every 100:   $(stats "${attached[@]}")"
-echo "throughput attached / alone (medians): $(echo "$(median "${alone[@]}") / $(median "${attached[@]}")" | bc -l | xargs printf '%.3f')  (goal >= 0.80)"
-
-# 3. attach to the running hot program for 1,000,000 hits.
+# 2. attach to the running hot program for 1,000,000 hits.
 took=()
 for r in $(seq 1 "$rounds"); do
 	"$tmp/hot" 4 1000000000000 >/dev/null &

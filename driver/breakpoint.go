@@ -284,6 +284,10 @@ func (s *stopLoop) inspectAndSnapshot(ctx context.Context, st *bpState, stop *ru
 		// id, read the same way.
 		if t, ok := s.gdb.Thread(tid); ok {
 			threads = []runjson.Thread{t}
+		} else if t, ok := s.targets[tid]; ok && mode == plan.ThreadsNone {
+			// A thread's target id never changes: threads that
+			// started or ended since do not make it stale.
+			threads = []runjson.Thread{t}
 		} else {
 			cmds = append(cmds, mi.Command{Name: "-thread-info", Args: []string{tid}})
 		}
@@ -326,6 +330,12 @@ func (s *stopLoop) inspectAndSnapshot(ctx context.Context, st *bpState, stop *ru
 	if mode == plan.ThreadsNone {
 		t := gdb.FindThread(threads, tid)
 		stop.Thread = runjson.Thread{ID: t.ID, TargetID: t.TargetID, State: t.State}
+		if t.TargetID != "" {
+			if s.targets == nil {
+				s.targets = map[string]runjson.Thread{}
+			}
+			s.targets[tid] = stop.Thread
+		}
 		threads = nil
 	} else {
 		stop.Thread = gdb.FindThread(threads, tid)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
 )
 
@@ -129,6 +130,14 @@ func (s *stopLoop) countedStop(ctx context.Context, rec *mi.Record) (bool, error
 	}
 	if pc, err := strconv.ParseUint(rec.String("frame.addr"), 0, 64); err == nil && !slices.Contains(st.addrs, pc) {
 		if addr, ok := nextAddr(st.addrs, pc); ok {
+			if f := st.frames[addr]; f != nil && !looksAtThread(st) {
+				// The prologue between the probe and the
+				// breakpoint's address changes nothing that the
+				// stop reads: it is taken where the thread
+				// stopped, in gdb's breakpoint's frame, without
+				// running the thread on (a stop of its own).
+				return s.atHit(ctx, st, withFrame(rec, f), hit)
+			}
 			at, err := s.runTo(ctx, rec, addr)
 			if err != nil || at == nil {
 				return false, err
@@ -138,10 +147,34 @@ func (s *stopLoop) countedStop(ctx context.Context, rec *mi.Record) (bool, error
 					Message: fmt.Sprintf("breakpoint %q: measured hit %d stopped at the function's entry, and its thread did not reach the breakpoint's address %#x", st.bp.Name, hit, addr)})
 				return s.handleStop(ctx, at)
 			}
+			if st.frames == nil {
+				st.frames = map[uint64]*mi.Value{}
+			}
+			st.frames[addr] = at.Results.Tuple("frame")
 			rec = at
 		}
 	}
 	return s.atHit(ctx, st, rec, hit)
+}
+
+// looksAtThread reports whether a stop of st reads more of its thread
+// than the breakpoint's frame: its backtrace or every thread's frame,
+// commands, around_call's run to the return.
+func looksAtThread(st *bpState) bool {
+	return st.bp.Threads != "" && st.bp.Threads != plan.ThreadsNone || st.bp.AroundCall || len(st.bp.Commands) > 0
+}
+
+// withFrame is the stop rec with frame f instead of its own.
+func withFrame(rec *mi.Record, f *mi.Value) *mi.Record {
+	fields := slices.Clone(rec.Results.Fields())
+	for i := range fields {
+		if fields[i].Name == "frame" {
+			fields[i].Value = f
+		}
+	}
+	r := *rec
+	r.Results = mi.NewTuple(fields...)
+	return &r
 }
 
 // takePending has gdb report the measured stop of thread lwp, which gdb
@@ -151,26 +184,36 @@ func (s *stopLoop) countedStop(ctx context.Context, rec *mi.Record) (bool, error
 // instead would let each held one run a call further before gdb came to
 // the measured stop (docs/facts.md, fact 94).
 func (s *stopLoop) takePending(ctx context.Context, lwp int) (bool, error) {
-	r, err := s.gdb.Send(ctx, "-thread-info")
-	if err != nil {
-		return false, fmt.Errorf("listing the threads: %w", err)
-	}
-	tid := ""
-	for _, t := range gdb.ThreadsOf(r.List("threads")) {
-		if targetLWP(t.TargetID) == lwp {
-			tid = t.ID
+	// The newest of gdb's threads with that id, as stops told it: the
+	// kernel reuses the ids of threads that ended, gdb never its
+	// numbers. A thread gone since is looked up again.
+	tid, newest := "", 0
+	for id, n := range s.lwps {
+		if k, _ := strconv.Atoi(id); n == lwp && k > newest {
+			tid, newest = id, k
 		}
-	}
-	if tid == "" {
-		return false, s.cont(ctx)
 	}
 	restore, err := s.gdb.LockScheduler(ctx, "on")
 	if err != nil {
 		return false, err
 	}
-	if _, err := s.gdb.Send(ctx, "-exec-continue", "--thread", tid); err != nil {
-		restore(ctx)
-		return false, fmt.Errorf("resuming thread %s: %w", tid, err)
+	resumed := false
+	if tid != "" {
+		_, err := s.gdb.Send(ctx, "-exec-continue", "--thread", tid)
+		resumed = err == nil
+	}
+	if !resumed {
+		if tid, err = s.threadOf(ctx, lwp); err != nil || tid == "" {
+			restore(ctx)
+			if err != nil {
+				return false, err
+			}
+			return false, s.cont(ctx)
+		}
+		if _, err := s.gdb.Send(ctx, "-exec-continue", "--thread", tid); err != nil {
+			restore(ctx)
+			return false, fmt.Errorf("resuming thread %s: %w", tid, err)
+		}
 	}
 	rec, err := s.waitStopped(ctx)
 	if err != nil {
@@ -180,6 +223,22 @@ func (s *stopLoop) takePending(ctx context.Context, lwp int) (bool, error) {
 		return false, err
 	}
 	return s.handleStop(ctx, rec)
+}
+
+// threadOf is gdb's id of the thread whose kernel id is lwp, "" when gdb
+// lists none.
+func (s *stopLoop) threadOf(ctx context.Context, lwp int) (string, error) {
+	r, err := s.gdb.Send(ctx, "-thread-info")
+	if err != nil {
+		return "", fmt.Errorf("listing the threads: %w", err)
+	}
+	tid := ""
+	for _, t := range gdb.ThreadsOf(r.List("threads")) {
+		if targetLWP(t.TargetID) == lwp {
+			tid = t.ID
+		}
+	}
+	return tid, nil
 }
 
 // nextAddr is the address of addrs that a thread at pc, stopped in a
@@ -206,16 +265,21 @@ func (s *stopLoop) runTo(ctx context.Context, rec *mi.Record, addr uint64) (*mi.
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.gdb.Send(ctx, "-break-insert", "-t", "-p", tid, fmt.Sprintf("*%#x", addr))
-	if err != nil {
-		restore(ctx)
-		return nil, fmt.Errorf("running thread %s on to the breakpoint at %#x: %w", tid, addr, err)
+	// One exchange: a stop costs each round trip to gdb again.
+	res, errs := s.gdb.SendBatch(ctx, []mi.Command{
+		{Name: "-break-insert", Args: []string{"-t", "-p", tid, fmt.Sprintf("*%#x", addr)}},
+		{Name: "-exec-continue"},
+	})
+	for _, err := range errs {
+		if err != nil {
+			if errs[0] == nil {
+				s.gdb.Send(ctx, "-break-delete", res[0].String("bkpt.number"))
+			}
+			restore(ctx)
+			return nil, fmt.Errorf("running thread %s on to the breakpoint at %#x: %w", tid, addr, err)
+		}
 	}
-	number := r.String("bkpt.number")
-	if _, err := s.gdb.Send(ctx, "-exec-continue"); err != nil {
-		restore(ctx)
-		return nil, fmt.Errorf("running thread %s on to the breakpoint at %#x: %w", tid, addr, err)
-	}
+	number := res[0].String("bkpt.number")
 	at, err := s.waitStopped(ctx)
 	if err != nil {
 		return nil, err
@@ -299,6 +363,9 @@ var lwpPattern = regexp.MustCompile(`\bLWP (\d+)|^process (\d+)|^Thread \d+\.(\d
 
 // lwp is the kernel's id of gdb's thread tid, 0 when unknown.
 func (s *stopLoop) lwp(ctx context.Context, tid string) int {
+	if n, ok := s.lwps[tid]; ok {
+		return n
+	}
 	t, ok := s.gdb.Thread(tid)
 	if !ok || t.TargetID == "" {
 		r, err := s.gdb.Send(ctx, "-thread-info", tid)
@@ -312,7 +379,14 @@ func (s *stopLoop) lwp(ctx context.Context, tid string) int {
 		t = threads[0]
 		s.gdb.SetThread(tid, t)
 	}
-	return targetLWP(t.TargetID)
+	n := targetLWP(t.TargetID)
+	if n != 0 {
+		if s.lwps == nil {
+			s.lwps = map[string]int{}
+		}
+		s.lwps[tid] = n
+	}
+	return n
 }
 
 // targetLWP reads the kernel's thread id from gdb's target id of a

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -511,6 +512,60 @@ func TestKernelAttachHotProgram(t *testing.T) {
 		t.Errorf("after the run: tracer %d, state %c", tr, after.State)
 	}
 	t.Logf("state %c then %c", before.State, after.State)
+}
+
+// snapctl attach (gdbserver traces the program) to 4 threads calling hot()
+// without pause: at each measured stop the other threads are held at
+// their next hit, the calls begun between two stops are the hits between
+// them give or take one per other thread at each end, and the held hits
+// stop with a signal that gdbserver passes on to the program without a
+// stop: the only signal stops gdb reports are the measured hits'.
+func TestKernelAttachHoldsOtherThreads(t *testing.T) {
+	t.Parallel()
+	kernelCounts(t)
+	testenv.MustHave(t, "gdb", "gdbserver")
+	bin := testenv.Build(t, "testdata/native/hot.c")
+	cmd := testenv.StartFixture(t, bin, "4", "1000000000000")
+	pid := cmd.Process.Pid
+	res, err := runSession(t, Options{Env: kernelEnv, Trace: true, Attach: Attach{AttachPID: pid, Guard: true}, Timeouts: Timeouts{Timeout: 2 * time.Minute}},
+		hotPlan("    every: 50000\n    max_hits: 300001\n    commands: [\"print started\"]\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, res.Dir)
+	checkCounted(t, m, "kernel", 300_001, []int{1, 50_001, 100_001, 150_001, 200_001, 250_001, 300_001})
+	prev, prevHit := 0, 0
+	for i, s := range m.Stops {
+		var started int
+		if len(s.Commands) != 1 {
+			t.Fatalf("stop %d: commands %+v", s.Seq, s.Commands)
+		}
+		_, v, _ := strings.Cut(s.Commands[0].Output, "= ")
+		if _, err := fmt.Sscanf(v, "%d", &started); err != nil {
+			t.Fatalf("stop %d: %q", s.Seq, s.Commands[0].Output)
+		}
+		// The calls begun at a stop are the hits, give or take one
+		// per other thread: between two stops, twice that.
+		if d := (started - prev) - (s.Hit - prevHit); i > 0 && (d < -6 || d > 6) {
+			t.Errorf("stops at hits %d and %d: %d calls begun between them, %+d from the hits", prevHit, s.Hit, started-prev, d)
+		}
+		prev, prevHit = started, s.Hit
+	}
+	mi, err := os.ReadFile(filepath.Join(res.Dir, traceFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first stop is gdb's breakpoint's; each measured one after it
+	// is its thread's SIGWINCH, run on to the breakpoint's address.
+	// Held hits stop with SIGURG, which gdb never reports.
+	winch := strings.Count(string(mi), `*stopped,reason="signal-received",signal-name="SIGWINCH"`)
+	urg := strings.Count(string(mi), `*stopped,reason="signal-received",signal-name="SIGURG"`)
+	if winch != len(m.Stops)-1 || urg != 0 {
+		t.Errorf("gdb reported %d SIGWINCH and %d SIGURG stops for %d measured hits counted in the kernel", winch, urg, len(m.Stops)-1)
+	}
+	if ch := testenv.TextChanges(t, pid); len(ch) > 0 {
+		t.Fatalf("probes or breakpoints left in the program: %s", strings.Join(ch, "; "))
+	}
 }
 
 // around_call on a breakpoint counted in the kernel: each measured hit

@@ -72,6 +72,10 @@ type bpState struct {
 	drop             func()
 	// addrs are the addresses the launcher counts hits at.
 	addrs []uint64
+	// frames are the frames gdb gave a measured stop run on to each of
+	// addrs (counted.go, runTo): a later stop whose thread nothing
+	// else looks at is taken where it stopped, with that frame.
+	frames map[uint64]*mi.Value
 	// resolvedAtStart says that the breakpoint resolved when inserted.
 	resolvedAtStart bool
 	// resolved says that gdb found a code location for the breakpoint at

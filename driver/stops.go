@@ -314,6 +314,11 @@ type stopLoop struct {
 	priv, dir string
 	// refresh rewrites run.json while stops come in.
 	refresh func()
+	// lwps are the kernel's ids of gdb's threads, which never change;
+	// targets their target ids, as a stop under threads: none keeps
+	// them.
+	lwps    map[string]int
+	targets map[string]runjson.Thread
 }
 
 // newStopLoop is the stop loop of s, once gdb runs and the breakpoints

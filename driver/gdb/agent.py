@@ -2216,7 +2216,9 @@ def native_memory(trim, callback=True):
     kind of its cause."""
     inferior = gdb.selected_inferior()
     pid = inferior.pid
-    single = len(inferior.threads()) == 1
+    # Listing the threads asks gdbserver for them: once a stop.
+    threads = inferior.threads()
+    single = len(threads) == 1
     rss, anon = proc_status(pid)
     rec = {"rss_bytes": rss, "anon_rss_bytes": anon}
     # With native.sites, heaptrack's record is the in-use heap whatever
@@ -2262,7 +2264,7 @@ def native_memory(trim, callback=True):
     cached = None
     if h.tcache is not None:
         try:
-            cached = h.tcache_bytes(inferior.threads())
+            cached = h.tcache_bytes(threads)
         except HeapUnreadable as e:
             rec["call_error"] = "glibc's per-thread caches could not be read: %s" % e
             rec["heap_unmeasured"] = "allocator-call-failed"

@@ -33,6 +33,15 @@ var stopSignals = []struct {
 	sig  syscall.Signal
 }{{"SIGWINCH", syscall.SIGWINCH}, {"SIGURG", syscall.SIGURG}}
 
+// holdSignals are the signals a held hit may stop with (uprobes.Counter's
+// hold): one the tracer passes on without a stop (gdb's `handle SIG
+// nostop noprint pass`) and the program ignores, neither caught nor
+// blocked, other than the measured hits' signal.
+var holdSignals = []struct {
+	name string
+	sig  syscall.Signal
+}{{"SIGURG", syscall.SIGURG}, {"SIGWINCH", syscall.SIGWINCH}, {"SIGCHLD", syscall.SIGCHLD}}
+
 // hitCost is what a hit costs when gdb counts it, for the warning of a
 // run whose kernel refuses to.
 const hitCost = "each hit, measured or not, then stops the program for about 0.3 ms (about 2 ms through gdbserver)"
@@ -41,6 +50,10 @@ const hitCost = "each hit, measured or not, then stops the program for about 0.3
 type counting struct {
 	counter *uprobes.Counter
 	signal  string
+	hold    string // held hits' signal, "" when they stop with signal
+	// used is the stop signal once the counter took over, kept after it
+	// is closed: threads held with it may still have its stop pending.
+	used    string
 	ids     map[string]int // gdb's breakpoint number -> the counter's slot
 	numbers []string
 	warned  bool
@@ -62,10 +75,12 @@ func (b *Launch) Counting(bp *plan.Breakpoint) string {
 	if b.attach != 0 && b.backend != nil && b.backend.sitesOn {
 		// Under attach --sites gdb is the process's tracer, with
 		// heaptrack injected: a server whose snapctl was held stopped
-		// (SIGSTOP, then SIGCONT) while its hits were counted in the
-		// kernel died of SIGSEGV in TestHarmUnderLoad, 2 runs of 2,
-		// where gdb's breakpoints leave it serving.
-		return "attach --sites keeps gdb's breakpoints: the kernel's counting is not proven safe there yet"
+		// (SIGSTOP for 2 s, then SIGCONT) while its hits were counted
+		// in the kernel died of SIGSEGV, at the first or second time,
+		// a thread running at an address on its own stack, as one
+		// does that returns into gdb's call dummy after an abandoned
+		// call (docs/native.md); with gdb's breakpoints it serves on.
+		return "attach --sites keeps gdb's breakpoints: with the kernel counting, a server whose snapctl was stopped and continued died of SIGSEGV in a call of gdb's left behind, not yet mended"
 	}
 	err := uprobes.Available()
 	if err == nil {
@@ -115,16 +130,34 @@ func (b *Launch) TakeOver(ctx context.Context, number string, bp *plan.Breakpoin
 		if why != "" {
 			return why, nil
 		}
-		counter, err := uprobes.New(b.pid, sig, len(b.plan.Breakpoints))
+		holdName, hold := "", syscall.Signal(0)
+		if b.guard != nil {
+			// gdbserver keeps a held thread's stop that comes
+			// while it stops every thread, and passes the signal
+			// on as they go on. gdb's own target lets such a
+			// thread go as soon as it sees its stop, before gdb
+			// stops every thread (docs/facts.md, fact kernel-1):
+			// there a held hit stops with the measured hits'
+			// signal, and snapctl lets it go.
+			holdName, hold = holdSignal(b.pid, lwp, sig)
+		}
+		counter, err := uprobes.New(b.pid, sig, hold, len(b.plan.Breakpoints))
 		if err != nil {
 			return "the kernel does not count hits here: " + err.Error(), nil
 		}
-		// gdb stops for the signal and never passes it on.
-		if _, err := b.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("handle "+name+" stop print nopass")); err != nil {
-			counter.Close()
-			return "", fmt.Errorf("having gdb stop for %s: %w", name, err)
+		// gdb stops for the signal and never passes it on; a held
+		// hit's signal it has its tracer pass on without a stop.
+		handle := []string{"handle " + name + " stop print nopass"}
+		if hold != 0 {
+			handle = append(handle, "handle "+holdName+" nostop noprint pass")
 		}
-		c.counter, c.signal, c.ids = counter, name, map[string]int{}
+		for _, h := range handle {
+			if _, err := b.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote(h)); err != nil {
+				counter.Close()
+				return "", fmt.Errorf("having gdb %s: %w", h, err)
+			}
+		}
+		c.counter, c.signal, c.hold, c.ids, c.used = counter, name, holdName, map[string]int{}, name
 	}
 	id, ok := c.ids[number]
 	if !ok {
@@ -342,11 +375,22 @@ func (b *Launch) Drop(number string) {
 
 // closeCounter takes every probe out of the program: before gdb detaches
 // or repairs anything, so that no probe's trap is taken for gdb's.
+// quietSignal has gdb no longer stop for the measured hits' signal once
+// the probes are gone: a thread held with it may still have its stop
+// pending in gdb, which would stop a call of snapctl's in the process
+// ("received a signal in another thread") and leave the calling thread
+// in it. The signal is still kept from the program.
+func (b *Launch) quietSignal(ctx context.Context) {
+	if b.count.used != "" {
+		b.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("handle "+b.count.used+" nostop noprint nopass"))
+	}
+}
+
 func (b *Launch) closeCounter() {
 	if b.count.counter != nil {
 		b.count.counter.Close()
 		b.count.counter = nil
-		b.count.signal = ""
+		b.count.signal, b.count.hold = "", ""
 	}
 }
 
@@ -376,6 +420,29 @@ func pickSignal(pid, lwp int) (name string, sig syscall.Signal, why string) {
 		return "", 0, fmt.Sprintf("thread %d blocks SIGWINCH and SIGURG, the signals a hit counted in the kernel stops with", lwp)
 	}
 	return "", 0, "the program catches or blocks SIGWINCH and SIGURG, the signals a hit counted in the kernel stops with"
+}
+
+// holdSignal chooses the signal of a held hit in process pid, whose
+// thread lwp made the first hit: one of holdSignals that is not the
+// measured hits' signal sig, that the program does not catch and that
+// thread does not block; 0 when there is none, and held hits stop with
+// sig.
+func holdSignal(pid, lwp int, sig syscall.Signal) (string, syscall.Signal) {
+	caught, err := sigMask(filepath.Join("/proc", strconv.Itoa(pid), "status"), "SigCgt:")
+	if err != nil {
+		return "", 0
+	}
+	blocked, err := sigMask(filepath.Join("/proc", strconv.Itoa(pid), "task", strconv.Itoa(lwp), "status"), "SigBlk:")
+	if err != nil {
+		return "", 0
+	}
+	for _, s := range holdSignals {
+		bit := uint64(1) << (s.sig - 1)
+		if s.sig != sig && caught&bit == 0 && blocked&bit == 0 {
+			return s.name, s.sig
+		}
+	}
+	return "", 0
 }
 
 func sigMask(path, field string) (uint64, error) {

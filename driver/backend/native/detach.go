@@ -423,6 +423,7 @@ func (b *Launch) gdbDetach() error {
 		b.gdb.WaitStopped(wctx)
 		wcancel()
 	}
+	b.quietSignal(ctx)
 	if b.sites != nil {
 		// The library goes idle first: it writes no more into the FIFO
 		// that snapctl closes.

@@ -115,7 +115,7 @@ func check() error {
 			}
 		}
 	}
-	c, err := New(0, syscall.SIGWINCH, 1)
+	c, err := New(0, syscall.SIGWINCH, syscall.SIGURG, 1)
 	if err != nil {
 		return err
 	}
@@ -148,9 +148,10 @@ func refusal(what string, err error) error {
 type Counter struct {
 	pid    int
 	sig    syscall.Signal
-	counts *ebpf.Map // id -> slot
-	stops  *ebpf.Map // thread id -> id<<32 | hit: the measured hit a thread stops at, hit 0 for a held one
-	halt   *ebpf.Map // one word: 1 from a measured hit until its stop is taken
+	hold   syscall.Signal // a held hit's signal (see program), 0 for sig
+	counts *ebpf.Map      // id -> slot
+	stops  *ebpf.Map      // thread id -> id<<32 | hit: the measured hit a thread stops at, hit 0 for a held one
+	halt   *ebpf.Map      // one word: 1 from a measured hit until its stop is taken
 	mu     sync.Mutex
 	bps    map[int]*probe
 	rules  map[int]Rule
@@ -163,8 +164,9 @@ type probe struct {
 }
 
 // New makes the maps of a counter for process pid, whose measured hits
-// stop with signal sig, for breakpoints 0..n-1.
-func New(pid int, sig syscall.Signal, n int) (*Counter, error) {
+// stop with signal sig, for breakpoints 0..n-1. Held hits stop with
+// signal hold, or with sig when hold is 0 (see program).
+func New(pid int, sig, hold syscall.Signal, n int) (*Counter, error) {
 	counts, err := ebpf.NewMap(&ebpf.MapSpec{Name: "snapctl_hits", Type: ebpf.Array, KeySize: 4, ValueSize: slotSize, MaxEntries: uint32(max(n, 1))})
 	if err != nil {
 		return nil, refusal("creating the hit counts", err)
@@ -180,7 +182,7 @@ func New(pid int, sig syscall.Signal, n int) (*Counter, error) {
 		stops.Close()
 		return nil, refusal("creating the halt", err)
 	}
-	return &Counter{pid: pid, sig: sig, counts: counts, stops: stops, halt: halt, bps: map[int]*probe{}, rules: map[int]Rule{}}, nil
+	return &Counter{pid: pid, sig: sig, hold: hold, counts: counts, stops: stops, halt: halt, bps: map[int]*probe{}, rules: map[int]Rule{}}, nil
 }
 
 // Signal is the signal a measured hit stops with.
@@ -197,6 +199,15 @@ func (c *Counter) Signal() syscall.Signal { return c.sig }
 // queue in the milliseconds gdb takes), and the measured stop would read
 // the heap of a later hit (docs/facts.md, fact 94). Held so, a
 // thread gets no further than its next hit, as under gdb's breakpoint.
+//
+// A held hit stops with the hold signal, which gdbserver passes on to
+// the program without a stop of every thread or a word to gdb: a stop
+// it pulls while it stops every thread for the measured one waits until
+// they all go on; one pulled before goes on at once and is held again
+// at its next hit (docs/facts.md, fact kernel-1). Without a hold signal
+// (gdb's own target lets every such stop go at once), a held hit stops
+// with the measured hits' signal and an entry of hit 0, a stop of its
+// own that snapctl resumes.
 func (c *Counter) program(id int, r Rule) (*ebpf.Program, error) {
 	every := max(r.Every, 1)
 	insns := asm.Instructions{
@@ -241,7 +252,7 @@ func (c *Counter) program(id int, r Rule) (*ebpf.Program, error) {
 	}
 	// A thread that blocks the signal would take it later, somewhere
 	// else: it is not sent.
-	insns = append(insns, c.blocked("send", "blocked")...)
+	insns = append(insns, c.blocked(c.sig, "send", "blocked")...)
 	if blockedAt >= 0 {
 		insns = append(insns,
 			asm.Mov.Imm(asm.R1, 1).WithSymbol("blocked"),
@@ -296,14 +307,28 @@ func (c *Counter) program(id int, r Rule) (*ebpf.Program, error) {
 	insns = append(insns, next...)
 	// Any breakpoint's measured stop on its way: the halt.
 	insns = append(insns, c.haltOn("global", "exit")...)
-	blk := c.blocked("holdsend", "exit")
-	blk[0] = blk[0].WithSymbol("holdit")
-	insns = append(insns, blk...)
-	insns = append(insns,
-		asm.Mov.Imm(asm.R2, 0).WithSymbol("holdsend"),
-		asm.Mov.Imm(asm.R4, 1), // BPF_NOEXIST
-	)
-	insns = append(insns, c.signal(id, "exit", "exit")...)
+	if c.hold != 0 {
+		// The hold signal, which the tracer collects and passes on
+		// without a stop: the thread waits in its signal stop until
+		// then, and the program ignores the signal.
+		blk := c.blocked(c.hold, "holdsend", "exit")
+		blk[0] = blk[0].WithSymbol("holdit")
+		insns = append(insns, blk...)
+		insns = append(insns,
+			asm.Mov.Imm(asm.R1, int32(c.hold)).WithSymbol("holdsend"),
+			asm.FnSendSignalThread.Call(),
+			asm.Ja.Label("exit"),
+		)
+	} else {
+		blk := c.blocked(c.sig, "holdsend", "exit")
+		blk[0] = blk[0].WithSymbol("holdit")
+		insns = append(insns, blk...)
+		insns = append(insns,
+			asm.Mov.Imm(asm.R2, 0).WithSymbol("holdsend"),
+			asm.Mov.Imm(asm.R4, 1), // BPF_NOEXIST
+		)
+		insns = append(insns, c.signal(id, "exit", "exit")...)
+	}
 	insns = append(insns,
 		asm.Mov.Imm(asm.R0, 0).WithSymbol("exit"),
 		asm.Return(),
@@ -322,11 +347,11 @@ func (c *Counter) program(id int, r Rule) (*ebpf.Program, error) {
 	return prog, nil
 }
 
-// blocked goes to blocked when the current thread blocks the stop
-// signal, else to send; when the kernel's BTF does not say where a task
-// keeps its blocked signals, always to send. The first instruction is
+// blocked goes to blocked when the current thread blocks signal sig,
+// else to send; when the kernel's BTF does not say where a task keeps
+// its blocked signals, always to send. The first instruction is
 // labelled with nothing: it follows on.
-func (c *Counter) blocked(send, blocked string) asm.Instructions {
+func (c *Counter) blocked(sig syscall.Signal, send, blocked string) asm.Instructions {
 	if blockedAt < 0 {
 		return asm.Instructions{asm.Ja.Label(send)}
 	}
@@ -340,7 +365,7 @@ func (c *Counter) blocked(send, blocked string) asm.Instructions {
 		asm.FnProbeReadKernel.Call(),
 		asm.JNE.Imm(asm.R0, 0, send),
 		asm.LoadMem(asm.R1, asm.RFP, -16, asm.DWord),
-		asm.RSh.Imm(asm.R1, int32(c.sig-1)),
+		asm.RSh.Imm(asm.R1, int32(sig-1)),
 		asm.And.Imm(asm.R1, 1),
 		asm.JEq.Imm(asm.R1, 0, send),
 		asm.Ja.Label(blocked),

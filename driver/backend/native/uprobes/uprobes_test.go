@@ -81,7 +81,7 @@ func (h *hotProc) run(t *testing.T) string {
 func TestCountsEveryHitExactly(t *testing.T) {
 	kernelOrSkip(t)
 	h := startHot(t, "4", "500000")
-	c, err := New(h.cmd.Process.Pid, syscall.SIGWINCH, 1)
+	c, err := New(h.cmd.Process.Pid, syscall.SIGWINCH, 0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestCountsEveryHitExactly(t *testing.T) {
 func TestMeasuredHitsSignalInTheFunction(t *testing.T) {
 	kernelOrSkip(t)
 	h := startHot(t, "4", "250000", "handler")
-	c, err := New(h.cmd.Process.Pid, syscall.SIGWINCH, 1)
+	c, err := New(h.cmd.Process.Pid, syscall.SIGWINCH, 0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestBlockedSignalIsNotSent(t *testing.T) {
 		t.Skip("the kernel's BTF does not say where a task's blocked signals are")
 	}
 	h := startHot(t, "4", "100000", "block")
-	c, err := New(h.cmd.Process.Pid, syscall.SIGWINCH, 1)
+	c, err := New(h.cmd.Process.Pid, syscall.SIGWINCH, 0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestTakeOverAndRemove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(pid, syscall.SIGWINCH, 2)
+	c, err := New(pid, syscall.SIGWINCH, 0, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
