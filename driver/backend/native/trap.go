@@ -7,11 +7,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
@@ -182,7 +184,7 @@ func (h *trapHandler) unmap(ctx context.Context, c *gdb.Conn) error {
 // removeTrapHandler gives process pid, which no tracer holds any more,
 // back its own SIGTRAP disposition and unmaps the handler's page at
 // page: one thread, stopped with ptrace, calls libc's sigaction and
-// munmap (callFunc), while the others run. Calls through gdb are not
+// munmap (callFunc), the others held. Calls through gdb are not
 // used: through gdbserver, a call made after gdb's interrupt of the
 // process left a SIGSEGV that gdbserver handed the thread as it detached.
 func removeTrapHandler(pid int, page uint64) error {
@@ -205,31 +207,80 @@ func removeTrapHandler(pid int, page uint64) error {
 	go func() {
 		// ptrace requests come from the thread that attached.
 		runtime.LockOSThread()
-		done <- func() error {
-			for _, tid := range threadIDs(pid) {
-				if allBlocked(pid, tid) || seize(tid) != nil {
-					continue
-				}
-				defer syscall.PtraceDetach(tid)
-				var regs syscall.PtraceRegs
-				if err := syscall.PtraceGetRegs(tid, &regs); err != nil {
-					return err
-				}
-				if regs.Rip >= page && regs.Rip < page+trapPageLen {
-					return errors.New("a thread runs the handler")
-				}
-				if r, err := callFunc(tid, base+sa, sigTrap, page+trapOldAct, 0); err != nil || r != 0 {
-					return fmt.Errorf("putting back the program's SIGTRAP disposition: %d %v", int64(r), err)
-				}
-				if r, err := callFunc(tid, base+unmap, page, trapPageLen); err != nil || r != 0 {
-					return fmt.Errorf("unmapping the handler's page: %d %v", int64(r), err)
-				}
-				return nil
+		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			err := removeTrapHandlerOnce(pid, page, base+sa, base+unmap)
+			if err != errHandlerBusy || time.Now().After(deadline) {
+				done <- err
+				return
 			}
-			return fmt.Errorf("no thread of process %d could make the calls", pid)
-		}()
+		}
 	}()
 	return <-done
+}
+
+// errHandlerBusy says a thread runs the handler, or has a SIGTRAP still
+// to take: the handler cannot go yet.
+var errHandlerBusy = errors.New("a thread is in snapctl's SIGTRAP handler or has a SIGTRAP pending")
+
+// removeTrapHandlerOnce stops every thread of process pid and, unless
+// one of them is in the handler's page or has a SIGTRAP pending (a trap
+// its dead tracer had not collected goes through the handler, which
+// must still be there: a thread the guardian continued may not have run
+// it yet), calls sigaction and munmap at sa and unmap in one of them.
+func removeTrapHandlerOnce(pid int, page, sa, unmap uint64) error {
+	var seized []int
+	defer func() {
+		for _, tid := range seized {
+			syscall.PtraceDetach(tid)
+		}
+	}()
+	for _, tid := range threadIDs(pid) {
+		if seize(tid) == nil {
+			seized = append(seized, tid)
+		}
+	}
+	if trapPending(pid, pid, "ShdPnd") {
+		return errHandlerBusy
+	}
+	caller := 0
+	for _, tid := range seized {
+		var regs syscall.PtraceRegs
+		if err := syscall.PtraceGetRegs(tid, &regs); err != nil {
+			continue
+		}
+		if regs.Rip >= page && regs.Rip < page+trapPageLen || trapPending(pid, tid, "SigPnd") {
+			return errHandlerBusy
+		}
+		if caller == 0 && !allBlocked(pid, tid) {
+			caller = tid
+		}
+	}
+	if caller == 0 {
+		return fmt.Errorf("no thread of process %d could make the calls", pid)
+	}
+	if r, err := callFunc(caller, sa, sigTrap, page+trapOldAct, 0); err != nil || r != 0 {
+		return fmt.Errorf("putting back the program's SIGTRAP disposition: %d %v", int64(r), err)
+	}
+	if r, err := callFunc(caller, unmap, page, trapPageLen); err != nil || r != 0 {
+		return fmt.Errorf("unmapping the handler's page: %d %v", int64(r), err)
+	}
+	return nil
+}
+
+// trapPending reports whether a SIGTRAP waits in thread tid of process
+// pid (key SigPnd) or for the process (ShdPnd).
+func trapPending(pid, tid int, key string) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, key+":"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && mask&(1<<(sigTrap-1)) != 0
+		}
+	}
+	return false
 }
 
 // libcOf finds the C library mapped in process pid: its file and the
