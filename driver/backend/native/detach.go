@@ -329,6 +329,18 @@ func (b *Launch) detach(exited bool) (detached bool) {
 	if exited {
 		return false // the process has ended: nothing to leave running
 	}
+	defer func() {
+		// Once nothing traces the process: snapctl's SIGTRAP handler
+		// goes (trap.go).
+		if detached && b.trap != nil {
+			if err := removeTrapHandler(pid, b.trap.page); err != nil {
+				b.left += "; snapctl's SIGTRAP handler stays in it (" + err.Error() + ")"
+			} else {
+				b.guardian.say("untrap")
+			}
+			b.trap = nil
+		}
+	}()
 	var did []string
 	if proc.Stat(b.gdb.Pid()).State == 'T' {
 		// gdb answers nothing while stopped (SIGSTOP, SIGTSTP).

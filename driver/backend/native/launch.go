@@ -48,6 +48,9 @@ type Launch struct {
 	// guardian outlives a killed snapctl attach and leaves the process
 	// as snapctl would have (guardian.go).
 	guardian *guardian
+	// trap is snapctl's SIGTRAP handler in the process attached to
+	// (trap.go); nil when it has none.
+	trap *trapHandler
 	// sites records the allocations per site (native.sites; sites.go),
 	// from heaptrack's directory heaptrackDir ("" for the usual places).
 	sites        *siteRecording
@@ -284,6 +287,19 @@ func libraryDebugInfoUnused(p *plan.Plan, locationsResolved bool) bool {
 // attachTo attaches gdb to the process snapctl attach names. gdb stops
 // it; start resumes it once the breakpoints are in.
 func (b *Launch) attachTo(ctx context.Context) error {
+	// gdb steps a thread over a breakpoint where the breakpoint is, the
+	// others held, rather than out of line in a copy of the instruction
+	// at the program's entry point: a thread that a killed gdb or
+	// gdbserver left in that copy would run on into _start's code and
+	// die (docs/facts.md, fact harm-2). Not under --sites: there the
+	// server died of SIGSEGV at the second cycle of each of
+	// TestHarmUnderLoad's 3 --sites cases that kill or stop no tracer
+	// (9 of 9 cycles held with gdb's default), cause not found.
+	if b.sites == nil {
+		if _, err := b.gdb.Send(ctx, "-gdb-set", "displaced-stepping", "off"); err != nil {
+			return fmt.Errorf("setting up gdb: %s", gdb.Message(err))
+		}
+	}
 	if guarded, err := b.attachGuarded(ctx); err != nil {
 		return err
 	} else if !guarded {
@@ -295,6 +311,12 @@ func (b *Launch) attachTo(ctx context.Context) error {
 	b.pid = b.attach
 	if err := b.startGuardian(); err != nil {
 		return err
+	}
+	if t, err := installTrapHandler(ctx, b.gdb); err != nil {
+		b.event(runjson.Event{Kind: eventUnguarded, Message: "the process has no SIGTRAP handler of snapctl's (" + err.Error() + "): if gdb or gdbserver is killed while a thread's breakpoint trap waits for it, the process dies of SIGTRAP"})
+	} else {
+		b.trap = t
+		b.guardian.say("trap %x", t.page)
 	}
 	if b.sites != nil {
 		if err := b.sites.inject(ctx, b.gdb); err != nil {
