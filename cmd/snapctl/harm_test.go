@@ -63,14 +63,14 @@ var harmCases = []harmCase{
 	{flags: []string{"--sites"}, victim: "snapctl"},
 	// gdb traces the process under --sites: a thread whose breakpoint
 	// trap gdb had not collected when it died gets its SIGTRAP (fact 63),
-	// which snapctl's handler in the process takes (fact harm-1); but
-	// gdb steps threads over breakpoints in a copy at the entry point
-	// there (fact harm-2).
-	{flags: []string{"--sites"}, victim: "gdb", want: []int{exitFailure}, broken: sitesStepCopy},
+	// which snapctl's handler in the process takes (fact harm-1); gdb
+	// steps threads over breakpoints in place, not in a copy at the entry
+	// point that a killed gdb would leave them in (facts harm-2, harm-3).
+	{flags: []string{"--sites"}, victim: "gdb", want: []int{exitFailure}},
 	{flags: []string{"--sites"}, victim: "heaptrack_interpret", want: []int{exitTimeout, exitFailure}},
 	{flags: []string{"--sites"}, victim: "snapctl", stop: true, want: []int{exitTimeout}},
 	{flags: []string{"--sites"}, victim: "gdb", stop: true, want: []int{exitTimeout, exitFailure}},
-	{flags: []string{"--sites"}, victim: "snapctl+gdb", broken: sitesStepCopy},
+	{flags: []string{"--sites"}, victim: "snapctl+gdb"},
 	{flags: nil, victim: "snapctl"},
 	{flags: nil, victim: "snapctl", stop: true, want: []int{exitTimeout}},
 	{flags: nil, victim: "gdb", want: []int{exitFailure}},
@@ -88,10 +88,6 @@ var harmCases = []harmCase{
 	// handler in the process (fact harm-1).
 	{flags: nil, victim: "gdbserver", want: []int{exitFailure}, idle: true},
 }
-
-// sitesStepCopy is why a killed gdb can still end a server attached with
-// --sites.
-const sitesStepCopy = "under --sites gdb steps a thread over a breakpoint in its copy of the instruction at the program's entry point (fact harm-2): a gdb killed meanwhile leaves the thread there, and the server died of SIGSEGV at the first cycle (10 of 10 cycles held with displaced-stepping off, which made other --sites cases die of SIGSEGV)"
 
 // harmCycles is how many times each case is run on one server: 1, or
 // SNAPCTL_HARM_CYCLES (bench/harm.sh asks for 10).

@@ -291,14 +291,9 @@ func (b *Launch) attachTo(ctx context.Context) error {
 	// others held, rather than out of line in a copy of the instruction
 	// at the program's entry point: a thread that a killed gdb or
 	// gdbserver left in that copy would run on into _start's code and
-	// die (docs/facts.md, fact harm-2). Not under --sites: there the
-	// server died of SIGSEGV at the second cycle of each of
-	// TestHarmUnderLoad's 3 --sites cases that kill or stop no tracer
-	// (9 of 9 cycles held with gdb's default), cause not found.
-	if b.sites == nil {
-		if _, err := b.gdb.Send(ctx, "-gdb-set", "displaced-stepping", "off"); err != nil {
-			return fmt.Errorf("setting up gdb: %s", gdb.Message(err))
-		}
+	// die (docs/facts.md, fact harm-2).
+	if _, err := b.gdb.Send(ctx, "-gdb-set", "displaced-stepping", "off"); err != nil {
+		return fmt.Errorf("setting up gdb: %s", gdb.Message(err))
 	}
 	if guarded, err := b.attachGuarded(ctx); err != nil {
 		return err
