@@ -32,7 +32,7 @@
 #   bench/memcheck.sh --target threads --stops 100 --rounds 3 (load 13-21)
 #   threads, 100 stops: massif 1.44 s (0.97-1.76), memcheck 22.01 s (14.55-31.82)
 #   memcheck/massif 15.33 (rounds 14.94-18.11): about 200 ms more a stop,
-#   8 threads' stacks scanned by every leak search (fact memcheck-3).
+#   8 threads' stacks scanned by every leak search (fact 108).
 #   Before a growing record was walked at its 1st, 2nd, 4th... growing stop
 #   only, every stop walked it: threads 14.67 (rounds 14.67-33.71) at load
 #   about 30, up to 2.4 s a stop; churn 4.34 (2.48-5.21) at load 22.

@@ -63,9 +63,9 @@ var harmCases = []harmCase{
 	{flags: []string{"--sites"}, victim: "snapctl"},
 	// gdb traces the process under --sites: a thread whose breakpoint
 	// trap gdb had not collected when it died gets its SIGTRAP (fact 63),
-	// which snapctl's handler in the process takes (fact harm-1); gdb
+	// which snapctl's handler in the process takes (fact 113); gdb
 	// steps threads over breakpoints in place, not in a copy at the entry
-	// point that a killed gdb would leave them in (facts harm-2, harm-3).
+	// point that a killed gdb would leave them in (facts 114, 115).
 	{flags: []string{"--sites"}, victim: "gdb", want: []int{exitFailure}},
 	{flags: []string{"--sites"}, victim: "heaptrack_interpret", want: []int{exitTimeout, exitFailure}},
 	{flags: []string{"--sites"}, victim: "snapctl", stop: true, want: []int{exitTimeout}},
@@ -77,7 +77,7 @@ var harmCases = []harmCase{
 	{flags: nil, victim: "gdb", stop: true, want: []int{exitTimeout, exitFailure}},
 	{flags: nil, victim: "snapctl+gdb"},
 	// The server runs on (10 of 10 cycles in bench/harm.sh, fact
-	// harm-1), but snapctl does not always see gdbserver's death.
+	// 113), but snapctl does not always see gdbserver's death.
 	{flags: nil, victim: "gdbserver", want: []int{exitFailure},
 		broken: "the server runs on, but 1 to 3 cycles of 10 end at the 2 m timeout (exit 124): gdbserver died while a kernel-counted hit's thread ran on alone to gdb's address (driver/counted.go), and gdb's \"Target disconnected\" there does not end the run"},
 	// The guardian's hold on gdbserver: the breakpoint's bytes are put
@@ -85,7 +85,7 @@ var harmCases = []harmCase{
 	// request does not run into it (without the hold the server dies of
 	// SIGTRAP at the first request after gdbserver's death, snapctl
 	// stopped). A trap gdbserver had not collected goes to snapctl's
-	// handler in the process (fact harm-1).
+	// handler in the process (fact 113).
 	{flags: nil, victim: "gdbserver", want: []int{exitFailure}, idle: true},
 }
 

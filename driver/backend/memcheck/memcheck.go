@@ -163,7 +163,7 @@ func NewLauncher(p *plan.Plan, dir string) *valgrind.Launch {
 
 // connected readies valgrind's gdbserver and gdb for memcheck's stops:
 // memcheck's errors no longer stop the program (with --vgdb-error=0
-// each would, as a SIGTRAP no breakpoint explains: fact memcheck-1),
+// each would, as a SIGTRAP no breakpoint explains: fact 106),
 // and gdb reads memcheck.py, whose command takes the measurement.
 func connected(ctx context.Context, c *gdb.Conn, env *backend.Env) error {
 	if _, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote("monitor v.set vgdb-error 999999999")); err != nil {

@@ -12,7 +12,7 @@
 # walked up to a root (a global variable, a thread's stack, a register).
 # Success prints nothing; a failure raises gdb.GdbError with what
 # valgrind said. docs/design.md, "The memcheck backend"; facts
-# memcheck-1 to memcheck-5.
+# 106 to 110.
 
 import json
 import re
@@ -21,7 +21,7 @@ import time
 import gdb
 
 # How much a stop walks (every step is a scan of the program's memory
-# through vgdb, fact memcheck-4): the reachable records walked (those
+# through vgdb, fact 109): the reachable records walked (those
 # that grew most), the blocks listed to pick samples from, the blocks
 # followed from a sample to a root, and the time all walks of a stop may
 # take.
@@ -143,7 +143,7 @@ def root_of(ptr, text):
         return {"kind": "register", "name": text[0].split(" points at")[0] if text else "a register", "text": joined}
     if "stack" in joined:
         # "Address 0x5240eb8 is on thread 2's stack in frame #1, created
-        # by worker (stackroot.c:6)" (fact memcheck-5).
+        # by worker (stackroot.c:6)" (fact 110).
         m = re.search(r"created by (.+?)(?: \(([^()]*):(\d+)\))?$", joined)
         thread = re.search(r"on thread (\d+)'s stack", joined)
         root = {"kind": "stack", "name": "a stack", "text": joined}

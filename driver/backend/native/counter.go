@@ -136,7 +136,7 @@ func (b *Launch) TakeOver(ctx context.Context, number string, bp *plan.Breakpoin
 			// while it stops every thread, and passes the signal
 			// on as they go on. gdb's own target lets such a
 			// thread go as soon as it sees its stop, before gdb
-			// stops every thread (docs/facts.md, fact kernel-1):
+			// stops every thread (docs/facts.md, fact 111):
 			// there a held hit stops with the measured hits'
 			// signal, and snapctl lets it go.
 			holdName, hold = holdSignal(b.pid, lwp, sig)

@@ -440,7 +440,7 @@ func (b *Launch) gdbDetach() error {
 	// runs into one during the call has gdb step it over in place,
 	// every thread stopped, and such a call did not return; ended with
 	// gdb, it returned onto gdb's return address on its stack, and the
-	// process died of SIGSEGV (docs/facts.md, fact harm-3).
+	// process died of SIGSEGV (docs/facts.md, fact 115).
 	b.gdb.Send(ctx, "-break-delete")
 	if b.sites != nil {
 		// The library goes idle before the detach: it writes no more

@@ -291,7 +291,7 @@ func (b *Launch) attachTo(ctx context.Context) error {
 	// others held, rather than out of line in a copy of the instruction
 	// at the program's entry point: a thread that a killed gdb or
 	// gdbserver left in that copy would run on into _start's code and
-	// die (docs/facts.md, fact harm-2).
+	// die (docs/facts.md, fact 114).
 	if _, err := b.gdb.Send(ctx, "-gdb-set", "displaced-stepping", "off"); err != nil {
 		return fmt.Errorf("setting up gdb: %s", gdb.Message(err))
 	}

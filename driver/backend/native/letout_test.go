@@ -106,7 +106,7 @@ func TestLetOutOwnerless(t *testing.T) {
 	}
 	// What a stop must find: the lock held, by no thread yet. gdb 13
 	// once reported the breakpoint in a thread whose cmpxchg had failed,
-	// the lock another's (docs/facts.md, fact steady-1): such a stop is
+	// the lock another's (docs/facts.md, fact 105): such a stop is
 	// not the case under test, and the program goes on to the next.
 	target, err := heaptrack.OpenTarget(pid, s.layout)
 	if err != nil {

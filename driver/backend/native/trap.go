@@ -24,7 +24,7 @@ import (
 // tracer as a stop; a tracer killed before its wait has collected that
 // stop leaves the signal to the thread, which dies of it under the
 // default action however the code is mended (docs/facts.md, facts 63 and
-// harm-1): the kernel offers no way, from outside the process, to take
+// 113): the kernel offers no way, from outside the process, to take
 // back a signal its dead tracer had not collected. So for as long as
 // snapctl is attached, the process has a SIGTRAP handler of snapctl's
 // (a few instructions in a page of their own, mapped through gdb), which

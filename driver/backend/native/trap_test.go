@@ -12,7 +12,7 @@ import (
 )
 
 // TestTrapHandler: snapctl's SIGTRAP handler, in a process whose tracer
-// dies without collecting a trap (docs/facts.md, fact harm-1). A thread
+// dies without collecting a trap (docs/facts.md, fact 113). A thread
 // that ran into an int3 the tracer then took out runs on once the table
 // names its address; without the table it dies of SIGTRAP, as it would
 // without the handler; a single step the tracer set is cleared. Each

@@ -204,7 +204,7 @@ func (c *Counter) Signal() syscall.Signal { return c.sig }
 // the program without a stop of every thread or a word to gdb: a stop
 // it pulls while it stops every thread for the measured one waits until
 // they all go on; one pulled before goes on at once and is held again
-// at its next hit (docs/facts.md, fact kernel-1). Without a hold signal
+// at its next hit (docs/facts.md, fact 111). Without a hold signal
 // (gdb's own target lets every such stop go at once), a held hit stops
 // with the measured hits' signal and an entry of hit 0, a stop of its
 // own that snapctl resumes.
