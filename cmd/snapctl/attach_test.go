@@ -231,10 +231,14 @@ func TestAttachGuardedByDefault(t *testing.T) {
 				st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", srv.Pid))
 				for _, line := range strings.Split(string(st), "\n") {
 					// snapctl itself traces the server for a moment as
-					// it takes its SIGTRAP handler out.
-					if pid, ok := strings.CutPrefix(line, "TracerPid:\t"); ok && pid != "0" && pid != fmt.Sprint(cmd.Process.Pid) {
+					// it takes its SIGTRAP handler out, from one of its
+					// threads: TracerPid names the thread, whose Tgid is
+					// snapctl's pid.
+					if pid, ok := strings.CutPrefix(line, "TracerPid:\t"); ok && pid != "0" && tgid(pid) != fmt.Sprint(cmd.Process.Pid) {
 						comm, _ := os.ReadFile("/proc/" + pid + "/comm")
-						seen = strings.TrimSpace(string(comm))
+						if c := strings.TrimSpace(string(comm)); c != "" {
+							seen = c
+						}
 					}
 				}
 				srv.Ask("ping")
@@ -250,6 +254,17 @@ func TestAttachGuardedByDefault(t *testing.T) {
 			t.Errorf("snapctl %v: %s", c.flags, left)
 		}
 	}
+}
+
+// tgid is the process that thread tid belongs to, "" once it is gone.
+func tgid(tid string) string {
+	st, _ := os.ReadFile("/proc/" + tid + "/status")
+	for _, line := range strings.Split(string(st), "\n") {
+		if v, ok := strings.CutPrefix(line, "Tgid:\t"); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // trapHandlerLeft says what is left of snapctl's SIGTRAP handler in

@@ -287,14 +287,13 @@ func libraryDebugInfoUnused(p *plan.Plan, locationsResolved bool) bool {
 // attachTo attaches gdb to the process snapctl attach names. gdb stops
 // it; start resumes it once the breakpoints are in.
 func (b *Launch) attachTo(ctx context.Context) error {
-	// gdb steps a thread over a breakpoint where the breakpoint is, the
-	// others held, rather than out of line in a copy of the instruction
-	// at the program's entry point: a thread that a killed gdb or
-	// gdbserver left in that copy would run on into _start's code and
-	// die (docs/facts.md, fact 114).
-	if _, err := b.gdb.Send(ctx, "-gdb-set", "displaced-stepping", "off"); err != nil {
-		return fmt.Errorf("setting up gdb: %s", gdb.Message(err))
-	}
+	// gdb keeps its own way of stepping a thread over a breakpoint, out
+	// of line in a copy of the instruction at the program's entry point,
+	// though a thread that a killed gdb or gdbserver leaves in that copy
+	// runs on into _start's code and dies (docs/facts.md, fact 114).
+	// Stepping in place (displaced-stepping off) holds every other thread
+	// for each step, and a program whose threads take a fast signal timer
+	// never let a step end: its attach hung until --timeout.
 	if guarded, err := b.attachGuarded(ctx); err != nil {
 		return err
 	} else if !guarded {
