@@ -61,32 +61,36 @@ func (c harmCase) name() string {
 // harmCases are the cases the matrix and TestHarmUnderLoad run.
 var harmCases = []harmCase{
 	{flags: []string{"--sites"}, victim: "snapctl"},
-	{flags: []string{"--sites"}, victim: "gdb", want: []int{exitFailure},
-		broken: "gdb traces the process under --sites: a thread whose breakpoint stop gdb had not collected when it died gets its SIGTRAP (docs/facts.md, fact 63); the guardian's hold puts the code back, but the server died at the first to third cycle in 3 runs"},
+	// gdb traces the process under --sites: a thread whose breakpoint
+	// trap gdb had not collected when it died gets its SIGTRAP (fact 63),
+	// which snapctl's handler in the process takes (fact 113); but gdb
+	// steps threads over breakpoints in a copy at the entry point, where
+	// a killed gdb leaves them (fact 114).
+	{flags: []string{"--sites"}, victim: "gdb", want: []int{exitFailure}, broken: stepCopy},
 	{flags: []string{"--sites"}, victim: "heaptrack_interpret", want: []int{exitTimeout, exitFailure}},
 	{flags: []string{"--sites"}, victim: "snapctl", stop: true, want: []int{exitTimeout}},
 	{flags: []string{"--sites"}, victim: "gdb", stop: true, want: []int{exitTimeout, exitFailure}},
-	{flags: []string{"--sites"}, victim: "snapctl+gdb",
-		broken: "gdb traces the process under --sites: a thread whose breakpoint stop gdb had not collected when it died gets its SIGTRAP (docs/facts.md, fact 63); the server died at the first cycle in 4 runs of 10"},
+	{flags: []string{"--sites"}, victim: "snapctl+gdb", broken: stepCopy},
 	{flags: nil, victim: "snapctl"},
 	{flags: nil, victim: "snapctl", stop: true, want: []int{exitTimeout}},
 	{flags: nil, victim: "gdb", want: []int{exitFailure}},
 	{flags: nil, victim: "gdb", stop: true, want: []int{exitTimeout, exitFailure}},
 	{flags: nil, victim: "snapctl+gdb"},
+	// The server runs on (10 of 10 cycles in bench/harm.sh, fact
+	// 113), but snapctl does not always see gdbserver's death.
 	{flags: nil, victim: "gdbserver", want: []int{exitFailure},
-		broken: "a thread whose breakpoint stop gdbserver had not collected when it died gets its SIGTRAP (docs/facts.md, fact 63): 14 of 16 cycles held under load over 2 runs of 10"},
+		broken: "the server runs on, but 1 to 3 cycles of 10 end at the 2 m timeout (exit 124): gdbserver died while a kernel-counted hit's thread ran on alone to gdb's address (driver/counted.go), and gdb's \"Target disconnected\" there does not end the run"},
 	// The guardian's hold on gdbserver: the breakpoint's bytes are put
 	// back before the kernel lets the threads go, so that the next
 	// request does not run into it (without the hold the server dies of
 	// SIGTRAP at the first request after gdbserver's death, snapctl
-	// stopped). Idle, no thread is in a stop gdbserver has not collected
-	// when it dies.
-	// It held 10 of 10 cycles in two runs of bench/harm.sh, but the server
-	// died of SIGTRAP at cycle 2 of 3 in a clean run of the whole suite:
-	// not yet a promise CI can keep.
-	{flags: nil, victim: "gdbserver", want: []int{exitFailure}, idle: true,
-		broken: "the server died of SIGTRAP at cycle 2 of 3 in a run of the whole suite on a quiet machine (10 of 10 in two runs of bench/harm.sh): a trap gdbserver had not collected, or one the hold does not mend, not yet found"},
+	// stopped). A trap gdbserver had not collected goes to snapctl's
+	// handler in the process (fact 113).
+	{flags: nil, victim: "gdbserver", want: []int{exitFailure}, idle: true, broken: stepCopy},
 }
+
+// stepCopy is why a killed tracer can still end an attached server.
+const stepCopy = "gdb steps a thread over a breakpoint in its copy of the instruction at the program's entry point (fact 114): a tracer killed meanwhile leaves the thread there, and it dies. Stepping in place (displaced-stepping off) held these cases 10 of 10 with snapctl's SIGTRAP handler (fact 113), but hung the attach of a program whose threads take a fast signal timer (TestNativeSignalTimerAttach), so it is off"
 
 // harmCycles is how many times each case is run on one server: 1, or
 // SNAPCTL_HARM_CYCLES (bench/harm.sh asks for 10).
@@ -328,7 +332,8 @@ func harmVictim(snapctl, server int, victim string) int {
 }
 
 // serverUnharmed judges the server after a cycle: alive and serving,
-// untraced, not stopped, with no signal pending, its code the files',
+// untraced, not stopped, with no signal pending, its code the files' and
+// no SIGTRAP handler of snapctl's left,
 // heaptrack's FIFO closed, and no process of the run left.
 func serverUnharmed(t *testing.T, srv *testenv.Server, sites bool) []promise {
 	alive := promise{name: "attached process"}
@@ -377,6 +382,15 @@ func serverUnharmed(t *testing.T, srv *testenv.Server, sites bool) []promise {
 		text.held, text.detail = false, strings.Join(ch, "; ")
 	}
 	ps = append(ps, text)
+	// snapctl's SIGTRAP handler goes with snapctl, or with its guardian.
+	trap := promise{name: "SIGTRAP as before", held: true}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if trap.detail = trapHandlerLeft(srv.Pid); trap.detail == "" || time.Now().After(deadline) {
+			break
+		}
+	}
+	trap.held = trap.detail == ""
+	ps = append(ps, trap)
 	if sites {
 		fifo := promise{name: "FIFO closed", held: true}
 		for deadline := time.Now().Add(10 * time.Second); holdsFIFO(srv.Pid); time.Sleep(50 * time.Millisecond) {

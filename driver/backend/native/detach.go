@@ -329,6 +329,18 @@ func (b *Launch) detach(exited bool) (detached bool) {
 	if exited {
 		return false // the process has ended: nothing to leave running
 	}
+	defer func() {
+		// Once nothing traces the process: snapctl's SIGTRAP handler
+		// goes (trap.go).
+		if detached && b.trap != nil {
+			if err := removeTrapHandler(pid, b.trap.page); err != nil {
+				b.left += "; snapctl's SIGTRAP handler stays in it (" + err.Error() + ")"
+			} else {
+				b.guardian.say("untrap")
+			}
+			b.trap = nil
+		}
+	}()
 	var did []string
 	if proc.Stat(b.gdb.Pid()).State == 'T' {
 		// gdb answers nothing while stopped (SIGSTOP, SIGTSTP).
@@ -424,14 +436,19 @@ func (b *Launch) gdbDetach() error {
 		wcancel()
 	}
 	b.quietSignal(ctx)
+	// The breakpoints go before heaptrack_stop is called: a thread that
+	// runs into one during the call has gdb step it over in place,
+	// every thread stopped, and such a call did not return; ended with
+	// gdb, it returned onto gdb's return address on its stack, and the
+	// process died of SIGSEGV (docs/facts.md, fact 115).
+	b.gdb.Send(ctx, "-break-delete")
 	if b.sites != nil {
-		// The library goes idle first: it writes no more into the FIFO
-		// that snapctl closes.
+		// The library goes idle before the detach: it writes no more
+		// into the FIFO that snapctl closes.
 		if err := b.sites.stop(ctx, b.gdb); err != nil {
 			return err
 		}
 	}
-	b.gdb.Send(ctx, "-break-delete")
 	if _, err := b.gdb.Send(ctx, "-target-detach"); err != nil {
 		return errors.New(gdb.Message(err))
 	}

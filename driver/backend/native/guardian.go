@@ -239,6 +239,7 @@ func runGuardian(specJSON string) int {
 		patches   []textPatch
 		recording bool
 		gdbPid    int
+		trap      uint64 // the page of snapctl's SIGTRAP handler, 0 for none
 	)
 	// From the start: the tracer may die while snapctl lives.
 	hold := holdTracer(spec.Pid, spec.Dir, logf)
@@ -252,6 +253,15 @@ func runGuardian(specJSON string) int {
 			recording = true
 		case len(f) == 1 && f[0] == "stopped":
 			recording = false
+		case len(f) == 2 && f[0] == "trap":
+			if page, err := strconv.ParseUint(f[1], 16, 64); err == nil {
+				trap = page
+				hold.setTrap(page)
+				logf("snapctl's SIGTRAP handler at %#x", page)
+			}
+		case len(f) == 1 && f[0] == "untrap":
+			trap = 0
+			hold.setTrap(0)
 		case len(f) == 2 && f[0] == "gdb":
 			gdbPid, _ = strconv.Atoi(f[1])
 		case len(f) == 3 && f[0] == "patch":
@@ -352,6 +362,10 @@ func runGuardian(specJSON string) int {
 			syscall.Kill(pid, syscall.SIGCONT)
 			logf("continued process %d, left stopped", pid)
 		}
+	}
+	if trap != 0 {
+		err := removeTrapHandler(pid, trap)
+		logf("took snapctl's SIGTRAP handler out of process %d: %v", pid, err)
 	}
 	logf("process %d runs on", pid)
 	return finish(0)

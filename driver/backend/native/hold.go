@@ -74,6 +74,9 @@ type tracerHold struct {
 	// back only as it resumes the thread), by the breakpoint's address;
 	// non-nil once the tracer died tracing the process.
 	past map[int]uint64
+	// trap is the page of snapctl's SIGTRAP handler in the process, 0
+	// for none (trap.go).
+	trap uint64
 }
 
 // holdTracer starts tracing the thread that traces process pid, in a
@@ -134,6 +137,16 @@ func (h *tracerHold) add(p textPatch) {
 	}
 	h.mu.Lock()
 	h.patches = append(h.patches, p)
+	h.mu.Unlock()
+}
+
+// setTrap takes the page of snapctl's SIGTRAP handler in the process.
+func (h *tracerHold) setTrap(page uint64) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	h.trap = page
 	h.mu.Unlock()
 }
 
@@ -200,8 +213,10 @@ func (h *tracerHold) loop() {
 func (h *tracerHold) restore() int {
 	h.mu.Lock()
 	patches := append([]textPatch(nil), h.patches...)
+	trap := h.trap
 	h.mu.Unlock()
 	h.past = make(map[int]uint64)
+	h.logf("%s %d is ending while it traces process %d: %s", procName(h.tracer), h.tracer, h.pid, threadsAt(h.pid, patches))
 	for _, tid := range threadIDs(h.pid) {
 		if proc.Stat(tid).State != 't' {
 			continue
@@ -252,7 +267,19 @@ func (h *tracerHold) restore() int {
 	}
 	put(more)
 	patches = append(patches, more...)
-	h.logf("%s %d is ending while it traces process %d: put back the program's bytes at %d of %d breakpoints before it let go, %d threads past one", procName(h.tracer), h.tracer, h.pid, n, len(patches), len(h.past))
+	armed := false
+	if trap != 0 {
+		// A trap the tracer had not collected goes to the process's
+		// handler once the tracer is gone: it takes the thread back
+		// onto the address only where it is one of these.
+		addrs := make([]uint64, len(patches))
+		for i, p := range patches {
+			addrs[i] = p.addr
+		}
+		_, err := mem.WriteAt(armTrapTable(addrs), int64(trap+trapTable))
+		armed = err == nil
+	}
+	h.logf("%s %d is ending while it traces process %d: put back the program's bytes at %d of %d breakpoints before it let go, %d threads past one, SIGTRAP handler armed: %v", procName(h.tracer), h.tracer, h.pid, n, len(patches), len(h.past), armed)
 	if h.dir != "" && n > 0 {
 		// For snapctl's message, which would otherwise find none left.
 		os.WriteFile(filepath.Join(h.dir, restoredFile), []byte(strconv.Itoa(n)), 0o600)
@@ -323,6 +350,7 @@ func (h *tracerHold) repair() {
 	for time.Now().Before(deadline) && proc.Alive(h.pid) && !allStopped(h.pid) {
 		time.Sleep(time.Millisecond)
 	}
+	h.logf("the tracer has ended: %s", threadsAt(h.pid, nil))
 	moved := 0
 	var seized []int
 	for _, tid := range threadIDs(h.pid) {
@@ -366,4 +394,43 @@ func procName(pid int) string {
 		return name
 	}
 	return "process"
+}
+
+// threadsAt describes the threads of process pid for the guardian's log:
+// per thread its state, the signal its tracer has not collected (the last
+// field of /proc/PID/task/TID/stat, the exit_code of a thread in a ptrace
+// stop: 0 once its tracer's wait has taken it), its pending signals, and
+// its PC when stopped, "+bp" when that is one byte past a breakpoint.
+func threadsAt(pid int, patches []textPatch) string {
+	var b strings.Builder
+	st, _ := proc.Status(pid)
+	fmt.Fprintf(&b, "ShdPnd %s;", strings.TrimSpace(st["ShdPnd"]))
+	for _, tid := range threadIDs(pid) {
+		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+		f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		code := f[len(f)-1]
+		ts, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+		pnd := ""
+		for _, l := range strings.Split(string(ts), "\n") {
+			if v, ok := strings.CutPrefix(l, "SigPnd:"); ok {
+				pnd = strings.TrimLeft(strings.TrimSpace(v), "0")
+			}
+		}
+		fmt.Fprintf(&b, " %d %s code %s pnd %q", tid, f[0], code, pnd)
+		if f[0] == "t" || f[0] == "T" {
+			if pc, ok := stoppedPC(pid, tid); ok {
+				fmt.Fprintf(&b, " pc %#x", pc)
+				for _, p := range patches {
+					if pc == p.addr+uint64(len(breakInsn)) {
+						b.WriteString("+bp")
+					}
+				}
+			}
+		}
+		b.WriteString(";")
+	}
+	return b.String()
 }

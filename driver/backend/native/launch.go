@@ -48,6 +48,9 @@ type Launch struct {
 	// guardian outlives a killed snapctl attach and leaves the process
 	// as snapctl would have (guardian.go).
 	guardian *guardian
+	// trap is snapctl's SIGTRAP handler in the process attached to
+	// (trap.go); nil when it has none.
+	trap *trapHandler
 	// sites records the allocations per site (native.sites; sites.go),
 	// from heaptrack's directory heaptrackDir ("" for the usual places).
 	sites        *siteRecording
@@ -284,6 +287,13 @@ func libraryDebugInfoUnused(p *plan.Plan, locationsResolved bool) bool {
 // attachTo attaches gdb to the process snapctl attach names. gdb stops
 // it; start resumes it once the breakpoints are in.
 func (b *Launch) attachTo(ctx context.Context) error {
+	// gdb keeps its own way of stepping a thread over a breakpoint, out
+	// of line in a copy of the instruction at the program's entry point,
+	// though a thread that a killed gdb or gdbserver leaves in that copy
+	// runs on into _start's code and dies (docs/facts.md, fact 114).
+	// Stepping in place (displaced-stepping off) holds every other thread
+	// for each step, and a program whose threads take a fast signal timer
+	// never let a step end: its attach hung until --timeout.
 	if guarded, err := b.attachGuarded(ctx); err != nil {
 		return err
 	} else if !guarded {
@@ -295,6 +305,12 @@ func (b *Launch) attachTo(ctx context.Context) error {
 	b.pid = b.attach
 	if err := b.startGuardian(); err != nil {
 		return err
+	}
+	if t, err := installTrapHandler(ctx, b.gdb); err != nil {
+		b.event(runjson.Event{Kind: eventUnguarded, Message: "the process has no SIGTRAP handler of snapctl's (" + err.Error() + "): if gdb or gdbserver is killed while a thread's breakpoint trap waits for it, the process dies of SIGTRAP"})
+	} else {
+		b.trap = t
+		b.guardian.say("trap %x", t.page)
 	}
 	if b.sites != nil {
 		if err := b.sites.inject(ctx, b.gdb); err != nil {

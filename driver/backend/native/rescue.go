@@ -133,14 +133,23 @@ func allBlocked(pid, tid int) bool {
 // delivering the signals that come meanwhile, and puts the thread back as
 // it was.
 func callIn(tid int, fn uint64) error {
+	_, err := callFunc(tid, fn)
+	return err
+}
+
+// callFunc runs the function at fn with up to three integer arguments in
+// stopped thread tid until it returns, as callIn does, and returns its
+// result.
+func callFunc(tid int, fn uint64, args ...uint64) (uint64, error) {
+	var result uint64
 	var regs syscall.PtraceRegs
 	if err := syscall.PtraceGetRegs(tid, &regs); err != nil {
-		return fmt.Errorf("reading thread %d's registers: %w", tid, err)
+		return 0, fmt.Errorf("reading thread %d's registers: %w", tid, err)
 	}
 	xstate := make([]byte, 16384)
 	iov := syscall.Iovec{Base: &xstate[0], Len: uint64(len(xstate))}
 	if _, _, e := syscall.Syscall6(syscall.SYS_PTRACE, ptraceGetRegset, uintptr(tid), ntX86Xstate, uintptr(unsafe.Pointer(&iov)), 0, 0); e != 0 {
-		return fmt.Errorf("reading thread %d's vector state: %w", tid, e)
+		return 0, fmt.Errorf("reading thread %d's vector state: %w", tid, e)
 	}
 	saved := regs
 	defer func() {
@@ -152,19 +161,23 @@ func callIn(tid int, fn uint64) error {
 	sp := (regs.Rsp-1024)&^15 - 8
 	var zero [8]byte
 	if _, err := syscall.PtracePokeData(tid, uintptr(sp), zero[:]); err != nil {
-		return fmt.Errorf("writing thread %d's stack: %w", tid, err)
+		return 0, fmt.Errorf("writing thread %d's stack: %w", tid, err)
 	}
 	regs.Rsp, regs.Rip, regs.Rax = sp, fn, 0
+	argRegs := []*uint64{&regs.Rdi, &regs.Rsi, &regs.Rdx}
+	for i, a := range args {
+		*argRegs[i] = a
+	}
 	// A thread stopped in a system call must not restart it on the way.
 	regs.Orig_rax = ^uint64(0)
 	if err := syscall.PtraceSetRegs(tid, &regs); err != nil {
-		return fmt.Errorf("setting thread %d's registers: %w", tid, err)
+		return 0, fmt.Errorf("setting thread %d's registers: %w", tid, err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	sig := 0
 	for time.Now().Before(deadline) {
 		if err := syscall.PtraceCont(tid, sig); err != nil {
-			return fmt.Errorf("running heaptrack_stop: %w", err)
+			return 0, fmt.Errorf("running the call: %w", err)
 		}
 		var ws syscall.WaitStatus
 		for {
@@ -173,34 +186,35 @@ func callIn(tid int, fn uint64) error {
 			// holding the caller for good.
 			got, err := syscall.Wait4(tid, &ws, waitAll|syscall.WNOHANG, nil)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			if got == tid {
 				break
 			}
 			if time.Now().After(deadline) {
-				return errors.New("heaptrack_stop did not return within 5 s")
+				return 0, errors.New("the call did not return within 5 s")
 			}
 			time.Sleep(time.Millisecond)
 		}
 		if !ws.Stopped() {
-			return fmt.Errorf("thread %d ended during heaptrack_stop", tid)
+			return 0, fmt.Errorf("thread %d ended during the call", tid)
 		}
 		sig = 0
 		switch s := ws.StopSignal(); {
 		case s == syscall.SIGSEGV:
 			var now syscall.PtraceRegs
 			if err := syscall.PtraceGetRegs(tid, &now); err == nil && now.Rip == 0 {
-				return nil
+				result = now.Rax
+				return result, nil
 			}
-			return errors.New("heaptrack_stop faulted")
+			return 0, errors.New("the call faulted")
 		case ws.TrapCause() != 0 || s == syscall.SIGTRAP:
 			// A ptrace event stop: nothing to deliver.
 		default:
 			sig = int(s) // the program's own signal, delivered
 		}
 	}
-	return errors.New("heaptrack_stop did not return within 5 s")
+	return 0, errors.New("the call did not return within 5 s")
 }
 
 // continueStopped continues process pid when one of its threads is in a
