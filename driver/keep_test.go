@@ -84,6 +84,79 @@ func TestRunKeepChanged(t *testing.T) {
 	}
 }
 
+// Under native.sites a stop's heap per site reaches the analysis as a
+// tree, not as a file read back: keep_snapshots: changed still keeps only
+// the files of stops 1 and 3, and the one diff is grow's +32 bytes.
+func TestSitesKeepChanged(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb", "heaptrack")
+	bin := testenv.Build(t, "testdata/steady.c")
+	res, m, err := runNative(t, Options{}, "backend: native\nnative:\n  sites: true\nkeep_snapshots: changed\nbreakpoints:\n  - name: tick\n    location: tick\n", bin, "5", "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type stop struct {
+		Seq       int
+		Snapshot  string
+		SameAsSeq int
+	}
+	var got []stop
+	for _, s := range m.Stops {
+		got = append(got, stop{s.Seq, s.Snapshot, s.SameAsSeq})
+		if s.Memory == nil || s.Memory.SitesMissing != "" {
+			t.Errorf("stop %d: memory %+v, want its sites", s.Seq, s.Memory)
+		}
+	}
+	want := []stop{
+		{1, "snapshots/0001-tick-1.massif.gz", 0},
+		{2, "", 1},
+		{3, "snapshots/0003-tick-3.massif.gz", 0},
+		{4, "", 3},
+		{5, "", 3},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("stops (-want +got):\n%s", diff)
+	}
+	names, err := filepath.Glob(filepath.Join(res.Dir, snapshotDir, "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range names {
+		names[i] = filepath.Join(snapshotDir, filepath.Base(names[i]))
+	}
+	if diff := cmp.Diff([]string{want[0].Snapshot, want[2].Snapshot}, names); diff != "" {
+		t.Errorf("files kept (-want +got):\n%s", diff)
+	}
+	// The kept file reads back as the tree the analysis had: grow's 32
+	// bytes in one block from stop 3 on.
+	snap, err := snapshots.ReadHeap(strings.NewReader(gunzip(t, filepath.Join(res.Dir, want[2].Snapshot))), want[2].Snapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var grow *snapshots.Node
+	for _, c := range snap.Tree.Children {
+		if c.Frame.Function == "grow" {
+			grow = c
+		}
+	}
+	if grow == nil || grow.Bytes != 32 || grow.Blocks != 1 {
+		t.Errorf("stop 3's kept snapshot: grow %+v, want 32 B in 1 block", grow)
+	}
+	if b := m.Breakpoints[0]; b.Hits != 5 || b.Snapshots != 5 || b.Unchanged != 3 {
+		t.Errorf("breakpoint summary %+v, want 5 hits, 5 snapshots, 3 unchanged", b)
+	}
+	var sites []*snapshots.Diff
+	for _, d := range m.Diffs {
+		if len(d.Sites) > 0 {
+			sites = append(sites, d)
+		}
+	}
+	if len(sites) != 1 || sites[0].FromSeq != 2 || sites[0].ToSeq != 3 || len(sites[0].Sites) != 1 ||
+		sites[0].Sites[0].Frame.Function != "grow" || sites[0].Sites[0].Delta != 32 {
+		t.Errorf("diffs with sites %+v, want grow +32 from stop 2 to 3", sites)
+	}
+}
+
 // The default keeps every file, even when nothing changed.
 func TestRunKeepAll(t *testing.T) {
 	t.Parallel()

@@ -14,8 +14,8 @@ import (
 // `monitor xtmemory` file, which snapctl keeps per stop and every reader
 // takes (snapshots.ReadHeap, ReadHeapTree): a curB tree of live bytes
 // and a curBk tree of live blocks with the same frames, siblings largest
-// first in each. cmd is the profiled command line, for the file's cmd:
-// line.
+// first in each (a site of 0-byte blocks has a line of 0 bytes). cmd is
+// the profiled command line, for the file's cmd: line.
 func WriteXtmemory(w io.Writer, s *snapshots.Snapshot, cmd string) error {
 	if s.Tree == nil {
 		return fmt.Errorf("snapshot %d has no tree", s.Index)
@@ -27,36 +27,65 @@ func WriteXtmemory(w io.Writer, s *snapshots.Snapshot, cmd string) error {
 		root   string
 		figure func(*snapshots.Node) int64
 	}{
-		{"curB : currently allocated Bytes", func(n *snapshots.Node) int64 { return n.Bytes }},
+		{curBRoot, nodeBytes},
 		{"curBk : currently allocated Blocks", func(n *snapshots.Node) int64 { return n.Blocks }},
 	} {
 		fmt.Fprintf(bw, "#-----------\nsnapshot=%d\n#-----------\ntime=%d\nmem_heap_B=%d\nmem_heap_extra_B=0\nmem_stacks_B=0\nheap_tree=detailed\n",
 			i, s.Time, ev.figure(s.Tree))
-		writeNode(bw, s.Tree, 0, ev.root, ev.figure, texts)
+		walkTree(s.Tree, 0, ev.root, ev.figure, texts, func(depth int, n *snapshots.Node, kids int, text string) {
+			for range depth {
+				bw.WriteByte(' ')
+			}
+			bw.WriteByte('n')
+			bw.WriteString(strconv.Itoa(kids))
+			bw.WriteString(": ")
+			bw.WriteString(strconv.FormatInt(ev.figure(n), 10))
+			bw.WriteByte(' ')
+			bw.WriteString(text)
+			bw.WriteByte('\n')
+		})
 	}
 	return bw.Flush()
 }
 
-// writeNode writes one tree line and its subtree, children in order of
-// their figure.
-func writeNode(w *bufio.Writer, n *snapshots.Node, depth int, text string, figure func(*snapshots.Node) int64, texts map[*snapshots.Node]string) {
+// curBRoot is the root line's text of WriteXtmemory's tree of live bytes.
+const curBRoot = "curB : currently allocated Bytes"
+
+func nodeBytes(n *snapshots.Node) int64 { return n.Bytes }
+
+// HeapTree makes a cut's snapshot into the tree snapshots.ReadHeapTree
+// reads from the file WriteXtmemory writes of it (the same lines, in the
+// same order, with the same frame texts and block counts), without the
+// file: the native backend passes a stop's heap per site to the analysis
+// this way.
+func HeapTree(s *snapshots.Snapshot, frames *snapshots.FrameTable) (*snapshots.HeapTree, error) {
+	if s.Tree == nil {
+		return nil, fmt.Errorf("snapshot %d has no tree", s.Index)
+	}
+	texts := make(map[*snapshots.Node]string)
+	return snapshots.BuildHeapTree(frames, s.Tree.Bytes, 0, 0, true, func(line func(int, int64, int64, string)) {
+		walkTree(s.Tree, 0, curBRoot, nodeBytes, texts, func(depth int, n *snapshots.Node, _ int, text string) {
+			line(depth, n.Bytes, n.Blocks, text)
+		})
+	}), nil
+}
+
+// walkTree gives visit n's line and those of its subtree, depth first as
+// a massif file lists them: each line with its depth, its number of
+// children shown and its text; only the children with live bytes or
+// blocks, largest figure first.
+func walkTree(n *snapshots.Node, depth int, text string, figure func(*snapshots.Node) int64, texts map[*snapshots.Node]string, visit func(depth int, n *snapshots.Node, kids int, text string)) {
 	kids := make([]*snapshots.Node, 0, len(n.Children))
 	for _, c := range n.Children {
-		if figure(c) != 0 {
+		// A site of 0-byte blocks (malloc(0), which glibc still gives a
+		// chunk) has a line of 0 bytes: both trees have the same lines,
+		// which a reader matches line by line.
+		if c.Bytes != 0 || c.Blocks != 0 {
 			kids = append(kids, c)
 		}
 	}
 	sort.SliceStable(kids, func(i, j int) bool { return figure(kids[i]) > figure(kids[j]) })
-	for range depth {
-		w.WriteByte(' ')
-	}
-	w.WriteByte('n')
-	w.WriteString(strconv.Itoa(len(kids)))
-	w.WriteString(": ")
-	w.WriteString(strconv.FormatInt(figure(n), 10))
-	w.WriteByte(' ')
-	w.WriteString(text)
-	w.WriteByte('\n')
+	visit(depth, n, len(kids), text)
 	for _, c := range kids {
 		t, ok := texts[c]
 		if !ok {
@@ -71,6 +100,6 @@ func writeNode(w *bufio.Writer, n *snapshots.Node, depth int, text string, figur
 			}
 			texts[c] = t
 		}
-		writeNode(w, c, depth+1, t, figure, texts)
+		walkTree(c, depth+1, t, figure, texts, visit)
 	}
 }

@@ -2,9 +2,11 @@ package heaptrack
 
 import (
 	"bytes"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -43,5 +45,67 @@ func TestWriteXtmemoryReadsBack(t *testing.T) {
 	same(got.Tree, want.Tree, "root")
 	if _, err := snapshots.ReadHeapTree(bytes.NewReader(b.Bytes()), "x.ms", snapshots.NewFrameTable()); err != nil {
 		t.Errorf("ReadHeapTree: %v", err)
+	}
+}
+
+// TestHeapTreeAsFileReads cuts real recordings (four threads leaking from
+// three sites; C++ new and new[], whose frames come from libstdc++; four
+// threads keeping blocks of 0 bytes) and checks that the tree HeapTree
+// makes of each snapshot is the one snapshots.ReadHeapTree reads from the
+// file WriteXtmemory writes of it: every line, frame number, block count
+// and total, and the frame table. A site of 0-byte blocks is in both, with
+// its blocks: before, the file's tree of bytes left it out and its tree
+// of blocks did not, which failed the file's read and the whole run.
+func TestHeapTreeAsFileReads(t *testing.T) {
+	for _, c := range []struct{ src, bp string }{
+		{"sites.c", "round_done"},
+		{"newsites.cpp", "step"},
+		{"empty.c", "round_done"},
+	} {
+		t.Run(c.src, func(t *testing.T) {
+			snaps := runNative(t, compile(t, c.src), c.bp, "3")
+			built, read := snapshots.NewFrameTable(), snapshots.NewFrameTable()
+			for i, s := range snaps {
+				var b bytes.Buffer
+				if err := WriteXtmemory(&b, s, "./prog"); err != nil {
+					t.Fatal(err)
+				}
+				want, err := snapshots.ReadHeapTree(&b, "x.ms", read)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := HeapTree(s, built)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(want, got, cmp.Exporter(func(reflect.Type) bool { return true })); diff != "" {
+					t.Errorf("snapshot %d: the tree built differs from the file's (-file +built):\n%s", i, diff)
+				}
+				if got.HeapBytes == 0 || !got.Blocks {
+					t.Errorf("snapshot %d: %d B, blocks %v: nothing was compared", i, got.HeapBytes, got.Blocks)
+				}
+				if c.src != "empty.c" || i == len(snaps)-1 {
+					continue
+				}
+				var b2 bytes.Buffer
+				if err := WriteXtmemory(&b2, s, "./prog"); err != nil {
+					t.Fatal(err)
+				}
+				whole, err := snapshots.ReadHeap(&b2, "x.ms")
+				if err != nil {
+					t.Fatal(err)
+				}
+				sites := map[string][2]int64{}
+				for _, n := range whole.Tree.Children {
+					if strings.HasPrefix(n.Frame.Function, "keep_") { // not glibc's, for the threads
+						sites[n.Frame.Function] = [2]int64{n.Bytes, n.Blocks}
+					}
+				}
+				r := int64(i + 1)
+				if want := map[string][2]int64{"keep_empty": {0, 4 * r}, "keep_some": {64 * r, 4 * r}}; !cmp.Equal(sites, want) {
+					t.Errorf("stop %d: sites (bytes, blocks) %v, want %v", i, sites, want)
+				}
+			}
+		})
 	}
 }

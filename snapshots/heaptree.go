@@ -142,6 +142,35 @@ func HeapTreeOf(s *Snapshot, frames *FrameTable) (*HeapTree, error) {
 	return t, nil
 }
 
+// BuildHeapTree makes a HeapTree of lines that walk gives one by one,
+// depth first in the order of a massif file's lines, without the file: a
+// backend that holds a stop's heap in memory (heaptrack's replay under
+// native.sites) passes it this way instead of writing a file to read
+// back. A line names its frame by the text a file's line would have (the
+// root's is the tree's description), so that frames are numbered in
+// frames as ReadHeapTree numbers them, and trees built here compare with
+// trees read from files of the same run. blocks says that the lines carry
+// live block counts.
+func BuildHeapTree(frames *FrameTable, heap, extra, stacks int64, blocks bool, walk func(line func(depth int, bytes, blocks int64, text string))) *HeapTree {
+	b := &heapTreeBuilder{frames: frames, mode: modeBuild}
+	b.tree = &HeapTree{HeapBytes: heap, HeapExtraBytes: extra, StacksBytes: stacks, Blocks: blocks, Frames: frames}
+	if n := frames.lines; n > 0 {
+		b.tree.nodes = make([]heapNode, 0, n+n/32+16)
+	}
+	var text []byte
+	walk(func(depth int, bytes, blocks int64, s string) {
+		text = append(text[:0], s...)
+		l := treeLine{depth: depth, bytes: bytes, text: text}
+		if depth > 0 {
+			l.places, l.below = belowPlaces(text)
+		}
+		b.line(&l)
+		b.tree.nodes[len(b.tree.nodes)-1].blocks = blocks
+	})
+	b.endTree()
+	return b.tree
+}
+
 // ReadHeapTree reads the heap snapshot of one stop from r as ReadHeap
 // does, streaming, straight into a HeapTree whose frames are numbered in
 // frames: no tree of Nodes is built. From an xtmemory file it takes the

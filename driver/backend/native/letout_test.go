@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/heaptrack"
 	"github.com/snapctl/snapctl/internal/testenv"
-	"github.com/snapctl/snapctl/snapshots"
 )
 
 // TestLetOutOwnerless: a thread stopped inside pthread_mutex_lock on
@@ -150,16 +148,7 @@ func TestLetOutOwnerless(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path, err := s.take(ctx, 1, 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	snap, err := snapshots.ReadHeap(f, path)
+	snap, err := s.take(ctx, 1, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -268,7 +269,9 @@ func (b *Backend) stageSites(stop *runjson.Stop, cut siteCut) (string, error) {
 	if cut.Empty {
 		b.sitesEmpty++
 	}
-	return l.sites.cutPath(stop.Seq), nil
+	// The cut stays in heaptrack's stream, which Read takes it from
+	// (siteRecording.staged): nothing is left for the run to remove.
+	return "", nil
 }
 
 // sitesFailed records that a stop has no per-site snapshot.
@@ -294,20 +297,15 @@ func (b *Backend) sitesFailed(stop *runjson.Stop, err error) {
 // breakpoint's previous one, and within an around_call's call.
 func (b *Backend) Read(st *backend.Stop) error {
 	b.phases.add(st)
-	// A stop whose stream was cut has the path its snapshot goes to.
-	if !b.sitesOn || st.Raw == "" {
+	l := b.launch
+	if !b.sitesOn || l == nil || l.sites == nil || !l.sites.staged(st.Stop.Seq) {
 		b.an.add(st, nil)
 		return nil
 	}
 	// The target runs meanwhile: the wait for the interpreter lasts while
 	// it makes progress, and ends after stop_timeout without any.
-	l := b.launch
-	path, err := l.sites.take(context.Background(), st.Stop.Seq, l.env.Times.Stop)
-	if err == nil {
-		st.Raw, err = b.perSite.Stage(path, st.Stop)
-	}
+	snap, err := l.sites.take(context.Background(), st.Stop.Seq, l.env.Times.Stop)
 	if err != nil {
-		st.Raw = ""
 		b.sitesFailed(st.Stop, err)
 		b.an.add(st, nil)
 		return nil
@@ -318,7 +316,13 @@ func (b *Backend) Read(st *backend.Stop) error {
 	// under another allocator, which snapctl cannot read, it is
 	// heaptrack's.
 	heap := st.Stop.HeapBytes
-	err = b.perSite.Read(st)
+	// The tree goes to the analysis as it is, not through a file read
+	// back; the file the run directory keeps is written from it.
+	err = b.perSite.ReadCut(st, func(frames *snapshots.FrameTable) (*snapshots.HeapTree, error) {
+		return heaptrack.HeapTree(snap, frames)
+	}, func(w io.Writer) error {
+		return heaptrack.WriteXtmemory(w, snap, l.sites.cmd)
+	})
 	var sitesHeap *int64
 	if b.allocator != "" && !isGlibc(b.allocator) {
 		h := st.Stop.HeapBytes

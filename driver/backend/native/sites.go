@@ -31,9 +31,8 @@ type siteRecording struct {
 	layout heaptrack.Layout
 	rec    *heaptrack.Recorder
 	target *heaptrack.Target
-	// dir is where the cuts' files are written (the private directory);
-	// cmd names the program in them.
-	dir, cmd string
+	// cmd names the program in the files the run directory keeps.
+	cmd string
 	// injected is set once the library records in a process attached to:
 	// it must be stopped before gdb detaches.
 	injected bool
@@ -69,7 +68,7 @@ func startSites(dir, private, cmd string, attach bool) (*siteRecording, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &siteRecording{tools: tools, layout: layout, rec: rec, dir: private, cmd: cmd,
+	return &siteRecording{tools: tools, layout: layout, rec: rec, cmd: cmd,
 		marks: make(map[int]int)}, nil
 }
 
@@ -218,42 +217,29 @@ func (s *siteRecording) lockAddr(pid int) (uint64, error) {
 	return s.target.LockAddr(), nil
 }
 
-// cutPath is where take writes the heap at mark seq.
-func (s *siteRecording) cutPath(seq int) string {
-	return filepath.Join(s.dir, fmt.Sprintf("sites-%d.ms", seq))
+// staged reports whether stop seq has a cut of the stream for take.
+func (s *siteRecording) staged(seq int) bool {
+	_, ok := s.marks[seq]
+	return ok
 }
 
-// take writes the heap per site at mark seq to its file (cutPath) and
-// returns its path.
-func (s *siteRecording) take(ctx context.Context, seq int, idle time.Duration) (string, error) {
+// take returns the heap per site at mark seq.
+func (s *siteRecording) take(ctx context.Context, seq int, idle time.Duration) (*snapshots.Snapshot, error) {
 	k, ok := s.marks[seq]
 	if !ok {
-		return "", fmt.Errorf("stop %d has no cut", seq)
+		return nil, fmt.Errorf("stop %d has no cut", seq)
 	}
 	delete(s.marks, seq)
-	snap := &snapshots.Snapshot{Index: seq, Kind: snapshots.TreeDetailed, Blocks: true,
-		Tree: &snapshots.Node{Frame: snapshots.Frame{Function: heaptrack.RootName}}}
-	if k != 0 {
-		var err error
-		if snap, err = s.snapshot(ctx, k, idle); err != nil {
-			return "", err
-		}
-		snap.Index = seq
+	if k == 0 {
+		return &snapshots.Snapshot{Index: seq, Kind: snapshots.TreeDetailed, Blocks: true,
+			Tree: &snapshots.Node{Frame: snapshots.Frame{Function: heaptrack.RootName}}}, nil
 	}
-	path := s.cutPath(seq)
-	f, err := os.Create(path)
+	snap, err := s.snapshot(ctx, k, idle)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	err = heaptrack.WriteXtmemory(f, snap, s.cmd)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
-		return "", err
-	}
-	return path, nil
+	snap.Index = seq
+	return snap, nil
 }
 
 // snapshot waits for the heap at mark k for as long as heaptrack's

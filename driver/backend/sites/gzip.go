@@ -61,6 +61,27 @@ func keepSnapshot(f *os.File, raw, dst string, read func(io.Reader) error) error
 	return err
 }
 
+// writeKept writes a kept snapshot, compressed (data), to dst: a new
+// file, or through what is there when it is not a regular file (see
+// fsutil.WriteFile). On an error no partial file stays.
+func writeKept(dst string, data []byte) error {
+	if fi, err := os.Lstat(dst); err == nil && !fi.Mode().IsRegular() {
+		return fsutil.WriteFile(dst, 0o644, func(w io.Writer) error { _, err := w.Write(data); return err })
+	}
+	f, err := openFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(dst)
+	}
+	return err
+}
+
 // gzipBuffer keeps the buffer keepSnapshot compresses into, a tenth of a
 // snapshot's size, from one snapshot to the next. One, not a sync.Pool:
 // a pool is emptied by the garbage collector, and a buffer and a writer

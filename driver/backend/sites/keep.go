@@ -32,22 +32,29 @@ type lastSnapshot struct {
 	heap, extra, stacks int64
 }
 
-// readTree sums the tree of the stop's snapshot file, read from f, into
-// t.tree, and decides from it what reading the snapshot takes: parse
-// reports whether it must be parsed, keep whether its file is kept (see
-// readSnapshot). A hit whose tree equals the previous hit's of the same
-// breakpoint is not parsed (the series counts it with AddSame), nor under
-// keep_snapshots: changed a return whose tree equals its own hit's (see
-// sameCall); but an around_call hit is, since its return is diffed
-// against it. Under keep_snapshots: changed, a file whose tree equals the
-// last one of its breakpoint and phase is not kept.
+// readTree sums the tree of the stop's snapshot file, read from f, and
+// decides from it what reading the snapshot takes (see decide).
 func (s *Sites) readTree(st *backend.Stop, f io.Reader) (parse, keep bool, err error) {
 	sum := newTreeHash()
 	if _, err := io.Copy(sum, f); err != nil {
 		return false, false, err
 	}
+	parse, keep = s.decide(st, sum.sum())
+	return parse, keep, nil
+}
+
+// decide keeps tree, the sum of the stop's snapshot, in its state and
+// decides from it what reading the snapshot takes: parse reports whether
+// it must be parsed, keep whether its file is kept (see readSnapshot). A
+// hit whose tree equals the previous hit's of the same breakpoint is not
+// parsed (the series counts it with AddSame), nor under keep_snapshots:
+// changed a return whose tree equals its own hit's (see sameCall); but an
+// around_call hit is, since its return is diffed against it. Under
+// keep_snapshots: changed, a file whose tree equals the last one of its
+// breakpoint and phase is not kept.
+func (s *Sites) decide(st *backend.Stop, tree treeSum) (parse, keep bool) {
 	t := own(st)
-	t.tree = sum.sum()
+	t.tree = tree
 	last := s.lastOf(st.Stop)
 	same := last.seq != 0 && last.tree == t.tree
 	switch st.Stop.Phase {
@@ -57,7 +64,7 @@ func (s *Sites) readTree(st *backend.Stop, f io.Reader) (parse, keep bool, err e
 		parse = !sameCall(st)
 	}
 	keep = !same || st.Breakpoint.KeepSnapshots != plan.KeepChanged
-	return parse, keep, nil
+	return parse, keep
 }
 
 // parseSnapshot reads the stop's snapshot file f (at t.raw) and, with
@@ -88,10 +95,11 @@ func (s *Sites) parseSnapshot(st *backend.Stop, f *os.File, path string, keep bo
 // openFile opens path as os.OpenFile does, without the runtime's poller:
 // os.OpenFile puts a regular file in non-blocking mode, offers it to
 // epoll, which refuses it, and puts it back in blocking mode on Close,
-// four system calls for nothing, and a stop opens its snapshot file.
+// four system calls for nothing, and a stop opens its snapshot file. A
+// file it creates has os.Create's permissions.
 func openFile(path string, flag int) (*os.File, error) {
 	for {
-		fd, err := syscall.Open(path, flag|syscall.O_CLOEXEC, 0)
+		fd, err := syscall.Open(path, flag|syscall.O_CLOEXEC, 0o666)
 		switch {
 		case err == nil:
 			return os.NewFile(uintptr(fd), path), nil

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/snapctl/snapctl/driver/backend"
+	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
 )
@@ -122,25 +123,45 @@ func (s *Sites) Read(st *backend.Stop) error {
 	if err != nil {
 		return err
 	}
+	s.analyse(st, snap)
+	return nil
+}
+
+// ReadCut is Stage and Read for a stop whose heap per site the backend
+// holds in memory (native.sites: heaptrack's replay) rather than in a
+// file: tree makes the analysis's tree of it, and write writes it in
+// massif's format, the file the run directory keeps, whose text also
+// tells a tree that did not change (see readTree). Nothing is parsed back.
+func (s *Sites) ReadCut(st *backend.Stop, tree func(*snapshots.FrameTable) (*snapshots.HeapTree, error), write func(io.Writer) error) error {
+	snap, err := s.readCut(st, tree, write)
+	if err != nil {
+		return err
+	}
+	s.analyse(st, snap)
+	return nil
+}
+
+// analyse feeds the analysis with a stop's snapshot, nil when it was not
+// parsed (the same tree as its breakpoint's last).
+func (s *Sites) analyse(st *backend.Stop, snap *snapshots.HeapTree) {
 	t := own(st)
 	stop := st.Stop
 	if st.HitOf == nil && snap == nil {
 		// The same tree as the previous hit's: not parsed again.
 		s.an.addSameHit(stop.Breakpoint, stop.Seq, stop.Hit, t.same)
-		return nil
+		return
 	}
 	if st.HitOf == nil {
 		s.an.addHit(stop.Breakpoint, stop.Seq, stop.Hit, snap, t.same)
 		if st.Breakpoint.AroundCall {
 			t.snap = snap
 		}
-		return nil
+		return
 	}
 	if hit := own(st.HitOf); hit.snap != nil && !sameCall(st) {
 		s.an.addReturn(stop.Breakpoint, st.HitOf.Stop.Seq, hit.snap, stop.Seq, snap)
 		hit.snap = nil
 	}
-	return nil
 }
 
 // readSnapshot keeps a stop's snapshot in the run directory, parsing it on
@@ -177,16 +198,76 @@ func (s *Sites) readSnapshot(st *backend.Stop) (*snapshots.HeapTree, error) {
 		if err != nil {
 			return nil, fmt.Errorf("keeping snapshot %s: %w", stop.Snapshot, err)
 		}
-		// The same tree: the same totals.
-		from := s.lastOf(stop)
-		if stop.Phase == runjson.PhaseReturn {
-			h := st.HitOf.Stop
-			from = lastSnapshot{heap: h.HeapBytes, extra: h.HeapExtraBytes, stacks: h.StacksBytes}
-		}
-		stop.HeapBytes, stop.HeapExtraBytes, stop.StacksBytes = from.heap, from.extra, from.stacks
+		s.sameTotals(st)
 	}
 	s.remember(st, keep)
 	return snap, nil
+}
+
+// readCut is readSnapshot for ReadCut: the file is written, compressed,
+// from the tree, only when it is kept, and the tree is made without
+// reading it.
+func (s *Sites) readCut(st *backend.Stop, tree func(*snapshots.FrameTable) (*snapshots.HeapTree, error), write func(io.Writer) error) (*snapshots.HeapTree, error) {
+	stop := st.Stop
+	stop.Snapshot = SnapshotName(stop.Seq, stop.Breakpoint, stop.Hit, stop.Phase)
+	buf := getGzipBuffer()
+	defer putGzipBuffer(buf)
+	buf.Reset()
+	zw := getGzipWriter()
+	defer putGzipWriter(zw)
+	zw.Reset(buf)
+	sum := newTreeHash()
+	// Under keep_snapshots: all every file is kept: one pass writes it
+	// and sums it.
+	all := st.Breakpoint.KeepSnapshots != plan.KeepChanged
+	var err error
+	if all {
+		err = write(io.MultiWriter(sum, zw))
+	} else {
+		err = write(sum)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("keeping snapshot %s: %w", stop.Snapshot, err)
+	}
+	parse, keep := s.decide(st, sum.sum())
+	if keep {
+		if !all {
+			err = write(zw)
+		}
+		if err == nil {
+			err = zw.Close()
+		}
+		if err == nil {
+			err = writeKept(backend.UnlistedPath(s.cfg.Dir, stop.Snapshot), buf.Bytes())
+		}
+		if err != nil {
+			return nil, fmt.Errorf("keeping snapshot %s: %w", stop.Snapshot, err)
+		}
+	}
+	var snap *snapshots.HeapTree
+	if parse {
+		if snap, err = tree(s.frameTable()); err != nil {
+			return nil, fmt.Errorf("reading snapshot: %w", err)
+		}
+		stop.HeapBytes, stop.HeapExtraBytes, stop.StacksBytes = snap.HeapBytes, snap.HeapExtraBytes, snap.StacksBytes
+	} else {
+		s.sameTotals(st)
+	}
+	s.remember(st, keep)
+	return snap, nil
+}
+
+// sameTotals gives a stop whose snapshot was not parsed, its tree the
+// same as its breakpoint's last in its phase (or, for a return, as its
+// hit's), the totals of that one.
+func (s *Sites) sameTotals(st *backend.Stop) {
+	stop := st.Stop
+	from := s.lastOf(stop)
+	if stop.Phase == runjson.PhaseReturn {
+		h := st.HitOf.Stop
+		from = lastSnapshot{heap: h.HeapBytes, extra: h.HeapExtraBytes, stacks: h.StacksBytes}
+	}
+	stop.HeapBytes, stop.HeapExtraBytes, stop.StacksBytes = from.heap, from.extra, from.stacks
 }
 
 // lastOf returns the last snapshot read of stop's breakpoint and phase.
