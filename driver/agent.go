@@ -327,7 +327,7 @@ func (a *agent) stop(rec *agentRecord) error {
 		// "The agent's contract"): a disagreement is snapctl's bug.
 		return fmt.Errorf("gdb's agent and snapctl disagree whether hit %d is breakpoint %q's last (agent: %v)", rec.Hit, st.bp.Name, rec.Done)
 	}
-	st.hits, st.sum.Hits = rec.Hit, rec.Hit
+	st.setHits(rec.Hit)
 	stop := &runjson.Stop{Breakpoint: st.bp.Name, Hit: rec.Hit, Phase: runjson.PhaseHit}
 	for _, f := range rec.Backtrace {
 		stop.Backtrace = append(stop.Backtrace, f.frame())
@@ -401,8 +401,7 @@ func (a *agent) hits(ctx context.Context) {
 		// A location no library loaded during the run defined.
 		st.sum.Unresolved = h.Pending
 		if !st.sum.Deleted {
-			n := max(h.Times-st.bp.Skip, 0)
-			st.hits, st.sum.Hits = n, n
+			st.setTimes(h.Times)
 		}
 	}
 }

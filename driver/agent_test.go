@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"debug/elf"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -335,19 +334,10 @@ func TestAgentELFSymbols(t *testing.T) {
 	testenv.MustHave(t, "gdb")
 	dir := t.TempDir()
 	bin := testenv.Build(t, "testdata/leak.c")
-	f, err := elf.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	syms, err := f.Symbols()
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := map[string]uint64{}
-	for _, s := range syms {
-		if s.Name == "main" || s.Name == "handle_request" {
-			want[s.Name] = s.Value
+	for name, s := range testenv.Symbols(t, bin) {
+		if name == "main" || name == "handle_request" {
+			want[name] = s.Value
 		}
 	}
 	if len(want) != 2 {

@@ -77,6 +77,18 @@ func BackendTraits(name string) (t backend.Traits, ok bool) {
 	return backend.Traits{}, false
 }
 
+// BackendWith is the name of the first backend of the list that has what
+// has asks of its traits, "" when none has: the backend --sites and
+// snapctl attach imply, and what the run's messages name.
+func BackendWith(has func(backend.Traits) bool) string {
+	for _, b := range backends {
+		if has(b.traits) {
+			return b.name
+		}
+	}
+	return ""
+}
+
 // AttachError says why snapctl attach cannot attach to a process.
 type AttachError = native.AttachError
 

@@ -37,7 +37,7 @@ func (s *stopLoop) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record
 		// breakpoint while an earlier stop's actions ran.
 		hit = max(st.times-st.bp.Skip, 1)
 	}
-	st.hits, st.sum.Hits = hit, hit
+	st.setHits(hit)
 	if !st.bp.ShouldSnapshot(hit) {
 		return false, s.resume(ctx, st, hit)
 	}
@@ -47,7 +47,7 @@ func (s *stopLoop) atBreakpoint(ctx context.Context, st *bpState, rec *mi.Record
 // atHit takes the stop of st's hit that the plan measures (rec): the
 // snapshot, commands, around_call's return snapshot, then the resume.
 func (s *stopLoop) atHit(ctx context.Context, st *bpState, rec *mi.Record, hit int) (bool, error) {
-	st.hits, st.sum.Hits = max(st.hits, hit), max(st.hits, hit)
+	st.setHits(max(st.hits, hit))
 	timeout := s.watch.limit
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

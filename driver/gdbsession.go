@@ -231,8 +231,7 @@ func (s *session) countHits(ctx context.Context) {
 			continue
 		}
 		// gdb counts the hits under the plan's skip too.
-		n := max(times-st.bp.Skip, 0)
-		st.hits, st.sum.Hits = n, n
+		st.setTimes(times)
 	}
 }
 

@@ -3,9 +3,6 @@ package driver
 import (
 	"bytes"
 	"context"
-	"debug/elf"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -820,26 +817,11 @@ func libcDebugFile(t *testing.T, bin string) bool {
 		if !strings.HasPrefix(filepath.Base(lib), "libc.so") {
 			continue
 		}
-		f, err := elf.Open(lib)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		note := f.Section(".note.gnu.build-id")
-		if note == nil {
+		id := testenv.BuildID(t, lib)
+		if len(id) < 3 {
 			return false
 		}
-		data, err := note.Data()
-		if err != nil || len(data) < 16 {
-			return false
-		}
-		// namesz, descsz, type, then "GNU\0" and the id.
-		size := binary.LittleEndian.Uint32(data[4:8])
-		if len(data) < 16+int(size) {
-			return false
-		}
-		id := hex.EncodeToString(data[16 : 16+size])
-		_, err = os.Stat(filepath.Join("/usr/lib/debug/.build-id", id[:2], id[2:]+".debug"))
+		_, err := os.Stat(filepath.Join("/usr/lib/debug/.build-id", id[:2], id[2:]+".debug"))
 		return err == nil
 	}
 	return false

@@ -84,6 +84,16 @@ type bpState struct {
 	resolved bool
 }
 
+// setHits sets the breakpoint's hits as the plan counts them (after its
+// skip) and run.json's summary of them: the stop loop's count, gdb's,
+// the agent's and the launcher's all go through here.
+func (st *bpState) setHits(n int) { st.hits, st.sum.Hits = n, n }
+
+// setTimes sets the breakpoint's hits from a count of the times the
+// program reached it, skipped hits included (gdb's, the agent's, the
+// launcher's).
+func (st *bpState) setTimes(times int) { st.setHits(max(times-st.bp.Skip, 0)) }
+
 // newRecorder is the record of a run of p, whose summaries are m's, with
 // its spools in the run directory dir: a full TMPDIR stops the
 // measurements, but the stops already taken still reach run.json.

@@ -60,7 +60,7 @@ type Options struct {
 
 // Measure overrides how the plan measures.
 type Measure struct {
-	// Backend, when set ("massif" or "native"), overrides the plan's
+	// Backend, when set (one of BackendNames), overrides the plan's
 	// backend.
 	Backend string
 	// Sites turns on the native backend's per-site recording (the
@@ -198,20 +198,26 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	traits := backends[i].traits
-	if p.Native.Sites && traits.Sites {
+	if p.Native.Sites && !traits.SitesOption {
+		sites := BackendWith(func(t backend.Traits) bool { return t.SitesOption })
 		pos := p.Native.SitesPos
+		if pos.Line == 0 {
+			// Sites came from the command line, not the plan.
+			return nil, fmt.Errorf("--sites is the %s backend's per-site recording: %s records sites already; drop --sites or use --backend %s", sites, backends[i].name, sites)
+		}
 		return nil, &plan.Error{File: pos.File, Line: pos.Line, Column: pos.Column, Key: "native.sites",
-			Msg: fmt.Sprintf("true needs the native backend, and --backend %s was given, which records call sites already: drop one of them", backends[i].name)}
+			Msg: fmt.Sprintf("true needs the %s backend, and --backend %s was given, which records call sites already: drop one of them", sites, backends[i].name)}
 	}
 	if p.Report.FailOn.LostPerHit > 0 && !traits.Lost {
 		pos := p.Report.FailOn.LostPerHitPos
 		return nil, &plan.Error{File: pos.File, Line: pos.Line, Column: pos.Column, Key: "report.fail_on.lost_per_hit",
-			Msg: fmt.Sprintf("needs a backend that tells lost blocks from reachable ones (memcheck), and the run uses %s", backends[i].name)}
+			Msg: fmt.Sprintf("needs a backend that tells lost blocks from reachable ones (%s), and the run uses %s",
+				BackendWith(func(t backend.Traits) bool { return t.Lost }), backends[i].name)}
 	}
 	p.Backend = backends[i].name // the session's from here on
 	if opts.AttachPID != 0 {
 		if !traits.Attaches {
-			return nil, errors.New("attaching to a process needs the native backend")
+			return nil, fmt.Errorf("attaching to a process needs the %s backend", BackendWith(func(t backend.Traits) bool { return t.Attaches }))
 		}
 		if err := CheckAttach(opts.AttachPID); err != nil {
 			return nil, err
@@ -508,11 +514,9 @@ func newSession(opts Options, p *plan.Plan, t backend.Tools, binary, dir string)
 	s.backend = backends[i].new(backend.Config{Plan: p, Binary: binary, Dir: dir, AttachPID: opts.AttachPID,
 		Diffs: s.rec.diffs.add, Event: s.rec.event, Warn: opts.Warn})
 	s.launcher = backends[i].launch(s)
-	if s.launcher.Local() {
-		s.m.Native = &runjson.NativeSettings{TrimProbe: p.Native.TrimProbe, Sites: p.Native.Sites, AttachedPid: opts.AttachPID}
-		if opts.AttachPID != 0 {
-			s.m.Target.Argv = []string{binary}
-		}
+	backend.Settings(s.backend, s.m)
+	if opts.AttachPID != 0 {
+		s.m.Target.Argv = []string{binary}
 	}
 	s.rec.stage = s.backend.Stage
 	s.rec.read = func(t *stopRecord) error { return s.backend.Read(&t.Stop) }

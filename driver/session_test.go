@@ -207,6 +207,9 @@ func TestRunLeak(t *testing.T) {
 			if want := "--massif-out-file=" + filepath.Join(res.Dir, massifOut); !slices.Contains(m.Valgrind, want) {
 				t.Errorf("valgrind %q, want %s", m.Valgrind, want)
 			}
+			if m.Native != nil {
+				t.Errorf("run.json's native %+v under massif, want none", m.Native)
+			}
 			if prof, err := snapshots.ParseTotals(mustOpen(t, filepath.Join(res.Dir, massifOut)), massifOut); err != nil || len(prof.Snapshots) == 0 {
 				t.Errorf("massif.out: %v", err)
 			}

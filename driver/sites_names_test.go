@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"debug/elf"
 	"fmt"
 	"maps"
 	"os"
@@ -44,25 +43,6 @@ func addr2line(t *testing.T, bin string, offset uint64) string {
 		t.Fatalf("addr2line: %v", err)
 	}
 	return strings.SplitN(string(out), "\n", 2)[0]
-}
-
-// fileBuildID is the GNU build-id of the ELF file at path, in hex.
-func fileBuildID(t *testing.T, path string) string {
-	t.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	s := f.Section(".note.gnu.build-id")
-	if s == nil {
-		t.Fatalf("%s has no build-id", path)
-	}
-	data, err := s.Data()
-	if err != nil || len(data) < 16 {
-		t.Fatalf("%s: build-id note %v", path, err)
-	}
-	return fmt.Sprintf("%x", data[16:])
 }
 
 // offsetOf reads "MODULE+0xOFF", the name of a frame without symbols, in
@@ -191,7 +171,7 @@ func TestSitesStripped(t *testing.T) {
 		if diff := cmp.Diff(map[string]int64{"pool_get": 100, "keep_name": 17}, fns); diff != "" {
 			t.Errorf("suspects by addr2line's function (-want +got):\n%s\nsuspects %+v", diff, m.Suspects)
 		}
-		want := []runjson.Module{{Path: stripped, BuildID: fileBuildID(t, bin)}}
+		want := []runjson.Module{{Path: stripped, BuildID: testenv.BuildID(t, bin)}}
 		// The program, and only modules some frame is named in by offset
 		// (libstdc++, which heaptrack's library brings in, names none).
 		used := map[string]bool{}
@@ -430,19 +410,7 @@ func TestSitesWithoutLines(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb", "heaptrack")
 	bin := testenv.Build(t, "testdata/sites/nolines.c", "-g0")
-	f, err := elf.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	syms, err := f.Symbols()
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fns := map[string]elf.Symbol{}
-	for _, s := range syms {
-		fns[s.Name] = s
-	}
+	fns := testenv.Symbols(t, bin)
 	const plan = "backend: native\nnative:\n  sites: true\n%sbreakpoints:\n  - name: request\n    location: request\n    every: 10\n%s"
 	const allocFns = "valgrind:\n  alloc_fns: [pool_new]\n"
 

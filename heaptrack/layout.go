@@ -4,6 +4,8 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
+
+	"github.com/snapctl/snapctl/internal/elfsym"
 )
 
 // Layout says where, in a build of heaptrack's preload (or inject)
@@ -61,7 +63,7 @@ func ReadLayout(lib string) (Layout, error) {
 	if f.Machine != elf.EM_X86_64 {
 		return Layout{}, &LayoutError{Lib: lib, Msg: "not an x86-64 library"}
 	}
-	syms, err := f.DynamicSymbols()
+	syms, err := elfsym.Read(f, elfsym.Dynamic)
 	if err != nil {
 		return Layout{}, &LayoutError{Lib: lib, Msg: err.Error()}
 	}

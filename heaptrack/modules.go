@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"debug/dwarf"
 	"debug/elf"
-	"fmt"
 	"io"
 	"path/filepath"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/snapctl/snapctl/internal/elfsym"
 	"github.com/snapctl/snapctl/internal/proc"
 )
 
@@ -214,15 +214,15 @@ func (mod *module) load(syms bool) {
 	defer ef.Close()
 	if !mod.read {
 		mod.read = true
-		mod.buildID = buildID(ef)
+		mod.buildID = elfsym.BuildID(ef)
 	}
 	if !syms || mod.symsRead {
 		return
 	}
 	mod.symsRead = true
-	all, _ := ef.Symbols()
+	all, _ := elfsym.Read(ef, elfsym.Static)
 	for _, s := range all {
-		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Value != 0 && s.Section != elf.SHN_UNDEF {
+		if elfsym.Defines(s) && s.Value != 0 {
 			mod.syms = append(mod.syms, s)
 		}
 	}
@@ -230,33 +230,6 @@ func (mod *module) load(syms bool) {
 	if len(mod.syms) > 0 {
 		mod.lines, _ = ef.DWARF()
 	}
-}
-
-// buildID reads the GNU build-id note of an ELF file, in hex.
-func buildID(ef *elf.File) string {
-	for _, s := range ef.Sections {
-		if s.Type != elf.SHT_NOTE {
-			continue
-		}
-		data, err := s.Data()
-		if err != nil {
-			continue
-		}
-		for len(data) >= 12 {
-			order := ef.ByteOrder
-			nameSz, descSz, typ := order.Uint32(data), order.Uint32(data[4:]), order.Uint32(data[8:])
-			name := (nameSz + 3) &^ 3
-			desc := (descSz + 3) &^ 3
-			if uint32(len(data)) < 12+name+desc {
-				break
-			}
-			if typ == 3 && nameSz == 4 && string(data[12:15]) == "GNU" {
-				return fmt.Sprintf("%x", data[12+name:12+name+descSz])
-			}
-			data = data[12+name+desc:]
-		}
-	}
-	return ""
 }
 
 // name names the frame at return address addr of the module path (the

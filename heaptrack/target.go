@@ -1,13 +1,12 @@
 package heaptrack
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
+
+	"github.com/snapctl/snapctl/internal/proc"
 )
 
 // Target is a stopped process whose heaptrack library state a cut reads
@@ -40,23 +39,14 @@ func (t *Target) Close() error { return t.mem.Close() }
 
 // loadBase returns the start of the mapping of lib at file offset 0.
 func loadBase(pid int, lib string) (uint64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	maps, err := proc.Maps(pid)
 	if err != nil {
 		return 0, fmt.Errorf("reading the mappings of process %d: %w", pid, err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// 7ffff7fb3000-7ffff7fb6000 r--p 00000000 08:01 1234 /usr/lib/heaptrack/libheaptrack_preload.so
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 6 || fields[5] != lib || strings.Trim(fields[2], "0") != "" {
-			continue
+	for _, m := range maps {
+		if m.Path == lib && m.Offset == 0 {
+			return m.Lo, nil
 		}
-		start, _, _ := strings.Cut(fields[0], "-")
-		return strconv.ParseUint(start, 16, 64)
-	}
-	if err := sc.Err(); err != nil {
-		return 0, err
 	}
 	return 0, fmt.Errorf("process %d has not loaded %s", pid, lib)
 }

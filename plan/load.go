@@ -68,7 +68,7 @@ func Parse(name string, data []byte) (*Plan, error) {
 	p := &Plan{
 		File:             name,
 		Source:           bytes.Clone(data),
-		Backend:          "massif",
+		Backend:          Backends[0],
 		SchedulerLocking: DefaultSchedulerLocking,
 		KeepSnapshots:    DefaultKeepSnapshots,
 		StopTimeout:      DefaultStopTimeout,

@@ -25,7 +25,8 @@ type Plan struct {
 	// lost or what holds them) or "native" (the program runs natively
 	// under gdb; the kernel's and glibc's figures at each stop).
 	Backend string
-	// Native holds the native backend's options (key "native").
+	// Native holds the native backend's options (key "native"): the
+	// section of the backend of that name.
 	Native Native
 	// Valgrind holds the massif options (key "valgrind").
 	Valgrind Valgrind
@@ -268,6 +269,11 @@ type Breakpoint struct {
 
 	index int // position in Plan.Breakpoints, for error keys
 }
+
+// Backends are the values of the plan's "backend", the default first: the
+// plan's enum of the run's list of backends (driver.BackendNames, the same
+// names in the same order, which a driver test holds).
+var Backends = []string{"massif", "memcheck", "native"}
 
 // The values of keep_snapshots.
 const (

@@ -11,14 +11,17 @@ import (
 func (d *decoder) plan(root *yaml.Node, p *Plan) {
 	sawBreakpoints := false
 	var backend, sites *yaml.Node // where backend and native.sites were given
+	var sitesOf string            // the backend whose section gave sites
 	ok := d.mapping(root, "", []field{
 		{"target", func(v *yaml.Node, kp string) { d.target(v, kp, &p.Target) }},
 		{"backend", func(v *yaml.Node, kp string) {
-			if s, ok := d.enum(v, kp, "massif", "memcheck", "native"); ok {
+			if s, ok := d.enum(v, kp, Backends...); ok {
 				p.Backend, backend = s, v
 			}
 		}},
 		{"native", func(v *yaml.Node, kp string) {
+			// A backend's section is keyed by the backend's name.
+			section := kp
 			d.mapping(v, kp, []field{
 				{"trim_probe", func(v *yaml.Node, kp string) {
 					if b, ok := d.boolean(v, kp); ok {
@@ -27,7 +30,7 @@ func (d *decoder) plan(root *yaml.Node, p *Plan) {
 				}},
 				{"sites", func(v *yaml.Node, kp string) {
 					if b, ok := d.boolean(v, kp); ok {
-						p.Native.Sites, p.Native.SitesPos, sites = b, d.pos(v), v
+						p.Native.Sites, p.Native.SitesPos, sites, sitesOf = b, d.pos(v), v, section
 					}
 				}},
 			})
@@ -73,14 +76,15 @@ func (d *decoder) plan(root *yaml.Node, p *Plan) {
 		}
 		return
 	}
-	// native.sites records call sites natively: it implies the native
-	// backend, as --sites does, and contradicts massif named outright.
+	// native.sites records call sites natively: it implies the backend
+	// whose section it is, as --sites does, and contradicts any other
+	// backend named outright.
 	if p.Native.Sites {
 		switch {
 		case backend == nil:
-			p.Backend = "native"
-		case p.Backend != "native":
-			d.errorf(sites, "native.sites", "true needs the native backend, and the plan says backend: %s (line %d), which records call sites already: drop one of them", p.Backend, backend.Line)
+			p.Backend = sitesOf
+		case p.Backend != sitesOf:
+			d.errorf(sites, "native.sites", "true needs the %s backend, and the plan says backend: %s (line %d), which records call sites already: drop one of them", sitesOf, p.Backend, backend.Line)
 		}
 	}
 	if !sawBreakpoints {

@@ -13,6 +13,8 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+
+	"github.com/snapctl/snapctl/internal/elfsym"
 )
 
 // BinaryProblem says why a binary cannot be profiled.
@@ -324,12 +326,12 @@ func InspectBinary(path string) (*BinaryInfo, error) {
 // exportsFunctions reports whether the binary's dynamic symbol table
 // defines a function, one that gdb can break on without a symbol table.
 func exportsFunctions(ef *elf.File) bool {
-	syms, err := ef.DynamicSymbols()
+	syms, err := elfsym.Read(ef, elfsym.Dynamic)
 	if err != nil {
 		return false
 	}
 	for _, s := range syms {
-		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Section != elf.SHN_UNDEF && s.Value != 0 {
+		if elfsym.Defines(s) && s.Value != 0 {
 			return true
 		}
 	}

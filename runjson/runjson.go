@@ -56,7 +56,7 @@ type Manifest struct {
 	// Backend is how memory was measured: "massif", "memcheck" or
 	// "native".
 	Backend string `json:"backend"`
-	// Native holds the native backend's settings, nil with massif.
+	// Native holds the native backend's settings, nil with the others.
 	Native *NativeSettings `json:"native,omitempty"`
 	// Valgrind is valgrind's command line, for reproducing the run by hand.
 	Valgrind []string `json:"valgrind"`

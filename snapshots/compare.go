@@ -21,18 +21,12 @@ const (
 // suspect: Series.Suspects needs two intervals.
 const minSnapshots = 3
 
-// The backends of compared runs.
-const (
-	BackendMassif = "massif"
-	BackendNative = "native"
-)
-
 // CompareRun is what a comparison needs of one run: its backend, its
 // breakpoints, how many hit snapshots each took, its suspects (massif, or
 // native with per-site data) and each breakpoint's verdict (native).
 type CompareRun struct {
 	Dir     string
-	Backend string // the run's backend, as its run.json names it
+	Backend string // the run's backend, as its run.json names it (or the default)
 	// Sites says that a native run recorded per-site data (native.sites),
 	// so that its suspects compare as a massif run's do. A massif run
 	// always has them, whatever Sites says.
@@ -172,17 +166,17 @@ func (c *Comparison) Unfixed() int {
 func Compare(before, after CompareRun) *Comparison {
 	c := &Comparison{Schema: CompareSchema, Before: before.Dir, After: after.Dir,
 		Suspects: []ComparedSuspect{}, NotCompared: []ComparedSuspect{}, Notes: []string{}, Findings: []ComparedFinding{},
-		BeforeBackend: backendOf(before), AfterBackend: backendOf(after)}
+		BeforeBackend: before.Backend, AfterBackend: after.Backend}
 	sites := hasSites(before) && hasSites(after)
 	native := before.Verdicts && after.Verdicts
 	switch {
 	case sites && c.BeforeBackend != c.AfterBackend:
-		nat := "RUN_B"
+		nat, judged := "RUN_B", after.Backend
 		if before.Verdicts {
-			nat = "RUN_A"
+			nat, judged = "RUN_A", before.Backend
 		}
-		c.Notes = append(c.Notes, fmt.Sprintf("RUN_A was measured with %s and RUN_B with %s, both with call sites: their suspects are compared as between massif runs; verdicts exist only for %s (native), so no finding is compared",
-			backendSaid(before), backendSaid(after), nat))
+		c.Notes = append(c.Notes, fmt.Sprintf("RUN_A was measured with %s and RUN_B with %s, both with call sites: their suspects are compared as between massif runs; verdicts exist only for %s (%s), so no finding is compared",
+			backendSaid(before), backendSaid(after), nat, judged))
 	case native && !sites && (before.Sites || after.Sites):
 		with, without := "RUN_A", "RUN_B"
 		if after.Sites {
@@ -208,9 +202,9 @@ func hasSites(r CompareRun) bool {
 // run has call sites.
 func backendSaid(r CompareRun) string {
 	if r.Verdicts && r.Sites {
-		return "native --sites"
+		return r.Backend + " --sites"
 	}
-	return backendOf(r)
+	return r.Backend
 }
 
 // compareSuspects matches the suspects of two runs that both have call
@@ -423,13 +417,6 @@ func (c *Comparison) matchBreakpoint(before, after []Suspect) {
 			c.Suspects = append(c.Suspects, ComparedSuspect{Frame: a.Frame, Breakpoint: a.Breakpoint, Status: StatusNew, AfterGrowthPerHit: &g, AfterMemcheck: a.Memcheck})
 		}
 	}
-}
-
-func backendOf(r CompareRun) string {
-	if r.Backend == "" {
-		return BackendMassif
-	}
-	return r.Backend
 }
 
 // sideFindings is what one run found at one breakpoint: ok is false when

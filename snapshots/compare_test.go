@@ -18,7 +18,7 @@ func suspectAt(bp, fn, file string, line int, growth int64) Suspect {
 // new one, a function whose number of suspect lines changed, a breakpoint
 // only the before plan has and one that the after run reached too rarely.
 func compareRuns() (CompareRun, CompareRun) {
-	before := CompareRun{Dir: "runs/before",
+	before := CompareRun{Dir: "runs/before", Backend: "massif",
 		Breakpoints: []CompareBreakpoint{{Name: "request", Location: "handle_request", Snapshots: 6}, {Name: "flush", Location: "flush_cache", Snapshots: 6}, {Name: "tick", Location: "tick", Snapshots: 5}, {Name: "old", Location: "old_path", Snapshots: 5}},
 		Suspects: []Suspect{
 			suspectAt("request", "cache_put", "server.c", 71, 48),
@@ -29,7 +29,7 @@ func compareRuns() (CompareRun, CompareRun) {
 			suspectAt("tick", "stats_report", "stats.c", 9, 32),
 			suspectAt("old", "legacy", "old.c", 3, 8),
 		}}
-	after := CompareRun{Dir: "runs/after",
+	after := CompareRun{Dir: "runs/after", Backend: "massif",
 		Breakpoints: []CompareBreakpoint{{Name: "request", Location: "handle_request", Snapshots: 6}, {Name: "flush", Location: "flush_cache", Snapshots: 6}, {Name: "tick", Location: "tick", Snapshots: 1}},
 		Suspects: []Suspect{
 			suspectAt("request", "cache_put", "server.c", 74, 48),
@@ -84,9 +84,9 @@ func TestCompare(t *testing.T) {
 }
 
 func TestCompareFixed(t *testing.T) {
-	before := CompareRun{Dir: "a", Breakpoints: []CompareBreakpoint{{Name: "request", Location: "handle_request", Snapshots: 6}},
+	before := CompareRun{Dir: "a", Backend: "massif", Breakpoints: []CompareBreakpoint{{Name: "request", Location: "handle_request", Snapshots: 6}},
 		Suspects: []Suspect{suspectAt("request", "handle_request", "leak.c", 20, 24)}}
-	after := CompareRun{Dir: "b", Breakpoints: []CompareBreakpoint{{Name: "request", Location: "handle_request", Snapshots: 6}}}
+	after := CompareRun{Dir: "b", Backend: "massif", Breakpoints: []CompareBreakpoint{{Name: "request", Location: "handle_request", Snapshots: 6}}}
 	c := Compare(before, after)
 	if c.Unfixed() != 0 || len(c.Suspects) != 1 || c.Suspects[0].Status != StatusGone {
 		t.Errorf("comparison %+v, want the one suspect gone", c)
@@ -115,12 +115,12 @@ func nativeRun(dir string, sites bool, verdict string, perHit int64, suspects ..
 	if verdict != "flat" {
 		b.Findings = []string{verdict}
 	}
-	return CompareRun{Dir: dir, Backend: BackendNative, Verdicts: true, Sites: sites, Breakpoints: []CompareBreakpoint{b}, Suspects: suspects}
+	return CompareRun{Dir: dir, Backend: "native", Verdicts: true, Sites: sites, Breakpoints: []CompareBreakpoint{b}, Suspects: suspects}
 }
 
 // massifRun is a massif run of the same breakpoint with its suspects.
 func massifRun(dir string, suspects ...Suspect) CompareRun {
-	return CompareRun{Dir: dir, Backend: BackendMassif,
+	return CompareRun{Dir: dir, Backend: "massif",
 		Breakpoints: []CompareBreakpoint{{Name: "request", Location: "handle_request", Snapshots: 6}}, Suspects: suspects}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snapctl/snapctl/driver"
+	"github.com/snapctl/snapctl/driver/backend"
 )
 
 // guardFlag is attach's --guard, on by default.
@@ -20,10 +21,14 @@ func newAttachCmd() *cobra.Command {
 		if err != nil || pid <= 0 || len(o.Args) > 0 {
 			return usageError{fmt.Errorf("attach needs a PLAN and a PID: snapctl attach PLAN PID (got %q)", append([]string{o.Binary}, o.Args...))}
 		}
+		attaches := driver.BackendWith(func(t backend.Traits) bool { return t.Attaches })
 		if t, _ := driver.BackendTraits(o.Backend); o.Backend != "" && !t.Attaches {
-			return usageError{fmt.Errorf("attach: the %s backend cannot attach to a running process, it must start the program; attach uses the native backend", o.Backend)}
+			return usageError{fmt.Errorf("attach: the %s backend cannot attach to a running process, it must start the program; attach uses the %s backend", o.Backend, attaches)}
 		}
-		o.Pid, o.Backend, o.Binary, o.Guard = pid, driver.BackendNative, "", guardFlag
+		if o.Backend == "" {
+			o.Backend = attaches
+		}
+		o.Pid, o.Binary, o.Guard = pid, "", guardFlag
 		return runRun(cmd, o)
 	})
 	cmd.Use = "attach [flags] PLAN PID"

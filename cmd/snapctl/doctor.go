@@ -40,8 +40,9 @@ finds: gdb and valgrind (their versions), vgdb, whether ptrace is permitted
 attach has it trace the process, which then survives a killed gdb),
 heaptrack (the native backend's per-site recording, --sites), whether the
 kernel counts a native run's hits (uprobes and eBPF) or gdb does, whether
-valgrind can run massif here and, given BINARY, whether it is a native
-program with debug info.
+valgrind can run massif and memcheck here (a memcheck run also needs vgdb
+and gdb's Python) and, given BINARY, whether it is a native program with
+debug info.
 
 Each line reads OK, WARN or FAIL. The exit code is non-zero when a check
 fails: 4 for a missing or unusable tool, 5 for a binary that cannot be
@@ -122,6 +123,8 @@ func (r *doctorReport) toolFailure(check string, err error) {
 // runDoctor runs every check and prints the outcome to w.
 func runDoctor(ctx context.Context, w io.Writer, opts *doctorOptions) error {
 	r := &doctorReport{w: w}
+	// What a memcheck run needs besides valgrind running memcheck.
+	var python, vgdbFound bool
 
 	if gdb, err := preflight.FindTool("gdb", opts.Gdb); err != nil {
 		r.toolFailure("gdb", err)
@@ -131,9 +134,10 @@ func runDoctor(ctx context.Context, w io.Writer, opts *doctorOptions) error {
 		r.line(checkOK, "gdb", fmt.Sprintf("%s (%s)", v, gdb))
 		if err := driver.CheckAgent(ctx, gdb); err != nil {
 			r.line(checkWarn, "python", "gdb cannot run snapctl's agent: "+err.Error(),
-				"every stop goes over GDB/MI, about 1.5 times slower;",
+				"every stop goes over GDB/MI, about 1.5 times slower, and --backend memcheck cannot run;",
 				"Debian's gdb package has Python, gdb-minimal has not")
 		} else {
+			python = true
 			r.line(checkOK, "python", "gdb's Python runs snapctl's agent, which takes plain stops inside gdb")
 		}
 	}
@@ -142,17 +146,25 @@ func runDoctor(ctx context.Context, w io.Writer, opts *doctorOptions) error {
 	if err != nil {
 		r.toolFailure("valgrind", err)
 		r.fail("vgdb", "not checked: valgrind is missing", err, "vgdb comes with valgrind: sudo apt-get install valgrind")
+		r.line(checkWarn, "memcheck", "not checked: valgrind is missing; "+memcheckNeeds)
 	} else {
-		if v, err := preflight.ToolVersion(ctx, "valgrind", valgrind); err != nil {
-			r.toolFailure("valgrind", err)
+		version, verr := preflight.ToolVersion(ctx, "valgrind", valgrind)
+		if verr != nil {
+			r.toolFailure("valgrind", verr)
 		} else {
-			r.line(checkOK, "valgrind", fmt.Sprintf("%s (%s)", v, valgrind))
+			r.line(checkOK, "valgrind", fmt.Sprintf("%s (%s)", version, valgrind))
 			checkMassif(ctx, r, valgrind)
 		}
 		if vgdb, err := preflight.FindVgdb(valgrind); err != nil {
 			r.toolFailure("vgdb", err)
 		} else {
+			vgdbFound = true
 			r.line(checkOK, "vgdb", vgdb)
+		}
+		if verr == nil {
+			checkMemcheck(ctx, r, valgrind, vgdbFound, python)
+		} else {
+			r.line(checkWarn, "memcheck", "not checked: valgrind does not run; "+memcheckNeeds)
 		}
 	}
 
@@ -298,28 +310,74 @@ func checkMassif(ctx context.Context, r *doctorReport, valgrind string) {
 		return
 	}
 	defer os.RemoveAll(dir)
+	ran, explain, err := runValgrindTool(ctx, valgrind, "massif", "--massif-out-file="+filepath.Join(dir, "massif.out"))
+	switch {
+	case !ran:
+		r.line(checkWarn, "massif", "not checked: no `true` program on PATH to run under it")
+	case err != nil:
+		r.fail("massif", "valgrind cannot run massif here", fmt.Errorf("valgrind cannot run massif: %w", err), explain...)
+	default:
+		r.line(checkOK, "massif", "valgrind runs a program under massif")
+	}
+}
+
+// memcheckNeeds is what a memcheck run needs: its measurement is a gdb
+// command in Python (memcheck.py) that sends memcheck's monitor commands
+// through vgdb.
+const memcheckNeeds = "--backend memcheck needs valgrind's memcheck, vgdb and gdb with Python; massif and native runs do not"
+
+// checkMemcheck runs a trivial program under memcheck and says whether a
+// memcheck run has the rest of what it needs: vgdb and gdb's Python.
+// Only --backend memcheck needs them: what is missing is a warning.
+func checkMemcheck(ctx context.Context, r *doctorReport, valgrind string, vgdb, python bool) {
+	ran, explain, err := runValgrindTool(ctx, valgrind, "memcheck")
+	switch {
+	case !ran:
+		r.line(checkWarn, "memcheck", "not checked: no `true` program on PATH to run under it; "+memcheckNeeds)
+		return
+	case err != nil:
+		r.line(checkWarn, "memcheck", "valgrind cannot run memcheck here: "+memcheckNeeds, explain...)
+		return
+	}
+	var missing []string
+	if !vgdb {
+		missing = append(missing, "vgdb (Debian's valgrind package)")
+	}
+	if !python {
+		missing = append(missing, "gdb with Python (Debian's gdb package; gdb-minimal has none)")
+	}
+	if len(missing) > 0 {
+		r.line(checkWarn, "memcheck", "valgrind runs a program under memcheck, but --backend memcheck also needs "+strings.Join(missing, " and "),
+			"its measurement is a gdb command in Python that sends memcheck's monitor commands through vgdb")
+		return
+	}
+	r.line(checkOK, "memcheck", "valgrind runs a program under memcheck, and --backend memcheck has vgdb and gdb's Python")
+}
+
+// runValgrindTool runs `true` under valgrind's tool with args; ran is
+// false when there is no `true` on PATH. On failure, explain is the
+// command and the first lines valgrind wrote.
+func runValgrindTool(ctx context.Context, valgrind, tool string, args ...string) (ran bool, explain []string, err error) {
 	prog, err := exec.LookPath("true")
 	if err != nil {
-		r.line(checkWarn, "massif", "not checked: no `true` program on PATH to run under it")
-		return
+		return false, nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, valgrind, "--tool=massif", "--massif-out-file="+filepath.Join(dir, "massif.out"), "-q", prog)
+	cmd := exec.CommandContext(ctx, valgrind, append(append([]string{"--tool=" + tool}, args...), "-q", prog)...)
 	cmd.WaitDelay = 2 * time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		explain := []string{fmt.Sprintf("valgrind --tool=massif %s: %v", prog, err)}
+		explain := []string{fmt.Sprintf("valgrind --tool=%s %s: %v", tool, prog, err)}
 		for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 			if l != "" && len(explain) < 6 {
 				explain = append(explain, l)
 			}
 		}
-		r.fail("massif", "valgrind cannot run massif here", fmt.Errorf("valgrind cannot run massif: %w", err), explain...)
-		return
+		return true, explain, err
 	}
-	r.line(checkOK, "massif", "valgrind runs a program under massif")
+	return true, nil, nil
 }
 
 // checkBinary prints what snapctl needs to know about the target binary,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"github.com/snapctl/snapctl/driver/backend/native/uprobes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,8 +45,8 @@ func doctorProgram(t *testing.T, flags ...string) string {
 	return testenv.Build(t, src, flags...)
 }
 
-// checkToolLines checks the lines for gdb, valgrind, massif, vgdb and
-// ptrace, which depend on the machine, by their beginnings.
+// checkToolLines checks the lines for gdb, valgrind, massif, vgdb,
+// memcheck and ptrace, which depend on the machine, by their beginnings.
 func checkToolLines(t *testing.T, lines []string) {
 	t.Helper()
 	prefixes := []string{
@@ -54,6 +55,7 @@ func checkToolLines(t *testing.T, lines []string) {
 		"OK    valgrind    valgrind-3.",
 		"OK    massif      valgrind runs a program under massif",
 		"OK    vgdb        /",
+		"OK    memcheck    valgrind runs a program under memcheck, and --backend memcheck has vgdb and gdb's Python",
 		"ptrace      ",
 	}
 	if len(lines) < len(prefixes) {
@@ -161,11 +163,66 @@ func TestDoctorGdbWithoutPython(t *testing.T) {
 	}
 	want := []string{
 		"WARN  python      gdb cannot run snapctl's agent: Python scripting is not supported in this copy of GDB.",
-		"                  every stop goes over GDB/MI, about 1.5 times slower;",
+		"                  every stop goes over GDB/MI, about 1.5 times slower, and --backend memcheck cannot run;",
 		"                  Debian's gdb package has Python, gdb-minimal has not",
 	}
 	if diff := cmp.Diff(want, lines[1:4]); diff != "" {
 		t.Errorf("python lines (-want +got):\n%s", diff)
+	}
+	// A memcheck run's measurement is a gdb command in Python.
+	want = []string{
+		"WARN  memcheck    valgrind runs a program under memcheck, but --backend memcheck also needs gdb with Python (Debian's gdb package; gdb-minimal has none)",
+		"                  its measurement is a gdb command in Python that sends memcheck's monitor commands through vgdb",
+	}
+	if diff := cmp.Diff(want, linesFrom(lines, "memcheck", 2)); diff != "" {
+		t.Errorf("memcheck lines (-want +got):\n%s", diff)
+	}
+}
+
+// linesFrom returns the n lines from the first of check's.
+func linesFrom(lines []string, check string, n int) []string {
+	for i, l := range lines {
+		if len(l) > 6 && strings.HasPrefix(l[6:], check+" ") {
+			return lines[i:min(i+n, len(lines))]
+		}
+	}
+	return nil
+}
+
+// TestDoctorMemcheck: a valgrind that runs massif but not memcheck fails
+// no check (only --backend memcheck needs memcheck) and says why, in
+// valgrind's words.
+func TestDoctorMemcheck(t *testing.T) {
+	real, err := preflight.FindTool("valgrind", "")
+	if err != nil {
+		t.Skip(err)
+	}
+	prog, err := exec.LookPath("true")
+	if err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	valgrind := filepath.Join(dir, "valgrind")
+	script := "#!/bin/sh\n" +
+		"for a; do [ \"$a\" = --tool=memcheck ] && { echo \"valgrind: failed to start tool 'memcheck' for platform 'amd64-linux': No such file or directory\" >&2; exit 1; }; done\n" +
+		"exec " + real + " \"$@\"\n"
+	if err := os.WriteFile(valgrind, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lines, err := runDoctorCmd(t, "--valgrind", valgrind)
+	if err != nil {
+		t.Fatalf("doctor: %v\n%s", err, strings.Join(lines, "\n"))
+	}
+	want := []string{
+		"WARN  memcheck    valgrind cannot run memcheck here: --backend memcheck needs valgrind's memcheck, vgdb and gdb with Python; massif and native runs do not",
+		"                  valgrind --tool=memcheck " + prog + ": exit status 1",
+		"                  valgrind: failed to start tool 'memcheck' for platform 'amd64-linux': No such file or directory",
+	}
+	if diff := cmp.Diff(want, linesFrom(lines, "memcheck", 3)); diff != "" {
+		t.Errorf("memcheck lines (-want +got):\n%s", diff)
+	}
+	if got := linesFrom(lines, "massif", 1); len(got) != 1 || !strings.HasPrefix(got[0], "OK ") {
+		t.Errorf("massif line %q, want OK", got)
 	}
 }
 
@@ -177,11 +234,12 @@ func TestDoctorValgrindIsADirectory(t *testing.T) {
 		"                  install it with: sudo apt-get install valgrind",
 		"FAIL  vgdb        not checked: valgrind is missing",
 		"                  vgdb comes with valgrind: sudo apt-get install valgrind",
+		"WARN  memcheck    not checked: valgrind is missing; --backend memcheck needs valgrind's memcheck, vgdb and gdb with Python; massif and native runs do not",
 	}
-	if len(lines) < 6 {
+	if len(lines) < 7 {
 		t.Fatalf("doctor printed:\n%s", strings.Join(lines, "\n"))
 	}
-	if diff := cmp.Diff(want, lines[2:6]); diff != "" {
+	if diff := cmp.Diff(want, lines[2:7]); diff != "" {
 		t.Errorf("valgrind lines (-want +got):\n%s", diff)
 	}
 	if got, want := err.Error(), "doctor: 2 checks failed"; got != want {

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snapctl/snapctl/driver"
+	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/internal/term"
 	"github.com/snapctl/snapctl/snapshots"
 )
@@ -33,8 +34,7 @@ type runOptions struct {
 	// KeepSnapshots overrides the plan's keep_snapshots: "all" or
 	// "changed"; "" keeps the plan's.
 	KeepSnapshots string
-	// Backend overrides the plan's backend: "massif", "memcheck" or
-	// "native" (driver.BackendNames).
+	// Backend overrides the plan's backend: one of driver.BackendNames.
 	Backend string
 	// Sites records per-site heap data natively (--sites, the plan's
 	// native.sites).
@@ -141,10 +141,15 @@ func (o *runOptions) check() error {
 		return usageError{fmt.Errorf("--backend %q: want %s", o.Backend, orList(driver.BackendNames()))}
 	}
 	if o.Sites {
-		if o.Backend != "" && traits.Sites {
-			return usageError{fmt.Errorf("--sites is the native backend's per-site recording: %s records sites already; drop --sites or use --backend native", o.Backend)}
+		// --sites is a backend's per-site recording on request: it
+		// implies the backend that has it.
+		sites := driver.BackendWith(func(t backend.Traits) bool { return t.SitesOption })
+		if o.Backend != "" && !traits.SitesOption {
+			return usageError{fmt.Errorf("--sites is the %s backend's per-site recording: %s records sites already; drop --sites or use --backend %s", sites, o.Backend, sites)}
 		}
-		o.Backend = driver.BackendNative
+		if o.Backend == "" {
+			o.Backend = sites
+		}
 	}
 	if o.Timeout < 0 {
 		return usageError{fmt.Errorf("--timeout %v: must not be negative", o.Timeout)}

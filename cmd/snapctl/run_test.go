@@ -54,6 +54,8 @@ func TestRunFlags(t *testing.T) {
 			runOptions{Format: "text", Backend: "native", Plan: "p", Binary: "b", Args: []string{}}},
 		{"sites imply native", []string{"--sites", "--heaptrack", "/opt/heaptrack", "p", "b"},
 			runOptions{Format: "text", Sites: true, Heaptrack: "/opt/heaptrack", Backend: "native", Plan: "p", Binary: "b", Args: []string{}}},
+		{"sites with native", []string{"--backend", "native", "--sites", "p", "b"},
+			runOptions{Format: "text", Sites: true, Backend: "native", Plan: "p", Binary: "b", Args: []string{}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,6 +89,16 @@ func TestRunUsageErrors(t *testing.T) {
 	}
 }
 
+// TestSitesUsageMessage: --sites with a backend that records sites
+// already names the backend whose recording --sites is.
+func TestSitesUsageMessage(t *testing.T) {
+	_, err := parseRun(t, "--backend", "massif", "--sites", "plan.yaml", "./bin")
+	want := "--sites is the native backend's per-site recording: massif records sites already; drop --sites or use --backend native"
+	if code, _ := describe(err); code != exitUsage || err == nil || err.Error() != want {
+		t.Errorf("run --backend massif --sites: exit code %d (%v), want %d and %q", code, err, exitUsage, want)
+	}
+}
+
 // TestAttachUsageErrors: attach takes a PLAN and a PID, and only the
 // native backend.
 func TestAttachUsageErrors(t *testing.T) {
@@ -99,7 +111,7 @@ func TestAttachUsageErrors(t *testing.T) {
 		{[]string{"plan.yaml", "notapid"}, `attach needs a PLAN and a PID: snapctl attach PLAN PID (got ["notapid"])`},
 		{[]string{"plan.yaml", "0"}, `attach needs a PLAN and a PID: snapctl attach PLAN PID (got ["0"])`},
 		{[]string{"plan.yaml", "42", "extra"}, `attach needs a PLAN and a PID: snapctl attach PLAN PID (got ["42" "extra"])`},
-		{[]string{"--backend", "massif", "plan.yaml", "42"}, "attach: the massif backend cannot attach"},
+		{[]string{"--backend", "massif", "plan.yaml", "42"}, "attach: the massif backend cannot attach to a running process, it must start the program; attach uses the native backend"},
 	} {
 		args := c.args
 		root := newRootCmd("dev")

@@ -51,6 +51,10 @@ type Traits struct {
 	// site, whatever the plan says (the native backend's are the plan's
 	// native.sites).
 	Sites bool
+	// SitesOption says that the backend records the heap per allocation
+	// call site when asked to: the plan's native.sites and --sites turn
+	// it on, and imply the first backend of the list that has it.
+	SitesOption bool
 	// Preloads says that the backend's tool preloads a library into the
 	// program to see its allocations: a static program measures nothing.
 	Preloads bool
@@ -117,6 +121,14 @@ type Measurer interface {
 	// Read reads a kept stop's measurement into the stop and feeds the
 	// analysis; stops come in stop order.
 	Read(st *Stop) error
+}
+
+// Settings has backend b write its own settings into run.json m as the
+// run starts (the native backend's "native"), when it has any.
+func Settings(b Backend, m *runjson.Manifest) {
+	if s, ok := b.(interface{ Settings(*runjson.Manifest) }); ok {
+		s.Settings(m)
+	}
 }
 
 // StagesStopped reports whether m stages a stop's measurement from the

@@ -1,15 +1,16 @@
 package arenas
 
 import (
-	"bufio"
 	"bytes"
 	"debug/elf"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/snapctl/snapctl/internal/elfsym"
+	"github.com/snapctl/snapctl/internal/proc"
 )
 
 // mpLayouts gives, by the size of mp_, the offsets of n_mmaps and
@@ -32,18 +33,18 @@ func LayoutOf(pid int) (Layout, error) {
 	if err != nil {
 		return l, err
 	}
-	id, err := buildID(f)
+	id := elfsym.BuildID(f)
 	f.Close()
-	if err != nil {
-		return l, fmt.Errorf("%s: %w", path, err)
+	if len(id) < 3 {
+		return l, fmt.Errorf("%s: no build id", path)
 	}
 	debug := filepath.Join("/usr/lib/debug/.build-id", id[:2], id[2:]+".debug")
 	df, err := elf.Open(debug)
 	if err != nil {
 		return l, fmt.Errorf("libc's symbol table (Debian's libc6-dbg): %w", err)
 	}
-	defer df.Close()
-	syms, err := df.Symbols()
+	syms, err := elfsym.Read(df, elfsym.Static)
+	df.Close()
 	if err != nil {
 		return l, fmt.Errorf("%s: %w", debug, err)
 	}
@@ -77,38 +78,14 @@ func LayoutOf(pid int) (Layout, error) {
 // libcMapping is the path of the libc process pid maps and where it is
 // loaded (its mapping at file offset 0).
 func libcMapping(pid int) (string, uint64, error) {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/maps")
+	maps, err := proc.Maps(pid)
 	if err != nil {
 		return "", 0, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 6 || fields[2] != "00000000" || !strings.HasPrefix(filepath.Base(fields[5]), "libc.so") {
-			continue
+	for _, m := range maps {
+		if m.Offset == 0 && strings.HasPrefix(m.Path, "/") && strings.HasPrefix(filepath.Base(m.Path), "libc.so") {
+			return m.Path, m.Lo, nil
 		}
-		start, err := strconv.ParseUint(strings.Split(fields[0], "-")[0], 16, 64)
-		if err != nil {
-			return "", 0, err
-		}
-		return fields[5], start, nil
 	}
 	return "", 0, fmt.Errorf("process %d maps no libc.so", pid)
-}
-
-func buildID(f *elf.File) (string, error) {
-	s := f.Section(".note.gnu.build-id")
-	if s == nil {
-		return "", fmt.Errorf("no build id")
-	}
-	data, err := s.Data()
-	if err != nil || len(data) < 16 {
-		return "", fmt.Errorf("no build id")
-	}
-	n := int(f.ByteOrder.Uint32(data[4:8]))
-	if len(data) < 16+n {
-		return "", fmt.Errorf("no build id")
-	}
-	return hex.EncodeToString(data[16 : 16+n]), nil
 }

@@ -203,7 +203,7 @@ func (s *Server) Load(stop <-chan struct{}) (answered func() int64) {
 // describes where they differ: a breakpoint instruction left behind.
 func TextChanges(t testing.TB, pid int) []string {
 	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	maps, err := proc.Maps(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,16 +213,13 @@ func TextChanges(t testing.TB, pid int) []string {
 	}
 	defer mem.Close()
 	var diffs []string
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 6 || !strings.Contains(f[1], "x") || !strings.HasPrefix(f[5], "/") {
+	for _, m := range maps {
+		if !strings.Contains(m.Perms, "x") || !strings.HasPrefix(m.Path, "/") {
 			continue
 		}
-		lo, hi, _ := strings.Cut(f[0], "-")
-		start, _ := strconv.ParseUint(lo, 16, 64)
-		end, _ := strconv.ParseUint(hi, 16, 64)
-		off, _ := strconv.ParseUint(f[2], 16, 64)
-		file, err := os.Open(fmt.Sprintf("/proc/%d/map_files/%s", pid, f[0]))
+		start, end, off := m.Lo, m.Hi, m.Offset
+		span := fmt.Sprintf("%x-%x", start, end)
+		file, err := os.Open(fmt.Sprintf("/proc/%d/map_files/%s", pid, span))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,11 +228,11 @@ func TextChanges(t testing.TB, pid int) []string {
 		file.Close()
 		got := make([]byte, n)
 		if _, err := mem.ReadAt(got, int64(start)); err != nil {
-			t.Fatalf("reading %s of process %d: %v", f[0], pid, err)
+			t.Fatalf("reading %s of process %d: %v", span, pid, err)
 		}
 		for i := range got {
 			if got[i] != want[i] {
-				diffs = append(diffs, fmt.Sprintf("%s+%#x: %#02x, the file has %#02x", f[5], off+uint64(i), got[i], want[i]))
+				diffs = append(diffs, fmt.Sprintf("%s+%#x: %#02x, the file has %#02x", m.Path, off+uint64(i), got[i], want[i]))
 			}
 		}
 	}

@@ -1,15 +1,14 @@
 package native
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"debug/elf"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/snapctl/snapctl/internal/elfsym"
+	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/preflight"
 )
 
@@ -71,13 +70,11 @@ func allocatorOf(libs []string, program string) string {
 // LD_PRELOAD counts), in dir.
 func programLibraries(ctx context.Context, pid int, program, dir string, env []string) []string {
 	if pid > 0 {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
-		if err == nil {
+		if maps, err := proc.Maps(pid); err == nil {
 			var libs []string
-			sc := bufio.NewScanner(bytes.NewReader(data))
-			for sc.Scan() {
-				if fields := strings.Fields(sc.Text()); len(fields) >= 6 && strings.HasPrefix(fields[5], "/") {
-					libs = append(libs, fields[5])
+			for _, m := range maps {
+				if strings.HasPrefix(m.Path, "/") {
+					libs = append(libs, m.Path)
 				}
 			}
 			return libs
@@ -90,18 +87,11 @@ func programLibraries(ctx context.Context, pid int, program, dir string, env []s
 // itself, "" when malloc comes from a library (glibc's libc.so.6, unless
 // another one is mapped).
 func programAllocator(program string) string {
-	f, err := elf.Open(program)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
+	syms, _ := elfsym.Open(program, elfsym.Static|elfsym.Dynamic)
 	defined := make(map[string]bool)
-	for _, read := range []func() ([]elf.Symbol, error){f.Symbols, f.DynamicSymbols} {
-		syms, _ := read()
-		for _, s := range syms {
-			if s.Section != elf.SHN_UNDEF && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
-				defined[s.Name] = true
-			}
+	for _, s := range syms {
+		if elfsym.Defines(s) {
+			defined[s.Name] = true
 		}
 	}
 	if !defined["malloc"] {

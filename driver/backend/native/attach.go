@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/snapctl/snapctl/internal/elfsym"
 	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/preflight"
 )
@@ -112,7 +113,7 @@ func CheckInjectable(pid int) error {
 	if f.Type != elf.ET_EXEC {
 		return nil
 	}
-	syms, err := f.DynamicSymbols()
+	syms, err := elfsym.Read(f, elfsym.Dynamic)
 	if err != nil {
 		return nil
 	}

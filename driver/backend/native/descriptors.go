@@ -15,6 +15,7 @@ import (
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/heaptrack"
+	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/runjson"
 )
 
@@ -166,26 +167,22 @@ func unwindPipe(pid int, t *heaptrack.Target) (r, w int, addr uint64, ok bool) {
 	if len(pairs) == 0 {
 		return 0, 0, 0, false
 	}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	maps, err := proc.Maps(pid)
 	if err != nil {
 		return 0, 0, 0, false
 	}
-	lines := strings.Split(string(data), "\n")
-	for i, l := range lines {
-		f := strings.Fields(l)
-		if len(f) < 6 || !strings.Contains(f[5], "libunwind") || !strings.HasPrefix(f[1], "rw") {
+	for i, m := range maps {
+		if !strings.Contains(m.Path, "libunwind") || !strings.HasPrefix(m.Perms, "rw") {
 			continue
 		}
-		spans := []string{f[0]}
-		if i+1 < len(lines) {
-			if g := strings.Fields(lines[i+1]); len(g) == 5 && strings.HasPrefix(g[1], "rw") {
-				spans = append(spans, g[0]) // its .bss
+		spans := []proc.Mapping{m}
+		if i+1 < len(maps) {
+			if n := maps[i+1]; n.Path == "" && strings.HasPrefix(n.Perms, "rw") {
+				spans = append(spans, n) // its .bss
 			}
 		}
 		for _, span := range spans {
-			lo, hi, _ := strings.Cut(span, "-")
-			start, _ := strconv.ParseUint(lo, 16, 64)
-			end, _ := strconv.ParseUint(hi, 16, 64)
+			start, end := span.Lo, span.Hi
 			if end <= start || end-start > 16<<20 {
 				continue
 			}

@@ -1,7 +1,6 @@
 package native
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -101,34 +100,25 @@ func breakpointAddrs(table string) []uint64 {
 	return addrs
 }
 
-// mapping is one line of /proc/PID/maps with a file behind it.
+// mapping is one mapping of process pid with a file behind it
+// (proc.Maps).
 type mapping struct {
 	start, end, offset uint64
 	path               string
 	exec               bool // mapped executable: code
+	deleted            bool // the file was replaced since it was mapped
 }
 
 func readMaps(pid int) []mapping {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	all, err := proc.Maps(pid)
 	if err != nil {
 		return nil
 	}
 	var out []mapping
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		// start-end perms offset dev inode path
-		f := strings.Fields(sc.Text())
-		if len(f) < 6 || !strings.HasPrefix(f[5], "/") {
-			continue
+	for _, m := range all {
+		if strings.HasPrefix(m.Path, "/") {
+			out = append(out, mapping{start: m.Lo, end: m.Hi, offset: m.Offset, path: m.Path, exec: strings.Contains(m.Perms, "x"), deleted: m.Deleted})
 		}
-		lo, hi, _ := strings.Cut(f[0], "-")
-		start, err1 := strconv.ParseUint(lo, 16, 64)
-		end, err2 := strconv.ParseUint(hi, 16, 64)
-		off, err3 := strconv.ParseUint(f[2], 16, 64)
-		if err1 != nil || err2 != nil || err3 != nil {
-			continue
-		}
-		out = append(out, mapping{start: start, end: end, offset: off, path: strings.Join(f[5:], " "), exec: strings.Contains(f[1], "x")})
 	}
 	return out
 }
@@ -144,7 +134,9 @@ func originalBytes(pid int, maps []mapping, addr uint64, n int) []byte {
 			continue
 		}
 		f, err := os.Open(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.start, m.end))
-		if err != nil {
+		if err != nil && !m.deleted {
+			// A replaced file's path names the new one: only the
+			// process's memory still has the old bytes.
 			f, err = os.Open(m.path)
 		}
 		if err != nil {

@@ -84,9 +84,16 @@ func (*Backend) Tool() string { return "gdb" }
 
 // Traits: gdb starts the program, or attaches to it; call sites are the
 // plan's native.sites.
-var Traits = backend.Traits{GDBStarts: true, Attaches: true, Unit: "measurement"}
+var Traits = backend.Traits{GDBStarts: true, Attaches: true, SitesOption: true, Unit: "measurement"}
 
 func (*Backend) Traits() backend.Traits { return Traits }
+
+// Settings are run.json's "native": the plan's native options and the
+// process attached to.
+func (b *Backend) Settings(m *runjson.Manifest) {
+	p := b.cfg.Plan
+	m.Native = &runjson.NativeSettings{TrimProbe: p.Native.TrimProbe, Sites: p.Native.Sites, AttachedPid: b.cfg.AttachPID}
+}
 
 // Command is the measurement of a stop over MI (a breakpoint with
 // commands or around_call), with every thread stopped (see
