@@ -17,12 +17,32 @@ import (
 // first in each (a site of 0-byte blocks has a line of 0 bytes). cmd is
 // the profiled command line, for the file's cmd: line.
 func WriteXtmemory(w io.Writer, s *snapshots.Snapshot, cmd string) error {
+	return NewCut(s, cmd).Write(w)
+}
+
+// A Cut is a cut's snapshot as the native backend hands it on: written as
+// the file the run directory keeps (Write, WriteXtmemory), and made into
+// the analysis's tree without that file (HeapTree). Each frame's line
+// text is made once for all of them.
+type Cut struct {
+	s     *snapshots.Snapshot
+	cmd   string
+	texts map[*snapshots.Node]string
+}
+
+// NewCut returns the cut of snapshot s of the command line cmd.
+func NewCut(s *snapshots.Snapshot, cmd string) *Cut {
+	return &Cut{s: s, cmd: cmd, texts: make(map[*snapshots.Node]string)}
+}
+
+// Write writes the cut as WriteXtmemory does.
+func (c *Cut) Write(w io.Writer) error {
+	s := c.s
 	if s.Tree == nil {
 		return fmt.Errorf("snapshot %d has no tree", s.Index)
 	}
 	bw := bufio.NewWriter(w)
-	texts := make(map[*snapshots.Node]string) // each frame's line text, made once for both trees
-	fmt.Fprintf(bw, "desc: heaptrack\ncmd: %s\ntime_unit: ms\n", cmd)
+	fmt.Fprintf(bw, "desc: heaptrack\ncmd: %s\ntime_unit: ms\n", c.cmd)
 	for i, ev := range []struct {
 		root   string
 		figure func(*snapshots.Node) int64
@@ -32,7 +52,7 @@ func WriteXtmemory(w io.Writer, s *snapshots.Snapshot, cmd string) error {
 	} {
 		fmt.Fprintf(bw, "#-----------\nsnapshot=%d\n#-----------\ntime=%d\nmem_heap_B=%d\nmem_heap_extra_B=0\nmem_stacks_B=0\nheap_tree=detailed\n",
 			i, s.Time, ev.figure(s.Tree))
-		walkTree(s.Tree, 0, ev.root, ev.figure, texts, func(depth int, n *snapshots.Node, kids int, text string) {
+		walkTree(s.Tree, 0, ev.root, ev.figure, c.texts, func(depth int, n *snapshots.Node, kids int, text string) {
 			for range depth {
 				bw.WriteByte(' ')
 			}
@@ -48,23 +68,22 @@ func WriteXtmemory(w io.Writer, s *snapshots.Snapshot, cmd string) error {
 	return bw.Flush()
 }
 
-// curBRoot is the root line's text of WriteXtmemory's tree of live bytes.
+// curBRoot is the root line's text of the tree of live bytes.
 const curBRoot = "curB : currently allocated Bytes"
 
 func nodeBytes(n *snapshots.Node) int64 { return n.Bytes }
 
-// HeapTree makes a cut's snapshot into the tree snapshots.ReadHeapTree
-// reads from the file WriteXtmemory writes of it (the same lines, in the
-// same order, with the same frame texts and block counts), without the
-// file: the native backend passes a stop's heap per site to the analysis
-// this way.
-func HeapTree(s *snapshots.Snapshot, frames *snapshots.FrameTable) (*snapshots.HeapTree, error) {
+// HeapTree makes the cut into the tree snapshots.ReadHeapTree reads from
+// the file Write writes of it (the same lines, in the same order, with
+// the same frame texts and block counts), without the file, its frames
+// numbered in frames.
+func (c *Cut) HeapTree(frames *snapshots.FrameTable) (*snapshots.HeapTree, error) {
+	s := c.s
 	if s.Tree == nil {
 		return nil, fmt.Errorf("snapshot %d has no tree", s.Index)
 	}
-	texts := make(map[*snapshots.Node]string)
 	return snapshots.BuildHeapTree(frames, s.Tree.Bytes, 0, 0, true, func(line func(int, int64, int64, string)) {
-		walkTree(s.Tree, 0, curBRoot, nodeBytes, texts, func(depth int, n *snapshots.Node, _ int, text string) {
+		walkTree(s.Tree, 0, curBRoot, nodeBytes, c.texts, func(depth int, n *snapshots.Node, _ int, text string) {
 			line(depth, n.Bytes, n.Blocks, text)
 		})
 	}), nil

@@ -74,7 +74,7 @@ func TestHeapTreeAsFileReads(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := HeapTree(s, built)
+				got, err := NewCut(s, "./prog").HeapTree(built)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -3,7 +3,6 @@ package preflight
 import (
 	"bytes"
 	"debug/elf"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -363,32 +362,12 @@ func debugLink(ef *elf.File) string {
 	return string(name)
 }
 
-// buildID returns the binary's GNU build ID in hex.
-func buildID(ef *elf.File) string {
-	sec := ef.Section(".note.gnu.build-id")
-	if sec == nil {
-		return ""
-	}
-	data, err := sec.Data()
-	if err != nil || len(data) < 16 {
-		return ""
-	}
-	// namesz, descsz, type, "GNU\0", desc.
-	namesz := ef.ByteOrder.Uint32(data[0:4])
-	descsz := ef.ByteOrder.Uint32(data[4:8])
-	off := 12 + (uint64(namesz)+3)&^3
-	if off+uint64(descsz) > uint64(len(data)) || descsz == 0 {
-		return ""
-	}
-	return hex.EncodeToString(data[off : off+uint64(descsz)])
-}
-
 // separateDebugFile finds the debug file gdb would load for the binary:
 // by build ID under /usr/lib/debug/.build-id, then by .gnu_debuglink next
 // to the binary, in its .debug folder and under /usr/lib/debug.
 func separateDebugFile(ef *elf.File, abs string) string {
 	var candidates []string
-	if id := buildID(ef); len(id) > 2 {
+	if id := elfsym.BuildID(ef); len(id) > 2 {
 		candidates = append(candidates, filepath.Join("/usr/lib/debug/.build-id", id[:2], id[2:]+".debug"))
 	}
 	if link := debugLink(ef); link != "" && !strings.ContainsRune(link, '/') {

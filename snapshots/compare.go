@@ -171,18 +171,21 @@ func Compare(before, after CompareRun) *Comparison {
 	native := before.Verdicts && after.Verdicts
 	switch {
 	case sites && c.BeforeBackend != c.AfterBackend:
-		nat, judged := "RUN_B", after.Backend
-		if before.Verdicts {
-			nat, judged = "RUN_A", before.Backend
+		note := fmt.Sprintf("RUN_A was measured with %s and RUN_B with %s, both with call sites: their suspects are compared as between massif runs",
+			backendSaid(before), backendSaid(after))
+		switch {
+		case before.Verdicts && !after.Verdicts:
+			note += fmt.Sprintf("; verdicts exist only for RUN_A (%s), so no finding is compared", before.Backend)
+		case after.Verdicts && !before.Verdicts:
+			note += fmt.Sprintf("; verdicts exist only for RUN_B (%s), so no finding is compared", after.Backend)
 		}
-		c.Notes = append(c.Notes, fmt.Sprintf("RUN_A was measured with %s and RUN_B with %s, both with call sites: their suspects are compared as between massif runs; verdicts exist only for %s (%s), so no finding is compared",
-			backendSaid(before), backendSaid(after), nat, judged))
+		c.Notes = append(c.Notes, note)
 	case native && !sites && (before.Sites || after.Sites):
-		with, without := "RUN_A", "RUN_B"
+		with, without, r := "RUN_A", "RUN_B", before
 		if after.Sites {
-			with, without = without, with
+			with, without, r = without, with, after
 		}
-		c.Notes = append(c.Notes, fmt.Sprintf("%s has call sites (native --sites) and %s does not: they are compared by their verdicts; call sites are compared only when both runs have them", with, without))
+		c.Notes = append(c.Notes, fmt.Sprintf("%s has call sites (%s) and %s does not: they are compared by their verdicts; call sites are compared only when both runs have them", with, backendSaid(r), without))
 	}
 	if sites {
 		c.compareSuspects(before, after)

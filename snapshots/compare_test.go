@@ -186,6 +186,16 @@ func TestCompareSitesAcrossBackends(t *testing.T) {
 			Verdict:  "Fixed: 1 suspect gone, none new.",
 		},
 	}, {
+		// memcheck's suspects are massif's; neither run has verdicts.
+		name:   "memcheck then massif, fixed",
+		before: CompareRun{Dir: "c", Backend: "memcheck", Breakpoints: massifRun("c").Breakpoints, Suspects: []Suspect{leak}},
+		after:  massifRun("m"),
+		want: comparedRow{
+			Suspects: []string{"gone remember (fixcheck.c:18) +24 B→-"},
+			Notes:    []string{"RUN_A was measured with memcheck and RUN_B with massif, both with call sites: their suspects are compared as between massif runs"},
+			Verdict:  "Fixed: 1 suspect gone, none new.",
+		},
+	}, {
 		// Without call sites on the native side nothing changes: the
 		// leak massif found is unjudged, never gone.
 		name:   "massif then native without sites",

@@ -95,7 +95,8 @@ type Stop struct {
 	Breakpoint *plan.Breakpoint
 	// HitOf is the hit of a return-phase stop.
 	HitOf *Stop
-	// Raw is where Stage left the measurement, "" when it read it at once.
+	// Raw is where Stage left the measurement, "" when it left no file
+	// (it read it at once, or, as native.sites, keeps what Read takes).
 	Raw string
 	// Own is the backend's own state of the stop, such as what its
 	// return-phase stop compares with.

@@ -20,9 +20,12 @@ const (
 )
 
 // Read returns the symbols of f's tables, .symtab's first. A table f
-// lacks adds none; elf.ErrNoSymbols says that it has none of them.
+// lacks adds none; elf.ErrNoSymbols says that it has none of them. A
+// table that cannot be read is an error, but the other's symbols are
+// still returned with it.
 func Read(f *elf.File, tables Tables) ([]elf.Symbol, error) {
 	var out []elf.Symbol
+	var errs []error
 	found := false
 	for _, t := range []struct {
 		table Tables
@@ -36,10 +39,14 @@ func Read(f *elf.File, tables Tables) ([]elf.Symbol, error) {
 			continue
 		}
 		if err != nil {
-			return out, err
+			errs = append(errs, err)
+			continue
 		}
 		found = true
 		out = append(out, syms...)
+	}
+	if len(errs) > 0 {
+		return out, errors.Join(errs...)
 	}
 	if !found {
 		return nil, elf.ErrNoSymbols

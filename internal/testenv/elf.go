@@ -22,8 +22,9 @@ func Symbols(t testing.TB, bin string) map[string]elf.Symbol {
 	return byName
 }
 
-// BuildID is the GNU build ID of the ELF file at path, in hex, "" when
-// it has none; the test fails when it cannot read the file.
+// BuildID is the GNU build ID of the ELF file at path, in hex; the test
+// fails when it cannot read the file or the file has none (every program
+// gcc builds here and every library Debian ships has one).
 func BuildID(t testing.TB, path string) string {
 	t.Helper()
 	f, err := elf.Open(path)
@@ -31,5 +32,9 @@ func BuildID(t testing.TB, path string) string {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	return elfsym.BuildID(f)
+	id := elfsym.BuildID(f)
+	if id == "" {
+		t.Fatalf("%s has no GNU build ID", path)
+	}
+	return id
 }

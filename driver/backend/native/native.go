@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strings"
@@ -325,11 +324,8 @@ func (b *Backend) Read(st *backend.Stop) error {
 	heap := st.Stop.HeapBytes
 	// The tree goes to the analysis as it is, not through a file read
 	// back; the file the run directory keeps is written from it.
-	err = b.perSite.ReadCut(st, func(frames *snapshots.FrameTable) (*snapshots.HeapTree, error) {
-		return heaptrack.HeapTree(snap, frames)
-	}, func(w io.Writer) error {
-		return heaptrack.WriteXtmemory(w, snap, l.sites.cmd)
-	})
+	cut := heaptrack.NewCut(snap, l.sites.cmd)
+	err = b.perSite.ReadCut(st, cut.HeapTree, cut.Write)
 	var sitesHeap *int64
 	if b.allocator != "" && !isGlibc(b.allocator) {
 		h := st.Stop.HeapBytes

@@ -1,7 +1,8 @@
 // Package sites keeps a run's per-site heap snapshots (xtmemory files, one
 // per stop) and reads them into between-hits and within-call diffs,
 // suspects and the report sections that show them, for any backend that
-// writes such a snapshot at a stop.
+// writes such a snapshot at a stop (Stage, Read) or holds its tree in
+// memory (ReadCut).
 package sites
 
 import (
