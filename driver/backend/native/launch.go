@@ -228,7 +228,8 @@ const (
 )
 
 // launch starts gdb on the binary, or on nothing when it attaches, and
-// loads agent.py, whose measure_native takes the measurements.
+// loads the agent, agent.py and the native part (Python), whose
+// measure_native takes the measurements.
 func (b *Launch) Launch(ctx context.Context, env *backend.Env) error {
 	b.env = env
 	args := attachArgs
@@ -251,6 +252,12 @@ func (b *Launch) Launch(ctx context.Context, env *backend.Env) error {
 	case !python:
 		return &backend.ToolError{Tool: "gdb", Msg: "has no Python: the native backend reads the allocator through gdb's Python; install Debian's gdb package (not gdb-minimal) or use the massif backend"}
 	case why != "":
+		return &backend.ToolError{Tool: "gdb", Msg: "its Python cannot load snapctl's agent, which reads the allocator: " + why}
+	}
+	// The agent's native part: the measurement and the native stops.
+	if why, err := b.gdb.LoadScripts(ctx, env.Private, "native", Python); err != nil {
+		return err
+	} else if why != "" {
 		return &backend.ToolError{Tool: "gdb", Msg: "its Python cannot load snapctl's agent, which reads the allocator: " + why}
 	}
 	if b.plan.Native.Sites {
