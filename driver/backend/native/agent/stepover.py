@@ -9,7 +9,7 @@
 # thread's signals for the next step so that it gets through.
 #
 # Like every file of the agent, this one is read into the namespace of
-# driver/gdb/agent.py (gdb.go's AgentRead, native's Python list in
+# driver/gdb/agent.py (gdb.Conn's LoadScripts, native's Python list in
 # native/agent.go): the names of the other files are its own.
 
 import os
