@@ -273,7 +273,7 @@ func (b *Launch) Launch(ctx context.Context, env *backend.Env) error {
 
 // libraryDebugInfoUnused reports whether nothing in a native run reads
 // the separate debug information of the program's libraries (Debian's
-// -dbg and -dbgsym packages), which gdb then skips (agent.py's
+// -dbg and -dbgsym packages), which gdb then skips (agent/arena.py's
 // skip_library_debug_info): every location resolved in the program itself
 // before it ran (the early gdb's check), and no stop records a backtrace
 // or another thread's frame (threads: none, no around_call) or runs
@@ -377,7 +377,7 @@ func (b *Launch) Start(ctx context.Context) error {
 	userPreload := ""
 	if b.sites != nil {
 		// gdb stops every thread before a breakpoint's stop() runs, so
-		// that the agent cuts heaptrack's stream there (agent.py,
+		// that the agent cuts heaptrack's stream there (agent/heaptrack.py,
 		// SiteCutter) without a stop reported to snapctl. The user's
 		// LD_PRELOAD goes to the program alone, through the wrapper:
 		// neither the shell nor env runs it.
