@@ -123,13 +123,7 @@ class SiteCutter:
         """The address ranges heaptrack's library is mapped at in process
         pid (/proc/PID/maps), read once it is loaded."""
         if self.lib_ranges is None or self.lib_ranges[0] != pid:
-            found = []
-            with open("/proc/%d/maps" % pid) as f:
-                for line in f:
-                    fields = line.split()
-                    if len(fields) >= 6 and fields[5] == self.lib:
-                        lo, hi = fields[0].split("-")
-                        found.append((int(lo, 16), int(hi, 16)))
+            found = [(lo, hi) for lo, hi, _ in library_mappings(pid, self.lib)]
             if not found:
                 return []
             self.lib_ranges = (pid, found)
@@ -206,12 +200,23 @@ class SiteCutter:
             os.close(fd)
 
 
-def library_base(pid, lib):
-    """Where lib is loaded in process pid: the start of its mapping at
-    file offset 0 (/proc/PID/maps)."""
+def library_mappings(pid, lib):
+    """The mappings of lib in process pid, as (start, end, file offset):
+    /proc/PID/maps, read here alone."""
+    out = []
     with open("/proc/%d/maps" % pid) as f:
         for line in f:
             fields = line.split()
-            if len(fields) >= 6 and fields[5] == lib and int(fields[2], 16) == 0:
-                return int(fields[0].split("-")[0], 16)
+            if len(fields) >= 6 and fields[5] == lib:
+                lo, hi = fields[0].split("-")
+                out.append((int(lo, 16), int(hi, 16), int(fields[2], 16)))
+    return out
+
+
+def library_base(pid, lib):
+    """Where lib is loaded in process pid: the start of its mapping at
+    file offset 0."""
+    for lo, _, offset in library_mappings(pid, lib):
+        if offset == 0:
+            return lo
     raise LookupError("process %d has not loaded %s" % (pid, lib))
