@@ -93,6 +93,14 @@ class BackendStops(unittest.TestCase):
                 os.remove(os.path.join(d, name))
             os.rmdir(d)
 
+    def test_native_files_all_read(self):
+        # Every file of native's folder but its tests is in agent.go's
+        # list, which gdb reads (and readagent.py with it).
+        folder = os.path.join(readagent.ROOT, "driver", "backend", "native", "agent")
+        files = sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".py") and not f.endswith("_test.py"))
+        self.assertEqual(sorted(readagent.native_files()), files)
+        self.assertEqual(len(files), 7)
+
     def test_native_registers_its_stops(self):
         ns = readagent.core()
         self.assertEqual(ns["BACKENDS"], {})
