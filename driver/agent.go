@@ -18,6 +18,7 @@ import (
 
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/backend/massif"
+	"github.com/snapctl/snapctl/driver/backend/native"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/plan"
@@ -152,11 +153,17 @@ func CheckAgent(ctx context.Context, gdbPath string) error {
 	if err := os.WriteFile(script, []byte(gdb.AgentSource), 0o600); err != nil {
 		return err
 	}
+	// The native backend's part too, which a native run reads after
+	// agent.py (native.Python).
+	readNative, err := gdb.WriteScripts(dir, "native", native.Python)
+	if err != nil {
+		return err
+	}
 	const loaded = "snapctl: agent loaded"
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, gdbPath, "--nx", "--batch",
-		"-ex", gdb.PythonTry(gdb.AgentRead(script)+agentNew(filepath.Join(dir, agentRecords), dir, massif.DefaultAgentMeasure())),
+		"-ex", gdb.PythonTry(gdb.AgentRead(script)+readNative+agentNew(filepath.Join(dir, agentRecords), dir, massif.DefaultAgentMeasure())),
 		"-ex", "python print('"+loaded+"')")
 	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()

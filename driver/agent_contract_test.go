@@ -115,10 +115,7 @@ func TestAgentContract(t *testing.T) {
 		{Location: "keep", Condition: "*(int *) 0 == 1", MaxHits: 1, Threads: "all", Depth: 2},
 		{Location: "main", Threads: "current", Depth: 0},
 	}
-	script := filepath.Join(dir, gdb.AgentScript)
-	if err := os.WriteFile(script, []byte(gdb.AgentSource), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	script := nativeAgent(t, dir)
 	run := func(name, measure string, specs []agentSpec) []map[string]json.RawMessage {
 		t.Helper()
 		records := filepath.Join(dir, name+".jsonl")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/snapctl/snapctl/driver/backend/native"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/plan"
@@ -353,10 +354,7 @@ func TestAgentELFSymbols(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	script := filepath.Join(dir, gdb.AgentScript)
-	if err := os.WriteFile(script, []byte(gdb.AgentSource), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	script := nativeAgent(t, dir)
 	py := "python\nimport json\nnames = ('main', 'handle_request')\nprint(json.dumps([elf_symbols(p, names) for p in (" +
 		gdb.PyString(bin) + ", " + gdb.PyString(filepath.Join(dir, "missing")) + ", " + gdb.PyString(text) + ", " + gdb.PyString(head) + ", " + gdb.PyString(cut) + ")]))\nend\n"
 	cmdFile := filepath.Join(dir, "cmds")
@@ -374,4 +372,24 @@ func TestAgentELFSymbols(t *testing.T) {
 	if diff := cmp.Diff([]map[string]uint64{want, {}, {}, {}, {}}, got); diff != "" {
 		t.Errorf("elf_symbols (-debug/elf +agent):\n%s", diff)
 	}
+}
+
+// nativeAgent writes gdb's agent for a native run, agent.py and the
+// native backend's part, into dir and returns a script that reads them
+// into gdb's namespace in order, as a run does, for gdb -x.
+func nativeAgent(t *testing.T, dir string) string {
+	t.Helper()
+	var read strings.Builder
+	for _, s := range append([]gdb.Script{{Name: gdb.AgentScript, Source: gdb.AgentSource}}, native.Python...) {
+		path := filepath.Join(dir, s.Name)
+		if err := os.WriteFile(path, []byte(s.Source), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		read.WriteString("exec(compile(open(" + gdb.PyString(path) + ").read(), " + gdb.PyString(path) + ", 'exec'))\n")
+	}
+	script := filepath.Join(dir, "read-agent.py")
+	if err := os.WriteFile(script, []byte(read.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return script
 }

@@ -29,10 +29,7 @@ func directCallScript(t *testing.T, source, call string, out any) string {
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, source)
 	dir := t.TempDir()
-	script, output := filepath.Join(dir, gdb.AgentScript), filepath.Join(dir, "output")
-	if err := os.WriteFile(script, []byte(gdb.AgentSource), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	script, output := nativeAgent(t, dir), filepath.Join(dir, "output")
 	py := `python
 import json, os, signal
 gdb.execute("break probe")

@@ -48,7 +48,7 @@ func (s *session) attachFate(err error) error {
 	return fmt.Errorf("%w; %s", err, left)
 }
 
-// newHitsOnly puts agent.py's $_snapctl_hit() first in the condition of
+// newHitsOnly puts the agent's $_snapctl_hit() (native's agent/stepover.py) first in the condition of
 // st's GDB/MI breakpoint under the native backend, so that gdb neither
 // counts nor reports a hit that a signal during the step over the
 // breakpoint makes it report again (docs/facts.md, fact 42).

@@ -632,10 +632,7 @@ func TestAgentDirectCall(t *testing.T) {
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, "testdata/native/direct.c", "-pthread")
 	dir := t.TempDir()
-	script, output := filepath.Join(dir, gdb.AgentScript), filepath.Join(dir, "output")
-	if err := os.WriteFile(script, []byte(gdb.AgentSource), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	script, output := nativeAgent(t, dir), filepath.Join(dir, "output")
 	py := `python
 import json, os, signal, struct
 out = {"cases": [], "signals": []}

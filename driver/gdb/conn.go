@@ -326,6 +326,21 @@ func (c *Conn) LoadAgent(ctx context.Context, dir string) (python bool, why stri
 	return true, "", nil
 }
 
+// LoadScripts has gdb read scripts, a backend's part of the agent, into
+// the agent's namespace, once agent.py's definitions are read (LoadAgent):
+// why is what Python said when it could not read them.
+func (c *Conn) LoadScripts(ctx context.Context, dir, bundle string, scripts []Script) (why string, err error) {
+	read, err := WriteScripts(dir, bundle, scripts)
+	if err != nil {
+		return "", fmt.Errorf("writing gdb's agent: %w", err)
+	}
+	r, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote(PythonTry(read)))
+	if err != nil {
+		return "", fmt.Errorf("loading gdb's agent: %w", err)
+	}
+	return LoadFailure(r), nil
+}
+
 // AgentLoaded records that gdb has read agent.py's definitions already:
 // the early gdb's check did.
 func (c *Conn) AgentLoaded() { c.agentLoaded = true }

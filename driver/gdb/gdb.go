@@ -72,28 +72,38 @@ func LastLine(s string) string {
 // before (a gdb -batch script timing compile() and marshal.load()). So
 // gdb's Python keeps the compiled code in the user's cache directory, as
 // Python keeps its own in __pycache__ (agentload.py): one file per
-// agent and Python version, named by a hash of agent.py and Python's
-// cache tag and release; writing one removes those of other agents, so
-// the directory holds what the installed snapctl uses. Where there is no usable cache
-// directory, gdb compiles the script at every run as before.
+// bundle of scripts (the agent's core, a backend's part) and Python
+// version, named by the bundle, a hash of its scripts and Python's cache
+// tag and release; writing one removes the bundle's files of other
+// versions, so the directory holds what the installed snapctl uses. Where
+// there is no usable cache directory, gdb compiles the scripts at every
+// run as before.
 //
 //go:embed agentload.py
 var agentLoadSource string
 
 const agentLoadScript = "agentload.py"
 
+// Script is one file of gdb's Python: its name in the run's private
+// directory and its text.
+type Script struct {
+	Name, Source string
+}
+
+// coreBundle names the agent's core, agent.py, in the cache.
+const coreBundle = "core"
+
 var (
-	agentCacheOnce sync.Once
-	agentCachePath string
+	cacheDirOnce sync.Once
+	cacheDirPath string
 )
 
-// agentCache is the prefix of the compiled agent's files in the user's
-// cache directory ($XDG_CACHE_HOME/snapctl/agent-HASH, by default
-// ~/.cache/snapctl), "" when there is none: no home, a directory snapctl
-// cannot make, or one that is not the user's alone (its code runs in
-// gdb).
-func agentCache() string {
-	agentCacheOnce.Do(func() {
+// cacheDir is the directory that keeps the compiled agent in the user's
+// cache directory ($XDG_CACHE_HOME/snapctl, by default ~/.cache/snapctl),
+// "" when there is none: no home, a directory snapctl cannot make, or
+// one that is not the user's alone (its code runs in gdb).
+func cacheDir() string {
+	cacheDirOnce.Do(func() {
 		base, err := os.UserCacheDir()
 		if err != nil {
 			return
@@ -109,27 +119,65 @@ func agentCache() string {
 		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Getuid() || fi.Mode().Perm()&0o022 != 0 {
 			return
 		}
-		sum := sha256.Sum256([]byte(AgentSource))
-		agentCachePath = filepath.Join(dir, "agent-"+hex.EncodeToString(sum[:8]))
+		cacheDirPath = dir
 	})
-	return agentCachePath
+	return cacheDirPath
+}
+
+// cachePrefix is the prefix of bundle's compiled files in dir:
+// agent-BUNDLE-HASH, the hash of its scripts' names and texts.
+func cachePrefix(dir, bundle string, scripts []Script) string {
+	h := sha256.New()
+	for _, s := range scripts {
+		h.Write([]byte(s.Name + "\x00" + s.Source + "\x00"))
+	}
+	return filepath.Join(dir, "agent-"+bundle+"-"+hex.EncodeToString(h.Sum(nil)[:8]))
 }
 
 // AgentRead is the Python that reads agent.py's definitions from script,
 // which lies in a private directory: through agentload.py and the cache
 // when there is one.
 func AgentRead(script string) string {
-	compile := "exec(compile(open(" + PyString(script) + ").read(), " + PyString(script) + ", 'exec'), globals())\n"
-	cache := agentCache()
-	if cache == "" {
-		return compile
+	return readScripts(coreBundle, []string{script}, []Script{{AgentScript, AgentSource}})
+}
+
+// readScripts is the Python that reads the files at paths, scripts'
+// texts written in a private directory, in order into gdb's namespace
+// (the agent's: a backend's part uses the core's names as its own).
+func readScripts(bundle string, paths []string, scripts []Script) string {
+	var compile strings.Builder
+	for _, path := range paths {
+		compile.WriteString("exec(compile(open(" + PyString(path) + ").read(), " + PyString(path) + ", 'exec'), globals())\n")
 	}
-	loader := filepath.Join(filepath.Dir(script), agentLoadScript)
+	dir := cacheDir()
+	if dir == "" {
+		return compile.String()
+	}
+	loader := filepath.Join(filepath.Dir(paths[0]), agentLoadScript)
 	if err := os.WriteFile(loader, []byte(agentLoadSource), 0o600); err != nil {
-		return compile
+		return compile.String()
+	}
+	list := make([]string, len(paths))
+	for i, path := range paths {
+		list[i] = PyString(path)
 	}
 	return "exec(open(" + PyString(loader) + ").read())\n" +
-		"exec(snapctl_agent_code(" + PyString(script) + ", " + PyString(cache) + "), globals())\n"
+		"for _snapctl_code in snapctl_agent_code([" + strings.Join(list, ", ") + "], " + PyString(cachePrefix(dir, bundle, scripts)) + "):\n" +
+		"    exec(_snapctl_code, globals())\n"
+}
+
+// WriteScripts writes scripts into dir, the run's private directory,
+// and returns the Python that reads them into gdb's namespace as bundle
+// (see readScripts).
+func WriteScripts(dir, bundle string, scripts []Script) (string, error) {
+	paths := make([]string, len(scripts))
+	for i, s := range scripts {
+		paths[i] = filepath.Join(dir, s.Name)
+		if err := os.WriteFile(paths[i], []byte(s.Source), 0o600); err != nil {
+			return "", err
+		}
+	}
+	return readScripts(bundle, paths, scripts), nil
 }
 
 // Returned reports whether rec is the stop of -exec-finish: the call

@@ -12,7 +12,6 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -46,7 +45,7 @@ const (
 )
 
 //go:embed memcheck.py
-var script []byte
+var script string
 
 // Tools are the executables memcheck runs besides gdb: valgrind and vgdb.
 var Tools = valgrind.Tools
@@ -169,12 +168,19 @@ func connected(ctx context.Context, c *gdb.Conn, env *backend.Env) error {
 	if _, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote("monitor v.set vgdb-error 999999999")); err != nil {
 		return fmt.Errorf("setting up valgrind's gdbserver: %w", err)
 	}
-	path := filepath.Join(env.Private, "memcheck.py")
-	if err := os.WriteFile(path, script, 0o600); err != nil {
+	// Read as the agent is (gdb.WriteScripts): compiled once into the
+	// user's cache, and Python's own words when it cannot be read, where
+	// gdb's source command says nothing of a script that raises.
+	read, err := gdb.WriteScripts(env.Private, Name, []gdb.Script{{Name: "memcheck.py", Source: script}})
+	if err != nil {
 		return env.Run.DiskFull(fmt.Errorf("writing memcheck.py: %w", err))
 	}
-	if _, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote("source "+path)); err != nil {
+	r, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote(gdb.PythonTry(read)))
+	if err != nil {
 		return &backend.ToolError{Tool: "gdb", Msg: "cannot read memcheck.py: the memcheck backend needs gdb with Python (Debian's gdb has it)", Err: err}
+	}
+	if why := gdb.LoadFailure(r); why != "" {
+		return &backend.ToolError{Tool: "gdb", Msg: "its Python cannot load memcheck.py: " + why}
 	}
 	return nil
 }

@@ -109,7 +109,7 @@ func programAllocator(program string) string {
 }
 
 // isJemalloc says that an allocator name of allocatorOf is jemalloc's,
-// whose own statistics the agent reads (agent.py, jemalloc_stats).
+// whose own statistics the agent reads (agent/jemalloc.py, jemalloc_stats).
 func isJemalloc(name string) bool { return strings.HasPrefix(name, "jemalloc") }
 
 // isGlibc says that an allocator name of allocatorOf is glibc's.

@@ -228,7 +228,8 @@ const (
 )
 
 // launch starts gdb on the binary, or on nothing when it attaches, and
-// loads agent.py, whose measure_native takes the measurements.
+// loads the agent, agent.py and the native part (Python), whose
+// measure_native takes the measurements.
 func (b *Launch) Launch(ctx context.Context, env *backend.Env) error {
 	b.env = env
 	args := attachArgs
@@ -253,6 +254,12 @@ func (b *Launch) Launch(ctx context.Context, env *backend.Env) error {
 	case why != "":
 		return &backend.ToolError{Tool: "gdb", Msg: "its Python cannot load snapctl's agent, which reads the allocator: " + why}
 	}
+	// The agent's native part: the measurement and the native stops.
+	if why, err := b.gdb.LoadScripts(ctx, env.Private, "native", Python); err != nil {
+		return err
+	} else if why != "" {
+		return &backend.ToolError{Tool: "gdb", Msg: "its Python cannot load snapctl's agent, which reads the allocator: " + why}
+	}
 	if b.plan.Native.Sites {
 		if b.sites, err = startSites(b.heaptrackDir, env.Private, strings.Join(env.Target.Argv, " "), b.attach != 0); err != nil {
 			return fmt.Errorf("native.sites: %w", err)
@@ -266,7 +273,7 @@ func (b *Launch) Launch(ctx context.Context, env *backend.Env) error {
 
 // libraryDebugInfoUnused reports whether nothing in a native run reads
 // the separate debug information of the program's libraries (Debian's
-// -dbg and -dbgsym packages), which gdb then skips (agent.py's
+// -dbg and -dbgsym packages), which gdb then skips (agent/arena.py's
 // skip_library_debug_info): every location resolved in the program itself
 // before it ran (the early gdb's check), and no stop records a backtrace
 // or another thread's frame (threads: none, no around_call) or runs
@@ -370,7 +377,7 @@ func (b *Launch) Start(ctx context.Context) error {
 	userPreload := ""
 	if b.sites != nil {
 		// gdb stops every thread before a breakpoint's stop() runs, so
-		// that the agent cuts heaptrack's stream there (agent.py,
+		// that the agent cuts heaptrack's stream there (agent/heaptrack.py,
 		// SiteCutter) without a stop reported to snapctl. The user's
 		// LD_PRELOAD goes to the program alone, through the wrapper:
 		// neither the shell nor env runs it.

@@ -26,7 +26,7 @@ import (
 const Name = "native"
 
 // Backend reads, at each stop, what the kernel and glibc's allocator say
-// (agent.py's native_memory): resident memory from /proc/PID/status, and
+// (agent/measure.py's native_memory): resident memory from /proc/PID/status, and
 // glibc's mallinfo2() figures, read from its arenas in memory by snapctl
 // (heapread.go) with one thread or more where libc's symbol table says
 // where they are, else called while the program has one thread. No
@@ -116,7 +116,7 @@ func (*Backend) Failure(string) string { return "" }
 
 func (b *Backend) AgentMeasure() string {
 	// With sites, gdb's agent cuts heaptrack's stream at every measured
-	// stop, every thread stopped (agent.py, SiteCutter).
+	// stop, every thread stopped (agent/heaptrack.py, SiteCutter).
 	if b.heap != nil {
 		return backend.PyDict("kind", Name, "ext", b.Ext(), "trim", b.trim, "sites", b.cfg.Plan.Native.Sites, "heap_reader", b.heap.name())
 	}
@@ -148,7 +148,7 @@ func (b *Backend) Stage(ms backend.Measurement, stop *runjson.Stop) (string, err
 	if b.allocator == "" && b.launch != nil && b.launch.env != nil {
 		b.allocator = allocatorOf(programLibraries(context.Background(), b.launch.attach, b.cfg.Binary, b.launch.env.Target.Cwd, b.launch.env.Target.Env), b.cfg.Binary)
 		if isJemalloc(b.allocator) && !b.sitesOn {
-			// Read through mallctl() (agent.py, jemalloc_stats); a
+			// Read through mallctl() (agent/jemalloc.py, jemalloc_stats); a
 			// jemalloc that does not answer is said below.
 			if b.trim {
 				fmt.Fprintf(b.cfg.Warn, "warning: native.trim_probe is not applied: the program allocates with %s, whose heap glibc's malloc_trim(0) does not touch\n", b.allocator)

@@ -23,7 +23,7 @@ import (
 // (LD_PRELOAD, through gdb's exec-wrapper so that neither gdb nor the
 // shell that starts the program records) or injected into the process
 // attached to; snapctl reads the stream as it comes (heaptrack.Recorder),
-// gdb's agent marks it at each stop, every thread stopped (agent.py,
+// gdb's agent marks it at each stop, every thread stopped (agent/heaptrack.py,
 // SiteCutter), and the heap at each mark becomes the stop's per-site
 // snapshot, in the xtmemory format massif's snapshots have.
 type siteRecording struct {
@@ -127,7 +127,7 @@ func (s *siteRecording) stop(ctx context.Context, c *gdb.Conn) error {
 }
 
 // siteCut is what gdb's agent says of its cut of heaptrack's stream at a
-// stop (agent.py, SiteCutter.cut), in the stop's measurement: the mark it
+// stop (agent/heaptrack.py, SiteCutter.cut), in the stop's measurement: the mark it
 // wrote into the FIFO; or that the library records nothing yet; or the
 // thread that holds heaptrack's lock; or why it could not cut.
 type siteCut struct {
@@ -138,7 +138,7 @@ type siteCut struct {
 }
 
 // agentSites is the Python that has gdb's agent cut the stream at every
-// measured stop (agent.py, record_sites).
+// measured stop (agent/heaptrack.py, record_sites).
 func (s *siteRecording) agentSites() string {
 	return fmt.Sprintf("python record_sites(%s, %s, %d, %d)", gdb.PyString(s.rec.FIFO()), gdb.PyString(s.layout.Lib), s.layout.Lock, s.layout.Data)
 }

@@ -1,0 +1,153 @@
+# Unit tests of arena.py under python3 (.ci/run): glibc's arenas read
+# from a real process's memory, compiled here, against what the
+# process's own mallinfo2() says of them. Four threads allocate and free
+# at once, so that the process has arenas besides main_arena, with
+# chunks in fastbins, in the regular bins and in its threads' tcaches.
+# The symbols come from libc's separate debug file (Debian's libc6-dbg)
+# as libc_symbols finds them in gdb: by build id, placed by mallinfo2's
+# address in the process.
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "gdb"))
+sys.dont_write_bytecode = True  # no compiled Python in the tree
+import readagent  # noqa: E402
+
+PROGRAM = r"""
+#include <gnu/libc-version.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static pthread_barrier_t all;
+static void *kept[4][400];
+
+static void *work(void *arg) {
+    long t = (long) arg;
+    void *gone[400];
+    pthread_barrier_wait(&all);
+    for (int i = 0; i < 400; i++) {
+        size_t n = (i % 3 == 0) ? 24 + 8 * (i % 7) : 100 + 37 * (i % 50);
+        kept[t][i] = malloc(n);
+        gone[i] = malloc(n + 16 * (t + 1));
+    }
+    for (int i = 0; i < 400; i += 2)
+        free(gone[i]);
+    for (int i = 1; i < 400; i += 2)
+        free(gone[i]);
+    return NULL;
+}
+
+int main(void) {
+    pthread_t th[4];
+    /* stdout's buffer is allocated before mallinfo2() is called. */
+    printf("%s %p\n", gnu_get_libc_version(), (void *) mallinfo2);
+    void *big = malloc(1 << 20); /* mmapped */
+    pthread_barrier_init(&all, NULL, 4);
+    for (long t = 0; t < 4; t++)
+        pthread_create(&th[t], NULL, work, (void *) t);
+    for (int t = 0; t < 4; t++)
+        pthread_join(th[t], NULL);
+    struct mallinfo2 m = mallinfo2();
+    printf("%zu %zu %zu %zu %zu %zu %zu %zu %zu %zu\n", m.arena, m.ordblks, m.smblks, m.hblks, m.hblkhd,
+           m.usmblks, m.fsmblks, m.uordblks, m.fordblks, m.keepcost);
+    fflush(stdout);
+    char c;
+    read(0, &c, 1); /* until the test has read the heap */
+    free(big);
+    return 0;
+}
+"""
+
+
+def build_id(path):
+    out = subprocess.run(["readelf", "-n", path], check=True, capture_output=True, text=True).stdout
+    return next(l.split()[-1] for l in out.splitlines() if "Build ID:" in l)
+
+
+@unittest.skipUnless(shutil.which("gcc") and shutil.which("readelf"), "needs gcc and binutils")
+class Arenas(unittest.TestCase):
+    def setUp(self):
+        self.ns = readagent.native()
+        self.dir = tempfile.TemporaryDirectory()
+        self.addCleanup(self.dir.cleanup)
+        src, self.bin = os.path.join(self.dir.name, "heap.c"), os.path.join(self.dir.name, "heap")
+        with open(src, "w") as f:
+            f.write(PROGRAM)
+        subprocess.run(["gcc", "-O0", "-pthread", "-o", self.bin, src], check=True)
+
+    def start(self):
+        p = subprocess.Popen([self.bin], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+        def end():
+            p.stdin.close()
+            p.wait(timeout=30)
+            p.stdout.close()
+        self.addCleanup(end)
+        version, fn = p.stdout.readline().split()
+        figures = [int(x) for x in p.stdout.readline().split()]
+        return p.pid, tuple(int(x) for x in version.split(".")[:2]), int(fn, 16), dict(zip(self.ns["MALLINFO2"], figures))
+
+    def libc(self, pid):
+        with open("/proc/%d/maps" % pid) as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) >= 6 and os.path.basename(fields[5]).startswith("libc.so"):
+                    return fields[5]
+        self.fail("process %d has no libc" % pid)
+
+    def test_mallinfo_of_a_threaded_process(self):
+        pid, version, fn, want = self.start()
+        libc = self.libc(pid)
+        bid = build_id(libc)
+        debug = "/usr/lib/debug/.build-id/%s/%s.debug" % (bid[:2], bid[2:])
+        if not os.path.exists(debug):
+            self.skipTest("no debug file for %s (Debian's libc6-dbg)" % libc)
+        syms = self.ns["elf_symbols"](debug, ("mallinfo2", "main_arena", "mp_"), sizes=True)
+        self.assertEqual(sorted(syms), ["main_arena", "mallinfo2", "mp_"])
+        base = fn - syms["mallinfo2"][0]
+        # The load base as the process's maps have it (heaptrack.py's
+        # reading): mallinfo2's address agrees.
+        self.assertEqual(self.ns["library_base"](pid, libc), base)
+        Heap = self.ns["Heap"]
+        h = Heap.__new__(Heap)
+        h.pid, h.mem, h.budget = pid, -1, None
+        (arena, arena_size), (mp, mp_size) = syms["main_arena"], syms["mp_"]
+        self.assertEqual(arena_size, self.ns["MS_SIZE"])
+        h.arena, h.mp = base + arena, base + mp
+        h.n_mmaps, h.mmapped_mem = self.ns["MP_LAYOUTS"][mp_size]
+        h.mangled = version >= (2, 32)
+        self.addCleanup(h.close)
+        self.assertEqual(h.version((base + self.ns["elf_symbols"](debug, ("__libc_version",))["__libc_version"], 0)), version)
+        arenas = h.arenas()
+        self.assertGreaterEqual(len(arenas), 2, "the threads' arenas")
+        self.assertEqual(h.locked(arenas), 0)
+        got = h.mallinfo(arenas)
+        self.assertEqual(got, want)
+        self.assertGreater(got["smblks"], 0, "chunks in fastbins")
+        self.assertEqual(got["hblks"], 1)
+        # A budget of chunks walked: exceeded, and not.
+        with self.assertRaises(self.ns["WalkTooLong"]):
+            h.mallinfo(arenas, 1)
+        self.assertEqual(h.mallinfo(arenas, 1 << 20), want)
+        # No reader of snapctl's: the walk here.
+        self.assertEqual(h.read_all(), (0, len(arenas), want))
+
+    def test_unreadable_memory(self):
+        pid = self.start()[0]
+        h = self.ns["Heap"].__new__(self.ns["Heap"])
+        h.pid, h.mem = pid, -1
+        self.addCleanup(h.close)
+        with self.assertRaisesRegex(self.ns["HeapUnreadable"], "reading 16 bytes at 0x0"):
+            h.read(0, 16)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,573 @@
+# The native backend's part of snapctl's agent: calls into the stopped
+# program. gdb's inferior call, typed so that its register restore is
+# cheap (CALL_TYPE); the direct call through ptrace from gdb's own process
+# where the process has one thread (direct_call), whose engine is
+# _Direct, ptrace through ctypes (loaded at the first direct call: nothing
+# here runs while gdb reads the file); gdb's scheduler-locking and
+# unwindonsignal around a call.
+#
+# Read into the namespace of driver/gdb/agent.py with the other files of
+# native/agent.go's list.
+
+import os
+import signal
+import struct
+import time
+
+import gdb
+
+
+# FUNCS caches the allocator's functions as gdb values, by process:
+# looking a name up in libc's debug info at every stop costs more than the
+# call itself.
+FUNCS = {}
+
+
+def func(expr):
+    """The gdb value of expr, a function, in the current process."""
+    key = (gdb.selected_inferior().pid, expr)
+    if key not in FUNCS:
+        FUNCS[key] = gdb.parse_and_eval(expr)
+    return FUNCS[key]
+
+
+# CALL_TYPE is the type the inferior calls below are made through on
+# x86-64: returning double, whatever the function returns. After a call
+# gdb restores every register to its value from before the call, with one
+# ptrace write for each register whose value its register cache does not
+# hold, and when a call that returns an integer or a struct in memory
+# ends, the cache holds only the general registers: the hundred-odd
+# vector and x87 registers of the XSAVE area then cost a read and a write
+# of the whole area each, 3-5 ms a call here on an AVX-512 machine.
+# Reading a double result reads xmm0, which loads the whole area into the
+# cache, so that the restore writes only the registers the call changed.
+# The double read is never used.
+CALL_TYPE = "double"
+
+
+def x86_64():
+    return gdb.selected_inferior().architecture().name() == "i386:x86-64"
+
+
+# SCRATCH is how far below the stack pointer a call's result is written.
+SCRATCH = 16384
+
+
+# direct_call calls a function of the stopped process on x86-64 Linux
+# through ptrace from gdb's own process, whose main thread, where this
+# code runs, is the process's tracer. gdb's inferior call costs 0.6-0.8 ms
+# here (it restores each general register with a read and a write of all
+# of them, each changed vector register the same way with the XSAVE area,
+# around a full stop of its own); this costs about 0.1 ms: a read and a
+# write of each register set around the call, which returns to address 0
+# and so stops with SIGSEGV there (gdb's own call returns to the stack and
+# stops the same way). It runs only the stopped thread, so it is used only
+# while the process has one: elsewhere another thread may hold an arena's
+# lock, and gdb's call lets every thread run. The thread ends the call
+# with the registers, vector state and siginfo it began it with, which
+# gdb holds in its caches, and with the signals it had blocked; what
+# changes is the stack below the stack pointer, as with gdb's call. A
+# call given up while a handler runs in it (see CALL_TIMEOUT: with a 50 us
+# timer on a loaded machine, the handlers delivered into mallinfo2() took
+# more than its 2 s) would otherwise leave the handler's mask, its own
+# signal blocked, as the thread's from then on.
+#
+# A signal that arrives during the call is delivered to the program when
+# gdb's signal table would pass it without stopping (SIGALRM, SIGCHLD...),
+# once: when it comes again it is blocked for the rest of the call, and
+# delivered as the program goes on after the stop. A timer faster than a
+# ptrace stop's round trip (50 us on a loaded machine) would otherwise
+# have its handler run between every two instructions of the function,
+# which never returned before its timeout.
+# Any other ends the call, and so does a fault inside the called function
+# or a signal it raises (glibc aborts on a heap it finds corrupted): the
+# thread is put back and the signal sent again (with tgkill's siginfo),
+# for gdb to see and handle at the stop as it would after its own call. A
+# call that faulted may hold an arena's lock: the program is better off
+# dying of the fault than going on. CallFailed says what happened, and the
+# stop records it. The process's exit is left for gdb to collect.
+DIRECT = None
+
+# CALL_TIMEOUT bounds a direct call, in seconds, by function: a call
+# that waits for an arena's lock held by the stopped thread (a signal
+# handler that interrupted malloc, when libc's symbol table cannot tell
+# that the lock is held) would never return. malloc_trim walks and gives
+# back a whole heap.
+CALL_TIMEOUT = {"mallinfo2": 2.0, "malloc_trim": 10.0, "mallctl": 2.0}
+
+# FAULTS are the signals with which a called function faults.
+FAULTS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGTRAP)
+
+
+class CallFailed(Exception):
+    """A direct call that was made and did not return."""
+
+
+def direct_call(name, arg=0, result=0):
+    """Calls name(arg) directly when the current process has one thread on
+    x86-64 Linux and returns its integer result; with result, name's
+    argument is a scratch area SCRATCH bytes below the stack pointer, and
+    the call returns the first result bytes written there. None when gdb
+    must make the call (nothing was changed then); CallFailed when the
+    call was made and did not return."""
+    if not direct_usable():
+        return None
+    inferior = gdb.selected_inferior()
+    fn = int(func("(unsigned long)&" + name))
+    return DIRECT.call(inferior.pid, gdb.selected_thread().ptid[1], fn, arg, result, name, CALL_TIMEOUT.get(name, 2.0))
+
+
+def direct_tracer():
+    """The _Direct of the current process when its registers can be read
+    through ptrace from here (x86-64), else None."""
+    global DIRECT
+    if not x86_64():
+        return None
+    if DIRECT is None:
+        try:
+            DIRECT = _Direct()
+        except (ImportError, OSError, AttributeError):
+            DIRECT = False
+    if not DIRECT:
+        return None
+    DIRECT.refuses(gdb.selected_inferior().pid)
+    return DIRECT if DIRECT.mem >= 0 else None
+
+
+def direct_usable():
+    """Whether a call in the current process can be made directly (see
+    direct_call) without changing anything first."""
+    global DIRECT
+    inferior = gdb.selected_inferior()
+    if len(inferior.threads()) != 1 or not x86_64():
+        return False
+    if DIRECT is None:
+        try:
+            DIRECT = _Direct()
+        except (ImportError, OSError, AttributeError):
+            DIRECT = False
+    return bool(DIRECT) and not DIRECT.refuses(inferior.pid)
+
+
+# PASSED caches, by signal number, whether gdb's signal table passes the
+# signal to the program without stopping.
+PASSED = {}
+
+
+def passed_quietly(sig):
+    if sig not in PASSED:
+        try:
+            out = gdb.execute("info signals %s" % signal.Signals(sig).name, to_string=True)
+            cols = out.splitlines()[1].split()
+            PASSED[sig] = cols[1] == "No" and cols[3] == "Yes"  # Stop, Print, Pass
+        except (gdb.error, IndexError, ValueError):
+            PASSED[sig] = False
+    return PASSED[sig]
+
+
+class scheduler_locked:
+    """gdb's scheduler-locking on for a with block: only the selected
+    thread runs during gdb's calls."""
+
+    def __enter__(self):
+        self.prev = gdb.parameter("scheduler-locking")
+        if self.prev != "on":
+            gdb.execute("set scheduler-locking on")
+
+    def __exit__(self, *exc):
+        if self.prev != "on":
+            gdb.execute("set scheduler-locking %s" % self.prev)
+
+
+class unwound_on_signal:
+    """gdb's unwindonsignal on for a with block: a call that a signal
+    stops is given up and the thread put back as before it."""
+
+    def __enter__(self):
+        self.prev = gdb.parameter("unwindonsignal")
+        if not self.prev:
+            gdb.execute("set unwindonsignal on")
+
+    def __exit__(self, *exc):
+        if not self.prev:
+            gdb.execute("set unwindonsignal off")
+
+
+class _Direct:
+    """ptrace through ctypes, loaded at the first direct call."""
+
+    GETREGS, SETREGS, CONT, GETSIGINFO, SETSIGINFO, GETREGSET, SETREGSET = 12, 13, 7, 0x4202, 0x4203, 0x4204, 0x4205
+    NT_X86_XSTATE = 0x202
+    WALL = 0x40000000  # __WALL: the thread may not be the process's first
+    SYS_TGKILL = 234
+    # XSAVE is room for the XSAVE area: 2.7 KB with AVX-512, 11 KB with
+    # AMX; the kernel says how much it filled.
+    XSAVE = 64 * 1024
+    # struct user_regs_struct, <sys/user.h>
+    REGS = ("r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax "
+            "rip cs eflags rsp ss fs_base gs_base ds es fs gs").split()
+
+    def __init__(self):
+        import ctypes
+        self.c = ctypes
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.ptrace = self.libc.ptrace
+        self.ptrace.restype = ctypes.c_long
+        self.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+
+        class Regs(ctypes.Structure):
+            _fields_ = [(n, ctypes.c_ulonglong) for n in self.REGS]
+
+        class IOVec(ctypes.Structure):
+            _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+        self.Regs = Regs
+        self.regs, self.now = Regs(), Regs()
+        self.siginfo = ctypes.create_string_buffer(128)
+        self.info = ctypes.create_string_buffer(128)  # the siginfo of a stop in the call
+        self.xstate = ctypes.create_string_buffer(self.XSAVE)
+        self.iov = IOVec(ctypes.addressof(self.xstate), self.XSAVE)
+        # The process called last: its pid, /proc/PID/mem open for
+        # writing, and whether it refuses direct calls.
+        self.pid, self.mem, self.refused = 0, -1, True
+        # stopped says that the thread is in a stop snapctl has taken
+        # from the kernel (see settle).
+        self.stopped = True
+        # How far below the stack pointer the last signal frame was
+        # found (see signal_frame).
+        self.frame_depth = 0
+        # When the running call is given up (see wait), and after how
+        # long (timeout); the function called (fn) and the signals held
+        # blocked during the call (held, see run).
+        self.deadline, self.expired, self.timeout = 0.0, False, 2.0
+        self.fn, self.held = 0, 0
+        # restop: a SIGSTOP not of snapctl's came while take_stop took
+        # snapctl's own, and is sent again by restore.
+        self.restop = False
+        # The thread's blocked signals before the call, put back with its
+        # registers (see restore).
+        self.mask = 0
+
+    def refuses(self, pid):
+        """Whether process pid cannot be called directly: its memory file
+        does not open, or it runs with a shadow stack (the kernel's x86
+        user shadow stacks), whose return to address 0 would fault."""
+        if pid != self.pid:
+            if self.mem >= 0:
+                os.close(self.mem)
+            self.pid, self.mem, self.refused = pid, -1, True
+            try:
+                with open("/proc/%d/status" % pid, "rb") as f:
+                    shstk = any(l.startswith(b"x86_Thread_features:") and b"shstk" in l for l in f)
+                self.mem = os.open("/proc/%d/mem" % pid, os.O_RDWR | os.O_CLOEXEC)
+                self.refused = shstk
+            except OSError:
+                pass
+        return self.refused
+
+    def pc_sp(self, tid):
+        """Thread tid's program counter and stack pointer, then its other
+        general registers (GPRS); None when they cannot be read."""
+        regs = self.now
+        if self.ptrace(self.GETREGS, tid, None, self.c.byref(regs)) != 0:
+            return None
+        return (regs.rip, regs.rsp) + tuple(getattr(regs, r) for r in GPRS)
+
+    # FRAME_WINDOW is how far below the stack pointer the kernel's signal
+    # frame is looked for: the red zone, the XSAVE area (up to 11 KB with
+    # AMX) and the frame itself.
+    FRAME_WINDOW = 16384
+
+    def signal_frame(self, sp, pc):
+        """Whether a signal frame saved at stack pointer sp and address pc
+        lies below sp: struct sigcontext holds rsp, then rip. The rip found
+        is overwritten (the memory is below the stack pointer, free), so
+        that a frame is found once. The kernel puts the frame at the same
+        distance below the same stack pointer every time, so that
+        distance is tried first (16 bytes read, not 16 KB)."""
+        pattern = struct.pack("<QQ", sp, pc)
+        try:
+            at = sp - self.frame_depth
+            found = self.frame_depth > 0 and os.pread(self.mem, 16, at) == pattern
+            if not found:
+                start = max(sp - self.FRAME_WINDOW, 0)
+                data = os.pread(self.mem, sp - start, start)
+                i = data.rfind(pattern)
+                if i < 0 or i % 8:
+                    return False
+                at = start + i
+                self.frame_depth = sp - at
+            os.pwrite(self.mem, bytes(8), at + 8)
+        except OSError:
+            return False
+        return True
+
+    def call(self, pid, tid, fn, arg, result, name, timeout, args=(), top=0):
+        """Calls fn(arg); args, when given, are the first integer
+        arguments instead (rdi, rsi, rdx, rcx, r8), and top is where the
+        call's stack begins below, above it the caller's data."""
+        c, regs = self.c, self.regs
+        self.iov.len = self.XSAVE
+        if (self.ptrace(self.GETREGS, tid, None, c.byref(regs)) != 0
+                or self.ptrace(self.GETREGSET, tid, self.NT_X86_XSTATE, c.byref(self.iov)) != 0
+                or self.ptrace(self.GETSIGINFO, tid, None, self.siginfo) != 0):
+            return None
+        self.mask = sigmask(self, tid)
+        if self.mask is None:
+            return None
+        top = top or regs.rsp
+        if result:
+            arg = top = (regs.rsp - SCRATCH) & ~15
+        # The return address, 0, goes below the scratch area, or the red
+        # zone, aligned as at a call.
+        sp = ((top - 256) & ~15) - 8
+        try:
+            if os.pwrite(self.mem, bytes(8), sp) != 8:
+                return None
+        except OSError:
+            return None
+        call = self.Regs.from_buffer_copy(regs)
+        # orig_rax -1: a thread stopped in a system call does not restart
+        # it as the call begins.
+        call.rip, call.rsp, call.rdi, call.rax, call.orig_rax = fn, sp, arg, 0, (1 << 64) - 1
+        for reg, value in zip(("rdi", "rsi", "rdx", "rcx", "r8"), args):
+            setattr(call, reg, value)
+        if self.ptrace(self.SETREGS, tid, None, c.byref(call)) != 0:
+            return None
+        self.timeout, self.fn, self.held = timeout, fn, 0
+        self.deadline, self.expired = time.monotonic() + timeout, False
+        try:
+            rax, why = self.run(tid)
+        except BaseException:
+            # Python raises gdb's quit (SIGINT) between two of its steps,
+            # where the thread may be running the call: it is run to the
+            # call's end, or to where it holds no lock, before it is put
+            # back.
+            self.settle(tid)
+            self.finish(tid)
+            self.restore(tid)
+            raise
+        if why == "exited":
+            raise CallFailed("the process ended during %s()" % name)
+        if not self.restore(tid):
+            raise CallFailed("the registers from before %s() could not be put back" % name)
+        if why == "timeout":
+            # The thread goes back to the breakpoint as it was: the call
+            # holds no lock (holds_no_lock); it waits for an arena's lock
+            # (that the stopped thread holds itself, in a signal handler
+            # that interrupted malloc), or a handler runs in it.
+            raise CallFailed("%s() did not return within %g s (it waits for a lock the stopped thread may hold, "
+                             "or a signal handler runs in it): given up where it held no lock" % (name, timeout))
+        if why:
+            sig, how = why
+            self.libc.syscall(self.SYS_TGKILL, pid, tid, sig)
+            raise CallFailed("%s() %s %s" % (name, how, signal.Signals(sig).name))
+        if result:
+            try:
+                data = os.pread(self.mem, result, arg)
+            except OSError:
+                data = b""
+            if len(data) != result:
+                raise CallFailed("%s()'s result could not be read" % name)
+            return data
+        return rax
+
+    def restore(self, tid):
+        c = self.c
+        ok = (self.ptrace(self.SETREGS, tid, None, c.byref(self.regs)) == 0
+              and self.ptrace(self.SETREGSET, tid, self.NT_X86_XSTATE, c.byref(self.iov)) == 0
+              and self.ptrace(self.SETSIGINFO, tid, None, self.siginfo) == 0
+              and sigmask(self, tid, self.mask) is not None)
+        if self.restop:
+            self.restop = False
+            self.libc.syscall(self.SYS_TGKILL, self.pid, tid, signal.SIGSTOP)
+        return ok
+
+    def wait(self, tid):
+        """Waits for the running thread to stop and returns the signal,
+        or None when the process ended instead. The end is only looked at
+        (WNOWAIT), so that gdb reaps it; a stop is then taken without
+        WEXITED, so that a process killed meanwhile is not reaped either.
+        A call still running at self.deadline (it waits for a lock that
+        the stopped thread itself holds, say) is stopped with SIGSTOP
+        (self.expired), which run then reports."""
+        delay, flags = 0.00002, os.WEXITED | os.WSTOPPED | os.WNOWAIT | self.WALL
+        while True:
+            info = os.waitid(os.P_PID, tid, flags | os.WNOHANG)
+            if info is not None:
+                break
+            if not self.expired and time.monotonic() > self.deadline:
+                self.expired = True
+                self.libc.syscall(self.SYS_TGKILL, self.pid, tid, signal.SIGSTOP)
+            time.sleep(delay)
+            delay = min(2 * delay, 0.005)
+        if info.si_code not in (os.CLD_TRAPPED, os.CLD_STOPPED):
+            return None
+        if os.waitid(os.P_PID, tid, os.WSTOPPED | os.WNOHANG | self.WALL) is None:
+            return None
+        self.stopped = True
+        return info.si_status
+
+    def run(self, tid):
+        """Runs the thread until the call returns: (rax, None) when it
+        does, (None, (SIG, HOW)) when signal SIG ends it first, HOW saying
+        whence, (None, "exited") when the process ends or cannot be
+        resumed."""
+        sig, info, delivered = 0, self.info, set()
+        while True:
+            self.stopped = False
+            if self.ptrace(self.CONT, tid, None, sig) != 0:
+                self.stopped = True
+                return None, "exited"
+            sig = self.wait(tid)
+            if (sig is None or self.ptrace(self.GETREGS, tid, None, self.c.byref(self.now)) != 0
+                    or self.ptrace(self.GETSIGINFO, tid, None, info) != 0):
+                return None, "exited"
+            if sig == signal.SIGSEGV and self.now.rip == 0:
+                rax = self.now.rax
+                if self.expired and not self.take_stop(tid):
+                    return None, "exited"
+                return rax, None
+            # siginfo_t: si_signo, si_errno, si_code, then for a signal a
+            # process sent (si_code SI_USER, or below: SI_TKILL...) the
+            # sender's pid.
+            (code,), (sender,) = struct.unpack_from("<i", info, 8), struct.unpack_from("<i", info, 16)
+            if self.expired and sig == signal.SIGSTOP and code <= 0 and sender == os.getpid():
+                if self.holds_no_lock(tid, delivered):
+                    return None, "timeout"
+                # Still at work inside the allocator, perhaps with an
+                # arena's lock held: it runs on (see holds_no_lock).
+                self.deadline, self.expired = time.monotonic() + self.timeout, False
+                sig = 0
+                continue
+            if code > 0 and sig in FAULTS:
+                return self.ended(tid, (sig, "faulted:"))
+            if passed_quietly(sig):
+                if sig in delivered or self.now.rip != self.fn:
+                    # Blocked now, the signal given back with CONT stays
+                    # pending until restore puts the mask back.
+                    mask = sigmask(self, tid)
+                    if mask is not None:
+                        sigmask(self, tid, mask | 1 << (sig - 1))
+                        self.held |= 1 << (sig - 1)
+                else:
+                    delivered.add(sig)
+                continue
+            if code <= 0 and sender == self.pid:
+                return self.ended(tid, (sig, "raised"))
+            return self.ended(tid, (sig, "was interrupted by"))
+
+    def ended(self, tid, why):
+        """run's result for a call that signal why[0] ended, once the
+        SIGSTOP of its deadline, if one was sent, is taken."""
+        if self.expired and not self.take_stop(tid):
+            return None, "exited"
+        return None, why
+
+    def take_stop(self, tid):
+        """Takes the SIGSTOP that wait sent at the deadline (self.expired)
+        and that the call's end or another signal overtook: the kernel
+        reports a fault first, and the call may return in the moment
+        between the deadline and the signal. Left pending, it was the
+        program's next signal once gdb resumed the thread at the
+        breakpoint: gdb stopped the process for it, passed it on, and
+        stepping over the breakpoint again it reported the same hit a
+        second time, which no signal frame marked as a repeat (no handler
+        ran): one stop too many (docs/facts.md, fact 102). The thread
+        is resumed at address 0, where it can run nothing of the
+        program's, and the kernel hands it its pending signals before it
+        gets there: the SIGSTOP ends the loop; any other signal is blocked
+        and given back, pending as before until restore puts the thread's
+        mask back; a fault at 0 says that nothing was pending. False when
+        the process is gone."""
+        c, now, info = self.c, self.now, self.info
+        at = self.Regs.from_buffer_copy(now)
+        at.rip, at.orig_rax = 0, (1 << 64) - 1
+        if self.ptrace(self.SETREGS, tid, None, c.byref(at)) != 0:
+            return False
+        sig = 0
+        while True:
+            self.stopped = False
+            if self.ptrace(self.CONT, tid, None, sig) != 0:
+                self.stopped = True
+                return False
+            sig = self.wait(tid)
+            if (sig is None or self.ptrace(self.GETREGS, tid, None, c.byref(now)) != 0
+                    or self.ptrace(self.GETSIGINFO, tid, None, info) != 0):
+                return False
+            (code,), (sender,) = struct.unpack_from("<i", info, 8), struct.unpack_from("<i", info, 16)
+            if sig == signal.SIGSTOP and code <= 0 and sender == os.getpid():
+                self.expired = False
+                return True
+            if sig == signal.SIGSEGV and code > 0 and now.rip == 0:
+                self.expired = False
+                return True
+            if sig == signal.SIGSTOP:
+                # Someone else's, which cannot be blocked: sent again
+                # once the thread is put back (see restore).
+                self.restop, sig = True, 0
+                continue
+            mask = sigmask(self, tid)
+            if mask is None:
+                return False
+            sigmask(self, tid, mask | 1 << (sig - 1))
+            self.held |= 1 << (sig - 1)
+
+    # SYS_FUTEX is futex(2)'s number on x86-64.
+    SYS_FUTEX = 202
+
+    def holds_no_lock(self, tid, delivered):
+        """Whether the call, stopped past its deadline, can be given up
+        without leaving a lock held. mallinfo2 and malloc_trim take one
+        arena's lock at a time, wait for it in futex(2) and wake its
+        waiters with futex(2) once it is released: a thread in futex(2)
+        (its registers at the stop, self.now: orig_rax is the system
+        call) holds none. A handler of the program's runs in the call only
+        when its signal was pending as the call began (delivered; one that
+        comes later is held until the call ends, see run): while one
+        still runs (its signal blocked in the thread beyond what the call
+        began with), the call has taken nothing. A call at work, walking
+        the free lists or in malloc_trim's madvise(2), may hold a lock:
+        given up there, the lock stayed held for good, every later stop
+        found the allocator busy, and a single-threaded program, whose
+        malloc takes no lock, ran on until its first thread (docs/facts.md,
+        fact 87). It runs on until it holds none."""
+        if self.now.orig_rax == self.SYS_FUTEX:
+            return True
+        if delivered:
+            mask = sigmask(self, tid)
+            return mask is not None and mask & ~(self.mask | self.held) != 0
+        return False
+
+    def finish(self, tid):
+        """Runs a call interrupted by an exception to its end, or to where
+        it can be given up (holds_no_lock): Ctrl-C must not leave an
+        arena's lock held either."""
+        while True:
+            try:
+                if self.ptrace(self.GETREGS, tid, None, self.c.byref(self.now)) != 0 or self.now.rip == 0:
+                    return
+                if self.now.orig_rax == self.SYS_FUTEX:
+                    return
+                self.deadline, self.expired = time.monotonic() + self.timeout, False
+                self.run(tid)
+                return
+            except KeyboardInterrupt:
+                self.settle(tid)
+
+    def settle(self, tid):
+        """Brings the thread to a stop after an exception between two
+        steps of run: it may be stopped already, with or without a stop
+        to take, or running the call, which then ends by itself."""
+        if self.stopped:
+            return
+        try:
+            with open("/proc/%d/task/%d/stat" % (self.pid, tid), "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return
+        if state == b"t":
+            os.waitid(os.P_PID, tid, os.WSTOPPED | os.WNOHANG | self.WALL)
+        elif state not in (b"Z", b"X"):
+            self.wait(tid)
+        self.stopped = True
