@@ -250,7 +250,9 @@ func TestLoopInterruptBringsAnotherStop(t *testing.T) {
 		{"own stop", []string{`*stopped,reason="signal-received",signal-name="SIGTRAP",thread-id="1"`}, []int{1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			plan, err := plan.Parse("plan.yaml", []byte("stop_timeout: 100ms\nbreakpoints:\n  - name: request\n    location: handle_request\n    around_call: true\n"))
+			// The deadline bounds the hit's snapshot too: long enough
+			// for that on a loaded machine, with the race detector.
+			plan, err := plan.Parse("plan.yaml", []byte("stop_timeout: 1s\nbreakpoints:\n  - name: request\n    location: handle_request\n    around_call: true\n"))
 			if err != nil {
 				t.Fatal(err)
 			}
