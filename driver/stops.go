@@ -86,6 +86,11 @@ func (s *stopLoop) loop(ctx context.Context) error {
 			err := s.launcher.Gone()
 			var killed *backend.TargetKilledError
 			if errors.As(err, &killed) {
+				// The signal snapctl sent to end the target is
+				// no crash, however late gdb is to report it.
+				if s.end.bySnapctl(killed.Signal) {
+					return s.end.err
+				}
 				return &CrashError{Signal: killed.Signal}
 			}
 			return err
