@@ -225,8 +225,8 @@ func (c *Counter) Signal() syscall.Signal { return c.sig }
 // (the table held keeps the hold's number, haltEpoch, which each
 // measured stop taken advances): held again in the same hold, it stops
 // with the measured hits' signal and an entry of hit 0, a stop the
-// tracer reports and snapctl resumes, as where there is no hold signal
-// (gdb's own target lets every such stop go at once).
+// tracer reports and snapctl resumes; as does every held hit where
+// there is no hold signal (the program catches or blocks them all).
 func (c *Counter) program(id int, r Rule) (*ebpf.Program, error) {
 	every := max(r.Every, 1)
 	insns := asm.Instructions{
