@@ -20,7 +20,10 @@
 # measured stops and what a stop cost the load (the difference of the
 # medians over the stops).
 #
-# With SNAPCTL_HITS=gdb, gdb counts every hit, for comparison.
+# With SNAPCTL_HITS=gdb, gdb counts every hit, for comparison. With
+# BASELINE=path/to/snapctl, each round also runs attached and run with
+# that build, right after this tree's, and the script prints this tree's
+# seconds over the baseline's, paired round by round (below 1: faster).
 #
 # Usage: bench/server.sh [ROUNDS [REQUESTS [EVERY]]]   (defaults 5, 20000,
 # 100; needs go, gcc, gdb, gdbserver; root or CAP_BPF and CAP_PERFMON)
@@ -89,35 +92,54 @@ if b.get('counted') != sys.argv[2]:
 print(b['snapshots'])" "$2/run.json" "$SNAPCTL_HITS")
 }
 
-alone=() attached=() ran=() ra=() rr=() sa=() sr=()
+# attach_round BIN DIR and run_round BIN DIR set secs to the load's
+# seconds under BIN and stops to its measured stops.
+attach_round() {
+	serve
+	"$1" attach -q --force --timeout 10m -o "$2" "$tmp/plan.yaml" "$srv" >/dev/null 2>"$tmp/err" &
+	snap=$!
+	pids+=("$snap")
+	ready "$snap"
+	secs=$(load 4 "$requests")
+	finish "$snap" "$2"
+	unserve
+}
+run_round() {
+	rm -f "$tmp/port"
+	"$1" run -q --force --timeout 10m -o "$2" "$tmp/plan.yaml" "$tmp/server" "$tmp/port" 4 >/dev/null 2>"$tmp/err" &
+	snap=$!
+	pids+=("$snap")
+	ready "$snap"
+	secs=$(load 4 "$requests")
+	finish "$snap" "$2"
+}
+
+alone=() attached=() ran=() ra=() rr=() sa=() sr=() battached=() bran=() pa=() pr=()
 for r in $(seq 1 "$rounds"); do
 	serve
 	load 4 500 >/dev/null
 	alone+=("$(load 4 "$requests")")
 	unserve
 
-	serve
-	"$tmp/snapctl" attach -q --force --timeout 10m -o "$tmp/attach" "$tmp/plan.yaml" "$srv" >/dev/null 2>"$tmp/err" &
-	snap=$!
-	pids+=("$snap")
-	ready "$snap"
-	attached+=("$(load 4 "$requests")")
-	finish "$snap" "$tmp/attach"
-	sa+=("$stops")
-	unserve
+	attach_round "$tmp/snapctl" "$tmp/attach"
+	attached+=("$secs") sa+=("$stops")
+	if [ -n "${BASELINE:-}" ]; then
+		attach_round "$BASELINE" "$tmp/battach"
+		battached+=("$secs")
+		pa+=("$(echo "${attached[-1]} / $secs" | bc -l)")
+	fi
 
-	rm -f "$tmp/port"
-	"$tmp/snapctl" run -q --force --timeout 10m -o "$tmp/run" "$tmp/plan.yaml" "$tmp/server" "$tmp/port" 4 >/dev/null 2>"$tmp/err" &
-	snap=$!
-	pids+=("$snap")
-	ready "$snap"
-	ran+=("$(load 4 "$requests")")
-	finish "$snap" "$tmp/run"
-	sr+=("$stops")
+	run_round "$tmp/snapctl" "$tmp/run"
+	ran+=("$secs") sr+=("$stops")
+	if [ -n "${BASELINE:-}" ]; then
+		run_round "$BASELINE" "$tmp/brun"
+		bran+=("$secs")
+		pr+=("$(echo "${ran[-1]} / $secs" | bc -l)")
+	fi
 
 	ra+=("$(echo "${alone[-1]} / ${attached[-1]}" | bc -l)")
 	rr+=("$(echo "${alone[-1]} / ${ran[-1]}" | bc -l)")
-	echo "round $r: alone ${alone[-1]} s, attached ${attached[-1]} s (${sa[-1]} stops), run ${ran[-1]} s (${sr[-1]} stops)"
+	echo "round $r: alone ${alone[-1]} s, attached ${attached[-1]} s (${sa[-1]} stops), run ${ran[-1]} s (${sr[-1]} stops)${BASELINE:+; baseline attached ${battached[-1]} s, run ${bran[-1]} s}; load$(uptime | sed 's/.*average//')"
 done
 UNIT=s
 echo "server alone, $requests requests, 4 connections: $(stats "${alone[@]}")"
@@ -128,3 +150,11 @@ echo "throughput attached / alone, by round: $(stats "${ra[@]}")  (goal >= 0.80)
 echo "throughput run / alone, by round:      $(stats "${rr[@]}")  (goal >= 0.80)"
 a=$(median "${alone[@]}")
 echo "a measured stop cost the load (medians): attached $(echo "($(median "${attached[@]}") - $a) * 1000 / $(median "${sa[@]}")" | bc -l | xargs printf '%.2f') ms, run $(echo "($(median "${ran[@]}") - $a) * 1000 / $(median "${sr[@]}")" | bc -l | xargs printf '%.2f') ms"
+if [ -n "${BASELINE:-}" ]; then
+	UNIT=s
+	echo "baseline attached:                             $(stats "${battached[@]}")"
+	echo "baseline run:                                  $(stats "${bran[@]}")"
+	UNIT=
+	echo "seconds attached / baseline's, by round:       $(stats "${pa[@]}")"
+	echo "seconds run / baseline's, by round:            $(stats "${pr[@]}")"
+fi

@@ -548,6 +548,8 @@ func TestKernelAttachHoldsOtherThreads(t *testing.T) {
 		// per other thread: between two stops, twice that.
 		if d := (started - prev) - (s.Hit - prevHit); i > 0 && (d < -6 || d > 6) {
 			t.Errorf("stops at hits %d and %d: %d calls begun between them, %+d from the hits", prevHit, s.Hit, started-prev, d)
+		} else if i > 0 {
+			t.Logf("stops at hits %d and %d: %+d", prevHit, s.Hit, d)
 		}
 		prev, prevHit = started, s.Hit
 	}
@@ -557,12 +559,17 @@ func TestKernelAttachHoldsOtherThreads(t *testing.T) {
 	}
 	// The first stop is gdb's breakpoint's; each measured one after it
 	// is its thread's SIGWINCH, run on to the breakpoint's address.
-	// Held hits stop with SIGURG, which gdb never reports.
+	// Held hits stop with SIGURG, which gdb never reports; a thread
+	// that gdbserver let go with it before it stopped every thread
+	// stops with SIGWINCH at its next hit, at most once per other
+	// thread and measured stop.
 	winch := strings.Count(string(mi), `*stopped,reason="signal-received",signal-name="SIGWINCH"`)
 	urg := strings.Count(string(mi), `*stopped,reason="signal-received",signal-name="SIGURG"`)
-	if winch != len(m.Stops)-1 || urg != 0 {
-		t.Errorf("gdb reported %d SIGWINCH and %d SIGURG stops for %d measured hits counted in the kernel", winch, urg, len(m.Stops)-1)
+	measured := len(m.Stops) - 1
+	if winch < measured || winch > 4*measured || urg != 0 {
+		t.Errorf("gdb reported %d SIGWINCH and %d SIGURG stops for %d measured hits counted in the kernel", winch, urg, measured)
 	}
+	t.Logf("%d held hits stopped with SIGWINCH", winch-measured)
 	if ch := testenv.TextChanges(t, pid); len(ch) > 0 {
 		t.Fatalf("probes or breakpoints left in the program: %s", strings.Join(ch, "; "))
 	}

@@ -130,17 +130,17 @@ func (b *Launch) TakeOver(ctx context.Context, number string, bp *plan.Breakpoin
 		if why != "" {
 			return why, nil
 		}
-		holdName, hold := "", syscall.Signal(0)
-		if b.guard != nil {
-			// gdbserver keeps a held thread's stop that comes
-			// while it stops every thread, and passes the signal
-			// on as they go on. gdb's own target lets such a
-			// thread go as soon as it sees its stop, before gdb
-			// stops every thread (docs/facts.md, fact 111):
-			// there a held hit stops with the measured hits'
-			// signal, and snapctl lets it go.
-			holdName, hold = holdSignal(b.pid, lwp, sig)
-		}
+		// A held hit stops with a signal gdb has its target pass on
+		// without a stop: gdbserver keeps such a stop that comes
+		// while it stops every thread, and passes the signal on as
+		// they go on; gdb's own target lets the thread go as soon as
+		// it sees its stop (docs/facts.md, fact 111). Either way a
+		// thread let go is held again with the measured hits'
+		// signal, a stop snapctl resumes (fact hold-1): under
+		// `snapctl run` that is a held thread whose stop came before
+		// the measured one's, where each held thread was a stop of
+		// its own (fact hold-3).
+		holdName, hold := holdSignal(b.pid, lwp, sig)
 		counter, err := uprobes.New(b.pid, sig, hold, len(b.plan.Breakpoints))
 		if err != nil {
 			return "the kernel does not count hits here: " + err.Error(), nil

@@ -70,6 +70,12 @@ const (
 	slotSize   = 48
 )
 
+// The halt map's words.
+const (
+	haltCount = 0 // measured stops on their way
+	haltEpoch = 1 // measured stops taken: a hold's number
+)
+
 // Slot is what the kernel counted of a breakpoint.
 type Slot struct {
 	// Count is every hit, those under skip included.
@@ -151,7 +157,8 @@ type Counter struct {
 	hold   syscall.Signal // a held hit's signal (see program), 0 for sig
 	counts *ebpf.Map      // id -> slot
 	stops  *ebpf.Map      // thread id -> id<<32 | hit: the measured hit a thread stops at, hit 0 for a held one
-	halt   *ebpf.Map      // one word: 1 from a measured hit until its stop is taken
+	halt   *ebpf.Map      // haltCount: measured stops on their way; haltEpoch: the hold's number
+	held   *ebpf.Map      // thread id -> the hold in which it was sent the hold signal
 	mu     sync.Mutex
 	bps    map[int]*probe
 	rules  map[int]Rule
@@ -176,13 +183,20 @@ func New(pid int, sig, hold syscall.Signal, n int) (*Counter, error) {
 		counts.Close()
 		return nil, refusal("creating the stop table", err)
 	}
-	halt, err := ebpf.NewMap(&ebpf.MapSpec{Name: "snapctl_halt", Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1})
+	halt, err := ebpf.NewMap(&ebpf.MapSpec{Name: "snapctl_halt", Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 2})
 	if err != nil {
 		counts.Close()
 		stops.Close()
 		return nil, refusal("creating the halt", err)
 	}
-	return &Counter{pid: pid, sig: sig, hold: hold, counts: counts, stops: stops, halt: halt, bps: map[int]*probe{}, rules: map[int]Rule{}}, nil
+	held, err := ebpf.NewMap(&ebpf.MapSpec{Name: "snapctl_held", Type: ebpf.Hash, KeySize: 4, ValueSize: 8, MaxEntries: 1 << 16})
+	if err != nil {
+		counts.Close()
+		stops.Close()
+		halt.Close()
+		return nil, refusal("creating the held threads' table", err)
+	}
+	return &Counter{pid: pid, sig: sig, hold: hold, counts: counts, stops: stops, halt: halt, held: held, bps: map[int]*probe{}, rules: map[int]Rule{}}, nil
 }
 
 // Signal is the signal a measured hit stops with.
@@ -204,10 +218,15 @@ func (c *Counter) Signal() syscall.Signal { return c.sig }
 // the program without a stop of every thread or a word to gdb: a stop
 // it pulls while it stops every thread for the measured one waits until
 // they all go on; one pulled before goes on at once and is held again
-// at its next hit (docs/facts.md, fact 111). Without a hold signal
-// (gdb's own target lets every such stop go at once), a held hit stops
-// with the measured hits' signal and an entry of hit 0, a stop of its
-// own that snapctl resumes.
+// at its next hit (docs/facts.md, fact 111). A thread let go so runs a
+// call further at each such round: on a loaded machine, where the
+// measured thread's stop reaches the tracer milliseconds late, hundreds
+// (fact hold-1). So a thread is sent the hold signal once in a hold
+// (the table held keeps the hold's number, haltEpoch, which each
+// measured stop taken advances): held again in the same hold, it stops
+// with the measured hits' signal and an entry of hit 0, a stop the
+// tracer reports and snapctl resumes; as does every held hit where
+// there is no hold signal (the program catches or blocks them all).
 func (c *Counter) program(id int, r Rule) (*ebpf.Program, error) {
 	every := max(r.Every, 1)
 	insns := asm.Instructions{
@@ -307,28 +326,56 @@ func (c *Counter) program(id int, r Rule) (*ebpf.Program, error) {
 	insns = append(insns, next...)
 	// Any breakpoint's measured stop on its way: the halt.
 	insns = append(insns, c.haltOn("global", "exit")...)
+	stop := "holdit"
 	if c.hold != 0 {
 		// The hold signal, which the tracer collects and passes on
 		// without a stop: the thread waits in its signal stop until
-		// then, and the program ignores the signal.
-		blk := c.blocked(c.hold, "holdsend", "exit")
-		blk[0] = blk[0].WithSymbol("holdit")
-		insns = append(insns, blk...)
+		// then, and the program ignores the signal. Once in a hold:
+		// a thread held again in the same hold was let go, and
+		// stops with the measured hits' signal (R9 is the hold's
+		// number, held[tid] the hold it was last sent the signal in).
+		stop = "reheld"
+		insns = append(insns,
+			asm.StoreImm(asm.RFP, -44, haltEpoch, asm.Word).WithSymbol("holdit"),
+			asm.LoadMapPtr(asm.R1, c.halt.FD()),
+			asm.Mov.Reg(asm.R2, asm.RFP),
+			asm.Add.Imm(asm.R2, -44),
+			asm.FnMapLookupElem.Call(),
+			asm.Mov.Imm(asm.R9, 0),
+			asm.JEq.Imm(asm.R0, 0, "heldlookup"),
+			asm.LoadMem(asm.R9, asm.R0, 0, asm.DWord),
+			asm.StoreMem(asm.RFP, -56, asm.R9, asm.DWord).WithSymbol("heldlookup"),
+			asm.StoreMem(asm.RFP, -60, asm.R7, asm.Word),
+			asm.LoadMapPtr(asm.R1, c.held.FD()),
+			asm.Mov.Reg(asm.R2, asm.RFP),
+			asm.Add.Imm(asm.R2, -60),
+			asm.FnMapLookupElem.Call(),
+			asm.JEq.Imm(asm.R0, 0, "firsthold"),
+			asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
+			asm.JEq.Reg(asm.R1, asm.R9, "reheld"),
+			asm.LoadMapPtr(asm.R1, c.held.FD()).WithSymbol("firsthold"),
+			asm.Mov.Reg(asm.R2, asm.RFP),
+			asm.Add.Imm(asm.R2, -60),
+			asm.Mov.Reg(asm.R3, asm.RFP),
+			asm.Add.Imm(asm.R3, -56),
+			asm.Mov.Imm(asm.R4, 0), // BPF_ANY
+			asm.FnMapUpdateElem.Call(),
+		)
+		insns = append(insns, c.blocked(c.hold, "holdsend", "exit")...)
 		insns = append(insns,
 			asm.Mov.Imm(asm.R1, int32(c.hold)).WithSymbol("holdsend"),
 			asm.FnSendSignalThread.Call(),
 			asm.Ja.Label("exit"),
 		)
-	} else {
-		blk := c.blocked(c.sig, "holdsend", "exit")
-		blk[0] = blk[0].WithSymbol("holdit")
-		insns = append(insns, blk...)
-		insns = append(insns,
-			asm.Mov.Imm(asm.R2, 0).WithSymbol("holdsend"),
-			asm.Mov.Imm(asm.R4, 1), // BPF_NOEXIST
-		)
-		insns = append(insns, c.signal(id, "exit", "exit")...)
 	}
+	blk := c.blocked(c.sig, "holdsend0", "exit")
+	blk[0] = blk[0].WithSymbol(stop)
+	insns = append(insns, blk...)
+	insns = append(insns,
+		asm.Mov.Imm(asm.R2, 0).WithSymbol("holdsend0"),
+		asm.Mov.Imm(asm.R4, 1), // BPF_NOEXIST
+	)
+	insns = append(insns, c.signal(id, "exit", "exit")...)
 	insns = append(insns,
 		asm.Mov.Imm(asm.R0, 0).WithSymbol("exit"),
 		asm.Return(),
@@ -572,8 +619,13 @@ func (c *Counter) Take(tid int) (id int, hit uint64, ok bool) {
 	if hit != 0 {
 		c.setTaken(id, hit, true)
 		var h uint64
-		if c.halt.Lookup(uint32(0), &h) == nil && h > 0 {
-			c.halt.Put(uint32(0), h-1)
+		if c.halt.Lookup(uint32(haltCount), &h) == nil && h > 0 {
+			c.halt.Put(uint32(haltCount), h-1)
+		}
+		// A new hold: the threads this one held go on as every
+		// thread does, and each may be sent the hold signal again.
+		if c.halt.Lookup(uint32(haltEpoch), &h) == nil {
+			c.halt.Put(uint32(haltEpoch), h+1)
 		}
 	}
 	return id, hit, true
@@ -626,6 +678,7 @@ func (c *Counter) Close() error {
 	c.mu.Unlock()
 	c.stops.Close()
 	c.halt.Close()
+	c.held.Close()
 	return c.counts.Close()
 }
 
