@@ -136,10 +136,10 @@ func (b *Launch) TakeOver(ctx context.Context, number string, bp *plan.Breakpoin
 		// they go on; gdb's own target lets the thread go as soon as
 		// it sees its stop (docs/facts.md, fact 111). Either way a
 		// thread let go is held again with the measured hits'
-		// signal, a stop snapctl resumes (fact hold-1): under
+		// signal, a stop snapctl resumes (fact 116): under
 		// `snapctl run` that is a held thread whose stop came before
 		// the measured one's, where each held thread was a stop of
-		// its own (fact hold-3).
+		// its own (fact 118).
 		holdName, hold := holdSignal(b.pid, lwp, sig)
 		counter, err := uprobes.New(b.pid, sig, hold, len(b.plan.Breakpoints))
 		if err != nil {

@@ -221,7 +221,7 @@ func (c *Counter) Signal() syscall.Signal { return c.sig }
 // at its next hit (docs/facts.md, fact 111). A thread let go so runs a
 // call further at each such round: on a loaded machine, where the
 // measured thread's stop reaches the tracer milliseconds late, hundreds
-// (fact hold-1). So a thread is sent the hold signal once in a hold
+// (fact 116). So a thread is sent the hold signal once in a hold
 // (the table held keeps the hold's number, haltEpoch, which each
 // measured stop taken advances): held again in the same hold, it stops
 // with the measured hits' signal and an entry of hit 0, a stop the
