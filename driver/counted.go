@@ -85,7 +85,7 @@ func (s *stopLoop) takeOver(ctx context.Context, st *bpState, rec *mi.Record) (b
 	st.drop = func() { counter.Drop(number) }
 	hit := times - st.bp.Skip
 	if hit < 1 || !st.bp.ShouldSnapshot(hit) {
-		st.hits, st.sum.Hits = max(hit, 0), max(hit, 0)
+		st.setTimes(times)
 		return false, s.resume(ctx, st, max(hit, 0))
 	}
 	return s.atHit(ctx, st, rec, hit)
@@ -423,8 +423,7 @@ func (s *session) kernelHits() {
 			s.rec.event(runjson.Event{Kind: runjson.EventHitsNotStopped, Message: fmt.Sprintf("breakpoint %q: %s", st.bp.Name, problem)})
 		}
 		if !st.sum.Deleted {
-			n := max(hits-st.bp.Skip, 0)
-			st.hits, st.sum.Hits = n, n
+			st.setTimes(hits)
 		}
 	}
 }
