@@ -77,6 +77,9 @@ type tracerHold struct {
 	// trap is the page of snapctl's SIGTRAP handler in the process, 0
 	// for none (trap.go).
 	trap uint64
+	// all are the breakpoints put back at the tracer's exit, told and
+	// found (stepcopy.go).
+	all []textPatch
 }
 
 // holdTracer starts tracing the thread that traces process pid, in a
@@ -159,6 +162,7 @@ func (h *tracerHold) loop() {
 		if h.past != nil {
 			h.repair()
 		}
+		holdEnded(h.dir)
 		h.restored <- n
 	}()
 	for {
@@ -267,6 +271,9 @@ func (h *tracerHold) restore() int {
 	}
 	put(more)
 	patches = append(patches, more...)
+	h.mu.Lock()
+	h.all = patches
+	h.mu.Unlock()
 	armed := false
 	if trap != 0 {
 		// A trap the tracer had not collected goes to the process's
@@ -370,6 +377,7 @@ func (h *tracerHold) repair() {
 			}
 		}
 	}
+	h.mendStepCopy(seized)
 	for _, tid := range seized {
 		syscall.PtraceDetach(tid)
 	}

@@ -314,7 +314,8 @@ func (b *Launch) attachTo(ctx context.Context) error {
 	// gdb keeps its own way of stepping a thread over a breakpoint, out
 	// of line in a copy of the instruction at the program's entry point,
 	// though a thread that a killed gdb or gdbserver leaves in that copy
-	// runs on into _start's code and dies (docs/facts.md, fact 114).
+	// would run on into _start's code and die (docs/facts.md, fact 114):
+	// the guardian's repair and snapctl's take it out (stepcopy.go).
 	// Stepping in place (displaced-stepping off) holds every other thread
 	// for each step, and a program whose threads take a fast signal timer
 	// never let a step end: its attach hung until --timeout.
