@@ -247,7 +247,7 @@ func restoreStopped(pid int, patches []textPatch) (int, error) {
 	defer mem.Close()
 	// A thread a dead tracer left in gdb's step copy, which the guardian
 	// did not mend (stepcopy.go).
-	if a, ok := readStepArea(pid); ok && a.dirty() {
+	if a, ok := readStepArea(pid); ok {
 		for _, tid := range seized {
 			a.mend(pid, tid, 0, patches, mem)
 		}

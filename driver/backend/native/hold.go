@@ -182,7 +182,9 @@ func (h *tracerHold) loop() {
 		sig, event := ws.StopSignal(), int(ws>>16)&0xff
 		switch {
 		case event == ptraceEventExit:
-			if tracerOf(h.pid) == h.tracer {
+			// Any thread still traced: a gdb killed as it detached
+			// leaves some threads traced, and breakpoints in.
+			if tracesAny(h.pid, h.tracer) {
 				n = h.restore()
 			}
 			syscall.PtraceCont(h.tracer, 0)
@@ -383,6 +385,19 @@ func (h *tracerHold) repair() {
 	}
 	syscall.Kill(h.pid, syscall.SIGCONT)
 	h.logf("took the %d threads of process %d the tracer left, moved %d back onto their breakpoint, and continued it", len(seized), h.pid, moved)
+}
+
+// tracesAny reports whether tracer traces a thread of process pid.
+func tracesAny(pid, tracer int) bool {
+	for _, tid := range threadIDs(pid) {
+		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+		for _, l := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(l, "TracerPid:"); ok && strings.TrimSpace(v) == strconv.Itoa(tracer) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // allStopped reports whether every thread of process pid is stopped.

@@ -2,10 +2,15 @@ package native
 
 import (
 	"bytes"
+	"context"
+	"debug/elf"
 	"encoding/binary"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -46,6 +51,7 @@ const (
 // stepArea is gdb's copy area in a process: where it is, the program's
 // bytes there, and the process's.
 type stepArea struct {
+	pid       int
 	start     uint64
 	orig, cur []byte
 }
@@ -70,7 +76,7 @@ func readStepArea(pid int) (*stepArea, bool) {
 	if _, err := mem.ReadAt(cur, int64(entry)); err != nil {
 		return nil, false
 	}
-	return &stepArea{start: entry, orig: orig, cur: cur}, true
+	return &stepArea{pid: pid, start: entry, orig: orig, cur: cur}, true
 }
 
 // entryPoint is process pid's AT_ENTRY.
@@ -106,6 +112,13 @@ func (a *stepArea) origin(addr uint64, patches []textPatch, code func(addr uint6
 	}
 	off := stepSkip + (addr-a.start-stepSkip)/stepBufLen*stepBufLen
 	buf := a.cur[off : off+stepBufLen]
+	k := int(addr - a.start - off)
+	if bytes.Equal(buf, a.orig[off:off+stepBufLen]) {
+		// gdb wrote the buffer back and died before it moved the PC
+		// out (fact harm-2): the thread stepped the instruction of
+		// the one breakpoint whose instruction is k bytes long.
+		return a.byLength(k, patches)
+	}
 	best, score := uint64(0), 11
 	for _, p := range patches {
 		c := code(p.addr, stepBufLen)
@@ -126,7 +139,72 @@ func (a *stepArea) origin(addr uint64, patches []textPatch, code func(addr uint6
 	if best == 0 {
 		return 0, false
 	}
-	return best + (addr - a.start - off), true
+	return best + uint64(k), true
+}
+
+// byLength is where a thread k bytes into a buffer gdb had already
+// written back belongs: past the instruction of the one breakpoint of
+// patches that is k bytes long; false when none or several are.
+func (a *stepArea) byLength(k int, patches []textPatch) (uint64, bool) {
+	if k == 0 || a.pid == 0 {
+		return 0, false
+	}
+	var found []uint64
+	for _, p := range patches {
+		if n, ok := insnLen(a.pid, p.addr); ok && n == k {
+			found = append(found, p.addr)
+		}
+	}
+	if len(found) != 1 {
+		return 0, false
+	}
+	return found[0] + uint64(k), true
+}
+
+// insnLen is the length of the program's instruction at addr in process
+// pid, as gdb disassembles the file that maps it (Go has no x86
+// disassembler of its own, and gdb is snapctl's anyway).
+func insnLen(pid int, addr uint64) (int, bool) {
+	for _, m := range readMaps(pid) {
+		if addr < m.start || addr >= m.end {
+			continue
+		}
+		path := fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.start, m.end)
+		f, err := elf.Open(path)
+		if err != nil {
+			return 0, false
+		}
+		defer f.Close()
+		off := addr - m.start + m.offset
+		for _, prog := range f.Progs {
+			if prog.Type != elf.PT_LOAD || off < prog.Off || off >= prog.Off+prog.Filesz {
+				continue
+			}
+			vaddr := off - prog.Off + prog.Vaddr
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, "gdb", "-nx", "-batch", "-ex", fmt.Sprintf("x/2i %#x", vaddr), path).Output()
+			if err != nil {
+				return 0, false
+			}
+			var at []uint64
+			for _, line := range strings.Split(string(out), "\n") {
+				f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "=>"))
+				if len(f) == 0 {
+					continue
+				}
+				if v, err := strconv.ParseUint(strings.TrimSuffix(f[0], ":"), 0, 64); err == nil {
+					at = append(at, v)
+				}
+			}
+			if len(at) != 2 || at[0] != vaddr || at[1] <= at[0] || at[1]-at[0] > 15 {
+				return 0, false
+			}
+			return int(at[1] - at[0]), true
+		}
+		return 0, false
+	}
+	return 0, false
 }
 
 // mendStepCopy takes thread tid, seized and stopped, out of the area:
@@ -134,7 +212,7 @@ func (a *stepArea) origin(addr uint64, patches []textPatch, code func(addr uint6
 // it to, or the return address on top of its stack. It says what it
 // moved, "" for nothing.
 func (a *stepArea) mend(pid, tid int, page uint64, patches []textPatch, mem *os.File) string {
-	if !a.dirty() {
+	if a == nil {
 		return ""
 	}
 	code := func(addr uint64, n int) []byte {
@@ -178,6 +256,9 @@ func (a *stepArea) mend(pid, tid int, page uint64, patches []textPatch, mem *os.
 		// uc_mcontext's rip.
 		return word(regs.Rdx+0xa8, "PC to return to from the SIGTRAP handler")
 	}
+	if !a.dirty() {
+		return "" // a return address is looked at only beside a copy
+	}
 	return word(regs.Rsp, "return address")
 }
 
@@ -194,7 +275,7 @@ func (a *stepArea) restore(mem *os.File) error {
 // left out of gdb's copy area, and puts the program's bytes back there.
 func (h *tracerHold) mendStepCopy(seized []int) {
 	a, ok := readStepArea(h.pid)
-	if !ok || !a.dirty() {
+	if !ok {
 		return
 	}
 	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", h.pid), os.O_RDWR, 0)
@@ -211,6 +292,9 @@ func (h *tracerHold) mendStepCopy(seized []int) {
 		if m := a.mend(h.pid, tid, page, patches, mem); m != "" {
 			moved = append(moved, m)
 		}
+	}
+	if len(moved) == 0 && !a.dirty() {
+		return
 	}
 	err = a.restore(mem)
 	h.logf("gdb's step copy was at process %d's entry point %#x (%x, the program's %x): moved %v; put back the program's bytes there: %v", h.pid, a.start, a.cur, a.orig, moved, err == nil)

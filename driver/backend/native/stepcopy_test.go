@@ -15,8 +15,9 @@ import (
 // TestStepCopyMended: a thread that a dead tracer left in gdb's step copy
 // at the program's entry point (docs/facts.md, fact 114) is taken back
 // to the program's code, its PC in the first buffer and a return address
-// into the second, and _start's bytes are put back. The test is the
-// tracer: it writes the copies as gdb does (16 bytes of the program's
+// into the second, and _start's bytes are put back; with the buffer
+// already written back, by the length of the breakpoint's instruction.
+// The test is the tracer: it writes the copies as gdb does (16 bytes of the program's
 // code from the breakpoint's address) and moves a thread of the server
 // into them, then checks where the repair puts it, gives the thread its
 // registers back and lets it go: the server serves, its code the file's.
@@ -115,6 +116,26 @@ func TestStepCopyMended(t *testing.T) {
 	}
 	if ch := testenv.TextChanges(t, srv.Pid); len(ch) > 0 {
 		t.Fatalf("after the restore: %s", strings.Join(ch, "; "))
+	}
+
+	// gdb wrote the buffer back and died before it moved the PC: the
+	// thread five bytes into the first buffer, _start's own bytes
+	// there, goes past the one breakpoint whose instruction is five
+	// bytes long (keep_request's is four).
+	clean, ok := readStepArea(srv.Pid)
+	if !ok || clean.dirty() {
+		t.Fatalf("the step area is not read back clean")
+	}
+	regs = saved
+	regs.SetPC(entry + stepSkip + 5)
+	if err := syscall.PtraceSetRegs(tid, &regs); err != nil {
+		t.Fatal(err)
+	}
+	if got := clean.mend(srv.Pid, tid, 0, patches, mem); !strings.Contains(got, fmt.Sprintf("to %#x", bp+5)) {
+		t.Errorf("mend of a PC in a buffer written back: %q, want it moved to %#x", got, bp+5)
+	}
+	if err := syscall.PtraceSetRegs(tid, &saved); err != nil {
+		t.Fatal(err)
 	}
 	syscall.PtraceDetach(tid)
 	srv.MustServe(t)
