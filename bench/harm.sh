@@ -10,6 +10,9 @@
 # left). The rows are harmCases in cmd/snapctl/harm_test.go.
 #
 # Usage: bench/harm.sh [PATTERN]   (a Go regexp of row names, default all)
+# SNAPCTL_HARM_GUARDIAN_LOGS=FILE appends to FILE the guardian's log of
+# each cycle that leaves it (those that kill snapctl): what the guardian
+# found and mended as the tracer died.
 # Needs go, gcc, gdb, gdbserver, heaptrack.
 set -euo pipefail
 cd "$(dirname "$0")/.."

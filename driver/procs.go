@@ -281,6 +281,27 @@ func (w *watch) check() error {
 	return nil
 }
 
+// toolGone ends the run when the launcher's process that traces the
+// target (gdbserver) has exited, gdb silent: the error is
+// the one gdb's loss of the target makes, which the launcher words (Lost:
+// which process, and how it ended).
+func (w *watch) toolGone() error {
+	if w.gdb.Pid() == 0 {
+		return nil // a scripted gdb, in tests
+	}
+	for _, p := range w.launcher.Processes(w.gdb.Pid()) {
+		if !p.Tracer || p.Pid == 0 {
+			continue
+		}
+		// A process held at its exit (the guardian puts the
+		// program's bytes back meanwhile) has not let go yet.
+		if _, ended := proc.Fate(p.Pid); ended {
+			return w.targetLost("")
+		}
+	}
+	return nil
+}
+
 // stalled records a stop-stalled event for what, which did not end in
 // time, and returns the error that ends the run: it names the process
 // that holds the stop up, and says what state each process of the

@@ -52,6 +52,9 @@ func (s *stopLoop) loop(ctx context.Context) error {
 					return s.watch.explain(ctx, err)
 				}
 			}
+			if err := s.watch.toolGone(); err != nil {
+				return err
+			}
 			if err := s.watch.check(); err != nil {
 				return err
 			}
@@ -243,14 +246,41 @@ func (s *stopLoop) cont(ctx context.Context) error {
 	return nil
 }
 
-// waitStopped waits for the next *stopped record; once gdb is gone, the
-// error says how it ended.
+// waitStopped waits for the next *stopped record within a stop (a
+// thread run on alone, a step): the run ends as the loop would end it
+// when gdb is gone, when gdb says it lost the target, and when a process
+// of the launcher's (gdbserver) has died or stays stopped. gdb says
+// "Target disconnected" of a gdbserver killed while it waits for one
+// thread, and no stop ever comes.
 func (s *stopLoop) waitStopped(ctx context.Context) (*mi.Record, error) {
-	rec, err := s.gdb.WaitStopped(ctx)
-	if errors.Is(err, gdb.ErrGone) {
-		return nil, s.watch.gdbGone()
+	poll := time.NewTicker(time.Second)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-s.gdb.Done():
+			return nil, s.watch.gdbGone()
+		case <-poll.C:
+			if err := s.watch.toolGone(); err != nil {
+				return nil, err
+			}
+			if err := s.watch.check(); err != nil {
+				return nil, err
+			}
+		case rec, ok := <-s.gdb.Events():
+			if !ok {
+				return nil, s.watch.gdbGone()
+			}
+			if rec.Type == mi.TypeLog && gdb.LostTarget(rec.Text) {
+				return nil, s.watch.targetLost(rec.Text)
+			}
+			s.gdb.Note(rec)
+			if rec.Type == mi.TypeExec && rec.Class == "stopped" {
+				return rec, nil
+			}
+		}
 	}
-	return rec, err
 }
 
 // afterInterrupt goes on from the stop that an interrupt returned: a stop

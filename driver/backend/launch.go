@@ -86,6 +86,9 @@ type Process struct {
 	// Answers says that gdb waits for its answers: busy (running, in
 	// the kernel), it is what holds a stop up.
 	Answers bool
+	// Tracer says that it traces the target for gdb: gdb loses the
+	// target when it dies.
+	Tracer bool
 }
 
 // Watcher is what a launcher says of the processes that run the target.

@@ -237,6 +237,14 @@ func restoreStopped(pid int, patches []textPatch) (int, error) {
 		return 0, err
 	}
 	defer mem.Close()
+	// A thread a dead tracer left in gdb's step copy, which the guardian
+	// did not mend (stepcopy.go).
+	if a, ok := readStepArea(pid); ok {
+		for _, tid := range seized {
+			a.mend(pid, tid, 0, patches, mem)
+		}
+		a.restore(mem)
+	}
 	n := 0
 	cur := make([]byte, len(breakInsn))
 	var errs []error
@@ -368,6 +376,9 @@ func (b *Launch) detach(exited bool) (detached bool) {
 		b.left = fmt.Sprintf("process %d has exited", pid)
 		return false
 	}
+	// The guardian's hold puts right what gdb left as it died; its
+	// threads are the guardian's meanwhile (hold.go).
+	waitHoldEnded(b.env.Private, 5*b.env.Times.Grace)
 	n, err := restoreText(pid, b.patches)
 	// A process gdb left stopped (its attach sends SIGSTOP; so does its
 	// stopping of threads) stays stopped without a SIGCONT.

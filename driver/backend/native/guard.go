@@ -246,8 +246,14 @@ func gdbserverOf(gdbPid int) int {
 // SIGINT, which gdb stops at and does not pass on. It goes to the main
 // thread only: gdbserver's own interrupt sends it to the process's
 // process group, every process of it (or to none when the process leads
-// no group).
+// no group). Only while gdbserver traces the process and is not exiting:
+// a SIGINT that reaches the process untraced ends it (its default
+// action), and gdb may not have seen gdbserver's death yet when snapctl
+// has (stopLoop.waitStopped).
 func (g *guard) interrupt() error {
+	if fate, _ := proc.Fate(g.server); fate != "" || !g.tracing() {
+		return fmt.Errorf("gdbserver no longer traces process %d", g.pid)
+	}
 	_, _, e := syscall.RawSyscall(syscall.SYS_TGKILL, uintptr(g.pid), uintptr(g.pid), uintptr(syscall.SIGINT))
 	if e != 0 {
 		return e

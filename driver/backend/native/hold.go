@@ -77,6 +77,9 @@ type tracerHold struct {
 	// trap is the page of snapctl's SIGTRAP handler in the process, 0
 	// for none (trap.go).
 	trap uint64
+	// all are the breakpoints put back at the tracer's exit, told and
+	// found (stepcopy.go).
+	all []textPatch
 }
 
 // holdTracer starts tracing the thread that traces process pid, in a
@@ -159,6 +162,7 @@ func (h *tracerHold) loop() {
 		if h.past != nil {
 			h.repair()
 		}
+		holdEnded(h.dir)
 		h.restored <- n
 	}()
 	for {
@@ -178,7 +182,9 @@ func (h *tracerHold) loop() {
 		sig, event := ws.StopSignal(), int(ws>>16)&0xff
 		switch {
 		case event == ptraceEventExit:
-			if tracerOf(h.pid) == h.tracer {
+			// Any thread still traced: a gdb killed as it detached
+			// leaves some threads traced, and breakpoints in.
+			if tracesAny(h.pid, h.tracer) {
 				n = h.restore()
 			}
 			syscall.PtraceCont(h.tracer, 0)
@@ -267,6 +273,9 @@ func (h *tracerHold) restore() int {
 	}
 	put(more)
 	patches = append(patches, more...)
+	h.mu.Lock()
+	h.all = patches
+	h.mu.Unlock()
 	armed := false
 	if trap != 0 {
 		// A trap the tracer had not collected goes to the process's
@@ -370,11 +379,25 @@ func (h *tracerHold) repair() {
 			}
 		}
 	}
+	h.mendStepCopy(seized)
 	for _, tid := range seized {
 		syscall.PtraceDetach(tid)
 	}
 	syscall.Kill(h.pid, syscall.SIGCONT)
 	h.logf("took the %d threads of process %d the tracer left, moved %d back onto their breakpoint, and continued it", len(seized), h.pid, moved)
+}
+
+// tracesAny reports whether tracer traces a thread of process pid.
+func tracesAny(pid, tracer int) bool {
+	for _, tid := range threadIDs(pid) {
+		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+		for _, l := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(l, "TracerPid:"); ok && strings.TrimSpace(v) == strconv.Itoa(tracer) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // allStopped reports whether every thread of process pid is stopped.

@@ -19,6 +19,7 @@ import (
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/heaptrack"
 	"github.com/snapctl/snapctl/internal/child"
+	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
 )
@@ -83,8 +84,16 @@ func NewLauncher(b backend.Backend, attach int, guard bool, heaptrack string) *L
 
 func (*Launch) Local() bool                                   { return true }
 func (*Launch) Command() []string                             { return nil }
-func (*Launch) Processes(int) []backend.Process               { return nil }
 func (*Launch) Signaled(time.Duration) (syscall.Signal, bool) { return 0, false }
+
+// Processes: gdbserver, under --guard, traces the process attached to for
+// gdb; gdb runs the program alone otherwise.
+func (b *Launch) Processes(int) []backend.Process {
+	if b.guard == nil || b.guard.server == 0 {
+		return nil
+	}
+	return []backend.Process{{Name: "gdbserver", Pid: b.guard.server, Answers: true, Tracer: true}}
+}
 
 // Ended is closed once the program gdb started has ended (a zombie, or
 // gone); nil under attach and before the start.
@@ -214,9 +223,24 @@ func (*Launch) Leftovers() string { return "" }
 func (*Launch) Tool(string) bool  { return false }
 func (b *Launch) Pid() int        { return b.pid }
 
-// Lost: gdb runs the target, and says why it lost it.
-func (*Launch) Lost(what string) error {
-	return &backend.ToolError{Tool: "gdb", Msg: fmt.Sprintf("lost the target: %s", strings.TrimSpace(what))}
+// Lost: gdb runs the target, and says why it lost it; under --guard,
+// the tracer's death is the cause, gdbserver killed by a signal told
+// from one that exited (its wait status while gdb has not reaped it).
+func (b *Launch) Lost(what string) error {
+	what = strings.TrimSpace(what)
+	if b.guard != nil && b.guard.server != 0 {
+		if fate, _ := proc.Fate(b.guard.server); fate != "" {
+			msg := fmt.Sprintf("%s during the run, and gdb lost process %d", fate, b.attach)
+			if what != "" {
+				msg += fmt.Sprintf(" (gdb: %q)", what)
+			}
+			return &backend.ToolError{Tool: "gdbserver", Msg: msg}
+		}
+	}
+	if what == "" {
+		what = "its tracer is gone"
+	}
+	return &backend.ToolError{Tool: "gdb", Msg: fmt.Sprintf("lost the target: %s", what)}
 }
 
 // nativeOut and nativeErr are the FIFOs that carry the target's output
@@ -297,7 +321,8 @@ func (b *Launch) attachTo(ctx context.Context) error {
 	// gdb keeps its own way of stepping a thread over a breakpoint, out
 	// of line in a copy of the instruction at the program's entry point,
 	// though a thread that a killed gdb or gdbserver leaves in that copy
-	// runs on into _start's code and dies (docs/facts.md, fact 114).
+	// would run on into _start's code and die (docs/facts.md, fact 114):
+	// the guardian's repair and snapctl's take it out (stepcopy.go).
 	// Stepping in place (displaced-stepping off) holds every other thread
 	// for each step, and a program whose threads take a fast signal timer
 	// never let a step end: its attach hung until --timeout.
