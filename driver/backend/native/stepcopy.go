@@ -39,7 +39,7 @@ import (
 // long as the longest instruction (gdb's amd64 Linux architecture), from
 // two breakpoint instructions past the entry point (gdb's inferior calls
 // return to a breakpoint at the entry point itself): measured, fact
-// harm-2.
+// 120.
 const (
 	stepBufLen  = 16
 	stepBufs    = 2
@@ -115,7 +115,7 @@ func (a *stepArea) origin(addr uint64, patches []textPatch, code func(addr uint6
 	k := int(addr - a.start - off)
 	if bytes.Equal(buf, a.orig[off:off+stepBufLen]) {
 		// gdb wrote the buffer back and died before it moved the PC
-		// out (fact harm-2): the thread stepped the instruction of
+		// out (fact 120): the thread stepped the instruction of
 		// the one breakpoint whose instruction is k bytes long.
 		return a.byLength(k, patches)
 	}
