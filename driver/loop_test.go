@@ -302,6 +302,10 @@ func scriptedSession(t *testing.T, plan *plan.Plan, d gdb.Debugger) *session {
 	s.gdb = gdb.NewConn(d, 0, s.opts.CommandTimeout, s.rec.note)
 	s.watch.gdb = s.gdb
 	t.Cleanup(s.rec.closeSpools)
+	// A test that ends with the loop, before finish, may leave run.json
+	// being written in the background (refreshManifest): wait for it
+	// before the run directory goes.
+	t.Cleanup(func() { s.refreshed(true) })
 	st := s.rec.order[0]
 	st.number, st.sum.Number = "1", "1"
 	s.rec.bps["1"] = st
