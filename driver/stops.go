@@ -12,6 +12,7 @@ import (
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
 )
@@ -36,6 +37,8 @@ func (s *stopLoop) loop(ctx context.Context) error {
 	// run it itself (valgrind).
 	runnerDone := s.launcher.Ended()
 	var runnerGone <-chan time.Time
+	var goneAt time.Time // when the runner was found gone
+	var gdbCPU uint64    // gdb's CPU time then, in clock ticks
 	// The agent's records are read every agentPoll; without the agent,
 	// stalls are looked for every second.
 	every := time.Second
@@ -84,8 +87,18 @@ func (s *stopLoop) loop(ctx context.Context) error {
 				return s.end.err
 			}
 			runnerDone = nil
-			runnerGone = time.After(3 * time.Second)
+			runnerGone, goneAt, gdbCPU = time.After(3*time.Second), time.Now(), proc.Stat(s.gdb.Pid()).CPU
 		case <-runnerGone:
+			// gdb reports the end as it reaps the program; on a
+			// loaded machine it may still be catching up (a --sites
+			// run's gdb has much to do at the end): wait on while it
+			// uses CPU, a minute at most.
+			if pid := s.gdb.Pid(); pid != 0 && time.Since(goneAt) < time.Minute {
+				if cpu := proc.Stat(pid).CPU; cpu != gdbCPU {
+					gdbCPU, runnerGone = cpu, time.After(time.Second)
+					break
+				}
+			}
 			err := s.launcher.Gone()
 			var killed *backend.TargetKilledError
 			if errors.As(err, &killed) {

@@ -12,11 +12,13 @@ import (
 )
 
 // State is what /proc/PID/stat says of a process: its state letter (R,
-// S, D, T, t, Z, X...) and its parent's pid; OK is false once it is gone.
+// S, D, T, t, Z, X...), its parent's pid and the CPU time it has used
+// (user and system, in clock ticks); OK is false once it is gone.
 type State struct {
 	Pid   int
 	State byte
 	PPid  int
+	CPU   uint64
 	OK    bool
 }
 
@@ -41,6 +43,12 @@ func Stat(pid int) State {
 	}
 	ps.State = fields[0][0]
 	ps.PPid, _ = strconv.Atoi(fields[1])
+	if len(fields) > 12 {
+		// utime and stime, fields 14 and 15 of proc(5).
+		utime, _ := strconv.ParseUint(fields[11], 10, 64)
+		stime, _ := strconv.ParseUint(fields[12], 10, 64)
+		ps.CPU = utime + stime
+	}
 	ps.OK = true
 	return ps
 }

@@ -24,6 +24,17 @@ func TestSelf(t *testing.T) {
 	if name := Name(pid); name != "proc.test" {
 		t.Errorf("Name(self) = %q, want proc.test", name)
 	}
+	// The CPU time grows as the process works: ticks of 10 ms, so work
+	// until one more is counted.
+	sink := 0
+	for deadline := time.Now().Add(time.Minute); Stat(pid).CPU <= st.CPU; {
+		for i := range 1 << 20 {
+			sink += i
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CPU time stayed %d ticks for a minute of work (%d)", st.CPU, sink)
+		}
+	}
 }
 
 // TestZombieAndGone: an exited child not yet waited for is a zombie, not

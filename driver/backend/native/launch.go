@@ -127,7 +127,8 @@ func (b *Launch) Gone() error {
 // but a loaded machine may not run gdb for a while. reapedFor is how long
 // it may be gone, reaped by gdb, before the run takes it for gone: gdb
 // reports an end at once as it reaps it, and the stop loop gives that
-// report three more seconds (stopLoop.loop, runnerGone).
+// report three more seconds, and more while gdb uses CPU (stopLoop.loop,
+// runnerGone).
 const (
 	zombieFor = 10 * time.Second
 	reapedFor = time.Second
