@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -19,7 +20,9 @@ import (
 type Options struct {
 	// DieWithParent has the kernel send the child SIGKILL when snapctl
 	// dies: a snapctl killed with SIGKILL cannot end it. It survives exec,
-	// not fork.
+	// not fork. The kernel sends it when the thread that forked the child
+	// ends, not the process (prctl(2), PR_SET_PDEATHSIG), so such children
+	// are forked from a thread that lives as long as snapctl (forker).
 	DieWithParent bool
 	// WaitDelay bounds how long the child's output is still copied once it
 	// has exited: a grandchild may hold the pipe (see exec.Cmd.WaitDelay).
@@ -48,7 +51,11 @@ func Start(name string, cmd *exec.Cmd, opts Options) (*Process, error) {
 	if opts.WaitDelay > 0 {
 		cmd.WaitDelay = opts.WaitDelay
 	}
-	if err := cmd.Start(); err != nil {
+	start := cmd.Start
+	if opts.DieWithParent {
+		start = func() error { return forker.start(cmd) }
+	}
+	if err := start(); err != nil {
 		return nil, err
 	}
 	p := &Process{Name: name, cmd: cmd, done: make(chan struct{})}
@@ -198,4 +205,39 @@ func SignalName(sig syscall.Signal) string {
 		return n
 	}
 	return fmt.Sprintf("signal %d", int(sig))
+}
+
+// forker forks the children that die with snapctl. Go ends an OS thread
+// whose goroutine exits while locked to it, as the goroutines that ptrace
+// a process do (native's rescue and trap removal, the guardian's hold),
+// and a child forked earlier from that thread, by whatever goroutine ran
+// there then, would be sent its parent-death signal at that moment: a
+// valgrind killed at its start, a workload killed mid-run
+// (docs/facts.md, fact lead-1). The forker's goroutine stays locked to
+// its thread and never exits, so that thread ends only with snapctl.
+var forker = startForker()
+
+type forkRequest struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+type forkThread struct{ requests chan forkRequest }
+
+func startForker() *forkThread {
+	f := &forkThread{requests: make(chan forkRequest)}
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread lives as long as snapctl
+		for r := range f.requests {
+			r.done <- r.cmd.Start()
+		}
+	}()
+	return f
+}
+
+// start starts cmd from the forker's thread.
+func (f *forkThread) start(cmd *exec.Cmd) error {
+	done := make(chan error, 1)
+	f.requests <- forkRequest{cmd, done}
+	return <-done
 }

@@ -1,7 +1,10 @@
 package child
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -98,5 +101,54 @@ func TestGroupKill(t *testing.T) {
 			t.Fatalf("pid %d still runs after Kill", p.Pid())
 		}
 		groupGone(t, p)
+	}
+}
+
+// A child that dies with snapctl outlives the thread whose goroutine
+// started it: Go ends a thread whose goroutine exits locked to it, as
+// native's ptrace goroutines do, and the kernel sends the parent-death
+// signal when the forking thread ends.
+func TestDieWithParentOutlivesStartingThread(t *testing.T) {
+	type started struct {
+		p   *Process
+		tid int
+		err error
+	}
+	ch := make(chan started)
+	var s started
+	for {
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+			if syscall.Gettid() == os.Getpid() {
+				// Go parks the main thread instead of ending it; the
+				// next goroutine runs on another.
+				ch <- started{tid: syscall.Gettid()}
+				return
+			}
+			p, err := Start("tool", exec.Command("sleep", "60"), Options{DieWithParent: true})
+			ch <- started{p, syscall.Gettid(), err}
+		}()
+		if s = <-ch; s.tid != os.Getpid() {
+			break
+		}
+	}
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	defer s.p.Wait()
+	task := fmt.Sprintf("/proc/self/task/%d", s.tid)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(task); os.IsNotExist(err) {
+			break // the kernel has sent whatever the thread's end sends
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("thread %d has not ended", s.tid)
+		}
+	}
+	// A parent-death SIGKILL, sent before this SIGTERM, would win.
+	s.p.Signal(syscall.SIGTERM)
+	s.p.Wait()
+	if got := s.p.Ended(); got != "was killed by SIGTERM" {
+		t.Errorf("the child %s once the thread that started Start's call ended; want killed by our SIGTERM", got)
 	}
 }
