@@ -62,23 +62,28 @@ func leftovers(t testing.TB) []Proc {
 		if !isTool(p) {
 			return false
 		}
-		marked, mine := false, false
+		marked, mine, read := false, false, false
 		envHas(p.PID, func(entry []byte) bool {
+			read = true
 			if bytes.HasPrefix(entry, prefix) {
 				marked, mine = true, bytes.Equal(entry, mark)
 				return true
 			}
 			return false
 		})
-		return mine || !marked
+		// An environment that reads empty is a process that exited, or
+		// one in the middle of an exec (valgrind's launcher becoming
+		// its tool): nobody's leftover, and perhaps another test's.
+		return mine || read && !marked
 	})
 }
 
 // envHas reports whether one entry of pid's environment satisfies match. A
-// process whose environment cannot be read (it exited meanwhile) has none.
+// process whose environment cannot be read or reads empty (it exited
+// meanwhile, or is in the middle of an exec) has none.
 func envHas(pid int, match func(entry []byte) bool) bool {
 	env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
-	if err != nil {
+	if err != nil || len(env) == 0 {
 		return false
 	}
 	for _, e := range bytes.Split(env, []byte{0}) {
