@@ -328,52 +328,6 @@ func openAgentRecords(t *testing.T, s *session) string {
 	return records
 }
 
-// The agent reads symbol values out of an ELF file's .symtab as Go's
-// debug/elf does, and answers nothing, without an exception, for a file
-// that is missing, not ELF, or cut short.
-func TestAgentELFSymbols(t *testing.T) {
-	testenv.MustHave(t, "gdb")
-	dir := t.TempDir()
-	bin := testenv.Build(t, "testdata/leak.c")
-	want := map[string]uint64{}
-	for name, s := range testenv.Symbols(t, bin) {
-		if name == "main" || name == "handle_request" {
-			want[name] = s.Value
-		}
-	}
-	if len(want) != 2 {
-		t.Fatalf("debug/elf found %v", want)
-	}
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text, head, cut := filepath.Join(dir, "text"), filepath.Join(dir, "head"), filepath.Join(dir, "cut")
-	for path, b := range map[string][]byte{text: []byte("not an ELF file\n"), head: data[:100], cut: data[:len(data)*3/4]} {
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	script := nativeAgent(t, dir)
-	py := "python\nimport json\nnames = ('main', 'handle_request')\nprint(json.dumps([elf_symbols(p, names) for p in (" +
-		gdb.PyString(bin) + ", " + gdb.PyString(filepath.Join(dir, "missing")) + ", " + gdb.PyString(text) + ", " + gdb.PyString(head) + ", " + gdb.PyString(cut) + ")]))\nend\n"
-	cmdFile := filepath.Join(dir, "cmds")
-	if err := os.WriteFile(cmdFile, []byte(py), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("gdb", "-batch", "-nx", "-x", script, "-x", cmdFile).CombinedOutput()
-	if err != nil {
-		t.Fatalf("gdb: %v\n%s", err, out)
-	}
-	var got []map[string]uint64
-	if err := json.Unmarshal([]byte(gdb.LastLine(string(out))), &got); err != nil {
-		t.Fatalf("agent's answer %q: %v", out, err)
-	}
-	if diff := cmp.Diff([]map[string]uint64{want, {}, {}, {}, {}}, got); diff != "" {
-		t.Errorf("elf_symbols (-debug/elf +agent):\n%s", diff)
-	}
-}
-
 // nativeAgent writes gdb's agent for a native run, agent.py and the
 // native backend's part, into dir and returns a script that reads them
 // into gdb's namespace in order, as a run does, for gdb -x.

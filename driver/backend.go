@@ -89,28 +89,28 @@ func BackendWith(has func(backend.Traits) bool) string {
 	return ""
 }
 
-// AttachError says why snapctl attach cannot attach to a process.
-type AttachError = native.AttachError
+// attachError says why snapctl attach cannot attach to a process.
+type attachError = native.AttachError
 
-// The kinds of AttachError.
+// The kinds of attachError.
 const (
-	AttachNoProcess    = native.AttachNoProcess
-	AttachNotPermitted = native.AttachNotPermitted
-	AttachTraced       = native.AttachTraced
-	AttachNoInject     = native.AttachNoInject
+	attachNoProcess    = native.AttachNoProcess
+	attachNotPermitted = native.AttachNotPermitted
+	attachTraced       = native.AttachTraced
+	attachNoInject     = native.AttachNoInject
 )
 
-// CheckAttach checks, before gdb starts, that snapctl may attach to
+// checkAttach checks, before gdb starts, that snapctl may attach to
 // process pid (see native.CheckAttach).
-func CheckAttach(pid int) error { return native.CheckAttach(pid) }
+func checkAttach(pid int) error { return native.CheckAttach(pid) }
 
-// CheckInjectable refuses to inject heaptrack into process pid where that
+// checkInjectable refuses to inject heaptrack into process pid where that
 // is known to crash it (see native.CheckInjectable).
-func CheckInjectable(pid int) error { return native.CheckInjectable(pid) }
+func checkInjectable(pid int) error { return native.CheckInjectable(pid) }
 
-// CheckAccess returns the executable of process pid, which gdb reads
+// checkAccess returns the executable of process pid, which gdb reads
 // (see native.CheckAccess).
-func CheckAccess(pid int) (string, error) { return native.CheckAccess(pid) }
+func checkAccess(pid int) (string, error) { return native.CheckAccess(pid) }
 
 // launchEnv is what the backend's launcher gets from the session: the
 // target's output goes to stdout and stderr.

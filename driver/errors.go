@@ -167,10 +167,10 @@ const (
 	ReasonPlan        = "plan-error"
 	ReasonEnvironment = "tool-missing"
 	ReasonInput       = "bad-input"
-	ReasonNoProcess   = AttachNoProcess
-	ReasonNotTracable = AttachNotPermitted
-	ReasonTraced      = AttachTraced
-	ReasonNoInject    = AttachNoInject
+	ReasonNoProcess   = attachNoProcess
+	ReasonNotTracable = attachNotPermitted
+	ReasonTraced      = attachTraced
+	ReasonNoInject    = attachNoInject
 	ReasonExec        = "target-exec"
 	ReasonLeak        = "fail-on-exceeded"
 	ReasonNeverHit    = "breakpoint-never-hit"
@@ -194,7 +194,7 @@ func ExitStatus(err error) (code int, reason string) {
 		neverHit *NeverHitError
 		early    *EndedEarlyError
 		leak     *LeakError
-		attach   *AttachError
+		attach   *attachError
 		execed   *ExecError
 	)
 	switch {
@@ -214,11 +214,11 @@ func ExitStatus(err error) (code int, reason string) {
 		return ExitEnvironment, ReasonEnvironment
 	case errors.As(err, &attach):
 		switch attach.Kind {
-		case AttachNoProcess:
+		case attachNoProcess:
 			return ExitNoProcess, ReasonNoProcess
-		case AttachTraced:
+		case attachTraced:
 			return ExitTraced, ReasonTraced
-		case AttachNoInject:
+		case attachNoInject:
 			return ExitNoInject, ReasonNoInject
 		}
 		return ExitNotTracable, ReasonNotTracable

@@ -219,16 +219,16 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		if !traits.Attaches {
 			return nil, fmt.Errorf("attaching to a process needs the %s backend", BackendWith(func(t backend.Traits) bool { return t.Attaches }))
 		}
-		if err := CheckAttach(opts.AttachPID); err != nil {
+		if err := checkAttach(opts.AttachPID); err != nil {
 			return nil, err
 		}
-		exe, err := CheckAccess(opts.AttachPID)
+		exe, err := checkAccess(opts.AttachPID)
 		if err != nil {
 			return nil, err
 		}
 		opts.Binary = exe
 		if p.Native.Sites {
-			if err := CheckInjectable(opts.AttachPID); err != nil {
+			if err := checkInjectable(opts.AttachPID); err != nil {
 				return nil, err
 			}
 		}

@@ -1,4 +1,4 @@
-package driver
+package native_test
 
 import (
 	"fmt"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/snapctl/snapctl/driver"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
@@ -71,7 +72,7 @@ func offsetOf(t *testing.T, f snapshots.Frame, base string) uint64 {
 func TestSitesPendingLibc(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb", "heaptrack")
-	const src = "testdata/sites/stripped.c"
+	const src = "../../testdata/sites/stripped.c"
 	bin := testenv.Build(t, src)
 	item := fmt.Sprintf("keep_item (stripped.c:%d)", testenv.LineOf(t, src, "/* item */"))
 	name := fmt.Sprintf("keep_name (stripped.c:%d)", testenv.LineOf(t, src, "/* name */"))
@@ -88,7 +89,7 @@ func TestSitesPendingLibc(t *testing.T) {
 				}
 				plan := fmt.Sprintf(pidPlan, "valgrind:\n  alloc_fns: [pool_get]\n", extra)
 				for run := range 3 {
-					_, m, err := runNative(t, Options{NoAgent: p.noAgent}, plan, bin, "5")
+					_, m, err := runNative(t, driver.Options{NoAgent: p.noAgent}, plan, bin, "5")
 					if err != nil {
 						t.Fatalf("run %d: %v; events %+v", run, err, m.Events)
 					}
@@ -146,12 +147,12 @@ func TestSitesPendingLibc(t *testing.T) {
 func TestSitesStripped(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb", "heaptrack", "addr2line")
-	const src = "testdata/sites/stripped.c"
+	const src = "../../testdata/sites/stripped.c"
 	bin := testenv.Build(t, src)
 	stripped := strippedCopy(t, bin)
 	base := filepath.Base(stripped)
-	plugin := testenv.Build(t, "testdata/sites/ctor.c", "-shared", "-fPIC")
-	ctor := fmt.Sprintf("init (ctor.c:%d)", testenv.LineOf(t, "testdata/sites/ctor.c", "/* ctor */"))
+	plugin := testenv.Build(t, "../../testdata/sites/ctor.c", "-shared", "-fPIC")
+	ctor := fmt.Sprintf("init (ctor.c:%d)", testenv.LineOf(t, "../../testdata/sites/ctor.c", "/* ctor */"))
 
 	check := func(t *testing.T, dir string, m *runjson.Manifest, wantCtor bool) {
 		t.Helper()
@@ -224,7 +225,7 @@ func TestSitesStripped(t *testing.T) {
 
 	t.Run("run", func(t *testing.T) {
 		t.Parallel()
-		res, m, err := runNative(t, Options{}, fmt.Sprintf(pidPlan, "", ""), stripped, "5", plugin)
+		res, m, err := runNative(t, driver.Options{}, fmt.Sprintf(pidPlan, "", ""), stripped, "5", plugin)
 		if err != nil {
 			t.Fatalf("%v; events %+v", err, m.Events)
 		}
@@ -239,7 +240,7 @@ func TestSitesStripped(t *testing.T) {
 		t.Parallel()
 		cmd := testenv.StartFixture(t, stripped, "0")
 		plan := fmt.Sprintf(pidPlan, "", "    max_hits: 5\n")
-		opts := Options{Attach: Attach{AttachPID: cmd.Process.Pid}, Timeouts: Timeouts{Timeout: 2 * time.Minute}}
+		opts := driver.Options{Attach: driver.Attach{AttachPID: cmd.Process.Pid}, Timeouts: driver.Timeouts{Timeout: 2 * time.Minute}}
 		res, err := runSession(t, opts, plan, "")
 		if res == nil {
 			t.Fatalf("no run: %v", err)
@@ -266,8 +267,8 @@ func TestSitesStripped(t *testing.T) {
 func TestAttachLoadedLibrary(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb")
-	bin := testenv.Build(t, "testdata/sites/stripped.c")
-	built := testenv.Build(t, "testdata/sites/ctor.c", "-shared", "-fPIC")
+	bin := testenv.Build(t, "../../testdata/sites/stripped.c")
+	built := testenv.Build(t, "../../testdata/sites/ctor.c", "-shared", "-fPIC")
 	// From a folder with a space, as /proc/PID/maps writes it unquoted.
 	plugin := filepath.Join(t.TempDir(), "my plugins", "libctor.so")
 	if err := os.MkdirAll(filepath.Dir(plugin), 0o755); err != nil {
@@ -290,7 +291,7 @@ func TestAttachLoadedLibrary(t *testing.T) {
 		}
 	}
 	plan := "backend: native\nbreakpoints:\n  - name: tick\n    location: plugin_tick\n    max_hits: 3\n"
-	opts := Options{Attach: Attach{AttachPID: cmd.Process.Pid}, Timeouts: Timeouts{Timeout: 2 * time.Minute}}
+	opts := driver.Options{Attach: driver.Attach{AttachPID: cmd.Process.Pid}, Timeouts: driver.Timeouts{Timeout: 2 * time.Minute}}
 	res, err := runSession(t, opts, plan, "")
 	if err != nil {
 		t.Fatal(err)
@@ -316,7 +317,7 @@ func TestWorkloadTargetPorts(t *testing.T) {
 		script := `echo "$SNAPCTL_TARGET_PORTS" > ` + out + `; for i in 1 2 3; do exec 3<>/dev/tcp/127.0.0.1/$SNAPCTL_TARGET_PORTS; echo keep >&3; read -r l <&3; exec 3<&-; done`
 		return fmt.Sprintf("backend: native\nworkload: [bash, -c, %q]\nbreakpoints:\n  - name: keep\n    location: keep_request\n", script)
 	}
-	check := func(t *testing.T, res *Result, out, port string) {
+	check := func(t *testing.T, res *driver.Result, out, port string) {
 		t.Helper()
 		got, _ := os.ReadFile(out)
 		if port == "" || strings.TrimSpace(string(got)) != port {
@@ -328,9 +329,9 @@ func TestWorkloadTargetPorts(t *testing.T) {
 	}
 	t.Run("attach", func(t *testing.T) {
 		t.Parallel()
-		srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
+		srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
 		out := filepath.Join(t.TempDir(), "ports")
-		opts := Options{Attach: Attach{AttachPID: srv.Pid}, Timeouts: Timeouts{Timeout: 2 * time.Minute}}
+		opts := driver.Options{Attach: driver.Attach{AttachPID: srv.Pid}, Timeouts: driver.Timeouts{Timeout: 2 * time.Minute}}
 		res, err := runSession(t, opts, plan(out), "")
 		if err != nil {
 			t.Fatal(err)
@@ -342,10 +343,10 @@ func TestWorkloadTargetPorts(t *testing.T) {
 	})
 	t.Run("run", func(t *testing.T) {
 		t.Parallel()
-		bin := testenv.Build(t, "testdata/native/tcpserver.c")
+		bin := testenv.Build(t, "../../testdata/native/tcpserver.c")
 		dir := t.TempDir()
 		out, portFile := filepath.Join(dir, "ports"), filepath.Join(dir, "port")
-		res, m, err := runNative(t, Options{Timeouts: Timeouts{Timeout: 2 * time.Minute}}, plan(out), bin, portFile, "4")
+		res, m, err := runNative(t, driver.Options{Timeouts: driver.Timeouts{Timeout: 2 * time.Minute}}, plan(out), bin, portFile, "4")
 		if err != nil {
 			t.Fatalf("%v; events %+v", err, m.Events)
 		}
@@ -361,17 +362,17 @@ func TestWorkloadTargetPorts(t *testing.T) {
 // every report, led by the line that names the phase that keeps memory.
 func TestNativePhases(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/phases.c")
+	bin := testenv.Build(t, "../../testdata/native/phases.c")
 	plan := "backend: native\nbreakpoints:\n"
 	for _, bp := range []string{"chunk", "final", "conn_end"} {
 		plan += fmt.Sprintf("  - name: %s\n    location: %s\n    around_call: true\n", bp, bp)
 	}
-	res, m, err := runNative(t, Options{}, plan, bin, "6")
+	res, m, err := runNative(t, driver.Options{}, plan, bin, "6")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	if err := WriteText(&out, res, snapshots.RenderOptions{}); err != nil {
+	if err := driver.WriteText(&out, res, snapshots.RenderOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	left := map[string]runjson.Phase{}
@@ -409,7 +410,7 @@ func TestNativePhases(t *testing.T) {
 func TestSitesWithoutLines(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb", "heaptrack")
-	bin := testenv.Build(t, "testdata/sites/nolines.c", "-g0")
+	bin := testenv.Build(t, "../../testdata/sites/nolines.c", "-g0")
 	fns := testenv.Symbols(t, bin)
 	const plan = "backend: native\nnative:\n  sites: true\n%sbreakpoints:\n  - name: request\n    location: request\n    every: 10\n%s"
 	const allocFns = "valgrind:\n  alloc_fns: [pool_new]\n"
@@ -440,7 +441,7 @@ func TestSitesWithoutLines(t *testing.T) {
 	attach := func(t *testing.T, site string) *runjson.Manifest {
 		t.Helper()
 		cmd := testenv.StartFixture(t, bin, "0")
-		opts := Options{Attach: Attach{AttachPID: cmd.Process.Pid}, Timeouts: Timeouts{Timeout: 2 * time.Minute}}
+		opts := driver.Options{Attach: driver.Attach{AttachPID: cmd.Process.Pid}, Timeouts: driver.Timeouts{Timeout: 2 * time.Minute}}
 		res, err := runSession(t, opts, fmt.Sprintf(plan, site, "    max_hits: 91\n"), "")
 		if res == nil {
 			t.Fatalf("no run: %v", err)
@@ -460,7 +461,7 @@ func TestSitesWithoutLines(t *testing.T) {
 
 	var ran map[string][2]int64
 	t.Run("run", func(t *testing.T) {
-		_, m, err := runNative(t, Options{}, fmt.Sprintf(plan, "", ""), bin, "25")
+		_, m, err := runNative(t, driver.Options{}, fmt.Sprintf(plan, "", ""), bin, "25")
 		if err != nil {
 			t.Fatalf("%v; events %+v", err, m.Events)
 		}

@@ -1,4 +1,4 @@
-package driver
+package native_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/snapctl/snapctl/driver"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/preflight"
 	"github.com/snapctl/snapctl/snapshots"
@@ -30,14 +31,14 @@ func TestSitesCtypes(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb", "heaptrack")
 	python := interpreter(t)
-	lib := testenv.Build(t, "testdata/sites/ctlib.c", "-shared", "-fPIC")
-	script, err := filepath.Abs("testdata/sites/threads.py")
+	lib := testenv.Build(t, "../../testdata/sites/ctlib.c", "-shared", "-fPIC")
+	script, err := filepath.Abs("../../testdata/sites/threads.py")
 	if err != nil {
 		t.Fatal(err)
 	}
 	const plan = "backend: native\nnative:\n  sites: true\nbreakpoints:\n  - name: round\n    location: round_done\n    pending: true\n    every: 2\n    max_hits: 11\n"
 	var out testenv.Buffer
-	_, m, err := runNative(t, Options{Streams: Streams{Stdout: &out}}, plan, python, script, lib, "12")
+	_, m, err := runNative(t, driver.Options{Streams: driver.Streams{Stdout: &out}}, plan, python, script, lib, "12")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
@@ -49,7 +50,7 @@ func TestSitesCtypes(t *testing.T) {
 			t.Errorf("stop %d: hit %d, snapshot %q, want hit %d with a snapshot", s.Seq, s.Hit, s.Snapshot, 2*i+1)
 		}
 	}
-	line := testenv.LineOf(t, "testdata/sites/ctlib.c", "/* the leak */")
+	line := testenv.LineOf(t, "../../testdata/sites/ctlib.c", "/* the leak */")
 	want := map[string]string{"keep_record": fmt.Sprintf("ctlib.c:%d 4000 B/hit 4 blocks/hit 40000 B in all over 5 intervals", line)}
 	if diff := cmp.Diff(want, siteFigures(m)); diff != "" {
 		t.Errorf("suspects (-want +got):\n%s\nevents %+v", diff, m.Events)
@@ -89,19 +90,19 @@ func TestSitesAVX512(t *testing.T) {
 		t.Skip("the CPU lacks avx512f")
 	}
 	testenv.MustHave(t, "gdb", "heaptrack")
-	bin := testenv.Build(t, "testdata/sites/avx512.c", "-mavx512f")
+	bin := testenv.Build(t, "../../testdata/sites/avx512.c", "-mavx512f")
 	if _, err := exec.LookPath("valgrind"); err == nil {
 		valgrindStops(t, bin, "1")
 	}
 	const plan = "backend: native\nnative:\n  sites: true\nbreakpoints:\n  - name: round\n    location: round_done\n"
-	_, m, err := runNative(t, Options{}, plan, bin, "6")
+	_, m, err := runNative(t, driver.Options{}, plan, bin, "6")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.Native == nil || !m.Native.Sites || len(m.Stops) != 6 {
 		t.Fatalf("native %+v, %d stops; events %+v", m.Native, len(m.Stops), m.Events)
 	}
-	line := testenv.LineOf(t, "testdata/sites/avx512.c", "malloc(LANES")
+	line := testenv.LineOf(t, "../../testdata/sites/avx512.c", "malloc(LANES")
 	want := map[string]string{"keep_lanes": fmt.Sprintf("avx512.c:%d 640 B/hit 1 blocks/hit 3200 B in all over 5 intervals", line)}
 	if diff := cmp.Diff(want, siteFigures(m)); diff != "" {
 		t.Errorf("suspects (-want +got):\n%s\nevents %+v", diff, m.Events)

@@ -1,4 +1,4 @@
-package driver
+package native_test
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapctl/snapctl/driver"
 	"github.com/snapctl/snapctl/driver/backend/native/uprobes"
 	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/internal/testenv"
@@ -76,8 +77,8 @@ func checkCounted(t *testing.T, m *runjson.Manifest, who string, hits int, stops
 func TestKernelCountsExactly(t *testing.T) {
 	t.Parallel()
 	kernelCounts(t)
-	bin := testenv.Build(t, "testdata/native/hot.c")
-	m, out, err := runNativeOut(t, Options{Env: kernelEnv}, hotPlan("    every: 100000\n"), bin, "4", "500000")
+	bin := testenv.Build(t, "../../testdata/native/hot.c")
+	m, out, err := runNativeOut(t, driver.Options{Env: kernelEnv}, hotPlan("    every: 100000\n"), bin, "4", "500000")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,8 +101,8 @@ func TestKernelCountsExactly(t *testing.T) {
 func TestKernelStopHoldsOtherThreads(t *testing.T) {
 	t.Parallel()
 	kernelCounts(t)
-	bin := testenv.Build(t, "testdata/native/hot.c")
-	m, _, err := runNativeOut(t, Options{Env: kernelEnv}, hotPlan("    every: 50000\n    commands: [\"print started\"]\n"), bin, "4", "100000")
+	bin := testenv.Build(t, "../../testdata/native/hot.c")
+	m, _, err := runNativeOut(t, driver.Options{Env: kernelEnv}, hotPlan("    every: 50000\n    commands: [\"print started\"]\n"), bin, "4", "100000")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,10 +133,10 @@ func TestKernelStopHoldsOtherThreads(t *testing.T) {
 func TestKernelAppliesThePlan(t *testing.T) {
 	t.Parallel()
 	kernelCounts(t)
-	bin := testenv.Build(t, "testdata/native/hot.c")
+	bin := testenv.Build(t, "../../testdata/native/hot.c")
 	t.Run("skip every max_hits", func(t *testing.T) {
 		t.Parallel()
-		m, out, err := runNativeOut(t, Options{Env: kernelEnv}, hotPlan("    skip: 10\n    every: 50000\n    max_hits: 150001\n"), bin, "4", "100000")
+		m, out, err := runNativeOut(t, driver.Options{Env: kernelEnv}, hotPlan("    skip: 10\n    every: 50000\n    max_hits: 150001\n"), bin, "4", "100000")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +152,7 @@ func TestKernelAppliesThePlan(t *testing.T) {
 	})
 	t.Run("end_run_after", func(t *testing.T) {
 		t.Parallel()
-		m, _, err := runNativeOut(t, Options{Env: kernelEnv}, hotPlan("    every: 20000\n    end_run_after: 3\n"), bin, "4", "5000000")
+		m, _, err := runNativeOut(t, driver.Options{Env: kernelEnv}, hotPlan("    every: 20000\n    end_run_after: 3\n"), bin, "4", "5000000")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,8 +170,8 @@ func TestKernelAppliesThePlan(t *testing.T) {
 // gdb: the same stops and counts, each hit a stop.
 func TestKernelFallbackForced(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/hot.c")
-	m, out, err := runNativeOut(t, Options{Env: []string{"SNAPCTL_HITS=gdb"}}, hotPlan("    skip: 3\n    every: 500\n"), bin, "4", "500")
+	bin := testenv.Build(t, "../../testdata/native/hot.c")
+	m, out, err := runNativeOut(t, driver.Options{Env: []string{"SNAPCTL_HITS=gdb"}}, hotPlan("    skip: 3\n    every: 500\n"), bin, "4", "500")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,8 +193,8 @@ func TestKernelFallbackForced(t *testing.T) {
 func TestKernelMeasuredStopsOutOfOrder(t *testing.T) {
 	t.Parallel()
 	kernelCounts(t)
-	bin := testenv.Build(t, "testdata/native/hot.c")
-	m, _, err := runNativeOut(t, Options{Env: kernelEnv}, hotPlan("    skip: 1\n    max_hits: 20\n"), bin, "4", "1000")
+	bin := testenv.Build(t, "../../testdata/native/hot.c")
+	m, _, err := runNativeOut(t, driver.Options{Env: kernelEnv}, hotPlan("    skip: 1\n    max_hits: 20\n"), bin, "4", "1000")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,8 +227,8 @@ func TestKernelMeasuredStopsOutOfOrder(t *testing.T) {
 func TestKernelLeavesEveryHitToGDB(t *testing.T) {
 	t.Parallel()
 	kernelCounts(t)
-	bin := testenv.Build(t, "testdata/native/hot.c")
-	m, _, err := runNativeOut(t, Options{}, hotPlan("    max_hits: 20\n"), bin, "4", "50")
+	bin := testenv.Build(t, "../../testdata/native/hot.c")
+	m, _, err := runNativeOut(t, driver.Options{}, hotPlan("    max_hits: 20\n"), bin, "4", "50")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,8 +246,8 @@ func TestKernelLeavesEveryHitToGDB(t *testing.T) {
 func TestKernelLeavesConditionsToGDB(t *testing.T) {
 	t.Parallel()
 	kernelCounts(t)
-	bin := testenv.Build(t, "testdata/native/hot.c")
-	m, _, err := runNativeOut(t, Options{Env: kernelEnv}, hotPlan("    condition: i == 7\n"), bin, "2", "100")
+	bin := testenv.Build(t, "../../testdata/native/hot.c")
+	m, _, err := runNativeOut(t, driver.Options{Env: kernelEnv}, hotPlan("    condition: i == 7\n"), bin, "2", "100")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,8 +263,8 @@ func TestKernelLeavesConditionsToGDB(t *testing.T) {
 func TestKernelProgramBlocksSignals(t *testing.T) {
 	t.Parallel()
 	kernelCounts(t)
-	bin := testenv.Build(t, "testdata/native/hot.c")
-	m, out, err := runNativeOut(t, Options{Env: kernelEnv}, hotPlan("    every: 300\n"), bin, "4", "300", "block")
+	bin := testenv.Build(t, "../../testdata/native/hot.c")
+	m, out, err := runNativeOut(t, driver.Options{Env: kernelEnv}, hotPlan("    every: 300\n"), bin, "4", "300", "block")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,8 +282,8 @@ func TestKernelProgramBlocksSignals(t *testing.T) {
 func TestKernelProgramOwnSignal(t *testing.T) {
 	t.Parallel()
 	kernelCounts(t)
-	bin := testenv.Build(t, "testdata/native/hot.c")
-	m, out, err := runNativeOut(t, Options{Env: kernelEnv}, hotPlan("    every: 25000\n"), bin, "4", "25000", "winch")
+	bin := testenv.Build(t, "../../testdata/native/hot.c")
+	m, out, err := runNativeOut(t, driver.Options{Env: kernelEnv}, hotPlan("    every: 25000\n"), bin, "4", "25000", "winch")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,12 +298,12 @@ func TestKernelProgramOwnSignal(t *testing.T) {
 func TestKernelLibraries(t *testing.T) {
 	t.Parallel()
 	kernelCounts(t)
-	lib := testenv.Build(t, "../testdata/e2e/libkeep.c", "-shared", "-fPIC")
-	plugin := testenv.Build(t, "../testdata/e2e/plugin.c", "-shared", "-fPIC")
-	bin := testenv.Build(t, "../testdata/e2e/libmain.c", "-Wl,--no-as-needed", lib, "-ldl")
+	lib := testenv.Build(t, "../../../testdata/e2e/libkeep.c", "-shared", "-fPIC")
+	plugin := testenv.Build(t, "../../../testdata/e2e/plugin.c", "-shared", "-fPIC")
+	bin := testenv.Build(t, "../../../testdata/e2e/libmain.c", "-Wl,--no-as-needed", lib, "-ldl")
 	plan := "backend: native\nbreakpoints:\n  - name: plugin\n    location: plugin_keep\n    pending: true\n    every: 1000\n" +
 		"  - name: lib\n    location: lib_keep\n    every: 2500\n"
-	_, m, err := runNative(t, Options{Env: kernelEnv}, plan, bin, plugin, "10000")
+	_, m, err := runNative(t, driver.Options{Env: kernelEnv}, plan, bin, plugin, "10000")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,10 +360,10 @@ func TestKernelAttach(t *testing.T) {
 	t.Parallel()
 	kernelCounts(t)
 	testenv.MustHave(t, "gdb", "gdbserver")
-	srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
+	srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
 	stop := make(chan struct{})
 	answered := srv.Load(stop)
-	res, err := runSession(t, Options{Env: kernelEnv, Attach: Attach{AttachPID: srv.Pid, Guard: true}, Timeouts: Timeouts{Timeout: 2 * time.Minute}},
+	res, err := runSession(t, driver.Options{Env: kernelEnv, Attach: driver.Attach{AttachPID: srv.Pid, Guard: true}, Timeouts: driver.Timeouts{Timeout: 2 * time.Minute}},
 		requestPlan+"    every: 300\n    max_hits: 901\n", "")
 	close(stop)
 	if err != nil {
@@ -404,12 +405,12 @@ func TestKernelAttachToolKilled(t *testing.T) {
 	testenv.MustHave(t, "gdb", "gdbserver")
 	for _, victim := range []string{"gdb", "gdbserver"} {
 		t.Run(victim, func(t *testing.T) {
-			srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
+			srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
 			stop := make(chan struct{})
 			answered := srv.Load(stop)
 			// Every 50th request stops: the kill comes while hits
 			// are counted and stops are taken.
-			done := attachInBackground(t, srv.Pid, requestPlan+"    every: 50\n", Options{Env: kernelEnv, Attach: Attach{Guard: true}})
+			done := attachInBackground(t, srv.Pid, requestPlan+"    every: 50\n", driver.Options{Env: kernelEnv, Attach: driver.Attach{Guard: true}})
 			for deadline := time.Now().Add(time.Minute); bpfLinks() == 0; time.Sleep(5 * time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatal("the kernel never took the counting over")
@@ -463,8 +464,8 @@ func TestKernelSites(t *testing.T) {
 	t.Parallel()
 	kernelCounts(t)
 	testenv.MustHave(t, "heaptrack")
-	bin := testenv.Build(t, "testdata/native/hot.c")
-	m, out, err := runNativeOut(t, Options{Env: kernelEnv, Measure: Measure{Sites: true}}, hotPlan("    every: 200000\n"), bin, "4", "200000")
+	bin := testenv.Build(t, "../../testdata/native/hot.c")
+	m, out, err := runNativeOut(t, driver.Options{Env: kernelEnv, Measure: driver.Measure{Sites: true}}, hotPlan("    every: 200000\n"), bin, "4", "200000")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,10 +490,10 @@ func TestKernelAttachHotProgram(t *testing.T) {
 	t.Parallel()
 	kernelCounts(t)
 	testenv.MustHave(t, "gdb", "gdbserver")
-	bin := testenv.Build(t, "testdata/native/hot.c")
+	bin := testenv.Build(t, "../../testdata/native/hot.c")
 	cmd := testenv.StartFixture(t, bin, "4", "1000000000000")
 	pid := cmd.Process.Pid
-	res, err := runSession(t, Options{Env: kernelEnv, Attach: Attach{AttachPID: pid, Guard: true}, Timeouts: Timeouts{Timeout: 2 * time.Minute}},
+	res, err := runSession(t, driver.Options{Env: kernelEnv, Attach: driver.Attach{AttachPID: pid, Guard: true}, Timeouts: driver.Timeouts{Timeout: 2 * time.Minute}},
 		hotPlan("    every: 50000\n    max_hits: 100001\n"), "")
 	if err != nil {
 		t.Fatal(err)
@@ -524,10 +525,10 @@ func TestKernelAttachHoldsOtherThreads(t *testing.T) {
 	t.Parallel()
 	kernelCounts(t)
 	testenv.MustHave(t, "gdb", "gdbserver")
-	bin := testenv.Build(t, "testdata/native/hot.c")
+	bin := testenv.Build(t, "../../testdata/native/hot.c")
 	cmd := testenv.StartFixture(t, bin, "4", "1000000000000")
 	pid := cmd.Process.Pid
-	res, err := runSession(t, Options{Env: kernelEnv, Trace: true, Attach: Attach{AttachPID: pid, Guard: true}, Timeouts: Timeouts{Timeout: 2 * time.Minute}},
+	res, err := runSession(t, driver.Options{Env: kernelEnv, Trace: true, Attach: driver.Attach{AttachPID: pid, Guard: true}, Timeouts: driver.Timeouts{Timeout: 2 * time.Minute}},
 		hotPlan("    every: 50000\n    max_hits: 300001\n    commands: [\"print started\"]\n"), "")
 	if err != nil {
 		t.Fatal(err)
@@ -581,8 +582,8 @@ func TestKernelAttachHoldsOtherThreads(t *testing.T) {
 func TestKernelAroundCall(t *testing.T) {
 	t.Parallel()
 	kernelCounts(t)
-	bin := testenv.Build(t, "testdata/native/hot.c")
-	m, _, err := runNativeOut(t, Options{Env: kernelEnv}, "scheduler_locking: \"on\"\n"+hotPlan("    every: 100000\n    around_call: true\n"), bin, "4", "100000")
+	bin := testenv.Build(t, "../../testdata/native/hot.c")
+	m, _, err := runNativeOut(t, driver.Options{Env: kernelEnv}, "scheduler_locking: \"on\"\n"+hotPlan("    every: 100000\n    around_call: true\n"), bin, "4", "100000")
 	if err != nil {
 		t.Fatal(err)
 	}

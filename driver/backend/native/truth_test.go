@@ -1,4 +1,4 @@
-package driver
+package native_test
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapctl/snapctl/driver"
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/preflight"
@@ -72,14 +73,14 @@ func TestSitesFailedInterpreter(t *testing.T) {
 	t.Parallel()
 	const said = "heaptrack_interpret: error while loading shared libraries: libdw.so.1"
 	dir := fakeHeaptrack(t, "echo '"+said+"' >&2; exit 127")
-	bin := testenv.Build(t, "testdata/native/keep200.c")
-	res, m, err := runNative(t, Options{Measure: Measure{Sites: true}, Tools: Tools{Heaptrack: dir}}, "backend: native\n"+keepPlan, bin, "12")
+	bin := testenv.Build(t, "../../testdata/native/keep200.c")
+	res, m, err := runNative(t, driver.Options{Measure: driver.Measure{Sites: true}, Tools: driver.Tools{Heaptrack: dir}}, "backend: native\n"+keepPlan, bin, "12")
 	var tool *backend.ToolError
-	if code, _ := ExitStatus(err); code != ExitFailure || !errors.As(err, &tool) || tool.Tool != "heaptrack" || !strings.Contains(err.Error(), said) ||
+	if code, _ := driver.ExitStatus(err); code != driver.ExitFailure || !errors.As(err, &tool) || tool.Tool != "heaptrack" || !strings.Contains(err.Error(), said) ||
 		!strings.Contains(err.Error(), "the per-site recording failed at all 12 stops") {
 		t.Fatalf("run: %v (exit %d), want exit 1 naming heaptrack and its words", err, code)
 	}
-	if m.ExitCode == nil || *m.ExitCode != ExitFailure || !strings.Contains(m.Error, said) {
+	if m.ExitCode == nil || *m.ExitCode != driver.ExitFailure || !strings.Contains(m.Error, said) {
 		t.Errorf("run.json: exit %v, error %q", m.ExitCode, m.Error)
 	}
 	for _, s := range m.Stops {
@@ -98,7 +99,7 @@ func TestSitesFailedInterpreter(t *testing.T) {
 	}
 	md, html := reports(t, res.Dir)
 	var text bytes.Buffer
-	if err := WriteText(&text, res, snapshots.RenderOptions{MaxSites: 10, MaxFrames: 12, MaxDiffs: 3}); err != nil {
+	if err := driver.WriteText(&text, res, snapshots.RenderOptions{MaxSites: 10, MaxFrames: 12, MaxDiffs: 3}); err != nil {
 		t.Fatal(err)
 	}
 	for name, r := range map[string]string{"report.md": md, "report.html": html, "the terminal": text.String()} {
@@ -115,7 +116,7 @@ func TestSitesFailedInterpreter(t *testing.T) {
 func TestSitesInterpreterKilled(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb", "heaptrack")
-	bin := testenv.Build(t, "testdata/native/keep200.c")
+	bin := testenv.Build(t, "../../testdata/native/keep200.c")
 	// heaptrack's own interpreter, in a directory of this test's, so that
 	// the process killed is this run's.
 	dir := fakeHeaptrack(t, "")
@@ -128,13 +129,13 @@ func TestSitesInterpreterKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	var res *Result
+	var res *driver.Result
 	var m *runjson.Manifest
 	go func() {
 		defer close(done)
 		// 200 requests 20 ms apart: the interpreter is killed about
 		// the 8th stop, with seconds of the run still to go.
-		res, m, err = runNative(t, Options{Measure: Measure{Sites: true}, Tools: Tools{Heaptrack: dir}}, "backend: native\n"+keepPlan, bin, "200", "20000")
+		res, m, err = runNative(t, driver.Options{Measure: driver.Measure{Sites: true}, Tools: driver.Tools{Heaptrack: dir}}, "backend: native\n"+keepPlan, bin, "200", "20000")
 	}()
 	var interp []testenv.Proc
 	for deadline := time.Now().Add(time.Minute); len(interp) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
@@ -156,7 +157,7 @@ func TestSitesInterpreterKilled(t *testing.T) {
 		t.Fatal("no run")
 	}
 	var tool *backend.ToolError
-	if code, _ := ExitStatus(err); code != ExitFailure || !errors.As(err, &tool) || tool.Tool != "heaptrack" || !strings.Contains(err.Error(), "the recording ended during the run") {
+	if code, _ := driver.ExitStatus(err); code != driver.ExitFailure || !errors.As(err, &tool) || tool.Tool != "heaptrack" || !strings.Contains(err.Error(), "the recording ended during the run") {
 		t.Fatalf("run: %v (exit %d), want exit 1: the recording ended", err, code)
 	}
 	with, without := 0, 0
@@ -208,20 +209,20 @@ func read(pid int) int64 {
 // request.
 func TestStaticBinary(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/keep200.c", "-static")
+	bin := testenv.Build(t, "../../testdata/native/keep200.c", "-static")
 	for _, tc := range []struct {
 		name string
-		opts Options
+		opts driver.Options
 		plan string
 	}{
-		{"massif", Options{}, keepPlan},
-		{"sites", Options{Measure: Measure{Sites: true}}, "backend: native\n" + keepPlan},
+		{"massif", driver.Options{}, keepPlan},
+		{"sites", driver.Options{Measure: driver.Measure{Sites: true}}, "backend: native\n" + keepPlan},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			res, err := runSession(t, tc.opts, tc.plan, bin, "12")
 			var be *preflight.BinaryError
-			if code, _ := ExitStatus(err); code != ExitInput || !errors.As(err, &be) || !strings.Contains(err.Error(), "is statically linked") ||
+			if code, _ := driver.ExitStatus(err); code != driver.ExitInput || !errors.As(err, &be) || !strings.Contains(err.Error(), "is statically linked") ||
 				!strings.Contains(err.Error(), "--backend native") {
 				t.Errorf("%v (exit %d), want exit 5 naming --backend native", err, code)
 			}
@@ -234,7 +235,7 @@ func TestStaticBinary(t *testing.T) {
 	}
 	t.Run("native", func(t *testing.T) {
 		t.Parallel()
-		_, m, err := runNative(t, Options{}, "backend: native\n"+keepPlan, bin, "12")
+		_, m, err := runNative(t, driver.Options{}, "backend: native\n"+keepPlan, bin, "12")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,13 +259,13 @@ func TestAllocatorJemalloc(t *testing.T) {
 	if _, err := os.Stat("/usr/include/jemalloc/jemalloc.h"); err != nil {
 		t.Skip("jemalloc is not installed (Debian: libjemalloc-dev)")
 	}
-	bin := testenv.Build(t, "testdata/native/keep200.c", "-Wl,--no-as-needed", "-ljemalloc")
+	bin := testenv.Build(t, "../../testdata/native/keep200.c", "-Wl,--no-as-needed", "-ljemalloc")
 	const allocator = "jemalloc (libjemalloc.so.2)"
 	for _, p := range stopPaths {
 		t.Run("native-"+p.name, func(t *testing.T) {
 			t.Parallel()
 			var warn testenv.Buffer
-			_, m, err := runNative(t, Options{NoAgent: p.noAgent, Streams: Streams{Warn: &warn}}, "backend: native\n"+keepPlan, bin, "12")
+			_, m, err := runNative(t, driver.Options{NoAgent: p.noAgent, Streams: driver.Streams{Warn: &warn}}, "backend: native\n"+keepPlan, bin, "12")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -277,7 +278,7 @@ func TestAllocatorJemalloc(t *testing.T) {
 	t.Run("sites", func(t *testing.T) {
 		t.Parallel()
 		testenv.MustHave(t, "heaptrack")
-		_, m, err := runNative(t, Options{Measure: Measure{Sites: true}}, "backend: native\n"+keepPlan, bin, "12")
+		_, m, err := runNative(t, driver.Options{Measure: driver.Measure{Sites: true}}, "backend: native\n"+keepPlan, bin, "12")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -293,7 +294,7 @@ func TestAllocatorJemalloc(t *testing.T) {
 	t.Run("massif", func(t *testing.T) {
 		t.Parallel()
 		testenv.MustHave(t, "valgrind")
-		res, err := runSession(t, Options{}, keepPlan, bin, "12")
+		res, err := runSession(t, driver.Options{}, keepPlan, bin, "12")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -349,12 +350,12 @@ func TestJemallocThreads(t *testing.T) {
 	if _, err := os.Stat("/usr/include/jemalloc/jemalloc.h"); err != nil {
 		t.Skip("jemalloc is not installed (Debian: libjemalloc-dev)")
 	}
-	bin := testenv.Build(t, "testdata/native/jemworkers.c", "-Wl,--no-as-needed", "-ljemalloc")
+	bin := testenv.Build(t, "../../testdata/native/jemworkers.c", "-Wl,--no-as-needed", "-ljemalloc")
 	const allocator = "jemalloc (libjemalloc.so.2)"
 	for _, p := range stopPaths {
 		t.Run("leak-"+p.name, func(t *testing.T) {
 			t.Parallel()
-			_, m, err := runNative(t, Options{NoAgent: p.noAgent}, "backend: native\n"+keepPlan, bin, "16")
+			_, m, err := runNative(t, driver.Options{NoAgent: p.noAgent}, "backend: native\n"+keepPlan, bin, "16")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -363,7 +364,7 @@ func TestJemallocThreads(t *testing.T) {
 	}
 	t.Run("flat", func(t *testing.T) {
 		t.Parallel()
-		_, m, err := runNative(t, Options{}, "backend: native\n"+keepPlan, bin, "16", "0")
+		_, m, err := runNative(t, driver.Options{}, "backend: native\n"+keepPlan, bin, "16", "0")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -377,7 +378,7 @@ func TestJemallocThreads(t *testing.T) {
 	t.Run("trim-probe", func(t *testing.T) {
 		t.Parallel()
 		var warn testenv.Buffer
-		res, m, err := runNative(t, Options{Streams: Streams{Warn: &warn}}, "backend: native\nnative:\n  trim_probe: true\n"+keepPlan, bin, "16")
+		res, m, err := runNative(t, driver.Options{Streams: driver.Streams{Warn: &warn}}, "backend: native\nnative:\n  trim_probe: true\n"+keepPlan, bin, "16")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -395,9 +396,9 @@ func TestJemallocThreads(t *testing.T) {
 	})
 	t.Run("no-statistics", func(t *testing.T) {
 		t.Parallel()
-		bin := testenv.Build(t, "testdata/native/jemworkers.c", "-DNO_STATS", "-Wl,--no-as-needed", "-ljemalloc")
+		bin := testenv.Build(t, "../../testdata/native/jemworkers.c", "-DNO_STATS", "-Wl,--no-as-needed", "-ljemalloc")
 		var warn testenv.Buffer
-		_, m, err := runNative(t, Options{Streams: Streams{Warn: &warn}}, "backend: native\n"+keepPlan, bin, "16")
+		_, m, err := runNative(t, driver.Options{Streams: driver.Streams{Warn: &warn}}, "backend: native\n"+keepPlan, bin, "16")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -434,13 +435,13 @@ func TestFSTServiceLeak(t *testing.T) {
 	if _, err := os.Stat("/usr/include/fst/fstlib.h"); err != nil {
 		t.Skip("OpenFST is not installed (Debian: libfst-dev)")
 	}
-	const src = "testdata/native/fstservice.cpp"
+	const src = "../../testdata/native/fstservice.cpp"
 	bin := testenv.Build(t, src, "-std=c++17", "-Wl,--no-as-needed", "-lfst")
 	const want = 65552.0 / 4
 	for i := 1; i <= 5; i++ {
 		t.Run("native-"+strconv.Itoa(i), func(t *testing.T) {
 			t.Parallel()
-			_, m, err := runNative(t, Options{}, "backend: native\n"+keepPlan, bin, "200", "4")
+			_, m, err := runNative(t, driver.Options{}, "backend: native\n"+keepPlan, bin, "200", "4")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -462,7 +463,7 @@ func TestFSTServiceLeak(t *testing.T) {
 			t.Skip("jemalloc is not installed (Debian: libjemalloc2)")
 		}
 		plan := "backend: native\ntarget:\n  env:\n    LD_PRELOAD: " + lib + "\n" + keepPlan + "    commands: [\"p n\"]\n"
-		_, m, err := runNative(t, Options{}, plan, bin, "120", "4")
+		_, m, err := runNative(t, driver.Options{}, plan, bin, "120", "4")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -481,7 +482,7 @@ func TestFSTServiceLeak(t *testing.T) {
 	t.Run("sites", func(t *testing.T) {
 		t.Parallel()
 		testenv.MustHave(t, "heaptrack")
-		_, m, err := runNative(t, Options{Measure: Measure{Sites: true}}, "backend: native\n"+keepPlan, bin, "200", "4")
+		_, m, err := runNative(t, driver.Options{Measure: driver.Measure{Sites: true}}, "backend: native\n"+keepPlan, bin, "200", "4")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -510,12 +511,12 @@ func TestFSTServiceLeak(t *testing.T) {
 // of stops shows it as exactly 6.4 KiB).
 func TestNativeNoisyLeak(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/noisy.c")
+	bin := testenv.Build(t, "../../testdata/native/noisy.c")
 	const want = 6553.6
 	for i := 1; i <= 5; i++ {
 		t.Run(strconv.Itoa(i), func(t *testing.T) {
 			t.Parallel()
-			_, m, err := runNative(t, Options{}, "backend: native\n"+keepPlan, bin, "200")
+			_, m, err := runNative(t, driver.Options{}, "backend: native\n"+keepPlan, bin, "200")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -545,16 +546,16 @@ func deref64f(p *float64) float64 {
 func TestNativeArenaReadsFail(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb")
-	bin := testenv.Build(t, "testdata/native/corruptrounds.c")
+	bin := testenv.Build(t, "../../testdata/native/corruptrounds.c")
 	if !libcDebugFile(t, bin) {
 		t.Skip("a threaded program's arenas are read with libc's symbol table (Debian: libc6-dbg)")
 	}
 	const why = "a fastbin chunk at 0x4141414414141418 is misaligned"
 	t.Run("every stop", func(t *testing.T) {
 		t.Parallel()
-		_, m, err := runNative(t, Options{}, roundPlan, bin, "0")
+		_, m, err := runNative(t, driver.Options{}, roundPlan, bin, "0")
 		var tool *backend.ToolError
-		if code, _ := ExitStatus(err); code != ExitFailure || !errors.As(err, &tool) || tool.Tool != "gdb" || !strings.Contains(err.Error(), why) ||
+		if code, _ := driver.ExitStatus(err); code != driver.ExitFailure || !errors.As(err, &tool) || tool.Tool != "gdb" || !strings.Contains(err.Error(), why) ||
 			!strings.Contains(err.Error(), "could not be read at any of the 12 stops") {
 			t.Fatalf("run: %v (exit %d), want exit 1 naming gdb and why", err, code)
 		}
@@ -565,7 +566,7 @@ func TestNativeArenaReadsFail(t *testing.T) {
 	})
 	t.Run("from the 7th stop", func(t *testing.T) {
 		t.Parallel()
-		_, m, err := runNative(t, Options{}, roundPlan, bin, "6")
+		_, m, err := runNative(t, driver.Options{}, roundPlan, bin, "6")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -586,7 +587,7 @@ func TestNativeArenaReadsFail(t *testing.T) {
 // after the program's own is never negative.
 func TestNativePinnedHeapPages(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/pinned.c")
+	bin := testenv.Build(t, "../../testdata/native/pinned.c")
 	const plan = "backend: native\n" + noTcache + "breakpoints:\n  - name: reload\n    location: reload_done\n"
 	for _, trim := range []bool{false, true} {
 		t.Run(fmt.Sprintf("trim_probe=%v", trim), func(t *testing.T) {
@@ -595,7 +596,7 @@ func TestNativePinnedHeapPages(t *testing.T) {
 			if trim {
 				p = "native:\n  trim_probe: true\n" + p
 			}
-			res, m, err := runNative(t, Options{}, p, bin, "10")
+			res, m, err := runNative(t, driver.Options{}, p, bin, "10")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -623,9 +624,9 @@ func TestNativePinnedHeapPages(t *testing.T) {
 func TestSitesVerdictAgreesWithSuspects(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb", "heaptrack")
-	const src = "testdata/native/noisy.c"
+	const src = "../../testdata/native/noisy.c"
 	bin := testenv.Build(t, src)
-	_, m, err := runNative(t, Options{Measure: Measure{Sites: true}}, "backend: native\n"+keepPlan, bin, "30", "1", "640")
+	_, m, err := runNative(t, driver.Options{Measure: driver.Measure{Sites: true}}, "backend: native\n"+keepPlan, bin, "30", "1", "640")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package driver
+package native_test
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapctl/snapctl/driver"
 	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/runjson"
@@ -29,13 +30,13 @@ func fixtureProcs(t *testing.T, bin string) []testenv.Proc {
 // a round are measured. The same with a system() a round (a vfork).
 func TestNativeFork(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/fork.c")
+	bin := testenv.Build(t, "../../testdata/native/fork.c")
 	for _, mode := range []string{"fork", "spawn"} {
 		for _, p := range stopPaths {
 			t.Run(mode+"/"+p.name, func(t *testing.T) {
 				t.Parallel()
 				var out testenv.Buffer
-				res, m, err := runNative(t, Options{Streams: Streams{Stdout: &out}, NoAgent: p.noAgent}, roundPlan, bin, mode)
+				res, m, err := runNative(t, driver.Options{Streams: driver.Streams{Stdout: &out}, NoAgent: p.noAgent}, roundPlan, bin, mode)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -66,10 +67,10 @@ func TestNativeFork(t *testing.T) {
 // detach it goes on forking (a child that failed would end it).
 func TestNativeAttachFork(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/fork.c")
+	bin := testenv.Build(t, "../../testdata/native/fork.c")
 	fixture := testenv.StartFixture(t, bin, "forever")
 	pid := fixture.Process.Pid
-	res, m, err := runNative(t, Options{Attach: Attach{AttachPID: pid}}, "backend: native\nbreakpoints:\n  - name: round\n    location: round_done\n    max_hits: 5\n", "")
+	res, m, err := runNative(t, driver.Options{Attach: driver.Attach{AttachPID: pid}}, "backend: native\nbreakpoints:\n  - name: round\n    location: round_done\n    max_hits: 5\n", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,18 +100,18 @@ func TestNativeAttachFork(t *testing.T) {
 // process.
 func TestNativeExec(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/exec.c")
+	bin := testenv.Build(t, "../../testdata/native/exec.c")
 	for _, p := range stopPaths {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			var out testenv.Buffer
-			res, m, err := runNative(t, Options{Streams: Streams{Stdout: &out}, NoAgent: p.noAgent}, roundPlan, bin)
-			var ee *ExecError
+			res, m, err := runNative(t, driver.Options{Streams: driver.Streams{Stdout: &out}, NoAgent: p.noAgent}, roundPlan, bin)
+			var ee *driver.ExecError
 			if !errors.As(err, &ee) || ee.Program != bin || ee.Stops != 2 || ee.Attached {
 				t.Fatalf("error %v, want an ExecError for %s after 2 stops", err, bin)
 			}
-			if code, reason := ExitStatus(err); code != ExitExec || reason != ReasonExec {
-				t.Errorf("exit %d %s, want %d %s", code, reason, ExitExec, ReasonExec)
+			if code, reason := driver.ExitStatus(err); code != driver.ExitExec || reason != driver.ReasonExec {
+				t.Errorf("exit %d %s, want %d %s", code, reason, driver.ExitExec, driver.ReasonExec)
 			}
 			msg := err.Error()
 			for _, want := range []string{"called exec", "now runs " + bin, "the 2 stops taken before", "snapctl ended it"} {
@@ -118,7 +119,7 @@ func TestNativeExec(t *testing.T) {
 					t.Errorf("message %q does not say %q", msg, want)
 				}
 			}
-			if m.Status != runjson.StatusFailed || m.ExitCode == nil || *m.ExitCode != ExitExec || m.ExitReason != ReasonExec || m.Target.Exec != bin {
+			if m.Status != runjson.StatusFailed || m.ExitCode == nil || *m.ExitCode != driver.ExitExec || m.ExitReason != driver.ReasonExec || m.Target.Exec != bin {
 				t.Errorf("status %s, exit %v %s, target %+v", m.Status, m.ExitCode, m.ExitReason, m.Target)
 			}
 			if len(m.Stops) != 2 || len(m.Diffs) != 1 || *nativeDiffs(t, res.Dir)[0].MemoryDelta.HeapInUseBytes != 100*112 {
@@ -143,18 +144,18 @@ func TestNativeExec(t *testing.T) {
 // SIGTRAP.
 func TestNativeAttachExec(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/exec.c")
+	bin := testenv.Build(t, "../../testdata/native/exec.c")
 	flag := filepath.Join(t.TempDir(), "exec-now")
 	fixture := testenv.StartFixture(t, bin, "forever", flag)
 	pid := fixture.Process.Pid
 	// The fixture execs once flag exists: made at the third stop.
 	plan := fmt.Sprintf("backend: native\nbreakpoints:\n  - name: round\n    location: round_done\n    commands: [\"shell touch %s\"]\n", flag)
-	_, m, err := runNative(t, Options{Attach: Attach{AttachPID: pid}}, plan, "")
-	var ee *ExecError
+	_, m, err := runNative(t, driver.Options{Attach: driver.Attach{AttachPID: pid}}, plan, "")
+	var ee *driver.ExecError
 	if !errors.As(err, &ee) || !ee.Attached || ee.Pid != pid || ee.Program != bin {
 		t.Fatalf("error %v, want an ExecError for process %d", err, pid)
 	}
-	if code, _ := ExitStatus(err); code != ExitExec || !strings.Contains(err.Error(), "snapctl detached and it goes on running") {
+	if code, _ := driver.ExitStatus(err); code != driver.ExitExec || !strings.Contains(err.Error(), "snapctl detached and it goes on running") {
 		t.Errorf("exit %d: %v", code, err)
 	}
 	if !m.Native.Detached || len(m.Stops) == 0 || m.Target.Exec != bin {
@@ -180,8 +181,8 @@ func TestNativeAttachExec(t *testing.T) {
 // own symbol table.
 func TestNativeStaticGlibc(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/leak.c", "-static")
-	res, m, err := runNative(t, Options{}, roundPlan, bin, "100")
+	bin := testenv.Build(t, "../../testdata/native/leak.c", "-static")
+	res, m, err := runNative(t, driver.Options{}, roundPlan, bin, "100")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,5 +198,31 @@ func TestNativeStaticGlibc(t *testing.T) {
 		if d.MemoryDelta.HeapInUseBytes == nil || *d.MemoryDelta.HeapInUseBytes != 100*112 {
 			t.Errorf("diff %d..%d: in-use delta %v, want 11200", d.FromSeq, d.ToSeq, d.MemoryDelta.HeapInUseBytes)
 		}
+	}
+}
+
+// TestExecResolved: a breakpoint that hit four times before the target
+// exec'd a program without its function resolved, though gdb has made it
+// pending again in the new image, and so did one that never hit: run.json
+// calls neither unresolved.
+func TestExecResolved(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "../../testdata/native/execother.c")
+	for _, p := range stopPaths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			plan := roundPlan + "  - name: never\n    location: never_called\n    optional: true\n"
+			_, m, err := runNative(t, driver.Options{NoAgent: p.noAgent}, plan, bin, "/bin/true")
+			var ee *driver.ExecError
+			if !errors.As(err, &ee) || ee.Stops != 4 {
+				t.Fatalf("error %v, want an ExecError after 4 stops", err)
+			}
+			if b := m.Breakpoints[0]; b.Unresolved || b.Hits != 4 || b.Snapshots != 4 {
+				t.Errorf("breakpoint %+v, want 4 hits and snapshots, resolved", b)
+			}
+			if b := m.Breakpoints[1]; b.Unresolved || b.Hits != 0 {
+				t.Errorf("breakpoint %+v, want no hit, resolved", b)
+			}
+		})
 	}
 }

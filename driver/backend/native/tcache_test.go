@@ -1,4 +1,4 @@
-package driver
+package native_test
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/snapctl/snapctl/driver"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/runjson"
 )
@@ -60,7 +61,7 @@ func roundFigures(t *testing.T, out string) [][2]int64 {
 // chunks the program kept.
 func TestNativeTcache(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/tcache.c")
+	bin := testenv.Build(t, "../../testdata/native/tcache.c")
 	if !libcDebugFile(t, bin) {
 		t.Skip("no symbol table for libc (Debian's libc6-dbg): the tcaches cannot be found")
 	}
@@ -68,7 +69,7 @@ func TestNativeTcache(t *testing.T) {
 		for _, p := range nativePaths {
 			t.Run(fmt.Sprintf("%s/%d", p.name, workers), func(t *testing.T) {
 				t.Parallel()
-				m, out, err := runNativeOut(t, Options{}, "backend: native\nbreakpoints:\n"+p.bp("checkpoint", "checkpoint"), bin, strconv.Itoa(workers))
+				m, out, err := runNativeOut(t, driver.Options{}, "backend: native\nbreakpoints:\n"+p.bp("checkpoint", "checkpoint"), bin, strconv.Itoa(workers))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -117,8 +118,8 @@ func checkTcache(t *testing.T, m *runjson.Manifest, out string, workers int) {
 // read) its figures are as exact.
 func TestNativeTcacheStatic(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/tcache.c", "-static")
-	m, out, err := runNativeOut(t, Options{}, "backend: native\nbreakpoints:\n"+nativePaths[0].bp("checkpoint", "checkpoint"), bin, "0")
+	bin := testenv.Build(t, "../../testdata/native/tcache.c", "-static")
+	m, out, err := runNativeOut(t, driver.Options{}, "backend: native\nbreakpoints:\n"+nativePaths[0].bp("checkpoint", "checkpoint"), bin, "0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,8 +132,8 @@ func TestNativeTcacheStatic(t *testing.T) {
 // counts them, and one tcache-not-subtracted event says so.
 func TestNativeTcacheWithoutLibcSymbols(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/tcache.c")
-	m, out, err := runNativeOut(t, Options{}, "gdb:\n  init: [\"set debug-file-directory /nonexistent\"]\nbackend: native\nbreakpoints:\n  - name: checkpoint\n    location: checkpoint\n", bin, "0")
+	bin := testenv.Build(t, "../../testdata/native/tcache.c")
+	m, out, err := runNativeOut(t, driver.Options{}, "gdb:\n  init: [\"set debug-file-directory /nonexistent\"]\nbackend: native\nbreakpoints:\n  - name: checkpoint\n    location: checkpoint\n", bin, "0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package driver
+package native_test
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapctl/snapctl/driver"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/runjson"
 )
@@ -26,8 +27,8 @@ import (
 func TestSitesProgramOwnFiles(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb", "heaptrack")
-	bin := testenv.Build(t, "testdata/sites/daemonfile.c")
-	lib := testenv.Build(t, "testdata/sites/hello_preload.c", "-shared", "-fPIC")
+	bin := testenv.Build(t, "../../testdata/sites/daemonfile.c")
+	lib := testenv.Build(t, "../../testdata/sites/hello_preload.c", "-shared", "-fPIC")
 	for _, mode := range []string{"loop", "range"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
@@ -46,7 +47,7 @@ func TestSitesProgramOwnFiles(t *testing.T) {
 			file := filepath.Join(dir, "sites.out")
 			plan := fmt.Sprintf("backend: native\nnative:\n  sites: true\ntarget:\n  env: {LD_PRELOAD: %s}\nbreakpoints:\n  - location: record_done\n    every: 50\n", lib)
 			var out testenv.Buffer
-			_, m, err := runNative(t, Options{Streams: Streams{Stdout: &out}, Timeouts: Timeouts{Timeout: 2 * time.Minute}}, plan, bin, file, mode)
+			_, m, err := runNative(t, driver.Options{Streams: driver.Streams{Stdout: &out}, Timeouts: driver.Timeouts{Timeout: 2 * time.Minute}}, plan, bin, file, mode)
 			// Where the program closes heaptrack's descriptors, the
 			// recording fails at every stop, and a run that measured
 			// no call site exits 1 saying why; its run directory and

@@ -1,4 +1,4 @@
-package driver
+package native_test
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapctl/snapctl/driver"
+	"github.com/snapctl/snapctl/driver/backend/native"
 	"github.com/snapctl/snapctl/heaptrack"
 	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/internal/testenv"
@@ -23,7 +25,7 @@ import (
 func TestSitesAttachRefusesInjection(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb", "heaptrack")
-	bin := testenv.Build(t, "testdata/native/mallocaddr.c", "-fno-pie", "-no-pie")
+	bin := testenv.Build(t, "../../testdata/native/mallocaddr.c", "-fno-pie", "-no-pie")
 	start := func(t *testing.T, argv ...string) int {
 		cmd := testenv.StartFixture(t, argv[0], argv[1:]...)
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -37,9 +39,9 @@ func TestSitesAttachRefusesInjection(t *testing.T) {
 	}
 	refused := func(t *testing.T, pid int, program string) {
 		plan := "backend: native\nbreakpoints:\n  - location: free\n    max_hits: 3\n"
-		_, err := runSession(t, Options{Measure: Measure{Sites: true}, Attach: Attach{AttachPID: pid}, Timeouts: Timeouts{Timeout: time.Minute}}, plan, "")
-		code, reason := ExitStatus(err)
-		if code != ExitNoInject || reason != "inject-refused" || !strings.Contains(fmt.Sprint(err), program) ||
+		_, err := runSession(t, driver.Options{Measure: driver.Measure{Sites: true}, Attach: driver.Attach{AttachPID: pid}, Timeouts: driver.Timeouts{Timeout: time.Minute}}, plan, "")
+		code, reason := driver.ExitStatus(err)
+		if code != driver.ExitNoInject || reason != "inject-refused" || !strings.Contains(fmt.Sprint(err), program) ||
 			!strings.Contains(fmt.Sprint(err), "not PIE") || !strings.Contains(fmt.Sprint(err), "snapctl run --sites") {
 			t.Fatalf("exit %d (%s): %v", code, reason, err)
 		}
@@ -57,11 +59,11 @@ func TestSitesAttachRefusesInjection(t *testing.T) {
 		if real, err := filepath.EvalSymlinks(python); err == nil {
 			python = real
 		}
-		if err := CheckInjectable(os.Getpid()); err != nil {
+		if err := native.CheckInjectable(os.Getpid()); err != nil {
 			t.Fatalf("the test binary is refused: %v", err)
 		}
 		pid := start(t, python, "-c", "import threading, time\nfor _ in range(3): threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\ntime.sleep(600)")
-		if CheckInjectable(pid) == nil {
+		if native.CheckInjectable(pid) == nil {
 			t.Skipf("%s is a PIE program: heaptrack can be injected", python)
 		}
 		refused(t, pid, filepath.Base(python))

@@ -1,4 +1,4 @@
-package driver
+package native_test
 
 import (
 	"context"
@@ -79,7 +79,7 @@ end
 func TestAgentDirectCallMask(t *testing.T) {
 	t.Parallel()
 	var got struct{ Before, After, Call string }
-	prog := directCallScript(t, "testdata/native/stuckhandler.c", `CALL_TIMEOUT["mallinfo2"] = 0.5
+	prog := directCallScript(t, "../../testdata/native/stuckhandler.c", `CALL_TIMEOUT["mallinfo2"] = 0.5
 try:
     direct_call("mallinfo2", result=80)
     out["call"] = "returned"
@@ -109,7 +109,7 @@ func TestAgentDirectCallRepeatedSignal(t *testing.T) {
 		Before, After, Call string
 		Runs                int
 	}
-	prog := directCallScript(t, "testdata/native/reraise.c", `try:
+	prog := directCallScript(t, "../../testdata/native/reraise.c", `try:
     out["call"] = "returned %s" % type(direct_call("mallinfo2", result=80)).__name__
 except CallFailed as e:
     out["call"] = str(e)

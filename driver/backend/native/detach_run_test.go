@@ -1,4 +1,4 @@
-package driver
+package native_test
 
 import (
 	"errors"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapctl/snapctl/driver"
 	"github.com/snapctl/snapctl/driver/backend/native"
 	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/internal/testenv"
@@ -58,7 +59,7 @@ const attachPlan = "backend: native\nstop_timeout: 2s\nbreakpoints:\n  - name: r
 // attachInBackground runs snapctl attach with plan against pid until it
 // returns, and waits until gdb's breakpoints are in the process and it
 // runs: no thread is stopped by gdb.
-func attachInBackground(t *testing.T, pid int, plan string, opts Options) <-chan error {
+func attachInBackground(t *testing.T, pid int, plan string, opts driver.Options) <-chan error {
 	t.Helper()
 	done := make(chan error, 1)
 	opts.AttachPID, opts.Timeout, opts.Grace = pid, 5*time.Minute, 500*time.Millisecond
@@ -105,7 +106,7 @@ func attachInBackground(t *testing.T, pid int, plan string, opts Options) <-chan
 func TestAttachCyclesUnderLoad(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb")
-	srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
+	srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
 	stop := make(chan struct{})
 	answered := srv.Load(stop)
 	// A loaded machine may spend the whole timeout attaching: a cycle
@@ -115,13 +116,13 @@ func TestAttachCyclesUnderLoad(t *testing.T) {
 		// Every request hits the breakpoint, every tenth is measured
 		// with every thread stopped, and the run ends with --timeout,
 		// under load.
-		res, err := runSession(t, Options{Attach: Attach{AttachPID: srv.Pid}, Timeouts: Timeouts{Timeout: timeout}},
+		res, err := runSession(t, driver.Options{Attach: driver.Attach{AttachPID: srv.Pid}, Timeouts: driver.Timeouts{Timeout: timeout}},
 			"backend: native\nbreakpoints:\n  - name: request\n    location: handle_request\n    every: 10\n", "")
 		if res == nil {
 			t.Fatalf("cycle %d: no run: %v", cycle, err)
 		}
 		m := readManifest(t, res.Dir)
-		if !errors.Is(err, ErrTimeout) || !m.Native.Detached {
+		if !errors.Is(err, driver.ErrTimeout) || !m.Native.Detached {
 			t.Errorf("cycle %d: %v, want the timeout and a detach", cycle, err)
 		}
 		measured := 0
@@ -160,8 +161,8 @@ func TestAttachCyclesUnderLoad(t *testing.T) {
 func TestAttachGdbKilled(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb")
-	srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
-	done := attachInBackground(t, srv.Pid, attachPlan, Options{})
+	srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
+	done := attachInBackground(t, srv.Pid, attachPlan, driver.Options{})
 	gdb := tracer(srv.Pid)
 	if gdb == 0 {
 		t.Fatal("the server has no tracer")
@@ -193,9 +194,9 @@ func TestAttachGdbKilled(t *testing.T) {
 func TestAttachKilledAtOnce(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb")
-	srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
+	srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
 	kill := make(chan struct{})
-	done := attachInBackground(t, srv.Pid, attachPlan, Options{Kill: kill})
+	done := attachInBackground(t, srv.Pid, attachPlan, driver.Options{Kill: kill})
 	close(kill)
 	err := <-done
 	want := fmt.Sprintf("; process %d runs on: snapctl removed its ", srv.Pid)
@@ -216,10 +217,10 @@ func TestAttachKilledAtOnce(t *testing.T) {
 func TestAttachGdbStopped(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb")
-	srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
+	srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
 	stop := make(chan struct{})
 	answered := srv.Load(stop)
-	done := attachInBackground(t, srv.Pid, attachPlan, Options{})
+	done := attachInBackground(t, srv.Pid, attachPlan, driver.Options{})
 	// Requests go through the breakpoint meanwhile.
 	for before, deadline := served(t, srv), time.Now().Add(2*time.Minute); served(t, srv)-before < 2; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -256,30 +257,6 @@ func TestAttachGdbStopped(t *testing.T) {
 	srv.MustServe(t)
 }
 
-// allowCores gives the test's processes a soft core size limit that lets
-// them dump core, or skips the test where the hard limit is 0. gdb raises
-// its soft limit to the hard one to dump core anyway (mi.noCoreArgs).
-func allowCores(t *testing.T) {
-	t.Helper()
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_CORE, &lim); err != nil || lim.Max == 0 {
-		t.Skipf("core files are off for good here (hard limit 0): %v", err)
-	}
-}
-
-// noCores fails the test for a core file in any of dirs.
-func noCores(t *testing.T, dirs ...string) {
-	t.Helper()
-	for _, dir := range dirs {
-		entries, _ := os.ReadDir(dir)
-		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), "core") {
-				t.Errorf("a core file: %s", filepath.Join(dir, e.Name()))
-			}
-		}
-	}
-}
-
 // internalErrorPlan has gdb meet an internal error as it sets up, in the
 // working directory cwd.
 func internalErrorPlan(backend, cwd string) string {
@@ -293,10 +270,10 @@ func internalErrorPlan(backend, cwd string) string {
 func TestAttachGdbInternalError(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb")
-	allowCores(t)
-	srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
+	testenv.AllowCores(t)
+	srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
 	cwd := t.TempDir()
-	res, err := runSession(t, Options{Attach: Attach{AttachPID: srv.Pid}, Timeouts: Timeouts{Timeout: time.Minute}}, internalErrorPlan("native", cwd), "")
+	res, err := runSession(t, driver.Options{Attach: driver.Attach{AttachPID: srv.Pid}, Timeouts: driver.Timeouts{Timeout: time.Minute}}, internalErrorPlan("native", cwd), "")
 	if res == nil {
 		t.Fatalf("no run: %v", err)
 	}
@@ -307,39 +284,11 @@ func TestAttachGdbInternalError(t *testing.T) {
 	if m := readManifest(t, res.Dir); !m.Native.Detached {
 		t.Errorf("gdb did not detach after its internal error")
 	}
-	noCores(t, cwd, res.Dir, ".")
+	testenv.NoCores(t, cwd, res.Dir, ".")
 	if ch := testenv.TextChanges(t, srv.Pid); len(ch) > 0 {
 		t.Fatalf("breakpoints left in the process: %s", strings.Join(ch, "; "))
 	}
 	srv.MustServe(t)
-}
-
-// TestGdbInternalErrorNoCore: the gdb that runs the program (native) and
-// the one that reaches valgrind (massif) quit on an internal error, as
-// gdb does, without the core file gdb would write into the program's
-// working directory.
-func TestGdbInternalErrorNoCore(t *testing.T) {
-	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/tcpserver.c")
-	for _, backend := range []string{"native", "massif"} {
-		t.Run(backend, func(t *testing.T) {
-			t.Parallel()
-			testenv.MustHave(t, "gdb")
-			if backend == "massif" {
-				testenv.MustHave(t, "valgrind")
-			}
-			allowCores(t)
-			cwd := t.TempDir()
-			res, err := runSession(t, Options{Timeouts: Timeouts{Timeout: time.Minute}}, internalErrorPlan(backend, cwd), bin, filepath.Join(cwd, "port"))
-			if res == nil {
-				t.Fatalf("no run: %v", err)
-			}
-			if err == nil || !strings.Contains(err.Error(), "gdb: exited with status 1") {
-				t.Errorf("error %v, want gdb's exit", err)
-			}
-			noCores(t, cwd, res.Dir, ".")
-		})
-	}
 }
 
 // TestAttachExited: a process that has exited, reaped or not yet (a
@@ -358,18 +307,18 @@ func TestAttachExited(t *testing.T) {
 			t.Fatal("true did not exit")
 		}
 	}
-	err := CheckAttach(pid)
-	if code, reason := ExitStatus(err); code != ExitNoProcess || reason != AttachNoProcess || !strings.Contains(fmt.Sprint(err), "it has exited (a zombie") {
+	err := native.CheckAttach(pid)
+	if code, reason := driver.ExitStatus(err); code != driver.ExitNoProcess || reason != native.AttachNoProcess || !strings.Contains(fmt.Sprint(err), "it has exited (a zombie") {
 		t.Errorf("a zombie: %v (exit %d, %s)", err, code, reason)
 	}
 	gdbSays := fmt.Sprintf("Cannot attach to process %d: Operation not permitted (process %d is a zombie - the process has already terminated)", pid, pid)
 	err = native.AttachRefused(pid, gdbSays)
 	want := fmt.Sprintf("cannot attach to process %d: it exited while gdb attached to it (gdb: %s)", pid, gdbSays)
-	if code, _ := ExitStatus(err); code != ExitNoProcess || fmt.Sprint(err) != want {
+	if code, _ := driver.ExitStatus(err); code != driver.ExitNoProcess || fmt.Sprint(err) != want {
 		t.Errorf("gdb's refusal: %v (exit %d), want %q", err, code, want)
 	}
 	zombie.Wait()
-	if code, _ := ExitStatus(native.AttachRefused(pid, "No such process.")); code != ExitNoProcess {
+	if code, _ := driver.ExitStatus(native.AttachRefused(pid, "No such process.")); code != driver.ExitNoProcess {
 		t.Errorf("a reaped process: exit %d", code)
 	}
 }
@@ -379,9 +328,9 @@ func TestAttachExited(t *testing.T) {
 // snapctl.
 func TestNativeChildrenRunOn(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/children.c")
+	bin := testenv.Build(t, "../../testdata/native/children.c")
 	pidFile := filepath.Join(t.TempDir(), "pids")
-	res, m, err := runNative(t, Options{}, roundPlan, bin, pidFile, "60")
+	res, m, err := runNative(t, driver.Options{}, roundPlan, bin, pidFile, "60")
 	var pids [2]int
 	if data, rerr := os.ReadFile(pidFile); rerr == nil {
 		fmt.Sscan(string(data), &pids[0], &pids[1])
@@ -402,56 +351,5 @@ func TestNativeChildrenRunOn(t *testing.T) {
 		if pids[i] == 0 || !testenv.Lives(pids[i]) {
 			t.Errorf("the program's %s (process %d) did not outlive the run", what, pids[i])
 		}
-	}
-}
-
-// TestMassifChildrenEnd: under massif the program's child and daemon run
-// under valgrind, which may not outlive the run: both end with it, and an
-// event names them and says why.
-func TestMassifChildrenEnd(t *testing.T) {
-	t.Parallel()
-	testenv.MustHave(t, "gdb", "valgrind")
-	bin := testenv.Build(t, "testdata/native/children.c")
-	pidFile := filepath.Join(t.TempDir(), "pids")
-	res, err := runSession(t, Options{}, "breakpoints:\n  - name: round\n    location: round_done\n", bin, pidFile, "60")
-	var pids [2]int
-	if data, rerr := os.ReadFile(pidFile); rerr == nil {
-		fmt.Sscan(string(data), &pids[0], &pids[1])
-	}
-	t.Cleanup(func() {
-		for _, pid := range pids {
-			if pid > 0 {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-	})
-	if res == nil || err != nil {
-		t.Fatalf("run: %v", err)
-	}
-	m := readManifest(t, res.Dir)
-	var ended []string
-	for _, ev := range m.Events {
-		if ev.Kind == EventLeftoversEnded {
-			ended = append(ended, ev.Message)
-		}
-	}
-	if len(ended) != 1 {
-		t.Fatalf("events %+v, want one %s", m.Events, EventLeftoversEnded)
-	}
-	for i, what := range []string{"child", "daemon"} {
-		if pids[i] == 0 || proc.Alive(pids[i]) {
-			t.Errorf("the program's %s (process %d) outlived the run", what, pids[i])
-		}
-		// The child sleeps in the program's process group, which ends
-		// with the program: where it went with the group before snapctl
-		// looked for what was left, snapctl did not end it and the event
-		// rightly leaves it out. The daemon, in a session of its own,
-		// is always snapctl's to end.
-		if !strings.Contains(ended[0], fmt.Sprintf("%d (", pids[i])) && what == "daemon" {
-			t.Errorf("event %q does not name the %s, process %d", ended[0], what, pids[i])
-		}
-	}
-	if !strings.Contains(ended[0], "nothing of valgrind's outlives a massif run") {
-		t.Errorf("event %q does not say why", ended[0])
 	}
 }

@@ -1,4 +1,4 @@
-package driver
+package native_test
 
 import (
 	"encoding/json"
@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapctl/snapctl/driver"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/runjson"
 )
@@ -26,7 +27,7 @@ import (
 
 // runNativeOut is runNative with the target's standard output, which the
 // fixtures use to say what they counted.
-func runNativeOut(t *testing.T, opts Options, plan, binary string, args ...string) (*runjson.Manifest, string, error) {
+func runNativeOut(t *testing.T, opts driver.Options, plan, binary string, args ...string) (*runjson.Manifest, string, error) {
 	t.Helper()
 	var out testenv.Buffer
 	opts.Stdout = &out
@@ -103,8 +104,8 @@ func checkFigures(t *testing.T, m *runjson.Manifest, busy bool) {
 // paths, finds the cache's leak and counts the requests the plan says.
 func TestNativeDemo(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "../examples/server.c")
-	plan, err := os.ReadFile("../examples/plan.yaml")
+	bin := testenv.Build(t, "../../../examples/server.c")
+	plan, err := os.ReadFile("../../../examples/plan.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestNativeDemo(t *testing.T) {
 			// is in the heap at some of the 5 stops, which then do
 			// not make a significant trend (docs/native.md, "Hits
 			// counted in the kernel").
-			m, out, err := runNativeOut(t, Options{NoAgent: p.noAgent, Env: []string{"SNAPCTL_HITS=gdb"}}, "backend: native\n"+string(plan), bin)
+			m, out, err := runNativeOut(t, driver.Options{NoAgent: p.noAgent, Env: []string{"SNAPCTL_HITS=gdb"}}, "backend: native\n"+string(plan), bin)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,14 +143,14 @@ func TestNativeDemo(t *testing.T) {
 // mallinfo2() returned in the program just before the stop.
 func TestNativeArenasExact(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/arenas.c")
+	bin := testenv.Build(t, "../../testdata/native/arenas.c")
 	if !libcDebugFile(t, bin) {
 		t.Skip("no symbol table for libc (Debian's libc6-dbg): the arenas cannot be read")
 	}
 	for _, p := range nativePaths {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
-			m, out, err := runNativeOut(t, Options{}, "backend: native\nbreakpoints:\n"+p.bp("checkpoint", "checkpoint"), bin, "8", "3")
+			m, out, err := runNativeOut(t, driver.Options{}, "backend: native\nbreakpoints:\n"+p.bp("checkpoint", "checkpoint"), bin, "8", "3")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,7 +182,7 @@ func TestNativeArenasExact(t *testing.T) {
 // call is a hit and a measurement, on both paths.
 func TestNativeThreads(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/threads.c")
+	bin := testenv.Build(t, "../../testdata/native/threads.c")
 	for _, c := range []struct{ args []string }{
 		{[]string{"1", "100", "exit"}}, // one worker, main waiting in pthread_join
 		{[]string{"2", "20"}},
@@ -192,7 +193,7 @@ func TestNativeThreads(t *testing.T) {
 		for _, p := range nativePaths {
 			t.Run(p.name+"/"+strings.Join(c.args, "-"), func(t *testing.T) {
 				t.Parallel()
-				m, out, err := runNativeOut(t, Options{}, "backend: native\nbreakpoints:\n"+p.bp("work", "work"), bin, c.args...)
+				m, out, err := runNativeOut(t, driver.Options{}, "backend: native\nbreakpoints:\n"+p.bp("work", "work"), bin, c.args...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -214,12 +215,12 @@ func TestNativeThreads(t *testing.T) {
 // call's return short): every call is counted once, and the run ends.
 func TestNativeThreadsAroundCall(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/threads.c")
+	bin := testenv.Build(t, "../../testdata/native/threads.c")
 	for _, lock := range []string{"on", "off"} {
 		t.Run(lock, func(t *testing.T) {
 			t.Parallel()
 			plan := "backend: native\nscheduler_locking: " + lock + "\nbreakpoints:\n  - name: work\n    location: work\n    around_call: true\n"
-			m, out, err := runNativeOut(t, Options{}, plan, bin, "8", "5")
+			m, out, err := runNativeOut(t, driver.Options{}, plan, bin, "8", "5")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -247,14 +248,14 @@ func TestNativeThreadsAroundCall(t *testing.T) {
 // memory only; once the lock is free the figures come back.
 func TestNativeLockHeld(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/lockheld.c")
+	bin := testenv.Build(t, "../../testdata/native/lockheld.c")
 	if !libcDebugFile(t, bin) {
 		t.Skip("no symbol table for libc (Debian's libc6-dbg): the arenas' locks cannot be read")
 	}
 	for _, p := range nativePaths {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
-			m, out, err := runNativeOut(t, Options{}, "backend: native\nbreakpoints:\n"+p.bp("work", "work"), bin, "4", "3")
+			m, out, err := runNativeOut(t, driver.Options{}, "backend: native\nbreakpoints:\n"+p.bp("work", "work"), bin, "4", "3")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -286,7 +287,7 @@ func TestNativeLockHeld(t *testing.T) {
 // waits for that lock forever).
 func TestNativeSignalHandler(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/handler.c")
+	bin := testenv.Build(t, "../../testdata/native/handler.c")
 	if !libcDebugFile(t, bin) {
 		t.Skip("no symbol table for libc (Debian's libc6-dbg): the arenas' locks cannot be read")
 	}
@@ -294,7 +295,7 @@ func TestNativeSignalHandler(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			plan := "backend: native\nbreakpoints:\n" + p.bp("handler", "in_handler") + p.bp("after", "after")
-			m, out, err := runNativeOut(t, Options{}, plan, bin, "3", "2")
+			m, out, err := runNativeOut(t, driver.Options{}, plan, bin, "3", "2")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -324,12 +325,12 @@ func TestNativeSignalHandler(t *testing.T) {
 // signals for the step: TestNativeSignalTimer, timer_test.go.)
 func TestNativeFastTimer(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/alarm.c")
+	bin := testenv.Build(t, "../../testdata/native/alarm.c")
 	for _, threads := range []string{"1", "4"} {
 		for _, p := range nativePaths {
 			t.Run(p.name+"/"+threads, func(t *testing.T) {
 				t.Parallel()
-				m, out, err := runNativeOut(t, Options{}, "backend: native\nbreakpoints:\n"+p.bp("work", "work"), bin, "5", "1000", threads)
+				m, out, err := runNativeOut(t, driver.Options{}, "backend: native\nbreakpoints:\n"+p.bp("work", "work"), bin, "5", "1000", threads)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -351,7 +352,7 @@ func TestNativeFastTimer(t *testing.T) {
 // file system is a small tmpfs (the test skips where it cannot mount
 // one).
 func TestNativeFullTmpdir(t *testing.T) {
-	bin := testenv.Build(t, "testdata/native/threads.c")
+	bin := testenv.Build(t, "../../testdata/native/threads.c")
 	for _, p := range nativePaths {
 		t.Run(p.name, func(t *testing.T) {
 			tmp := t.TempDir()
@@ -361,7 +362,7 @@ func TestNativeFullTmpdir(t *testing.T) {
 			t.Cleanup(func() { exec.Command("umount", "-l", tmp).Run() })
 			t.Setenv("TMPDIR", tmp)
 			type outcome struct {
-				res *Result
+				res *driver.Result
 				err error
 			}
 			// The run is the test's only user of t until it ends.
@@ -369,7 +370,7 @@ func TestNativeFullTmpdir(t *testing.T) {
 			go func() {
 				// run.json lists stops within 100 ms rather than the 10 s
 				// that leave a loaded machine minutes of stops to go through.
-				res, err := runSession(t, Options{Timeouts: Timeouts{Timeout: 4 * time.Minute, ManifestEvery: 100 * time.Millisecond}}, "backend: native\nbreakpoints:\n"+p.bp("work", "work"), bin, "2", "20000")
+				res, err := runSession(t, driver.Options{Timeouts: driver.Timeouts{Timeout: 4 * time.Minute, ManifestEvery: 100 * time.Millisecond}}, "backend: native\nbreakpoints:\n"+p.bp("work", "work"), bin, "2", "20000")
 				done <- outcome{res, err}
 			}()
 			// Stops are in run.json (the run directory is not on the
@@ -453,9 +454,9 @@ func fill(t *testing.T, dir string) {
 // calls.
 func TestNativeThreadsWithoutLibcSymbols(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/threads.c")
+	bin := testenv.Build(t, "../../testdata/native/threads.c")
 	var warn testenv.Buffer
-	m, out, err := runNativeOut(t, Options{Streams: Streams{Warn: &warn}}, "gdb:\n  init: [\"set debug-file-directory /nonexistent\"]\nbackend: native\nbreakpoints:\n  - name: work\n    location: work\n", bin, "4", "5")
+	m, out, err := runNativeOut(t, driver.Options{Streams: driver.Streams{Warn: &warn}}, "gdb:\n  init: [\"set debug-file-directory /nonexistent\"]\nbackend: native\nbreakpoints:\n  - name: work\n    location: work\n", bin, "4", "5")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,11 +486,11 @@ func TestNativeThreadsWithoutLibcSymbols(t *testing.T) {
 // records what it released, or says the allocator was busy.
 func TestNativeThreadsTrim(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/threads.c")
+	bin := testenv.Build(t, "../../testdata/native/threads.c")
 	if !libcDebugFile(t, bin) {
 		t.Skip("no symbol table for libc (Debian's libc6-dbg): the arenas' locks cannot be read")
 	}
-	m, out, err := runNativeOut(t, Options{}, "backend: native\nnative:\n  trim_probe: true\nbreakpoints:\n  - name: work\n    location: work\n", bin, "4", "5")
+	m, out, err := runNativeOut(t, driver.Options{}, "backend: native\nnative:\n  trim_probe: true\nbreakpoints:\n  - name: work\n    location: work\n", bin, "4", "5")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,10 +520,10 @@ func TestNativeSignalHandlerWithoutLibcSymbols(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the direct call is x86-64's")
 	}
-	bin := testenv.Build(t, "testdata/native/handler.c")
+	bin := testenv.Build(t, "../../testdata/native/handler.c")
 	plan := "gdb:\n  init: [\"set debug-file-directory /nonexistent\"]\nbackend: native\nbreakpoints:\n" +
 		nativePaths[0].bp("handler", "in_handler") + nativePaths[0].bp("after", "after")
-	m, out, err := runNativeOut(t, Options{}, plan, bin, "2", "2")
+	m, out, err := runNativeOut(t, driver.Options{}, plan, bin, "2", "2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -552,17 +553,17 @@ func TestNativeSignalHandlerWithoutLibcSymbols(t *testing.T) {
 // the program runs to its end.
 func TestNativeThreadsCorruptHeap(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/corrupt.c")
+	bin := testenv.Build(t, "../../testdata/native/corrupt.c")
 	if !libcDebugFile(t, bin) {
 		t.Skip("no symbol table for libc (Debian's libc6-dbg): the arenas cannot be read")
 	}
 	for _, p := range stopPaths {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
-			_, m, err := runNative(t, Options{NoAgent: p.noAgent}, roundPlan, bin, "thread")
+			_, m, err := runNative(t, driver.Options{NoAgent: p.noAgent}, roundPlan, bin, "thread")
 			// Its only stop could not read the heap: nothing of it was
 			// measured, and the run does not pass.
-			if code, _ := ExitStatus(err); code != ExitFailure || !strings.Contains(fmt.Sprint(err), "gdb: glibc's allocator could not be read at any of the 1 stops") {
+			if code, _ := driver.ExitStatus(err); code != driver.ExitFailure || !strings.Contains(fmt.Sprint(err), "gdb: glibc's allocator could not be read at any of the 1 stops") {
 				t.Fatalf("run: %v (exit %d), want exit 1", err, code)
 			}
 			if m.Target.ExitCode == nil || *m.Target.ExitCode != 0 || len(m.Stops) != 1 || m.Stops[0].Memory.RSSBytes <= 0 || m.Stops[0].Memory.HeapInUseBytes != nil {

@@ -1,4 +1,4 @@
-package driver
+package native_test
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapctl/snapctl/driver"
 	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/internal/testenv"
 )
@@ -23,12 +24,12 @@ import (
 func TestGuardGdbKilledUnderLoad(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb", "gdbserver")
-	srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
+	srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
 	stop := make(chan struct{})
 	answered := srv.Load(stop)
 	for cycle := 1; cycle <= 5; cycle++ {
 		// --guard: gdbserver traces the server.
-		done := attachInBackground(t, srv.Pid, attachPlan, Options{Attach: Attach{Guard: true}})
+		done := attachInBackground(t, srv.Pid, attachPlan, driver.Options{Attach: driver.Attach{Guard: true}})
 		st, _ := proc.Status(srv.Pid)
 		if comm, _ := os.ReadFile("/proc/" + st["TracerPid"] + "/comm"); strings.TrimSpace(string(comm)) != "gdbserver" {
 			t.Fatalf("cycle %d: the server's tracer is %s (%q), not gdbserver", cycle, st["TracerPid"], comm)

@@ -1,4 +1,4 @@
-package driver
+package native_test
 
 import (
 	"compress/gzip"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/snapctl/snapctl/driver"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
@@ -49,7 +50,7 @@ func siteFigures(m *runjson.Manifest) map[string]string {
 func TestSitesRun(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb", "heaptrack")
-	bin := testenv.Build(t, "../heaptrack/testdata/sites.c")
+	bin := testenv.Build(t, "../../../heaptrack/testdata/sites.c")
 	want := map[string]string{
 		"keep_table":  "sites.c:20 4000 B/hit 4 blocks/hit 20000 B in all over 5 intervals",
 		"keep_small":  "sites.c:19 102 B/hit 4 blocks/hit 510 B in all over 5 intervals",
@@ -59,7 +60,7 @@ func TestSitesRun(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			var out testenv.Buffer
-			res, m, err := runNative(t, Options{NoAgent: p.noAgent, Streams: Streams{Stdout: &out}}, fmt.Sprintf(sitesPlan, "native"), bin, "6")
+			res, m, err := runNative(t, driver.Options{NoAgent: p.noAgent, Streams: driver.Streams{Stdout: &out}}, fmt.Sprintf(sitesPlan, "native"), bin, "6")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,8 +102,8 @@ func TestSitesRun(t *testing.T) {
 func TestSitesCutInPlace(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb", "heaptrack")
-	bin := testenv.Build(t, "testdata/native/leak.c")
-	res, m, err := runNative(t, Options{Trace: true}, "backend: native\nnative:\n  sites: true\nbreakpoints:\n  - name: round\n    location: round_done\n", bin, "100")
+	bin := testenv.Build(t, "../../testdata/native/leak.c")
+	res, m, err := runNative(t, driver.Options{Trace: true}, "backend: native\nnative:\n  sites: true\nbreakpoints:\n  - name: round\n    location: round_done\n", bin, "100")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestSitesCutInPlace(t *testing.T) {
 	if n := strings.Count(string(mi), `*stopped,reason="breakpoint-hit"`); n > 1 {
 		t.Errorf("gdb reported %d of the 6 stops to snapctl, want at most 1: the agent did not cut in place", n)
 	}
-	line := testenv.LineOf(t, "testdata/native/leak.c", "malloc(100)")
+	line := testenv.LineOf(t, "../../testdata/native/leak.c", "malloc(100)")
 	want := map[string]string{"main": fmt.Sprintf("leak.c:%d 10000 B/hit 100 blocks/hit 50000 B in all over 5 intervals", line)}
 	if diff := cmp.Diff(want, siteFigures(m)); diff != "" {
 		t.Errorf("suspects (-want +got):\n%s\nevents %+v", diff, m.Events)
@@ -128,8 +129,8 @@ func TestSitesCutInPlace(t *testing.T) {
 func TestSitesEqualMassifRun(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb", "heaptrack", "valgrind")
-	bin := testenv.Build(t, "../heaptrack/testdata/sites.c")
-	_, native, err := runNative(t, Options{}, fmt.Sprintf(sitesPlan, "native"), bin, "6")
+	bin := testenv.Build(t, "../../../heaptrack/testdata/sites.c")
+	_, native, err := runNative(t, driver.Options{}, fmt.Sprintf(sitesPlan, "native"), bin, "6")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,9 +175,9 @@ func TestSitesEqualMassifRun(t *testing.T) {
 func TestSitesChurn(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb", "heaptrack")
-	bin := testenv.Build(t, "../heaptrack/testdata/churn.c")
+	bin := testenv.Build(t, "../../../heaptrack/testdata/churn.c")
 	plan := "backend: native\nnative:\n  sites: true\nkeep_snapshots: all\nbreakpoints:\n  - name: check\n    location: check\n    commands: [\"print counts[0] + counts[1] + counts[2]\"]\n"
-	res, m, err := runNative(t, Options{}, plan, bin, "40")
+	res, m, err := runNative(t, driver.Options{}, plan, bin, "40")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +253,7 @@ func TestSitesAttach(t *testing.T) {
 // sitesAttach is TestSitesAttach, asked to guard the process or not:
 // gdb traces it either way with sites (fact 70).
 func sitesAttach(t *testing.T, guard bool) {
-	srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
+	srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
 	stop := make(chan struct{})
 	answered := srv.Load(stop)
 	// Blocks kept before the attach are not the run's.
@@ -264,12 +265,12 @@ func sitesAttach(t *testing.T, guard bool) {
 	var out testenv.Buffer
 	plan := "backend: native\nbreakpoints:\n  - name: keep\n    location: keep_request\n    max_hits: 6\n"
 	type result struct {
-		res *Result
+		res *driver.Result
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		opts := Options{Measure: Measure{Sites: true}, Streams: Streams{Stdout: &out}, Attach: Attach{AttachPID: srv.Pid, Guard: guard}, Timeouts: Timeouts{Timeout: 2 * time.Minute}}
+		opts := driver.Options{Measure: driver.Measure{Sites: true}, Streams: driver.Streams{Stdout: &out}, Attach: driver.Attach{AttachPID: srv.Pid, Guard: guard}, Timeouts: driver.Timeouts{Timeout: 2 * time.Minute}}
 		res, err := runSession(t, opts, plan, "")
 		done <- result{res, err}
 	}()
@@ -339,8 +340,8 @@ func sitesAttach(t *testing.T, guard bool) {
 func TestSitesAttachGdbKilled(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb", "heaptrack")
-	srv := testenv.StartServer(t, "testdata/native/tcpserver.c")
-	done := attachInBackground(t, srv.Pid, attachPlan, Options{Measure: Measure{Sites: true}})
+	srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
+	done := attachInBackground(t, srv.Pid, attachPlan, driver.Options{Measure: driver.Measure{Sites: true}})
 	// heaptrack is injected before the plan's breakpoints go in, gdb's
 	// own are in from the attach: wait for the library to write into
 	// snapctl's FIFO, from the descriptor snapctl moved it to (gdb's
@@ -383,5 +384,78 @@ func TestSitesAttachGdbKilled(t *testing.T) {
 	srv.MustServe(t)
 	if ch := testenv.TextChanges(t, srv.Pid); len(ch) > 0 {
 		t.Fatalf("breakpoints left in the process: %s", strings.Join(ch, "; "))
+	}
+}
+
+// Under native.sites a stop's heap per site reaches the analysis as a
+// tree, not as a file read back: keep_snapshots: changed still keeps only
+// the files of stops 1 and 3, and the one diff is grow's +32 bytes.
+func TestSitesKeepChanged(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb", "heaptrack")
+	bin := testenv.Build(t, "../../testdata/steady.c")
+	res, m, err := runNative(t, driver.Options{}, "backend: native\nnative:\n  sites: true\nkeep_snapshots: changed\nbreakpoints:\n  - name: tick\n    location: tick\n", bin, "5", "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type stop struct {
+		Seq       int
+		Snapshot  string
+		SameAsSeq int
+	}
+	var got []stop
+	for _, s := range m.Stops {
+		got = append(got, stop{s.Seq, s.Snapshot, s.SameAsSeq})
+		if s.Memory == nil || s.Memory.SitesMissing != "" {
+			t.Errorf("stop %d: memory %+v, want its sites", s.Seq, s.Memory)
+		}
+	}
+	want := []stop{
+		{1, "snapshots/0001-tick-1.massif.gz", 0},
+		{2, "", 1},
+		{3, "snapshots/0003-tick-3.massif.gz", 0},
+		{4, "", 3},
+		{5, "", 3},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("stops (-want +got):\n%s", diff)
+	}
+	names, err := filepath.Glob(filepath.Join(res.Dir, snapshotDir, "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range names {
+		names[i] = filepath.Join(snapshotDir, filepath.Base(names[i]))
+	}
+	if diff := cmp.Diff([]string{want[0].Snapshot, want[2].Snapshot}, names); diff != "" {
+		t.Errorf("files kept (-want +got):\n%s", diff)
+	}
+	// The kept file reads back as the tree the analysis had: grow's 32
+	// bytes in one block from stop 3 on.
+	snap, err := snapshots.ReadHeap(strings.NewReader(gunzip(t, filepath.Join(res.Dir, want[2].Snapshot))), want[2].Snapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var grow *snapshots.Node
+	for _, c := range snap.Tree.Children {
+		if c.Frame.Function == "grow" {
+			grow = c
+		}
+	}
+	if grow == nil || grow.Bytes != 32 || grow.Blocks != 1 {
+		t.Errorf("stop 3's kept snapshot: grow %+v, want 32 B in 1 block", grow)
+	}
+	if b := m.Breakpoints[0]; b.Hits != 5 || b.Snapshots != 5 || b.Unchanged != 3 {
+		t.Errorf("breakpoint summary %+v, want 5 hits, 5 snapshots, 3 unchanged", b)
+	}
+	var sites []*snapshots.Diff
+	for _, d := range m.Diffs {
+		if len(d.Sites) > 0 {
+			sites = append(sites, d)
+		}
+	}
+	if len(sites) != 1 || sites[0].FromSeq != 2 || sites[0].ToSeq != 3 || len(sites[0].Sites) != 1 ||
+		sites[0].Sites[0].Frame.Function != "grow" || sites[0].Sites[0].Delta != 32 {
+		t.Errorf("diffs with sites %+v, want grow +32 from stop 2 to 3", sites)
 	}
 }

@@ -1,4 +1,4 @@
-package driver
+package native_test
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/snapctl/snapctl/driver"
 	"github.com/snapctl/snapctl/driver/backend/native"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/internal/proc"
@@ -28,7 +29,7 @@ import (
 )
 
 // runNative runs plan (whose backend is native) on binary with args.
-func runNative(t *testing.T, opts Options, plan, binary string, args ...string) (*Result, *runjson.Manifest, error) {
+func runNative(t *testing.T, opts driver.Options, plan, binary string, args ...string) (*driver.Result, *runjson.Manifest, error) {
 	t.Helper()
 	testenv.MustHave(t, "gdb")
 	res, err := runSession(t, opts, plan, binary, args...)
@@ -44,15 +45,15 @@ const roundPlan = "backend: native\nbreakpoints:\n  - name: round\n    location:
 // bytes in glibc's in-use heap, and the free heap gives them up.
 func TestNativeLeak(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/leak.c")
+	bin := testenv.Build(t, "../../testdata/native/leak.c")
 	for _, p := range stopPaths {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
-			res, m, err := runNative(t, Options{NoAgent: p.noAgent}, roundPlan, bin, "100")
+			res, m, err := runNative(t, driver.Options{NoAgent: p.noAgent}, roundPlan, bin, "100")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.Backend != BackendNative || m.Native == nil || m.Native.TrimProbe || m.Valgrind != nil {
+			if m.Backend != driver.BackendNative || m.Native == nil || m.Native.TrimProbe || m.Valgrind != nil {
 				t.Errorf("backend %q, native %+v, valgrind %v", m.Backend, m.Native, m.Valgrind)
 			}
 			if len(m.Stops) != 6 {
@@ -115,8 +116,8 @@ const noTcache = "target:\n  env:\n    GLIBC_TUNABLES: glibc.malloc.tcache_count
 // allocator. With trim_probe, malloc_trim(0) gives most of them back.
 func TestNativeRetention(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/retain.c")
-	_, m, err := runNative(t, Options{}, noTcache+roundPlan, bin)
+	bin := testenv.Build(t, "../../testdata/native/retain.c")
+	_, m, err := runNative(t, driver.Options{}, noTcache+roundPlan, bin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func TestNativeRetention(t *testing.T) {
 		t.Errorf("sentence %q", m.Verdicts[0].Sentence)
 	}
 
-	res, m, err := runNative(t, Options{}, noTcache+"native:\n  trim_probe: true\n"+roundPlan, bin)
+	res, m, err := runNative(t, driver.Options{}, noTcache+"native:\n  trim_probe: true\n"+roundPlan, bin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func TestNativeRetention(t *testing.T) {
 	}
 	released := "malloc_trim(0) released up to " + snapshots.FormatBytes(*v.Figures.TrimReleased) + " at a stop, " + snapshots.FormatBytes(*v.Figures.TrimReleasedTotal) + " in all"
 	var text bytes.Buffer
-	if err := WriteText(&text, res, snapshots.RenderOptions{}); err != nil {
+	if err := driver.WriteText(&text, res, snapshots.RenderOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	md, _ := os.ReadFile(filepath.Join(res.Dir, reportFile))
@@ -185,8 +186,8 @@ func TestNativeRetention(t *testing.T) {
 // TestNativeOutsideHeap: memory mapped outside malloc.
 func TestNativeOutsideHeap(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/mapped.c")
-	_, m, err := runNative(t, Options{}, roundPlan, bin)
+	bin := testenv.Build(t, "../../testdata/native/mapped.c")
+	_, m, err := runNative(t, driver.Options{}, roundPlan, bin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,8 +218,8 @@ func readJSON(t *testing.T, path string, v any) {
 // every stop counts two.
 func TestNativeLockedCall(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/locked.c")
-	res, m, err := runNative(t, Options{}, "backend: native\nscheduler_locking: on\nbreakpoints:\n  - name: keep\n    location: keep_one\n    around_call: true\n", bin)
+	bin := testenv.Build(t, "../../testdata/native/locked.c")
+	res, m, err := runNative(t, driver.Options{}, "backend: native\nscheduler_locking: on\nbreakpoints:\n  - name: keep\n    location: keep_one\n    around_call: true\n", bin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,8 +257,8 @@ func TestNativeLockedCall(t *testing.T) {
 // this test gave it at load average 40.)
 func TestNativeLockReleased(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/locked.c")
-	_, m, err := runNative(t, Options{}, "backend: native\nstop_timeout: 5s\nbreakpoints:\n  - name: wait\n    location: wait_for_other\n    around_call: true\n", bin, "block")
+	bin := testenv.Build(t, "../../testdata/native/locked.c")
+	_, m, err := runNative(t, driver.Options{}, "backend: native\nstop_timeout: 5s\nbreakpoints:\n  - name: wait\n    location: wait_for_other\n    around_call: true\n", bin, "block")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,8 +281,8 @@ func TestNativeLockReleased(t *testing.T) {
 // every call returns.
 func TestNativeLockReleasedAtFutexWait(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/locked.c")
-	_, m, err := runNative(t, Options{Timeouts: Timeouts{Timeout: 2 * time.Minute}}, "backend: native\nstop_timeout: 10m\nbreakpoints:\n  - name: take\n    location: take_shared\n    around_call: true\n", bin, "mutex")
+	bin := testenv.Build(t, "../../testdata/native/locked.c")
+	_, m, err := runNative(t, driver.Options{Timeouts: driver.Timeouts{Timeout: 2 * time.Minute}}, "backend: native\nstop_timeout: 10m\nbreakpoints:\n  - name: take\n    location: take_shared\n    around_call: true\n", bin, "mutex")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,8 +310,8 @@ func TestNativeLockReleasedAtFutexWait(t *testing.T) {
 // thread runs during the call, and the return stop says so.
 func TestNativeUnlockedCallSeesOtherThreads(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/locked.c")
-	_, m, err := runNative(t, Options{}, "backend: native\nscheduler_locking: off\nbreakpoints:\n  - name: keep\n    location: keep_one\n    around_call: true\n", bin)
+	bin := testenv.Build(t, "../../testdata/native/locked.c")
+	_, m, err := runNative(t, driver.Options{}, "backend: native\nscheduler_locking: off\nbreakpoints:\n  - name: keep\n    location: keep_one\n    around_call: true\n", bin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +326,7 @@ func TestNativeUnlockedCallSeesOtherThreads(t *testing.T) {
 // kills it at the end of the test.
 func startLoop(t *testing.T) *exec.Cmd {
 	t.Helper()
-	return testenv.StartFixture(t, testenv.Build(t, "testdata/native/loop.c"))
+	return testenv.StartFixture(t, testenv.Build(t, "../../testdata/native/loop.c"))
 }
 
 // switches is the process's context switches: they grow while it runs.
@@ -347,7 +348,7 @@ func TestNativeAttach(t *testing.T) {
 	t.Parallel()
 	loop := startLoop(t)
 	pid := loop.Process.Pid
-	res, m, err := runNative(t, Options{Attach: Attach{AttachPID: pid}}, "backend: native\nbreakpoints:\n  - name: tick\n    location: tick\n    max_hits: 5\n", "")
+	res, m, err := runNative(t, driver.Options{Attach: driver.Attach{AttachPID: pid}}, "backend: native\nbreakpoints:\n  - name: tick\n    location: tick\n    max_hits: 5\n", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +402,7 @@ func TestNativeAttachRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	attach := func(pid int) error {
-		res, err := Run(context.Background(), Options{Attach: Attach{AttachPID: pid}, PlanPath: plan, OutDir: filepath.Join(dir, "out")})
+		res, err := driver.Run(context.Background(), driver.Options{Attach: driver.Attach{AttachPID: pid}, PlanPath: plan, OutDir: filepath.Join(dir, "out")})
 		if res != nil {
 			t.Errorf("a run directory for a refused attach")
 		}
@@ -413,7 +414,7 @@ func TestNativeAttachRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := attach(gone.Process.Pid)
-	if code, _ := ExitStatus(err); code != ExitNoProcess || !strings.Contains(fmt.Sprint(err), "no such process") {
+	if code, _ := driver.ExitStatus(err); code != driver.ExitNoProcess || !strings.Contains(fmt.Sprint(err), "no such process") {
 		t.Errorf("gone process: %v (exit %d)", err, code)
 	}
 
@@ -436,7 +437,7 @@ func TestNativeAttachRefused(t *testing.T) {
 		t.Skipf("cannot trace the fixture: %v", err)
 	}
 	err = attach(loop.Process.Pid)
-	if code, _ := ExitStatus(err); code != ExitTraced || !strings.Contains(fmt.Sprint(err), fmt.Sprintf("already traced by process %d", os.Getpid())) {
+	if code, _ := driver.ExitStatus(err); code != driver.ExitTraced || !strings.Contains(fmt.Sprint(err), fmt.Sprintf("already traced by process %d", os.Getpid())) {
 		t.Errorf("traced process: %v (exit %d)", err, code)
 	}
 }
@@ -445,9 +446,9 @@ func TestNativeAttachRefused(t *testing.T) {
 // to read: the run says so once and records resident memory only.
 func TestNativeNoAllocator(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/nolibc.c", "-static", "-nostdlib")
+	bin := testenv.Build(t, "../../testdata/native/nolibc.c", "-static", "-nostdlib")
 	var warn testenv.Buffer
-	_, m, err := runNative(t, Options{Streams: Streams{Warn: &warn}}, roundPlan, bin)
+	_, m, err := runNative(t, driver.Options{Streams: driver.Streams{Warn: &warn}}, roundPlan, bin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -483,7 +484,7 @@ func TestNativeCorruptHeap(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the direct call is x86-64's")
 	}
-	bin := testenv.Build(t, "testdata/native/corrupt.c")
+	bin := testenv.Build(t, "../../testdata/native/corrupt.c")
 	if !libcDebugFile(t, bin) {
 		t.Skip("no symbol table for libc (Debian's libc6-dbg): the arenas cannot be read")
 	}
@@ -492,7 +493,7 @@ func TestNativeCorruptHeap(t *testing.T) {
 			t.Parallel()
 			// Its only stop could not read the heap: a run that
 			// measured nothing of it exits 1, saying why.
-			_, m, err := runNative(t, Options{NoAgent: p.noAgent}, roundPlan, bin)
+			_, m, err := runNative(t, driver.Options{NoAgent: p.noAgent}, roundPlan, bin)
 			if err == nil || !strings.Contains(err.Error(), "could not be read at any of the 1 stops") {
 				t.Fatalf("err %v, want the allocator unread at the only stop", err)
 			}
@@ -509,8 +510,8 @@ func TestNativeCorruptHeap(t *testing.T) {
 		t.Run(p.name+"-without-symbols", func(t *testing.T) {
 			t.Parallel()
 			var warn testenv.Buffer
-			_, m, err := runNative(t, Options{Streams: Streams{Warn: &warn}, NoAgent: p.noAgent}, "gdb:\n  init: [\"set debug-file-directory /nonexistent\"]\n"+roundPlan, bin)
-			var crash *CrashError
+			_, m, err := runNative(t, driver.Options{Streams: driver.Streams{Warn: &warn}, NoAgent: p.noAgent}, "gdb:\n  init: [\"set debug-file-directory /nonexistent\"]\n"+roundPlan, bin)
+			var crash *driver.CrashError
 			if !errors.As(err, &crash) || m.Target.Signal == nil || *m.Target.Signal != "SIGABRT" {
 				t.Fatalf("error %v, target %+v; want a crash of SIGABRT", err, m.Target)
 			}
@@ -537,13 +538,13 @@ func TestNativeCorruptHeap(t *testing.T) {
 // starts, as a gdb error with Python's words.
 func TestNativeBrokenPython(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/leak.c")
+	bin := testenv.Build(t, "../../testdata/native/leak.c")
 	pydir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(pydir, "json.py"), []byte("raise ImportError('json is broken here')\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, m, err := runNative(t, Options{Env: []string{"PYTHONPATH=" + pydir}}, roundPlan, bin, "1")
-	var te *ToolError
+	_, m, err := runNative(t, driver.Options{Env: []string{"PYTHONPATH=" + pydir}}, roundPlan, bin, "1")
+	var te *driver.ToolError
 	if !errors.As(err, &te) || te.Tool != "gdb" || !strings.Contains(te.Msg, "cannot load snapctl's agent") || !strings.Contains(te.Msg, "json is broken here") {
 		t.Fatalf("error %v, want gdb's Python failing with its words", err)
 	}
@@ -557,8 +558,8 @@ func TestNativeBrokenPython(t *testing.T) {
 // and the number of arenas is unknown.
 func TestNativeWithoutLibcDebugInfo(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/leak.c")
-	res, m, err := runNative(t, Options{}, "gdb:\n  init: [\"set debug-file-directory /nonexistent\"]\n"+roundPlan, bin, "100")
+	bin := testenv.Build(t, "../../testdata/native/leak.c")
+	res, m, err := runNative(t, driver.Options{}, "gdb:\n  init: [\"set debug-file-directory /nonexistent\"]\n"+roundPlan, bin, "100")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -583,12 +584,12 @@ func TestNativeKeepsRegisters(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the fixture is x86-64 assembly")
 	}
-	bin := testenv.Build(t, "testdata/native/registers.c")
+	bin := testenv.Build(t, "../../testdata/native/registers.c")
 	for _, p := range stopPaths {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			var out testenv.Buffer
-			_, m, err := runNative(t, Options{Streams: Streams{Stdout: &out}, NoAgent: p.noAgent},
+			_, m, err := runNative(t, driver.Options{Streams: driver.Streams{Stdout: &out}, NoAgent: p.noAgent},
 				"backend: native\nnative:\n  trim_probe: true\nbreakpoints:\n  - name: probe\n    location: \"*probe\"\n", bin)
 			if err != nil {
 				t.Fatal(err)
@@ -630,7 +631,7 @@ func TestAgentDirectCall(t *testing.T) {
 	}
 	testenv.MustHave(t, "gdb")
 	testenv.NoLeftovers(t)
-	bin := testenv.Build(t, "testdata/native/direct.c", "-pthread")
+	bin := testenv.Build(t, "../../testdata/native/direct.c", "-pthread")
 	dir := t.TempDir()
 	script, output := nativeAgent(t, dir), filepath.Join(dir, "output")
 	py := `python
@@ -732,15 +733,15 @@ end
 // directory, no gdb left, and its private directory goes.
 func TestNativeLocationError(t *testing.T) {
 	testenv.MustHave(t, "gdb")
-	bin := testenv.Build(t, "testdata/native/leak.c")
+	bin := testenv.Build(t, "../../testdata/native/leak.c")
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	for _, c := range []struct{ bp, want string }{
 		{"location: no_such_function", "no_such_function"},
 		{"location: round_done\n    condition: \"r ===\"", "condition"},
 	} {
-		res, err := runSession(t, Options{}, "backend: native\nbreakpoints:\n  - name: nowhere\n    "+c.bp+"\n", bin)
-		if code, _ := ExitStatus(err); res != nil || code != ExitPlan || !strings.Contains(fmt.Sprint(err), c.want) {
+		res, err := runSession(t, driver.Options{}, "backend: native\nbreakpoints:\n  - name: nowhere\n    "+c.bp+"\n", bin)
+		if code, _ := driver.ExitStatus(err); res != nil || code != driver.ExitPlan || !strings.Contains(fmt.Sprint(err), c.want) {
 			t.Errorf("%s: result %v, error %v (exit %d); want a plan error that says %q, and no run", c.bp, res, err, code, c.want)
 		}
 	}
@@ -756,7 +757,7 @@ func TestNativeAttachWorkload(t *testing.T) {
 	t.Parallel()
 	loop := startLoop(t)
 	pid := loop.Process.Pid
-	_, m, err := runNative(t, Options{Attach: Attach{AttachPID: pid}}, "backend: native\nworkload: [sleep, \"0.5\"]\nbreakpoints:\n  - name: tick\n    location: tick\n", "")
+	_, m, err := runNative(t, driver.Options{Attach: driver.Attach{AttachPID: pid}}, "backend: native\nworkload: [sleep, \"0.5\"]\nbreakpoints:\n  - name: tick\n    location: tick\n", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -775,13 +776,13 @@ func TestNativeAttachWorkload(t *testing.T) {
 // libc's debug file (Debian's libc6-dbg) the two cannot be told apart.
 func TestNativeLibraryDebugInfo(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "../testdata/e2e/faults.c")
+	bin := testenv.Build(t, "../../../testdata/e2e/faults.c")
 	const bp = "breakpoints:\n  - name: request\n    location: handle_request\n"
 	// abortHasLine runs the program to its abort() and says whether the
 	// crash's frame in libc's abort, the one abort_here called, has a
 	// source file.
 	abortHasLine := func(plan string) bool {
-		_, m, _ := runNative(t, Options{}, plan, bin, "abort", "2")
+		_, m, _ := runNative(t, driver.Options{}, plan, bin, "abort", "2")
 		if m.Target.Crash == nil {
 			t.Fatalf("no crash recorded: target %+v", m.Target)
 		}
@@ -860,8 +861,8 @@ func TestNativeFSTWorkload(t *testing.T) {
 			if tc.leak {
 				f = append([]string{"-DLEAK"}, flags...)
 			}
-			bin := testenv.Build(t, "testdata/native/fst.cpp", f...)
-			_, m, err := runNative(t, Options{}, plan, bin)
+			bin := testenv.Build(t, "../../testdata/native/fst.cpp", f...)
+			_, m, err := runNative(t, driver.Options{}, plan, bin)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -885,4 +886,50 @@ func derefInt(p *int64) int64 {
 		return 0
 	}
 	return *p
+}
+
+// The agent reads symbol values out of an ELF file's .symtab as Go's
+// debug/elf does, and answers nothing, without an exception, for a file
+// that is missing, not ELF, or cut short.
+func TestAgentELFSymbols(t *testing.T) {
+	testenv.MustHave(t, "gdb")
+	dir := t.TempDir()
+	bin := testenv.Build(t, "../../testdata/leak.c")
+	want := map[string]uint64{}
+	for name, s := range testenv.Symbols(t, bin) {
+		if name == "main" || name == "handle_request" {
+			want[name] = s.Value
+		}
+	}
+	if len(want) != 2 {
+		t.Fatalf("debug/elf found %v", want)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, head, cut := filepath.Join(dir, "text"), filepath.Join(dir, "head"), filepath.Join(dir, "cut")
+	for path, b := range map[string][]byte{text: []byte("not an ELF file\n"), head: data[:100], cut: data[:len(data)*3/4]} {
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := nativeAgent(t, dir)
+	py := "python\nimport json\nnames = ('main', 'handle_request')\nprint(json.dumps([elf_symbols(p, names) for p in (" +
+		gdb.PyString(bin) + ", " + gdb.PyString(filepath.Join(dir, "missing")) + ", " + gdb.PyString(text) + ", " + gdb.PyString(head) + ", " + gdb.PyString(cut) + ")]))\nend\n"
+	cmdFile := filepath.Join(dir, "cmds")
+	if err := os.WriteFile(cmdFile, []byte(py), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("gdb", "-batch", "-nx", "-x", script, "-x", cmdFile).CombinedOutput()
+	if err != nil {
+		t.Fatalf("gdb: %v\n%s", err, out)
+	}
+	var got []map[string]uint64
+	if err := json.Unmarshal([]byte(gdb.LastLine(string(out))), &got); err != nil {
+		t.Fatalf("agent's answer %q: %v", out, err)
+	}
+	if diff := cmp.Diff([]map[string]uint64{want, {}, {}, {}, {}}, got); diff != "" {
+		t.Errorf("elf_symbols (-debug/elf +agent):\n%s", diff)
+	}
 }

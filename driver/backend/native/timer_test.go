@@ -1,4 +1,4 @@
-package driver
+package native_test
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapctl/snapctl/driver"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/runjson"
 )
@@ -41,7 +42,7 @@ var timerPaths = []struct {
 // SIGALRM blocked after a call. Every stop's allocator call returns.
 func TestNativeSignalTimer(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/fasttimer.c")
+	bin := testenv.Build(t, "../../testdata/native/fasttimer.c")
 	type run struct {
 		name               string
 		calls, us, threads int
@@ -69,7 +70,7 @@ func TestNativeSignalTimer(t *testing.T) {
 						plan += "    condition: \"" + r.condition + "\"\n"
 					}
 				}
-				m, out, err := runNativeOut(t, Options{Timeouts: Timeouts{Timeout: 5 * time.Minute}, NoAgent: p.noAgent}, plan,
+				m, out, err := runNativeOut(t, driver.Options{Timeouts: driver.Timeouts{Timeout: 5 * time.Minute}, NoAgent: p.noAgent}, plan,
 					bin, strconv.Itoa(r.calls), strconv.Itoa(r.us), strconv.Itoa(r.threads))
 				if err != nil {
 					t.Fatal(err)
@@ -116,7 +117,7 @@ func TestNativeSignalTimer(t *testing.T) {
 // safely, and such a run still does not end (docs/facts.md, fact 66).
 func TestNativeSignalTimerAttach(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/fasttimer.c")
+	bin := testenv.Build(t, "../../testdata/native/fasttimer.c")
 	for _, guard := range []bool{false, true} {
 		for _, p := range timerPaths {
 			name := p.name
@@ -146,7 +147,7 @@ func TestNativeSignalTimerAttach(t *testing.T) {
 				pid := cmd.Process.Pid
 				plan := "backend: native\nbreakpoints:\n" + p.bp("work", "work") + "    max_hits: 50\n"
 				for range 2 {
-					opts := Options{Attach: Attach{AttachPID: pid, Guard: guard}, Timeouts: Timeouts{Timeout: 5 * time.Minute}, NoAgent: p.noAgent}
+					opts := driver.Options{Attach: driver.Attach{AttachPID: pid, Guard: guard}, Timeouts: driver.Timeouts{Timeout: 5 * time.Minute}, NoAgent: p.noAgent}
 					_, m, err := runNative(t, opts, plan, "")
 					if err != nil {
 						t.Fatal(err)
@@ -181,7 +182,7 @@ func TestNativeSignalTimerAttach(t *testing.T) {
 // 79).
 func TestNativeSignalAtBreakpoint(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/sigat.c")
+	bin := testenv.Build(t, "../../testdata/native/sigat.c")
 	for _, guard := range []bool{false, true} {
 		for _, p := range timerPaths {
 			name := p.name
@@ -192,7 +193,7 @@ func TestNativeSignalAtBreakpoint(t *testing.T) {
 				t.Parallel()
 				plan := "backend: native\nbreakpoints:\n" + p.bp("at", "'*at_signal'")
 				if !guard {
-					m, out, err := runNativeOut(t, Options{NoAgent: p.noAgent}, plan, bin, "30")
+					m, out, err := runNativeOut(t, driver.Options{NoAgent: p.noAgent}, plan, bin, "30")
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -212,7 +213,7 @@ func TestNativeSignalAtBreakpoint(t *testing.T) {
 					cmd.Wait()
 				})
 				plan += "    max_hits: 30\n"
-				opts := Options{Attach: Attach{AttachPID: cmd.Process.Pid, Guard: true}, Timeouts: Timeouts{Timeout: 3 * time.Minute}, NoAgent: p.noAgent}
+				opts := driver.Options{Attach: driver.Attach{AttachPID: cmd.Process.Pid, Guard: true}, Timeouts: driver.Timeouts{Timeout: 3 * time.Minute}, NoAgent: p.noAgent}
 				_, m, err := runNative(t, opts, plan, "")
 				if err != nil {
 					t.Fatal(err)

@@ -1,4 +1,4 @@
-package driver
+package native_test
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/snapctl/snapctl/driver"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/runjson"
 )
@@ -66,7 +67,7 @@ func checkMallinfo2(t *testing.T, m *runjson.Manifest, out string, rounds int) {
 // stop paths, and every thread allocates again after each stop.
 func TestNativeArenasEqualMallinfo2(t *testing.T) {
 	t.Parallel()
-	bin := testenv.Build(t, "testdata/native/frag.c")
+	bin := testenv.Build(t, "../../testdata/native/frag.c")
 	if !libcDebugFile(t, bin) {
 		t.Skip("no symbol table for libc (Debian's libc6-dbg): the arenas cannot be read")
 	}
@@ -76,7 +77,7 @@ func TestNativeArenasEqualMallinfo2(t *testing.T) {
 		for _, p := range nativePaths {
 			t.Run(fmt.Sprintf("%d-blocks-%d-threads-%s", c.blocks, c.threads, p.name), func(t *testing.T) {
 				t.Parallel()
-				m, out, err := runNativeOut(t, Options{}, "backend: native\nbreakpoints:\n"+p.bp("checkpoint", "checkpoint"),
+				m, out, err := runNativeOut(t, driver.Options{}, "backend: native\nbreakpoints:\n"+p.bp("checkpoint", "checkpoint"),
 					bin, strconv.Itoa(c.blocks), strconv.Itoa(c.threads), "3", "alloc")
 				if err != nil {
 					t.Fatal(err)
@@ -103,11 +104,11 @@ func TestNativeCallNeverLeftInLock(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the direct call is x86-64's")
 	}
-	bin := testenv.Build(t, "testdata/native/frag.c")
+	bin := testenv.Build(t, "../../testdata/native/frag.c")
 	plan := "gdb:\n  init: [\"set debug-file-directory /nonexistent\"]\nbackend: native\nbreakpoints:\n" +
 		"  - name: setup\n    location: main\n    max_hits: 1\n    commands: [\"python CALL_TIMEOUT['mallinfo2'] = 0.0001\"]\n" +
 		nativePaths[0].bp("checkpoint", "checkpoint")
-	m, out, err := runNativeOut(t, Options{}, plan, bin, "300000", "1", "4", "alloc")
+	m, out, err := runNativeOut(t, driver.Options{}, plan, bin, "300000", "1", "4", "alloc")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,134 @@
+package native_test
+
+import (
+	"compress/gzip"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/snapctl/snapctl/driver"
+	"github.com/snapctl/snapctl/driver/backend"
+	"github.com/snapctl/snapctl/driver/backend/native"
+	"github.com/snapctl/snapctl/driver/gdb"
+	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/runjson"
+)
+
+// The tests of this file's package run the native backend as a user
+// does, through driver.Run, and read what it wrote in the run directory
+// as a user would: run.json through runjson.Read, the other files by the
+// names the README gives them.
+
+// The run directory's files.
+const (
+	manifestFile = "run.json"
+	reportFile   = "report.md"
+	htmlFile     = "report.html"
+	traceFile    = "gdb-mi.log"
+	snapshotDir  = backend.SnapshotDir
+)
+
+// stopPaths are the two ways a plain stop is taken: by gdb's agent, and
+// over MI as when gdb has no Python. Tests of what a run records run
+// both.
+var stopPaths = []struct {
+	name    string
+	noAgent bool
+}{{"agent", false}, {"mi", true}}
+
+// runSession runs a session on binary with args, its plan written into a
+// temporary directory and its run directory a path with a space in it, its
+// processes marked as the test's and checked for leftovers.
+func runSession(t *testing.T, opts driver.Options, plan, binary string, args ...string) (*driver.Result, error) {
+	t.Helper()
+	testenv.NoLeftovers(t)
+	dir := t.TempDir()
+	opts.PlanPath = filepath.Join(dir, "plan.yaml")
+	if err := os.WriteFile(opts.PlanPath, []byte(plan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts.Binary, opts.Args, opts.OutDir = binary, args, filepath.Join(dir, "run dir")
+	opts.Env = append(opts.Env, testenv.ScopeEnv(t))
+	return driver.Run(context.Background(), opts)
+}
+
+// runPlan runs a session of plan, whose backend is valgrind's, on
+// binary with args, and checks that gdb's agent took the stops of a
+// plan whose breakpoints have neither commands nor around_call.
+func runPlan(t *testing.T, plan, binary string, args ...string) (*driver.Result, error) {
+	t.Helper()
+	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
+	res, err := runSession(t, driver.Options{}, plan, binary, args...)
+	if res != nil && res.Manifest != nil && !res.Manifest.GdbAgent {
+		agentOwns := true
+		for _, bp := range res.Plan.Breakpoints {
+			agentOwns = agentOwns && !bp.AroundCall && len(bp.Commands) == 0
+		}
+		if agentOwns {
+			t.Errorf("gdb_agent = false with the agent on")
+		}
+	}
+	return res, err
+}
+
+// readManifest reads run.json back as a user would, its stacks resolved.
+func readManifest(t *testing.T, dir string) *runjson.Manifest {
+	t.Helper()
+	m, err := runjson.Read(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ResolveStacks(); err != nil {
+		t.Fatalf("run.json: %v", err)
+	}
+	return m
+}
+
+// nativeAgent writes gdb's agent for a native run, agent.py and the
+// native backend's part, into dir and returns a script that reads them
+// into gdb's namespace in order, as a run does, for gdb -x.
+func nativeAgent(t *testing.T, dir string) string {
+	t.Helper()
+	var read strings.Builder
+	for _, s := range append([]gdb.Script{{Name: gdb.AgentScript, Source: gdb.AgentSource}}, native.Python...) {
+		path := filepath.Join(dir, s.Name)
+		if err := os.WriteFile(path, []byte(s.Source), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		read.WriteString("exec(compile(open(" + gdb.PyString(path) + ").read(), " + gdb.PyString(path) + ", 'exec'))\n")
+	}
+	script := filepath.Join(dir, "read-agent.py")
+	if err := os.WriteFile(script, []byte(read.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return script
+}
+
+// gunzip is the text of the gzip file at path.
+func gunzip(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// mustAtoi is the number s says, 0 for none.
+func mustAtoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
