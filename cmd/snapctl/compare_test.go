@@ -64,7 +64,7 @@ func TestCompareBeforeAndAfterAFix(t *testing.T) {
 	src := fixtures + "fixcheck.c"
 	leaky, partial, fixed := testenv.Build(t, src), testenv.Build(t, src, "-DPARTIAL"), testenv.Build(t, src, "-DFIXED")
 	twoBreakpoints := requestPlan + "  - name: audit\n    location: audit\n"
-	a := mustRun(t, session{Plan: requestPlan, Bin: leaky, Args: []string{"5"}}, exitOK)
+	a := mustRunShared(t, session{Plan: requestPlan, Bin: leaky, Args: []string{"5"}}, exitOK)
 	b := mustRun(t, session{Plan: twoBreakpoints, Bin: partial, Args: []string{"5"}}, exitOK)
 	c := mustRun(t, session{Plan: requestPlan, Bin: fixed, Args: []string{"5"}}, exitOK)
 
@@ -195,7 +195,7 @@ func TestCompareRenamedBreakpoint(t *testing.T) {
 	t.Parallel()
 	testenv.NoLeftovers(t)
 	leaky := testenv.Build(t, fixtures+"fixcheck.c")
-	a := mustRun(t, session{Plan: requestPlan, Bin: leaky, Args: []string{"5"}}, exitOK)
+	a := mustRunShared(t, session{Plan: requestPlan, Bin: leaky, Args: []string{"5"}}, exitOK)
 	b := mustRun(t, session{Plan: "breakpoints:\n  - name: req\n    location: handle_request\n", Bin: leaky, Args: []string{"5"}}, exitOK)
 	code, stdout, stderr := snapctlCmd(t, "compare", a.Out, b.Out)
 	if code != exitLeak || !strings.Contains(stdout, "Not fixed: 4 suspects could not be compared.") || strings.Contains(stdout, "No suspect") {
@@ -230,7 +230,7 @@ func TestCompareNative(t *testing.T) {
 	nLeaky := mustRun(t, session{Plan: native, Bin: leaky, Args: []string{"6"}}, exitOK)
 	nPartial := mustRun(t, session{Plan: native, Bin: partial, Args: []string{"6"}}, exitOK)
 	nFixed := mustRun(t, session{Plan: native, Bin: fixed, Args: []string{"6"}}, exitOK)
-	mLeaky := mustRun(t, session{Plan: requestPlan, Bin: leaky, Args: []string{"6"}}, exitOK)
+	mLeaky := mustRunShared(t, session{Plan: requestPlan, Bin: leaky, Args: []string{"6"}}, exitOK)
 
 	findings := func(a, b string, wantCode int) ([]comparedFinding, string) {
 		t.Helper()
@@ -346,8 +346,8 @@ func TestCompareMassifAndSites(t *testing.T) {
 	testenv.MustHave(t, "heaptrack")
 	src := fixtures + "fixcheck.c"
 	leaky, fixed := testenv.Build(t, src), testenv.Build(t, src, "-DFIXED")
-	mLeaky := mustRun(t, session{Plan: requestPlan, Bin: leaky, Args: []string{"6"}}, exitOK)
-	sLeaky := mustRun(t, session{Plan: requestPlan, Bin: leaky, Args: []string{"6"}, Flags: []string{"--sites"}}, exitOK)
+	mLeaky := mustRunShared(t, session{Plan: requestPlan, Bin: leaky, Args: []string{"6"}}, exitOK)
+	sLeaky := mustRunShared(t, session{Plan: requestPlan, Bin: leaky, Args: []string{"6"}, Flags: []string{"--sites"}}, exitOK)
 	sFixed := mustRun(t, session{Plan: requestPlan, Bin: fixed, Args: []string{"6"}, Flags: []string{"--sites"}}, exitOK)
 	suspects := func(a, b string, wantCode int) (map[string]string, string) {
 		t.Helper()
@@ -394,8 +394,8 @@ func TestCompareAgainstNothingMeasured(t *testing.T) {
 	testenv.MustHave(t, "heaptrack", "valgrind")
 	src := fixtures + "fixcheck.c"
 	leaky, fixed := testenv.Build(t, src), testenv.Build(t, src, "-DFIXED")
-	mLeaky := mustRun(t, session{Plan: requestPlan, Bin: leaky, Args: []string{"6"}}, exitOK)
-	sLeaky := mustRun(t, session{Plan: requestPlan, Bin: leaky, Args: []string{"6"}, Flags: []string{"--sites"}}, exitOK)
+	mLeaky := mustRunShared(t, session{Plan: requestPlan, Bin: leaky, Args: []string{"6"}}, exitOK)
+	sLeaky := mustRunShared(t, session{Plan: requestPlan, Bin: leaky, Args: []string{"6"}, Flags: []string{"--sites"}}, exitOK)
 	broken := fakeHeaptrack(t, "echo 'heaptrack_interpret: cannot start' >&2; exit 1")
 	sNothing := mustRun(t, session{Plan: requestPlan, Bin: fixed, Args: []string{"6"}, Flags: []string{"--sites", "--heaptrack", broken}}, exitFailure)
 	for _, before := range []string{mLeaky.Out, sLeaky.Out} {

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -431,6 +432,63 @@ func mustRun(t testing.TB, s session, code int) *result {
 		t.Fatalf("run.json exit_code %v (%q), want %d and a reason", res.Run.ExitCode, res.Run.ExitReason, code)
 	}
 	return res
+}
+
+// sharedRuns holds the run directories of runs that several tests read
+// and none changes (compare's inputs): each such run is made once per test
+// binary, by the first test that asks for it, and removed by TestMain.
+var sharedRuns struct {
+	mu   sync.Mutex
+	dir  string
+	runs map[string]*sharedRun
+}
+
+type sharedRun struct {
+	mu  sync.Mutex
+	out string
+	res *result
+}
+
+// mustRunShared is mustRun for a run that the test only reads: a test
+// asking for the same session and exit code as an earlier one gets that
+// run's result, whose directory it must not change. A session that
+// fails in the first test that asks for it is run again by the next.
+func mustRunShared(t testing.TB, s session, code int) *result {
+	t.Helper()
+	if s.Out != "" || s.NoOut || s.Env != nil {
+		t.Fatalf("mustRunShared: a shared run has its own directory and environment")
+	}
+	key := fmt.Sprintf("%q %q %q %q %d", s.Plan, s.Bin, s.Args, s.Flags, code)
+	sharedRuns.mu.Lock()
+	if sharedRuns.runs == nil {
+		dir, err := os.MkdirTemp("", "snapctl-shared-runs-")
+		if err != nil {
+			sharedRuns.mu.Unlock()
+			t.Fatal(err)
+		}
+		sharedRuns.dir, sharedRuns.runs = dir, map[string]*sharedRun{}
+	}
+	sr := sharedRuns.runs[key]
+	if sr == nil {
+		sr = &sharedRun{out: filepath.Join(sharedRuns.dir, fmt.Sprintf("run-%d", len(sharedRuns.runs)+1))}
+		sharedRuns.runs[key] = sr
+	}
+	sharedRuns.mu.Unlock()
+	s.Out = sr.out
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	if sr.res == nil {
+		os.RemoveAll(s.Out) // what a failed first attempt left
+		sr.res = mustRun(t, s, code)
+	}
+	return sr.res
+}
+
+// removeSharedRuns removes the shared runs' directories.
+func removeSharedRuns() {
+	if sharedRuns.dir != "" {
+		os.RemoveAll(sharedRuns.dir)
+	}
 }
 
 // snapshotFiles lists the massif files kept in a run directory.

@@ -18,8 +18,13 @@ import (
 )
 
 // TestMain makes the test binary the subreaper of the snapctl runs the
-// end-to-end tests start, so no valgrind, vgdb or gdb can outlive them.
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+// end-to-end tests start, so no valgrind, vgdb or gdb can outlive them,
+// and removes the runs the tests shared.
+func TestMain(m *testing.M) {
+	code := testenv.Main(m)
+	removeSharedRuns()
+	os.Exit(code)
+}
 
 func TestVersion(t *testing.T) {
 	root := newRootCmd("1.2.3")

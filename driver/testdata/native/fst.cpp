@@ -9,16 +9,17 @@
 // The summary is allocated after the round's machines, at the top of its
 // worker's arena, so the freed machines below it stay with glibc: resident
 // memory and the allocator's free bytes grow round after round while the
-// heap in use does not (retention). Built with -DLEAK, each worker also
+// heap in use does not (retention). Asked to leak, each worker also
 // leaks a small machine per round (leak).
 //
-//   g++ -g -O0 -pthread -std=c++17 fst.cpp -o fst -lfst [-DLEAK]
-//   ./fst [ROUNDS [STEP]]
+//   g++ -g -O0 -pthread -std=c++17 fst.cpp -o fst -lfst
+//   ./fst [ROUNDS [STEP [leak]]]
 #include <fst/fstlib.h>
 #include <pthread.h>
 
 #include <array>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -30,6 +31,7 @@ namespace {
 constexpr int kWorkers = 4;
 int rounds = 10;
 int step = 800; // words of each machine
+bool leak = false;
 pthread_barrier_t start, done;
 
 // build makes a trie of words/8 pseudo-random words of eight labels out
@@ -77,9 +79,7 @@ std::unique_ptr<std::vector<int>> round(int id, int r) {
 	// Allocated while the machines are alive: above them in the arena.
 	auto summary = std::make_unique<std::vector<int>>(64);
 	for (int i = 0; i < r; i++) (*summary)[i % 64] += machines[i].NumStates();
-#ifdef LEAK
-	new StdVectorFst(build(40, r)); // leak: fst
-#endif
+	if (leak) new StdVectorFst(build(40, r)); // leak: fst
 	return summary;
 }
 
@@ -107,6 +107,7 @@ extern "C" void round_done(int r) { (void)r; }
 int main(int argc, char **argv) {
 	if (argc > 1) rounds = std::atoi(argv[1]);
 	if (argc > 2) step = std::atoi(argv[2]);
+	if (argc > 3) leak = std::strcmp(argv[3], "leak") == 0;
 	pthread_barrier_init(&start, nullptr, kWorkers + 1);
 	pthread_barrier_init(&done, nullptr, kWorkers + 1);
 	pthread_t t[kWorkers];
