@@ -349,9 +349,25 @@ func (s *spool) each(fn func(line []byte) error) error {
 	// Seek back to the end whatever happens, so that records added later
 	// follow the others.
 	defer s.f.Seek(0, io.SeekEnd)
+	// Each line is read in place, in the reader's buffer, and only one
+	// longer than the buffer is put together, in a buffer of its own kept
+	// for the next: run.json is rewritten every ManifestEvery during a
+	// run, through every record so far, and a new slice for every line
+	// was garbage growing with the number of stops, which the garbage
+	// collector, behind on a loaded machine, let into snapctl's peak
+	// memory (docs/facts.md, fact peak-1).
 	r := bufio.NewReaderSize(s.f, 64<<10)
+	var long []byte
 	for i := 0; i < s.n; i++ {
-		line, err := r.ReadBytes('\n')
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long[:0], line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = r.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
