@@ -121,34 +121,46 @@ for n in "${sizes[@]}"; do
 		attach/sites) attach=1 args=(--sites) ;;
 		esac
 		t0=$(date +%s%N)
-		if [ -n "$attach" ]; then
-			# max_hits counts every hit: the N-th stop is hit EVERY*(N-1)+1.
-			plan "$work/plan.yaml" "$every" $((every * (n - 1) + 1))
-			"$work/stops" -1 $leak >/dev/null 2>&1 &
-			targetpid=$!
-			env "${env[@]}" "$work/peakmem" -o "$work/peak" "$work/snapctl" attach --quiet --force "${args[@]}" --out "$out" \
-				"$work/plan.yaml" "$targetpid" >"$work/snapctl.out" 2>&1 &
-		else
-			plan "$work/plan.yaml" "$every"
-			env "${env[@]}" "$work/peakmem" -o "$work/peak" "$work/snapctl" run --quiet --force "${args[@]}" --out "$out" \
-				"$work/plan.yaml" "$work/stops" $((every * n)) $leak >"$work/snapctl.out" 2>&1 &
-		fi
-		snappid=$!
-		if ! wait "$snappid"; then
+		# An attach that could not start is tried again, up to three
+		# times, saying why: on a loaded machine gdb can lose its
+		# handshake with gdbserver, which measures nothing of snapctl's
+		# memory.
+		for try in 1 2 3; do
+			if [ -n "$attach" ]; then
+				# max_hits counts every hit: the N-th stop is hit EVERY*(N-1)+1.
+				plan "$work/plan.yaml" "$every" $((every * (n - 1) + 1))
+				"$work/stops" -1 $leak >/dev/null 2>&1 &
+				targetpid=$!
+				env "${env[@]}" "$work/peakmem" -o "$work/peak" "$work/snapctl" attach --quiet --force "${args[@]}" --out "$out" \
+					"$work/plan.yaml" "$targetpid" >"$work/snapctl.out" 2>&1 &
+			else
+				plan "$work/plan.yaml" "$every"
+				env "${env[@]}" "$work/peakmem" -o "$work/peak" "$work/snapctl" run --quiet --force "${args[@]}" --out "$out" \
+					"$work/plan.yaml" "$work/stops" $((every * n)) $leak >"$work/snapctl.out" 2>&1 &
+			fi
+			snappid=$!
+			ok=1
+			wait "$snappid" || ok=
 			snappid=
+			if [ -n "$attach" ]; then
+				if [ -n "$ok" ] && ! kill -0 "$targetpid" 2>/dev/null; then
+					echo "large.sh: the attached process died ($n stops, $v)" >&2
+					exit 1
+				fi
+				kill -KILL "$targetpid" 2>/dev/null || true
+				wait "$targetpid" 2>/dev/null || true
+				targetpid=
+				if [ -z "$ok" ] && [ "$try" -lt 3 ] && grep -q '"stops": \[\]' "$out/run.json" 2>/dev/null; then
+					echo "large.sh: the attach failed before its first stop ($n stops, $v), trying again: $(tail -1 "$work/snapctl.out" | cut -c1-200)" >&2
+					continue
+				fi
+			fi
+			break
+		done
+		if [ -z "$ok" ]; then
 			echo "large.sh: snapctl failed ($n stops, $v):" >&2
 			tail -20 "$work/snapctl.out" >&2
 			exit 1
-		fi
-		snappid=
-		if [ -n "$attach" ]; then
-			if ! kill -0 "$targetpid" 2>/dev/null; then
-				echo "large.sh: the attached process died ($n stops, $v)" >&2
-				exit 1
-			fi
-			kill -KILL "$targetpid"
-			wait "$targetpid" 2>/dev/null || true
-			targetpid=
 		fi
 		hwm_kib=$(cut -d' ' -f2 "$work/peak")
 		t1=$(date +%s%N)
