@@ -71,3 +71,50 @@ func TestSpoolEachLongLines(t *testing.T) {
 		t.Errorf("reading 10,000 records made %v allocations, want at most 10", allocs)
 	}
 }
+
+// eachFrom reads the records after a place taken with end, in the spool
+// and in a view of it made later, and none when the place is the end:
+// run.json's writing publishes the snapshots of the stops after the ones
+// the run.json before listed, read back from the spool.
+func TestSpoolEachFrom(t *testing.T) {
+	sp := newSpool(".test-*.jsonl")
+	sp.dir = t.TempDir()
+	defer sp.close()
+	for i := range 100 {
+		sp.add(strings.Repeat("x", i))
+	}
+	at := sp.end()
+	for i := 100; i < 150; i++ {
+		sp.add(strings.Repeat("x", i))
+	}
+	v, err := sp.view()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.closeView()
+	sp.add("after the view")
+	read := func(s *spool, from mark) []int {
+		var lens []int
+		if err := s.eachFrom(from, func(line []byte) error {
+			var str string
+			if err := json.Unmarshal(line, &str); err != nil {
+				return err
+			}
+			lens = append(lens, len(str))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return lens
+	}
+	for name, s := range map[string]*spool{"spool": sp, "view": v} {
+		got := read(s, at)
+		want := s.n - 100
+		if len(got) != want || got[0] != 100 {
+			t.Errorf("%s: %d records from the 101st, first %v; want %d, first 100", name, len(got), got[:min(1, len(got))], want)
+		}
+	}
+	if got := read(sp, sp.end()); len(got) != 0 {
+		t.Errorf("%d records from the end", len(got))
+	}
+}
