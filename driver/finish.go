@@ -249,16 +249,17 @@ func (s *session) refreshManifest() {
 		native := *m.Native
 		m.Native = &native
 	}
-	r := &refresh{done: make(chan error, 1), stops: s.rec.stops.len(), names: s.rec.unlisted}
-	s.rec.unlisted = nil
+	r := &refresh{done: make(chan error, 1), stops: s.rec.stops.len(), to: sp.stops.end()}
+	from := s.rec.listed
 	s.out.running, s.out.at = r, time.Now()
 	go func() {
 		err := writeManifest(s.out.dir, &m, sp)
-		sp.close()
 		if err == nil {
-			// At once: the loop may not look for a while.
-			publish(s.out.dir, r.names)
+			// At once: the loop may not look for a while. The view
+			// reads the stops written when it was made, no more.
+			publish(s.out.dir, sp.stops, from)
 		}
+		sp.close()
 		r.done <- err
 	}()
 }
@@ -266,8 +267,8 @@ func (s *session) refreshManifest() {
 // refresh is a writing of run.json in the background (refreshManifest).
 type refresh struct {
 	done  chan error
-	stops int      // the stops it lists
-	names []string // the snapshots it lists that no run.json listed before
+	stops int  // the stops it lists
+	to    mark // where they end in the spool: their files are published
 }
 
 // refreshed reports whether the background writing of run.json is over,
@@ -290,10 +291,9 @@ func (s *session) refreshed(wait bool) bool {
 	}
 	s.out.running = nil
 	if err != nil {
-		s.rec.unlisted = append(r.names, s.rec.unlisted...)
 		return true
 	}
-	s.out.stops = r.stops
+	s.out.stops, s.rec.listed = r.stops, r.to
 	return true
 }
 

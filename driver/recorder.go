@@ -3,6 +3,7 @@ package driver
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -33,10 +34,11 @@ type recorder struct {
 	// stops, events and diffs spool the lists of run.json: the stops, the
 	// events, and the backend's diffs.
 	stops, events, diffs *spool
-	// unlisted are the measurement files kept since run.json was last
-	// written, by their names in run.json; they keep a hidden name until
-	// a run.json that lists them is written (see publish).
-	unlisted []string
+	// listed is the place in stops up to which run.json, last written,
+	// lists the stops: the measurement files of the stops after it keep
+	// a hidden name until a run.json that lists them is written (see
+	// publish).
+	listed mark
 	// agentFirst reads the stops gdb's agent took since it was last
 	// asked; nil when the agent does not run.
 	agentFirst func() error
@@ -205,10 +207,7 @@ func (r *recorder) measured(t *stopRecord) {
 			r.endRun(fmt.Sprintf("breakpoint %q took %d snapshots (end_run_after)", t.bp.bp.Name, n))
 		}
 	}
-	switch {
-	case stop.Snapshot != "":
-		r.unlisted = append(r.unlisted, stop.Snapshot)
-	case stop.SameAsSeq != 0:
+	if stop.Snapshot == "" && stop.SameAsSeq != 0 {
 		t.bp.sum.Unchanged++
 	}
 	r.add(stop)
@@ -331,16 +330,25 @@ func (r *recorder) closeSpools() {
 // publish gives the measurement files run.json lists now, in the run
 // directory dir, their own names (see "The run directory").
 func (r *recorder) publish(dir string) error {
-	err := publish(dir, r.unlisted)
-	r.unlisted = r.unlisted[:0]
+	err := publish(dir, r.stops, r.listed)
+	r.listed = r.stops.end()
 	return err
 }
 
 // dropUnlisted removes the files no run.json lists, when run.json could
-// not be written: the one written last stands, with its files.
+// not be written: the one written last stands, with its files. Their
+// names are not read back from the stops' spool, which failed with
+// run.json when the run directory is full: every measurement file is
+// named after its stop's number (sites.SnapshotName), and under its
+// hidden name (unlistedPath), or staged, it is one the run has not
+// published; the run directory held none of them when the run began
+// (clearRunFiles).
 func (r *recorder) dropUnlisted(dir string) {
-	for _, name := range r.unlisted {
-		os.Remove(unlistedPath(dir, name))
+	hidden, _ := filepath.Glob(filepath.Join(dir, snapshotDir, ".[0-9]*"))
+	for _, path := range hidden {
+		if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() {
+			os.Remove(path)
+		}
 	}
-	r.unlisted = nil
+	r.listed = r.stops.end()
 }

@@ -119,6 +119,27 @@ func (t *thinned) all() []snapshots.StopPoint {
 	return t.points
 }
 
+// timelineStop is what timeline reads of a spooled stop (runjson.Stop):
+// only the fields the page draws, so that reading every stop of a long
+// run back does not decode and drop the backtraces and threads of each
+// (garbage that grows with the stops, docs/facts.md, fact peak-1).
+type timelineStop struct {
+	Seq        int    `json:"seq"`
+	Breakpoint string `json:"breakpoint"`
+	Hit        int    `json:"hit"`
+	Phase      string `json:"phase"`
+	Time       string `json:"time"`
+	Thread     struct {
+		ID       string `json:"id"`
+		TargetID string `json:"target_id"`
+	} `json:"thread"`
+	Snapshot       string          `json:"snapshot"`
+	HeapBytes      int64           `json:"heap_bytes"`
+	HeapExtraBytes int64           `json:"heap_extra_bytes"`
+	StacksBytes    int64           `json:"stacks_bytes"`
+	Memory         *runjson.Memory `json:"memory"`
+}
+
 // timeline reads the spooled stops into the page's points (at most
 // timelinePoints per breakpoint) and diffs the first and last hit
 // snapshot of every breakpoint. A snapshot that cannot be read leaves its
@@ -137,7 +158,7 @@ func (s *session) timeline() ([]snapshots.StopPoint, []snapshots.Growth, error) 
 	}
 	series := make(map[string]*ends)
 	err := s.rec.stops.each(func(line []byte) error {
-		var st runjson.Stop
+		var st timelineStop
 		if err := json.Unmarshal(line, &st); err != nil {
 			return fmt.Errorf("reading spooled stop: %w", err)
 		}

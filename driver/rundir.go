@@ -177,14 +177,30 @@ func makePrivateDir(tmp string) (string, error) {
 
 func unlistedPath(dir, name string) string { return backend.UnlistedPath(dir, name) }
 
-// publish gives the snapshots names, unlisted in the run directory dir,
-// their own names.
-func publish(dir string, names []string) error {
+// publish gives the snapshots of the stops of sp from the place from on
+// (spool.end) their names, unlisted until then, in the run directory dir:
+// the names are read back from the spooled stops rather than kept, so that
+// what the run holds does not grow with the stops taken while run.json,
+// longer the more stops it lists, is written (docs/facts.md, fact peak-1).
+func publish(dir string, sp *spool, from mark) error {
 	var first error
-	for _, name := range names {
-		if err := backend.MoveFile(unlistedPath(dir, name), filepath.Join(dir, name)); err != nil && first == nil {
-			first = fmt.Errorf("keeping snapshot %s: %w", name, err)
+	err := sp.eachFrom(from, func(line []byte) error {
+		var st struct {
+			Snapshot string `json:"snapshot"`
 		}
+		if err := json.Unmarshal(line, &st); err != nil {
+			return fmt.Errorf("reading spooled stop: %w", err)
+		}
+		if st.Snapshot == "" {
+			return nil
+		}
+		if err := backend.MoveFile(unlistedPath(dir, st.Snapshot), filepath.Join(dir, st.Snapshot)); err != nil && first == nil {
+			first = fmt.Errorf("keeping snapshot %s: %w", st.Snapshot, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return first
 }
@@ -283,6 +299,7 @@ type spool struct {
 	f    *os.File
 	w    *bufio.Writer
 	n    int   // records written
+	size int64 // bytes written: the offset of the next record
 	err  error // the first write error; it sticks
 }
 
@@ -313,6 +330,22 @@ func (s *spool) add(v any) {
 		return
 	}
 	s.n++
+	s.size += int64(len(data)) + 1
+}
+
+// mark is a place in a spool: the number of records before it and their
+// bytes, where the next record starts.
+type mark struct {
+	n   int
+	off int64
+}
+
+// end is the place after the last record written.
+func (s *spool) end() mark {
+	if s == nil {
+		return mark{}
+	}
+	return mark{s.n, s.size}
 }
 
 // len returns the number of records written.
@@ -327,6 +360,12 @@ func (s *spool) len() int {
 // compact JSON without its newline. The slice is only valid during the
 // call.
 func (s *spool) each(fn func(line []byte) error) error {
+	return s.eachFrom(mark{}, fn)
+}
+
+// eachFrom is each for the records from the place from on (spool.end
+// gives places).
+func (s *spool) eachFrom(from mark, fn func(line []byte) error) error {
 	if s == nil {
 		return nil
 	}
@@ -335,7 +374,7 @@ func (s *spool) each(fn func(line []byte) error) error {
 	if s.err != nil {
 		return s.err
 	}
-	if s.n == 0 {
+	if s.n <= from.n {
 		return nil
 	}
 	if s.w != nil {
@@ -343,15 +382,31 @@ func (s *spool) each(fn func(line []byte) error) error {
 			return fmt.Errorf("writing spool file: %w", err)
 		}
 	}
-	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
+	if _, err := s.f.Seek(from.off, io.SeekStart); err != nil {
 		return fmt.Errorf("reading spool file: %w", err)
 	}
 	// Seek back to the end whatever happens, so that records added later
 	// follow the others.
 	defer s.f.Seek(0, io.SeekEnd)
+	// Each line is read in place, in the reader's buffer, and only one
+	// longer than the buffer is put together, in a buffer of its own kept
+	// for the next: run.json is rewritten every ManifestEvery during a
+	// run, through every record so far, and a new slice for every line
+	// was garbage growing with the number of stops, which the garbage
+	// collector, behind on a loaded machine, let into snapctl's peak
+	// memory (docs/facts.md, fact peak-1).
 	r := bufio.NewReaderSize(s.f, 64<<10)
-	for i := 0; i < s.n; i++ {
-		line, err := r.ReadBytes('\n')
+	var long []byte
+	for i := from.n; i < s.n; i++ {
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long[:0], line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = r.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
@@ -373,7 +428,7 @@ func (s *spool) view() (*spool, error) {
 	if s == nil {
 		return nil, nil
 	}
-	v := &spool{name: s.name, n: s.n, err: s.err}
+	v := &spool{name: s.name, n: s.n, size: s.size, err: s.err}
 	if s.err != nil || s.n == 0 {
 		return v, nil
 	}
