@@ -163,7 +163,7 @@ func CheckAgent(ctx context.Context, gdbPath string) error {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, gdbPath, "--nx", "--batch",
 		"-ex", gdb.PythonTry(gdb.AgentRead(script)+readNative+agentNew(filepath.Join(dir, agentRecords), dir, massif.DefaultAgentMeasure())),
-		"-ex", "python print('"+loaded+"')")
+		"-ex", gdb.PythonLine("print('"+loaded+"')"))
 	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()
 	text := strings.TrimSpace(string(out))
