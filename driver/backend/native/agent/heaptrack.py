@@ -91,6 +91,11 @@ class SiteCutter:
 
     def __init__(self, fifo, layout):
         self.fifo, self.layout, self.lib = fifo, layout, layout["lib"]
+        # The layout's reads, made once: the lock word and its owner in
+        # one read, the state's fields in another.
+        self.lock_read = layout.get("lock_owner", 8) + 4
+        self.lock_fields = struct.Struct("<I%dxi" % (self.lock_read - 8))
+        self.state_read = max(layout.get("fd", 0) + 4, layout.get("size", 4) + 4, layout.get("buffer", 8) + 8)
         self.pid = None
         self.mem = None
         self.base = None
@@ -131,9 +136,7 @@ class SiteCutter:
         """heaptrack's lock in process pid: its lock word and its owner's
         TID (a glibc mutex; the layout says where)."""
         self.open(pid)
-        at = self.layout["lock_owner"]
-        data = os.pread(self.mem, at + 4, self.base + self.layout["lock"])
-        return struct.unpack_from("<I", data)[0], struct.unpack_from("<i", data, at)[0]
+        return self.lock_fields.unpack(os.pread(self.mem, self.lock_read, self.lock_at))
 
     def open(self, pid):
         """Finds the library in process pid and opens its memory, once."""
@@ -145,6 +148,7 @@ class SiteCutter:
         base = library_base(self.layout)
         self.mem = os.open("/proc/%d/mem" % pid, os.O_RDONLY | os.O_CLOEXEC)
         self.pid, self.base, self.checked = pid, base, False
+        self.lock_at, self.data_at = base + self.layout["lock"], base + self.layout["data"]
 
     def cut(self):
         """Marks the stream at this stop. Returns {"sites_mark": K}, or
@@ -156,11 +160,11 @@ class SiteCutter:
             if word != 0:
                 return {"sites_busy": owner}
             l = self.layout
-            (state,) = struct.unpack("<Q", os.pread(self.mem, 8, self.base + l["data"]))
+            (state,) = struct.unpack("<Q", os.pread(self.mem, 8, self.data_at))
             if state == 0:
                 return {"sites_empty": True}
             # One read of the fields (16 bytes in heaptrack 1.4's layout).
-            fields = os.pread(self.mem, max(l["fd"] + 4, l["size"] + 4, l["buffer"] + 8), state)
+            fields = os.pread(self.mem, self.state_read, state)
             fd = struct.unpack_from("<i", fields, l["fd"])[0]
             size = struct.unpack_from("<I", fields, l["size"])[0]
             buf = struct.unpack_from("<Q", fields, l["buffer"])[0]
