@@ -20,7 +20,6 @@ import (
 	"github.com/snapctl/snapctl/driver/backend/massif"
 	"github.com/snapctl/snapctl/driver/backend/native"
 	"github.com/snapctl/snapctl/driver/gdb"
-	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
 )
@@ -109,7 +108,7 @@ func (s *session) startAgent(ctx context.Context) error {
 		f.Close()
 		return fmt.Errorf("opening the agent's busy file: %w", err)
 	}
-	r, err := s.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote(gdb.PythonTry(agentNew(records, s.priv.dir, s.backend.AgentMeasure()))))
+	r, err := s.gdb.Do(ctx, gdb.Console(gdb.PythonTry(agentNew(records, s.priv.dir, s.backend.AgentMeasure()))))
 	if err != nil {
 		f.Close()
 		bf.Close()
@@ -164,7 +163,7 @@ func CheckAgent(ctx context.Context, gdbPath string) error {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, gdbPath, "--nx", "--batch",
 		"-ex", gdb.PythonTry(gdb.AgentRead(script)+readNative+agentNew(filepath.Join(dir, agentRecords), dir, massif.DefaultAgentMeasure())),
-		"-ex", "python print('"+loaded+"')")
+		"-ex", gdb.PythonLine("print('"+loaded+"')"))
 	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()
 	text := strings.TrimSpace(string(out))
@@ -207,7 +206,7 @@ func (a *agent) insert(ctx context.Context, st *bpState) error {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		return fmt.Errorf("writing the agent's breakpoint: %w", err)
 	}
-	r, err := a.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("python snapctl_agent.insert("+gdb.PyString(path)+")"))
+	r, err := a.gdb.Do(ctx, gdb.Python("snapctl_agent.insert("+gdb.PyString(path)+")"))
 	if err != nil {
 		return insertError(st, err)
 	}
@@ -363,7 +362,7 @@ func (a *agent) stop(rec *agentRecord) error {
 // The agent also stops the target when it could not write a record (a
 // full file system): that ends the run, with the stops recorded so far.
 func (s *stopLoop) agentStopped(ctx context.Context, st *bpState) error {
-	r, err := s.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("python snapctl_agent.stopped()"))
+	r, err := s.gdb.Do(ctx, gdb.Python("snapctl_agent.stopped()"))
 	if err != nil {
 		return fmt.Errorf("measuring at breakpoint %q: %w", st.bp.Name, err)
 	}
@@ -374,7 +373,7 @@ func (s *stopLoop) agentStopped(ctx context.Context, st *bpState) error {
 		return err
 	}
 	if st.bp.Done(st.hits) {
-		if _, err := s.gdb.Send(ctx, "-break-delete", st.number); err != nil {
+		if _, err := s.gdb.Do(ctx, gdb.BreakDelete(st.number)); err != nil {
 			return fmt.Errorf("deleting breakpoint %q: %w", st.bp.Name, err)
 		}
 		s.rec.deleted(st)
@@ -389,7 +388,7 @@ func (a *agent) hits(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	r, err := a.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("python snapctl_agent.hits()"))
+	r, err := a.gdb.Do(ctx, gdb.Python("snapctl_agent.hits()"))
 	if err != nil {
 		return
 	}

@@ -99,7 +99,7 @@ func (s *stopLoop) atHit(ctx context.Context, st *bpState, rec *mi.Record, hit i
 
 	// around_call: run to the return of the function and snapshot again.
 	switches := s.taskSwitches()
-	if _, err := s.gdb.Send(sctx, "-exec-finish"); err != nil {
+	if _, err := s.gdb.Do(sctx, gdb.Finish()); err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}
@@ -268,14 +268,14 @@ func (s *stopLoop) inspectAndSnapshot(ctx context.Context, st *bpState, stop *ru
 	}
 	var cmds []mi.Command
 	if backtrace && mode != plan.ThreadsNone {
-		cmds = append(cmds, mi.Command{Name: "-stack-list-frames", Args: []string{"0", strconv.Itoa(gdb.BacktraceDepth - 1)}})
+		cmds = append(cmds, gdb.Frames("0", strconv.Itoa(gdb.BacktraceDepth-1)))
 	}
 	var threads []runjson.Thread
 	switch mode {
 	case plan.ThreadsAll:
 		threads = s.gdb.KnownThreads(tid, stop.Frame)
 		if threads == nil {
-			cmds = append(cmds, mi.Command{Name: "-thread-info"})
+			cmds = append(cmds, gdb.ThreadInfo())
 		}
 	default:
 		// Valgrind's details of a thread cost a round trip through vgdb:
@@ -289,11 +289,11 @@ func (s *stopLoop) inspectAndSnapshot(ctx context.Context, st *bpState, stop *ru
 			// started or ended since do not make it stale.
 			threads = []runjson.Thread{t}
 		} else {
-			cmds = append(cmds, mi.Command{Name: "-thread-info", Args: []string{tid}})
+			cmds = append(cmds, gdb.ThreadInfo(tid))
 		}
 	}
 	snap := len(cmds)
-	cmds = append(cmds, mi.Command{Name: "-interpreter-exec", Args: []string{"console", mi.Quote(s.backend.Command(tmp))}})
+	cmds = append(cmds, gdb.Console(s.backend.Command(tmp)))
 	// A backend that stages its measurement from the stopped target has
 	// it resumed only once the stop is taken.
 	stopped := backend.StagesStopped(s.backend)
@@ -388,7 +388,7 @@ func (s *stopLoop) runCommands(ctx context.Context, cmds []string) (out []runjso
 // command runs one of a breakpoint's gdb commands and records its output.
 func (s *stopLoop) command(ctx context.Context, line string) (runjson.CommandOutput, error) {
 	out := runjson.CommandOutput{Command: line}
-	r, err := s.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote(line))
+	r, err := s.gdb.Do(ctx, gdb.Console(line))
 	if err != nil {
 		out.Error = gdb.Message(err)
 		return out, err
@@ -423,16 +423,16 @@ func resumeCmds(st *bpState, hit int) []mi.Command {
 	if st.kernel {
 		// gdb's breakpoint is disabled: the kernel's count decides.
 		if st.bp.Done(hit) {
-			cmds = append(cmds, mi.Command{Name: "-break-delete", Args: []string{st.number}})
+			cmds = append(cmds, gdb.BreakDelete(st.number))
 		}
-		return append(cmds, mi.Command{Name: "-exec-continue"})
+		return append(cmds, gdb.Continue())
 	}
 	if st.bp.Done(hit) {
-		cmds = append(cmds, mi.Command{Name: "-break-delete", Args: []string{st.number}})
+		cmds = append(cmds, gdb.BreakDelete(st.number))
 	} else if n := st.bp.NextIgnore(hit); n > 0 {
 		// gdb skips the hits that take no snapshot, so each stop stands
 		// for Every hits. The ignore count is re-armed after every stop.
-		cmds = append(cmds, mi.Command{Name: "-break-after", Args: []string{st.number, strconv.Itoa(n)}})
+		cmds = append(cmds, gdb.BreakAfter(st.number, n))
 	}
-	return append(cmds, mi.Command{Name: "-exec-continue"})
+	return append(cmds, gdb.Continue())
 }

@@ -47,14 +47,14 @@ func (s *stopLoop) takeOver(ctx context.Context, st *bpState, rec *mi.Record) (b
 	default:
 		// gdb takes its breakpoint instruction out of the program's
 		// memory before the kernel puts its probe there.
-		if _, err := s.gdb.Send(ctx, "-break-disable", st.number); err != nil {
+		if _, err := s.gdb.Do(ctx, gdb.BreakDisable(st.number)); err != nil {
 			return false, s.watch.explain(ctx, err)
 		}
 		if why, err = s.counter.TakeOver(ctx, st.number, st.bp, addrs, times, lwp); err != nil {
 			return false, s.watch.explain(ctx, err)
 		}
 		if why != "" {
-			if _, err := s.gdb.Send(ctx, "-break-enable", st.number); err != nil {
+			if _, err := s.gdb.Do(ctx, gdb.BreakEnable(st.number)); err != nil {
 				return false, s.watch.explain(ctx, err)
 			}
 		}
@@ -66,13 +66,13 @@ func (s *stopLoop) takeOver(ctx context.Context, st *bpState, rec *mi.Record) (b
 			// As setup does for gdb's breakpoints (newHitsOnly),
 			// which a pending one could not have; a breakpoint the
 			// launcher may count has no condition of the plan's.
-			if _, err := s.gdb.Send(ctx, "-break-condition", st.number, "$_snapctl_hit()"); err != nil {
+			if _, err := s.gdb.Do(ctx, gdb.BreakCondition(st.number, "$_snapctl_hit()")); err != nil {
 				return false, s.watch.explain(ctx, err)
 			}
 		}
 		if n := st.bp.Skip - times; n >= 0 {
 			// The hits skip passes over, this one included.
-			cmds := []mi.Command{{Name: "-break-after", Args: []string{st.number, strconv.Itoa(n)}}, {Name: "-exec-continue"}}
+			cmds := []mi.Command{gdb.BreakAfter(st.number, n), gdb.Continue()}
 			_, errs := s.gdb.SendBatch(ctx, cmds)
 			return false, s.rec.resumed(st, cmds, errs)
 		}
@@ -101,7 +101,7 @@ func (s *stopLoop) countedStop(ctx context.Context, rec *mi.Record) (bool, error
 	if !ok {
 		ev := runjson.Event{Kind: runjson.EventSignal, Signal: sig, Reason: "signal-received", Thread: runjson.Thread{ID: rec.String("thread-id")}, Frame: gdb.RecFrame(rec)}
 		s.rec.event(ev)
-		if _, err := s.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("signal "+sig)); err != nil {
+		if _, err := s.gdb.Do(ctx, gdb.Console("signal "+sig)); err != nil {
 			return false, fmt.Errorf("resuming the target with %s: %w", sig, err)
 		}
 		return false, nil
@@ -199,7 +199,7 @@ func (s *stopLoop) takePending(ctx context.Context, lwp int) (bool, error) {
 	}
 	resumed := false
 	if tid != "" {
-		_, err := s.gdb.Send(ctx, "-exec-continue", "--thread", tid)
+		_, err := s.gdb.Do(ctx, gdb.ContinueThread(tid))
 		resumed = err == nil
 	}
 	if !resumed {
@@ -210,7 +210,7 @@ func (s *stopLoop) takePending(ctx context.Context, lwp int) (bool, error) {
 			}
 			return false, s.cont(ctx)
 		}
-		if _, err := s.gdb.Send(ctx, "-exec-continue", "--thread", tid); err != nil {
+		if _, err := s.gdb.Do(ctx, gdb.ContinueThread(tid)); err != nil {
 			restore(ctx)
 			return false, fmt.Errorf("resuming thread %s: %w", tid, err)
 		}
@@ -228,7 +228,7 @@ func (s *stopLoop) takePending(ctx context.Context, lwp int) (bool, error) {
 // threadOf is gdb's id of the thread whose kernel id is lwp, "" when gdb
 // lists none.
 func (s *stopLoop) threadOf(ctx context.Context, lwp int) (string, error) {
-	r, err := s.gdb.Send(ctx, "-thread-info")
+	r, err := s.gdb.Do(ctx, gdb.ThreadInfo())
 	if err != nil {
 		return "", fmt.Errorf("listing the threads: %w", err)
 	}
@@ -267,13 +267,13 @@ func (s *stopLoop) runTo(ctx context.Context, rec *mi.Record, addr uint64) (*mi.
 	}
 	// One exchange: a stop costs each round trip to gdb again.
 	res, errs := s.gdb.SendBatch(ctx, []mi.Command{
-		{Name: "-break-insert", Args: []string{"-t", "-p", tid, fmt.Sprintf("*%#x", addr)}},
-		{Name: "-exec-continue"},
+		gdb.BreakInsert("-t", "-p", tid, fmt.Sprintf("*%#x", addr)),
+		gdb.Continue(),
 	})
 	for _, err := range errs {
 		if err != nil {
 			if errs[0] == nil {
-				s.gdb.Send(ctx, "-break-delete", res[0].String("bkpt.number"))
+				s.gdb.Do(ctx, gdb.BreakDelete(res[0].String("bkpt.number")))
 			}
 			restore(ctx)
 			return nil, fmt.Errorf("running thread %s on to the breakpoint at %#x: %w", tid, addr, err)
@@ -286,7 +286,7 @@ func (s *stopLoop) runTo(ctx context.Context, rec *mi.Record, addr uint64) (*mi.
 	}
 	if !atAddr(at, tid, addr) || at.String("bkptno") != number {
 		// The temporary breakpoint goes only when it is hit.
-		s.gdb.Send(ctx, "-break-delete", number)
+		s.gdb.Do(ctx, gdb.BreakDelete(number))
 	}
 	if err := restore(ctx); err != nil {
 		return nil, err
@@ -324,7 +324,7 @@ func (s *stopLoop) spentTrap(ctx context.Context, rec *mi.Record) (bool, error) 
 			return true, nil
 		}
 		if slices.Contains(st.addrs, pc-1) {
-			if _, err := s.gdb.Send(ctx, "-data-evaluate-expression", "--thread", rec.String("thread-id"), mi.Quote(fmt.Sprintf("$pc = %#x", pc-1))); err != nil {
+			if _, err := s.gdb.Do(ctx, gdb.EvaluateThread(rec.String("thread-id"), fmt.Sprintf("$pc = %#x", pc-1))); err != nil {
 				return true, fmt.Errorf("putting thread %s back on breakpoint %q: %w", rec.String("thread-id"), st.bp.Name, err)
 			}
 			return true, nil
@@ -336,7 +336,7 @@ func (s *stopLoop) spentTrap(ctx context.Context, rec *mi.Record) (bool, error) 
 // breakInfo reads gdb's count of breakpoint number's hits and the
 // addresses of its locations.
 func (s *stopLoop) breakInfo(ctx context.Context, number string) (times int, addrs []uint64, err error) {
-	r, err := s.gdb.Send(ctx, "-break-info", number)
+	r, err := s.gdb.Do(ctx, gdb.BreakInfo(number))
 	if err != nil {
 		return 0, nil, fmt.Errorf("reading breakpoint %s: %w", number, err)
 	}
@@ -368,7 +368,7 @@ func (s *stopLoop) lwp(ctx context.Context, tid string) int {
 	}
 	t, ok := s.gdb.Thread(tid)
 	if !ok || t.TargetID == "" {
-		r, err := s.gdb.Send(ctx, "-thread-info", tid)
+		r, err := s.gdb.Do(ctx, gdb.ThreadInfo(tid))
 		if err != nil {
 			return 0
 		}

@@ -104,7 +104,7 @@ func (s *session) setup(ctx context.Context) error {
 	// commands such as bt and frame do. The mode is set once for the
 	// session (see frameArguments); the plan's init commands may override
 	// it.
-	if _, err := s.gdb.Send(ctx, "-gdb-set", "print", "frame-arguments", gdb.FrameArguments(s.plan)); err != nil {
+	if _, err := s.gdb.Do(ctx, gdb.Set("print", "frame-arguments", gdb.FrameArguments(s.plan))); err != nil {
 		return fmt.Errorf("setting up gdb: %w", err)
 	}
 	// Unwinding a stack reads it a line of gdb's target memory cache at a
@@ -118,12 +118,12 @@ func (s *session) setup(ctx context.Context) error {
 	// frame, and there gdb's 64 bytes are the cheapest. A line never spans
 	// two pages, so it is readable whenever its first byte is.
 	if gdb.ReadsBacktraces(s.plan) {
-		if _, err := s.gdb.Send(ctx, "-gdb-set", "dcache", "line-size", "256"); err != nil {
+		if _, err := s.gdb.Do(ctx, gdb.Set("dcache", "line-size", "256")); err != nil {
 			return fmt.Errorf("setting up gdb: %w", err)
 		}
 	}
 	for _, line := range s.plan.Gdb.Init {
-		if _, err := s.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote(line)); err != nil {
+		if _, err := s.gdb.Do(ctx, gdb.Console(line)); err != nil {
 			return fmt.Errorf("gdb init command %q: %w", line, err)
 		}
 	}
@@ -154,7 +154,7 @@ func (s *session) setup(ctx context.Context) error {
 			b.Skip = 0
 			args = gdb.InsertArgs(&b, true)
 		}
-		r, err := s.gdb.Send(ctx, "-break-insert", args...)
+		r, err := s.gdb.Do(ctx, gdb.BreakInsert(args...))
 		if err != nil {
 			return insertError(st, err)
 		}
@@ -212,7 +212,7 @@ func (s *session) countHits(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	r, err := s.gdb.Send(ctx, "-break-list")
+	r, err := s.gdb.Do(ctx, gdb.BreakList())
 	if err != nil {
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/runjson"
@@ -60,7 +61,7 @@ func (s *session) newHitsOnly(ctx context.Context, st *bpState) error {
 	if c := st.bp.GdbCondition(); c != "" {
 		cond += " && (" + c + ")"
 	}
-	if _, err := s.gdb.Send(ctx, "-break-condition", st.number, mi.Word(cond)); err != nil {
+	if _, err := s.gdb.Do(ctx, gdb.BreakCondition(st.number, cond)); err != nil {
 		return fmt.Errorf("setting the condition of breakpoint %q: %w", st.bp.Name, err)
 	}
 	return nil
@@ -78,7 +79,7 @@ func (s *stopLoop) releaseLock(ctx context.Context, st *bpState, stop *runjson.S
 	if err := restore(lctx); err != nil {
 		return false, nil, err
 	}
-	r, err := s.gdb.Send(lctx, "-stack-list-frames", "--thread", stop.Thread.ID)
+	r, err := s.gdb.Do(lctx, gdb.ThreadFrames(stop.Thread.ID))
 	if err != nil {
 		return false, nil, err
 	}
@@ -97,7 +98,7 @@ func (s *stopLoop) releaseLock(ctx context.Context, st *bpState, stop *runjson.S
 	if level == "" {
 		return false, nil, nil
 	}
-	if _, err := s.gdb.Send(lctx, "-exec-finish", "--thread", stop.Thread.ID, "--frame", level); err != nil {
+	if _, err := s.gdb.Do(lctx, gdb.FinishThread(stop.Thread.ID, level)); err != nil {
 		return false, nil, err
 	}
 	rec, err = s.waitStopped(lctx)

@@ -39,7 +39,7 @@ func validateLocations(ctx context.Context, gdbPath, binary string, attach int, 
 	insert := func(bp *plan.Breakpoint) (*mi.Result, error) {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		return c.Send(cctx, "-break-insert", gdb.InsertArgs(bp, false)...)
+		return gdb.Send(cctx, c, gdb.BreakInsert(gdb.InsertArgs(bp, false)...))
 	}
 	// First in the program alone, then what it does not define once gdb
 	// has read the symbols of the libraries it links, static functions
@@ -122,7 +122,7 @@ func locationOrCondition(ctx context.Context, c *mi.Client, bp *plan.Breakpoint,
 	plain.Condition, plain.Thread = "", 0
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if _, err := c.Send(cctx, "-break-insert", gdb.InsertArgs(&plain, false)...); err != nil {
+	if _, err := gdb.Send(cctx, c, gdb.BreakInsert(gdb.InsertArgs(&plain, false)...)); err != nil {
 		return unresolvedError(bp, msg)
 	}
 	if bp.Condition == "" {
@@ -143,7 +143,7 @@ func loadLibrarySymbols(ctx context.Context, c *mi.Client, binary string, attach
 	}
 	for _, lib := range libs {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
-		c.Send(cctx, "-interpreter-exec", "console", mi.Quote(fmt.Sprintf("add-symbol-file %q", lib)))
+		gdb.Send(cctx, c, gdb.Console(fmt.Sprintf("add-symbol-file %q", lib)))
 		cancel()
 	}
 }

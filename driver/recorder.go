@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/driver/backend"
+	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
@@ -253,13 +254,13 @@ func (r *recorder) resumed(st *bpState, cmds []mi.Command, errs []error) error {
 	st.step = 1 // unless gdb is told to ignore hits
 	for i, c := range cmds {
 		switch err := errs[i]; {
-		case c.Name == "-break-delete" && err != nil:
+		case c.Name == gdb.NameBreakDelete && err != nil:
 			return fmt.Errorf("deleting breakpoint %q: %w", st.bp.Name, err)
-		case c.Name == "-break-delete":
+		case c.Name == gdb.NameBreakDelete:
 			r.deleted(st)
-		case c.Name == "-break-after" && err != nil:
+		case c.Name == gdb.NameBreakAfter && err != nil:
 			return fmt.Errorf("setting the ignore count of %q: %w", st.bp.Name, err)
-		case c.Name == "-break-after":
+		case c.Name == gdb.NameBreakAfter:
 			n, _ := strconv.Atoi(c.Args[1])
 			st.step = n + 1
 		case err != nil:

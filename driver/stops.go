@@ -241,7 +241,7 @@ func (s *stopLoop) execStop(rec *mi.Record) error {
 func (s *stopLoop) onSignal(ctx context.Context, rec *mi.Record) error {
 	sig := rec.String("signal-name")
 	ev := runjson.Event{Kind: runjson.EventSignal, Signal: sig, Reason: "signal-received", Thread: runjson.Thread{ID: rec.String("thread-id")}, Frame: gdb.RecFrame(rec)}
-	if r, err := s.gdb.Send(ctx, "-stack-list-frames"); err == nil {
+	if r, err := s.gdb.Do(ctx, gdb.Frames()); err == nil {
 		ev.Backtrace = gdb.FramesOf(r.List("stack"))
 	}
 	s.rec.event(ev)
@@ -253,7 +253,7 @@ func (s *stopLoop) onSignal(ctx context.Context, rec *mi.Record) error {
 
 // cont resumes the target.
 func (s *stopLoop) cont(ctx context.Context) error {
-	if _, err := s.gdb.Send(ctx, "-exec-continue"); err != nil {
+	if _, err := s.gdb.Do(ctx, gdb.Continue()); err != nil {
 		return fmt.Errorf("resuming the target: %w", err)
 	}
 	return nil

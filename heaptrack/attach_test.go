@@ -55,7 +55,7 @@ func TestAttach(t *testing.T) {
 			defer target.Close()
 		case stop < rounds-1:
 			for {
-				snap, err := rec.Cut(ctx, target, stop)
+				snap, err := cut(ctx, rec, target, stop)
 				var b *BusyError
 				if errors.As(err, &b) {
 					g.letOutOf(b.TID, target.LockAddr())

@@ -51,7 +51,7 @@ func TestCutWhileThreadsAllocate(t *testing.T) {
 		}
 		var got map[string][2]int64
 		for {
-			s, err := rec.Cut(ctx, target, i)
+			s, err := cut(ctx, rec, target, i)
 			var b *BusyError
 			if errors.As(err, &b) {
 				busy++

@@ -15,12 +15,15 @@
 // interpreter, which symbolizes instruction pointers and numbers
 // allocations (`a size trace`, `+ index`, `- index`, `s string`, `i ip
 // ...`), buffers its output the same way. Neither flushes at a stop. A cut
-// therefore reads the library's unflushed buffer out of the stopped
-// process's memory (/proc/PID/mem, no inferior call), forwards it to the
-// interpreter ahead of time, follows it with a marker line that the
-// interpreter passes through unchanged and enough filler lines to make it
-// write the marker out, and later drops the same bytes when the library
-// flushes them into the FIFO. Where the buffer lives is found once per
-// library build by decoding the exported heaptrack_invalidate_module_cache
-// (Layout).
+// (gdb's agent, at a stop, with every thread stopped) therefore reads the
+// library's unflushed buffer out of the stopped process's memory
+// (/proc/PID/mem, no inferior call) and writes it into the FIFO after a
+// mark (FIFOMark); the Recorder forwards it to the interpreter ahead of
+// time, follows it with a marker line that the interpreter passes through
+// unchanged and enough filler lines to make it write the marker out, and
+// later drops the same bytes when the library flushes them into the FIFO.
+// Where the lock and buffer live is found once per library build by
+// decoding the exported heaptrack_invalidate_module_cache (Layout), and
+// handed to gdb's agent as it is (Layout.Agent): this package is the one
+// owner of that layout.
 package heaptrack

@@ -43,7 +43,7 @@ func TestCutAtExitGroup(t *testing.T) {
 			}
 			defer target.Close()
 		}
-		s, err := rec.Cut(ctx, target, i)
+		s, err := cut(ctx, rec, target, i)
 		if err != nil {
 			t.Fatalf("stop %d: %v", i, err)
 		}

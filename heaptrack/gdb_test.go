@@ -2,8 +2,10 @@ package heaptrack
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -11,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/snapctl/snapctl/snapshots"
 )
 
 // miGDB is the least of GDB/MI the tests need: gdb runs the fixture
@@ -158,4 +162,34 @@ func (g *miGDB) value(expr string) int64 {
 func (g *miGDB) console(cmd string) string {
 	g.t.Helper()
 	return g.send("-interpreter-exec console " + strconv.Quote(cmd))
+}
+
+// cut cuts the stream of target, stopped by gdb with every thread, as
+// gdb's agent does at a stop (the native backend's agent/heaptrack.py,
+// SiteCutter.cut): the library's unwritten buffer, read from the
+// process's memory, goes into the FIFO after a mark (FIFOMark), and the
+// Recorder's heap at the mark is stop's (the marks start at 1). A
+// *BusyError says that a thread was stopped inside the library and must
+// be let out first; the stream is then as it was.
+func cut(ctx context.Context, rec *Recorder, target *Target, stop int) (*snapshots.Snapshot, error) {
+	st, err := target.Pending()
+	if err != nil {
+		return nil, err
+	}
+	if !target.WritesTo(st.Fd, rec.FIFO()) {
+		return nil, fmt.Errorf("heaptrack's output (fd %d) is not %s: not the layout of %s", st.Fd, rec.FIFO(), target.Layout.Lib)
+	}
+	// The Recorder holds a write end open: this open does not wait.
+	f, err := os.OpenFile(rec.FIFO(), os.O_WRONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	_, err = fmt.Fprintf(f, "%s%d %d\n%s", FIFOMark, stop+1, len(st.Pending), st.Pending)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rec.Snapshot(ctx, stop+1)
 }

@@ -18,6 +18,43 @@ type Layout struct {
 	Lib  string // the library it was read from
 	Lock uint64 // offset of the mutex every event is written under
 	Data uint64 // offset of the pointer to the output state (nil when not recording)
+	// Anchor is the value of the exported function the layout was read
+	// from (layoutFunc): where it lies in a process, less Anchor, is the
+	// library's load address.
+	Anchor uint64
+	// Span is how far from its load address the library's segments
+	// reach: its code and data lie in [base, base+Span).
+	Span uint64
+}
+
+// AgentLayout is the layout as gdb's agent takes it (the native backend's
+// agent/heaptrack.py, record_sites): the library, how its load address
+// is found (the runtime address of the function Anchor, less
+// AnchorValue, as gdb resolves it), how far it reaches, and where the
+// lock, the state pointer and the state's fields lie, so that the agent
+// knows no offset of its own. The fields are read as the Layout's doc
+// says: the lock word and owner as 32-bit ints, the state pointer and the
+// buffer as 64-bit pointers, the fd as a 32-bit int, the bytes buffered
+// as a 32-bit count of at most Capacity.
+type AgentLayout struct {
+	Lib         string `json:"lib"`
+	Anchor      string `json:"anchor"`
+	AnchorValue uint64 `json:"anchor_value"`
+	Span        uint64 `json:"span"`
+	Lock        uint64 `json:"lock"`
+	LockOwner   uint64 `json:"lock_owner"`
+	Data        uint64 `json:"data"`
+	Fd          uint64 `json:"fd"`
+	Size        uint64 `json:"size"`
+	Buffer      uint64 `json:"buffer"`
+	Capacity    uint64 `json:"capacity"`
+}
+
+// Agent is l as gdb's agent takes it.
+func (l Layout) Agent() AgentLayout {
+	return AgentLayout{Lib: l.Lib, Anchor: layoutFunc, AnchorValue: l.Anchor, Span: l.Span,
+		Lock: l.Lock, LockOwner: offLockOwner, Data: l.Data,
+		Fd: offFd, Size: offBufferSize, Buffer: offBuffer, Capacity: bufferCap}
 }
 
 // Offsets in the output state and the mutex, and the buffer's capacity.
@@ -83,7 +120,12 @@ func ReadLayout(lib string) (Layout, error) {
 		return Layout{}, &LayoutError{Lib: lib, Msg: err.Error()}
 	}
 	inBss := func(a uint64) bool { return a >= bss.Addr && a < bss.Addr+bss.Size }
-	l := Layout{Lib: lib}
+	l := Layout{Lib: lib, Anchor: fn.Value}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD {
+			l.Span = max(l.Span, p.Vaddr+p.Memsz)
+		}
+	}
 	dirty := false
 	for i := 0; i+7 <= len(code); i++ {
 		// REX.W (optionally .R) 8D/8B with ModRM mod=00 rm=101: RIP-relative.

@@ -22,9 +22,10 @@ import (
 
 // Recorder reads a program's heaptrack stream as it comes: the raw
 // stream from a FIFO, forwarded to heaptrack_interpret, whose output it
-// replays. A stop is marked in the stream (Mark from outside gdb, or a
-// mark gdb's agent writes into the FIFO) and Snapshot gives the heap
-// there; Finish gives the heap when the stream ends.
+// replays. A stop is marked in the stream by a mark written into the FIFO
+// while every thread of the program is stopped (FIFOMark: gdb's agent
+// writes it, from what Target reads of the library) and Snapshot gives
+// the heap there; Finish gives the heap when the stream ends.
 type Recorder struct {
 	fifo   string
 	rd     int      // the FIFO, read end, non-blocking, read by forward alone
@@ -33,7 +34,6 @@ type Recorder struct {
 	in     io.WriteCloser // interpreter's stdin
 	stderr limitedWriter  // the interpreter's stderr, its first 64 KiB
 
-	reqs    chan cutRequest
 	quit    chan struct{} // closed by Close: the forwarder ends
 	kick    chan struct{} // a Snapshot waits: the forwarder polls now
 	fwdDone chan struct{} // closed by the forwarder as it ends
@@ -48,7 +48,6 @@ type Recorder struct {
 	cutReady chan struct{}
 
 	mu       sync.Mutex
-	checked  bool // the library's fd was checked against the FIFO
 	finished bool
 
 	// replayed counts the interpreter's lines replayed (see Progress).
@@ -58,12 +57,6 @@ type Recorder struct {
 // ErrEnded says that the recording is over before the program: the
 // interpreter or the stream ended, and no later stop can be cut.
 var ErrEnded = errors.New("heaptrack_interpret ended")
-
-type cutRequest struct {
-	index   int
-	pending []byte
-	done    chan error
-}
 
 // Start makes the FIFO fifo (which must not exist), opens it and starts
 // the interpreter. The program is then started with tools.Env(fifo) in
@@ -90,7 +83,7 @@ func Start(tools Tools, fifo string) (*Recorder, error) {
 	// A larger pipe lets the library write on while the forwarder
 	// sleeps between polls; where the system refuses, 64 KiB it is.
 	syscall.Syscall(syscall.SYS_FCNTL, uintptr(rd), syscall.F_SETPIPE_SZ, fifoSize)
-	r := &Recorder{fifo: fifo, rd: rd, hold: hold, reqs: make(chan cutRequest, 1), quit: make(chan struct{}), kick: make(chan struct{}, 1), fwdDone: make(chan struct{}),
+	r := &Recorder{fifo: fifo, rd: rd, hold: hold, quit: make(chan struct{}), kick: make(chan struct{}, 1), fwdDone: make(chan struct{}),
 		cuts: make(map[int]*snapshots.Snapshot), cutReady: make(chan struct{}),
 		fwdErr: make(chan error, 1), repErr: make(chan error, 1), rep: NewReplayer()}
 	cmd := exec.Command(tools.Interpret)
@@ -152,10 +145,10 @@ func (r *Recorder) Replayer() *Replayer { return r.rep }
 // marker out at once.
 var filler = bytes.Repeat(append(append([]byte{'#'}, bytes.Repeat([]byte{'.'}, 998)...), '\n'), 5)
 
-// forward copies the FIFO to the interpreter. The bytes a cut forwarded
-// from the process's memory (ahead) come again through the FIFO when the
-// library flushes its buffer: they are checked and dropped. A cut made
-// from inside gdb comes through the FIFO itself (see markReader).
+// forward copies the FIFO to the interpreter, and a mark in it (see
+// markReader) with the library's buffer it carries. Those bytes (ahead)
+// come again through the FIFO when the library writes its buffer out:
+// they are checked and dropped.
 func (r *Recorder) forward() {
 	var ahead []byte
 	last := byte('\n') // the last byte forwarded
@@ -185,14 +178,6 @@ func (r *Recorder) forward() {
 			r.discard(buf)
 		}
 	}
-	cut := func(req cutRequest) error {
-		err := r.drain(buf, m.feed)
-		if err == nil {
-			err = r.mark(req.index, req.pending, &ahead, &last)
-		}
-		req.done <- err
-		return err
-	}
 	// The FIFO is polled, never waited on: a writer that wakes its
 	// reader waits, on a small machine, while the reader and then the
 	// interpreter run (about 0.2 ms a write, against 20 us); at a stop
@@ -217,13 +202,6 @@ func (r *Recorder) forward() {
 			delay = min(2*delay, pollMax)
 			select {
 			case <-sleep.C:
-			case req := <-r.reqs:
-				sleep.Stop()
-				delay = pollMin
-				if err := cut(req); err != nil {
-					end(err)
-					return
-				}
 			case <-r.quit:
 				end(errors.New("heaptrack's stream was closed"))
 				return
@@ -379,25 +357,6 @@ func (m *markReader) endMark() error {
 	return m.mark(m.index, body)
 }
 
-// drain forwards what the FIFO holds now: with every writer stopped, all
-// the library has written.
-func (r *Recorder) drain(buf []byte, feed func([]byte) error) error {
-	for {
-		n, err := syscall.Read(r.rd, buf)
-		switch {
-		case n > 0:
-			if err := feed(buf[:n]); err != nil {
-				return err
-			}
-		case err == syscall.EINTR:
-		case err == syscall.EAGAIN, err == nil:
-			return nil
-		default:
-			return fmt.Errorf("reading heaptrack's FIFO: %w", err)
-		}
-	}
-}
-
 // replay reads the interpreter's output line by line.
 func (r *Recorder) replay(out io.Reader) {
 	br := bufio.NewReaderSize(out, 64<<10)
@@ -463,59 +422,8 @@ func (r *Recorder) Progress() int64 {
 	return n
 }
 
-// Cut returns the heap of target, stopped by gdb with every thread, as
-// snapshot index: every event the library wrote before the stop and none
-// after. A *BusyError says that a thread was stopped inside the library
-// and must be let out first; the stream is then as it was. It is Mark,
-// then Snapshot.
-func (r *Recorder) Cut(ctx context.Context, t *Target, index int) (*snapshots.Snapshot, error) {
-	if err := r.Mark(ctx, t, index); err != nil {
-		return nil, err
-	}
-	return r.Snapshot(ctx, index)
-}
-
-// Mark cuts the stream of target, stopped by gdb with every thread, at
-// mark index: it returns once the library's unwritten events and the
-// mark are in the interpreter's input, and the target may run on while
-// the interpreter catches up; Snapshot gives the heap at the mark. A
-// *BusyError says that a thread was stopped inside the library and must
-// be let out first; the stream is then as it was.
-func (r *Recorder) Mark(ctx context.Context, t *Target, index int) error {
-	st, err := t.Pending()
-	if err != nil {
-		return err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.finished {
-		return fmt.Errorf("%w: heaptrack's stream has ended", ErrEnded)
-	}
-	if !r.checked {
-		if !t.WritesTo(st.Fd, r.fifo) {
-			return fmt.Errorf("process %d: heaptrack's output (fd %d) is not %s: not the layout of %s", t.Pid, st.Fd, r.fifo, t.Layout.Lib)
-		}
-		r.checked = true
-	}
-	req := cutRequest{index: index, pending: st.Pending, done: make(chan error, 1)}
-	select {
-	case r.reqs <- req:
-	case <-r.fwdDone:
-		return fmt.Errorf("%w: heaptrack's stream has ended", ErrEnded)
-	}
-	select {
-	case err := <-req.done:
-		return err
-	case err := <-r.fwdErr:
-		r.fwdErr <- err
-		return fmt.Errorf("%w: heaptrack's stream ended before the cut: %v", ErrEnded, err)
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// Snapshot waits for the heap at mark index (Mark, or a mark written
-// into the FIFO: see forward), which the replay took when it read the
+// Snapshot waits for the heap at mark index (a mark written into the
+// FIFO: see FIFOMark), which the replay took when it read the
 // mark. Marks are asked for in order: the heaps of earlier marks nobody
 // asked for are dropped.
 func (r *Recorder) Snapshot(ctx context.Context, index int) (*snapshots.Snapshot, error) {

@@ -119,7 +119,7 @@ func runNative(t *testing.T, exe, bp string, args ...string) []*snapshots.Snapsh
 			defer target.Close()
 		}
 		for {
-			s, err := rec.Cut(ctx, target, len(snaps))
+			s, err := cut(ctx, rec, target, len(snaps))
 			var busy *BusyError
 			if errors.As(err, &busy) {
 				// The owner runs alone to its unlock and out of it.

@@ -76,12 +76,12 @@ type State struct {
 // a *BusyError when a thread holds the library's lock, ErrNotRecording
 // when the library has no output.
 func (t *Target) Pending() (State, error) {
-	var lock [12]byte
-	if err := t.read(t.Base+t.Layout.Lock, lock[:]); err != nil {
+	held, owner, err := t.Lock()
+	if err != nil {
 		return State{}, err
 	}
-	if w := binary.LittleEndian.Uint32(lock[offLockWord:]); w != 0 {
-		return State{}, &BusyError{TID: int(int32(binary.LittleEndian.Uint32(lock[offLockOwner:])))}
+	if held {
+		return State{}, &BusyError{TID: owner}
 	}
 	var p [8]byte
 	if err := t.read(t.Base+t.Layout.Data, p[:]); err != nil {
@@ -109,6 +109,17 @@ func (t *Target) Pending() (State, error) {
 		return State{}, err
 	}
 	return st, nil
+}
+
+// Lock reads the library's lock: whether a thread holds it, and which
+// (its owner's TID, 0 in the moment between taking it and writing the
+// owner, docs/facts.md, fact 67).
+func (t *Target) Lock() (held bool, owner int, err error) {
+	var lock [12]byte
+	if err := t.read(t.Base+t.Layout.Lock, lock[:]); err != nil {
+		return false, 0, err
+	}
+	return binary.LittleEndian.Uint32(lock[offLockWord:]) != 0, int(int32(binary.LittleEndian.Uint32(lock[offLockOwner:]))), nil
 }
 
 // ReadMem reads the process's memory at addr into b.

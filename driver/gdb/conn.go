@@ -203,7 +203,7 @@ func (c *Conn) SendInterrupt(ctx context.Context) error {
 	if c.interrupt != nil {
 		return c.interrupt(ctx)
 	}
-	_, err := c.d.Send(ctx, "-exec-interrupt")
+	_, err := Send(ctx, c.d, ExecInterrupt())
 	return err
 }
 
@@ -227,7 +227,7 @@ func (c *Conn) InterruptCommand() {
 	for ctx.Err() == nil {
 		syscall.Kill(-c.pid, syscall.SIGINT)
 		pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		_, err := c.d.Send(pctx, "-gdb-version")
+		_, err := Send(pctx, c.d, Version())
 		pcancel()
 		var me *mi.Error
 		if err == nil || errors.As(err, &me) || errors.Is(err, mi.ErrExited) {
@@ -246,7 +246,7 @@ func (c *Conn) LockScheduler(ctx context.Context, mode string) (func(context.Con
 		return noop, nil
 	}
 	if c.schedMode == "" {
-		r, err := c.Send(ctx, "-gdb-show", "scheduler-locking")
+		r, err := c.Do(ctx, Show("scheduler-locking"))
 		if err != nil {
 			return nil, fmt.Errorf("reading scheduler-locking: %w", err)
 		}
@@ -256,11 +256,11 @@ func (c *Conn) LockScheduler(ctx context.Context, mode string) (func(context.Con
 	if prev == mode {
 		return noop, nil
 	}
-	if _, err := c.Send(ctx, "-gdb-set", "scheduler-locking", mode); err != nil {
+	if _, err := c.Do(ctx, Set("scheduler-locking", mode)); err != nil {
 		return nil, fmt.Errorf("setting scheduler-locking %s: %w", mode, err)
 	}
 	return func(ctx context.Context) error {
-		if _, err := c.Send(ctx, "-gdb-set", "scheduler-locking", prev); err != nil {
+		if _, err := c.Do(ctx, Set("scheduler-locking", prev)); err != nil {
 			return fmt.Errorf("restoring scheduler-locking %s: %w", prev, err)
 		}
 		return nil
@@ -304,7 +304,7 @@ func (c *Conn) LoadAgent(ctx context.Context, dir string) (python bool, why stri
 	if c.agentLoaded {
 		return true, "", nil
 	}
-	r, err := c.Send(ctx, "-list-features")
+	r, err := c.Do(ctx, Features())
 	if err != nil {
 		return false, "", fmt.Errorf("asking gdb for its features: %w", err)
 	}
@@ -315,7 +315,7 @@ func (c *Conn) LoadAgent(ctx context.Context, dir string) (python bool, why stri
 	if err := os.WriteFile(script, []byte(AgentSource), 0o600); err != nil {
 		return true, "", fmt.Errorf("writing gdb's agent: %w", err)
 	}
-	r, err = c.Send(ctx, "-interpreter-exec", "console", mi.Quote(PythonTry(AgentRead(script))))
+	r, err = c.Do(ctx, Console(PythonTry(AgentRead(script))))
 	if err != nil {
 		return true, "", fmt.Errorf("loading gdb's agent: %w", err)
 	}
@@ -334,7 +334,7 @@ func (c *Conn) LoadScripts(ctx context.Context, dir, bundle string, scripts []Sc
 	if err != nil {
 		return "", fmt.Errorf("writing gdb's agent: %w", err)
 	}
-	r, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote(PythonTry(read)))
+	r, err := c.Do(ctx, Console(PythonTry(read)))
 	if err != nil {
 		return "", fmt.Errorf("loading gdb's agent: %w", err)
 	}

@@ -79,12 +79,12 @@ func (e *Early) check(ctx context.Context, bps []plan.Breakpoint) {
 	script := filepath.Join(e.dir, AgentScript)
 	if err := os.WriteFile(script, []byte(AgentSource), 0o600); err == nil {
 		load := AgentRead(script) + "print(gdb.execute('show version', to_string=True).splitlines()[0])\n"
-		if r, err := e.c.Send(ctx, "-interpreter-exec", "console", mi.Quote(PythonTry(load))); err == nil && LoadFailure(r) == "" {
+		if r, err := Send(ctx, e.c, Console(PythonTry(load))); err == nil && LoadFailure(r) == "" {
 			e.sourced, e.version = true, LastLine(r.Console())
 		}
 	}
 	if e.version == "" {
-		if r, err := e.c.Send(ctx, "-gdb-version"); err == nil {
+		if r, err := Send(ctx, e.c, Version()); err == nil {
 			e.version, _, _ = strings.Cut(strings.TrimSpace(r.Console()), "\n")
 		}
 	}
@@ -100,7 +100,7 @@ func (e *Early) check(ctx context.Context, bps []plan.Breakpoint) {
 		checks = append(checks, "location_resolves("+PyString(bp.GdbLocation())+", "+PyString(bp.GdbCondition())+")")
 	}
 	if len(checks) > 0 {
-		r, err := e.c.Send(ctx, "-interpreter-exec", "console", mi.Quote("python print(all(["+strings.Join(checks, ", ")+"]))"))
+		r, err := Send(ctx, e.c, Python("print(all(["+strings.Join(checks, ", ")+"]))"))
 		if err != nil || strings.TrimSpace(r.Console()) != "True" {
 			return
 		}

@@ -38,7 +38,7 @@ func PythonTry(code string) string {
 	for _, line := range strings.SplitAfter(strings.TrimSuffix(code, "\n"), "\n") {
 		try += "    " + line
 	}
-	return "python exec(" + PyString(try+"\nexcept Exception as e:\n    print('"+AgentFailed+"%s' % e)\n") + ")"
+	return PythonLine("exec(" + PyString(try+"\nexcept Exception as e:\n    print('"+AgentFailed+"%s' % e)\n") + ")")
 }
 
 // LoadFailure is what Python said when a PythonTry command failed, ""
@@ -407,7 +407,7 @@ func PendingResult(r *mi.Result) bool {
 // Running reports whether a thread of the target runs, as gdb sees it;
 // true when gdb cannot say.
 func Running(ctx context.Context, gdb Debugger) bool {
-	r, err := gdb.Send(ctx, "-thread-info")
+	r, err := Send(ctx, gdb, ThreadInfo())
 	if err != nil {
 		return true
 	}

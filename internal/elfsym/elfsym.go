@@ -68,6 +68,23 @@ func Open(path string, tables Tables) ([]elf.Symbol, error) {
 	return syms, nil
 }
 
+// Value is the value of the symbol name in the tables of the ELF file at
+// path (the last one so named, as the dynamic linker's lookup of a
+// library's own symbol finds it): its offset from the file's load
+// address in a shared library.
+func Value(path string, tables Tables, name string) (uint64, error) {
+	syms, err := Open(path, tables)
+	if err != nil && len(syms) == 0 {
+		return 0, err
+	}
+	for i := len(syms) - 1; i >= 0; i-- {
+		if syms[i].Name == name {
+			return syms[i].Value, nil
+		}
+	}
+	return 0, fmt.Errorf("%s has no symbol %s", path, name)
+}
+
 // Defines reports whether s is a function its file defines (not one it
 // imports).
 func Defines(s elf.Symbol) bool {

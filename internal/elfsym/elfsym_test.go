@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -69,5 +70,27 @@ func TestSymbols(t *testing.T) {
 	}
 	if _, err := elfsym.Open(filepath.Join(t.TempDir(), "none"), elfsym.Static); err == nil || !strings.Contains(err.Error(), "none") {
 		t.Errorf("a missing file: %v", err)
+	}
+}
+
+// TestValue gives a symbol's value as nm does, and names the file and
+// the symbol when it has no such symbol.
+func TestValue(t *testing.T) {
+	testenv.MustHave(t, "nm")
+	bin := testenv.Build(t, "../../driver/testdata/leak.c")
+	out, err := exec.Command("nm", bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^([0-9a-f]+) T handle_request$`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("nm gives no handle_request:\n%s", out)
+	}
+	want, _ := strconv.ParseUint(string(m[1]), 16, 64)
+	if got, err := elfsym.Value(bin, elfsym.Static, "handle_request"); err != nil || got != want {
+		t.Errorf("handle_request: %#x, %v; nm says %#x", got, err, want)
+	}
+	if _, err := elfsym.Value(bin, elfsym.Static, "no_such_symbol"); err == nil || !strings.Contains(err.Error(), "no_such_symbol") || !strings.Contains(err.Error(), bin) {
+		t.Errorf("a missing symbol: %v", err)
 	}
 }

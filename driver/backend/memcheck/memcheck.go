@@ -20,7 +20,6 @@ import (
 	"github.com/snapctl/snapctl/driver/backend/sites"
 	"github.com/snapctl/snapctl/driver/backend/valgrind"
 	"github.com/snapctl/snapctl/driver/gdb"
-	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
@@ -165,7 +164,7 @@ func NewLauncher(p *plan.Plan, dir string) *valgrind.Launch {
 // each would, as a SIGTRAP no breakpoint explains: fact 106),
 // and gdb reads memcheck.py, whose command takes the measurement.
 func connected(ctx context.Context, c *gdb.Conn, env *backend.Env) error {
-	if _, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote("monitor v.set vgdb-error 999999999")); err != nil {
+	if _, err := c.Do(ctx, gdb.Console("monitor v.set vgdb-error 999999999")); err != nil {
 		return fmt.Errorf("setting up valgrind's gdbserver: %w", err)
 	}
 	// Read as the agent is (gdb.WriteScripts): compiled once into the
@@ -175,7 +174,7 @@ func connected(ctx context.Context, c *gdb.Conn, env *backend.Env) error {
 	if err != nil {
 		return env.Run.DiskFull(fmt.Errorf("writing memcheck.py: %w", err))
 	}
-	r, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote(gdb.PythonTry(read)))
+	r, err := c.Do(ctx, gdb.Console(gdb.PythonTry(read)))
 	if err != nil {
 		return &backend.ToolError{Tool: "gdb", Msg: "cannot read memcheck.py: the memcheck backend needs gdb with Python (Debian's gdb has it)", Err: err}
 	}

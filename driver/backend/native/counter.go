@@ -12,7 +12,7 @@ import (
 	"syscall"
 
 	"github.com/snapctl/snapctl/driver/backend/native/uprobes"
-	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/plan"
 )
 
@@ -152,7 +152,7 @@ func (b *Launch) TakeOver(ctx context.Context, number string, bp *plan.Breakpoin
 			handle = append(handle, "handle "+holdName+" nostop noprint pass")
 		}
 		for _, h := range handle {
-			if _, err := b.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote(h)); err != nil {
+			if _, err := b.gdb.Do(ctx, gdb.Console(h)); err != nil {
 				counter.Close()
 				return "", fmt.Errorf("having gdb %s: %w", h, err)
 			}
@@ -225,7 +225,7 @@ func (b *Launch) entries(ctx context.Context, addrs []uint64, lwp int) (probes [
 	if len(spans) == 0 {
 		return probes, nil, nil
 	}
-	r, err := b.gdb.Send(ctx, "-thread-info")
+	r, err := b.gdb.Do(ctx, gdb.ThreadInfo())
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing the threads: %w", err)
 	}
@@ -251,7 +251,7 @@ func (b *Launch) entries(ctx context.Context, addrs []uint64, lwp int) (probes [
 // entry is the first instruction of the function holding addr when the
 // instructions from there to addr run straight into it, else addr.
 func (b *Launch) entry(ctx context.Context, addr uint64) uint64 {
-	r, err := b.gdb.Send(ctx, "-data-disassemble", "-a", fmt.Sprintf("%#x", addr), "--", "0")
+	r, err := b.gdb.Do(ctx, gdb.DisassembleAt(addr))
 	if err != nil {
 		return addr
 	}
@@ -382,7 +382,7 @@ func (b *Launch) Drop(number string) {
 // in it. The signal is still kept from the program.
 func (b *Launch) quietSignal(ctx context.Context) {
 	if b.count.used != "" {
-		b.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("handle "+b.count.used+" nostop noprint nopass"))
+		b.gdb.Do(ctx, gdb.Console("handle "+b.count.used+" nostop noprint nopass"))
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/gdb"
-	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/heaptrack"
 	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/runjson"
@@ -62,7 +61,7 @@ func (s *siteRecording) moveDescriptors(ctx context.Context, c *gdb.Conn, pid in
 	// that its timer thread reads nothing of the program's (and prints
 	// no warning into the program's stderr once the program closed it).
 	if d.Statm >= 0 {
-		if _, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote(fmt.Sprintf("set var *(int *) %#x = -1", d.StatmAddr))); err != nil {
+		if _, err := c.Do(ctx, gdb.Console(fmt.Sprintf("set var *(int *) %#x = -1", d.StatmAddr))); err != nil {
 			return errors.New(gdb.Message(err))
 		}
 		if _, err := callInt(ctx, c, fmt.Sprintf("close(%d)", d.Statm)); err != nil {
@@ -74,7 +73,7 @@ func (s *siteRecording) moveDescriptors(ctx context.Context, c *gdb.Conn, pid in
 	// write fails with EBADF, closing the old numbers first: the
 	// program's by then. One allocation and free through gdb has it
 	// open now; it moves with heaptrack's output.
-	if _, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote("call (void) free(((void *(*)(unsigned long)) malloc)(1))")); err != nil {
+	if _, err := c.Do(ctx, gdb.Console("call (void) free(((void *(*)(unsigned long)) malloc)(1))")); err != nil {
 		return errors.New(gdb.Message(err))
 	}
 	moves := []fdMove{{fd: d.Out, addr: d.OutAddr}}
@@ -105,7 +104,7 @@ func (s *siteRecording) moveDescriptors(ctx context.Context, c *gdb.Conn, pid in
 		if err != nil || got != to+i {
 			return fmt.Errorf("dup3 of descriptor %d to %d: %d, %v", m.fd, to+i, got, err)
 		}
-		if _, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote(fmt.Sprintf("set var *(int *) %#x = %d", m.addr, to+i))); err != nil {
+		if _, err := c.Do(ctx, gdb.Console(fmt.Sprintf("set var *(int *) %#x = %d", m.addr, to+i))); err != nil {
 			return errors.New(gdb.Message(err))
 		}
 		if _, err := callInt(ctx, c, fmt.Sprintf("close(%d)", m.fd)); err != nil {
@@ -127,7 +126,7 @@ func restorePreload(ctx context.Context, c *gdb.Conn, user string) error {
 	for _, cmd := range []string{"call (void) heaptrack_pause()",
 		"call (int) setenv(\"LD_PRELOAD\", " + cQuote(user) + ", 1)",
 		"call (void) heaptrack_resume()"} {
-		if _, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote(cmd)); err != nil {
+		if _, err := c.Do(ctx, gdb.Console(cmd)); err != nil {
 			return errors.New(gdb.Message(err))
 		}
 	}
@@ -205,7 +204,7 @@ func unwindPipe(pid int, t *heaptrack.Target) (r, w int, addr uint64, ok bool) {
 
 // callInt calls expr in the stopped program and returns its int result.
 func callInt(ctx context.Context, c *gdb.Conn, expr string) (int, error) {
-	r, err := c.Send(ctx, "-data-evaluate-expression", mi.Quote("(int) "+expr))
+	r, err := c.Do(ctx, gdb.Evaluate("(int) "+expr))
 	if err != nil {
 		return 0, errors.New(gdb.Message(err))
 	}
@@ -250,7 +249,7 @@ func prlimit(pid int, new, old *syscall.Rlimit) error {
 // constructor misses the hits made before main.
 func (b *Launch) settleAtStart(ctx context.Context, user string) error {
 	c := b.gdb
-	r, err := c.Send(ctx, "-break-list")
+	r, err := c.Do(ctx, gdb.BreakList())
 	if err != nil {
 		return errors.New(gdb.Message(err))
 	}
@@ -261,16 +260,16 @@ func (b *Launch) settleAtStart(ctx context.Context, user string) error {
 		}
 	}
 	if len(enabled) > 0 {
-		if _, err := c.Send(ctx, "-break-disable", enabled...); err != nil {
+		if _, err := c.Do(ctx, gdb.BreakDisable(enabled...)); err != nil {
 			return errors.New(gdb.Message(err))
 		}
 	}
-	r, err = c.Send(ctx, "-break-insert", "-t", "-f", "__libc_start_main")
+	r, err = c.Do(ctx, gdb.BreakInsert("-t", "-f", "__libc_start_main"))
 	if err != nil {
 		return fmt.Errorf("a breakpoint on __libc_start_main: %s", gdb.Message(err))
 	}
 	number := r.String("bkpt.number")
-	if _, err := c.Send(ctx, "-exec-run"); err != nil {
+	if _, err := c.Do(ctx, gdb.Run()); err != nil {
 		return fmt.Errorf("starting the target: %w", err)
 	}
 	rec, err := c.WaitStopped(ctx)
@@ -292,11 +291,11 @@ func (b *Launch) settleAtStart(ctx context.Context, user string) error {
 		b.event(runjson.Event{Kind: eventSitesDescriptors, Message: "the program's LD_PRELOAD, which heaptrack's library removes from its environment, could not be given back: " + err.Error()})
 	}
 	if len(enabled) > 0 {
-		if _, err := c.Send(ctx, "-break-enable", enabled...); err != nil {
+		if _, err := c.Do(ctx, gdb.BreakEnable(enabled...)); err != nil {
 			return errors.New(gdb.Message(err))
 		}
 	}
-	if _, err := c.Send(ctx, "-exec-continue"); err != nil {
+	if _, err := c.Do(ctx, gdb.Continue()); err != nil {
 		return fmt.Errorf("resuming the target: %w", err)
 	}
 	return nil

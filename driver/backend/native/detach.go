@@ -15,7 +15,6 @@ import (
 
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/gdb"
-	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/internal/proc"
 )
 
@@ -65,7 +64,7 @@ func (b *Launch) guardBreakpoints(ctx context.Context) {
 	if breakInsn == nil {
 		return
 	}
-	r, err := b.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote("maint info breakpoints"))
+	r, err := b.gdb.Do(ctx, gdb.Console("maint info breakpoints"))
 	if err != nil {
 		return
 	}
@@ -431,7 +430,7 @@ func (b *Launch) gdbDetach() error {
 		if !sigintPending(b.attach) {
 			break
 		}
-		if _, err := b.gdb.Send(ctx, "-exec-continue"); err != nil {
+		if _, err := b.gdb.Do(ctx, gdb.Continue()); err != nil {
 			break
 		}
 		wctx, wcancel := context.WithTimeout(ctx, 2*grace)
@@ -444,7 +443,7 @@ func (b *Launch) gdbDetach() error {
 	// every thread stopped, and such a call did not return; ended with
 	// gdb, it returned onto gdb's return address on its stack, and the
 	// process died of SIGSEGV (docs/facts.md, fact 115).
-	b.gdb.Send(ctx, "-break-delete")
+	b.gdb.Do(ctx, gdb.BreakDelete())
 	if b.sites != nil {
 		// The library goes idle before the detach: it writes no more
 		// into the FIFO that snapctl closes.
@@ -452,7 +451,7 @@ func (b *Launch) gdbDetach() error {
 			return err
 		}
 	}
-	if _, err := b.gdb.Send(ctx, "-target-detach"); err != nil {
+	if _, err := b.gdb.Do(ctx, gdb.Detach()); err != nil {
 		return errors.New(gdb.Message(err))
 	}
 	return nil

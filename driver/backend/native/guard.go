@@ -13,7 +13,6 @@ import (
 
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/gdb"
-	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/runjson"
 )
@@ -74,7 +73,7 @@ func (b *Launch) attachGuarded(ctx context.Context) (bool, error) {
 		b.event(runjson.Event{Kind: eventUnguarded, Message: err.Error() + ": gdb traces the process itself, which dies of SIGTRAP if gdb is killed while a breakpoint is in it"})
 		return false, nil
 	}
-	if _, err := b.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote(g.target())); err != nil {
+	if _, err := b.gdb.Do(ctx, gdb.Console(g.target())); err != nil {
 		msg := g.attachMessage()
 		if msg == "" {
 			msg = gdb.Message(err)

@@ -345,7 +345,7 @@ func runGuardian(specJSON string) int {
 	if recording {
 		t, err := heaptrack.OpenTarget(pid, spec.Layout)
 		if err == nil {
-			err = stopLibrary(pid, spec.Layout.Lib, t.Base, t.LockAddr())
+			err = stopLibrary(pid, t)
 			t.Close()
 		}
 		if err != nil {

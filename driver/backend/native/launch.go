@@ -330,7 +330,7 @@ func (b *Launch) attachTo(ctx context.Context) error {
 	if guarded, err := b.attachGuarded(ctx); err != nil {
 		return err
 	} else if !guarded {
-		if _, err := b.gdb.Send(ctx, "-target-attach", fmt.Sprint(b.attach)); err != nil {
+		if _, err := b.gdb.Do(ctx, gdb.Attach(b.attach)); err != nil {
 			return AttachRefused(b.attach, gdb.Message(err))
 		}
 	}
@@ -368,7 +368,7 @@ func (b *Launch) Start(ctx context.Context) error {
 	b.gdb.Drain()
 	if b.attach != 0 {
 		b.guardBreakpoints(ctx)
-		if _, err := b.gdb.Send(ctx, "-exec-continue"); err != nil {
+		if _, err := b.gdb.Do(ctx, gdb.Continue()); err != nil {
 			return fmt.Errorf("resuming the process: %w", err)
 		}
 		return nil
@@ -397,7 +397,7 @@ func (b *Launch) Start(ctx context.Context) error {
 		args = append(args, shellQuote(a))
 	}
 	args = append(args, "</dev/null", ">"+shellQuote(outPath), errRedirect)
-	if _, err := b.gdb.Send(ctx, "-exec-arguments", args...); err != nil {
+	if _, err := b.gdb.Do(ctx, gdb.Arguments(args...)); err != nil {
 		return fmt.Errorf("setting the program's arguments: %w", err)
 	}
 	userPreload := ""
@@ -411,14 +411,14 @@ func (b *Launch) Start(ctx context.Context) error {
 		wrapper, userPreload = preloadWrapper(b.sites.tools, b.sites.rec.FIFO(), append(os.Environ(), env.Target.Env...))
 		for _, cmd := range []string{"set exec-wrapper " + wrapper, "unset environment LD_PRELOAD",
 			"maint set target-non-stop off", b.sites.agentSites()} {
-			if _, err := b.gdb.Send(ctx, "-interpreter-exec", "console", mi.Quote(cmd)); err != nil {
+			if _, err := b.gdb.Do(ctx, gdb.Console(cmd)); err != nil {
 				return fmt.Errorf("setting up heaptrack: %w", err)
 			}
 		}
 	}
 	if libraryDebugInfoUnused(b.plan, env.Run.LocationsResolved) {
-		nowhere := mi.Quote("python skip_library_debug_info(" + gdb.PyString(filepath.Join(env.Private, "no-debug-files")) + ")")
-		if _, err := b.gdb.Send(ctx, "-interpreter-exec", "console", nowhere); err != nil {
+		nowhere := gdb.Python("skip_library_debug_info(" + gdb.PyString(filepath.Join(env.Private, "no-debug-files")) + ")")
+		if _, err := b.gdb.Do(ctx, nowhere); err != nil {
 			return fmt.Errorf("setting up gdb: %w", err)
 		}
 	}
@@ -430,7 +430,7 @@ func (b *Launch) Start(ctx context.Context) error {
 	var err error
 	if b.sites != nil {
 		err = b.settleAtStart(rctx, userPreload)
-	} else if _, err = b.gdb.Send(rctx, "-exec-run"); err != nil {
+	} else if _, err = b.gdb.Do(rctx, gdb.Run()); err != nil {
 		err = fmt.Errorf("starting the target: %w", err)
 	}
 	if err != nil {
@@ -452,7 +452,7 @@ func (b *Launch) Start(ctx context.Context) error {
 
 // readPid reads the target's process id from gdb.
 func (b *Launch) readPid(ctx context.Context) {
-	if r, err := b.gdb.Send(ctx, "-list-thread-groups"); err == nil {
+	if r, err := b.gdb.Do(ctx, gdb.ThreadGroups()); err == nil {
 		for _, g := range r.List("groups") {
 			if pid := g.String("pid"); pid != "" {
 				fmt.Sscan(pid, &b.pid)
@@ -471,13 +471,13 @@ func (b *Launch) readPid(ctx context.Context) {
 // ends there (the run ends at the catchpoint). The shell that gdb starts the
 // program through execs it before the catchpoint counts.
 func followParent(ctx context.Context, c *gdb.Conn) error {
-	cmds := [][]string{
-		{"-gdb-set", "follow-fork-mode", "parent"},
-		{"-gdb-set", "detach-on-fork", "on"},
-		{"-interpreter-exec", "console", mi.Quote("catch exec")},
+	cmds := []mi.Command{
+		gdb.Set("follow-fork-mode", "parent"),
+		gdb.Set("detach-on-fork", "on"),
+		gdb.Console("catch exec"),
 	}
 	for _, cmd := range cmds {
-		if _, err := c.Send(ctx, cmd[0], cmd[1:]...); err != nil {
+		if _, err := c.Do(ctx, cmd); err != nil {
 			return fmt.Errorf("setting up gdb for fork and exec: %w", err)
 		}
 	}

@@ -103,9 +103,9 @@ func (b *Backend) Command(path string) string {
 		trim = "True"
 	}
 	if b.heap != nil {
-		return "python measure_native(" + gdb.PyString(path) + ", " + trim + ", " + gdb.PyString(b.heap.name()) + ")"
+		return gdb.PythonLine("measure_native(" + gdb.PyString(path) + ", " + trim + ", " + gdb.PyString(b.heap.name()) + ")")
 	}
-	return "python measure_native(" + gdb.PyString(path) + ", " + trim + ")"
+	return gdb.PythonLine("measure_native(" + gdb.PyString(path) + ", " + trim + ")")
 }
 
 func (*Backend) Ext() string { return ".json" }

@@ -1,8 +1,6 @@
 package native
 
 import (
-	"debug/elf"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/snapctl/snapctl/heaptrack"
+	"github.com/snapctl/snapctl/internal/elfsym"
 	"github.com/snapctl/snapctl/internal/proc"
 )
 
@@ -34,15 +33,15 @@ const (
 	ntX86Xstate     = 0x202
 )
 
-// stopLibrary calls heaptrack_stop() in process pid, where the inject
-// library lib is loaded at base and its lock is at lock. gdb must be
-// gone and the breakpoints out: snapctl becomes the tracer of one thread
-// for the call, and the others run.
-func stopLibrary(pid int, lib string, base, lock uint64) error {
+// stopLibrary calls heaptrack_stop() in process pid, where t finds the
+// inject library and its lock. gdb must be gone and the breakpoints out:
+// snapctl becomes the tracer of one thread for the call, and the others
+// run.
+func stopLibrary(pid int, t *heaptrack.Target) error {
 	if runtime.GOARCH != "amd64" {
 		return errors.New("calling into the process is known only on x86-64")
 	}
-	fn, err := symbolValue(lib, "heaptrack_stop")
+	fn, err := symbolValue(t.Layout.Lib, "heaptrack_stop")
 	if err != nil {
 		return err
 	}
@@ -50,36 +49,22 @@ func stopLibrary(pid int, lib string, base, lock uint64) error {
 	go func() {
 		// ptrace requests come from the thread that attached.
 		runtime.LockOSThread()
-		done <- callStopped(pid, base+fn, lock)
+		done <- callStopped(pid, t.Base+fn, func(tid int) (bool, error) {
+			held, owner, err := t.Lock()
+			return held && owner == tid, err
+		})
 	}()
 	return <-done
 }
 
 // symbolValue is the value of lib's dynamic symbol name.
 func symbolValue(lib, name string) (uint64, error) {
-	f, err := elf.Open(lib)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	syms, err := f.DynamicSymbols()
-	if err != nil {
-		return 0, err
-	}
-	for _, s := range syms {
-		if s.Name == name {
-			return s.Value, nil
-		}
-	}
-	return 0, fmt.Errorf("%s has no symbol %s", lib, name)
+	return elfsym.Value(lib, elfsym.Dynamic, name)
 }
 
-func callStopped(pid int, fn, lock uint64) error {
-	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
-	if err != nil {
-		return err
-	}
-	defer mem.Close()
+// callStopped calls the function at fn in a thread of process pid that
+// holds no lock of the library's (holds says whether thread tid does).
+func callStopped(pid int, fn uint64, holds func(tid int) (bool, error)) error {
 	// One thread runs the call; the others run on, as under gdb's own
 	// calls: heaptrack_stop waits for the library's timer thread to end,
 	// and for its lock. Not one that holds the lock itself. Threads left
@@ -96,16 +81,16 @@ func callStopped(pid int, fn, lock uint64) error {
 		if seize(tid) != nil {
 			continue
 		}
-		var m [12]byte
-		if _, err := mem.ReadAt(m[:], int64(lock)); err != nil {
+		held, err := holds(tid)
+		if err != nil {
 			syscall.PtraceDetach(tid)
 			return err
 		}
-		if binary.LittleEndian.Uint32(m[:4]) != 0 && int(int32(binary.LittleEndian.Uint32(m[8:]))) == tid {
+		if held {
 			syscall.PtraceDetach(tid)
 			continue
 		}
-		err := callIn(tid, fn)
+		err = callIn(tid, fn)
 		syscall.PtraceDetach(tid)
 		return err
 	}
@@ -128,6 +113,12 @@ func allBlocked(pid, tid int) bool {
 	}
 	return false
 }
+
+// callGap is how far below the stopped thread's stack pointer a call's
+// stack begins: past the 128-byte red zone, as the agent's direct call
+// (agent/calls.py, CALL_GAP). Both follow one description of the call
+// (docs/design.md, "The call into a stopped thread").
+const callGap = 256
 
 // callIn runs the function at fn in stopped thread tid until it returns,
 // delivering the signals that come meanwhile, and puts the thread back as
@@ -157,8 +148,8 @@ func callFunc(tid int, fn uint64, args ...uint64) (uint64, error) {
 		syscall.Syscall6(syscall.SYS_PTRACE, ptraceSetRegset, uintptr(tid), ntX86Xstate, uintptr(unsafe.Pointer(&iov)), 0, 0)
 	}()
 	// Below the red zone, aligned as a call leaves it, with a return
-	// address of 0.
-	sp := (regs.Rsp-1024)&^15 - 8
+	// address of 0 (docs/design.md, "The call into a stopped thread").
+	sp := (regs.Rsp-callGap)&^15 - 8
 	var zero [8]byte
 	if _, err := syscall.PtracePokeData(tid, uintptr(sp), zero[:]); err != nil {
 		return 0, fmt.Errorf("writing thread %d's stack: %w", tid, err)
@@ -239,7 +230,7 @@ func (s *siteRecording) rescue(pid int) string {
 	t, err := heaptrack.OpenTarget(pid, s.layout)
 	if err == nil {
 		defer t.Close()
-		err = stopLibrary(pid, s.layout.Lib, t.Base, t.LockAddr())
+		err = stopLibrary(pid, t)
 	}
 	if err != nil {
 		return fmt.Sprintf("; snapctl could not stop heaptrack's recording in it (%v): the process will die of SIGPIPE at heaptrack's next write", err)

@@ -14,13 +14,14 @@ import (
 )
 
 // callInProcess runs callStopped in a thread of its own, as stopLibrary
-// does, and waits at most limit for it.
-func callInProcess(t *testing.T, pid int, fn, lock uint64, limit time.Duration) error {
+// does, and waits at most limit for it. No thread holds the fixture's
+// lock.
+func callInProcess(t *testing.T, pid int, fn uint64, limit time.Duration) error {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		done <- callStopped(pid, fn, lock)
+		done <- callStopped(pid, fn, func(int) (bool, error) { return false, nil })
 	}()
 	select {
 	case err := <-done:
@@ -60,7 +61,7 @@ func TestCallIntoStoppedProcess(t *testing.T) {
 	}
 	pid := cmd.Process.Pid
 	maps := readMaps(pid)
-	waitTurn, forever, lock := symbolAddr(t, pid, maps, "wait_turn"), symbolAddr(t, pid, maps, "forever"), symbolAddr(t, pid, maps, "lock_word")
+	waitTurn, forever := symbolAddr(t, pid, maps, "wait_turn"), symbolAddr(t, pid, maps, "forever")
 
 	syscall.Kill(pid, syscall.SIGSTOP)
 	for deadline := time.Now().Add(10 * time.Second); !allStopped(pid); time.Sleep(time.Millisecond) {
@@ -68,7 +69,7 @@ func TestCallIntoStoppedProcess(t *testing.T) {
 			t.Fatal("the fixture did not stop")
 		}
 	}
-	if err := callInProcess(t, pid, waitTurn, lock, 30*time.Second); err != nil {
+	if err := callInProcess(t, pid, waitTurn, 30*time.Second); err != nil {
 		t.Fatalf("wait_turn in the stopped process: %v", err)
 	}
 	for _, tid := range threadIDs(pid) {
@@ -78,7 +79,7 @@ func TestCallIntoStoppedProcess(t *testing.T) {
 	}
 
 	start := time.Now()
-	err = callInProcess(t, pid, forever, lock, 30*time.Second)
+	err = callInProcess(t, pid, forever, 30*time.Second)
 	if err == nil || !strings.Contains(err.Error(), "did not return") {
 		t.Errorf("a call that never returns: %v, want it ended at its deadline", err)
 	}

@@ -102,7 +102,7 @@ func preloadWrapper(tools heaptrack.Tools, fifo string, env []string) (wrapper, 
 // blocks allocated before are not known.
 func (s *siteRecording) inject(ctx context.Context, c *gdb.Conn) error {
 	for _, cmd := range append(s.tools.InjectCommands(s.rec.FIFO()), s.agentSites()) {
-		if _, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote(cmd)); err != nil {
+		if _, err := c.Do(ctx, gdb.Console(cmd)); err != nil {
 			return fmt.Errorf("starting heaptrack in the process: %s", gdb.Message(err))
 		}
 	}
@@ -118,7 +118,7 @@ func (s *siteRecording) stop(ctx context.Context, c *gdb.Conn) error {
 	if !s.injected {
 		return nil
 	}
-	if _, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote(heaptrack.StopCommand)); err != nil {
+	if _, err := c.Do(ctx, gdb.Console(heaptrack.StopCommand)); err != nil {
 		return fmt.Errorf("stopping heaptrack in the process: %s", gdb.Message(err))
 	}
 	s.injected = false
@@ -138,9 +138,12 @@ type siteCut struct {
 }
 
 // agentSites is the Python that has gdb's agent cut the stream at every
-// measured stop (agent/heaptrack.py, record_sites).
+// measured stop (agent/heaptrack.py, record_sites), given the FIFO and
+// the library's layout as the heaptrack package read it: the agent knows
+// no offset of its own.
 func (s *siteRecording) agentSites() string {
-	return fmt.Sprintf("python record_sites(%s, %s, %d, %d)", gdb.PyString(s.rec.FIFO()), gdb.PyString(s.layout.Lib), s.layout.Lock, s.layout.Data)
+	layout, _ := json.Marshal(s.layout.Agent())
+	return gdb.PythonLine(fmt.Sprintf("record_sites(%s, %s)", gdb.PyString(s.rec.FIFO()), gdb.PyString(string(layout))))
 }
 
 // mark takes the cut gdb's agent made at stop seq of process pid: every
@@ -176,7 +179,7 @@ func (s *siteRecording) mark(ctx context.Context, c *gdb.Conn, pid, seq int, cut
 		if err := letOut(ctx, c, pid, *cut.Busy, lock, s.lockOwner); err != nil {
 			return fmt.Errorf("a thread was stopped inside heaptrack and could not be let out: %w", err)
 		}
-		r, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote("python sites_cut()"))
+		r, err := c.Do(ctx, gdb.Python("sites_cut()"))
 		if err != nil {
 			return fmt.Errorf("cutting heaptrack's stream: %s", gdb.Message(err))
 		}
@@ -288,7 +291,7 @@ func (s *siteRecording) close() {
 // holder runs to its unlock of that mutex (a temporary breakpoint of its
 // own on pthread_mutex_unlock), then out of it.
 func letOut(ctx context.Context, c *gdb.Conn, pid, tid int, lock uint64, owner func() (int, error)) error {
-	r, err := c.Send(ctx, "-thread-info")
+	r, err := c.Do(ctx, gdb.ThreadInfo())
 	if err != nil {
 		return errors.New(gdb.Message(err))
 	}
@@ -306,7 +309,7 @@ func letOut(ctx context.Context, c *gdb.Conn, pid, tid int, lock uint64, owner f
 	}
 	if tid == 0 {
 		for _, t := range inside {
-			err := runThread(ctx, c, t.id, t.level, "-exec-finish", watch(t.id, true))
+			err := runThread(ctx, c, t.id, t.level, gdb.Finish(), watch(t.id, true))
 			if err != nil && !errors.Is(err, errThreadWaits) {
 				return err
 			}
@@ -322,13 +325,13 @@ func letOut(ctx context.Context, c *gdb.Conn, pid, tid int, lock uint64, owner f
 	}
 	for _, t := range inside {
 		if t.id == id {
-			return runThread(ctx, c, id, t.level, "-exec-finish", watch(id, false))
+			return runThread(ctx, c, id, t.level, gdb.Finish(), watch(id, false))
 		}
 	}
-	if _, err := c.Send(ctx, "-break-insert", "-t", "-p", id, "-c", mi.Quote(fmt.Sprintf("$rdi == %#x", lock)), "pthread_mutex_unlock"); err != nil {
+	if _, err := c.Do(ctx, gdb.BreakInsert("-t", "-p", id, "-c", mi.Quote(fmt.Sprintf("$rdi == %#x", lock)), "pthread_mutex_unlock")); err != nil {
 		return errors.New(gdb.Message(err))
 	}
-	if err := runThread(ctx, c, id, "", "-exec-continue", watch(id, false)); err != nil {
+	if err := runThread(ctx, c, id, "", gdb.Continue(), watch(id, false)); err != nil {
 		return err
 	}
 	// The breakpoint may stop in a function glibc inlined into the
@@ -337,7 +340,7 @@ func letOut(ctx context.Context, c *gdb.Conn, pid, tid int, lock uint64, owner f
 	if fs := mutexFrames(ctx, c, []*mi.Value{threadOf(ctx, c, id)}); len(fs) == 1 {
 		level = fs[0].level
 	}
-	return runThread(ctx, c, id, level, "-exec-finish", watch(id, false))
+	return runThread(ctx, c, id, level, gdb.Finish(), watch(id, false))
 }
 
 // How long a thread let out alone may go without progress before it is
@@ -422,16 +425,16 @@ func (w threadWatch) read() threadState {
 // threadIdle, or runs past threadLimit, is interrupted; so is one tried
 // as a lock's unnamed holder (w.lockWait) that sleeps in futex for
 // lockWaits: it waits for the lock rather than holds it.
-func runThread(ctx context.Context, c *gdb.Conn, id, level, cmd string, w threadWatch) error {
-	if _, err := c.Send(ctx, "-thread-select", id); err != nil {
+func runThread(ctx context.Context, c *gdb.Conn, id, level string, cmd mi.Command, w threadWatch) error {
+	if _, err := c.Do(ctx, gdb.SelectThread(id)); err != nil {
 		return errors.New(gdb.Message(err))
 	}
 	if level != "" && level != "0" {
-		if _, err := c.Send(ctx, "-stack-select-frame", level); err != nil {
+		if _, err := c.Do(ctx, gdb.SelectFrame(level)); err != nil {
 			return errors.New(gdb.Message(err))
 		}
 	}
-	if _, err := c.Send(ctx, cmd); err != nil {
+	if _, err := c.Do(ctx, cmd); err != nil {
 		return errors.New(gdb.Message(err))
 	}
 	start := time.Now()
@@ -517,7 +520,7 @@ func mutexFrames(ctx context.Context, c *gdb.Conn, threads []*mi.Value) []mutexF
 			continue
 		}
 		id := t.String("id")
-		f, err := c.Send(ctx, "-stack-list-frames", "--thread", id, "0", "4")
+		f, err := c.Do(ctx, gdb.ThreadFrames(id, "0", "4"))
 		if err != nil {
 			continue
 		}
@@ -539,7 +542,7 @@ func mutexFrames(ctx context.Context, c *gdb.Conn, threads []*mi.Value) []mutexF
 // threadOf is -thread-info's record of gdb's thread id, nil when gdb
 // cannot say.
 func threadOf(ctx context.Context, c *gdb.Conn, id string) *mi.Value {
-	r, err := c.Send(ctx, "-thread-info", id)
+	r, err := c.Do(ctx, gdb.ThreadInfo(id))
 	if err != nil {
 		return nil
 	}

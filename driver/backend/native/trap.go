@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/driver/gdb"
-	"github.com/snapctl/snapctl/driver/mi"
 )
 
 // The process's SIGTRAP handler while snapctl is attached. A thread that
@@ -120,7 +119,7 @@ func installTrapHandler(ctx context.Context, c *gdb.Conn) (*trapHandler, error) 
 		off  uint64
 		data []byte
 	}{{0, trapCode}, {trapNewAct, act}} {
-		if _, err := c.Send(ctx, "-data-write-memory-bytes", fmt.Sprintf("%#x", addr+w.off), hex.EncodeToString(w.data)); err != nil {
+		if _, err := c.Do(ctx, gdb.WriteMemory(addr+w.off, w.data)); err != nil {
 			h.unmap(ctx, c)
 			return nil, fmt.Errorf("writing its page: %s", gdb.Message(err))
 		}
@@ -137,7 +136,7 @@ func installTrapHandler(ctx context.Context, c *gdb.Conn) (*trapHandler, error) 
 		prev := &trapHandler{page: binary.LittleEndian.Uint64(old)}
 		if code, err := readMemory(ctx, c, prev.page, len(trapCode)); err == nil && bytes.Equal(code, trapCode) {
 			if act, err := readMemory(ctx, c, prev.page+trapOldAct, 152); err == nil {
-				if _, err := c.Send(ctx, "-data-write-memory-bytes", fmt.Sprintf("%#x", addr+trapOldAct), hex.EncodeToString(act)); err == nil {
+				if _, err := c.Do(ctx, gdb.WriteMemory(addr+trapOldAct, act)); err == nil {
 					prev.unmap(ctx, c)
 					old = act[:8]
 				}
@@ -314,7 +313,7 @@ func armTrapTable(addrs []uint64) []byte {
 // callLong calls expr in the stopped program and returns its result as
 // an unsigned 64-bit value.
 func callLong(ctx context.Context, c *gdb.Conn, expr string) (uint64, error) {
-	r, err := c.Send(ctx, "-data-evaluate-expression", mi.Quote("(unsigned long) "+expr))
+	r, err := c.Do(ctx, gdb.Evaluate("(unsigned long) "+expr))
 	if err != nil {
 		return 0, errors.New(gdb.Message(err))
 	}
@@ -323,7 +322,7 @@ func callLong(ctx context.Context, c *gdb.Conn, expr string) (uint64, error) {
 
 // readMemory reads n bytes of the stopped program at addr through gdb.
 func readMemory(ctx context.Context, c *gdb.Conn, addr uint64, n int) ([]byte, error) {
-	r, err := c.Send(ctx, "-data-read-memory-bytes", fmt.Sprintf("%#x", addr), strconv.Itoa(n))
+	r, err := c.Do(ctx, gdb.ReadMemory(addr, n))
 	if err != nil {
 		return nil, errors.New(gdb.Message(err))
 	}

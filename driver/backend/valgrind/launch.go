@@ -134,7 +134,7 @@ func (l *Launch) Launch(ctx context.Context, env *backend.Env) error {
 func (l *Launch) Start(ctx context.Context) error {
 	// The stop that connecting produced is not a breakpoint's.
 	l.gdb.Drain()
-	if _, err := l.gdb.Send(ctx, "-exec-continue"); err != nil {
+	if _, err := l.gdb.Do(ctx, gdb.Continue()); err != nil {
 		return fmt.Errorf("starting the target: %w", err)
 	}
 	return nil
@@ -155,12 +155,12 @@ func (l *Launch) connectVgdb(ctx context.Context) error {
 	// and gdb then fails to connect or, mid-run, loses track of the
 	// target for good (docs/facts.md, fact 28). snapctl's own deadlines
 	// bound every exchange instead, so gdb waits longer than any of them.
-	if _, err := l.gdb.Send(ctx, "-gdb-set", "remotetimeout", RemoteTimeout(l.env.Times.Command, l.env.Times.Stop)); err != nil {
+	if _, err := l.gdb.Do(ctx, gdb.Set("remotetimeout", RemoteTimeout(l.env.Times.Command, l.env.Times.Stop))); err != nil {
 		return fmt.Errorf("setting up gdb: %w", err)
 	}
 	// -target-select passes its arguments to the CLI unparsed: the pipe
 	// command must not be quoted.
-	if _, err := l.gdb.Send(ctx, "-target-select", "remote", pipe); err != nil {
+	if _, err := l.gdb.Do(ctx, gdb.Remote(pipe)); err != nil {
 		if gone := l.env.Run.GDBGone(err); gone != nil {
 			return gone
 		}

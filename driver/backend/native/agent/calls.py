@@ -52,6 +52,13 @@ def x86_64():
 # SCRATCH is how far below the stack pointer a call's result is written.
 SCRATCH = 16384
 
+# CALL_GAP is how far below the stack pointer (or the scratch area) a
+# direct call's stack begins: past the 128-byte red zone. snapctl's own
+# engine, for when gdb is gone (native/rescue.go, callFunc), follows the
+# same description of the call (docs/design.md, "The call into a stopped
+# thread").
+CALL_GAP = 256
+
 
 # direct_call calls a function of the stopped process on x86-64 Linux
 # through ptrace from gdb's own process, whose main thread, where this
@@ -320,7 +327,7 @@ class _Direct:
             arg = top = (regs.rsp - SCRATCH) & ~15
         # The return address, 0, goes below the scratch area, or the red
         # zone, aligned as at a call.
-        sp = ((top - 256) & ~15) - 8
+        sp = ((top - CALL_GAP) & ~15) - 8
         try:
             if os.pwrite(self.mem, bytes(8), sp) != 8:
                 return None

@@ -1,6 +1,8 @@
 # The native backend's part of snapctl's agent: heaptrack's stream cut at
 # a stop (native.sites), and the check that a stop is not inside
-# heaptrack's own calls.
+# heaptrack's own calls. Where the library keeps its lock and buffer is
+# the heaptrack package's to say (heaptrack.AgentLayout, given by
+# record_sites); where the library is loaded, gdb's.
 #
 # Read into the namespace of driver/gdb/agent.py with the other files of
 # native/agent.go's list.
@@ -21,12 +23,13 @@ SITES = None
 MARK_WAIT = 10
 
 
-def record_sites(fifo, lib, lock, data):
+def record_sites(fifo, layout):
     """Cuts heaptrack's stream at every measured stop from now on: its
-    library lib (heaptrack.Layout's offsets lock and data) writes into
-    fifo, which snapctl reads."""
+    library writes into fifo, which snapctl reads. layout is JSON,
+    heaptrack.AgentLayout: where the library's lock and output state lie,
+    as snapctl read them from the library (heaptrack.ReadLayout)."""
     global SITES
-    SITES = SiteCutter(fifo, lib, lock, data)
+    SITES = SiteCutter(fifo, json.loads(layout))
 
 
 def heaptrack_call():
@@ -43,15 +46,14 @@ def heaptrack_call():
         frame = gdb.newest_frame()
         if gdb.current_progspace().solib_name(frame.pc()) is None:
             return False
-        ranges = SITES.ranges(gdb.selected_inferior().pid)
+        inside = SITES.contains(gdb.selected_inferior().pid)
         for _ in range(HEAPTRACK_DEPTH):
             if frame is None:
                 break
-            pc = frame.pc()
-            if any(lo <= pc < hi for lo, hi in ranges):
+            if inside(frame.pc()):
                 return True
             frame = frame.older()
-    except (gdb.error, OSError):
+    except (gdb.error, OSError, LookupError):
         pass
     return False
 
@@ -87,15 +89,19 @@ class SiteCutter:
     underneath all-stop (maint set target-non-stop off, which snapctl run
     sets with sites)."""
 
-    def __init__(self, fifo, lib, lock, data):
-        self.fifo, self.lib, self.lock, self.data = fifo, lib, lock, data
+    def __init__(self, fifo, layout):
+        self.fifo, self.layout, self.lib = fifo, layout, layout["lib"]
+        # The layout's reads, made once: the lock word and its owner in
+        # one read, the state's fields in another.
+        self.lock_read = layout.get("lock_owner", 8) + 4
+        self.lock_fields = struct.Struct("<I%dxi" % (self.lock_read - 8))
+        self.state_read = max(layout.get("fd", 0) + 4, layout.get("size", 4) + 4, layout.get("buffer", 8) + 8)
         self.pid = None
         self.mem = None
         self.base = None
         self.checked = False
         self.marks = 0
         self.all_stop = None
-        self.lib_ranges = None
 
     def in_place(self, trim):
         """Whether a stop in a breakpoint's stop() can be measured and cut
@@ -115,35 +121,34 @@ class SiteCutter:
             return False
         try:
             word, _ = self.lock_state(inferior.pid)
-        except (OSError, struct.error, LookupError):
+        except (OSError, struct.error, LookupError, gdb.error):
             return False
         return word == 0
 
-    def ranges(self, pid):
-        """The address ranges heaptrack's library is mapped at in process
-        pid (/proc/PID/maps), read once it is loaded."""
-        if self.lib_ranges is None or self.lib_ranges[0] != pid:
-            found = [(lo, hi) for lo, hi, _ in library_mappings(pid, self.lib)]
-            if not found:
-                return []
-            self.lib_ranges = (pid, found)
-        return self.lib_ranges[1]
+    def contains(self, pid):
+        """A test of whether an address of process pid lies in heaptrack's
+        library: from its load address over the span of its segments."""
+        self.open(pid)
+        lo, hi = self.base, self.base + self.layout["span"]
+        return lambda pc: lo <= pc < hi
 
     def lock_state(self, pid):
         """heaptrack's lock in process pid: its lock word and its owner's
-        TID (a glibc mutex: int at 0, int at 8)."""
+        TID (a glibc mutex; the layout says where)."""
         self.open(pid)
-        return struct.unpack("<I4xi", os.pread(self.mem, 12, self.base + self.lock))
+        return self.lock_fields.unpack(os.pread(self.mem, self.lock_read, self.lock_at))
 
     def open(self, pid):
+        """Finds the library in process pid and opens its memory, once."""
         if self.pid == pid:
             return
         if self.mem is not None:
             os.close(self.mem)
-            self.mem = None
-        self.base = library_base(pid, self.lib)
+        self.pid, self.mem = None, None
+        base = library_base(self.layout)
         self.mem = os.open("/proc/%d/mem" % pid, os.O_RDONLY | os.O_CLOEXEC)
-        self.pid, self.checked = pid, False
+        self.pid, self.base, self.checked = pid, base, False
+        self.lock_at, self.data_at = base + self.layout["lock"], base + self.layout["data"]
 
     def cut(self):
         """Marks the stream at this stop. Returns {"sites_mark": K}, or
@@ -154,13 +159,18 @@ class SiteCutter:
             word, owner = self.lock_state(gdb.selected_inferior().pid)
             if word != 0:
                 return {"sites_busy": owner}
-            (state,) = struct.unpack("<Q", os.pread(self.mem, 8, self.base + self.data))
+            l = self.layout
+            (state,) = struct.unpack("<Q", os.pread(self.mem, 8, self.data_at))
             if state == 0:
                 return {"sites_empty": True}
-            fd, size, buf = struct.unpack("<iIQ", os.pread(self.mem, 16, state))
+            # One read of the fields (16 bytes in heaptrack 1.4's layout).
+            fields = os.pread(self.mem, self.state_read, state)
+            fd = struct.unpack_from("<i", fields, l["fd"])[0]
+            size = struct.unpack_from("<I", fields, l["size"])[0]
+            buf = struct.unpack_from("<Q", fields, l["buffer"])[0]
             if fd < 0:
                 return {"sites_empty": True}
-            if size > 4096 or buf == 0:
+            if size > l["capacity"] or buf == 0:
                 return {"sites_error": "heaptrack's buffer reads %d bytes at %#x: not the layout of %s" % (size, buf, self.lib)}
             if not self.checked:
                 if not os.path.samestat(os.stat("/proc/%d/fd/%d" % (self.pid, fd)), os.stat(self.fifo)):
@@ -173,7 +183,7 @@ class SiteCutter:
             self.write(b"\0snapctl-mark %d %d\n" % (k, size) + pending)
             self.marks = k
             return {"sites_mark": k}
-        except (OSError, LookupError, struct.error) as e:
+        except (OSError, LookupError, struct.error, gdb.error) as e:
             return {"sites_error": "cutting heaptrack's stream: %s" % e}
 
     def write(self, data):
@@ -200,23 +210,12 @@ class SiteCutter:
             os.close(fd)
 
 
-def library_mappings(pid, lib):
-    """The mappings of lib in process pid, as (start, end, file offset):
-    /proc/PID/maps, read here alone."""
-    out = []
-    with open("/proc/%d/maps" % pid) as f:
-        for line in f:
-            fields = line.split()
-            if len(fields) >= 6 and fields[5] == lib:
-                lo, hi = fields[0].split("-")
-                out.append((int(lo, 16), int(hi, 16), int(fields[2], 16)))
-    return out
-
-
-def library_base(pid, lib):
-    """Where lib is loaded in process pid: the start of its mapping at
-    file offset 0."""
-    for lo, _, offset in library_mappings(pid, lib):
-        if offset == 0:
-            return lo
-    raise LookupError("process %d has not loaded %s" % (pid, lib))
+def library_base(layout):
+    """Where heaptrack's library is loaded in the current process: where
+    gdb finds the layout's anchor, a function the library exports, less
+    the anchor's value in the file (heaptrack.AgentLayout)."""
+    try:
+        at = int(gdb.parse_and_eval("(unsigned long)&'%s'" % layout["anchor"]))
+    except gdb.error as e:
+        raise LookupError("the process has not loaded %s: %s" % (layout["lib"], e))
+    return at - layout["anchor_value"]

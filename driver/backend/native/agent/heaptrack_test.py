@@ -1,11 +1,13 @@
 # Unit tests of heaptrack.py under python3 (.ci/run): SiteCutter's
 # reading of a library's lock in a real process, compiled here with a
 # library of its own whose global mutex one of four threads holds (the
-# lock word and owner that heaptrack's lock has), the library's place in
-# the process, and the writing of a mark into a real FIFO: whole, failing
-# at once without a reader, and failing past MARK_WAIT when the reader
-# stops reading. The cut itself runs only in gdb with heaptrack: the Go
-# tests drive it (native/sites_test.go, letout_test.go).
+# lock word and owner that heaptrack's lock has), at the offsets a layout
+# gives (heaptrack.AgentLayout, here from nm), the library's extent in the
+# process, and the writing of a mark into a real FIFO: whole, failing at
+# once without a reader, and failing past MARK_WAIT when the reader stops
+# reading. The cut itself, and where gdb finds the library
+# (library_base), run only in gdb with heaptrack: the Go tests drive them
+# (native/sites_test.go, letout_test.go).
 
 import os
 import shutil
@@ -23,6 +25,7 @@ LIBRARY = r"""
 #include <pthread.h>
 pthread_mutex_t biglock = PTHREAD_MUTEX_INITIALIZER;
 void hold(void) { pthread_mutex_lock(&biglock); }
+void *lock_address(void) { return &biglock; }
 """
 
 PROGRAM = r"""
@@ -31,11 +34,12 @@ PROGRAM = r"""
 #include <stdio.h>
 #include <unistd.h>
 void hold(void);
+void *lock_address(void);
 static pthread_barrier_t ready;
 static void *worker(void *arg) {
     if (arg) {
         hold();
-        printf("%d %p\n", gettid(), (void *) hold);
+        printf("%d %p %p\n", gettid(), (void *) hold, lock_address());
         fflush(stdout);
     }
     pthread_barrier_wait(&ready);
@@ -55,7 +59,7 @@ int main(void) {
 """
 
 
-@unittest.skipUnless(shutil.which("gcc"), "needs gcc")
+@unittest.skipUnless(shutil.which("gcc") and shutil.which("nm"), "needs gcc and nm")
 class Lock(unittest.TestCase):
     def setUp(self):
         self.ns = readagent.native()
@@ -76,22 +80,28 @@ class Lock(unittest.TestCase):
             self.p.wait(timeout=30)
             self.p.stdout.close()
         self.addCleanup(end)
-        tid, fn = self.p.stdout.readline().split()
-        self.owner, self.fn = int(tid), int(fn, 16)
+        tid, fn, lock = self.p.stdout.readline().split()
+        self.owner, self.fn, self.lock = int(tid), int(fn, 16), int(lock, 16)
 
-    def test_lock_state_and_ranges(self):
-        lock = self.ns["elf_symbols"](self.lib, ("biglock",))["biglock"]
-        cutter = self.ns["SiteCutter"](os.path.join(self.dir.name, "fifo"), self.lib, lock, 0)
+    def test_lock_state_and_extent(self):
+        out = subprocess.run(["nm", "-D", "--defined-only", self.lib], check=True, capture_output=True, text=True).stdout
+        syms = {f[2]: int(f[0], 16) for f in (l.split() for l in out.splitlines()) if len(f) == 3}
+        layout = {"lib": self.lib, "anchor": "hold", "anchor_value": syms["hold"], "span": 1 << 16,
+                  "lock": syms["biglock"], "lock_owner": 8, "data": 0, "fd": 0, "size": 4, "buffer": 8, "capacity": 4096}
+        # gdb finds the anchor where the program says it is.
+        self.ns["library_base"] = lambda l: self.fn - l["anchor_value"]
+        cutter = self.ns["SiteCutter"](os.path.join(self.dir.name, "fifo"), layout)
         self.addCleanup(lambda: cutter.mem is not None and os.close(cutter.mem))
         word, owner = cutter.lock_state(self.p.pid)
+        self.assertEqual(cutter.base + layout["lock"], self.lock)
         self.assertEqual(word, 1)  # locked, no waiter
         self.assertEqual(owner, self.owner)
         self.assertNotEqual(owner, self.p.pid)
-        ranges = cutter.ranges(self.p.pid)
-        self.assertTrue(any(lo <= self.fn < hi for lo, hi in ranges), (hex(self.fn), ranges))
-        self.assertEqual(cutter.base, min(lo for lo, _ in ranges))
-        with self.assertRaises(LookupError):
-            self.ns["library_base"](self.p.pid, self.lib + ".missing")
+        inside = cutter.contains(self.p.pid)
+        self.assertTrue(inside(self.fn))
+        self.assertTrue(inside(cutter.base))
+        self.assertFalse(inside(cutter.base + layout["span"]))
+        self.assertFalse(inside(cutter.base - 1))
 
 
 class Marks(unittest.TestCase):
@@ -101,7 +111,7 @@ class Marks(unittest.TestCase):
         self.addCleanup(self.dir.cleanup)
         self.fifo = os.path.join(self.dir.name, "fifo")
         os.mkfifo(self.fifo)
-        self.cutter = self.ns["SiteCutter"](self.fifo, "libheaptrack_preload.so", 0, 0)
+        self.cutter = self.ns["SiteCutter"](self.fifo, {"lib": "libheaptrack_preload.so"})
 
     def test_mark_written_whole(self):
         got = []

@@ -30,6 +30,8 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/snapctl/snapctl/internal/proc"
 )
 
 // ForceEnv names the environment variable that, set to "gdb" in a run's
@@ -709,31 +711,28 @@ type location struct {
 // offset of addr in it: PIE programs, shared libraries and libraries
 // loaded with dlopen alike.
 func Locate(pid int, addr uint64) (location, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	maps, err := proc.Maps(pid)
 	if err != nil {
 		return location{}, err
 	}
-	for line := range strings.Lines(string(data)) {
-		f := strings.Fields(line)
-		if len(f) < 6 {
+	for _, m := range maps {
+		if addr < m.Lo || addr >= m.Hi || m.Path == "" {
 			continue
 		}
-		var start, end, off uint64
-		if _, err := fmt.Sscanf(f[0], "%x-%x", &start, &end); err != nil || addr < start || addr >= end {
-			continue
-		}
-		if !strings.Contains(f[1], "x") {
+		if !strings.Contains(m.Perms, "x") {
 			return location{}, fmt.Errorf("address %#x is not in code", addr)
 		}
-		fmt.Sscanf(f[2], "%x", &off)
-		file := strings.Join(f[5:], " ")
-		if !strings.HasPrefix(file, "/") || strings.HasSuffix(file, " (deleted)") {
+		if !strings.HasPrefix(m.Path, "/") || m.Deleted {
+			file := m.Path
+			if m.Deleted {
+				file += " (deleted)"
+			}
 			return location{}, fmt.Errorf("address %#x is in %s, not a file the kernel can probe", addr, file)
 		}
-		loc := location{addr: addr, file: file, path: file, offset: addr - start + off}
+		loc := location{addr: addr, file: m.Path, path: m.Path, offset: addr - m.Lo + m.Offset}
 		// The mapping itself, which holds even when the file on disk
 		// was replaced since the program started.
-		if mf := fmt.Sprintf("/proc/%d/map_files/%s", pid, f[0]); fileOK(mf) {
+		if mf := fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Lo, m.Hi); fileOK(mf) {
 			loc.path = mf
 		}
 		return loc, nil
