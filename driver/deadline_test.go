@@ -9,25 +9,9 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/driver/backend/massif"
-	"github.com/snapctl/snapctl/driver/backend/valgrind"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/internal/testenv"
 )
-
-func TestRemoteTimeout(t *testing.T) {
-	for _, tt := range []struct {
-		deadlines []time.Duration
-		want      string
-	}{
-		{[]time.Duration{30 * time.Second, 30 * time.Second}, "31"},
-		{[]time.Duration{30 * time.Second, 2 * time.Minute}, "121"},
-		{[]time.Duration{1500 * time.Millisecond, 100 * time.Millisecond}, "3"},
-	} {
-		if got := valgrind.RemoteTimeout(tt.deadlines...); got != tt.want {
-			t.Errorf("valgrind.RemoteTimeout(%v) = %q, want %q", tt.deadlines, got, tt.want)
-		}
-	}
-}
 
 // The agent's busy file, written by agent.py in gdb and read by
 // agent.overdue: a stop under way is overdue once the same mark has

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/snapctl/snapctl/driver/mi"
 )
@@ -44,6 +45,28 @@ func PythonLine(code string) string { return "python " + code }
 // Set sets one of gdb's settings (words: "print", "frame-arguments",
 // "scalars").
 func Set(words ...string) mi.Command { return command("-gdb-set", words...) }
+
+// RemoteTimeout sets how long gdb waits for a remote stub's reply
+// (remotetimeout, 2 s by default) to longer than every one of deadlines,
+// snapctl's own. gdb gives up on a reply that takes longer and reads the
+// late one as the next packet's answer: on a loaded machine valgrind's
+// gdbserver through vgdb, or gdbserver still attaching to a server's
+// threads, takes that long, and gdb then fails to connect ("Remote
+// replied unexpectedly to 'vMustReplyEmpty'") or, mid-run, loses the
+// target for good (docs/facts.md, fact 28). With it, a slow reply meets
+// snapctl's deadline, which names what stalled.
+func RemoteTimeout(deadlines ...time.Duration) mi.Command {
+	return Set("remotetimeout", remoteSeconds(deadlines...))
+}
+
+// remoteSeconds is the longest of deadlines in whole seconds, plus one.
+func remoteSeconds(deadlines ...time.Duration) string {
+	longest := time.Duration(0)
+	for _, d := range deadlines {
+		longest = max(longest, d)
+	}
+	return strconv.Itoa(int(longest.Round(time.Second)/time.Second) + 1)
+}
 
 // Show reads one of gdb's settings.
 func Show(name string) mi.Command { return command("-gdb-show", name) }

@@ -73,6 +73,13 @@ func (b *Launch) attachGuarded(ctx context.Context) (bool, error) {
 		b.event(runjson.Event{Kind: eventUnguarded, Message: err.Error() + ": gdb traces the process itself, which dies of SIGTRAP if gdb is killed while a breakpoint is in it"})
 		return false, nil
 	}
+	// gdbserver answers gdb's first packet once it has attached to every
+	// thread, which on a loaded machine can take longer than gdb's 2 s:
+	// 4 of 16 attaches under load failed so, taken for the kernel's
+	// refusal (fact 28 is the same for vgdb).
+	if _, err := b.gdb.Do(ctx, gdb.RemoteTimeout(b.env.Times.Command, b.env.Times.Stop)); err != nil {
+		return true, fmt.Errorf("setting up gdb: %w", err)
+	}
 	if _, err := b.gdb.Do(ctx, gdb.Console(g.target())); err != nil {
 		msg := g.attachMessage()
 		if msg == "" {

@@ -149,13 +149,9 @@ func (l *Launch) connectVgdb(ctx context.Context) error {
 	// (docs/facts.md, fact 30). exec makes vgdb gdb's child in every
 	// shell.
 	pipe := fmt.Sprintf("| exec %s --vgdb-prefix=%s --pid=%d", l.env.Tools["vgdb"], l.vgdbPrefix(), l.vg.Pid())
-	// gdb gives up on a reply that takes longer than remotetimeout (2s by
-	// default) and goes on reading the late one as the next packet's
-	// answer: on a loaded machine valgrind's gdbserver can take that long,
-	// and gdb then fails to connect or, mid-run, loses track of the
-	// target for good (docs/facts.md, fact 28). snapctl's own deadlines
-	// bound every exchange instead, so gdb waits longer than any of them.
-	if _, err := l.gdb.Do(ctx, gdb.Set("remotetimeout", RemoteTimeout(l.env.Times.Command, l.env.Times.Stop))); err != nil {
+	// snapctl's own deadlines bound every exchange with vgdb, not
+	// gdb's remotetimeout (gdb.RemoteTimeout).
+	if _, err := l.gdb.Do(ctx, gdb.RemoteTimeout(l.env.Times.Command, l.env.Times.Stop)); err != nil {
 		return fmt.Errorf("setting up gdb: %w", err)
 	}
 	// -target-select passes its arguments to the CLI unparsed: the pipe
@@ -172,18 +168,6 @@ func (l *Launch) connectVgdb(ctx context.Context) error {
 		return l.env.Run.DiskFull(&backend.ToolError{Tool: "vgdb", Msg: "gdb cannot connect to valgrind", Err: err, Tail: logTail(filepath.Join(l.dir, Log), 8)})
 	}
 	return nil
-}
-
-// RemoteTimeout is gdb's remotetimeout, in whole seconds, for snapctl's
-// deadlines: longer than any of them, so that a slow reply through vgdb
-// meets snapctl's deadline, which names what stalled, and never gdb's,
-// which gives the reply up and reads it as the next packet's.
-func RemoteTimeout(deadlines ...time.Duration) string {
-	longest := time.Duration(0)
-	for _, d := range deadlines {
-		longest = max(longest, d)
-	}
-	return strconv.Itoa(int(longest.Round(time.Second)/time.Second) + 1)
 }
 
 // valgrindArgs is valgrind's command line after the executable.
