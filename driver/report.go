@@ -122,7 +122,7 @@ func (t *thinned) all() []snapshots.StopPoint {
 // timelineStop is what timeline reads of a spooled stop (runjson.Stop):
 // only the fields the page draws, so that reading every stop of a long
 // run back does not decode and drop the backtraces and threads of each
-// (garbage that grows with the stops, docs/facts.md, fact peak-1).
+// (garbage that grows with the stops, docs/facts.md, fact 123).
 type timelineStop struct {
 	Seq        int    `json:"seq"`
 	Breakpoint string `json:"breakpoint"`

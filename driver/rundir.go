@@ -181,7 +181,7 @@ func unlistedPath(dir, name string) string { return backend.UnlistedPath(dir, na
 // (spool.end) their names, unlisted until then, in the run directory dir:
 // the names are read back from the spooled stops rather than kept, so that
 // what the run holds does not grow with the stops taken while run.json,
-// longer the more stops it lists, is written (docs/facts.md, fact peak-1).
+// longer the more stops it lists, is written (docs/facts.md, fact 123).
 func publish(dir string, sp *spool, from mark) error {
 	var first error
 	err := sp.eachFrom(from, func(line []byte) error {
@@ -394,7 +394,7 @@ func (s *spool) eachFrom(from mark, fn func(line []byte) error) error {
 	// run, through every record so far, and a new slice for every line
 	// was garbage growing with the number of stops, which the garbage
 	// collector, behind on a loaded machine, let into snapctl's peak
-	// memory (docs/facts.md, fact peak-1).
+	// memory (docs/facts.md, fact 123).
 	r := bufio.NewReaderSize(s.f, 64<<10)
 	var long []byte
 	for i := from.n; i < s.n; i++ {

@@ -213,7 +213,7 @@ func SignalName(sig syscall.Signal) string {
 // and a child forked earlier from that thread, by whatever goroutine ran
 // there then, would be sent its parent-death signal at that moment: a
 // valgrind killed at its start, a workload killed mid-run
-// (docs/facts.md, fact lead-1). The forker's goroutine stays locked to
+// (docs/facts.md, fact 122). The forker's goroutine stays locked to
 // its thread and never exits, so that thread ends only with snapctl.
 var forker = startForker()
 
