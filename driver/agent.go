@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -17,8 +18,6 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/driver/backend"
-	"github.com/snapctl/snapctl/driver/backend/massif"
-	"github.com/snapctl/snapctl/driver/backend/native"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
@@ -141,35 +140,53 @@ func agentNew(records, snapdir, measure string) string {
 }
 
 // CheckAgent reports whether the gdb at path can load snapctl's agent, for
-// snapctl doctor: nil when it can, else what gdb or its Python said.
+// snapctl doctor: nil when it can, else what gdb or its Python said. gdb
+// reads agent.py and every backend's part, as the runs do, and creates
+// the agent with the default backend's measurement.
 func CheckAgent(ctx context.Context, gdbPath string) error {
+	parts := make(map[string][]gdb.Script)
+	for _, b := range backends {
+		if b.python != nil {
+			parts[b.name] = b.python
+		}
+	}
+	return checkAgent(ctx, gdbPath, parts)
+}
+
+// checkAgent is CheckAgent with the backends' parts, by bundle.
+func checkAgent(ctx context.Context, gdbPath string, parts map[string][]gdb.Script) error {
 	dir, err := os.MkdirTemp("", "snapctl-agent-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	script := filepath.Join(dir, gdb.AgentScript)
-	if err := os.WriteFile(script, []byte(gdb.AgentSource), 0o600); err != nil {
-		return err
-	}
-	// The native backend's part too, which a native run reads after
-	// agent.py (native.Python).
-	readNative, err := gdb.WriteScripts(dir, "native", native.Python)
+	read, err := gdb.WriteAgent(dir)
 	if err != nil {
 		return err
 	}
+	for _, bundle := range slices.Sorted(maps.Keys(parts)) {
+		part, err := gdb.WriteScripts(dir, bundle, parts[bundle])
+		if err != nil {
+			return err
+		}
+		read += part
+	}
+	measure := backends[0].new(backend.Config{Plan: &plan.Plan{}}).AgentMeasure()
 	const loaded = "snapctl: agent loaded"
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, gdbPath, "--nx", "--batch",
-		"-ex", gdb.PythonTry(gdb.AgentRead(script)+readNative+agentNew(filepath.Join(dir, agentRecords), dir, massif.DefaultAgentMeasure())),
+		"-ex", gdb.PythonTry(read+agentNew(filepath.Join(dir, agentRecords), dir, measure)),
 		"-ex", gdb.PythonLine("print('"+loaded+"')"))
 	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()
 	text := strings.TrimSpace(string(out))
 	switch _, why, failed := strings.Cut(text, gdb.AgentFailed); {
 	case failed:
-		return errors.New(gdb.LastLine(why))
+		// Python's words are the failure's line; the check's own
+		// print follows it.
+		why, _, _ = strings.Cut(why, "\n")
+		return errors.New(strings.TrimSpace(why))
 	case strings.Contains(text, loaded):
 		return nil
 	case text != "":

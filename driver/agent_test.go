@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -330,20 +331,45 @@ func openAgentRecords(t *testing.T, s *session) string {
 
 // nativeAgent writes gdb's agent for a native run, agent.py and the
 // native backend's part, into dir and returns a script that reads them
-// into gdb's namespace in order, as a run does, for gdb -x.
+// into gdb's namespace as a run does (gdb.WriteAgent, gdb.WriteScripts),
+// for gdb -x.
 func nativeAgent(t *testing.T, dir string) string {
 	t.Helper()
-	var read strings.Builder
-	for _, s := range append([]gdb.Script{{Name: gdb.AgentScript, Source: gdb.AgentSource}}, native.Python...) {
-		path := filepath.Join(dir, s.Name)
-		if err := os.WriteFile(path, []byte(s.Source), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		read.WriteString("exec(compile(open(" + gdb.PyString(path) + ").read(), " + gdb.PyString(path) + ", 'exec'))\n")
+	core, err := gdb.WriteAgent(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := gdb.WriteScripts(dir, native.Name, native.Python)
+	if err != nil {
+		t.Fatal(err)
 	}
 	script := filepath.Join(dir, "read-agent.py")
-	if err := os.WriteFile(script, []byte(read.String()), 0o600); err != nil {
+	if err := os.WriteFile(script, []byte(core+part), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return script
+}
+
+// snapctl doctor's check has gdb read agent.py and every backend's part
+// of gdb's Python, as the runs do: a part Python cannot read fails it,
+// in Python's words. Not parallel: its gdb carries no test's mark.
+func TestCheckAgent(t *testing.T) {
+	testenv.MustHave(t, "gdb")
+	ctx := context.Background()
+	if err := CheckAgent(ctx, "gdb"); err != nil {
+		t.Fatalf("CheckAgent: %v", err)
+	}
+	parts := make(map[string][]gdb.Script)
+	for _, b := range backends {
+		if b.python != nil {
+			parts[b.name] = b.python
+		}
+	}
+	if len(parts) < 2 {
+		t.Errorf("parts of gdb's Python of %d backends, want memcheck's and native's", len(parts))
+	}
+	parts["broken"] = []gdb.Script{{Name: "broken.py", Source: "raise RuntimeError('a part that does not load')\n"}}
+	if err := checkAgent(ctx, "gdb", parts); err == nil || err.Error() != "a part that does not load" {
+		t.Errorf("a broken part: %v, want Python's words", err)
+	}
 }

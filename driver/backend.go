@@ -35,12 +35,15 @@ var backends = []struct {
 	// before the backend exists (the backend's Traits).
 	tools  []string
 	traits backend.Traits
+	// python is the backend's part of gdb's Python, which its launcher
+	// has gdb read and snapctl doctor checks; nil when it has none.
+	python []gdb.Script
 }{
-	{massif.Name, massif.New, func(s *session) backend.Launcher { return massif.NewLauncher(s.plan, s.out.dir) }, massif.RunFiles, massif.Tools, massif.Traits},
-	{memcheck.Name, memcheck.New, func(s *session) backend.Launcher { return memcheck.NewLauncher(s.plan, s.out.dir) }, memcheck.RunFiles, memcheck.Tools, memcheck.Traits},
+	{massif.Name, massif.New, func(s *session) backend.Launcher { return massif.NewLauncher(s.plan, s.out.dir) }, massif.RunFiles, massif.Tools, massif.Traits, nil},
+	{memcheck.Name, memcheck.New, func(s *session) backend.Launcher { return memcheck.NewLauncher(s.plan, s.out.dir) }, memcheck.RunFiles, memcheck.Tools, memcheck.Traits, memcheck.Python},
 	{native.Name, native.New, func(s *session) backend.Launcher {
 		return native.NewLauncher(s.backend, s.opts.AttachPID, s.opts.Guard, s.opts.Heaptrack)
-	}, nil, nil, native.Traits},
+	}, nil, nil, native.Traits, native.Python},
 }
 
 // newBackend returns the index in backends of the backend named in a plan

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -311,11 +309,11 @@ func (c *Conn) LoadAgent(ctx context.Context, dir string) (python bool, why stri
 	if !HasFeature(r, "python") {
 		return false, "", nil
 	}
-	script := filepath.Join(dir, AgentScript)
-	if err := os.WriteFile(script, []byte(AgentSource), 0o600); err != nil {
+	read, err := WriteAgent(dir)
+	if err != nil {
 		return true, "", fmt.Errorf("writing gdb's agent: %w", err)
 	}
-	r, err = c.Do(ctx, Console(PythonTry(AgentRead(script))))
+	r, err = c.Do(ctx, Console(PythonTry(read)))
 	if err != nil {
 		return true, "", fmt.Errorf("loading gdb's agent: %w", err)
 	}

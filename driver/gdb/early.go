@@ -3,8 +3,6 @@ package gdb
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -76,9 +74,8 @@ func StartEarly(ctx context.Context, cfg EarlyConfig) *Early {
 // The version comes with reading the agent, from Python, when it can:
 // -gdb-version's banner, some 700 bytes, costs gdb a write() per byte.
 func (e *Early) check(ctx context.Context, bps []plan.Breakpoint) {
-	script := filepath.Join(e.dir, AgentScript)
-	if err := os.WriteFile(script, []byte(AgentSource), 0o600); err == nil {
-		load := AgentRead(script) + "print(gdb.execute('show version', to_string=True).splitlines()[0])\n"
+	if read, err := WriteAgent(e.dir); err == nil {
+		load := read + "print(gdb.execute('show version', to_string=True).splitlines()[0])\n"
 		if r, err := Send(ctx, e.c, Console(PythonTry(load))); err == nil && LoadFailure(r) == "" {
 			e.sourced, e.version = true, LastLine(r.Console())
 		}

@@ -141,6 +141,17 @@ func AgentRead(script string) string {
 	return readScripts(coreBundle, []string{script}, []Script{{AgentScript, AgentSource}})
 }
 
+// WriteAgent writes agent.py into dir, the run's private directory, and
+// returns the Python that reads its definitions (AgentRead), as every gdb
+// of a run reads them; a backend's part follows it (WriteScripts).
+func WriteAgent(dir string) (string, error) {
+	script := filepath.Join(dir, AgentScript)
+	if err := os.WriteFile(script, []byte(AgentSource), 0o600); err != nil {
+		return "", err
+	}
+	return AgentRead(script), nil
+}
+
 // readScripts is the Python that reads the files at paths, scripts'
 // texts written in a private directory, in order into gdb's namespace
 // (the agent's: a backend's part uses the core's names as its own).

@@ -46,6 +46,10 @@ const (
 //go:embed memcheck.py
 var script string
 
+// Python is memcheck's part of gdb's Python, which gdb reads once
+// connected (memcheck.py: the command that measures a stop).
+var Python = []gdb.Script{{Name: "memcheck.py", Source: script}}
+
 // Tools are the executables memcheck runs besides gdb: valgrind and vgdb.
 var Tools = valgrind.Tools
 
@@ -170,7 +174,7 @@ func connected(ctx context.Context, c *gdb.Conn, env *backend.Env) error {
 	// Read as the agent is (gdb.WriteScripts): compiled once into the
 	// user's cache, and Python's own words when it cannot be read, where
 	// gdb's source command says nothing of a script that raises.
-	read, err := gdb.WriteScripts(env.Private, Name, []gdb.Script{{Name: "memcheck.py", Source: script}})
+	read, err := gdb.WriteScripts(env.Private, Name, Python)
 	if err != nil {
 		return env.Run.DiskFull(fmt.Errorf("writing memcheck.py: %w", err))
 	}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/snapctl/snapctl/driver"
@@ -90,19 +89,20 @@ func readManifest(t *testing.T, dir string) *runjson.Manifest {
 
 // nativeAgent writes gdb's agent for a native run, agent.py and the
 // native backend's part, into dir and returns a script that reads them
-// into gdb's namespace in order, as a run does, for gdb -x.
+// into gdb's namespace as a run does (gdb.WriteAgent, gdb.WriteScripts),
+// for gdb -x.
 func nativeAgent(t *testing.T, dir string) string {
 	t.Helper()
-	var read strings.Builder
-	for _, s := range append([]gdb.Script{{Name: gdb.AgentScript, Source: gdb.AgentSource}}, native.Python...) {
-		path := filepath.Join(dir, s.Name)
-		if err := os.WriteFile(path, []byte(s.Source), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		read.WriteString("exec(compile(open(" + gdb.PyString(path) + ").read(), " + gdb.PyString(path) + ", 'exec'))\n")
+	core, err := gdb.WriteAgent(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := gdb.WriteScripts(dir, native.Name, native.Python)
+	if err != nil {
+		t.Fatal(err)
 	}
 	script := filepath.Join(dir, "read-agent.py")
-	if err := os.WriteFile(script, []byte(read.String()), 0o600); err != nil {
+	if err := os.WriteFile(script, []byte(core+part), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return script
