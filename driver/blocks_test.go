@@ -1,9 +1,6 @@
 package driver
 
 import (
-	"compress/gzip"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -94,7 +91,7 @@ func TestRunBlocks(t *testing.T) {
 				if !tc.blocks {
 					root = "(heap allocation functions) malloc/new/new[], --alloc-fns, etc."
 				}
-				text := gunzip(t, filepath.Join(res.Dir, m.Stops[4].Snapshot))
+				text := testenv.Gunzip(t, filepath.Join(res.Dir, m.Stops[4].Snapshot))
 				if !strings.Contains(text, " "+root+"\n") || strings.Contains(text, "curBk") == !tc.blocks {
 					t.Errorf("kept snapshot of stop 5 is not the expected kind (root %q):\n%.600s", root, text)
 				}
@@ -106,22 +103,4 @@ func TestRunBlocks(t *testing.T) {
 			})
 		}
 	}
-}
-
-func gunzip(t *testing.T, path string) string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(data)
 }

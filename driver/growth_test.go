@@ -166,7 +166,7 @@ func TestRunStepwiseVector(t *testing.T) {
 		t.Errorf("the verdict does not name the vector's capacity: %s", verdict)
 	}
 	// So do report.md and report.html, at the suspect.
-	md, html := reports(t, res.Dir)
+	md, html := testenv.Reports(t, res.Dir)
 	note := "it is a std::vector's buffer growing in steps (_M_realloc_insert): a vector keeps its capacity after clear(), so one cleared and refilled holds its largest size for good; shrink_to_fit() (or swapping with an empty vector) returns it."
 	if want := "- Suspect 1, <code>handle_request(int)</code> vector.cpp:" + strconv.Itoa(push) + ": " + note + "\n"; !strings.Contains(md, want) {
 		t.Errorf("report.md does not name the vector's capacity (want %q):\n%s", want, md)

@@ -18,12 +18,6 @@ import (
 // (What attach leaves in the process it attached to is the native
 // backend's, tested in driver/backend/native.)
 
-// internalErrorPlan has gdb meet an internal error as it sets up, in the
-// working directory cwd.
-func internalErrorPlan(backend, cwd string) string {
-	return fmt.Sprintf("backend: %s\ntarget:\n  cwd: %s\ngdb:\n  init: [\"maint internal-error snapctl test\"]\nbreakpoints:\n  - location: handle_request\n", backend, cwd)
-}
-
 // TestGdbInternalErrorNoCore: the gdb that runs the program (native) and
 // the one that reaches valgrind (massif) quit on an internal error, as
 // gdb does, without the core file gdb would write into the program's
@@ -40,7 +34,7 @@ func TestGdbInternalErrorNoCore(t *testing.T) {
 			}
 			testenv.AllowCores(t)
 			cwd := t.TempDir()
-			res, err := runSession(t, Options{Timeouts: Timeouts{Timeout: time.Minute}}, internalErrorPlan(backend, cwd), bin, filepath.Join(cwd, "port"))
+			res, err := runSession(t, Options{Timeouts: Timeouts{Timeout: time.Minute}}, testenv.InternalErrorPlan(backend, cwd), bin, filepath.Join(cwd, "port"))
 			if res == nil {
 				t.Fatalf("no run: %v", err)
 			}

@@ -160,17 +160,3 @@ func TestRunHTMLGrowthBesideChurn(t *testing.T) {
 		t.Errorf("the graph of the bytes freed lacks the cache:\n%s", freed)
 	}
 }
-
-// reports are the run directory's report.md and report.html.
-func reports(t *testing.T, dir string) (md, html string) {
-	t.Helper()
-	a, err := os.ReadFile(filepath.Join(dir, reportFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, htmlFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(a), string(b)
-}

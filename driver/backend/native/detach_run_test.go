@@ -257,12 +257,6 @@ func TestAttachGdbStopped(t *testing.T) {
 	srv.MustServe(t)
 }
 
-// internalErrorPlan has gdb meet an internal error as it sets up, in the
-// working directory cwd.
-func internalErrorPlan(backend, cwd string) string {
-	return fmt.Sprintf("backend: %s\ntarget:\n  cwd: %s\ngdb:\n  init: [\"maint internal-error snapctl test\"]\nbreakpoints:\n  - location: handle_request\n", backend, cwd)
-}
-
 // TestAttachGdbInternalError: gdb meets an internal error (the plan's
 // init commands provoke one) while attached: it writes no core file,
 // goes on, deletes its breakpoints and detaches, and the server serves
@@ -273,7 +267,7 @@ func TestAttachGdbInternalError(t *testing.T) {
 	testenv.AllowCores(t)
 	srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
 	cwd := t.TempDir()
-	res, err := runSession(t, driver.Options{Attach: driver.Attach{AttachPID: srv.Pid}, Timeouts: driver.Timeouts{Timeout: time.Minute}}, internalErrorPlan("native", cwd), "")
+	res, err := runSession(t, driver.Options{Attach: driver.Attach{AttachPID: srv.Pid}, Timeouts: driver.Timeouts{Timeout: time.Minute}}, testenv.InternalErrorPlan("native", cwd), "")
 	if res == nil {
 		t.Fatalf("no run: %v", err)
 	}

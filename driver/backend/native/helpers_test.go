@@ -1,9 +1,7 @@
 package native_test
 
 import (
-	"compress/gzip"
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -106,25 +104,6 @@ func nativeAgent(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return script
-}
-
-// gunzip is the text of the gzip file at path.
-func gunzip(t *testing.T, path string) string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(data)
 }
 
 // mustAtoi is the number s says, 0 for none.

@@ -1,7 +1,6 @@
 package native_test
 
 import (
-	"compress/gzip"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -220,16 +219,7 @@ func TestSitesChurn(t *testing.T) {
 // readKept reads a kept snapshot file (gzipped xtmemory).
 func readKept(t *testing.T, path string) *snapshots.Snapshot {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := snapshots.ReadHeap(z, path)
+	s, err := snapshots.ReadHeap(strings.NewReader(testenv.Gunzip(t, path)), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,7 +425,7 @@ func TestSitesKeepChanged(t *testing.T) {
 	}
 	// The kept file reads back as the tree the analysis had: grow's 32
 	// bytes in one block from stop 3 on.
-	snap, err := snapshots.ReadHeap(strings.NewReader(gunzip(t, filepath.Join(res.Dir, want[2].Snapshot))), want[2].Snapshot)
+	snap, err := snapshots.ReadHeap(strings.NewReader(testenv.Gunzip(t, filepath.Join(res.Dir, want[2].Snapshot))), want[2].Snapshot)
 	if err != nil {
 		t.Fatal(err)
 	}

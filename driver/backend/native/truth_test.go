@@ -49,20 +49,6 @@ func fakeHeaptrack(t *testing.T, body string) string {
 	return dir
 }
 
-// reports are the run directory's report.md and report.html.
-func reports(t *testing.T, dir string) (md, html string) {
-	t.Helper()
-	a, err := os.ReadFile(filepath.Join(dir, reportFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, htmlFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(a), string(b)
-}
-
 // TestSitesFailedInterpreter: with --sites and a heaptrack whose
 // interpreter exits at once, no stop gets a per-site snapshot. The run
 // exits 1 naming heaptrack and the interpreter's words, every stop says
@@ -97,7 +83,7 @@ func TestSitesFailedInterpreter(t *testing.T) {
 		strings.Contains(v.Sentence, "suspects below") {
 		t.Errorf("verdict %s, figures %+v:\n%s", v.Verdict, v.Figures, v.Sentence)
 	}
-	md, html := reports(t, res.Dir)
+	md, html := testenv.Reports(t, res.Dir)
 	var text bytes.Buffer
 	if err := driver.WriteText(&text, res, snapshots.RenderOptions{MaxSites: 10, MaxFrames: 12, MaxDiffs: 3}); err != nil {
 		t.Fatal(err)
@@ -180,7 +166,7 @@ func TestSitesInterpreterKilled(t *testing.T) {
 	if v.Figures.SitesMissingStops != without || !strings.Contains(v.Sentence, say) {
 		t.Errorf("verdict %+v:\n%s", v.Figures, v.Sentence)
 	}
-	md, html := reports(t, res.Dir)
+	md, html := testenv.Reports(t, res.Dir)
 	if !strings.Contains(md, say) || !strings.Contains(html, say) {
 		t.Errorf("the reports do not say %q", say)
 	}
@@ -383,7 +369,7 @@ func TestJemallocThreads(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkJemallocLeak(t, m, allocator, 16)
-		md, _ := reports(t, res.Dir)
+		md, _ := testenv.Reports(t, res.Dir)
 		const said = "native.trim_probe: on, not applied (the program allocates with jemalloc, whose heap malloc_trim(0) does not touch)"
 		if !strings.Contains(warn.String(), "warning: native.trim_probe is not applied: the program allocates with "+allocator) || !strings.Contains(md, said) {
 			t.Errorf("warnings %q; report.md:\n%s", warn.String(), md)
@@ -608,7 +594,7 @@ func TestNativePinnedHeapPages(t *testing.T) {
 			if !trim && !strings.Contains(v.Sentence, "free heap pages resident again, pinned between live small blocks") {
 				t.Errorf("the retention is not said as pinned pages:\n%s", v.Sentence)
 			}
-			md, _ := reports(t, res.Dir)
+			md, _ := testenv.Reports(t, res.Dir)
 			if strings.Contains(md, "released -") || strings.Contains(v.Sentence, "returned up to -") {
 				t.Errorf("a negative release:\n%s", md)
 			}
