@@ -52,13 +52,13 @@ type Options struct {
 	// Depth is the number of callers that GroupByStack keeps in a key;
 	// 0 keeps the whole stack.
 	Depth int
-	// Library adds FramePatterns for library code to DefaultLibrary;
-	// NoDefaultLibrary drops the defaults.
+	// Library adds frame patterns (docs/plan.md, "Frame patterns") for
+	// library code to DefaultLibrary; NoDefaultLibrary drops the defaults.
 	Library          []string
 	NoDefaultLibrary bool
 	// Ignore drops every allocation whose stack (allocator side library
 	// frames, site and callers) has a frame matching one of these
-	// FramePatterns, e.g. "_dl_allocate_tls".
+	// frame patterns, e.g. "_dl_allocate_tls".
 	Ignore []string
 	// Focus and FocusFrames keep only the allocations whose stack has a
 	// frame matching one of the Focus patterns or one of the FocusFrames

@@ -1,6 +1,6 @@
 package snapshots
 
-// DefaultLibrary lists the FramePatterns that mark library code unless
+// DefaultLibrary lists the frame patterns that mark library code unless
 // Options.NoDefaultLibrary is set. The site of an allocation is the first
 // frame, walking from the allocator outwards, that none of them matches.
 //

@@ -8,10 +8,12 @@
 // what it wrote (Measurer), makes its analysis of the stops, fed in stop
 // order, and applies the plan's fail_on to it (Analysis), and renders its
 // report sections (Reporter). Each backend is a package of its own under
-// driver/backend: massif (valgrind's heap profiler, reached through vgdb)
-// and native (gdb alone: the kernel's and glibc's figures). Neither
-// imports the other; package sites, under driver/backend too, is the
-// per-site snapshots and analysis a backend may use.
+// driver/backend: massif (valgrind's heap profiler, reached through vgdb),
+// memcheck (valgrind's memcheck: massif's sites, and which blocks are lost
+// and what holds the rest) and native (gdb alone: the kernel's and glibc's
+// figures). None imports another; package sites, under driver/backend
+// too, is the per-site snapshots and analysis a backend may use, and
+// package valgrind the start of a program under one of valgrind's tools.
 package backend
 
 import (

@@ -6,7 +6,7 @@
 # thread's registers and blocked signals as they were, and a call that
 # faults or never returns fails with CallFailed, the thread put back.
 # gdb's own calls (func, scheduler_locked...) run only inside gdb: the Go
-# tests drive them (driver/native_test.go).
+# tests drive them (native_test.go, in driver/backend/native).
 
 import ctypes
 import os

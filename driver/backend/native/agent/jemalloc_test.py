@@ -2,8 +2,8 @@
 # asks mallctl() for (JE_STATS) are jemalloc's, as a program compiled
 # here against Debian's libjemalloc reads them the way the agent does
 # ("epoch" written, then each read as a uint64_t). The agent's calls run
-# only in gdb: the Go tests drive them (driver/native_test.go's
-# jemalloc runs).
+# only in gdb: the Go tests drive them (driver/backend/native's
+# jemalloc runs, truth_test.go).
 
 import errno
 import os

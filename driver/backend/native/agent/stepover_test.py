@@ -2,7 +2,7 @@
 # report of a hit from a new one by the thread's registers (same_state),
 # and the signals a hold may block. Reading the registers (calls.py's
 # _Direct: calls_test.py) and gdb's step run only in gdb: the Go tests
-# drive them (driver/native_test.go, directmask_test.go).
+# drive them (driver/backend/native: native_test.go, directmask_test.go).
 
 import os
 import signal
