@@ -1,8 +1,8 @@
 # Reads the agent's files into one namespace as gdb does (gdb.go's
 # readScripts), for their unit tests (*_test.py) under python3: agent.py,
-# then a backend's part in the order its Go file lists it (native's
-# agent.go). Outside gdb, the stand-in of standin/gdb.py takes the place
-# of gdb's module.
+# then a backend's part in the order its Go file lists it (part: the
+# []gdb.Script of files it embeds, such as native's agent.go). Outside
+# gdb, the stand-in of standin/gdb.py takes the place of gdb's module.
 
 import os
 import re
@@ -11,6 +11,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 CORE = os.path.join(HERE, "agent.py")
+NATIVE = os.path.join(ROOT, "driver", "backend", "native", "agent.go")
 
 try:
     import gdb  # noqa: F401 (inside gdb)
@@ -19,13 +20,14 @@ except ImportError:
     import gdb  # noqa: F401
 
 
-def native_files():
-    """The native backend's files in the order gdb reads them, as
-    native/agent.go lists them."""
-    folder = os.path.join(ROOT, "driver", "backend", "native")
-    with open(os.path.join(folder, "agent.go")) as f:
+def part_files(go_file):
+    """A backend's part in the order gdb reads it: the files go_file
+    embeds (//go:embed FILE, var NAME string), as its list of
+    gdb.Script ({Name: ..., Source: NAME}) orders them."""
+    folder = os.path.dirname(go_file)
+    with open(go_file) as f:
         text = f.read()
-    files = dict((var, name) for name, var in re.findall(r"//go:embed (agent/\w+\.py)\nvar (\w+) string", text))
+    files = dict((var, name) for name, var in re.findall(r"//go:embed ([\w/]+\.py)\nvar (\w+) string", text))
     return [os.path.join(folder, files[var]) for var in re.findall(r"Source: (\w+)\}", text)]
 
 
@@ -42,5 +44,11 @@ def core():
     return read(CORE)
 
 
+def part(go_file):
+    """The namespace of agent.py and the backend's part that go_file
+    lists, read in order."""
+    return read(CORE, *part_files(go_file))
+
+
 def native():
-    return read(CORE, *native_files())
+    return part(NATIVE)
