@@ -18,18 +18,18 @@ import (
 // (What attach leaves in the process it attached to is the native
 // backend's, tested in driver/backend/native.)
 
-// TestGdbInternalErrorNoCore: the gdb that runs the program (native) and
-// the one that reaches valgrind (massif) quit on an internal error, as
-// gdb does, without the core file gdb would write into the program's
-// working directory.
+// TestGdbInternalErrorNoCore: on every backend, the gdb that runs the
+// program (native) or reaches valgrind (massif, memcheck) quits on an
+// internal error, as gdb does, without the core file gdb would write into
+// the program's working directory.
 func TestGdbInternalErrorNoCore(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "testdata/native/tcpserver.c")
-	for _, backend := range []string{"native", "massif"} {
+	for _, backend := range BackendNames() {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			testenv.MustHave(t, "gdb")
-			if backend == "massif" {
+			if traits, _ := BackendTraits(backend); !traits.GDBStarts {
 				testenv.MustHave(t, "valgrind")
 			}
 			testenv.AllowCores(t)

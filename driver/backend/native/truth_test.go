@@ -189,7 +189,7 @@ func read(pid int) int64 {
 }
 
 // TestStaticBinary: valgrind cannot replace malloc in a static program,
-// nor can heaptrack preload into one: massif and --sites are refused
+// nor can heaptrack preload into one: massif, memcheck and --sites are refused
 // before anything starts (exit 5), naming --backend native, which reads
 // the static program's glibc and finds its leak, 208-byte chunks a
 // request.
@@ -202,6 +202,7 @@ func TestStaticBinary(t *testing.T) {
 		plan string
 	}{
 		{"massif", driver.Options{}, keepPlan},
+		{"memcheck", driver.Options{}, "backend: memcheck\n" + keepPlan},
 		{"sites", driver.Options{Measure: driver.Measure{Sites: true}}, "backend: native\n" + keepPlan},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
