@@ -17,7 +17,7 @@ import (
 )
 
 // TestInterruptTakesNoStop: after the run's context ends (the first
-// Ctrl-C), no stop is taken, on either backend and stop path, while four
+// Ctrl-C), no stop is taken, on every backend and stop path, while four
 // threads at a time start, hit the breakpoint and exit. Only a stop under
 // way when the context ended may end after it. Before, gdb's agent went on
 // measuring until the interrupt reached the target through vgdb: about 3 s
@@ -30,7 +30,7 @@ func TestInterruptTakesNoStop(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
 	bin := testenv.Build(t, "testdata/spin.c")
-	for _, backend := range []string{BackendMassif, BackendNative} {
+	for _, backend := range BackendNames() {
 		for _, p := range stopPaths {
 			t.Run(backend+"/"+p.name, func(t *testing.T) {
 				t.Parallel()

@@ -13,7 +13,7 @@ import (
 	"github.com/snapctl/snapctl/snapshots"
 )
 
-// A run in which no breakpoint took a snapshot says so, on both backends:
+// A run in which no breakpoint took a snapshot says so, on every backend:
 // its exit code, an event in run.json and the verdict line of every
 // report, never "no leak found". early.c starts four threads that
 // allocate and exit, then, with "fail", exits with status 71 before its
@@ -39,13 +39,13 @@ func TestRunNothingMeasured(t *testing.T) {
 		{"pending never resolves", "breakpoints:\n  - name: plugin\n    location: no_such_plugin_fn\n    pending: true\n", []string{"ok"},
 			ExitNeverHit, `the target exited with status 0 before any breakpoint took a snapshot; the location of breakpoint "plugin" never resolved`, true},
 	} {
-		for _, backend := range []string{BackendMassif, BackendNative} {
+		for _, backend := range BackendNames() {
 			t.Run(tt.name+"/"+backend, func(t *testing.T) {
 				t.Parallel()
-				if backend == BackendMassif {
-					testenv.MustHave(t, "gdb", "valgrind", "vgdb")
-				} else {
+				if traits, _ := BackendTraits(backend); traits.GDBStarts {
 					testenv.MustHave(t, "gdb")
+				} else {
+					testenv.MustHave(t, "gdb", "valgrind", "vgdb")
 				}
 				res, err := runSession(t, Options{}, "backend: "+backend+"\n"+tt.plan, bin, tt.args...)
 				if res == nil {

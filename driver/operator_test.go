@@ -23,13 +23,15 @@ func TestRunQuotedOperator(t *testing.T) {
 	bin := testenv.Build(t, src)
 	site := "ns::Box<long>::operator<<(int) (operator.cpp:" + strconv.Itoa(testenv.LineOf(t, src, "the leak: 16 bytes")) + ")"
 	const plan = "breakpoints:\n  - name: shift\n    location: \"'ns::Box<long>::operator<<(int)'\"\n"
-	for _, backend := range []string{BackendMassif, BackendNative} {
+	for _, backend := range BackendNames() {
+		traits, _ := BackendTraits(backend)
 		for _, p := range stopPaths {
 			t.Run(backend+"/"+p.name, func(t *testing.T) {
-				if backend == BackendMassif {
-					testenv.MustHave(t, "gdb", "valgrind", "vgdb")
-				} else {
+				t.Parallel()
+				if traits.GDBStarts {
 					testenv.MustHave(t, "gdb")
+				} else {
+					testenv.MustHave(t, "gdb", "valgrind", "vgdb")
 				}
 				threads, hits := 4, 20
 				if backend == BackendNative && !p.noAgent {
@@ -51,7 +53,7 @@ func TestRunQuotedOperator(t *testing.T) {
 						t.Fatalf("stop %d in %+v, want ns::Box<long>::operator<<", s.Seq, s.Frame)
 					}
 				}
-				if backend != BackendMassif {
+				if !traits.Sites {
 					return
 				}
 				// Between two hits one call ran: 16 bytes at the operator.
