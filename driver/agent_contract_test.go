@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/snapctl/snapctl/driver/backend"
+	"github.com/snapctl/snapctl/driver/backend/massif"
 	"github.com/snapctl/snapctl/driver/backend/native"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/internal/testenv"
@@ -183,7 +184,7 @@ func TestAgentContract(t *testing.T) {
 		return recs
 	}
 	native := run("native", native.New(backend.Config{Plan: &plan.Plan{}}).AgentMeasure(), specs)
-	massif := run("echo", backend.PyDict("kind", BackendMassif, "monitor", "echo", "ext", snapshotExt, "report", xtreeReport), specs[:1])
+	massif := run("echo", backend.PyDict("kind", massif.Name, "monitor", "echo", "ext", snapshotExt, "report", xtreeReport), specs[:1])
 	recs := append(native, massif...)
 
 	row := func(rec map[string]json.RawMessage) int {

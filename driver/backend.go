@@ -14,12 +14,6 @@ import (
 	"github.com/snapctl/snapctl/runjson"
 )
 
-// Backend names, for the plan's "backend" and --backend.
-const (
-	BackendMassif = massif.Name
-	BackendNative = native.Name
-)
-
 // backends are the ways a run can measure memory, the default first: a
 // backend's package (driver/backend/...) supplies what it measures and
 // how it analyses and reports it, and here how it launches the target.

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/snapctl/snapctl/driver/backend/native"
 	"github.com/snapctl/snapctl/internal/testenv"
 )
 
@@ -34,7 +35,7 @@ func TestRunQuotedOperator(t *testing.T) {
 					testenv.MustHave(t, "gdb", "valgrind", "vgdb")
 				}
 				threads, hits := 4, 20
-				if backend == BackendNative && !p.noAgent {
+				if backend == native.Name && !p.noAgent {
 					threads, hits = 0, 5
 				}
 				res, err := runSession(t, Options{NoAgent: p.noAgent}, "backend: "+backend+"\n"+plan, bin, "5", strconv.Itoa(threads))

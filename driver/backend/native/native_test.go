@@ -53,7 +53,7 @@ func TestNativeLeak(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.Backend != driver.BackendNative || m.Native == nil || m.Native.TrimProbe || m.Valgrind != nil {
+			if m.Backend != native.Name || m.Native == nil || m.Native.TrimProbe || m.Valgrind != nil {
 				t.Errorf("backend %q, native %+v, valgrind %v", m.Backend, m.Native, m.Valgrind)
 			}
 			if len(m.Stops) != 6 {
