@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/internal/arenas"
+	"github.com/snapctl/snapctl/internal/proc"
 )
 
 // A stop measured by snapctl alone. The agent's measurement
@@ -82,21 +83,37 @@ func (q *quick) measure(pid int) []byte {
 	if !ok || q.r == nil || q.r.Pid != pid {
 		return nil
 	}
+	if q.reader == nil {
+		q.src = &arenas.Process{Pid: pid}
+		q.reader = arenas.NewReader(q.src)
+	}
 	tps := make([]uint64, 0, len(tids))
+	var found *threadFinder
 	for tid, start := range tids {
 		t, ok := q.threads[tid]
 		if !ok || t.start != start {
-			return nil
+			// A thread started since the agent's reading.
+			if found == nil {
+				found = q.finder(pid)
+			}
+			tp, ok := found.find(tid)
+			if !ok {
+				return nil
+			}
+			t = quickThread{tp: tp, start: start}
+			q.threads[tid] = t
 		}
 		tps = append(tps, t.tp)
+	}
+	// Threads that have ended are forgotten.
+	for tid := range q.threads {
+		if _, ok := tids[tid]; !ok {
+			delete(q.threads, tid)
+		}
 	}
 	rss, anon, err := procStatus(pid)
 	if err != nil {
 		return nil
-	}
-	if q.reader == nil {
-		q.src = &arenas.Process{Pid: pid}
-		q.reader = arenas.NewReader(q.src)
 	}
 	rec := map[string]any{"rss_bytes": rss, "anon_rss_bytes": anon, "by_snapctl": true}
 	t0 := time.Now()
@@ -228,6 +245,103 @@ func (q *quick) close() {
 		q.reader.Close()
 		q.reader, q.src = nil, nil
 	}
+}
+
+// A thread's thread pointer, without gdb. On x86-64 it points at the
+// thread's control block, whose first words the ABI fixes (glibc's
+// tcbhead_t, which compiled code reads through %fs): the block's own
+// address at 0 and again at 16, the stack protector's guard at 0x28
+// and the pointer guard at 0x30, the same two values in every thread
+// of the process. glibc puts a thread's control block (its struct
+// pthread) at the top of the thread's stack, which pthread_create
+// allocates or the program gives it, the static TLS right below it and
+// the stack below that: so the thread pointer of a thread started since
+// the agent's reading is the first address above its stack pointer
+// (from /proc/PID/task/TID/syscall, which the kernel fills for a
+// stopped thread) whose words are so, with the guards of a thread the
+// agent named, in the mapping that holds the stack pointer. The first:
+// the kernel merges neighbouring anonymous mappings, and the control
+// blocks of other threads (the main thread's, in the loader's TLS
+// block) can lie further up the same mapping. Not found, the stop is
+// the agent's.
+
+// tcbScan is how much of a stack is read at a time looking for its
+// control block.
+const tcbScan = 16 << 10
+
+// threadFinder finds the thread pointers of threads of one stopped
+// process.
+type threadFinder struct {
+	q                    *quick
+	pid                  int
+	maps                 []proc.Mapping
+	stackGuard, ptrGuard uint64
+	ok                   bool
+}
+
+// finder returns a threadFinder for process pid, which finds nothing
+// when no thread the agent named gives the guards.
+func (q *quick) finder(pid int) *threadFinder {
+	f := &threadFinder{q: q, pid: pid}
+	for _, t := range q.threads {
+		var b [0x38]byte
+		if _, err := q.src.ReadAt(b[:], int64(t.tp)); err != nil {
+			continue
+		}
+		if binary.LittleEndian.Uint64(b[0:]) != t.tp || binary.LittleEndian.Uint64(b[16:]) != t.tp {
+			continue
+		}
+		f.stackGuard, f.ptrGuard = binary.LittleEndian.Uint64(b[0x28:]), binary.LittleEndian.Uint64(b[0x30:])
+		maps, err := proc.Maps(pid)
+		f.maps, f.ok = maps, err == nil
+		break
+	}
+	return f
+}
+
+// find is the thread pointer of thread tid, stopped.
+func (f *threadFinder) find(tid int) (uint64, bool) {
+	if !f.ok {
+		return 0, false
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/syscall", f.pid, tid))
+	if err != nil {
+		return 0, false
+	}
+	// "NR ARGS... SP PC" in a system call, "-1 SP PC" stopped outside
+	// one, "running" for a thread that runs.
+	fields := strings.Fields(string(data))
+	if len(fields) < 3 {
+		return 0, false
+	}
+	sp, err := strconv.ParseUint(strings.TrimPrefix(fields[len(fields)-2], "0x"), 16, 64)
+	if err != nil {
+		return 0, false
+	}
+	var m *proc.Mapping
+	for i := range f.maps {
+		if f.maps[i].Lo <= sp && sp < f.maps[i].Hi {
+			m = &f.maps[i]
+		}
+	}
+	if m == nil || m.Path != "" && m.Path != "[stack]" {
+		return 0, false
+	}
+	buf := make([]byte, tcbScan+0x38)
+	for lo := (sp + 15) &^ 15; lo+0x38 <= m.Hi; lo += tcbScan {
+		b := buf[:min(uint64(len(buf)), m.Hi-lo)]
+		if _, err := f.q.src.ReadAt(b, int64(lo)); err != nil {
+			return 0, false
+		}
+		for off := 0; off+0x38 <= len(b); off += 16 {
+			a := lo + uint64(off)
+			if binary.LittleEndian.Uint64(b[off:]) == a && binary.LittleEndian.Uint64(b[off+16:]) == a &&
+				binary.LittleEndian.Uint64(b[off+0x28:]) == f.stackGuard && binary.LittleEndian.Uint64(b[off+0x30:]) == f.ptrGuard {
+				return a, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // threadStarts are process pid's threads with their start times (field
