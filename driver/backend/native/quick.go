@@ -58,9 +58,9 @@ type quick struct {
 	// by kernel id, with each thread's start time, which tells a thread
 	// from a later one given the same id.
 	threads map[int]quickThread
-	// seen are the process's threads at the last stop snapctl could not
-	// measure itself, with their start times: the agent's reading of
-	// that stop names their thread pointers.
+	// seen are the process's threads at the last stop, with their
+	// start times: when snapctl could not measure it, the agent's
+	// reading of that stop names their thread pointers (took).
 	seen   map[int]uint64
 	src    *arenas.Process
 	reader *arenas.Reader
@@ -81,6 +81,12 @@ func (q *quick) measure(pid int) []byte {
 	tids, ok := threadStarts(pid)
 	q.seen = tids
 	if !ok || q.r == nil || q.r.Pid != pid {
+		return nil
+	}
+	// Resident memory first, as the agent reads it: nothing of snapctl's
+	// has read the process's memory at this stop yet.
+	rss, anon, err := procStatus(pid)
+	if err != nil {
 		return nil
 	}
 	if q.reader == nil {
@@ -110,10 +116,6 @@ func (q *quick) measure(pid int) []byte {
 		if _, ok := tids[tid]; !ok {
 			delete(q.threads, tid)
 		}
-	}
-	rss, anon, err := procStatus(pid)
-	if err != nil {
-		return nil
 	}
 	rec := map[string]any{"rss_bytes": rss, "anon_rss_bytes": anon, "by_snapctl": true}
 	t0 := time.Now()
