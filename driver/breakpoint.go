@@ -293,15 +293,31 @@ func (s *stopLoop) inspectAndSnapshot(ctx context.Context, st *bpState, stop *ru
 		}
 	}
 	snap := len(cmds)
-	cmds = append(cmds, gdb.Console(s.backend.Command(tmp)))
+	// A backend that measures the stopped target itself does so now,
+	// before gdb's commands run; else gdb's command measures it.
+	ms := backend.Measurement{Path: tmp}
+	if m, ok := s.backend.(backend.SelfMeasurer); ok {
+		if data := m.MeasureStopped(); data != nil {
+			ms = backend.Measurement{Data: data}
+		}
+	}
+	measured := snap
+	if ms.Data == nil {
+		cmds = append(cmds, gdb.Console(s.backend.Command(tmp)))
+		measured++
+	}
 	// A backend that stages its measurement from the stopped target has
 	// it resumed only once the stop is taken.
 	stopped := backend.StagesStopped(s.backend)
 	if !stopped {
 		cmds = append(cmds, then...)
 	}
-	res, errs := s.gdb.SendBatch(ctx, cmds)
-	for i, err := range errs[:snap+1] {
+	var res []*mi.Result
+	var errs []error
+	if len(cmds) > 0 {
+		res, errs = s.gdb.SendBatch(ctx, cmds)
+	}
+	for i, err := range errs[:measured] {
 		if err != nil {
 			// The measurement's file may not fit in a full TMPDIR.
 			return nil, diskFull(fmt.Errorf("at breakpoint %q: %s: %w", st.bp.Name, cmds[i].Name, err), s.priv, s.dir)
@@ -343,17 +359,19 @@ func (s *stopLoop) inspectAndSnapshot(ctx context.Context, st *bpState, stop *ru
 	stop.Threads = threads
 	// Errors come back as target-stream text with a ^done
 	// (docs/facts.md, fact 5).
-	if msg := s.backend.Failure(res[snap].Target()); msg != "" {
-		return nil, &ToolError{Tool: s.backend.Tool(), Msg: fmt.Sprintf("snapshot at breakpoint %q failed", st.bp.Name), Tail: msg}
+	if ms.Data == nil {
+		if msg := s.backend.Failure(res[snap].Target()); msg != "" {
+			return nil, &ToolError{Tool: s.backend.Tool(), Msg: fmt.Sprintf("snapshot at breakpoint %q failed", st.bp.Name), Tail: msg}
+		}
 	}
 	// The agent's stops since the last one came before this snapshot,
 	// also those while around_call's finish ran the call: the recorder
 	// numbers them first.
-	if err := s.rec.take(stop, st, hitOf, backend.Measurement{Path: tmp}, time.Now()); err != nil {
+	if err := s.rec.take(stop, st, hitOf, ms, time.Now()); err != nil {
 		return nil, err
 	}
 	if len(then) > 0 {
-		thenErrs := errs[snap+1:]
+		thenErrs := errs[measured:]
 		if stopped {
 			_, thenErrs = s.gdb.SendBatch(ctx, then)
 		}

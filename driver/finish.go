@@ -88,6 +88,7 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 	s.m.Suspects, s.m.Stacks, s.m.Verdicts, s.m.Modules, s.m.Phases = found.Suspects, found.Stacks, found.Verdicts, found.Modules, found.Phases
 	if s.m.Native != nil {
 		s.m.Native.Allocator = found.Allocator
+		s.m.Native.StopsMeasuredBySnapctl = found.MeasuredItself
 	}
 	for _, p := range found.Problems {
 		s.rec.events.add(&runjson.Event{Time: runjson.Stamp(time.Now()), Kind: runjson.EventAnalysisError, Message: p})

@@ -151,6 +151,11 @@ type NativeSettings struct {
 	// in the process and the symbols of the program; absent in runs of
 	// an earlier snapctl.
 	Allocator string `json:"allocator,omitempty"`
+	// StopsMeasuredBySnapctl counts the stops over MI that snapctl
+	// measured itself from the stopped process, without a command to
+	// gdb's agent (the same figures; docs/design.md, "A stop measured
+	// without gdb"); the others were the agent's.
+	StopsMeasuredBySnapctl int `json:"stops_measured_by_snapctl,omitempty"`
 }
 
 // ResolveStacks fills the Stack of every diff site and suspect read back

@@ -134,6 +134,14 @@ func Settings(b Backend, m *runjson.Manifest) {
 	}
 }
 
+// A SelfMeasurer can take a stop's measurement itself, without gdb:
+// MeasureStopped returns it, taken now from the stopped target (every
+// thread stopped), as Stage reads it (Measurement.Data), or nil when gdb's
+// command (Command) must take it.
+type SelfMeasurer interface {
+	MeasureStopped() []byte
+}
+
 // StagesStopped reports whether m stages a stop's measurement from the
 // target itself, which must then still be stopped: the run resumes it
 // only after Stage (the native backend's native.sites cuts heaptrack's
@@ -162,6 +170,9 @@ type Findings struct {
 	// Allocator names the program's allocator, for run.json's
 	// native.allocator; "" when the backend does not say.
 	Allocator string
+	// MeasuredItself counts the stops the backend measured without gdb
+	// (SelfMeasurer), for run.json's native.stops_measured_by_snapctl.
+	MeasuredItself int
 }
 
 // Analysis turns the stops a backend read into findings.

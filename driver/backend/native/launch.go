@@ -539,6 +539,7 @@ func (b *Launch) AfterClose(bool) {
 	if b.backend != nil {
 		b.backend.heap.close()
 		b.backend.heap = nil
+		b.backend.quick.close()
 	}
 }
 

@@ -70,6 +70,9 @@ type Backend struct {
 	sitesEnded       error
 	// phases adds up what around_call's calls left, per breakpoint.
 	phases *phases
+	// quick measures stops without gdb once the agent has said where
+	// to read (quick.go).
+	quick quick
 }
 
 // New returns the native backend of a run.
@@ -110,6 +113,17 @@ func (b *Backend) Command(path string) string {
 
 func (*Backend) Ext() string { return ".json" }
 
+// MeasureStopped takes the stop's measurement without gdb where it can
+// (quick.go): not with native.sites or native.trim_probe, whose stops
+// act in gdb, nor in a program that does not allocate with glibc, nor
+// before the agent has said where to read.
+func (b *Backend) MeasureStopped() []byte {
+	if b.sitesOn || b.trim || b.launch == nil || b.launch.Pid() == 0 || b.allocator != "" && !isGlibc(b.allocator) {
+		return nil
+	}
+	return b.quick.measure(b.launch.Pid())
+}
+
 // Failure is always "": measure_native's errors reach snapctl as gdb's
 // ^error.
 func (*Backend) Failure(string) string { return "" }
@@ -139,9 +153,16 @@ func (b *Backend) Stage(ms backend.Measurement, stop *runjson.Stop) (string, err
 	var rec struct {
 		runjson.Memory
 		siteCut
+		Reading   *quickReading `json:"reading"`
+		BySnapctl bool          `json:"by_snapctl"`
 	}
 	if err := json.Unmarshal(data, &rec); err != nil {
 		return "", fmt.Errorf("reading the measurement at stop %d: %w", stop.Seq, err)
+	}
+	if rec.BySnapctl {
+		b.quick.taken++
+	} else {
+		b.quick.took(rec.Reading)
 	}
 	m := rec.Memory
 	b.stops++
@@ -356,6 +377,8 @@ func (b *Backend) Findings(title string) *backend.Findings {
 			Verdicts:  verdicts,
 			Allocator: b.allocator,
 			Phases:    b.phases.list(),
+
+			MeasuredItself: b.quick.taken,
 		}
 	}
 	f := b.perSite.Findings(title)
@@ -364,6 +387,7 @@ func (b *Backend) Findings(title string) *backend.Findings {
 		agreeWithSites(&verdicts[i], f.Suspects)
 	}
 	f.Verdicts, f.Allocator = verdicts, b.allocator
+	f.MeasuredItself = b.quick.taken
 	f.Phases = b.phases.list()
 	if b.launch != nil && b.launch.sites != nil {
 		for _, m := range b.launch.sites.rec.Modules().Named() {

@@ -367,10 +367,18 @@ func TestNativeFullTmpdir(t *testing.T) {
 			}
 			// The run is the test's only user of t until it ends.
 			done := make(chan outcome, 1)
+			// Over MI, snapctl measures a stop itself once the agent has
+			// said where to read, and writes nothing to TMPDIR for it:
+			// with native.trim_probe every stop is the agent's, a file
+			// there.
+			plan := "backend: native\nbreakpoints:\n" + p.bp("work", "work")
+			if p.name == "mi" {
+				plan = "backend: native\nnative:\n  trim_probe: true\nbreakpoints:\n" + p.bp("work", "work")
+			}
 			go func() {
 				// run.json lists stops within 100 ms rather than the 10 s
 				// that leave a loaded machine minutes of stops to go through.
-				res, err := runSession(t, driver.Options{Timeouts: driver.Timeouts{Timeout: 4 * time.Minute, ManifestEvery: 100 * time.Millisecond}}, "backend: native\nbreakpoints:\n"+p.bp("work", "work"), bin, "2", "20000")
+				res, err := runSession(t, driver.Options{Timeouts: driver.Timeouts{Timeout: 4 * time.Minute, ManifestEvery: 100 * time.Millisecond}}, plan, bin, "2", "20000")
 				done <- outcome{res, err}
 			}()
 			// Stops are in run.json (the run directory is not on the

@@ -193,8 +193,32 @@ def measure_native(path, trim, reader=None):
     rec = native_memory(trim, callback=False)
     if SITES is not None:
         rec.update(SITES.cut())
+    elif not trim and "mallinfo2" in rec:
+        rec["reading"] = reading()
     with open(path, "w") as f:
         json.dump(rec, f)
+
+
+def reading():
+    """What snapctl needs to take the next stops' measurement itself,
+    without gdb, as native_memory takes it here (native/quick.go): where
+    glibc's arenas, its arena count and each thread's tcache pointer lie,
+    the tcache's layout, and each thread's thread pointer by kernel id.
+    None when native_memory would not read the arenas so (jemalloc, no
+    tcache)."""
+    inferior = gdb.selected_inferior()
+    h = HEAPS.get(inferior.pid)
+    if h is None or h.why or h.tcache is None or jemalloc_mallctl()[1]:
+        return None
+    threads = {}
+    try:
+        for th in inferior.threads():
+            threads[str(th.ptid[1])] = thread_pointer(th)
+    except HeapUnreadable:
+        return None
+    return {"pid": inferior.pid, "layout": h.layout(), "narenas": h.narenas, "tcache": h.tcache,
+            "tcache_sizes": TCACHE_SIZES, "tcache_widths": {str(k): v for k, v in TCACHE_LAYOUTS.items()},
+            "threads": threads}
 
 
 class NativeStops(Stops):
