@@ -99,7 +99,7 @@ class BackendStops(unittest.TestCase):
         folder = os.path.join(readagent.ROOT, "driver", "backend", "native", "agent")
         files = sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".py") and not f.endswith("_test.py"))
         self.assertEqual(sorted(readagent.native_files()), files)
-        self.assertEqual(len(files), 7)
+        self.assertEqual(len(files), 6)
 
     def test_native_registers_its_stops(self):
         ns = readagent.core()

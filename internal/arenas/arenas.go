@@ -19,7 +19,7 @@ import (
 )
 
 // Layout says where glibc keeps the allocator's state in one process, as
-// agent.py finds it in libc's symbol table: main_arena and mp_, the
+// Find finds it in libc's symbol table: main_arena and mp_, the
 // offsets of n_mmaps (an int) and mmapped_mem in mp_, and whether fastbin
 // links are safe-linked (glibc 2.32 on: the link at A holds next ^ (A >>
 // 12)). The struct malloc_state layout is glibc's from 2.27 to 2.41
@@ -73,6 +73,8 @@ const (
 	nFastbins   = 10
 	nBins       = 128
 	maxArenas   = 65536
+	// minChunk is the smallest chunk's size.
+	minChunk = 32
 )
 
 // ErrCorrupt is what a heap whose lists do not hold together is: a
@@ -151,8 +153,9 @@ func read(m *memory, l Layout) (Result, error) {
 		return r, nil
 	}
 	// No list can hold more chunks than the heaps have room for (a
-	// chunk is at least 32 bytes): a longer walk is going round a cycle.
-	limit := systemMem/32 + 1
+	// chunk is at least minChunk bytes): a longer walk is going round a
+	// cycle.
+	limit := systemMem/minChunk + 1
 	w := walker{m: m, limit: limit, sums: make([]sums, len(ring))}
 	for i, a := range ring {
 		if err := w.start(i, a); err != nil {
