@@ -206,3 +206,26 @@ func TestFindWithoutSymbols(t *testing.T) {
 		t.Errorf("mallinfo2 at 8: %v", err)
 	}
 }
+
+// BenchmarkFind: what finding glibc's allocator costs a process once
+// (libc's debug file's symbol table read, the tcache's distance found).
+func BenchmarkFind(b *testing.B) {
+	bin := testenv.Build(b, "testdata/tls.c", "-pthread")
+	cmd := exec.Command(bin, "1")
+	cmd.Env = append(os.Environ(), testenv.ScopeEnv(b))
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { in.Close(); cmd.Wait() }()
+	lines := bufio.NewScanner(out)
+	lines.Scan()
+	fn, _ := strconv.ParseUint(lines.Text(), 0, 64)
+	pid := cmd.Process.Pid
+	for b.Loop() {
+		if _, err := Find(pid, &Process{Pid: pid}, Query{Mallinfo2: fn, DebugDirs: []string{"/usr/lib/debug"}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
