@@ -35,12 +35,15 @@ type Glibc struct {
 	Tcache       int64        `json:"tcache"`
 	TcacheWhy    string       `json:"tcache_why,omitempty"`
 	State        StateLayout  `json:"malloc_state"`
+	Chunk        ChunkLayout  `json:"chunk"`
 	TcacheStruct TcacheLayout `json:"tcache_struct"`
 }
 
 // StateLayout is struct malloc_state's layout (the constants of
-// arenas.go) and the smallest chunk, as the agent's own walk takes it.
+// arenas.go) and the smallest chunk, as the agent's own walk takes it:
+// Mutex is the lock, an int, 0 when free.
 type StateLayout struct {
+	Mutex     int `json:"mutex"`
 	Size      int `json:"size"`
 	Fastbins  int `json:"fastbins"`
 	Top       int `json:"top"`
@@ -50,6 +53,18 @@ type StateLayout struct {
 	NFastbins int `json:"nfastbins"`
 	NBins     int `json:"nbins"`
 	MinChunk  int `json:"min_chunk"`
+}
+
+// ChunkLayout is struct malloc_chunk's (arenas.go's constants): the size
+// word at Head, its low Flags bits flags; the fd and bk links right
+// after it at Links, where a chunk's user memory starts; chunks aligned
+// to Align; safe-linked links shifted by MangleShift.
+type ChunkLayout struct {
+	Head        int `json:"head"`
+	Links       int `json:"links"`
+	Flags       int `json:"flags"`
+	Align       int `json:"align"`
+	MangleShift int `json:"mangle_shift"`
 }
 
 // TcacheLayout is struct tcache_perthread_struct's: Bins bins, bin i
@@ -65,7 +80,8 @@ type TcacheLayout struct {
 }
 
 var (
-	stateLayout  = StateLayout{msSize, msFastbins, msTop, msBins, msNext, msSystemMem, nFastbins, nBins, minChunk}
+	stateLayout  = StateLayout{msMutex, msSize, msFastbins, msTop, msBins, msNext, msSystemMem, nFastbins, nBins, minChunk}
+	chunkLayout  = ChunkLayout{chunkHead, chunkLinks, sizeFlags, chunkAlign, mangleShift}
 	tcacheLayout = TcacheLayout{Bins: 64, Min: 32, Step: 16, Widths: [][2]uint64{{0x290, 2}, {0x250, 1}}}
 )
 
@@ -110,7 +126,7 @@ const noSymbols = "no symbol table for libc (install Debian's libc6-dbg, or the 
 // the heap unread (Why). The error is for a process whose mappings
 // cannot be read or that maps nothing at q.Mallinfo2.
 func Find(pid int, mem io.ReaderAt, q Query) (Glibc, error) {
-	g := Glibc{State: stateLayout, TcacheStruct: tcacheLayout}
+	g := Glibc{State: stateLayout, Chunk: chunkLayout, TcacheStruct: tcacheLayout}
 	maps, err := proc.Maps(pid)
 	if err != nil {
 		return g, err

@@ -193,6 +193,10 @@ class Heap:
             self.tcache_bins = t["bins"]
             self.tcache_sizes = [t["min"] + t["step"] * i for i in range(t["bins"])]
             self.tcache_widths = {size: width for size, width in t["widths"]}
+            # The struct is a chunk's user memory: its size word lies
+            # tcache_head bytes before.
+            self.tcache_head = g["chunk"]["links"] - g["chunk"]["head"]
+            self.tcache_flags, self.tcache_align = g["chunk"]["flags"], g["chunk"]["align"]
         self.why = g.get("why", "")
         if self.why:
             return
@@ -204,6 +208,12 @@ class Heap:
         self.ms_size, self.ms_fastbins, self.ms_top = ms["size"], ms["fastbins"], ms["top"]
         self.ms_bins, self.ms_next, self.ms_system_mem = ms["bins"], ms["next"], ms["system_mem"]
         self.nfastbins, self.nbins, self.min_chunk = ms["nfastbins"], ms["nbins"], ms["min_chunk"]
+        self.ms_mutex = ms["mutex"]
+        c = g["chunk"]
+        # A chunk's size word at head, its fd and bk links right after it
+        # at links (see internal/arenas.ChunkLayout).
+        self.c_head, self.c_links, self.c_flags = c["head"], c["links"], c["flags"]
+        self.c_align, self.c_shift = c["align"], c["mangle_shift"]
 
     def open(self):
         """The process's memory file's descriptor, opened if need be."""
@@ -240,9 +250,9 @@ class Heap:
                 raise HeapUnreadable("the list of arenas does not lead back to main_arena")
 
     def locked(self, arenas):
-        """How many arenas' locks are held (the mutex, an int at the
-        start of malloc_state, 0 when free)."""
-        return sum(1 for _, state in arenas if struct.unpack_from("<i", state, 0)[0] != 0)
+        """How many arenas' locks are held (the mutex, an int, 0 when
+        free)."""
+        return sum(1 for _, state in arenas if struct.unpack_from("<i", state, self.ms_mutex)[0] != 0)
 
     def read_all(self):
         """Reads the arenas: (locked, arenas, figures), the figures
@@ -294,7 +304,8 @@ class Heap:
         return m
 
     def add_arena(self, m, address, state, limit):
-        size = lambda chunk: struct.unpack("<Q", self.read(chunk + 8, 8))[0] & ~7
+        head, fd_at, flags, align, shift = self.c_head, self.c_links, ~self.c_flags, self.c_align - 1, self.c_shift
+        size = lambda chunk: struct.unpack("<Q", self.read(chunk + head, 8))[0] & flags
         top = struct.unpack_from("<Q", state, self.ms_top)[0]
         if top == 0:
             # An allocator not yet initialized (nothing allocated yet):
@@ -305,15 +316,15 @@ class Heap:
         fastavail = nfast = 0
         for p in struct.unpack_from("<%dQ" % self.nfastbins, state, self.ms_fastbins):
             while p:
-                if p & 15:
+                if p & align:
                     raise HeapUnreadable("arena 0x%x: a fastbin chunk at 0x%x is misaligned" % (address, p))
-                head, link = struct.unpack("<QQ", self.read(p + 8, 16))
-                fastavail += head & ~7
+                word, link = struct.unpack("<QQ", self.read(p + head, 16))
+                fastavail += word & flags
                 nfast += 1
                 self.spend()
                 if nfast > limit:
                     raise HeapUnreadable("arena 0x%x: a fastbin does not end within the %d chunks the heaps can hold" % (address, limit))
-                p = ((p + 16) >> 12) ^ link if self.mangled else link
+                p = ((p + fd_at) >> shift) ^ link if self.mangled else link
         avail += fastavail
         walked = 0
         # bin_at(i): the bin's fd and bk pointers, seen as a chunk whose fd
@@ -323,18 +334,19 @@ class Heap:
         links = struct.unpack_from("<%dQ" % (2 * (nbins - 1)), state, self.ms_bins)
         empty = EMPTY_BINS.get(address)
         if empty is None:
-            empty = EMPTY_BINS[address] = tuple(address + self.ms_bins + 16 * (i - 2) for i in range(1, nbins))
+            # Each bin is two links, fd and bk.
+            empty = EMPTY_BINS[address] = tuple(address + self.ms_bins + 16 * (i - 1) - fd_at for i in range(1, nbins))
         for i, p, b in zip(range(1, nbins), links[1::2], empty):
             if p == b:
                 continue
             after = b
             while p != b:
-                head, fd, bk = struct.unpack("<QQQ", self.read(p + 8, 24))
+                word, fd, bk = struct.unpack("<QQQ", self.read(p + head, 24))
                 if fd != after:
                     # Links that do not agree: a heap the program
                     # corrupted, or memory that is not a heap's.
                     raise HeapUnreadable("arena 0x%x: bin %d: chunk 0x%x's forward link is not 0x%x" % (address, i, p, after))
-                avail += head & ~7
+                avail += word & flags
                 nblocks += 1
                 walked += 1
                 self.spend()
@@ -376,16 +388,16 @@ class Heap:
         for th in threads:
             p = struct.unpack("<Q", self.read(thread_pointer(th) - self.tcache, 8))[0]
             # None yet (the thread has not allocated), or gone.
-            if p == 0 or p & 15:
+            if p == 0 or p % self.tcache_align:
                 continue
             # The chunk's size, then counts, in one read.
-            data = self.read(p - 8, 8 + 2 * bins)
-            head = struct.unpack_from("<Q", data)[0] & ~7
-            width = self.tcache_widths.get(head)
+            data = self.read(p - self.tcache_head, self.tcache_head + 2 * bins)
+            size = struct.unpack_from("<Q", data)[0] & ~self.tcache_flags
+            width = self.tcache_widths.get(size)
             if width is None:
                 raise HeapUnreadable("thread %d's tcache at 0x%x is a chunk of %d bytes, not glibc's tcache_perthread_struct"
-                                     % (th.num, p, head))
-            counts = struct.unpack_from("<%d%s" % (bins, "H" if width == 2 else "B"), data, 8)
+                                     % (th.num, p, size))
+            counts = struct.unpack_from("<%d%s" % (bins, "H" if width == 2 else "B"), data, self.tcache_head)
             total += sum(map(operator.mul, counts, self.tcache_sizes))
         return total
 

@@ -5,7 +5,9 @@
 # chunks in fastbins, in the regular bins and in its threads' tcaches.
 # Where they are and how glibc lays them out is what snapctl hands the
 # agent: internal/arenas.Find, printed by internal/arenas/testdata/find
-# (go run), from libc's separate debug file (Debian's libc6-dbg).
+# (go run), from libc's separate debug file (Debian's libc6-dbg). The
+# threads' tcaches are read with it too, from five threads of
+# internal/arenas/testdata/tls.c whose thread pointers it prints.
 
 import json
 import os
@@ -139,6 +141,43 @@ class Arenas(unittest.TestCase):
         h.pid, h.mem, h.tcache = pid, -1, None
         h.glibc(g)
         self.assertEqual((h.why, h.tcache, h.tcache_why), (g["why"], None, "no tcache"))
+
+    def test_tcaches_of_threads(self):
+        """Each of five threads of internal/arenas/testdata/tls.c has
+        freed one block of 100 bytes, which waits in its tcache as a
+        112-byte chunk: read at the distance below each thread pointer
+        snapctl hands the agent, with the struct's layout it hands."""
+        exe = os.path.join(self.dir.name, "tls")
+        subprocess.run(["gcc", "-O0", "-pthread", "-o", exe, os.path.join(ROOT, "internal", "arenas", "testdata", "tls.c")], check=True)
+        p = subprocess.Popen([exe, "4"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+        def end():
+            p.stdin.close()
+            p.wait(timeout=30)
+            p.stdout.close()
+        self.addCleanup(end)
+        addrs = [int(p.stdout.readline(), 16) for _ in range(6)]
+        g = find(p.pid, addrs[0])
+        if g.get("tcache_why"):
+            self.skipTest(g["tcache_why"])
+        h = self.ns["Heap"].__new__(self.ns["Heap"])
+        h.pid, h.mem = p.pid, -1
+        self.addCleanup(h.close)
+        h.glibc(g)
+
+        class Thread:
+            def __init__(self, num, tp):
+                self.num, self.tp = num, tp
+
+            def handle(self):
+                return self.tp.to_bytes(8, "little")
+        self.assertEqual(h.tcache_bytes([Thread(i + 1, tp) for i, tp in enumerate(addrs[1:])]), 5 * 112)
+        # The struct's chunk size is checked against the sizes handed: one
+        # not among them fails the reading.
+        g["tcache_struct"]["widths"] = [[w[0] + 16, w[1]] for w in g["tcache_struct"]["widths"]]
+        h.glibc(g)
+        with self.assertRaises(self.ns["HeapUnreadable"]):
+            h.tcache_bytes([Thread(1, addrs[1])])
 
     def test_unreadable_memory(self):
         pid = self.start()[0]
