@@ -184,19 +184,21 @@ class Heap:
             raise HeapUnreadable("snapctl's reader of them did not answer: %s" % e)
 
     def glibc(self, g):
-        """Takes what snapctl found of glibc's allocator (internal/arenas.Glibc)."""
+        """Takes what snapctl found of glibc's allocator
+        (internal/arenas.Glibc). Its layouts stay dicts (ms, chunk,
+        tcache_layout): a Heap with more than 30 attributes would have
+        Python read each of them, self.mem and self.budget at every chunk
+        walked too, more slowly."""
         self.narenas = g["narenas"] or None
         self.tcache_why = g.get("tcache_why", "")
+        self.chunk = g["chunk"]
         if not self.tcache_why:
             self.tcache = g["tcache"]
             t = g["tcache_struct"]
-            self.tcache_bins = t["bins"]
-            self.tcache_sizes = [t["min"] + t["step"] * i for i in range(t["bins"])]
-            self.tcache_widths = {size: width for size, width in t["widths"]}
             # The struct is a chunk's user memory: its size word lies
-            # tcache_head bytes before.
-            self.tcache_head = g["chunk"]["links"] - g["chunk"]["head"]
-            self.tcache_flags, self.tcache_align = g["chunk"]["flags"], g["chunk"]["align"]
+            # links - head bytes before.
+            self.tcache_layout = (t["bins"], [t["min"] + t["step"] * i for i in range(t["bins"])],
+                                  {size: width for size, width in t["widths"]}, self.chunk["links"] - self.chunk["head"])
         self.why = g.get("why", "")
         if self.why:
             return
@@ -204,16 +206,7 @@ class Heap:
         self.arena, self.mp = g["main_arena"], g["mp"]
         self.n_mmaps, self.mmapped_mem = g["n_mmaps"], g["mmapped_mem"]
         self.mangled = g["mangled"]
-        ms = g["malloc_state"]
-        self.ms_size, self.ms_fastbins, self.ms_top = ms["size"], ms["fastbins"], ms["top"]
-        self.ms_bins, self.ms_next, self.ms_system_mem = ms["bins"], ms["next"], ms["system_mem"]
-        self.nfastbins, self.nbins, self.min_chunk = ms["nfastbins"], ms["nbins"], ms["min_chunk"]
-        self.ms_mutex = ms["mutex"]
-        c = g["chunk"]
-        # A chunk's size word at head, its fd and bk links right after it
-        # at links (see internal/arenas.ChunkLayout).
-        self.c_head, self.c_links, self.c_flags = c["head"], c["links"], c["flags"]
-        self.c_align, self.c_shift = c["align"], c["mangle_shift"]
+        self.ms = g["malloc_state"]
 
     def open(self):
         """The process's memory file's descriptor, opened if need be."""
@@ -230,8 +223,10 @@ class Heap:
             self.mem = -1
 
     def read(self, address, size):
+        if self.mem < 0:
+            self.open()
         try:
-            data = os.pread(self.open(), size, address)
+            data = os.pread(self.mem, size, address)
         except (OSError, OverflowError) as e:
             raise HeapUnreadable("reading %d bytes at 0x%x: %s" % (size, address, e))
         if len(data) != size:
@@ -242,8 +237,8 @@ class Heap:
         """Every arena as (address, its malloc_state's bytes), main first."""
         out, address = [], self.arena
         while True:
-            out.append((address, self.read(address, self.ms_size)))
-            address = struct.unpack_from("<Q", out[-1][1], self.ms_next)[0]
+            out.append((address, self.read(address, self.ms["size"])))
+            address = struct.unpack_from("<Q", out[-1][1], self.ms["next"])[0]
             if address == self.arena:
                 return out
             if len(out) > 65536 or address == 0:
@@ -252,7 +247,7 @@ class Heap:
     def locked(self, arenas):
         """How many arenas' locks are held (the mutex, an int, 0 when
         free)."""
-        return sum(1 for _, state in arenas if struct.unpack_from("<i", state, self.ms_mutex)[0] != 0)
+        return sum(1 for _, state in arenas if struct.unpack_from("<i", state, self.ms["mutex"])[0] != 0)
 
     def read_all(self):
         """Reads the arenas: (locked, arenas, figures), the figures
@@ -294,7 +289,7 @@ class Heap:
         # the smallest chunk's size) goes round a cycle: a heap the
         # program corrupted, or memory that is not a heap's. The walk
         # stops there.
-        limit = sum(struct.unpack_from("<Q", state, self.ms_system_mem)[0] for _, state in arenas) // self.min_chunk + 1
+        limit = sum(struct.unpack_from("<Q", state, self.ms["system_mem"])[0] for _, state in arenas) // self.ms["min_chunk"] + 1
         self.budget = budget
         for address, state in arenas:
             self.add_arena(m, address, state, limit)
@@ -304,9 +299,12 @@ class Heap:
         return m
 
     def add_arena(self, m, address, state, limit):
-        head, fd_at, flags, align, shift = self.c_head, self.c_links, ~self.c_flags, self.c_align - 1, self.c_shift
-        size = lambda chunk: struct.unpack("<Q", self.read(chunk + head, 8))[0] & flags
-        top = struct.unpack_from("<Q", state, self.ms_top)[0]
+        c, ms = self.chunk, self.ms
+        head, fd_at, flags, align, shift = c["head"], c["links"], ~c["flags"], c["align"] - 1, c["mangle_shift"]
+        # Names looked up once, not at every chunk.
+        read, spend, unpack, mangled = self.read, self.spend, struct.unpack, self.mangled
+        size = lambda chunk, head=head, flags=flags: unpack("<Q", read(chunk + head, 8))[0] & flags
+        top = struct.unpack_from("<Q", state, ms["top"])[0]
         if top == 0:
             # An allocator not yet initialized (nothing allocated yet):
             # mallinfo2() would set it up, its top chunk and bins empty.
@@ -314,34 +312,34 @@ class Heap:
             return
         avail, nblocks = size(top), 1
         fastavail = nfast = 0
-        for p in struct.unpack_from("<%dQ" % self.nfastbins, state, self.ms_fastbins):
+        for p in struct.unpack_from("<%dQ" % ms["nfastbins"], state, ms["fastbins"]):
             while p:
                 if p & align:
                     raise HeapUnreadable("arena 0x%x: a fastbin chunk at 0x%x is misaligned" % (address, p))
-                word, link = struct.unpack("<QQ", self.read(p + head, 16))
+                word, link = unpack("<QQ", read(p + head, 16))
                 fastavail += word & flags
                 nfast += 1
-                self.spend()
+                spend()
                 if nfast > limit:
                     raise HeapUnreadable("arena 0x%x: a fastbin does not end within the %d chunks the heaps can hold" % (address, limit))
-                p = ((p + fd_at) >> shift) ^ link if self.mangled else link
+                p = ((p + fd_at) >> shift) ^ link if mangled else link
         avail += fastavail
         walked = 0
         # bin_at(i): the bin's fd and bk pointers, seen as a chunk whose fd
         # lies at bins[2 * (i - 1)]; an empty bin's bk (last(b)) is b
         # itself. Most bins are empty: they are found in one pass.
-        nbins = self.nbins
-        links = struct.unpack_from("<%dQ" % (2 * (nbins - 1)), state, self.ms_bins)
+        nbins = ms["nbins"]
+        links = struct.unpack_from("<%dQ" % (2 * (nbins - 1)), state, ms["bins"])
         empty = EMPTY_BINS.get(address)
         if empty is None:
             # Each bin is two links, fd and bk.
-            empty = EMPTY_BINS[address] = tuple(address + self.ms_bins + 16 * (i - 1) - fd_at for i in range(1, nbins))
+            empty = EMPTY_BINS[address] = tuple(address + ms["bins"] + 16 * (i - 1) - fd_at for i in range(1, nbins))
         for i, p, b in zip(range(1, nbins), links[1::2], empty):
             if p == b:
                 continue
             after = b
             while p != b:
-                word, fd, bk = struct.unpack("<QQQ", self.read(p + head, 24))
+                word, fd, bk = unpack("<QQQ", read(p + head, 24))
                 if fd != after:
                     # Links that do not agree: a heap the program
                     # corrupted, or memory that is not a heap's.
@@ -349,11 +347,11 @@ class Heap:
                 avail += word & flags
                 nblocks += 1
                 walked += 1
-                self.spend()
+                spend()
                 if walked > limit:
                     raise HeapUnreadable("arena 0x%x: bin %d does not end within the %d chunks the heaps can hold" % (address, i, limit))
                 p, after = bk, p
-        system_mem = struct.unpack_from("<Q", state, self.ms_system_mem)[0]
+        system_mem = struct.unpack_from("<Q", state, ms["system_mem"])[0]
         m["smblks"] += nfast
         m["ordblks"] += nblocks
         m["fordblks"] += avail
@@ -384,21 +382,23 @@ class Heap:
         """The bytes of the chunks in the tcaches of threads, every one
         stopped: counts[i] chunks of tcache_sizes[i] bytes in bin i, each
         count as wide as the struct's chunk size says."""
-        total, bins = 0, self.tcache_bins
+        bins, sizes, widths, before = self.tcache_layout
+        flags, align = ~self.chunk["flags"], self.chunk["align"]
+        total = 0
         for th in threads:
             p = struct.unpack("<Q", self.read(thread_pointer(th) - self.tcache, 8))[0]
             # None yet (the thread has not allocated), or gone.
-            if p == 0 or p % self.tcache_align:
+            if p == 0 or p % align:
                 continue
             # The chunk's size, then counts, in one read.
-            data = self.read(p - self.tcache_head, self.tcache_head + 2 * bins)
-            size = struct.unpack_from("<Q", data)[0] & ~self.tcache_flags
-            width = self.tcache_widths.get(size)
+            data = self.read(p - before, before + 2 * bins)
+            size = struct.unpack_from("<Q", data)[0] & flags
+            width = widths.get(size)
             if width is None:
                 raise HeapUnreadable("thread %d's tcache at 0x%x is a chunk of %d bytes, not glibc's tcache_perthread_struct"
                                      % (th.num, p, size))
-            counts = struct.unpack_from("<%d%s" % (bins, "H" if width == 2 else "B"), data, self.tcache_head)
-            total += sum(map(operator.mul, counts, self.tcache_sizes))
+            counts = struct.unpack_from("<%d%s" % (bins, "H" if width == 2 else "B"), data, before)
+            total += sum(map(operator.mul, counts, sizes))
         return total
 
 
