@@ -86,7 +86,8 @@ func runSites(t *testing.T, rounds int) []*snapshots.Snapshot {
 // cuts the stream at every stop at breakpoint bp and returns the
 // snapshots, the last one cut as the program calls exit: the heap it
 // ends with, as a stop of snapctl's cuts it (the library stops
-// recording in the exit handlers that run next).
+// recording in the exit handlers that run next: docs/facts.md, fact
+// libc-1).
 func runNative(t *testing.T, exe, bp string, args ...string) []*snapshots.Snapshot {
 	t.Helper()
 	tools := needTools(t)

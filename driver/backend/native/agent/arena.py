@@ -188,7 +188,7 @@ class Heap:
         (internal/arenas.Glibc). Its layouts stay dicts (ms, chunk,
         tcache_layout): a Heap with more than 30 attributes would have
         Python read each of them, self.mem and self.budget at every chunk
-        walked too, more slowly."""
+        walked too, more slowly (docs/facts.md, fact libc-3)."""
         self.narenas = g["narenas"] or None
         self.tcache_why = g.get("tcache_why", "")
         self.chunk = g["chunk"]
