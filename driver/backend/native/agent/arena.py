@@ -19,7 +19,8 @@ import gdb
 
 # DEBUG_DIRS is gdb's debug-file-directory as the plan left it, once
 # snapctl has pointed gdb away from the libraries' separate debug files
-# (skip_library_debug_info); None while gdb's own setting holds.
+# (skip_library_debug_info); None while gdb's own setting holds. snapctl
+# looks for libc's debug file there (Heap).
 DEBUG_DIRS = None
 
 
@@ -27,7 +28,7 @@ def skip_library_debug_info(nowhere):
     """Has gdb read no separate debug file from here on (the program's own
     is read already): with Debian's libc6-dbg, indexing libc's takes a
     native run 0.15-0.2 s when libc loads, and the measurement needs only
-    its symbol table (see arenas)."""
+    its symbol table, which snapctl reads (Heap)."""
     global DEBUG_DIRS
     DEBUG_DIRS = gdb.parameter("debug-file-directory")
     gdb.execute("set debug-file-directory %s" % nowhere)
