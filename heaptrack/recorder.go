@@ -25,11 +25,11 @@ import (
 // replays. A stop is marked in the stream by a mark written into the FIFO
 // while every thread of the program is stopped (FIFOMark: gdb's agent
 // writes it, from what Target reads of the library) and Snapshot gives
-// the heap there; Finish gives the heap when the stream ends.
+// the heap there. Close ends the reading.
 type Recorder struct {
 	fifo   string
 	rd     int      // the FIFO, read end, non-blocking, read by forward alone
-	hold   *os.File // a write end kept open until Finish, so that the FIFO reads empty, not ended, until the program ends
+	hold   *os.File // a write end kept open until Close, so that the FIFO reads empty, not ended, while the program runs
 	interp *exec.Cmd
 	in     io.WriteCloser // interpreter's stdin
 	stderr limitedWriter  // the interpreter's stderr, its first 64 KiB
@@ -48,7 +48,7 @@ type Recorder struct {
 	cutReady chan struct{}
 
 	mu       sync.Mutex
-	finished bool
+	finished bool // Close has run
 
 	// replayed counts the interpreter's lines replayed (see Progress).
 	replayed atomic.Int64
@@ -135,10 +135,6 @@ func (r *Recorder) FIFO() string { return r.fifo }
 
 // Modules returns the process's modules as the stream lists them.
 func (r *Recorder) Modules() *Modules { return r.mods }
-
-// Replayer returns the replayer, for its totals once Finish has
-// returned: until then the stream is being replayed into it.
-func (r *Recorder) Replayer() *Replayer { return r.rep }
 
 // filler follows a cut marker: 5,000 bytes of lines the interpreter passes
 // through, more than its 4,096-byte buffer holds, so that it writes the
@@ -480,44 +476,6 @@ func (r *Recorder) keepCut(index int, snap *snapshots.Snapshot) {
 	r.cuts[index] = snap
 	close(r.cutReady)
 	r.cutReady = make(chan struct{})
-}
-
-// Finish waits for the stream to end (the program exited, or the library
-// stopped) and returns the heap at its end, numbered index: what the
-// program had not freed. The library writes its last buffer out from an
-// atexit handler: a program that ends by _exit or a signal loses up to
-// 4 KiB of its last events. For an exact end, cut at a stop on the
-// exit_group system call instead.
-func (r *Recorder) Finish(ctx context.Context, index int) (*snapshots.Snapshot, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.finished {
-		r.finished = true
-		r.hold.Close()
-	}
-	var ferr, rerr error
-	select {
-	case ferr = <-r.fwdErr:
-		r.fwdErr <- ferr
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	select {
-	case rerr = <-r.repErr:
-		r.repErr <- rerr
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if ferr != nil {
-		return nil, ferr
-	}
-	if rerr != nil {
-		return nil, fmt.Errorf("%w%s", rerr, r.stderrText())
-	}
-	if err := r.interp.Wait(); err != nil {
-		return nil, fmt.Errorf("heaptrack_interpret: %w%s", err, r.stderrText())
-	}
-	return r.rep.Snapshot(index), nil
 }
 
 // Close ends the interpreter if it still runs and removes the FIFO.

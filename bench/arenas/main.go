@@ -10,6 +10,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -78,15 +79,19 @@ func run(frag, blocks, threads, heap string, rounds int, viaFile bool) error {
 			time.Sleep(time.Millisecond)
 		}
 		if r == nil {
-			l, err := arenas.LayoutOf(pid)
-			if err != nil {
-				return err
-			}
 			mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
 			if err != nil {
 				return err
 			}
 			defer mem.Close()
+			g, err := arenas.Find(pid, mem, arenas.Query{DebugDirs: []string{"/usr/lib/debug"}})
+			if err != nil {
+				return err
+			}
+			if g.Why != "" {
+				return errors.New(g.Why)
+			}
+			l := g.Layout
 			src := &arenas.Process{Pid: pid, File: mem}
 			if viaFile {
 				src.Pid = 0

@@ -19,7 +19,7 @@ import (
 )
 
 // Layout says where glibc keeps the allocator's state in one process, as
-// agent.py finds it in libc's symbol table: main_arena and mp_, the
+// Find finds it in libc's symbol table: main_arena and mp_, the
 // offsets of n_mmaps (an int) and mmapped_mem in mp_, and whether fastbin
 // links are safe-linked (glibc 2.32 on: the link at A holds next ^ (A >>
 // 12)). The struct malloc_state layout is glibc's from 2.27 to 2.41
@@ -64,6 +64,7 @@ type Result struct {
 // binmap[4], next, next_free, attached_threads, system_mem,
 // max_system_mem.
 const (
+	msMutex     = 0
 	msSize      = 2200
 	msFastbins  = 16
 	msTop       = 96
@@ -73,6 +74,21 @@ const (
 	nFastbins   = 10
 	nBins       = 128
 	maxArenas   = 65536
+	// minChunk is the smallest chunk's size.
+	minChunk = 32
+)
+
+// struct malloc_chunk: the size word at chunkHead (its low sizeFlags
+// bits are flags), the fd and bk links right after it at chunkLinks,
+// where a chunk's user memory starts; chunks are chunkAlign-aligned.
+// Safe-linking (glibc 2.32) stores a fastbin link at address A as
+// next ^ (A >> mangleShift).
+const (
+	chunkHead   = 8
+	chunkLinks  = 16
+	sizeFlags   = 7
+	chunkAlign  = 16
+	mangleShift = 12
 )
 
 // ErrCorrupt is what a heap whose lists do not hold together is: a
@@ -134,7 +150,7 @@ func read(m *memory, l Layout) (Result, error) {
 			return r, fmt.Errorf("arena 0x%x: %w", addr, err)
 		}
 		ring = append(ring, arena{addr, state})
-		if le32(state, 0) != 0 {
+		if le32(state, msMutex) != 0 {
 			r.Locked++
 		}
 		systemMem += le64(state, msSystemMem)
@@ -151,8 +167,9 @@ func read(m *memory, l Layout) (Result, error) {
 		return r, nil
 	}
 	// No list can hold more chunks than the heaps have room for (a
-	// chunk is at least 32 bytes): a longer walk is going round a cycle.
-	limit := systemMem/32 + 1
+	// chunk is at least minChunk bytes): a longer walk is going round a
+	// cycle.
+	limit := systemMem/minChunk + 1
 	w := walker{m: m, limit: limit, sums: make([]sums, len(ring))}
 	for i, a := range ring {
 		if err := w.start(i, a); err != nil {
@@ -242,11 +259,11 @@ func (w *walker) start(i int, a arena) error {
 		// with an empty top and empty bins.
 		return nil
 	}
-	size, err := w.m.word(top + 8)
+	size, err := w.m.word(top + chunkHead)
 	if err != nil {
 		return fmt.Errorf("the top chunk at 0x%x: %w", top, err)
 	}
-	w.sums[i].top = size &^ 7
+	w.sums[i].top = size &^ sizeFlags
 	for f := 0; f < nFastbins; f++ {
 		if p := le64(state, msFastbins+8*f); p != 0 {
 			w.lists = append(w.lists, list{arena: i, addr: a.addr, fast: true, bin: f, p: p})
@@ -255,7 +272,7 @@ func (w *walker) start(i int, a arena) error {
 	for b := 1; b < nBins; b++ {
 		// bin_at(b) is seen as a chunk whose fd lies at bins[2(b-1)];
 		// last(bin) is its bk, the bin itself while it is empty.
-		bin := a.addr + msBins + 16*uint64(b-1) - 16
+		bin := a.addr + msBins + 16*uint64(b-1) - chunkLinks
 		if p := le64(state, msBins+16*(b-1)+8); p != bin {
 			w.lists = append(w.lists, list{arena: i, addr: a.addr, bin: b, p: p, after: bin, end: bin})
 		}
@@ -300,7 +317,7 @@ func (w *walker) walk() error {
 
 // wait puts list i with the lists waiting for its next chunk's block.
 func (w *walker) wait(i int) {
-	key := (w.lists[i].p + 8) >> blockShift
+	key := (w.lists[i].p + chunkHead) >> blockShift
 	w.waiting[key] = append(w.waiting[key], i)
 }
 
@@ -312,29 +329,29 @@ func (w *walker) run(i int) error {
 	for {
 		p := l.p
 		if l.fast {
-			if p&15 != 0 {
+			if p&(chunkAlign-1) != 0 {
 				return fmt.Errorf("a chunk at 0x%x is misaligned: %w", p, ErrCorrupt)
 			}
-			v, err := w.m.words(p+8, 2)
+			v, err := w.m.words(p+chunkHead, 2)
 			if err != nil {
 				return fmt.Errorf("chunk 0x%x: %w", p, err)
 			}
-			s.fastavail += v[0] &^ 7
+			s.fastavail += v[0] &^ sizeFlags
 			s.nfast++
 			if w.m.mangled {
-				l.p = ((p + 16) >> 12) ^ v[1]
+				l.p = ((p + chunkLinks) >> mangleShift) ^ v[1]
 			} else {
 				l.p = v[1]
 			}
 		} else {
-			v, err := w.m.words(p+8, 3)
+			v, err := w.m.words(p+chunkHead, 3)
 			if err != nil {
 				return fmt.Errorf("chunk 0x%x: %w", p, err)
 			}
 			if v[1] != l.after {
 				return fmt.Errorf("chunk 0x%x's forward link is not 0x%x: %w", p, l.after, ErrCorrupt)
 			}
-			s.binavail += v[0] &^ 7
+			s.binavail += v[0] &^ sizeFlags
 			s.nbin++
 			l.p, l.after = v[2], p
 		}
@@ -346,7 +363,7 @@ func (w *walker) run(i int) error {
 		if l.fast && l.p == 0 || !l.fast && l.p == l.end {
 			return nil
 		}
-		if !w.m.resident(l.p+8) || !w.m.resident(l.p+31) {
+		if !w.m.resident(l.p+chunkHead) || !w.m.resident(l.p+chunkLinks+15) {
 			l.parks++
 			w.wait(i)
 			return nil

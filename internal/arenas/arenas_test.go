@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -48,15 +49,19 @@ func readStopped(t *testing.T, blocks, threads, rounds int) []Result {
 			}
 			time.Sleep(2 * time.Millisecond)
 		}
-		l, err := LayoutOf(pid)
-		if err != nil {
-			t.Skipf("glibc's layout: %v", err)
-		}
 		mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := Read(mem, l)
+		g, err := Find(pid, mem, Query{DebugDirs: []string{"/usr/lib/debug"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Why != "" {
+			mem.Close()
+			t.Skipf("glibc's layout: %s", g.Why)
+		}
+		res, err := Read(mem, g.Layout)
 		mem.Close()
 		if err != nil {
 			t.Fatalf("round %d: %v", r, err)
@@ -101,4 +106,126 @@ func min64(a, b int) int {
 		return a
 	}
 	return b
+}
+
+// startTLS runs testdata/tls.c, built with flags, with threads threads:
+// its pid, mallinfo2's address and every thread's thread pointer.
+func startTLS(t *testing.T, threads int, flags ...string) (int, uint64, []uint64) {
+	t.Helper()
+	bin := testenv.Build(t, "testdata/tls.c", append([]string{"-pthread"}, flags...)...)
+	cmd := exec.Command(bin, strconv.Itoa(threads))
+	cmd.Env = append(os.Environ(), testenv.ScopeEnv(t))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		in.Close()
+		cmd.Wait()
+	})
+	lines := bufio.NewScanner(out)
+	var addrs []uint64
+	for len(addrs) < threads+2 && lines.Scan() {
+		v, err := strconv.ParseUint(lines.Text(), 0, 64)
+		if err != nil {
+			t.Fatalf("the fixture's line %q: %v", lines.Text(), err)
+		}
+		addrs = append(addrs, v)
+	}
+	if len(addrs) != threads+2 {
+		t.Fatalf("the fixture printed %d addresses, want %d", len(addrs), threads+2)
+	}
+	return cmd.Process.Pid, addrs[0], addrs[1:]
+}
+
+// TestFindTcache: the distance Find gives below each thread's thread
+// pointer holds the thread's tcache, a chunk of glibc's
+// tcache_perthread_struct's size, in a dynamic program of five threads
+// and in a static program (its own symbol table, its one TLS block).
+func TestFindTcache(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		flags []string
+	}{{"dynamic", nil}, {"static", []string{"-static"}}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			pid, fn, tps := startTLS(t, 4, c.flags...)
+			mem := &Process{Pid: pid}
+			g, err := Find(pid, mem, Query{Mallinfo2: fn, DebugDirs: []string{"/usr/lib/debug"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g.TcacheWhy != "" {
+				t.Skipf("the tcaches: %s", g.TcacheWhy)
+			}
+			for i, tp := range tps {
+				p := make([]byte, 8)
+				if _, err := mem.ReadAt(p, int64(tp-uint64(g.Tcache))); err != nil {
+					t.Fatalf("thread %d: %v", i, err)
+				}
+				head := make([]byte, 8)
+				if _, err := mem.ReadAt(head, int64(le64(p, 0)-8)); err != nil {
+					t.Fatalf("thread %d: its tcache at 0x%x: %v", i, le64(p, 0), err)
+				}
+				size, widths := le64(head, 0)&^7, map[uint64]bool{}
+				for _, w := range g.TcacheStruct.Widths {
+					widths[w[0]] = true
+				}
+				if !widths[size] {
+					t.Errorf("thread %d: 0x%x below its thread pointer points to a chunk of %d bytes, not a tcache (%v)", i, g.Tcache, size, g.TcacheStruct.Widths)
+				}
+			}
+		})
+	}
+}
+
+// TestFindWithoutSymbols: without libc's symbol table (no debug file
+// where Find looks) neither the arenas nor the tcaches are found, and
+// Find says why, naming the package that installs it; the count of
+// arenas is unknown.
+func TestFindWithoutSymbols(t *testing.T) {
+	t.Parallel()
+	pid, fn, _ := startTLS(t, 1)
+	g, err := Find(pid, &Process{Pid: pid}, Query{Mallinfo2: fn, DebugDirs: []string{t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "cannot be found: no symbol table for libc (install Debian's libc6-dbg, or the distribution's libc debug symbols)"
+	if g.Why != "glibc's arenas "+want || g.TcacheWhy != "glibc's per-thread caches "+want || g.NArenas != 0 || g.MainArena != 0 {
+		t.Errorf("found %+v", g)
+	}
+	if _, err := Find(pid, &Process{Pid: pid}, Query{Mallinfo2: 8}); err == nil || !strings.Contains(err.Error(), "maps no file at mallinfo2 (0x8)") {
+		t.Errorf("mallinfo2 at 8: %v", err)
+	}
+}
+
+// BenchmarkFind: what finding glibc's allocator costs a process once
+// (libc's debug file's symbol table read, the tcache's distance found).
+func BenchmarkFind(b *testing.B) {
+	bin := testenv.Build(b, "testdata/tls.c", "-pthread")
+	cmd := exec.Command(bin, "1")
+	cmd.Env = append(os.Environ(), testenv.ScopeEnv(b))
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { in.Close(); cmd.Wait() }()
+	lines := bufio.NewScanner(out)
+	lines.Scan()
+	fn, _ := strconv.ParseUint(lines.Text(), 0, 64)
+	pid := cmd.Process.Pid
+	for b.Loop() {
+		if _, err := Find(pid, &Process{Pid: pid}, Query{Mallinfo2: fn, DebugDirs: []string{"/usr/lib/debug"}}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

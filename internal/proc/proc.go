@@ -5,6 +5,7 @@ package proc
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"strconv"
@@ -148,4 +149,21 @@ func parseMapping(line string) (Mapping, bool) {
 		m.Path, m.Deleted = p, true
 	}
 	return m, true
+}
+
+// Auxv is the value of key (AT_BASE 7, AT_ENTRY 9...) in the auxiliary
+// vector the kernel gave process pid, ok false when it has none.
+func Auxv(pid int, key uint64) (value uint64, ok bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/auxv", pid))
+	if err != nil {
+		return 0, false
+	}
+	for i := 0; i+16 <= len(data); i += 16 {
+		if k := binary.LittleEndian.Uint64(data[i:]); k == key {
+			return binary.LittleEndian.Uint64(data[i+8:]), true
+		} else if k == 0 {
+			break
+		}
+	}
+	return 0, false
 }

@@ -100,3 +100,14 @@ func TestMapsPathWithSpaces(t *testing.T) {
 		t.Errorf("Maps(self) does not map %s", exe)
 	}
 }
+
+// Auxv reads this process's auxiliary vector: its page size (AT_PAGESZ)
+// is the one the runtime knows, and a key it lacks is not found.
+func TestAuxv(t *testing.T) {
+	if v, ok := Auxv(os.Getpid(), 6); !ok || v != uint64(os.Getpagesize()) {
+		t.Errorf("AT_PAGESZ %d, %v; want %d", v, ok, os.Getpagesize())
+	}
+	if v, ok := Auxv(os.Getpid(), 1<<40); ok {
+		t.Errorf("key 1<<40: %d", v)
+	}
+}

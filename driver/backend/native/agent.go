@@ -9,15 +9,14 @@ import (
 // Python is the native backend's part of gdb's agent (driver/gdb/agent.py),
 // read into the agent's namespace after it, in this order (a file's names
 // are defined before a later file's code runs as gdb reads it): calls into
-// the stopped program (calls.py: gdb's and the ptrace engine's), the ELF reader
-// and glibc's arenas (elf.py, arena.py), jemalloc's statistics,
+// the stopped program (calls.py: gdb's and the ptrace engine's), glibc's
+// arenas as snapctl finds them (arena.py), jemalloc's statistics,
 // heaptrack's cut, the stop's measurement and the agent's hooks for
 // native stops (measure.py), and hits counted once across gdb's step over
 // a breakpoint (stepover.py). Each file has its unit tests beside it
 // (agent/*_test.py, run by .ci/run).
 var Python = []gdb.Script{
 	{Name: "native-calls.py", Source: agentCalls},
-	{Name: "native-elf.py", Source: agentElf},
 	{Name: "native-arena.py", Source: agentArena},
 	{Name: "native-jemalloc.py", Source: agentJemalloc},
 	{Name: "native-heaptrack.py", Source: agentHeaptrack},
@@ -27,9 +26,6 @@ var Python = []gdb.Script{
 
 //go:embed agent/calls.py
 var agentCalls string
-
-//go:embed agent/elf.py
-var agentElf string
 
 //go:embed agent/arena.py
 var agentArena string

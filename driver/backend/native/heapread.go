@@ -15,11 +15,16 @@ import (
 	"github.com/snapctl/snapctl/internal/arenas"
 )
 
-// heapReader reads glibc's arenas for gdb's agent at a stop: the agent
-// sends where they are (arenas.Layout) over a Unix socket, with, the
-// first time for a process, its /proc/PID/mem opened by gdb; snapctl
-// reads the memory in bulk and walks the free lists (internal/arenas) and
-// answers with mallinfo2()'s figures. Walking the lists in Python, a read
+// heapReader finds and reads glibc's arenas for gdb's agent. The agent
+// asks once a process, over a Unix socket, where glibc's allocator is
+// (a find request: mallinfo2's address as gdb resolves it, gdb's debug
+// file directories), with the process's /proc/PID/mem opened by gdb;
+// snapctl reads libc's symbol table and answers with arenas.Glibc, the
+// one description of glibc's memory the agent reads with. At a stop
+// whose heap is larger than the agent walks itself, the agent sends
+// where the arenas are (arenas.Layout); snapctl reads the memory in bulk
+// and walks the free lists (internal/arenas) and answers with
+// mallinfo2()'s figures. Walking the lists in Python, a read
 // a chunk, cost 0.55 s a stop at 200,000 free chunks; here about what
 // copying the heap costs (docs/facts.md, fact 86). The socket is in
 // the abstract namespace (a private directory's path can be longer than
@@ -34,16 +39,20 @@ type heapReader struct {
 	conns map[*net.UnixConn]bool
 }
 
-// heapRequest is the agent's request: the process and its layout; the
-// process's memory file comes with the first request for a process.
+// heapRequest is the agent's request: the process and either what to
+// find glibc's allocator by or its layout to read; the process's memory
+// file comes with the first request for a process.
 type heapRequest struct {
 	Pid    int           `json:"pid"`
+	Find   *arenas.Query `json:"find,omitempty"`
 	Layout arenas.Layout `json:"layout"`
 }
 
-// heapReply is the answer: a reading (arenas.Result) and how long it
-// took, or why there is none.
+// heapReply is the answer: glibc's allocator found (to a find request),
+// or a reading (arenas.Result) and how long it took, or why there is
+// none.
 type heapReply struct {
+	Glibc *arenas.Glibc `json:"glibc,omitempty"`
 	*arenas.Result
 	Seconds float64 `json:"seconds,omitempty"`
 	Error   string  `json:"error,omitempty"`
@@ -118,6 +127,7 @@ func (h *heapReader) serve(c *net.UnixConn) {
 	var (
 		pid    int
 		mem    *os.File
+		src    *arenas.Process
 		reader *arenas.Reader
 	)
 	defer func() {
@@ -155,16 +165,10 @@ func (h *heapReader) serve(c *net.UnixConn) {
 					mem = os.NewFile(uintptr(fds[0]), fmt.Sprintf("/proc/%d/mem", pid))
 					fds = fds[1:]
 				}
-				reader = arenas.NewReader(&arenas.Process{Pid: pid, File: mem})
+				src = &arenas.Process{Pid: pid, File: mem}
+				reader = arenas.NewReader(src)
 			}
-			t0 := time.Now()
-			res, err := reader.Read(req.Layout)
-			reply.Seconds = time.Since(t0).Seconds()
-			reply.Result = &res
-			if err != nil {
-				reply.Error = err.Error()
-				reply.Corrupt = errors.Is(err, arenas.ErrCorrupt)
-			}
+			reply = answer(req, src, reader)
 		}
 		for _, fd := range fds {
 			syscall.Close(fd)
@@ -174,6 +178,28 @@ func (h *heapReader) serve(c *net.UnixConn) {
 			return
 		}
 	}
+}
+
+// answer answers req about the process src reads, with its reader.
+func answer(req heapRequest, src *arenas.Process, reader *arenas.Reader) heapReply {
+	var reply heapReply
+	if req.Find != nil {
+		g, err := arenas.Find(req.Pid, src, *req.Find)
+		reply.Glibc = &g
+		if err != nil {
+			reply.Error = err.Error()
+		}
+		return reply
+	}
+	t0 := time.Now()
+	res, err := reader.Read(req.Layout)
+	reply.Seconds = time.Since(t0).Seconds()
+	reply.Result = &res
+	if err != nil {
+		reply.Error = err.Error()
+		reply.Corrupt = errors.Is(err, arenas.ErrCorrupt)
+	}
+	return reply
 }
 
 // receivedFDs are the descriptors an SCM_RIGHTS message carried.

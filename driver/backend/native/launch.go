@@ -266,8 +266,9 @@ func (b *Launch) Launch(ctx context.Context, env *backend.Env) error {
 		return err
 	}
 	// The allocator is read through the agent's measure_native, which
-	// has snapctl read glibc's arenas (heapread.go); without the reader
-	// the agent reads them itself, more slowly.
+	// has snapctl find glibc's arenas and read the large heaps
+	// (heapread.go); without the reader glibc's arenas are not found,
+	// and a process of one thread has mallinfo2() called instead.
 	if h, err := startHeapReader(); err == nil {
 		b.backend.heap = h
 	}

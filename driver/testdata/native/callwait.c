@@ -1,14 +1,13 @@
 // callwait.c: a function that returns only once another thread has run
-// (wait_turn), one that never returns (forever), and a free lock word,
-// for the calls snapctl makes into a process with ptrace when gdb is
-// gone (driver/backend/native/rescue.go). Prints "ready" once its worker
+// (wait_turn) and one that never returns (forever), for the calls
+// snapctl makes into a process with ptrace when gdb is gone
+// (driver/backend/native/rescue.go). Prints "ready" once its worker
 // thread runs.
 #include <pthread.h>
 #include <stdio.h>
 #include <unistd.h>
 
 volatile int turn;
-int lock_word[3];
 
 void wait_turn(void)
 {

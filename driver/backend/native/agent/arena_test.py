@@ -3,10 +3,13 @@
 # process's own mallinfo2() says of them. Four threads allocate and free
 # at once, so that the process has arenas besides main_arena, with
 # chunks in fastbins, in the regular bins and in its threads' tcaches.
-# The symbols come from libc's separate debug file (Debian's libc6-dbg)
-# as libc_symbols finds them in gdb: by build id, placed by mallinfo2's
-# address in the process.
+# Where they are and how glibc lays them out is what snapctl hands the
+# agent: internal/arenas.Find, printed by internal/arenas/testdata/find
+# (go run), from libc's separate debug file (Debian's libc6-dbg). The
+# threads' tcaches are read with it too, from five threads of
+# internal/arenas/testdata/tls.c whose thread pointers it prints.
 
+import json
 import os
 import shutil
 import subprocess
@@ -67,12 +70,18 @@ int main(void) {
 """
 
 
-def build_id(path):
-    out = subprocess.run(["readelf", "-n", path], check=True, capture_output=True, text=True).stdout
-    return next(l.split()[-1] for l in out.splitlines() if "Build ID:" in l)
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..")
 
 
-@unittest.skipUnless(shutil.which("gcc") and shutil.which("readelf"), "needs gcc and binutils")
+def find(pid, mallinfo2):
+    """internal/arenas.Find's description of process pid's glibc, as the
+    agent gets it."""
+    out = subprocess.run(["go", "run", "./internal/arenas/testdata/find", str(pid), hex(mallinfo2)],
+                         cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+@unittest.skipUnless(shutil.which("gcc") and shutil.which("go"), "needs gcc and go")
 class Arenas(unittest.TestCase):
     def setUp(self):
         self.ns = readagent.native()
@@ -95,43 +104,22 @@ class Arenas(unittest.TestCase):
         figures = [int(x) for x in p.stdout.readline().split()]
         return p.pid, tuple(int(x) for x in version.split(".")[:2]), int(fn, 16), dict(zip(self.ns["MALLINFO2"], figures))
 
-    def libc(self, pid):
-        with open("/proc/%d/maps" % pid) as f:
-            for line in f:
-                fields = line.split()
-                if len(fields) >= 6 and os.path.basename(fields[5]).startswith("libc.so"):
-                    return fields[5]
-        self.fail("process %d has no libc" % pid)
-
     def test_mallinfo_of_a_threaded_process(self):
         pid, version, fn, want = self.start()
-        libc = self.libc(pid)
-        bid = build_id(libc)
-        debug = "/usr/lib/debug/.build-id/%s/%s.debug" % (bid[:2], bid[2:])
-        if not os.path.exists(debug):
-            self.skipTest("no debug file for %s (Debian's libc6-dbg)" % libc)
-        syms = self.ns["elf_symbols"](debug, ("mallinfo2", "main_arena", "mp_"), sizes=True)
-        self.assertEqual(sorted(syms), ["main_arena", "mallinfo2", "mp_"])
-        base = fn - syms["mallinfo2"][0]
-        # The load base as the process's maps have it (its mapping at
-        # file offset 0): mallinfo2's address agrees.
-        with open("/proc/%d/maps" % pid) as f:
-            starts = [int(l.split()[0].split("-")[0], 16) for l in f
-                      if l.split()[5:6] == [libc] and int(l.split()[2], 16) == 0]
-        self.assertEqual(starts[:1], [base])
+        g = find(pid, fn)
+        if g.get("why"):
+            self.skipTest(g["why"])
+        self.assertEqual(g["version"], "%d.%d" % version)
         Heap = self.ns["Heap"]
         h = Heap.__new__(Heap)
         h.pid, h.mem, h.budget = pid, -1, None
-        (arena, arena_size), (mp, mp_size) = syms["main_arena"], syms["mp_"]
-        self.assertEqual(arena_size, self.ns["MS_SIZE"])
-        h.arena, h.mp = base + arena, base + mp
-        h.n_mmaps, h.mmapped_mem = self.ns["MP_LAYOUTS"][mp_size]
-        h.mangled = version >= (2, 32)
+        h.glibc(g)
         self.addCleanup(h.close)
-        self.assertEqual(h.version((base + self.ns["elf_symbols"](debug, ("__libc_version",))["__libc_version"], 0)), version)
+        self.assertEqual(h.mangled, version >= (2, 32))
         arenas = h.arenas()
         self.assertGreaterEqual(len(arenas), 2, "the threads' arenas")
         self.assertEqual(h.locked(arenas), 0)
+        self.assertEqual(h.count(), len(arenas))
         got = h.mallinfo(arenas)
         self.assertEqual(got, want)
         self.assertGreater(got["smblks"], 0, "chunks in fastbins")
@@ -142,6 +130,54 @@ class Arenas(unittest.TestCase):
         self.assertEqual(h.mallinfo(arenas, 1 << 20), want)
         # No reader of snapctl's: the walk here.
         self.assertEqual(h.read_all(), (0, len(arenas), want))
+
+    def test_without_symbols(self):
+        """What snapctl says without libc's symbol table leaves the heap
+        unread and says why, for the arenas and the tcaches."""
+        pid = self.start()[0]
+        g = find(pid, 0)
+        g.update(why="glibc's arenas cannot be found: no symbol table", tcache_why="no tcache")
+        h = self.ns["Heap"].__new__(self.ns["Heap"])
+        h.pid, h.mem, h.tcache = pid, -1, None
+        h.glibc(g)
+        self.assertEqual((h.why, h.tcache, h.tcache_why), (g["why"], None, "no tcache"))
+
+    def test_tcaches_of_threads(self):
+        """Each of five threads of internal/arenas/testdata/tls.c has
+        freed one block of 100 bytes, which waits in its tcache as a
+        112-byte chunk: read at the distance below each thread pointer
+        snapctl hands the agent, with the struct's layout it hands."""
+        exe = os.path.join(self.dir.name, "tls")
+        subprocess.run(["gcc", "-O0", "-pthread", "-o", exe, os.path.join(ROOT, "internal", "arenas", "testdata", "tls.c")], check=True)
+        p = subprocess.Popen([exe, "4"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+        def end():
+            p.stdin.close()
+            p.wait(timeout=30)
+            p.stdout.close()
+        self.addCleanup(end)
+        addrs = [int(p.stdout.readline(), 16) for _ in range(6)]
+        g = find(p.pid, addrs[0])
+        if g.get("tcache_why"):
+            self.skipTest(g["tcache_why"])
+        h = self.ns["Heap"].__new__(self.ns["Heap"])
+        h.pid, h.mem = p.pid, -1
+        self.addCleanup(h.close)
+        h.glibc(g)
+
+        class Thread:
+            def __init__(self, num, tp):
+                self.num, self.tp = num, tp
+
+            def handle(self):
+                return self.tp.to_bytes(8, "little")
+        self.assertEqual(h.tcache_bytes([Thread(i + 1, tp) for i, tp in enumerate(addrs[1:])]), 5 * 112)
+        # The struct's chunk size is checked against the sizes handed: one
+        # not among them fails the reading.
+        g["tcache_struct"]["widths"] = [[w[0] + 16, w[1]] for w in g["tcache_struct"]["widths"]]
+        h.glibc(g)
+        with self.assertRaises(self.ns["HeapUnreadable"]):
+            h.tcache_bytes([Thread(1, addrs[1])])
 
     def test_unreadable_memory(self):
         pid = self.start()[0]
