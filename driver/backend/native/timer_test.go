@@ -113,14 +113,15 @@ func TestNativeSignalTimer(t *testing.T) {
 }
 
 // TestNativeSignalTimerAttach: attached twice to a process of four threads
-// under a 200 us timer, on every stop path, each run takes its 50 stops
-// and detaches; after that the process runs on, its handler runs, and it
-// never finds SIGALRM blocked after a call: no thread is left with its
-// signals held. With --guard gdbserver traces the process, and the
-// process has one thread, which blocks its own signals for the step in a
-// call gdb makes: without that the run never got past its first few
-// stops. With four threads under gdbserver gdb 13 cannot make that call
-// safely, and such a run still does not end (docs/facts.md, fact 66).
+// under a 200 us timer, on every stop path, each run takes its 25 stops
+// (max_hits: 25 hits, 25 stops) and detaches; after that the process runs
+// on, its handler runs, and it never finds SIGALRM blocked after a call:
+// no thread is left with its signals held. With --guard gdbserver traces
+// the process, and the process has one thread, which blocks its own
+// signals for the step in a call gdb makes: without that the run never
+// got past its first few stops. With four threads under gdbserver gdb 13
+// cannot make that call safely, and such a run still does not end
+// (docs/facts.md, fact 66).
 func TestNativeSignalTimerAttach(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "../../testdata/native/fasttimer.c")
@@ -151,14 +152,14 @@ func TestNativeSignalTimerAttach(t *testing.T) {
 					cmd.Wait()
 				})
 				pid := cmd.Process.Pid
-				plan := "backend: native\nbreakpoints:\n" + p.bp("work", "work") + "    max_hits: 50\n"
+				plan := "backend: native\nbreakpoints:\n" + p.bp("work", "work") + "    max_hits: 25\n"
 				for range 2 {
 					opts := driver.Options{Attach: driver.Attach{AttachPID: pid, Guard: guard}, Timeouts: driver.Timeouts{Timeout: 5 * time.Minute}, NoAgent: p.noAgent}
 					_, m, err := runNative(t, opts, plan, "")
 					if err != nil {
 						t.Fatal(err)
 					}
-					if m.Status != runjson.StatusCompleted || len(m.Stops) != 50 || m.Breakpoints[0].Hits != 50 || !m.Native.Detached {
+					if m.Status != runjson.StatusCompleted || len(m.Stops) != 25 || m.Breakpoints[0].Hits != 25 || !m.Native.Detached {
 						t.Fatalf("status %s, %d stops, breakpoints %+v, native %+v, events %+v", m.Status, len(m.Stops), m.Breakpoints, m.Native, m.Events)
 					}
 				}
