@@ -14,20 +14,23 @@ import (
 	"github.com/snapctl/snapctl/internal/testenv"
 )
 
-// TestGuardGdbKilledUnderLoad: gdb SIGKILLed five times, at a random
-// moment, while 4 clients send requests to the threaded server and every
-// request stops at gdb's breakpoint: gdbserver, the server's tracer,
-// keeps it, snapctl has gdbserver take the breakpoints out and detach,
-// and the server answers on, untraced, its code the files' again. With
-// gdb as the tracer the server dies of SIGTRAP nearly every time
-// (docs/facts.md, fact 63).
+// TestGuardGdbKilledUnderLoad: gdb SIGKILLed twice, at a random moment,
+// while 4 clients send requests to the threaded server and every request
+// stops at gdb's breakpoint: gdbserver, the server's tracer, keeps it,
+// snapctl has gdbserver take the breakpoints out and detach, and the
+// server answers on, untraced, its code the files' again, and is
+// attached again as before. With gdb as the tracer the server dies of
+// SIGTRAP nearly every time (docs/facts.md, fact 63). More random
+// moments are bench/harm.sh's: its row "attach: kill -9 gdb/mid-run"
+// is this fault through snapctl attach (guarded by default), 10 cycles
+// on one server.
 func TestGuardGdbKilledUnderLoad(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb", "gdbserver")
 	srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
 	stop := make(chan struct{})
 	answered := srv.Load(stop)
-	for cycle := 1; cycle <= 5; cycle++ {
+	for cycle := 1; cycle <= 2; cycle++ {
 		// --guard: gdbserver traces the server.
 		done := attachInBackground(t, srv.Pid, attachPlan, driver.Options{Attach: driver.Attach{Guard: true}})
 		st, _ := proc.Status(srv.Pid)

@@ -49,13 +49,19 @@ func TestNativeSignalTimer(t *testing.T) {
 		locations          []string
 		condition          string
 	}
+	// 100 calls a row: without the hold a run of a few calls took
+	// minutes, and with it each call is one hit and one stop, exactly.
+	// A signal that comes exactly at the breakpoint's address, which a
+	// 200 us timer makes about once in a few hundred hits (docs/facts.md,
+	// fact 79), is TestNativeSignalAtBreakpoint's, at every one of its
+	// hits.
 	work := []string{"work"}
 	runs := []run{
-		{"200us", 200, 200, 1, work, ""},
-		// 100 calls a thread: 400 hits, each step over the breakpoint
+		{"200us", 100, 200, 1, work, ""},
+		// 50 calls a thread: 200 hits, each step over the breakpoint
 		// interrupted nearly every time, as in the one-thread row.
-		{"200us/4threads", 100, 200, 4, work, ""},
-		{"200us/condition", 200, 200, 1, work, "i % 2 == 0"},
+		{"200us/4threads", 50, 200, 4, work, ""},
+		{"200us/condition", 100, 200, 1, work, "i % 2 == 0"},
 		{"200us/branches", 100, 200, 1, []string{"'*hop_jmp'", "'*at_jcc'", "'*hop_ret'"}, ""},
 		{"50us", 100, 50, 1, work, ""},
 	}
@@ -107,14 +113,15 @@ func TestNativeSignalTimer(t *testing.T) {
 }
 
 // TestNativeSignalTimerAttach: attached twice to a process of four threads
-// under a 200 us timer, on every stop path, each run takes its 50 stops
-// and detaches; after that the process runs on, its handler runs, and it
-// never finds SIGALRM blocked after a call: no thread is left with its
-// signals held. With --guard gdbserver traces the process, and the
-// process has one thread, which blocks its own signals for the step in a
-// call gdb makes: without that the run never got past its first few
-// stops. With four threads under gdbserver gdb 13 cannot make that call
-// safely, and such a run still does not end (docs/facts.md, fact 66).
+// under a 200 us timer, on every stop path, each run takes its 25 stops
+// (max_hits: 25 hits, 25 stops) and detaches; after that the process runs
+// on, its handler runs, and it never finds SIGALRM blocked after a call:
+// no thread is left with its signals held. With --guard gdbserver traces
+// the process, and the process has one thread, which blocks its own
+// signals for the step in a call gdb makes: without that the run never
+// got past its first few stops. With four threads under gdbserver gdb 13
+// cannot make that call safely, and such a run still does not end
+// (docs/facts.md, fact 66).
 func TestNativeSignalTimerAttach(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "../../testdata/native/fasttimer.c")
@@ -145,14 +152,14 @@ func TestNativeSignalTimerAttach(t *testing.T) {
 					cmd.Wait()
 				})
 				pid := cmd.Process.Pid
-				plan := "backend: native\nbreakpoints:\n" + p.bp("work", "work") + "    max_hits: 50\n"
+				plan := "backend: native\nbreakpoints:\n" + p.bp("work", "work") + "    max_hits: 25\n"
 				for range 2 {
 					opts := driver.Options{Attach: driver.Attach{AttachPID: pid, Guard: guard}, Timeouts: driver.Timeouts{Timeout: 5 * time.Minute}, NoAgent: p.noAgent}
 					_, m, err := runNative(t, opts, plan, "")
 					if err != nil {
 						t.Fatal(err)
 					}
-					if m.Status != runjson.StatusCompleted || len(m.Stops) != 50 || m.Breakpoints[0].Hits != 50 || !m.Native.Detached {
+					if m.Status != runjson.StatusCompleted || len(m.Stops) != 25 || m.Breakpoints[0].Hits != 25 || !m.Native.Detached {
 						t.Fatalf("status %s, %d stops, breakpoints %+v, native %+v, events %+v", m.Status, len(m.Stops), m.Breakpoints, m.Native, m.Events)
 					}
 				}
