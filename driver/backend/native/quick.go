@@ -34,20 +34,13 @@ import (
 // through its mallctl()), and a glibc whose arenas or tcaches the agent
 // cannot read; those stops are the agent's, as before.
 
-// quickReading is the agent's "reading": where the allocator's state
-// lies in process Pid, and each thread's thread pointer, by kernel id.
+// quickReading is the agent's "reading": what snapctl found of glibc's
+// allocator in process Pid (arenas.Glibc, which the agent reads with and
+// hands back), and each thread's thread pointer, by kernel id.
 type quickReading struct {
-	Pid     int           `json:"pid"`
-	Layout  arenas.Layout `json:"layout"`
-	Narenas *uint64       `json:"narenas"`
-	// Tcache is the distance of a thread's tcache pointer below its
-	// thread pointer; TcacheSizes the chunk size of each tcache bin,
-	// TcacheWidths the width of a bin's count by the size of the
-	// tcache_perthread_struct's chunk (the agent's TCACHE_LAYOUTS).
-	Tcache       int64             `json:"tcache"`
-	TcacheSizes  []uint64          `json:"tcache_sizes"`
-	TcacheWidths map[string]int    `json:"tcache_widths"`
-	Threads      map[string]uint64 `json:"threads"`
+	Pid     int               `json:"pid"`
+	Glibc   *arenas.Glibc     `json:"glibc"`
+	Threads map[string]uint64 `json:"threads"`
 }
 
 // quick measures stops of one process without gdb once the agent has
@@ -80,7 +73,7 @@ func (q *quick) measure(pid int) []byte {
 	// agent's measurement of this stop names them.
 	tids, ok := threadStarts(pid)
 	q.seen = tids
-	if !ok || q.r == nil || q.r.Pid != pid {
+	if !ok || q.r == nil || q.r.Pid != pid || q.r.Glibc == nil || q.r.Glibc.Why != "" || q.r.Glibc.TcacheWhy != "" {
 		return nil
 	}
 	// Resident memory first, as the agent reads it: nothing of snapctl's
@@ -119,7 +112,7 @@ func (q *quick) measure(pid int) []byte {
 	}
 	rec := map[string]any{"rss_bytes": rss, "anon_rss_bytes": anon, "by_snapctl": true}
 	t0 := time.Now()
-	res, err := q.reader.Read(q.r.Layout)
+	res, err := q.reader.Read(q.r.Glibc.Layout)
 	if err != nil {
 		// A heap that does not hold together, or memory snapctl may
 		// not read: the agent says so, in its words.
@@ -142,8 +135,8 @@ func (q *quick) measure(pid int) []byte {
 	rec["arena_bytes"] = mi.Arena
 	rec["mallinfo2"] = mi
 	rec["tcache_bytes"] = cached
-	if q.r.Narenas != nil {
-		if n, err := q.word(*q.r.Narenas); err == nil {
+	if q.r.Glibc.NArenas != 0 {
+		if n, err := q.word(q.r.Glibc.NArenas); err == nil {
 			rec["arenas"] = n
 		}
 	}
@@ -168,34 +161,44 @@ func roundSeconds(s float64) float64 {
 // pointers are tps, as the agent's Heap.tcache_bytes counts them; false
 // when one cannot be read.
 func (q *quick) tcacheBytes(tps []uint64) (int64, bool) {
-	r := q.r
+	g := q.r.Glibc
+	t := g.TcacheStruct
+	// The struct is a chunk's user memory: its size word lies this far
+	// before it.
+	head := uint64(g.Chunk.Links - g.Chunk.Head)
 	var total int64
 	for _, tp := range tps {
-		p, err := q.word(tp - uint64(r.Tcache))
+		p, err := q.word(tp - uint64(g.Tcache))
 		if err != nil {
 			return 0, false
 		}
 		// None yet (the thread has not allocated), or gone.
-		if p == 0 || p&15 != 0 {
+		if p == 0 || p%uint64(g.Chunk.Align) != 0 {
 			continue
 		}
-		data := make([]byte, 8+2*len(r.TcacheSizes))
-		if _, err := q.src.ReadAt(data, int64(p-8)); err != nil {
+		data := make([]byte, head+2*uint64(t.Bins))
+		if _, err := q.src.ReadAt(data, int64(p-head)); err != nil {
 			return 0, false
 		}
-		head := binary.LittleEndian.Uint64(data) &^ 7
-		width, ok := r.TcacheWidths[strconv.FormatUint(head, 10)]
-		if !ok {
+		size := binary.LittleEndian.Uint64(data) &^ uint64(g.Chunk.Flags)
+		width := 0
+		for _, w := range t.Widths {
+			if w[0] == size {
+				width = int(w[1])
+			}
+		}
+		if width == 0 {
 			return 0, false
 		}
-		for i, size := range r.TcacheSizes {
+		counts := data[head:]
+		for i := 0; i < t.Bins; i++ {
 			var n uint64
 			if width == 2 {
-				n = uint64(binary.LittleEndian.Uint16(data[8+2*i:]))
+				n = uint64(binary.LittleEndian.Uint16(counts[2*i:]))
 			} else {
-				n = uint64(data[8+i])
+				n = uint64(counts[i])
 			}
-			total += int64(n * size)
+			total += int64(n) * int64(t.Min+t.Step*i)
 		}
 	}
 	return total, true

@@ -190,6 +190,7 @@ class Heap:
         tcache_layout): a Heap with more than 30 attributes would have
         Python read each of them, self.mem and self.budget at every chunk
         walked too, more slowly (docs/facts.md, fact libc-3)."""
+        FOUND[self.pid] = g
         self.narenas = g["narenas"] or None
         self.tcache_why = g.get("tcache_why", "")
         self.chunk = g["chunk"]
@@ -427,6 +428,10 @@ def thread_pointer(th):
 
 # HEAPS holds each process's Heap, by pid.
 HEAPS = {}
+# FOUND holds what snapctl found of glibc's allocator in each process
+# (internal/arenas.Glibc), by pid, as it came: the agent hands it back
+# with its reading (measure.py), for snapctl's own measurement.
+FOUND = {}
 
 
 def heap():

@@ -202,8 +202,9 @@ def measure_native(path, trim, reader=None):
 def reading():
     """What snapctl needs to take the next stops' measurement itself,
     without gdb, as native_memory takes it here (native/quick.go): where
-    glibc's arenas, its arena count and each thread's tcache pointer lie,
-    the tcache's layout, and each thread's thread pointer by kernel id.
+    glibc's arenas, its arena count and each thread's tcache pointer lie
+    and how they are laid out (what snapctl found, internal/arenas.Glibc,
+    handed back), and each thread's thread pointer by kernel id.
     None when native_memory would not read the arenas so (jemalloc, no
     tcache)."""
     inferior = gdb.selected_inferior()
@@ -216,9 +217,7 @@ def reading():
             threads[str(th.ptid[1])] = thread_pointer(th)
     except HeapUnreadable:
         return None
-    return {"pid": inferior.pid, "layout": h.layout(), "narenas": h.narenas, "tcache": h.tcache,
-            "tcache_sizes": TCACHE_SIZES, "tcache_widths": {str(k): v for k, v in TCACHE_LAYOUTS.items()},
-            "threads": threads}
+    return {"pid": inferior.pid, "glibc": FOUND.get(inferior.pid), "threads": threads}
 
 
 class NativeStops(Stops):
