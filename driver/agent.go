@@ -61,6 +61,7 @@ type agent struct {
 	diskFull func(error) error
 	f        *os.File
 	partial  []byte // a record not yet whole
+	buf      []byte // the batch read, kept for the next
 	// busy is the agent's busy file; mark is what it said at the last
 	// look, a stop under way since at least since, or "" between stops.
 	busy  *os.File
@@ -304,14 +305,21 @@ func (t agentThread) thread() runjson.Thread {
 func (a *agent) read() error {
 	var failed error
 	for {
-		data, err := io.ReadAll(io.LimitReader(a.f, agentBatch))
-		if err != nil {
+		// Into the buffer kept from the last batch, after the record
+		// cut short at its end.
+		need := len(a.partial) + agentBatch
+		if cap(a.buf) < need {
+			a.buf = make([]byte, 0, need)
+		}
+		data := append(a.buf[:0], a.partial...)
+		n, err := io.ReadFull(a.f, data[len(data):need])
+		if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
 			return fmt.Errorf("reading the agent's records: %w", err)
 		}
-		more := len(data) == agentBatch
-		data = append(a.partial, data...)
+		more := n == agentBatch
+		data = data[:len(data)+n]
 		end := bytes.LastIndexByte(data, '\n') + 1
-		a.partial = append([]byte(nil), data[end:]...)
+		a.partial = append(a.partial[:0], data[end:]...)
 		for line := range bytes.Lines(data[:end]) {
 			var rec agentRecord
 			if err := json.Unmarshal(line, &rec); err != nil {
@@ -332,8 +340,11 @@ func (a *agent) read() error {
 }
 
 // agentBatch is how much of the agent's records agent.read reads at once:
-// about 500 stops.
-const agentBatch = 128 << 10
+// 50 to 65 stops (a record of `run --sites` takes about 650 B). Their
+// stops are held until the batch is flushed: a batch of 128 KiB, 200
+// stops and more read back at once whenever the loop was behind, was
+// snapctl's memory rising with that backlog (docs/facts.md, fact peak-1).
+const agentBatch = 32 << 10
 
 // stop records one of the agent's stops, as inspectAndSnapshot does
 // for a stop over MI.

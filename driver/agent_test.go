@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/backend/native"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/internal/testenv"
@@ -124,6 +125,52 @@ func TestReadAgentWholeRecords(t *testing.T) {
 	var te *ToolError
 	if err := s.agent.read(); err == nil || !strings.Contains(err.Error(), "can not open") || !errors.As(err, &te) {
 		t.Errorf("the agent's read after a failed snapshot = %v, want valgrind's error", err)
+	}
+}
+
+// The agent's records are read and flushed a batch at a time: a backlog
+// of 1,000 stops (the loop behind, the agent taking stops) is read in one
+// call, every stop recorded, and never more than a batch's stops, a few
+// dozen, held before their measurements are read (docs/facts.md, fact
+// peak-1).
+func TestReadAgentBacklogInBatches(t *testing.T) {
+	plan := mustPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n")
+	s := scriptedSession(t, plan, newFakeGDB(t))
+	st := s.rec.order[0]
+	st.agent = true
+	records := openAgentRecords(t, s)
+	var text strings.Builder
+	const stops = 1000
+	size := 0
+	for hit := 1; hit <= stops; hit++ {
+		snap := filepath.Join(s.priv.dir, fmt.Sprintf("%d.massif", hit))
+		massif := fmt.Sprintf("desc: --threshold=0\ncmd: ./leak\ntime_unit: i\n#-----------\nsnapshot=0\n#-----------\ntime=%d\nmem_heap_B=%d\nmem_heap_extra_B=8\nmem_stacks_B=0\nheap_tree=detailed\n"+
+			"n1: %d (heap allocation functions) malloc/new/new[], --alloc-fns, etc.\n n0: %d 0x1091E0: keep (leak.c:15)\n", hit, 16*hit, 16*hit, 16*hit)
+		if err := os.WriteFile(snap, []byte(massif), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		line := fmt.Sprintf(`{"bp":"1","hit":%d,"time":1790000000.25,"snapshot":%q,"thread":{"id":"1","target-id":"Thread 7","state":"stopped"},`+
+			`"backtrace":[{"func":"handle_request","file":"../src/leak.c","fullname":"/src/leak.c","line":23,"addr":"0x0000000000109154"},{"func":"main","file":"leak.c","line":35,"addr":"0x00000000001091ea"}],`+
+			`"threads":[{"id":"1","target-id":"Thread 7","state":"stopped","frame":{"func":"handle_request","file":"leak.c","line":23}}],"done":false}`+"\n", hit, snap)
+		size = max(size, len(line))
+		text.WriteString(line)
+	}
+	appendRecords(t, records, text.String())
+	held := 0
+	stage := s.rec.stage
+	s.rec.stage = func(m backend.Measurement, stop *runjson.Stop) (string, error) {
+		held = max(held, len(s.rec.pending)+1)
+		return stage(m, stop)
+	}
+	if err := s.agent.read(); err != nil {
+		t.Fatal(err)
+	}
+	if s.rec.seq != stops || st.sum.Snapshots != stops || s.rec.stops.len() != stops {
+		t.Fatalf("%d stops numbered, %d snapshots, %d spooled; want %d each", s.rec.seq, st.sum.Snapshots, s.rec.stops.len(), stops)
+	}
+	// A batch's worth: at most 80 of these records of about 500 B.
+	if most := min(agentBatch/size+1, 80); held > most {
+		t.Errorf("%d stops held before their measurements were read, want at most %d (a batch of %d B, records of %d B)", held, most, agentBatch, size)
 	}
 }
 

@@ -39,12 +39,19 @@ type Recorder struct {
 	fwdDone chan struct{} // closed by the forwarder as it ends
 	fwdErr  chan error    // the forwarder's end
 	repErr  chan error    // the replayer's end
-	rep     *Replayer
-	mods    *Modules
+	// rep is the replay, which repMu guards: the replay goroutine feeds
+	// it line by line, and Snapshot makes a cut's tree of it.
+	repMu sync.Mutex
+	rep   *Replayer
+	mods  *Modules
 	// cuts holds the heaps the replay took at marks nobody has asked
-	// for yet, by mark; cutReady is closed and replaced at every one.
+	// for yet, by mark, each as the live bytes and blocks of its stacks
+	// (Replayer.live): the stop loop can be hundreds of stops behind
+	// the replay, and a tree for each was snapctl's memory growing with
+	// that backlog (docs/facts.md, fact peak-1). cutReady is closed and
+	// replaced at every one.
 	cutMu    sync.Mutex
-	cuts     map[int]*snapshots.Snapshot
+	cuts     map[int][]liveStack
 	cutReady chan struct{}
 
 	mu       sync.Mutex
@@ -84,7 +91,7 @@ func Start(tools Tools, fifo string) (*Recorder, error) {
 	// sleeps between polls; where the system refuses, 64 KiB it is.
 	syscall.Syscall(syscall.SYS_FCNTL, uintptr(rd), syscall.F_SETPIPE_SZ, fifoSize)
 	r := &Recorder{fifo: fifo, rd: rd, hold: hold, quit: make(chan struct{}), kick: make(chan struct{}, 1), fwdDone: make(chan struct{}),
-		cuts: make(map[int]*snapshots.Snapshot), cutReady: make(chan struct{}),
+		cuts: make(map[int][]liveStack), cutReady: make(chan struct{}),
 		fwdErr: make(chan error, 1), repErr: make(chan error, 1), rep: NewReplayer()}
 	cmd := exec.Command(tools.Interpret)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -372,14 +379,20 @@ func (r *Recorder) replay(out io.Reader) {
 		}
 		if len(l) > 0 {
 			r.replayed.Add(1)
+			r.repMu.Lock()
 			k, isCut, lerr := r.rep.Line(l)
+			var live []liveStack
+			if isCut && lerr == nil {
+				live = r.rep.live()
+			}
+			r.repMu.Unlock()
 			if lerr != nil {
 				r.repErr <- lerr
 				io.Copy(io.Discard, br)
 				return
 			}
 			if isCut {
-				r.keepCut(k, r.rep.Snapshot(k))
+				r.keepCut(k, live)
 			}
 		}
 		if err == io.EOF {
@@ -425,7 +438,7 @@ func (r *Recorder) Progress() int64 {
 func (r *Recorder) Snapshot(ctx context.Context, index int) (*snapshots.Snapshot, error) {
 	for {
 		r.cutMu.Lock()
-		snap, ok := r.cuts[index]
+		live, ok := r.cuts[index]
 		ready := r.cutReady
 		if ok {
 			for k := range r.cuts {
@@ -436,7 +449,9 @@ func (r *Recorder) Snapshot(ctx context.Context, index int) (*snapshots.Snapshot
 		}
 		r.cutMu.Unlock()
 		if ok {
-			return snap, nil
+			r.repMu.Lock()
+			defer r.repMu.Unlock()
+			return r.rep.tree(index, live), nil
 		}
 		select {
 		case r.kick <- struct{}{}:
@@ -470,10 +485,10 @@ func (r *Recorder) Snapshot(ctx context.Context, index int) (*snapshots.Snapshot
 }
 
 // keepCut keeps the heap at mark index for Snapshot.
-func (r *Recorder) keepCut(index int, snap *snapshots.Snapshot) {
+func (r *Recorder) keepCut(index int, live []liveStack) {
 	r.cutMu.Lock()
 	defer r.cutMu.Unlock()
-	r.cuts[index] = snap
+	r.cuts[index] = live
 	close(r.cutReady)
 	r.cutReady = make(chan struct{})
 }

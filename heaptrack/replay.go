@@ -86,6 +86,9 @@ type Replayer struct {
 	// frameCache holds the frames of each instruction pointer once a
 	// cut has needed them (ipFrames).
 	frameCache [][]snapshots.Frame
+	// byStack and liveBuf are live's, kept from one cut to the next.
+	byStack map[uint32]int
+	liveBuf []liveStack
 	// Mods, when set, names the frames the interpreter could not (by
 	// module and offset, or from a module it did not know) and tells
 	// heaptrack's own allocations from the program's.
@@ -232,16 +235,49 @@ func hexFields(b []byte, want int) ([]uint64, bool) {
 // address and what it names; inlined frames share their address. Bytes
 // are the sizes requested, as massif counts them.
 func (r *Replayer) Snapshot(index int) *snapshots.Snapshot {
-	type live struct{ bytes, blocks int64 }
-	byStack := make(map[uint32]live)
-	for _, a := range r.allocs {
-		if a.live != 0 {
-			l := byStack[a.stack]
-			l.bytes += a.size * a.live
-			l.blocks += a.live
-			byStack[a.stack] = l
-		}
+	return r.tree(index, r.live())
+}
+
+// liveStack is what one stack holds live at a cut.
+type liveStack struct {
+	stack         uint32
+	bytes, blocks int64
+}
+
+// live returns the live bytes and blocks of each stack that holds some:
+// the heap at this point of the stream, a few words a stack, which tree
+// makes into a snapshot later, as long as the Replayer's tables (stacks,
+// instruction pointers, strings, allocations' sizes and stacks) only grow.
+// A cut the stop loop has not asked for yet is held this way: a tree of
+// nodes with their frames, held for each stop the loop is behind, was
+// snapctl's memory growing with that backlog (docs/facts.md, fact peak-1).
+func (r *Replayer) live() []liveStack {
+	if r.byStack == nil {
+		r.byStack = make(map[uint32]int)
 	}
+	clear(r.byStack)
+	out := r.liveBuf[:0]
+	for _, a := range r.allocs {
+		if a.live == 0 {
+			continue
+		}
+		i, ok := r.byStack[a.stack]
+		if !ok {
+			i = len(out)
+			r.byStack[a.stack] = i
+			out = append(out, liveStack{stack: a.stack})
+		}
+		out[i].bytes += a.size * a.live
+		out[i].blocks += a.live
+	}
+	r.liveBuf = out
+	// A copy of its own, no larger than it needs.
+	return append([]liveStack(nil), out...)
+}
+
+// tree makes the snapshot numbered index of the live stacks of a cut
+// (live), as Snapshot describes it.
+func (r *Replayer) tree(index int, live []liveStack) *snapshots.Snapshot {
 	// A node's children are found by their frame's place in the stream
 	// (instruction pointer and inlined frame): the interpreter numbers
 	// each address once, so equal places are equal frames.
@@ -252,8 +288,8 @@ func (r *Replayer) Snapshot(index int) *snapshots.Snapshot {
 	root := &snapshots.Node{Frame: snapshots.Frame{Function: RootName}}
 	kids := map[child]*snapshots.Node{}
 	var at []frameAt
-	for s, l := range byStack {
-		at = r.frames(s, at[:0])
+	for _, l := range live {
+		at = r.frames(l.stack, at[:0])
 		if len(at) > 0 && r.Mods != nil && r.Mods.heaptrackOwn(r.strs[r.ips[at[0].ip].module]) {
 			// Allocated by a library loaded for heaptrack alone.
 			continue
