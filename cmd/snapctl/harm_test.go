@@ -93,6 +93,9 @@ var harmCases = []harmCase{
 	// stopped). A trap gdbserver had not collected goes to snapctl's
 	// handler in the process (fact 113).
 	{flags: nil, victim: "gdbserver", want: []int{exitFailure}, idle: true},
+	// gdbserver held for 2 s: gdb's stop waits for it, then the run
+	// goes on or stalls after stop_timeout.
+	{flags: nil, victim: "gdbserver", stop: true, want: []int{exitInterrupted, exitTimeout, exitFailure}, matrixOnly: true},
 	// heaptrack's interpreter held for 2 s: the program's writes into
 	// the FIFO wait as long, then it serves on.
 	{flags: []string{"--sites"}, victim: "heaptrack_interpret", stop: true, want: []int{exitInterrupted, exitTimeout}, matrixOnly: true},
