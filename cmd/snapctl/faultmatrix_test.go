@@ -325,15 +325,20 @@ func faultRows() []faultRow {
 	for _, a := range []struct {
 		name string
 		want []int
-		act  func(t *testing.T, r *running, fx *faultRun)
+		act  func(t *testing.T, r *running, fx *faultRun, pid int)
 	}{
 		{"completes (max_hits)", []int{exitOK}, nil},
-		{"SIGINT/" + mMidRun, []int{exitInterrupted}, func(t *testing.T, r *running, _ *faultRun) { r.signal(syscall.SIGINT) }},
-		{"kill -9 gdb/" + mMidRun, []int{exitFailure}, func(t *testing.T, r *running, fx *faultRun) {
+		{"SIGINT/" + mMidRun, []int{exitInterrupted}, func(t *testing.T, r *running, _ *faultRun, _ int) { r.signal(syscall.SIGINT) }},
+		{"kill -9 gdb/" + mMidRun, []int{exitFailure}, func(t *testing.T, r *running, fx *faultRun, _ int) {
 			syscall.Kill(fx.victim(t, r, "gdb"), syscall.SIGKILL)
 		}},
-		{"kill -9 snapctl/" + mMidRun, nil, func(t *testing.T, r *running, _ *faultRun) {
+		{"kill -9 snapctl/" + mMidRun, nil, func(t *testing.T, r *running, _ *faultRun, _ int) {
 			syscall.Kill(r.cmd.Process.Pid, syscall.SIGKILL)
+		}},
+		// The attached process dies: snapctl says so (issue 31's eighth
+		// point), with the exit code of a target that died of a signal.
+		{attachedKilled, []int{exitCrashed}, func(t *testing.T, _ *running, _ *faultRun, pid int) {
+			syscall.Kill(pid, syscall.SIGKILL)
 		}},
 	} {
 		for _, mode := range attachModes {
@@ -800,12 +805,16 @@ func daemonChild(t *testing.T, fx *faultRun) []promise {
 	return append(judge(t, fx, r, res, []int{exitOK}, "completed"), child)
 }
 
+// attachedKilled is the attach row whose fault is the attached process's
+// death.
+const attachedKilled = "kill -9 the process/" + mMidRun
+
 // attachRow attaches to a running program (driver/testdata/native's loop:
 // tick() every 10 ms) with attach's flags and snapctl's environment env,
 // acts on the run once it has taken stops, and judges the usual promises
 // and the attached process's: alive, running, traced by no one once
 // snapctl has ended, and, where heaptrack was injected, its FIFO closed.
-func attachRow(t *testing.T, fx *faultRun, flags, env []string, want []int, act func(*testing.T, *running, *faultRun)) []promise {
+func attachRow(t *testing.T, fx *faultRun, flags, env []string, want []int, act func(*testing.T, *running, *faultRun, int)) []promise {
 	testenv.NoLeftovers(t)
 	sites := slices.Contains(flags, "--sites")
 	if sites {
@@ -841,7 +850,7 @@ func attachRow(t *testing.T, fx *faultRun, flags, env []string, want []int, act 
 	if act != nil {
 		sessionGdb(t)
 		waitStopRecorded(t, r.out)
-		act(t, r, fx)
+		act(t, r, fx, target.Process.Pid)
 	}
 	res := finish(r)
 	var ps []promise
@@ -852,6 +861,11 @@ func attachRow(t *testing.T, fx *faultRun, flags, env []string, want []int, act 
 	ps = append(ps, runJSONPromise(res, ""))
 	ps = append(ps, noProcessLeft(t, "")...)
 	ps = append(ps, noCore(r.dir, res.Out))
+	if slices.Contains(want, exitCrashed) {
+		ps = append(ps, promise{name: "says so", held: strings.Contains(res.Stderr, "SIGKILL"),
+			detail: "snapctl does not say the process died of SIGKILL: " + lastLine(res.Stderr)})
+		return ps
+	}
 	ps = append(ps, attachedState(target.Process.Pid))
 	if sites {
 		fifo := promise{name: "FIFO closed", held: true}

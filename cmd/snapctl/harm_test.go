@@ -105,6 +105,7 @@ var harmCases = []harmCase{
 	{flags: []string{"--guard=false"}, victim: "gdb", want: []int{exitFailure}, matrixOnly: true},
 	{flags: []string{"--guard=false"}, victim: "snapctl+gdb", matrixOnly: true},
 	{flags: []string{"--guard=false"}, victim: "snapctl", stop: true, want: []int{exitInterrupted, exitTimeout}, matrixOnly: true},
+	{flags: []string{"--guard=false"}, victim: "gdb", stop: true, want: []int{exitInterrupted, exitTimeout, exitFailure}, matrixOnly: true},
 	// gdb counting every hit, each a stop (SNAPCTL_HITS=gdb), rather
 	// than the kernel.
 	{env: []string{"SNAPCTL_HITS=gdb"}, victim: "snapctl", matrixOnly: true},
