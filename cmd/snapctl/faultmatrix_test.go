@@ -1156,7 +1156,8 @@ func ownFiles(t *testing.T, fx *faultRun) []promise {
 	// raise the program's limit of open files (a soft limit below the
 	// hard one, or CAP_SYS_RESOURCE); else the loop closes it, the
 	// recording fails at every stop and the run exits 1 saying why
-	// (docs/native.md, "The program's descriptors are its own").
+	// (docs/native.md, "The program's descriptors are its own";
+	// docs/facts.md, fact faults-1).
 	raisable := limitRaisable()
 	codes := []int{exitOK}
 	if !raisable {

@@ -160,7 +160,22 @@ func harmRun(t *testing.T, c harmCase, cycles int) []promise {
 	if c.victim == "gdbserver" {
 		testenv.MustHave(t, "gdbserver")
 	}
-	srv := startServerIn(t, t.TempDir())
+	srvDir := t.TempDir()
+	srv := startServerIn(t, srvDir)
+	if keep := os.Getenv("SNAPCTL_HARM_CORES"); keep != "" {
+		// bench/harm.sh's record of a server that died: its core
+		// file and its binary, for gdb.
+		defer func() {
+			cores, _ := filepath.Glob(filepath.Join(srvDir, "core*"))
+			for i, core := range cores {
+				base := fmt.Sprintf("%s-%d-%d", strings.NewReplacer(" ", "_", "/", "_", ":", "", ",", "").Replace(c.name()), srv.Pid, i)
+				if os.MkdirAll(keep, 0o755) == nil {
+					exec.Command("cp", core, filepath.Join(keep, base+".core")).Run()
+					exec.Command("cp", srv.Cmd.Path, filepath.Join(keep, base+".bin")).Run()
+				}
+			}
+		}()
+	}
 	stop := make(chan struct{})
 	if !c.idle {
 		answered := srv.Load(stop)
