@@ -4,7 +4,9 @@
 # mid-run and the target's exit; SIGSTOP of each; SIGINT, SIGTERM, SIGHUP
 # and a double Ctrl-C; a full run directory and a full TMPDIR; odd paths;
 # a read-only run directory; a daemonizing target; snapctl attach ended
-# each way; odd files for every reader) against both backends, each row
+# each way, in each attach mode; odd files for every reader) against
+# massif, memcheck, native and native --sites (gdb, heaptrack_interpret
+# and snapctl killed or stopped; the program's own files), each row
 # judged on the same promises: the exit code README documents, run.json
 # valid and accounting for every snapshot file, no process left, no core
 # file, the attached process alive, running and untraced. It prints one table of held and broken and

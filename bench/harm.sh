@@ -12,7 +12,8 @@
 # Usage: bench/harm.sh [PATTERN]   (a Go regexp of row names, default all)
 # SNAPCTL_HARM_GUARDIAN_LOGS=FILE appends to FILE the guardian's log of
 # each cycle that leaves it (those that kill snapctl): what the guardian
-# found and mended as the tracer died.
+# found and mended as the tracer died. SNAPCTL_HARM_CORES=DIR copies into
+# DIR the core file of a server that died, with its binary.
 # Needs go, gcc, gdb, gdbserver, heaptrack.
 set -euo pipefail
 cd "$(dirname "$0")/.."

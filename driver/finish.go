@@ -212,12 +212,16 @@ func overwriteManifest(path string, m *runjson.Manifest) error {
 }
 
 // refreshManifest rewrites run.json, status failed, with the stops and
-// diffs so far, when some came since it was last written and its interval
+// events so far, when some came since it was last written and its interval
 // (Options.ManifestEvery) has passed, and then gives the snapshots it
 // lists their own names (publish): a snapctl killed with SIGKILL cannot
 // write it at the end, and run.json then still lists the stops taken up
 // to its last writing, with their snapshots. Best effort: the final
-// write says how the run ended.
+// write says how the run ended. The diffs wait for the final writing:
+// their sites name their stacks by number in the table the backend hands
+// over only at the end (Findings), and a run.json whose diffs name stacks
+// it does not hold cannot be read back (a killed attach --sites left
+// one); the snapshots listed keep every figure the diffs are made of.
 //
 // The writing goes on in the background (refresh) while the loop goes on:
 // it takes longer the more stops run.json lists, and a loop held up that
@@ -236,10 +240,6 @@ func (s *session) refreshManifest() {
 		return
 	}
 	if sp.events, err = s.rec.events.view(); err != nil {
-		sp.close()
-		return
-	}
-	if sp.diffs, err = s.rec.diffs.view(); err != nil {
 		sp.close()
 		return
 	}

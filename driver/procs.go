@@ -371,12 +371,19 @@ func (w *watch) gdbGone() error {
 }
 
 // targetLost is the error when gdb lost the target: the run's own end
-// when snapctl was ending the target, else what the backend says of it.
+// when snapctl was ending the target, else what the backend says of it,
+// a target killed by a signal (an attached process that died as its
+// gdbserver ended) a crash.
 func (w *watch) targetLost(what string) error {
 	if w.killedAtEnd() {
 		return w.end.err
 	}
-	return w.launcher.Lost(what)
+	err := w.launcher.Lost(what)
+	var killed *backend.TargetKilledError
+	if errors.As(err, &killed) {
+		return &CrashError{Signal: killed.Signal}
+	}
+	return err
 }
 
 // explain turns an error that ends the run into one that names its cause.

@@ -178,7 +178,8 @@ func makePrivateDir(tmp string) (string, error) {
 func unlistedPath(dir, name string) string { return backend.UnlistedPath(dir, name) }
 
 // publish gives the snapshots of the stops of sp from the place from on
-// (spool.end) their names, unlisted until then, in the run directory dir:
+// (spool.end), and memcheck's leak searches beside them, their names,
+// unlisted until then, in the run directory dir:
 // the names are read back from the spooled stops rather than kept, so that
 // what the run holds does not grow with the stops taken while run.json,
 // longer the more stops it lists, is written (docs/facts.md, fact 123).
@@ -187,15 +188,24 @@ func publish(dir string, sp *spool, from mark) error {
 	err := sp.eachFrom(from, func(line []byte) error {
 		var st struct {
 			Snapshot string `json:"snapshot"`
+			Leak     *struct {
+				Records string `json:"records"`
+			} `json:"leak"`
 		}
 		if err := json.Unmarshal(line, &st); err != nil {
 			return fmt.Errorf("reading spooled stop: %w", err)
 		}
-		if st.Snapshot == "" {
-			return nil
+		names := []string{st.Snapshot}
+		if st.Leak != nil {
+			names = append(names, st.Leak.Records)
 		}
-		if err := backend.MoveFile(unlistedPath(dir, st.Snapshot), filepath.Join(dir, st.Snapshot)); err != nil && first == nil {
-			first = fmt.Errorf("keeping snapshot %s: %w", st.Snapshot, err)
+		for _, name := range names {
+			if name == "" {
+				continue
+			}
+			if err := backend.MoveFile(unlistedPath(dir, name), filepath.Join(dir, name)); err != nil && first == nil {
+				first = fmt.Errorf("keeping snapshot %s: %w", name, err)
+			}
 		}
 		return nil
 	})

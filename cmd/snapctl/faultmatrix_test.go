@@ -44,7 +44,7 @@ import (
 // A faultRow is one fault against one backend.
 type faultRow struct {
 	name    string // "kill -9 gdb/mid-run"
-	backend string // "massif", "native", "sites" (native --sites), or "-" for the readers
+	backend string // "massif", "memcheck", "native", "sites" (native --sites), or "-" for the readers
 	quick   bool   // runs in .ci/run: fast, and held
 	run     func(t *testing.T, fx *faultRun) []promise
 }
@@ -104,6 +104,9 @@ func TestFaultMatrix(t *testing.T) {
 				t.Parallel()
 				var got []promise
 				defer func() {
+					if got == nil && t.Skipped() {
+						got = []promise{{name: "skipped", held: true, detail: "skipped (see the log)"}}
+					}
 					if got == nil {
 						got = []promise{{name: "setup", detail: "the row could not inject its fault (see the log)"}}
 					}
@@ -163,7 +166,7 @@ func printMatrix(rows []faultRow, results map[string][]promise) int {
 				rowBroken = true
 				details = append(details, p.name+": "+p.detail)
 			}
-			if p.name == "cycles" {
+			if p.name == "cycles" || p.name == "skipped" {
 				details = append(details, p.detail)
 			}
 		}
@@ -206,9 +209,9 @@ const (
 // faultRows lists the matrix.
 func faultRows() []faultRow {
 	var rows []faultRow
-	for _, backend := range []string{"massif", "native"} {
+	for _, backend := range []string{"massif", "memcheck", "native"} {
 		children := []string{"gdb", "target"}
-		if backend == "massif" {
+		if backend != "native" {
 			children = []string{"gdb", "target (valgrind)", "vgdb"}
 		}
 		for _, child := range append(children, "snapctl") {
@@ -258,6 +261,13 @@ func faultRows() []faultRow {
 				run: daemonChild},
 		)
 	}
+	// memcheck's rows are massif's under valgrind's other tool, each stop
+	// a leak search: bench/faults.sh runs them, .ci/run keeps massif's.
+	for i := range rows {
+		if rows[i].backend == "memcheck" {
+			rows[i].quick = false
+		}
+	}
 	// The native backend with --sites (heaptrack's library in the
 	// target, its interpreter beside snapctl): the rows of issue 31.
 	// The target killed at start-up exits 12 in 1 to 4 s, 10 of 10 runs
@@ -267,7 +277,28 @@ func faultRows() []faultRow {
 		rows = append(rows, faultRow{name: "kill -9 target/" + m, backend: "sites", quick: m == mStartup,
 			run: func(t *testing.T, fx *faultRun) []promise { return killAt(t, fx, "target", m) }})
 	}
+	// Whatever of run --sites's processes dies or stops, at start-up or
+	// mid-run: gdb, heaptrack's interpreter (the recording fails, the
+	// run goes on natively), snapctl.
+	for _, child := range []string{"gdb", "heaptrack_interpret", "snapctl"} {
+		for _, m := range []string{mStartup, mMidRun} {
+			rows = append(rows, faultRow{name: "kill -9 " + child + "/" + m, backend: "sites",
+				run: func(t *testing.T, fx *faultRun) []promise { return killAt(t, fx, child, m) }})
+		}
+	}
+	for _, child := range []string{"gdb", "target", "heaptrack_interpret", "snapctl"} {
+		rows = append(rows, faultRow{name: "SIGSTOP " + child + "/" + mMidRun, backend: "sites",
+			run: func(t *testing.T, fx *faultRun) []promise { return stopAt(t, fx, child) }})
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		rows = append(rows, faultRow{name: sigName[sig] + "/" + mMidRun, backend: "sites",
+			run: func(t *testing.T, fx *faultRun) []promise { return signalAt(t, fx, sig, false) }})
+	}
 	rows = append(rows,
+		// A program that closes every descriptor it inherited, then
+		// writes its own file (issue 31's third and seventh points).
+		faultRow{name: "the program's own files and environment", backend: "sites",
+			run: ownFiles},
 		faultRow{name: "full run directory/" + mMidRun, backend: "sites", quick: true,
 			run: func(t *testing.T, fx *faultRun) []promise { return fullDisk(t, fx, "out") }},
 		// heaptrack cannot record a program whose path has a newline
@@ -277,23 +308,52 @@ func faultRows() []faultRow {
 		faultRow{name: "odd paths: a newline in a preloaded library's", backend: "sites", quick: true,
 			run: preloadNewline},
 	)
+	// attach in each of its modes: through gdbserver (--guard, the
+	// default), gdb tracing the process itself, with heaptrack injected,
+	// and with gdb counting every hit rather than the kernel (the plan's
+	// every: 20 is counted in the kernel where it can).
+	attachModes := []struct {
+		name  string
+		flags []string
+		env   []string
+	}{
+		{"attach", nil, nil},
+		{"attach --guard=false", []string{"--guard=false"}, nil},
+		{"attach --sites", []string{"--sites"}, nil},
+		{"attach SNAPCTL_HITS=gdb", nil, []string{"SNAPCTL_HITS=gdb"}},
+	}
 	for _, a := range []struct {
 		name string
 		want []int
-		act  func(t *testing.T, r *running, fx *faultRun)
+		act  func(t *testing.T, r *running, fx *faultRun, pid int)
 	}{
 		{"completes (max_hits)", []int{exitOK}, nil},
-		{"SIGINT/" + mMidRun, []int{exitInterrupted}, func(t *testing.T, r *running, _ *faultRun) { r.signal(syscall.SIGINT) }},
-		{"kill -9 gdb/" + mMidRun, []int{exitFailure}, func(t *testing.T, r *running, fx *faultRun) {
+		{"SIGINT/" + mMidRun, []int{exitInterrupted}, func(t *testing.T, r *running, _ *faultRun, _ int) { r.signal(syscall.SIGINT) }},
+		{"kill -9 gdb/" + mMidRun, []int{exitFailure}, func(t *testing.T, r *running, fx *faultRun, _ int) {
 			syscall.Kill(fx.victim(t, r, "gdb"), syscall.SIGKILL)
 		}},
-		{"kill -9 snapctl/" + mMidRun, nil, func(t *testing.T, r *running, _ *faultRun) {
+		{"kill -9 snapctl/" + mMidRun, nil, func(t *testing.T, r *running, _ *faultRun, _ int) {
 			syscall.Kill(r.cmd.Process.Pid, syscall.SIGKILL)
 		}},
+		// The attached process dies: snapctl says so (issue 31's eighth
+		// point), with the exit code of a target that died of a signal.
+		{attachedKilled, []int{exitCrashed}, func(t *testing.T, _ *running, _ *faultRun, pid int) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}},
 	} {
-		rows = append(rows, faultRow{name: "attach: " + a.name, backend: "native",
-			run: func(t *testing.T, fx *faultRun) []promise { return attachRow(t, fx, a.want, a.act) }})
+		for _, mode := range attachModes {
+			rows = append(rows, faultRow{name: mode.name + ": " + a.name, backend: "native",
+				run: func(t *testing.T, fx *faultRun) []promise {
+					return attachRow(t, fx, mode.flags, mode.env, a.want, a.act)
+				}})
+		}
 	}
+	// A program heaptrack's injection would crash (issue 31's eighth
+	// point): refused before gdb starts, the process untouched.
+	rows = append(rows, faultRow{name: "attach --sites: a program injection would crash", backend: "native",
+		run: func(t *testing.T, fx *faultRun) []promise { return injectRefused(t, fx, false) }})
+	rows = append(rows, faultRow{name: "attach --sites: python3", backend: "native",
+		run: func(t *testing.T, fx *faultRun) []promise { return injectRefused(t, fx, true) }})
 	for _, c := range harmCases {
 		rows = append(rows, faultRow{name: "server, " + c.name(), backend: "native",
 			run: func(t *testing.T, _ *faultRun) []promise { return harmRun(t, c, harmCycles()) }})
@@ -404,9 +464,19 @@ func (fx *faultRun) victim(t *testing.T, r *running, child string) int {
 		return sessionGdb(t).PID
 	case "vgdb":
 		return testenv.WaitFor(t, testenv.Vgdb, time.Minute).PID
+	case "heaptrack_interpret":
+		return testenv.WaitForProc(t, "heaptrack_interpret", isInterpreter, time.Minute).PID
 	}
 	return fx.target(t).PID
 }
+
+// valgrind reports whether the row's target runs under valgrind (massif
+// or memcheck).
+func (fx *faultRun) valgrind() bool { return fx.backend == "massif" || fx.backend == "memcheck" }
+
+// isInterpreter reports whether p is heaptrack's interpreter, which
+// snapctl runs beside it under --sites.
+func isInterpreter(p testenv.Proc) bool { return firstWord(p.Cmdline) == "heaptrack_interpret" }
 
 // sessionGdb waits for the gdb that runs the session, over MI: not the
 // `gdb --version` of the checks.
@@ -418,7 +488,7 @@ func sessionGdb(t *testing.T) testenv.Proc {
 
 // target waits for the target process.
 func (fx *faultRun) target(t *testing.T) testenv.Proc {
-	if fx.backend == "massif" {
+	if fx.valgrind() {
 		return testenv.WaitFor(t, testenv.Valgrind, time.Minute)
 	}
 	return testenv.WaitForProc(t, "the target", fx.isTarget, time.Minute)
@@ -432,7 +502,7 @@ func (fx *faultRun) isTarget(p testenv.Proc) bool {
 // reachMidRun returns once the run has taken a stop and the target sleeps
 // before its next request.
 func (fx *faultRun) reachMidRun(t *testing.T, r *running) {
-	if fx.backend == "massif" {
+	if fx.valgrind() {
 		waitFile(t, filepath.Join(r.out, "snapshots"), time.Minute)
 	}
 	tg := fx.target(t)
@@ -440,7 +510,7 @@ func (fx *faultRun) reachMidRun(t *testing.T, r *running) {
 		// The native backend keeps no file per stop: a request the
 		// target has served was stopped at first (the breakpoint is at
 		// handle_request's start, before it counts the request).
-		return p.PID == tg.PID && testenv.Sleeping(p.PID) && (fx.backend == "massif" || served(fx.bin, p.PID) > 0)
+		return p.PID == tg.PID && testenv.Sleeping(p.PID) && (fx.valgrind() || served(fx.bin, p.PID) > 0)
 	}, time.Minute)
 }
 
@@ -533,8 +603,13 @@ func killAt(t *testing.T, fx *faultRun, child, m string) []promise {
 		// The first gdb may be the one that checks the plan's
 		// locations: a run that then completes exits 0.
 		want = []int{exitOK, exitFailure}
-	case child == "target" && fx.backend != "massif":
+	case child == "target" && !fx.valgrind():
 		want = []int{exitCrashed}
+	case child == "heaptrack_interpret":
+		// The recording fails and the run goes on natively: it
+		// completes, or exits 1 where no stop had per-site figures
+		// (a run that measured nothing never passes).
+		want = []int{exitOK, exitFailure}
 	}
 	return judge(t, fx, r, res, want, "")
 }
@@ -550,7 +625,10 @@ func stopAt(t *testing.T, fx *faultRun, child string) []promise {
 	syscall.Kill(pid, syscall.SIGSTOP)
 	want := []int{exitFailure}
 	switch child {
-	case "snapctl":
+	case "snapctl", "heaptrack_interpret":
+		// Continued after two seconds: heaptrack's interpreter stopped
+		// holds the program's writes into the FIFO for as long, and
+		// the run goes on.
 		time.Sleep(2 * time.Second)
 		syscall.Kill(pid, syscall.SIGCONT)
 		want = []int{exitOK}
@@ -570,7 +648,7 @@ func stopAt(t *testing.T, fx *faultRun, child string) []promise {
 func signalAt(t *testing.T, fx *faultRun, sig syscall.Signal, double bool) []promise {
 	r := fx.startRun(t, requestPlan, []string{"slow", "15"}, nil, nil, "")
 	fx.reachMidRun(t, r)
-	before, _ := filepath.Glob(filepath.Join(r.out, "snapshots", "*"))
+	before := stopFiles(r.out)
 	r.signal(sig)
 	if double {
 		r.waitDelivered(sig)
@@ -579,11 +657,11 @@ func signalAt(t *testing.T, fx *faultRun, sig syscall.Signal, double bool) []pro
 	sent := time.Now()
 	res := finish(r)
 	ps := judge(t, fx, r, res, []int{exitInterrupted}, "interrupted")
-	if fx.backend == "massif" {
+	if fx.valgrind() {
 		// The stop under way when the signal came may finish; no other
 		// begins (docs/troubleshooting.md: after the first Ctrl-C no new
 		// stop is taken).
-		after, _ := filepath.Glob(filepath.Join(r.out, "snapshots", "*"))
+		after := stopFiles(r.out)
 		ps = append(ps, promise{name: "no stop after the signal", held: len(after) <= len(before)+1,
 			detail: fmt.Sprintf("%d snapshots when the signal came, %d at the end", len(before), len(after))})
 	}
@@ -727,12 +805,21 @@ func daemonChild(t *testing.T, fx *faultRun) []promise {
 	return append(judge(t, fx, r, res, []int{exitOK}, "completed"), child)
 }
 
+// attachedKilled is the attach row whose fault is the attached process's
+// death.
+const attachedKilled = "kill -9 the process/" + mMidRun
+
 // attachRow attaches to a running program (driver/testdata/native's loop:
-// tick() every 10 ms), acts on the run once it has taken stops, and judges
-// the usual promises and the attached process's: alive, running, traced by
-// no one once snapctl has ended.
-func attachRow(t *testing.T, fx *faultRun, want []int, act func(*testing.T, *running, *faultRun)) []promise {
+// tick() every 10 ms) with attach's flags and snapctl's environment env,
+// acts on the run once it has taken stops, and judges the usual promises
+// and the attached process's: alive, running, traced by no one once
+// snapctl has ended, and, where heaptrack was injected, its FIFO closed.
+func attachRow(t *testing.T, fx *faultRun, flags, env []string, want []int, act func(*testing.T, *running, *faultRun, int)) []promise {
 	testenv.NoLeftovers(t)
+	sites := slices.Contains(flags, "--sites")
+	if sites {
+		testenv.MustHave(t, "heaptrack")
+	}
 	loop := testenv.Build(t, nativeFixtures+"loop.c")
 	target := exec.Command(loop)
 	target.Env = append(os.Environ(), testenv.ScopeEnv(t))
@@ -752,9 +839,10 @@ func attachRow(t *testing.T, fx *faultRun, want []int, act func(*testing.T, *run
 	r := &running{t: t, out: filepath.Join(dir, "run"), dir: dir, start: time.Now()}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	r.cancel = cancel
-	r.cmd = exec.CommandContext(ctx, snapctlBinary(t), "attach", "--quiet", "--out", r.out, planPath, strconv.Itoa(target.Process.Pid))
+	args := append(append([]string{"attach", "--quiet", "--out", r.out}, flags...), planPath, strconv.Itoa(target.Process.Pid))
+	r.cmd = exec.CommandContext(ctx, snapctlBinary(t), args...)
 	r.cmd.Dir = dir
-	r.cmd.Env = append(os.Environ(), testenv.ScopeEnv(t))
+	r.cmd.Env = append(append(os.Environ(), testenv.ScopeEnv(t)), env...)
 	r.cmd.Stdout, r.cmd.Stderr = &r.stdout, &r.stderr
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -762,7 +850,7 @@ func attachRow(t *testing.T, fx *faultRun, want []int, act func(*testing.T, *run
 	if act != nil {
 		sessionGdb(t)
 		waitStopRecorded(t, r.out)
-		act(t, r, fx)
+		act(t, r, fx, target.Process.Pid)
 	}
 	res := finish(r)
 	var ps []promise
@@ -773,7 +861,22 @@ func attachRow(t *testing.T, fx *faultRun, want []int, act func(*testing.T, *run
 	ps = append(ps, runJSONPromise(res, ""))
 	ps = append(ps, noProcessLeft(t, "")...)
 	ps = append(ps, noCore(r.dir, res.Out))
+	if slices.Contains(want, exitCrashed) {
+		ps = append(ps, promise{name: "says so", held: strings.Contains(res.Stderr, "SIGKILL"),
+			detail: "snapctl does not say the process died of SIGKILL: " + lastLine(res.Stderr)})
+		return ps
+	}
 	ps = append(ps, attachedState(target.Process.Pid))
+	if sites {
+		fifo := promise{name: "FIFO closed", held: true}
+		for deadline := time.Now().Add(10 * time.Second); holdsFIFO(target.Process.Pid); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				fifo.held, fifo.detail = false, "the program still holds heaptrack's FIFO"
+				break
+			}
+		}
+		ps = append(ps, fifo)
+	}
 	return ps
 }
 
@@ -794,11 +897,14 @@ func waitStopRecorded(t *testing.T, out string) {
 }
 
 // attachedState: the attached process is alive, not stopped, and traced
-// by no one, a few seconds after snapctl ended.
+// by no one once snapctl has ended: at once, or once the guardian of a
+// killed snapctl has let it go (ending gdb, 5 s at most, and having
+// gdbserver take the breakpoints out, 20 s at most; the server rows wait
+// as long).
 func attachedState(pid int) promise {
 	p := promise{name: "attached process"}
 	var state, tracer string
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(40 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		if err != nil {
 			p.detail = "gone: " + err.Error()
@@ -884,6 +990,22 @@ func runJSONPromise(res *result, status string) promise {
 			listed[filepath.Base(s.Snapshot)] = true
 		}
 	}
+	// memcheck keeps each stop's leak search in a file of its own,
+	// beside its snapshot.
+	var leaks struct {
+		Stops []struct {
+			Leak *struct {
+				Records string `json:"records"`
+			} `json:"leak"`
+		} `json:"stops"`
+	}
+	if json.Unmarshal(data, &leaks) == nil {
+		for _, s := range leaks.Stops {
+			if s.Leak != nil && s.Leak.Records != "" {
+				listed[filepath.Base(s.Leak.Records)] = true
+			}
+		}
+	}
 	// A snapshot waits under a hidden name (a dot in front) until a
 	// run.json that lists it is written: only the real names are the
 	// run's snapshot files, and a listed one may still be hidden when
@@ -919,16 +1041,33 @@ func runJSONPromise(res *result, status string) promise {
 	return p
 }
 
-// noProcessLeft: within ten seconds of snapctl's end, no gdb, valgrind,
-// vgdb, target or gdb shell command of the row is alive. What is left is
-// killed, so that the next row starts clean.
+// stopFiles lists the stops' snapshot files in run directory out, one a
+// stop: not memcheck's leak searches kept beside them.
+func stopFiles(out string) []string {
+	all, _ := filepath.Glob(filepath.Join(out, "snapshots", "*"))
+	return slices.DeleteFunc(all, func(n string) bool { return strings.HasSuffix(n, ".leak.json") || strings.HasSuffix(n, ".leak") })
+}
+
+// noProcessLeft: within ten seconds of snapctl's end (twenty-five where
+// a guardian of an attach outlives snapctl), no gdb, valgrind, vgdb,
+// gdbserver, heaptrack_interpret, target, guardian or gdb shell command of
+// the row is alive. What is left is killed, so that the next row starts
+// clean.
 func noProcessLeft(t *testing.T, bin string) []promise {
+	snapctl := snapctlBinary(t)
 	mine := func(p testenv.Proc) bool {
 		f := strings.Fields(p.Cmdline)
+		if len(f) > 0 && f[0] == snapctl {
+			return true // the guardian of an attach
+		}
+		switch firstWord(p.Cmdline) {
+		case "gdbserver", "heaptrack_interpret":
+			return true
+		}
 		return p.Kind() != "" || len(f) > 0 && (f[0] == bin || f[0] == "sleep")
 	}
 	var left []testenv.Proc
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(25 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if left = testenv.Mine(t, mine); len(left) == 0 {
 			return []promise{{name: "no process left", held: true}}
 		}
@@ -982,4 +1121,142 @@ func firstWord(s string) string {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
+}
+
+// ownFiles runs under --sites a program that closes every descriptor it
+// inherited (a close loop up to its limit), opens a file of its own and
+// writes 200 records into it, then runs a child through the shell that
+// prints the LD_PRELOAD it was given (driver/testdata/sites/daemonfile.c),
+// with a preloaded library that prints which program loaded it. The
+// program's file and its output are those of the program alone:
+// heaptrack's stream never lands in its file, its LD_PRELOAD reaches its
+// child as given, and neither snapctl's shell nor the wrapper that starts
+// it runs the library (issue 31's third and seventh points).
+func ownFiles(t *testing.T, fx *faultRun) []promise {
+	testenv.MustHave(t, "heaptrack")
+	const sites = "../../driver/testdata/sites/"
+	bin := testenv.Build(t, sites+"daemonfile.c")
+	lib := testenv.Build(t, sites+"hello_preload.c", "-shared", "-fPIC")
+	dir := t.TempDir()
+	aloneFile := filepath.Join(dir, "alone.out")
+	cmd := exec.Command(bin, aloneFile, "loop")
+	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib)
+	alone, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the program alone: %v", err)
+	}
+	want, _ := os.ReadFile(aloneFile)
+	file := filepath.Join(dir, "sites.out")
+	plan := fmt.Sprintf("target:\n  env: {LD_PRELOAD: %s}\nbreakpoints:\n  - location: record_done\n    every: 50\n", lib)
+	own := *fx
+	own.bin = bin
+	r := own.startRun(t, plan, []string{file, "loop"}, nil, nil, "")
+	res := finish(r)
+	// heaptrack's output stays above the close loop where snapctl may
+	// raise the program's limit of open files (a soft limit below the
+	// hard one, or CAP_SYS_RESOURCE); else the loop closes it, the
+	// recording fails at every stop and the run exits 1 saying why
+	// (docs/native.md, "The program's descriptors are its own";
+	// docs/facts.md, fact faults-1).
+	raisable := limitRaisable()
+	codes := []int{exitOK}
+	if !raisable {
+		codes = []int{exitFailure}
+	}
+	ps := judge(t, &own, r, res, codes, "")
+	if !raisable {
+		ps = append(ps, promise{name: "says why", held: strings.Contains(res.Stderr, "the program closed heaptrack's output descriptor"),
+			detail: "snapctl does not say that the program closed heaptrack's output: " + lastLine(res.Stderr)})
+	}
+	got, _ := os.ReadFile(file)
+	ps = append(ps, promise{name: "the program's file", held: len(want) > 0 && string(got) == string(want),
+		detail: fmt.Sprintf("%d bytes under --sites, %d alone", len(got), len(want))})
+	// The program's output comes first on snapctl's standard output;
+	// a failed run's report follows it.
+	wantOut := strings.ReplaceAll(string(alone), aloneFile, file)
+	ps = append(ps, promise{name: "the program's output", held: strings.HasPrefix(res.Stdout, wantOut) &&
+		strings.Count(res.Stdout, "preloaded into") == strings.Count(wantOut, "preloaded into"),
+		detail: fmt.Sprintf("under --sites %q, alone %q", res.Stdout, wantOut)})
+	return ps
+}
+
+// limitRaisable reports whether a process of this user may raise another's
+// limit of open files above its soft one: the soft limit is below the
+// hard one, or it holds CAP_SYS_RESOURCE.
+func limitRaisable() bool {
+	// Go raises its own soft limit to the hard one and gives its
+	// children the one it was started with: a child's are the program's.
+	out, _ := exec.Command("sh", "-c", "ulimit -Sn; ulimit -Hn").Output()
+	if f := strings.Fields(string(out)); len(f) == 2 && f[0] != f[1] {
+		return true
+	}
+	data, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapEff:\t"); ok {
+			caps, _ := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return caps&(1<<24) != 0
+		}
+	}
+	return false
+}
+
+// injectRefused attaches with --sites to a program that heaptrack's
+// injection would crash: a program built without PIE that takes malloc's
+// and free's addresses (driver/testdata/native/mallocaddr.c), or
+// Debian's python3 (3 threads), where it is such a program. snapctl
+// refuses before gdb starts (exit 14), says what to do instead, and the
+// program runs on untouched: untraced, no heaptrack library in it.
+func injectRefused(t *testing.T, fx *faultRun, python bool) []promise {
+	testenv.MustHave(t, "heaptrack")
+	var target *exec.Cmd
+	if python {
+		// Debian's interpreter, not a shim script (pyenv's) that runs
+		// one.
+		py := "/usr/bin/python3"
+		if real, err := filepath.EvalSymlinks(py); err == nil {
+			py = real
+		}
+		if f, err := elf.Open(py); err != nil || f.Type != elf.ET_EXEC {
+			t.Skipf("%s is a PIE program: heaptrack can be injected", py)
+		}
+		target = testenv.StartFixture(t, py, "-c", "import threading, time\nfor _ in range(3): threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\ntime.sleep(600)")
+	} else {
+		target = testenv.StartFixture(t, testenv.Build(t, nativeFixtures+"mallocaddr.c", "-fno-pie", "-no-pie", "-pthread"))
+	}
+	pid := target.Process.Pid
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid)); len(tasks) >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the program did not start its threads")
+		}
+	}
+	dir := t.TempDir()
+	planPath := filepath.Join(dir, "plan.yaml")
+	if err := os.WriteFile(planPath, []byte("backend: native\nbreakpoints:\n  - location: free\n    max_hits: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := &running{t: t, out: filepath.Join(dir, "run"), dir: dir, start: time.Now()}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	r.cancel = cancel
+	r.cmd = exec.CommandContext(ctx, snapctlBinary(t), "attach", "--quiet", "--sites", "--out", r.out, planPath, strconv.Itoa(pid))
+	r.cmd.Dir = dir
+	r.cmd.Env = append(os.Environ(), testenv.ScopeEnv(t))
+	r.cmd.Stdout, r.cmd.Stderr = &r.stdout, &r.stderr
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	res := finish(r)
+	ps := []promise{{name: "exit code", held: res.Code == exitNoInject,
+		detail: fmt.Sprintf("exit %d, want %d (%s)", res.Code, exitNoInject, lastLine(res.Stderr))}}
+	ps = append(ps, promise{name: "says why", held: strings.Contains(res.Stderr, "not PIE") && strings.Contains(res.Stderr, "snapctl run --sites"),
+		detail: "snapctl does not say why it refused and what to do: " + lastLine(res.Stderr)})
+	ps = append(ps, noProcessLeft(t, "")...)
+	ps = append(ps, noCore(r.dir, res.Out))
+	ps = append(ps, attachedState(pid))
+	maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	ps = append(ps, promise{name: "untouched", held: !strings.Contains(string(maps), "heaptrack"),
+		detail: "heaptrack's library is in the program"})
+	return ps
 }

@@ -30,6 +30,7 @@ import (
 // A harmCase is one fault against snapctl attach on the server.
 type harmCase struct {
 	flags  []string // attach's flags: --sites, --guard=false
+	env    []string // snapctl's environment besides the test's: SNAPCTL_HITS=gdb
 	victim string   // "snapctl", "gdb", "gdbserver", "heaptrack_interpret"
 	stop   bool     // SIGSTOP for 2 s, then SIGCONT, rather than SIGKILL
 	want   []int    // exit codes, nil when snapctl is killed
@@ -41,6 +42,10 @@ type harmCase struct {
 	// killed, 20 requests 200 ms later, the first to hit the breakpoint
 	// since, and snapctl and gdb continued.
 	idle bool
+	// matrixOnly: run by the matrix and bench/harm.sh, not by
+	// TestHarmUnderLoad in every CI run (the attach modes whose stop
+	// path is another's cases already cover).
+	matrixOnly bool
 }
 
 func (c harmCase) name() string {
@@ -49,7 +54,7 @@ func (c harmCase) name() string {
 		how = "SIGSTOP "
 	}
 	mode := "attach"
-	for _, f := range c.flags {
+	for _, f := range append(slices.Clone(c.flags), c.env...) {
 		mode += " " + f
 	}
 	name := mode + ": " + how + c.victim + "/" + mMidRun
@@ -88,6 +93,24 @@ var harmCases = []harmCase{
 	// stopped). A trap gdbserver had not collected goes to snapctl's
 	// handler in the process (fact 113).
 	{flags: nil, victim: "gdbserver", want: []int{exitFailure}, idle: true},
+	// gdbserver held for 2 s: gdb's stop waits for it, then the run
+	// goes on or stalls after stop_timeout.
+	{flags: nil, victim: "gdbserver", stop: true, want: []int{exitInterrupted, exitTimeout, exitFailure}, matrixOnly: true},
+	// heaptrack's interpreter held for 2 s: the program's writes into
+	// the FIFO wait as long, then it serves on.
+	{flags: []string{"--sites"}, victim: "heaptrack_interpret", stop: true, want: []int{exitInterrupted, exitTimeout}, matrixOnly: true},
+	// gdb tracing the process itself (--guard=false), the kernel
+	// counting the hits: what gdbserver's death would leave, gdb's.
+	{flags: []string{"--guard=false"}, victim: "snapctl", matrixOnly: true},
+	{flags: []string{"--guard=false"}, victim: "gdb", want: []int{exitFailure}, matrixOnly: true},
+	{flags: []string{"--guard=false"}, victim: "snapctl+gdb", matrixOnly: true},
+	{flags: []string{"--guard=false"}, victim: "snapctl", stop: true, want: []int{exitInterrupted, exitTimeout}, matrixOnly: true},
+	{flags: []string{"--guard=false"}, victim: "gdb", stop: true, want: []int{exitInterrupted, exitTimeout, exitFailure}, matrixOnly: true},
+	// gdb counting every hit, each a stop (SNAPCTL_HITS=gdb), rather
+	// than the kernel.
+	{env: []string{"SNAPCTL_HITS=gdb"}, victim: "snapctl", matrixOnly: true},
+	{env: []string{"SNAPCTL_HITS=gdb"}, victim: "gdbserver", want: []int{exitFailure}, matrixOnly: true},
+	{flags: []string{"--guard=false"}, env: []string{"SNAPCTL_HITS=gdb"}, victim: "gdb", want: []int{exitFailure}, matrixOnly: true},
 }
 
 // runsOn reports whether the run goes on after case c's fault: a stopped
@@ -116,7 +139,7 @@ func TestHarmUnderLoad(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb", "gdbserver", "heaptrack")
 	for _, c := range harmCases {
-		if c.broken != "" {
+		if c.broken != "" || c.matrixOnly {
 			continue
 		}
 		t.Run(c.name(), func(t *testing.T) {
@@ -137,7 +160,22 @@ func harmRun(t *testing.T, c harmCase, cycles int) []promise {
 	if c.victim == "gdbserver" {
 		testenv.MustHave(t, "gdbserver")
 	}
-	srv := startServerIn(t, t.TempDir())
+	srvDir := t.TempDir()
+	srv := startServerIn(t, srvDir)
+	if keep := os.Getenv("SNAPCTL_HARM_CORES"); keep != "" {
+		// bench/harm.sh's record of a server that died: its core
+		// file and its binary, for gdb.
+		defer func() {
+			cores, _ := filepath.Glob(filepath.Join(srvDir, "core*"))
+			for i, core := range cores {
+				base := fmt.Sprintf("%s-%d-%d", strings.NewReplacer(" ", "_", "/", "_", ":", "", ",", "").Replace(c.name()), srv.Pid, i)
+				if os.MkdirAll(keep, 0o755) == nil {
+					exec.Command("cp", core, filepath.Join(keep, base+".core")).Run()
+					exec.Command("cp", srv.Cmd.Path, filepath.Join(keep, base+".bin")).Run()
+				}
+			}
+		}()
+	}
 	stop := make(chan struct{})
 	if !c.idle {
 		answered := srv.Load(stop)
@@ -206,7 +244,7 @@ func harmCycle(t *testing.T, srv *testenv.Server, c harmCase, cycle int) []promi
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	r.cmd.Env = append(os.Environ(), testenv.ScopeEnv(t), "TMPDIR="+tmp)
+	r.cmd.Env = append(append(os.Environ(), testenv.ScopeEnv(t), "TMPDIR="+tmp), c.env...)
 	r.cmd.Stdout, r.cmd.Stderr = &r.stdout, &r.stderr
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 
@@ -130,8 +129,12 @@ func (l *leaks) read(dir string, st *backend.Stop) error {
 	if err := json.Unmarshal(data, &s); err != nil {
 		return fmt.Errorf("reading the leak search of stop %d: %w", stop.Seq, err)
 	}
+	// Kept under its unlisted name, as the stop's snapshot is, until a
+	// run.json that lists it is written (the driver's publish): a
+	// snapctl killed before then leaves no file run.json does not
+	// account for.
 	name := strings.TrimSuffix(sites.SnapshotName(stop.Seq, stop.Breakpoint, stop.Hit, stop.Phase), ".massif.gz") + keptLeakExt
-	if err := backend.MoveFile(staged, filepath.Join(dir, name)); err != nil {
+	if err := backend.MoveFile(staged, backend.UnlistedPath(dir, name)); err != nil {
 		return fmt.Errorf("keeping the leak search of stop %d: %w", stop.Seq, err)
 	}
 	sum := &runjson.Leak{Records: name}

@@ -226,11 +226,19 @@ func (b *Launch) Pid() int        { return b.pid }
 
 // Lost: gdb runs the target, and says why it lost it; under --guard,
 // the tracer's death is the cause, gdbserver killed by a signal told
-// from one that exited (its wait status while gdb has not reaped it).
+// from one that exited (its wait status while gdb has not reaped it),
+// unless the process died first: gdbserver exits as the process it
+// traces ends, and gdb may see its connection close before it hears of
+// the process's death. A process killed by a signal is then a
+// TargetKilledError, told by its wait status while it is a zombie.
 func (b *Launch) Lost(what string) error {
 	what = strings.TrimSpace(what)
 	if b.guard != nil && b.guard.server != 0 {
 		if fate, _ := proc.Fate(b.guard.server); fate != "" {
+			if z, st := zombie(b.attach); z && st >= 0 && syscall.WaitStatus(st).Signaled() {
+				return &backend.TargetKilledError{Signal: child.SignalName(syscall.WaitStatus(st).Signal()),
+					Err: fmt.Errorf("gdbserver %s with it", fate)}
+			}
 			msg := fmt.Sprintf("%s during the run, and gdb lost process %d", fate, b.attach)
 			if what != "" {
 				msg += fmt.Sprintf(" (gdb: %q)", what)
