@@ -17,6 +17,7 @@ import (
 // agent.overdue: a stop under way is overdue once the same mark has
 // been seen for the limit; a new stop, or none, starts over.
 func TestAgentBusyFile(t *testing.T) {
+	t.Parallel()
 	testenv.MustHave(t, "gdb")
 	dir := t.TempDir()
 	script := filepath.Join(dir, gdb.AgentScript)
@@ -35,7 +36,9 @@ func TestAgentBusyFile(t *testing.T) {
 		if err := os.WriteFile(cmds, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if out, err := exec.Command("gdb", "-batch", "-nx", "-x", script, "-x", cmds).CombinedOutput(); err != nil {
+		cmd := exec.Command("gdb", "-batch", "-nx", "-x", script, "-x", cmds)
+		cmd.Env = append(os.Environ(), testenv.ScopeEnv(t)) // another test's leftover check leaves it be
+		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("gdb: %v\n%s", err, out)
 		}
 	}

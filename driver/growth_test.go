@@ -112,6 +112,7 @@ func TestRunWrapperEveryTwo(t *testing.T) {
 // Two snapshots make one interval: its growth is reported, marked as
 // seen in a single interval.
 func TestRunTwoSnapshots(t *testing.T) {
+	t.Parallel()
 	const src = "testdata/wrapper.c"
 	bin := testenv.Build(t, src)
 	session, token := testenv.LineOf(t, src, "leak: session"), testenv.LineOf(t, src, "leak: token")
@@ -135,6 +136,7 @@ func TestRunTwoSnapshots(t *testing.T) {
 // stepwise suspect. The scratch buffer next to it, grown by realloc over
 // the first four calls and then reused, is not one.
 func TestRunStepwiseVector(t *testing.T) {
+	t.Parallel()
 	const src = "testdata/vector.cpp"
 	bin := testenv.Build(t, src)
 	push := testenv.LineOf(t, src, "grows in steps")

@@ -239,6 +239,7 @@ func TestLoopEveryMaxHits(t *testing.T) {
 // It is handled as the stop loop would: the hit is recorded, the exit
 // ends the run with its exit code, and the target is not resumed after it.
 func TestLoopInterruptBringsAnotherStop(t *testing.T) {
+	t.Parallel()
 	const exited = `*stopped,reason="exited-normally"`
 	for _, tc := range []struct {
 		name       string

@@ -355,13 +355,14 @@ func TestRunWritesManifestWhenPlanCopyFails(t *testing.T) {
 // A run stopped by the user before valgrind starts (while the tools and
 // the breakpoint locations are checked) is interrupted, not a tool failure.
 func TestRunInterruptedBeforeStart(t *testing.T) {
+	t.Parallel()
 	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, "testdata/leak.c")
 	dir, planPath := writePlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	res, err := Run(ctx, Options{PlanPath: planPath, Binary: bin, OutDir: filepath.Join(dir, "run")})
+	res, err := Run(ctx, Options{PlanPath: planPath, Binary: bin, OutDir: filepath.Join(dir, "run"), Env: []string{testenv.ScopeEnv(t)}})
 	if !errors.Is(err, ErrInterrupted) {
 		t.Errorf("Run with a cancelled context: err = %v, want ErrInterrupted", err)
 	}

@@ -31,6 +31,7 @@ func bpfLinksOf(pid int) int {
 // descriptors, gdb and gdbserver leave, and the server serves on,
 // untraced, its code the files' again; no stop signal ever killed it.
 func TestAttachSnapctlKilledWhileCounting(t *testing.T) {
+	t.Parallel()
 	var refused *uprobes.Refused
 	if err := uprobes.Available(); errors.As(err, &refused) {
 		t.Skipf("the kernel does not count hits here: %v", err)

@@ -18,7 +18,10 @@ import (
 )
 
 // runDoctorCmd runs `snapctl doctor args...` and returns its output split
-// into lines, and its error.
+// into lines, and its error. The doctor tests are not parallel: doctor
+// runs in the test process, and the gdb and valgrind it starts carry no
+// test's mark, so the leftover check of every test running beside it
+// would take them for its own and kill them (testenv.NoLeftovers).
 func runDoctorCmd(t *testing.T, args ...string) ([]string, error) {
 	t.Helper()
 	testenv.MustHave(t, "gdb", "valgrind", "vgdb")

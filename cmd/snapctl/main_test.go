@@ -240,7 +240,8 @@ func TestVersionOf(t *testing.T) {
 
 // TestSecondSignal sends signals to the test process itself, with main's
 // handling of the first one in place, and checks which of them secondSignal
-// takes for the user's "end it now".
+// takes for the user's "end it now". Not parallel: the signals reach the
+// whole process.
 func TestSecondSignal(t *testing.T) {
 	raise := func(sig syscall.Signal) {
 		t.Helper()

@@ -21,6 +21,7 @@ import (
 // so before anything starts, with exit code 5 as README's table has it,
 // and starts no tool.
 func TestReadOnlyOut(t *testing.T) {
+	t.Parallel()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"leak.c")
 	ro := readOnlyDir(t)

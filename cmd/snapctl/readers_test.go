@@ -296,6 +296,7 @@ func TestReadersEndOnSignal(t *testing.T) {
 // A FIFO with a writer is read like a file, and so is a shell's <(...):
 // pipes are for the massif readers what they are for cat.
 func TestReadersReadPipes(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(recordedMassif + "leak.massif")
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -26,7 +27,9 @@ import (
 // holds the blocks heaptrack/testdata/churn.c's three allocating threads
 // count, give or take the one each may be allocating.
 func TestLetOutOwnerless(t *testing.T) {
+	t.Parallel()
 	testenv.MustHave(t, "gdb", "heaptrack")
+	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, "../../../heaptrack/testdata/churn.c")
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -36,7 +39,7 @@ func TestLetOutOwnerless(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.close()
-	client, err := mi.Start(ctx, mi.Options{Args: []string{"--args", bin, "1000"}, Async: true, StartsProgram: true})
+	client, err := mi.Start(ctx, mi.Options{Args: []string{"--args", bin, "1000"}, Env: append(os.Environ(), testenv.ScopeEnv(t)), Async: true, StartsProgram: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -730,7 +730,8 @@ end
 // TestNativeLocationError: a location nothing defines, or a condition
 // gdb cannot parse there, is a plan error before the run, as under massif,
 // although the native backend's gdb started during the checks: no run
-// directory, no gdb left, and its private directory goes.
+// directory, no gdb left, and its private directory goes. Not parallel:
+// it sets TMPDIR, the test process's, to see what the run leaves there.
 func TestNativeLocationError(t *testing.T) {
 	testenv.MustHave(t, "gdb")
 	bin := testenv.Build(t, "../../testdata/native/leak.c")

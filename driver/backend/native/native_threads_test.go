@@ -350,7 +350,8 @@ func TestNativeFastTimer(t *testing.T) {
 // measurements go) fills up in the middle ends with the error that says
 // so, on both paths, and run.json keeps the stops taken before. The full
 // file system is a small tmpfs (the test skips where it cannot mount
-// one).
+// one). Not parallel: TMPDIR, which it points at the tmpfs, is the test
+// process's.
 func TestNativeFullTmpdir(t *testing.T) {
 	bin := testenv.Build(t, "../../testdata/native/threads.c")
 	for _, p := range nativePaths {

@@ -22,6 +22,7 @@ import (
 // into them, then checks where the repair puts it, gives the thread its
 // registers back and lets it go: the server serves, its code the file's.
 func TestStepCopyMended(t *testing.T) {
+	t.Parallel()
 	if runtime.GOARCH != "amd64" {
 		t.Skip("gdb's step copy is known on x86-64 only")
 	}

@@ -18,6 +18,7 @@ import (
 // without the handler; a single step the tracer set is cleared. Each
 // mode 5 times: the kernel's timing varies, the outcome must not.
 func TestTrapHandler(t *testing.T) {
+	t.Parallel()
 	bin := testenv.Build(t, "../../testdata/native/traptrap.c")
 	code := filepath.Join(t.TempDir(), "code")
 	if err := os.WriteFile(code, trapCode, 0o644); err != nil {

@@ -436,13 +436,14 @@ func TestFSTServiceLeak(t *testing.T) {
 	if _, err := os.Stat("/usr/include/fst/fstlib.h"); err != nil {
 		t.Skip("OpenFST is not installed (Debian: libfst-dev)")
 	}
-	const src = "../../testdata/native/fstservice.cpp"
+	const src = "../../testdata/native/fst.cpp" // its service shape
+	// The flags of TestNativeFSTWorkload: one build serves both.
 	bin := testenv.Build(t, src, "-std=c++17", "-Wl,--no-as-needed", "-lfst")
 	const want = 65552.0 / 4
 	for i := 1; i <= truthRuns(1); i++ {
 		t.Run("native-"+strconv.Itoa(i), func(t *testing.T) {
 			t.Parallel()
-			_, m, err := runNative(t, driver.Options{}, "backend: native\n"+keepPlan, bin, "200", "4")
+			_, m, err := runNative(t, driver.Options{}, "backend: native\n"+keepPlan, bin, "service", "200", "4")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -464,7 +465,7 @@ func TestFSTServiceLeak(t *testing.T) {
 			t.Skip("jemalloc is not installed (Debian: libjemalloc2)")
 		}
 		plan := "backend: native\ntarget:\n  env:\n    LD_PRELOAD: " + lib + "\n" + keepPlan + "    commands: [\"p n\"]\n"
-		_, m, err := runNative(t, driver.Options{}, plan, bin, "120", "4")
+		_, m, err := runNative(t, driver.Options{}, plan, bin, "service", "120", "4")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -483,7 +484,7 @@ func TestFSTServiceLeak(t *testing.T) {
 	t.Run("sites", func(t *testing.T) {
 		t.Parallel()
 		testenv.MustHave(t, "heaptrack")
-		_, m, err := runNative(t, driver.Options{Measure: driver.Measure{Sites: true}}, "backend: native\n"+keepPlan, bin, "200", "4")
+		_, m, err := runNative(t, driver.Options{Measure: driver.Measure{Sites: true}}, "backend: native\n"+keepPlan, bin, "service", "200", "4")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -495,7 +496,7 @@ func TestFSTServiceLeak(t *testing.T) {
 			}
 		}
 		if load == nil || load.BytesPerBlock == nil || *load.BytesPerBlock != 64<<10 || load.GrowthPerHit < 15565 || load.GrowthPerHit > 17203 {
-			t.Fatalf("suspects %+v, want load (fstservice.cpp:%d), 64 KiB a block, 16 KiB a hit", m.Suspects, line)
+			t.Fatalf("suspects %+v, want load (fst.cpp:%d), 64 KiB a block, 16 KiB a hit", m.Suspects, line)
 		}
 		if v := m.Verdicts[0]; v.Verdict != runjson.VerdictLeak {
 			t.Errorf("verdict %s beside the suspect load:\n%s", v.Verdict, v.Sentence)

@@ -354,9 +354,9 @@ func TestVerdictAgreesWithSites(t *testing.T) {
 		w := v
 		w.Findings = slices.Clone(v.Findings)
 		agreeWithSites(&w, []snapshots.Suspect{{Breakpoint: "request", Pattern: snapshots.PatternStepwise, GrowthPerHit: 16301, GrowingIntervals: 47,
-			Intervals: 197, TotalBlocks: c.blocks, Frame: snapshots.Frame{Function: "load", File: "fstservice.cpp", Line: 57}}})
+			Intervals: 197, TotalBlocks: c.blocks, Frame: snapshots.Frame{Function: "load", File: "fst.cpp", Line: 130}}})
 		if w.Verdict != c.want || (c.want == runjson.VerdictLeak && !strings.HasPrefix(w.Sentence,
-			"leak at breakpoint request: 1 call site grew steadily or in steps that kept new blocks between hits, the fastest load (fstservice.cpp:57) +15.9 KiB per hit")) {
+			"leak at breakpoint request: 1 call site grew steadily or in steps that kept new blocks between hits, the fastest load (fst.cpp:130) +15.9 KiB per hit")) {
 			t.Errorf("stepwise site with blocks %v: verdict %s, want %s:\n%s", c.blocks, w.Verdict, c.want, w.Sentence)
 		}
 	}
