@@ -126,6 +126,15 @@ func (b *Launch) startGuardian() error {
 	}
 	g.say("gdb %d", b.gdb.Pid())
 	b.guardian = g
+	// Nothing protects the process from a killed tracer until the
+	// guardian holds it: a breakpoint inserted before then, and gdb
+	// killed, leaves the threads to the kernel with the breakpoints in
+	// and the SIGTRAP handler unarmed (docs/facts.md, fact trap-1). On
+	// a loaded machine the guardian's start can take longer than the
+	// attach's next steps, so snapctl waits for it, as long as it runs.
+	if !waitHoldReady(b.env.Private, g.cmd.Process.Pid, 15*b.env.Times.Grace) {
+		b.event(runjson.Event{Kind: eventUnguarded, Message: "snapctl's guardian did not start within " + (15 * b.env.Times.Grace).String() + ": if gdb or gdbserver is killed before it holds them, a thread that runs into a breakpoint dies of SIGTRAP"})
+	}
 	if b.sites != nil {
 		b.sites.guardian = g
 	}
@@ -243,6 +252,7 @@ func runGuardian(specJSON string) int {
 	)
 	// From the start: the tracer may die while snapctl lives.
 	hold := holdTracer(spec.Pid, spec.Dir, logf)
+	holdReady(spec.Dir)
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/snapctl/snapctl/driver"
+	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/runjson"
 	"github.com/snapctl/snapctl/snapshots"
@@ -360,6 +361,11 @@ func TestSitesAttachGdbKilled(t *testing.T) {
 	gdb := tracer(srv.Pid)
 	if gdb == 0 {
 		t.Fatal("the server has no tracer")
+	}
+	// The guardian holds gdb from before the breakpoints go in: killed
+	// any time after, gdb stops at its exit (docs/facts.md, fact trap-1).
+	if st, _ := proc.Status(gdb); st["TracerPid"] == "0" || st["TracerPid"] == "" {
+		t.Errorf("gdb %d is not held by snapctl's guardian with the breakpoints in", gdb)
 	}
 	syscall.Kill(gdb, syscall.SIGKILL)
 	err := <-done

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/snapctl/snapctl/internal/proc"
 )
 
 // gdb's copy at the program's entry point. gdb 13 steps a thread over a
@@ -305,6 +307,37 @@ func (h *tracerHold) mendStepCopy(seized []int) {
 // right. snapctl, which repairs what a dead gdb left too, waits for it:
 // a thread it held would be out of the guardian's reach.
 const holdEndedFile = "guardian-hold-ended"
+
+// holdReadyFile, in snapctl's private directory, says that the guardian
+// has tried to hold the tracer (its log says whether it does): from then
+// on, a tracer killed while it traces the process is held at its exit.
+const holdReadyFile = "guardian-hold-ready"
+
+// holdReady marks, in dir ("" for none), that the guardian has tried to
+// hold the tracer.
+func holdReady(dir string) {
+	if dir != "" {
+		os.WriteFile(filepath.Join(dir, holdReadyFile), nil, 0o600)
+	}
+}
+
+// waitHoldReady waits, up to limit, for the guardian (process pid) to
+// have tried to hold the tracer; false when it did not, having ended or
+// taken longer than limit. With no directory it cannot know, and does not
+// wait.
+func waitHoldReady(dir string, pid int, limit time.Duration) bool {
+	if dir == "" {
+		return true
+	}
+	for deadline := time.Now().Add(limit); ; time.Sleep(2 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, holdReadyFile)); err == nil {
+			return true
+		}
+		if !proc.Alive(pid) || time.Now().After(deadline) {
+			return false
+		}
+	}
+}
 
 // holdEnded marks the end of the guardian's hold in dir ("" for none).
 func holdEnded(dir string) {
