@@ -343,7 +343,7 @@ func (a *agent) read() error {
 // 50 to 65 stops (a record of `run --sites` takes about 650 B). Their
 // stops are held until the batch is flushed: a batch of 128 KiB, 200
 // stops and more read back at once whenever the loop was behind, was
-// snapctl's memory rising with that backlog (docs/facts.md, fact peak-1).
+// snapctl's memory rising with that backlog (docs/facts.md, fact 130).
 const agentBatch = 32 << 10
 
 // stop records one of the agent's stops, as inspectAndSnapshot does

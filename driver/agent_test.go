@@ -132,7 +132,7 @@ func TestReadAgentWholeRecords(t *testing.T) {
 // of 1,000 stops (the loop behind, the agent taking stops) is read in one
 // call, every stop recorded, and never more than a batch's stops, a few
 // dozen, held before their measurements are read (docs/facts.md, fact
-// peak-1).
+// 130).
 func TestReadAgentBacklogInBatches(t *testing.T) {
 	plan := mustPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n")
 	s := scriptedSession(t, plan, newFakeGDB(t))

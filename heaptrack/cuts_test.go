@@ -43,7 +43,7 @@ func replayed(t testing.TB, text string) *Recorder {
 // stop loop has not asked for yet, which is as many as the stops the loop
 // is behind the replay (hundreds under load): a few words per stack, made
 // into a tree only when asked for, and not a tree of nodes and frames
-// each (docs/facts.md, fact peak-1). Replaying 200 cuts more costs at most
+// each (docs/facts.md, fact 130). Replaying 200 cuts more costs at most
 // 3 allocations each (the cut's stacks, the channel that tells waiters,
 // the map's growth), however deep the stacks.
 func TestCutsHeldCompact(t *testing.T) {

@@ -48,7 +48,7 @@ type Recorder struct {
 	// for yet, by mark, each as the live bytes and blocks of its stacks
 	// (Replayer.live): the stop loop can be hundreds of stops behind
 	// the replay, and a tree for each was snapctl's memory growing with
-	// that backlog (docs/facts.md, fact peak-1). cutReady is closed and
+	// that backlog (docs/facts.md, fact 130). cutReady is closed and
 	// replaced at every one.
 	cutMu    sync.Mutex
 	cuts     map[int][]liveStack

@@ -87,7 +87,7 @@ func runSites(t *testing.T, rounds int) []*snapshots.Snapshot {
 // snapshots, the last one cut as the program calls exit: the heap it
 // ends with, as a stop of snapctl's cuts it (the library stops
 // recording in the exit handlers that run next: docs/facts.md, fact
-// libc-1).
+// 126).
 func runNative(t *testing.T, exe, bp string, args ...string) []*snapshots.Snapshot {
 	t.Helper()
 	tools := needTools(t)

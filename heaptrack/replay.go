@@ -250,7 +250,7 @@ type liveStack struct {
 // instruction pointers, strings, allocations' sizes and stacks) only grow.
 // A cut the stop loop has not asked for yet is held this way: a tree of
 // nodes with their frames, held for each stop the loop is behind, was
-// snapctl's memory growing with that backlog (docs/facts.md, fact peak-1).
+// snapctl's memory growing with that backlog (docs/facts.md, fact 130).
 func (r *Replayer) live() []liveStack {
 	if r.byStack == nil {
 		r.byStack = make(map[uint32]int)

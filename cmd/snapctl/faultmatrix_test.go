@@ -1157,7 +1157,7 @@ func ownFiles(t *testing.T, fx *faultRun) []promise {
 	// hard one, or CAP_SYS_RESOURCE); else the loop closes it, the
 	// recording fails at every stop and the run exits 1 saying why
 	// (docs/native.md, "The program's descriptors are its own";
-	// docs/facts.md, fact faults-1).
+	// docs/facts.md, fact 131).
 	raisable := limitRaisable()
 	codes := []int{exitOK}
 	if !raisable {

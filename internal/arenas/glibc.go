@@ -159,7 +159,7 @@ func Find(pid int, mem io.ReaderAt, q Query) (Glibc, error) {
 		g.NArenas = base + s.Value
 	}
 	// A static program may lack __libc_version (docs/facts.md, fact
-	// libc-2): its version stays unknown, and its arenas unread.
+	// 127): its version stays unknown, and its arenas unread.
 	version := [2]int{}
 	if s, ok := syms["__libc_version"]; ok {
 		version = readVersion(mem, base+s.Value)

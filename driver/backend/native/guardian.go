@@ -129,7 +129,7 @@ func (b *Launch) startGuardian() error {
 	// Nothing protects the process from a killed tracer until the
 	// guardian holds it: a breakpoint inserted before then, and gdb
 	// killed, leaves the threads to the kernel with the breakpoints in
-	// and the SIGTRAP handler unarmed (docs/facts.md, fact trap-1). On
+	// and the SIGTRAP handler unarmed (docs/facts.md, fact 133). On
 	// a loaded machine the guardian's start can take longer than the
 	// attach's next steps, so snapctl waits for it, as long as it runs.
 	if !waitHoldReady(b.env.Private, g.cmd.Process.Pid, 15*b.env.Times.Grace) {

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// TestWaitHoldReady: snapctl's wait for its guardian's hold (fact trap-1)
+// TestWaitHoldReady: snapctl's wait for its guardian's hold (fact 133)
 // ends when the guardian has marked it, gives up as soon as the guardian
 // has ended without marking it, and otherwise at its limit.
 func TestWaitHoldReady(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 // A stop measured by snapctl alone. The agent's measurement
 // (agent/measure.py, measure_native) is an exchange with gdb's Python at
 // every stop, about half of what a measured stop of a threaded server
-// costs it beyond gdb's own stop (docs/facts.md, fact hot-1). Everything
+// costs it beyond gdb's own stop (docs/facts.md, fact 125). Everything
 // it reads, snapctl can read itself while every thread is stopped:
 // resident memory from /proc/PID/status, glibc's arenas from the
 // process's memory (internal/arenas, as the agent's larger heaps already

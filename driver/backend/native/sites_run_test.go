@@ -363,7 +363,7 @@ func TestSitesAttachGdbKilled(t *testing.T) {
 		t.Fatal("the server has no tracer")
 	}
 	// The guardian holds gdb from before the breakpoints go in: killed
-	// any time after, gdb stops at its exit (docs/facts.md, fact trap-1).
+	// any time after, gdb stops at its exit (docs/facts.md, fact 133).
 	if st, _ := proc.Status(gdb); st["TracerPid"] == "0" || st["TracerPid"] == "" {
 		t.Errorf("gdb %d is not held by snapctl's guardian with the breakpoints in", gdb)
 	}

@@ -189,7 +189,7 @@ class Heap:
         (internal/arenas.Glibc). Its layouts stay dicts (ms, chunk,
         tcache_layout): a Heap with more than 30 attributes would have
         Python read each of them, self.mem and self.budget at every chunk
-        walked too, more slowly (docs/facts.md, fact libc-3)."""
+        walked too, more slowly (docs/facts.md, fact 128)."""
         FOUND[self.pid] = g
         self.narenas = g["narenas"] or None
         self.tcache_why = g.get("tcache_why", "")
