@@ -29,8 +29,12 @@ import (
 // no tracer for it) before it lets the tracer end. A thread that hits a
 // breakpoint meanwhile waits in its stop, which the tracer's end then
 // lets go at the breakpoint's address, now the program's instruction.
-// Not covered: a thread whose SIGTRAP the tracer had not collected when
-// it was killed, or which it was stepping over a breakpoint (fact 63).
+// A thread whose SIGTRAP the tracer had not collected when it was killed
+// takes it in snapctl's handler in the process (trap.go, fact 113), which
+// the hold arms with the breakpoints' addresses; a thread the tracer was
+// stepping over a breakpoint in its copy at the entry point the hold
+// moves back (stepcopy.go, fact 120). Both need the hold in place before
+// the tracer can die, which is why an attach waits for it (fact 133).
 //
 // The hold costs the tracer's signals a round trip through the guardian
 // (each SIGCHLD of a stop is passed on), and is given up with the
