@@ -137,6 +137,32 @@ func TestNativeDemo(t *testing.T) {
 	}
 }
 
+// checkArenasRounds checks a run of driver/testdata/native/arenas.c
+// (eight workers, nine arenas) that stopped once for each of its rounds:
+// every stop's figures are what mallinfo2() returned in the program just
+// before it (which counts the tcaches' chunks as in use).
+func checkArenasRounds(t *testing.T, m *runjson.Manifest, out string, rounds int) {
+	t.Helper()
+	if counted(t, out, "calls") != rounds || len(m.Stops) != rounds {
+		t.Fatalf("%d stops, output:\n%s", len(m.Stops), out)
+	}
+	seen := regexp.MustCompile(`round (\d+) uordblks (\d+) fordblks (\d+) hblkhd (\d+) arena (\d+)`).FindAllStringSubmatch(out, -1)
+	if len(seen) != rounds {
+		t.Fatalf("output:\n%s", out)
+	}
+	for i, r := range seen {
+		mem := m.Stops[i].Memory
+		if mem == nil || mem.HeapInUseBytes == nil || mem.Arenas == nil || mem.TcacheBytes == nil {
+			t.Fatalf("stop %d: memory %+v", i+1, mem)
+		}
+		want := fmt.Sprintf("in use %s free %s mmap %s arena %s arenas 9", r[2], r[3], r[4], r[5])
+		got := fmt.Sprintf("in use %d free %d mmap %d arena %d arenas %d", *mem.HeapInUseBytes+*mem.TcacheBytes, *mem.HeapFreeBytes-*mem.TcacheBytes, *mem.MmapBytes, *mem.ArenaBytes, *mem.Arenas)
+		if got != want {
+			t.Errorf("stop %d: %s; mallinfo2() in the program: %s", i+1, got, want)
+		}
+	}
+}
+
 // TestNativeArenasExact: with every worker parked, the figures a stop
 // reads from glibc's arenas (eight threads, nine arenas, chunks in
 // fastbins, bins and tcaches, mmapped blocks) are exactly what
@@ -154,25 +180,7 @@ func TestNativeArenasExact(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if counted(t, out, "calls") != 3 || len(m.Stops) != 3 {
-				t.Fatalf("%d stops, output:\n%s", len(m.Stops), out)
-			}
-			rounds := regexp.MustCompile(`round (\d+) uordblks (\d+) fordblks (\d+) hblkhd (\d+) arena (\d+)`).FindAllStringSubmatch(out, -1)
-			if len(rounds) != 3 {
-				t.Fatalf("output:\n%s", out)
-			}
-			for i, r := range rounds {
-				mem := m.Stops[i].Memory
-				if mem == nil || mem.HeapInUseBytes == nil || mem.Arenas == nil || mem.TcacheBytes == nil {
-					t.Fatalf("stop %d: memory %+v", i+1, mem)
-				}
-				// mallinfo2 counts the tcaches' chunks as in use.
-				want := fmt.Sprintf("in use %s free %s mmap %s arena %s arenas 9", r[2], r[3], r[4], r[5])
-				got := fmt.Sprintf("in use %d free %d mmap %d arena %d arenas %d", *mem.HeapInUseBytes+*mem.TcacheBytes, *mem.HeapFreeBytes-*mem.TcacheBytes, *mem.MmapBytes, *mem.ArenaBytes, *mem.Arenas)
-				if got != want {
-					t.Errorf("stop %d: %s; mallinfo2() in the program: %s", i+1, got, want)
-				}
-			}
+			checkArenasRounds(t, m, out, 3)
 		})
 	}
 }
