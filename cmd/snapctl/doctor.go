@@ -364,7 +364,10 @@ func runValgrindTool(ctx context.Context, valgrind, tool string, args ...string)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, valgrind, append(append([]string{"--tool=" + tool}, args...), "-q", prog)...)
+	// --vgdb=no: valgrind's gdbserver is not what is checked here, and a
+	// valgrind killed with its FIFOs open (doctor interrupted, or past its
+	// deadline) would leave them in /tmp under the default prefix.
+	cmd := exec.CommandContext(ctx, valgrind, append(append([]string{"--tool=" + tool, "--vgdb=no"}, args...), "-q", prog)...)
 	cmd.WaitDelay = 2 * time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
