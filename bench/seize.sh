@@ -15,7 +15,8 @@
 # stop's hold of the process and its parts, its processor time), then the
 # median, min and max of the throughput ratios (goal >= 0.80). With
 # SEIZE_MEASURE=no the seized stops take no measurement (every thread
-# stopped and resumed only).
+# stopped and resumed only). With ATTACH=no the control is left out (more
+# rounds in the same minutes).
 #
 # Usage: bench/seize.sh [ROUNDS [REQUESTS [EVERY]]]   (defaults 9, 20000,
 # 100; needs go, gcc, gdb, gdbserver, libc's symbols (Debian's
@@ -75,6 +76,12 @@ for r in $(seq 1 "$rounds"); do
 	[ -n "$(load 1 10)" ] || { echo "the server does not answer once seize detached" >&2; exit 1; }
 	unserve
 
+	if [ "${ATTACH:-}" = no ]; then
+		alone+=("$a") seized+=("$s") rs+=("$(echo "$a / $s" | bc -l)")
+		echo "round $r: alone $a s, seized $s s ($(printf %.3f "${rs[-1]}")); load$(uptime | sed 's/.*average//')"
+		grep -v counting "$tmp/err" | sed 's/^seize: /  /'
+		continue
+	fi
 	serve
 	SNAPCTL_HITS=kernel "$tmp/snapctl" attach -q --force --timeout 10m -o "$tmp/attach" "$tmp/plan.yaml" "$srv" >/dev/null 2>"$tmp/serr" &
 	p=$!
@@ -96,6 +103,6 @@ for r in $(seq 1 "$rounds"); do
 done
 echo "server alone, $requests requests:  $(stats "${alone[@]}")"
 echo "seized, every $every:               $(stats "${seized[@]}")"
-echo "attached, every $every:             $(stats "${attached[@]}")"
+[ "${ATTACH:-}" = no ] || echo "attached, every $every:             $(stats "${attached[@]}")"
 echo "throughput seized / alone, by round:   $(stats "${rs[@]}")  (goal >= 0.80)"
-echo "throughput attached / alone, by round: $(stats "${ra[@]}")"
+[ "${ATTACH:-}" = no ] || echo "throughput attached / alone, by round: $(stats "${ra[@]}")"
