@@ -228,6 +228,8 @@ func handle(tid int, ws unix.WaitStatus, all bool) (measured int) {
 		t.held = true
 		return tid
 	case sig == int(syscall.SIGURG):
+		// A held hit (the program's own SIGURG would be lost here: the
+		// kernel's counter keeps no record of the hold signals it sent).
 		t.sig = 0
 		t.held = true
 	default:
@@ -296,10 +298,16 @@ func take(tid int) {
 	more := stopAll(tid)
 	t1 := time.Now()
 	for _, m := range append([]int{tid}, more...) {
-		if _, hit, ok := ctr.Take(m); ok && hit != 0 && os.Getenv("SEIZE_MEASURE") != "no" {
-			measure()
-		} else if ok && hit != 0 {
+		_, hit, ok := ctr.Take(m)
+		switch {
+		case !ok:
+			// The program's own SIGWINCH: it gets it.
+			threads[m].sig = int(syscall.SIGWINCH)
+		case hit == 0:
+		case os.Getenv("SEIZE_MEASURE") == "no":
 			nstops++
+		default:
+			measure()
 		}
 	}
 	t2 := time.Now()
