@@ -49,7 +49,6 @@ type thread struct {
 	stopped bool
 	sig     int  // signal to deliver on resume
 	held    bool // kept stopped until the hold ends
-	stale   int  // interrupts sent whose PTRACE_EVENT_STOP may still come
 }
 
 // The tracer's state: the traced process, its threads, the kernel's
@@ -153,10 +152,9 @@ func main() {
 		unix.PtraceDetach(tid)
 	}
 	sort.Slice(stopDur, func(i, j int) bool { return stopDur[i] < stopDur[j] })
-	s := final
 	if len(stopDur) > 0 {
 		fmt.Fprintf(os.Stderr, "seize: %d measured stops, %d hits, %d ptrace events; stop held the process median %v min %v max %v\n",
-			nstops, s.Count, events, stopDur[len(stopDur)/2], stopDur[0], stopDur[len(stopDur)-1])
+			nstops, final.Count, events, stopDur[len(stopDur)/2], stopDur[0], stopDur[len(stopDur)-1])
 	}
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
@@ -171,9 +169,6 @@ func wait() (int, unix.WaitStatus, bool) {
 	for {
 		tid, err := unix.Wait4(-1, &ws, unix.WALL, nil)
 		if err == unix.EINTR {
-			if quit.Load() {
-				return 0, 0, false
-			}
 			continue
 		}
 		if err != nil {
@@ -217,10 +212,9 @@ func handle(tid int, ws unix.WaitStatus, all bool) (measured int) {
 		}
 		t.sig = 0
 	case ev == unix.PTRACE_EVENT_STOP:
-		// An interrupt, a new thread's first stop or a group stop.
-		if t.stale > 0 {
-			t.stale--
-		}
+		// An interrupt (one sent to a thread that stopped for a signal
+		// first comes after its resume), a new thread's first stop, or
+		// a group stop.
 		t.sig = 0
 	case sig == int(syscall.SIGWINCH):
 		// Taken (Take) once every thread is stopped.
@@ -252,9 +246,9 @@ func stopAll(except int) []int {
 	var measured []int
 	for tid, t := range threads {
 		if tid != except && !t.stopped {
-			if unix.PtraceInterrupt(tid) == nil {
-				t.stale++
-			}
+			// A thread that started since stops by itself: traced from
+			// its first instruction, it reports a first stop.
+			unix.PtraceInterrupt(tid)
 		}
 	}
 	for {
@@ -271,15 +265,8 @@ func stopAll(except int) []int {
 		if !ok {
 			return measured
 		}
-		_, known := threads[tid]
 		if m := handle(tid, ws, true); m != 0 {
 			measured = append(measured, m)
-		}
-		if !known {
-			if t := threads[tid]; t != nil && !t.stopped {
-				unix.PtraceInterrupt(tid)
-				t.stale++
-			}
 		}
 	}
 }
