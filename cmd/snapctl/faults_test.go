@@ -88,12 +88,14 @@ func waitDescendant(t *testing.T, cmdline string, timeout time.Duration) testenv
 // waitFile waits until dir holds at least one file.
 func waitFile(t *testing.T, dir string, timeout time.Duration) {
 	t.Helper()
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := testenv.NewDeadline(timeout); ; time.Sleep(20 * time.Millisecond) {
 		if names, _ := filepath.Glob(filepath.Join(dir, "*")); len(names) > 0 {
 			return
 		}
+		if deadline.Passed() {
+			t.Fatalf("nothing appeared in %s within %v", dir, deadline)
+		}
 	}
-	t.Fatalf("nothing appeared in %s within %v", dir, timeout)
 }
 
 // noneLike fails the test if a process of the test's own run still runs
@@ -101,7 +103,7 @@ func waitFile(t *testing.T, dir string, timeout time.Duration) {
 func noneLike(t *testing.T, cmdline string) {
 	t.Helper()
 	var left []testenv.Proc
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := testenv.NewDeadline(3 * time.Second); !deadline.Passed(); time.Sleep(50 * time.Millisecond) {
 		if left = testenv.Mine(t, func(p testenv.Proc) bool { return p.Cmdline == cmdline }); len(left) == 0 {
 			return
 		}

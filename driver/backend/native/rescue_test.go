@@ -64,8 +64,8 @@ func TestCallIntoStoppedProcess(t *testing.T) {
 	waitTurn, forever := symbolAddr(t, pid, maps, "wait_turn"), symbolAddr(t, pid, maps, "forever")
 
 	syscall.Kill(pid, syscall.SIGSTOP)
-	for deadline := time.Now().Add(10 * time.Second); !allStopped(pid); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
+	for deadline := testenv.NewDeadline(10 * time.Second); !allStopped(pid); time.Sleep(time.Millisecond) {
+		if deadline.Passed() {
 			t.Fatal("the fixture did not stop")
 		}
 	}
