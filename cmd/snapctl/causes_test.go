@@ -92,7 +92,7 @@ func TestPlanNeverEnds(t *testing.T) {
 			r.signal(sig)
 			sent := time.Now()
 			res := r.wait()
-			if d := time.Since(sent); d > 3*time.Second {
+			if d := time.Since(sent); d > testenv.Scaled(3*time.Second) {
 				t.Errorf("snapctl took %v to end after %v", d, sig)
 			}
 			if res.Code != exitInterrupted {

@@ -434,7 +434,7 @@ func readerRow(t *testing.T, want int, stdin *os.File, sig syscall.Signal, args 
 	}
 	ps := []promise{{name: "exit code", held: code == want,
 		detail: fmt.Sprintf("exit %d, want %d (%s)", code, want, lastLine(r.stderr.String()))}}
-	if d := time.Since(start); d > 10*time.Second {
+	if d := time.Since(start); d > testenv.Scaled(10*time.Second) {
 		ps = append(ps, promise{name: "ends at once", detail: fmt.Sprintf("took %v", d)})
 	}
 	return append(ps, noProcessLeft(t, "")...)
@@ -664,7 +664,7 @@ func signalAt(t *testing.T, fx *faultRun, sig syscall.Signal, double bool) []pro
 		ps = append(ps, promise{name: "no stop after the signal", held: len(after) <= len(before)+1,
 			detail: fmt.Sprintf("%d snapshots when the signal came, %d at the end", len(before), len(after))})
 	}
-	if d := time.Since(sent); d > 10*time.Second {
+	if d := time.Since(sent); d > testenv.Scaled(10*time.Second) {
 		ps = append(ps, promise{name: "ends within 10s", detail: fmt.Sprintf("took %v", d)})
 	}
 	return ps

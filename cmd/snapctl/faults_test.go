@@ -169,7 +169,7 @@ func TestChildKilled(t *testing.T) {
 				}
 				killed := time.Now()
 				res := r.wait()
-				if d := time.Since(killed); d > 45*time.Second { // a hang guard
+				if d := time.Since(killed); d > testenv.Scaled(45*time.Second) { // a hang guard
 					t.Errorf("snapctl took %v to end after %s died", d, tool)
 				}
 				if res.Code != exitFailure {
@@ -224,7 +224,7 @@ func TestInterrupted(t *testing.T) {
 			r.signal(tt.sig)
 			sent := time.Now()
 			res := r.wait()
-			if d := time.Since(sent); d > 45*time.Second { // a hang guard
+			if d := time.Since(sent); d > testenv.Scaled(45*time.Second) { // a hang guard
 				t.Errorf("snapctl took %v to end after %v", d, tt.sig)
 			}
 			if res.Code != exitInterrupted {
@@ -264,7 +264,7 @@ func TestSecondInterruptKillsAtOnce(t *testing.T) {
 	sent := time.Now()
 	res := r.wait()
 	// Well under the 20 s that waiting for the command would take.
-	if d := time.Since(sent); d > 15*time.Second {
+	if d := time.Since(sent); d > testenv.Scaled(15*time.Second) {
 		t.Errorf("snapctl took %v to end after the second SIGINT", d)
 	}
 	if res.Code != exitInterrupted {
@@ -298,7 +298,7 @@ func TestRunTimeout(t *testing.T) {
 	if res.Code != exitTimeout {
 		t.Errorf("exit code %d, want %d\nstderr:\n%s", res.Code, exitTimeout, res.Stderr)
 	}
-	if res.Elapsed > timeout+35*time.Second { // a hang guard
+	if res.Elapsed > timeout+testenv.Scaled(35*time.Second) { // a hang guard
 		t.Errorf("a run with --timeout %v took %v", timeout, res.Elapsed)
 	}
 	if msg := oneLine(t, res.Stderr); !strings.Contains(msg, "timeout") && !strings.Contains(msg, "timed out") {
@@ -407,7 +407,7 @@ breakpoints:
 	if res.Code != exitTimeout {
 		t.Errorf("exit code %d, want %d\nstderr:\n%s", res.Code, exitTimeout, res.Stderr)
 	}
-	if res.Elapsed > timeout+40*time.Second { // a hang guard
+	if res.Elapsed > timeout+testenv.Scaled(40*time.Second) { // a hang guard
 		t.Errorf("run took %v with --timeout %v", res.Elapsed, timeout)
 	}
 	checkPartial(t, res, "timeout", 3)

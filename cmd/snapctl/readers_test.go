@@ -125,7 +125,7 @@ func TestReadersRefuseOddFiles(t *testing.T) {
 				if msg := oneLine(t, r.stderr.String()); !strings.Contains(msg, wants[name]) {
 					t.Errorf("message %q, want it to say %q", msg, wants[name])
 				}
-				if d := time.Since(start); d > 10*time.Second {
+				if d := time.Since(start); d > testenv.Scaled(10*time.Second) {
 					t.Errorf("took %v", d)
 				}
 			})
@@ -280,7 +280,7 @@ func TestReadersEndOnSignal(t *testing.T) {
 			}
 			sent := time.Now()
 			code := r.wait(t)
-			if d := time.Since(sent); d > 3*time.Second {
+			if d := time.Since(sent); d > testenv.Scaled(3*time.Second) {
 				t.Errorf("snapctl took %v to end after %v", d, tt.sig)
 			}
 			if code != exitInterrupted {
