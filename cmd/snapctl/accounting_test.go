@@ -52,10 +52,15 @@ func TestKilledRunAccounts(t *testing.T) {
 					names, _ := os.ReadDir(snaps)
 					return len(names), len(names) >= stops
 				})
+				// The last run.json being written, or snapctl done
+				// with it: a zombie, as nobody waits for it yet (its
+				// ProcessState is set only by Wait, so a snapctl that
+				// wrote run.json between two looks and exited used to
+				// leave this wait to run out, at load average 20).
 				tmp := filepath.Join(r.out, ".run.json.tmp-*")
 				waitFor(t, "the last run.json", 30*time.Second, func() bool {
 					names, _ := filepath.Glob(tmp)
-					return len(names) > 0 || r.cmd.ProcessState != nil
+					return len(names) > 0 || !testenv.Lives(r.cmd.Process.Pid)
 				})
 			}
 			r.signal(syscall.SIGKILL)

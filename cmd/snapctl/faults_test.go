@@ -52,13 +52,18 @@ func reach(t *testing.T, m moment, extraFlags ...string) *running {
 	t.Helper()
 	bin := testenv.Build(t, fixtures+"faults.c")
 	s := session{Bin: bin, Flags: extraFlags, Limit: 3 * time.Minute}
+	// Every test that reaches a moment ends the run there (a kill, a
+	// signal): the slow target's 100 requests, 20 s of sleep, only keep
+	// it going while the test looks for its processes. With 10 the run
+	// could end first on a loaded machine, where each look at the process
+	// table takes a while, and the test found no gdb left to kill.
 	switch m {
 	case atStartup:
-		s.Plan, s.Args = requestPlan, []string{"slow", "10"}
+		s.Plan, s.Args = requestPlan, []string{"slow", "100"}
 	case atStop:
 		s.Plan, s.Args = faultPlan, []string{"exit", "3"}
 	case atRunning:
-		s.Plan, s.Args = requestPlan, []string{"slow", "10"}
+		s.Plan, s.Args = requestPlan, []string{"slow", "100"}
 	}
 	r := startSnapctl(t, s)
 	switch m {
