@@ -107,6 +107,12 @@ func WaitFor(t testing.TB, kind Tool, timeout time.Duration) Proc {
 func WaitForProc(t testing.TB, what string, match func(Proc) bool, timeout time.Duration) Proc {
 	t.Helper()
 	deadline := NewDeadline(timeout)
+	// A look at the process table reads every process's stat, about 8 ms
+	// of processor time in a test binary built with -race: the look
+	// comes every 20 ms at first and every 100 ms once the wait is long,
+	// so that the tests waiting for gdb or valgrind to start do not keep a
+	// processor busy looking.
+	interval := 20 * time.Millisecond
 	for {
 		if ps := Mine(t, match); len(ps) > 0 {
 			return ps[0]
@@ -114,7 +120,8 @@ func WaitForProc(t testing.TB, what string, match func(Proc) bool, timeout time.
 		if deadline.Passed() {
 			t.Fatalf("no %s started within %v", what, deadline)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(interval)
+		interval = min(interval*5/4, 100*time.Millisecond)
 	}
 }
 
