@@ -288,11 +288,14 @@ func TestRunTimeout(t *testing.T) {
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"faults.c")
 	// A loaded machine can spend 10 s starting valgrind: a run that timed
-	// out before its first stop is done again with twice the time.
+	// out before its first stop is done again with twice the time. The
+	// target's 1,000 requests (200 s of sleep) outlast the longest of
+	// those timeouts: with 100 a run given 40 s at load average 25
+	// completed first.
 	timeout := 10 * time.Second
 	var res *result
 	for {
-		res = runSnapctl(t, session{Plan: requestPlan, Bin: bin, Args: []string{"slow", "100"},
+		res = runSnapctl(t, session{Plan: requestPlan, Bin: bin, Args: []string{"slow", "1000"},
 			Flags: []string{"--timeout", timeout.String()}, Limit: timeout + 2*time.Minute})
 		if res.Code != exitTimeout || res.Run == nil || len(res.Run.Stops) > 0 || timeout >= 80*time.Second {
 			break
@@ -397,16 +400,19 @@ breakpoints:
 	// the timeout is what ends the run. A run that timed out before the
 	// stuck stop (valgrind took most of 20 s to start at load average
 	// 40) is done again with twice the time, as TestRunTimeout does.
+	// A stuck stop reached so late that --timeout came before its
+	// stop_timeout (at load average 25) is done again the same way.
 	timeout := 20 * time.Second
 	var res *result
+	abandonedStuck := func(e runEvent) bool { return e.Kind == "stop-abandoned" && strings.Contains(e.Message, "stuck") }
 	for {
 		res = runSnapctl(t, session{Plan: plan, Bin: bin, Args: []string{"hang", "2"},
 			Flags: []string{"--timeout", timeout.String()}, Limit: timeout + 2*time.Minute})
-		reached := res.Run != nil && slices.ContainsFunc(res.Run.Stops, func(s runStop) bool { return s.Breakpoint == "stuck" })
-		if res.Code != exitTimeout || reached || timeout >= 80*time.Second {
+		abandoned := res.Run != nil && slices.ContainsFunc(res.Run.Events, abandonedStuck)
+		if res.Code != exitTimeout || abandoned || timeout >= 80*time.Second {
 			break
 		}
-		t.Logf("no stuck stop before --timeout %v; again with twice the time", timeout)
+		t.Logf("no stuck stop abandoned before --timeout %v; again with twice the time", timeout)
 		timeout *= 2
 	}
 	if res.Code != exitTimeout {
