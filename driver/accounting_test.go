@@ -45,7 +45,7 @@ func TestInterruptTakesNoStop(t *testing.T) {
 						Env: []string{testenv.ScopeEnv(t)}})
 					done <- err
 				}()
-				for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+				for deadline := testenv.NewDeadline(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
 					var m runjson.Manifest
 					if data, err := os.ReadFile(filepath.Join(out, manifestFile)); err == nil && json.Unmarshal(data, &m) == nil && len(m.Stops) >= 20 {
 						break
@@ -55,7 +55,7 @@ func TestInterruptTakesNoStop(t *testing.T) {
 						t.Fatalf("the run ended (%v) before its 20th stop", err)
 					default:
 					}
-					if time.Now().After(deadline) {
+					if deadline.Passed() {
 						t.Fatal("no 20 stops in 2 minutes")
 					}
 				}

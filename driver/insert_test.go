@@ -122,7 +122,7 @@ func TestValgrindAcceptsPlanArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "massif.out")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := testenv.Context(60 * time.Second)
 	defer cancel()
 	// A private vgdb prefix: valgrind's FIFOs stay out of /tmp, where other
 	// runs look for their own.

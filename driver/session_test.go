@@ -431,7 +431,7 @@ func TestRunManifestDuringRun(t *testing.T) {
 		done <- err
 	}()
 	var m runjson.Manifest
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := testenv.NewDeadline(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		if data, err := os.ReadFile(filepath.Join(out, manifestFile)); err == nil && json.Unmarshal(data, &m) == nil && len(m.Stops) == 5 {
 			break
 		}
@@ -440,7 +440,7 @@ func TestRunManifestDuringRun(t *testing.T) {
 			t.Fatalf("the run ended (%v) before run.json listed its 5 stops", err)
 		default:
 		}
-		if time.Now().After(deadline) {
+		if deadline.Passed() {
 			t.Fatalf("run.json never listed 5 stops during the run: %+v", m.Stops)
 		}
 	}
@@ -451,7 +451,7 @@ func TestRunManifestDuringRun(t *testing.T) {
 	// written: just after.
 	for _, st := range m.Stops {
 		var err error
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for deadline := testenv.NewDeadline(10 * time.Second); !deadline.Passed(); time.Sleep(10 * time.Millisecond) {
 			if _, err = os.Stat(filepath.Join(out, st.Snapshot)); err == nil {
 				break
 			}

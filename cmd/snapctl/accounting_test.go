@@ -52,10 +52,15 @@ func TestKilledRunAccounts(t *testing.T) {
 					names, _ := os.ReadDir(snaps)
 					return len(names), len(names) >= stops
 				})
+				// The last run.json being written, or snapctl done
+				// with it: a zombie, as nobody waits for it yet (its
+				// ProcessState is set only by Wait, so a snapctl that
+				// wrote run.json between two looks and exited used to
+				// leave this wait to run out, at load average 20).
 				tmp := filepath.Join(r.out, ".run.json.tmp-*")
 				waitFor(t, "the last run.json", 30*time.Second, func() bool {
 					names, _ := filepath.Glob(tmp)
-					return len(names) > 0 || r.cmd.ProcessState != nil
+					return len(names) > 0 || !testenv.Lives(r.cmd.Process.Pid)
 				})
 			}
 			r.signal(syscall.SIGKILL)
@@ -117,30 +122,28 @@ func listed(t *testing.T, out string, must bool) map[string]bool {
 	return names
 }
 
-// waitFor waits until cond holds.
+// waitFor waits until cond holds, for timeout on a quiet machine and
+// longer on a loaded one (testenv.Deadline).
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", timeout, what)
-		}
-	}
+	testenv.WaitUntil(t, what, timeout, 2*time.Millisecond, cond)
 }
 
 // waitProgress waits until cond says done, for as long as the count it
-// returns grows: it fails only when the count stays the same for stall.
+// returns grows: it fails only when the count stays the same for stall
+// (on a quiet machine; longer on a loaded one).
 func waitProgress(t *testing.T, what string, stall time.Duration, cond func() (n int, done bool)) {
 	t.Helper()
-	last, at := -1, time.Now()
+	last, since := -1, testenv.NewDeadline(stall)
 	for {
 		n, done := cond()
 		if done {
 			return
 		}
 		if n != last {
-			last, at = n, time.Now()
-		} else if time.Since(at) > stall {
-			t.Fatalf("waited for %s: no progress in %v (%d so far)", what, stall, n)
+			last, since = n, testenv.NewDeadline(stall)
+		} else if since.Passed() {
+			t.Fatalf("waited for %s: no progress in %v (%d so far)", what, since, n)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -87,8 +87,8 @@ func startTarget(t *testing.T, cmd *exec.Cmd, ready func(pid int) bool) int {
 		cmd.Wait()
 	})
 	pid := cmd.Process.Pid
-	for deadline := time.Now().Add(10 * time.Second); !ready(pid); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
+	for deadline := testenv.NewDeadline(10 * time.Second); !ready(pid); time.Sleep(10 * time.Millisecond) {
+		if deadline.Passed() {
 			t.Fatalf("the fixture (process %d) did not start", pid)
 		}
 	}

@@ -5,7 +5,6 @@ package main
 // too large, gdb killed while it connects.
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,7 +92,7 @@ func TestPlanNeverEnds(t *testing.T) {
 			r.signal(sig)
 			sent := time.Now()
 			res := r.wait()
-			if d := time.Since(sent); d > 3*time.Second {
+			if d := time.Since(sent); d > testenv.Scaled(3*time.Second) {
 				t.Errorf("snapctl took %v to end after %v", d, sig)
 			}
 			if res.Code != exitInterrupted {
@@ -121,7 +120,7 @@ func startPlanPath(t *testing.T, path, bin string) *running {
 	t.Helper()
 	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := testenv.Context(30 * time.Second)
 	r := &running{t: t, cancel: cancel, out: filepath.Join(dir, "run"), dir: dir}
 	r.cmd = exec.CommandContext(ctx, snapctlBinary(t), "run", "--quiet", "--out", r.out, "--", path, bin)
 	r.cmd.Dir = dir
@@ -151,14 +150,14 @@ func TestGdbKilledWhileConnecting(t *testing.T) {
 	testenv.NoLeftovers(t)
 	r := startSnapctl(t, session{Plan: requestPlan, Bin: bin, Limit: time.Minute})
 	var gdb testenv.Proc
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+	for deadline := testenv.NewDeadline(30 * time.Second); ; time.Sleep(time.Millisecond) {
 		if vgdb := testenv.Mine(t, func(p testenv.Proc) bool { return p.Kind() == testenv.Vgdb }); len(vgdb) > 0 {
 			if ps := testenv.Mine(t, func(p testenv.Proc) bool { return p.PID == vgdb[0].PPID }); len(ps) > 0 {
 				gdb = ps[0]
 				break
 			}
 		}
-		if time.Now().After(deadline) {
+		if deadline.Passed() {
 			t.Fatal("vgdb did not start within 30s")
 		}
 	}

@@ -51,8 +51,8 @@ func TestAttachSnapctlKilledWhileCounting(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	for deadline := time.Now().Add(time.Minute); bpfLinksOf(cmd.Process.Pid) == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
+	for deadline := testenv.NewDeadline(time.Minute); bpfLinksOf(cmd.Process.Pid) == 0; time.Sleep(5 * time.Millisecond) {
+		if deadline.Passed() {
 			t.Fatal("the kernel never took the counting over")
 		}
 	}
@@ -65,23 +65,23 @@ func TestAttachSnapctlKilledWhileCounting(t *testing.T) {
 	// it works would see a tracer that is about to go, so wait for it to
 	// end, and with it every process of snapctl's.
 	bin := snapctlBinary(t)
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := testenv.NewDeadline(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		left := testenv.Mine(t, func(p testenv.Proc) bool { return strings.HasPrefix(p.Cmdline, bin) })
 		if len(left) == 0 {
 			break
 		}
-		if time.Now().After(deadline) {
+		if deadline.Passed() {
 			t.Fatalf("snapctl's guardian has not ended a minute after snapctl was killed: %v", left)
 		}
 	}
 	// gdb sees its input end and detaches; gdbserver, its connection
 	// gone, detaches too.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := testenv.NewDeadline(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", srv.Pid))
 		if strings.Contains(string(st), "TracerPid:\t0\n") {
 			break
 		}
-		if time.Now().After(deadline) {
+		if deadline.Passed() {
 			t.Fatal("the server is still traced 30 s after snapctl was killed")
 		}
 	}
@@ -112,13 +112,13 @@ func TestAttachSnapctlKilledWhileCounting(t *testing.T) {
 	// The server never took a stop signal (SIGWINCH is ignored; its
 	// status would show it pending if it were blocked), and runs
 	// untraced.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := testenv.NewDeadline(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", srv.Pid))
 		running := strings.Contains(string(st), "State:\tS") || strings.Contains(string(st), "State:\tR")
 		if running && strings.Contains(string(st), "TracerPid:\t0\n") {
 			break
 		}
-		if time.Now().After(deadline) {
+		if deadline.Passed() {
 			t.Fatalf("server state 30 s after snapctl was killed: %s", st)
 		}
 	}

@@ -17,15 +17,43 @@ import (
 	"github.com/snapctl/snapctl/preflight"
 )
 
+// TestDoctor runs the doctor tests. Doctor runs in the test process, and
+// the gdb and valgrind it starts carry no test's mark, so the leftover check
+// of any other test running beside it would take them for its own and kill
+// them (testenv.NoLeftovers): TestDoctor does not run in parallel with the
+// package's other tests. Its own cases, which differ only in doctor's
+// arguments, run in parallel with each other, and its leftover check,
+// once they are all over, covers every process their doctors started.
+func TestDoctor(t *testing.T) {
+	testenv.NoLeftovers(t)
+	for _, tc := range []struct {
+		name string
+		test func(*testing.T)
+	}{
+		{"GoodBinary", testDoctorGoodBinary},
+		{"WithoutBinary", testDoctorWithoutBinary},
+		{"NoDebugInfo", testDoctorNoDebugInfo},
+		{"MissingGdb", testDoctorMissingGdb},
+		{"GdbWithoutPython", testDoctorGdbWithoutPython},
+		{"Memcheck", testDoctorMemcheck},
+		{"ValgrindIsADirectory", testDoctorValgrindIsADirectory},
+		{"Script", testDoctorScript},
+		{"NotExecutable", testDoctorNotExecutable},
+		{"Libraries", testDoctorLibraries},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.test(t)
+		})
+	}
+}
+
 // runDoctorCmd runs `snapctl doctor args...` and returns its output split
-// into lines, and its error. The doctor tests are not parallel: doctor
-// runs in the test process, and the gdb and valgrind it starts carry no
-// test's mark, so the leftover check of every test running beside it
-// would take them for its own and kill them (testenv.NoLeftovers).
+// into lines, and its error. The test's leftover check is its parent's
+// (TestDoctor's) or its own when it runs alone (TestDoctorHits).
 func runDoctorCmd(t *testing.T, args ...string) ([]string, error) {
 	t.Helper()
 	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
-	testenv.NoLeftovers(t)
 	root := newRootCmd("dev")
 	var out, stderr bytes.Buffer
 	root.SetOut(&out)
@@ -82,7 +110,7 @@ func binaryLines(lines []string) []string {
 	return nil
 }
 
-func TestDoctorGoodBinary(t *testing.T) {
+func testDoctorGoodBinary(t *testing.T) {
 	bin := doctorProgram(t)
 	lines, err := runDoctorCmd(t, bin)
 	if err != nil {
@@ -100,7 +128,7 @@ func TestDoctorGoodBinary(t *testing.T) {
 	}
 }
 
-func TestDoctorWithoutBinary(t *testing.T) {
+func testDoctorWithoutBinary(t *testing.T) {
 	lines, err := runDoctorCmd(t)
 	if err != nil {
 		t.Fatalf("doctor: %v\n%s", err, strings.Join(lines, "\n"))
@@ -111,7 +139,7 @@ func TestDoctorWithoutBinary(t *testing.T) {
 	}
 }
 
-func TestDoctorNoDebugInfo(t *testing.T) {
+func testDoctorNoDebugInfo(t *testing.T) {
 	bin := doctorProgram(t, "-g0")
 	lines, err := runDoctorCmd(t, bin)
 	if err != nil {
@@ -129,7 +157,7 @@ func TestDoctorNoDebugInfo(t *testing.T) {
 	}
 }
 
-func TestDoctorMissingGdb(t *testing.T) {
+func testDoctorMissingGdb(t *testing.T) {
 	lines, err := runDoctorCmd(t, "--gdb", "/nonexistent/gdb")
 	want := []string{
 		"FAIL  gdb         not found at /nonexistent/gdb",
@@ -152,7 +180,7 @@ func TestDoctorMissingGdb(t *testing.T) {
 
 // A gdb built without Python (Debian's gdb-minimal) still drives snapctl,
 // every stop over GDB/MI: doctor warns and does not fail.
-func TestDoctorGdbWithoutPython(t *testing.T) {
+func testDoctorGdbWithoutPython(t *testing.T) {
 	gdb := filepath.Join(t.TempDir(), "gdb")
 	script := "#!/bin/sh\n" +
 		"if [ \"$1\" = --version ]; then echo 'GNU gdb (Debian 13.1-3) 13.1'; exit 0; fi\n" +
@@ -192,10 +220,10 @@ func linesFrom(lines []string, check string, n int) []string {
 	return nil
 }
 
-// TestDoctorMemcheck: a valgrind that runs massif but not memcheck fails
+// testDoctorMemcheck: a valgrind that runs massif but not memcheck fails
 // no check (only --backend memcheck needs memcheck) and says why, in
 // valgrind's words.
-func TestDoctorMemcheck(t *testing.T) {
+func testDoctorMemcheck(t *testing.T) {
 	real, err := preflight.FindTool("valgrind", "")
 	if err != nil {
 		t.Skip(err)
@@ -229,7 +257,7 @@ func TestDoctorMemcheck(t *testing.T) {
 	}
 }
 
-func TestDoctorValgrindIsADirectory(t *testing.T) {
+func testDoctorValgrindIsADirectory(t *testing.T) {
 	dir := t.TempDir()
 	lines, err := runDoctorCmd(t, "--valgrind", dir)
 	want := []string{
@@ -250,7 +278,7 @@ func TestDoctorValgrindIsADirectory(t *testing.T) {
 	}
 }
 
-func TestDoctorScript(t *testing.T) {
+func testDoctorScript(t *testing.T) {
 	script := filepath.Join(t.TempDir(), "tool.sh")
 	if err := os.WriteFile(script, []byte("#!/bin/sh\necho hi\n"), 0o755); err != nil {
 		t.Fatal(err)
@@ -273,7 +301,7 @@ func TestDoctorScript(t *testing.T) {
 	}
 }
 
-func TestDoctorNotExecutable(t *testing.T) {
+func testDoctorNotExecutable(t *testing.T) {
 	data, err := os.ReadFile(doctorProgram(t))
 	if err != nil {
 		t.Fatal(err)
@@ -309,7 +337,7 @@ func TestDoctorTooManyArguments(t *testing.T) {
 
 // doctor BINARY checks the debug info of the libraries the program links
 // that are not the system's, and counts the system's.
-func TestDoctorLibraries(t *testing.T) {
+func testDoctorLibraries(t *testing.T) {
 	lib := testenv.Build(t, filepath.Join(fixtures, "libkeep.c"), "-shared", "-fPIC")
 	bare := testenv.Build(t, filepath.Join(fixtures, "libkeep.c"), "-shared", "-fPIC", "-g0")
 	for _, tc := range []struct {
@@ -340,6 +368,7 @@ func TestDoctorLibraries(t *testing.T) {
 // doctor says which way a native run counts hits: in the kernel where it
 // lets snapctl, by gdb where it does not or SNAPCTL_HITS=gdb is set.
 func TestDoctorHits(t *testing.T) {
+	testenv.NoLeftovers(t)
 	hitsLine := func() string {
 		lines, _ := runDoctorCmd(t)
 		for _, l := range lines {

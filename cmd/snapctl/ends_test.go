@@ -91,7 +91,7 @@ breakpoints:
 	res := parallelRun(t, session{Plan: plan, Bin: bin, Args: []string{"exit", "0"}, Limit: 4 * time.Minute})
 	// Unbounded, each stop would take the command's 300 seconds; bounded,
 	// the run took 45.8 s at load average 40, and about 10 s quiet.
-	if res.Elapsed > 150*time.Second {
+	if res.Elapsed > testenv.Scaled(150*time.Second) {
 		t.Errorf("two stops whose command blocks took %v with stop_timeout 2s", res.Elapsed)
 	}
 	checkExit(t, res, 0, 2)

@@ -18,7 +18,6 @@ package main
 // what is left to fix.
 
 import (
-	"context"
 	"debug/elf"
 	"encoding/binary"
 	"encoding/json"
@@ -422,7 +421,7 @@ func readerRow(t *testing.T, want int, stdin *os.File, sig syscall.Signal, args 
 	if sig != 0 {
 		waitCaught(t, r.cmd.Process.Pid, sig)
 		// The reader waits for the FIFO's writer in open(2).
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !testenv.InSyscall(r.cmd.Process.Pid, "openat"); {
+		for deadline := testenv.NewDeadline(10 * time.Second); !deadline.Passed() && !testenv.InSyscall(r.cmd.Process.Pid, "openat"); {
 			time.Sleep(5 * time.Millisecond)
 		}
 		r.cmd.Process.Signal(sig)
@@ -435,7 +434,7 @@ func readerRow(t *testing.T, want int, stdin *os.File, sig syscall.Signal, args 
 	}
 	ps := []promise{{name: "exit code", held: code == want,
 		detail: fmt.Sprintf("exit %d, want %d (%s)", code, want, lastLine(r.stderr.String()))}}
-	if d := time.Since(start); d > 10*time.Second {
+	if d := time.Since(start); d > testenv.Scaled(10*time.Second) {
 		ps = append(ps, promise{name: "ends at once", detail: fmt.Sprintf("took %v", d)})
 	}
 	return append(ps, noProcessLeft(t, "")...)
@@ -665,7 +664,7 @@ func signalAt(t *testing.T, fx *faultRun, sig syscall.Signal, double bool) []pro
 		ps = append(ps, promise{name: "no stop after the signal", held: len(after) <= len(before)+1,
 			detail: fmt.Sprintf("%d snapshots when the signal came, %d at the end", len(before), len(after))})
 	}
-	if d := time.Since(sent); d > 10*time.Second {
+	if d := time.Since(sent); d > testenv.Scaled(10*time.Second) {
 		ps = append(ps, promise{name: "ends within 10s", detail: fmt.Sprintf("took %v", d)})
 	}
 	return ps
@@ -777,9 +776,9 @@ func daemonChild(t *testing.T, fx *faultRun) []promise {
 	res := finish(r)
 	// Natively the daemon sleeps on; under massif it ends with the run.
 	var kids []testenv.Proc
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := testenv.NewDeadline(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		kids = testenv.Mine(t, func(p testenv.Proc) bool { return fx.isTarget(p) || p.Kind() == testenv.Valgrind })
-		if (len(kids) > 0) == (fx.backend == "native") || time.Now().After(deadline) {
+		if (len(kids) > 0) == (fx.backend == "native") || deadline.Passed() {
 			break
 		}
 	}
@@ -837,7 +836,7 @@ func attachRow(t *testing.T, fx *faultRun, flags, env []string, want []int, act 
 		t.Fatal(err)
 	}
 	r := &running{t: t, out: filepath.Join(dir, "run"), dir: dir, start: time.Now()}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := testenv.Context(90 * time.Second)
 	r.cancel = cancel
 	args := append(append([]string{"attach", "--quiet", "--out", r.out}, flags...), planPath, strconv.Itoa(target.Process.Pid))
 	r.cmd = exec.CommandContext(ctx, snapctlBinary(t), args...)
@@ -869,8 +868,8 @@ func attachRow(t *testing.T, fx *faultRun, flags, env []string, want []int, act 
 	ps = append(ps, attachedState(target.Process.Pid))
 	if sites {
 		fifo := promise{name: "FIFO closed", held: true}
-		for deadline := time.Now().Add(10 * time.Second); holdsFIFO(target.Process.Pid); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
+		for deadline := testenv.NewDeadline(10 * time.Second); holdsFIFO(target.Process.Pid); time.Sleep(50 * time.Millisecond) {
+			if deadline.Passed() {
 				fifo.held, fifo.detail = false, "the program still holds heaptrack's FIFO"
 				break
 			}
@@ -885,7 +884,7 @@ func attachRow(t *testing.T, fx *faultRun, flags, env []string, want []int, act 
 // writes every stop into the agent.jsonl this once watched).
 func waitStopRecorded(t *testing.T, out string) {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := testenv.NewDeadline(time.Minute); !deadline.Passed(); time.Sleep(20 * time.Millisecond) {
 		var m struct {
 			Stops []json.RawMessage `json:"stops"`
 		}
@@ -904,7 +903,7 @@ func waitStopRecorded(t *testing.T, out string) {
 func attachedState(pid int) promise {
 	p := promise{name: "attached process"}
 	var state, tracer string
-	for deadline := time.Now().Add(40 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := testenv.NewDeadline(40 * time.Second); !deadline.Passed(); time.Sleep(100 * time.Millisecond) {
 		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		if err != nil {
 			p.detail = "gone: " + err.Error()
@@ -1067,7 +1066,7 @@ func noProcessLeft(t *testing.T, bin string) []promise {
 		return p.Kind() != "" || len(f) > 0 && (f[0] == bin || f[0] == "sleep")
 	}
 	var left []testenv.Proc
-	for deadline := time.Now().Add(25 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := testenv.NewDeadline(25 * time.Second); !deadline.Passed(); time.Sleep(100 * time.Millisecond) {
 		if left = testenv.Mine(t, mine); len(left) == 0 {
 			return []promise{{name: "no process left", held: true}}
 		}
@@ -1224,11 +1223,11 @@ func injectRefused(t *testing.T, fx *faultRun, python bool) []promise {
 		target = testenv.StartFixture(t, testenv.Build(t, nativeFixtures+"mallocaddr.c", "-fno-pie", "-no-pie", "-pthread"))
 	}
 	pid := target.Process.Pid
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := testenv.NewDeadline(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid)); len(tasks) >= 4 {
 			break
 		}
-		if time.Now().After(deadline) {
+		if deadline.Passed() {
 			t.Fatal("the program did not start its threads")
 		}
 	}
@@ -1238,7 +1237,7 @@ func injectRefused(t *testing.T, fx *faultRun, python bool) []promise {
 		t.Fatal(err)
 	}
 	r := &running{t: t, out: filepath.Join(dir, "run"), dir: dir, start: time.Now()}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := testenv.Context(90 * time.Second)
 	r.cancel = cancel
 	r.cmd = exec.CommandContext(ctx, snapctlBinary(t), "attach", "--quiet", "--sites", "--out", r.out, planPath, strconv.Itoa(pid))
 	r.cmd.Dir = dir

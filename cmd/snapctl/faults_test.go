@@ -52,13 +52,18 @@ func reach(t *testing.T, m moment, extraFlags ...string) *running {
 	t.Helper()
 	bin := testenv.Build(t, fixtures+"faults.c")
 	s := session{Bin: bin, Flags: extraFlags, Limit: 3 * time.Minute}
+	// Every test that reaches a moment ends the run there (a kill, a
+	// signal): the slow target's 100 requests, 20 s of sleep, only keep
+	// it going while the test looks for its processes. With 10 the run
+	// could end first on a loaded machine, where each look at the process
+	// table takes a while, and the test found no gdb left to kill.
 	switch m {
 	case atStartup:
-		s.Plan, s.Args = requestPlan, []string{"slow", "10"}
+		s.Plan, s.Args = requestPlan, []string{"slow", "100"}
 	case atStop:
 		s.Plan, s.Args = faultPlan, []string{"exit", "3"}
 	case atRunning:
-		s.Plan, s.Args = requestPlan, []string{"slow", "10"}
+		s.Plan, s.Args = requestPlan, []string{"slow", "100"}
 	}
 	r := startSnapctl(t, s)
 	switch m {
@@ -88,12 +93,14 @@ func waitDescendant(t *testing.T, cmdline string, timeout time.Duration) testenv
 // waitFile waits until dir holds at least one file.
 func waitFile(t *testing.T, dir string, timeout time.Duration) {
 	t.Helper()
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := testenv.NewDeadline(timeout); ; time.Sleep(20 * time.Millisecond) {
 		if names, _ := filepath.Glob(filepath.Join(dir, "*")); len(names) > 0 {
 			return
 		}
+		if deadline.Passed() {
+			t.Fatalf("nothing appeared in %s within %v", dir, deadline)
+		}
 	}
-	t.Fatalf("nothing appeared in %s within %v", dir, timeout)
 }
 
 // noneLike fails the test if a process of the test's own run still runs
@@ -101,7 +108,7 @@ func waitFile(t *testing.T, dir string, timeout time.Duration) {
 func noneLike(t *testing.T, cmdline string) {
 	t.Helper()
 	var left []testenv.Proc
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := testenv.NewDeadline(3 * time.Second); !deadline.Passed(); time.Sleep(50 * time.Millisecond) {
 		if left = testenv.Mine(t, func(p testenv.Proc) bool { return p.Cmdline == cmdline }); len(left) == 0 {
 			return
 		}
@@ -167,7 +174,7 @@ func TestChildKilled(t *testing.T) {
 				}
 				killed := time.Now()
 				res := r.wait()
-				if d := time.Since(killed); d > 45*time.Second { // a hang guard
+				if d := time.Since(killed); d > testenv.Scaled(45*time.Second) { // a hang guard
 					t.Errorf("snapctl took %v to end after %s died", d, tool)
 				}
 				if res.Code != exitFailure {
@@ -222,7 +229,7 @@ func TestInterrupted(t *testing.T) {
 			r.signal(tt.sig)
 			sent := time.Now()
 			res := r.wait()
-			if d := time.Since(sent); d > 45*time.Second { // a hang guard
+			if d := time.Since(sent); d > testenv.Scaled(45*time.Second) { // a hang guard
 				t.Errorf("snapctl took %v to end after %v", d, tt.sig)
 			}
 			if res.Code != exitInterrupted {
@@ -262,7 +269,7 @@ func TestSecondInterruptKillsAtOnce(t *testing.T) {
 	sent := time.Now()
 	res := r.wait()
 	// Well under the 20 s that waiting for the command would take.
-	if d := time.Since(sent); d > 15*time.Second {
+	if d := time.Since(sent); d > testenv.Scaled(15*time.Second) {
 		t.Errorf("snapctl took %v to end after the second SIGINT", d)
 	}
 	if res.Code != exitInterrupted {
@@ -281,11 +288,14 @@ func TestRunTimeout(t *testing.T) {
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, fixtures+"faults.c")
 	// A loaded machine can spend 10 s starting valgrind: a run that timed
-	// out before its first stop is done again with twice the time.
+	// out before its first stop is done again with twice the time. The
+	// target's 1,000 requests (200 s of sleep) outlast the longest of
+	// those timeouts: with 100 a run given 40 s at load average 25
+	// completed first.
 	timeout := 10 * time.Second
 	var res *result
 	for {
-		res = runSnapctl(t, session{Plan: requestPlan, Bin: bin, Args: []string{"slow", "100"},
+		res = runSnapctl(t, session{Plan: requestPlan, Bin: bin, Args: []string{"slow", "1000"},
 			Flags: []string{"--timeout", timeout.String()}, Limit: timeout + 2*time.Minute})
 		if res.Code != exitTimeout || res.Run == nil || len(res.Run.Stops) > 0 || timeout >= 80*time.Second {
 			break
@@ -296,7 +306,7 @@ func TestRunTimeout(t *testing.T) {
 	if res.Code != exitTimeout {
 		t.Errorf("exit code %d, want %d\nstderr:\n%s", res.Code, exitTimeout, res.Stderr)
 	}
-	if res.Elapsed > timeout+35*time.Second { // a hang guard
+	if res.Elapsed > timeout+testenv.Scaled(35*time.Second) { // a hang guard
 		t.Errorf("a run with --timeout %v took %v", timeout, res.Elapsed)
 	}
 	if msg := oneLine(t, res.Stderr); !strings.Contains(msg, "timeout") && !strings.Contains(msg, "timed out") {
@@ -390,22 +400,25 @@ breakpoints:
 	// the timeout is what ends the run. A run that timed out before the
 	// stuck stop (valgrind took most of 20 s to start at load average
 	// 40) is done again with twice the time, as TestRunTimeout does.
+	// A stuck stop reached so late that --timeout came before its
+	// stop_timeout (at load average 25) is done again the same way.
 	timeout := 20 * time.Second
 	var res *result
+	abandonedStuck := func(e runEvent) bool { return e.Kind == "stop-abandoned" && strings.Contains(e.Message, "stuck") }
 	for {
 		res = runSnapctl(t, session{Plan: plan, Bin: bin, Args: []string{"hang", "2"},
 			Flags: []string{"--timeout", timeout.String()}, Limit: timeout + 2*time.Minute})
-		reached := res.Run != nil && slices.ContainsFunc(res.Run.Stops, func(s runStop) bool { return s.Breakpoint == "stuck" })
-		if res.Code != exitTimeout || reached || timeout >= 80*time.Second {
+		abandoned := res.Run != nil && slices.ContainsFunc(res.Run.Events, abandonedStuck)
+		if res.Code != exitTimeout || abandoned || timeout >= 80*time.Second {
 			break
 		}
-		t.Logf("no stuck stop before --timeout %v; again with twice the time", timeout)
+		t.Logf("no stuck stop abandoned before --timeout %v; again with twice the time", timeout)
 		timeout *= 2
 	}
 	if res.Code != exitTimeout {
 		t.Errorf("exit code %d, want %d\nstderr:\n%s", res.Code, exitTimeout, res.Stderr)
 	}
-	if res.Elapsed > timeout+40*time.Second { // a hang guard
+	if res.Elapsed > timeout+testenv.Scaled(40*time.Second) { // a hang guard
 		t.Errorf("run took %v with --timeout %v", res.Elapsed, timeout)
 	}
 	checkPartial(t, res, "timeout", 3)

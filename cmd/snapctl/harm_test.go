@@ -10,7 +10,6 @@ package main
 // the server with SIGPIPE), and no process of the run may be left.
 
 import (
-	"context"
 	"fmt"
 	"math/rand"
 	"os"
@@ -230,7 +229,7 @@ func harmCycle(t *testing.T, srv *testenv.Server, c harmCase, cycle int) []promi
 		t.Fatal(err)
 	}
 	r := &running{t: t, out: filepath.Join(dir, "run"), dir: dir, start: time.Now()}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := testenv.Context(3 * time.Minute)
 	r.cancel = cancel
 	// A run that goes on after the fault is ended below, by Ctrl-C; the
 	// timeout is a bound for the attach and its start-up too, which on
@@ -274,8 +273,8 @@ func harmCycle(t *testing.T, srv *testenv.Server, c harmCase, cycle int) []promi
 	}
 	var setup []promise
 	var fault time.Time // when the fault was applied
-	for deadline := time.Now().Add(2 * time.Minute); !ready(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) || r.cmd.ProcessState != nil || srv.Gone() != "" {
+	for deadline := testenv.NewDeadline(2 * time.Minute); !ready(); time.Sleep(20 * time.Millisecond) {
+		if deadline.Passed() || r.cmd.ProcessState != nil || srv.Gone() != "" {
 			setup = append(setup, promise{name: "setup", detail: "snapctl did not reach the server's run: " + r.stderr.String()})
 			break
 		}
@@ -372,11 +371,11 @@ func startServerIn(t *testing.T, dir string) *testenv.Server {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := testenv.NewDeadline(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if data, err := os.ReadFile(portFile); err == nil && strings.TrimSpace(string(data)) != "" {
 			return &testenv.Server{Pid: cmd.Process.Pid, Port: strings.TrimSpace(string(data)), Cmd: cmd}
 		}
-		if time.Now().After(deadline) {
+		if deadline.Passed() {
 			t.Fatal("the server did not start")
 		}
 	}
@@ -410,7 +409,7 @@ func serverUnharmed(t *testing.T, srv *testenv.Server, sites bool) []promise {
 	// A guardian whose snapctl was killed ends gdb (5 s at most) and has
 	// gdbserver take the breakpoints out (20 s at most): on a loaded
 	// machine 10 s were not always enough.
-	for deadline := time.Now().Add(40 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := testenv.NewDeadline(40 * time.Second); !deadline.Passed(); time.Sleep(50 * time.Millisecond) {
 		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", srv.Pid))
 		if err != nil || srv.Gone() != "" {
 			break
@@ -456,8 +455,8 @@ func serverUnharmed(t *testing.T, srv *testenv.Server, sites bool) []promise {
 	ps = append(ps, text)
 	// snapctl's SIGTRAP handler goes with snapctl, or with its guardian.
 	trap := promise{name: "SIGTRAP as before", held: true}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if trap.detail = trapHandlerLeft(srv.Pid); trap.detail == "" || time.Now().After(deadline) {
+	for deadline := testenv.NewDeadline(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if trap.detail = trapHandlerLeft(srv.Pid); trap.detail == "" || deadline.Passed() {
 			break
 		}
 	}
@@ -465,8 +464,8 @@ func serverUnharmed(t *testing.T, srv *testenv.Server, sites bool) []promise {
 	ps = append(ps, trap)
 	if sites {
 		fifo := promise{name: "FIFO closed", held: true}
-		for deadline := time.Now().Add(10 * time.Second); holdsFIFO(srv.Pid); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
+		for deadline := testenv.NewDeadline(10 * time.Second); holdsFIFO(srv.Pid); time.Sleep(50 * time.Millisecond) {
+			if deadline.Passed() {
 				fifo.held, fifo.detail = false, "the server still holds heaptrack's FIFO"
 				break
 			}
@@ -476,7 +475,7 @@ func serverUnharmed(t *testing.T, srv *testenv.Server, sites bool) []promise {
 	left := promise{name: "no process left", held: true}
 	mine := func(p testenv.Proc) bool { return p.PID != srv.Pid }
 	var procs []testenv.Proc
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := testenv.NewDeadline(15 * time.Second); !deadline.Passed(); time.Sleep(100 * time.Millisecond) {
 		if procs = testenv.Mine(t, mine); len(procs) == 0 {
 			break
 		}

@@ -246,7 +246,8 @@ type session struct {
 	// Env is added to the test's environment for snapctl.
 	Env []string
 	// Limit caps the whole command; the test fails (and kills snapctl) when
-	// it is reached. Default 2 minutes.
+	// it is reached. Default 2 minutes on a quiet machine, stretched on a
+	// loaded one (testenv.Deadline).
 	Limit time.Duration
 }
 
@@ -307,7 +308,7 @@ func startSnapctl(t testing.TB, s session) *running {
 	if limit == 0 {
 		limit = 2 * time.Minute
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	ctx, cancel := testenv.Context(limit)
 	if s.NoOut {
 		out = "" // found under DIR/snapctl-runs/ once the run is over
 	}
@@ -372,9 +373,9 @@ func (r *running) waitDelivered(sig syscall.Signal) {
 		}
 		return false
 	}
-	for deadline := time.Now().Add(10 * time.Second); pending(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("%v still pending for snapctl after 10s", sig)
+	for deadline := testenv.NewDeadline(10 * time.Second); pending(); time.Sleep(5 * time.Millisecond) {
+		if deadline.Passed() {
+			r.t.Fatalf("%v still pending for snapctl after %v", sig, deadline)
 		}
 	}
 }

@@ -33,7 +33,7 @@ type reader struct {
 // reader that has not ended after 20 seconds is killed, and the test fails.
 func startReader(t *testing.T, stdin io.Reader, args ...string) *reader {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := testenv.Context(20 * time.Second)
 	r := &reader{cancel: cancel}
 	r.cmd = exec.CommandContext(ctx, snapctlBinary(t), args...)
 	r.cmd.Stdin = stdin
@@ -125,7 +125,7 @@ func TestReadersRefuseOddFiles(t *testing.T) {
 				if msg := oneLine(t, r.stderr.String()); !strings.Contains(msg, wants[name]) {
 					t.Errorf("message %q, want it to say %q", msg, wants[name])
 				}
-				if d := time.Since(start); d > 10*time.Second {
+				if d := time.Since(start); d > testenv.Scaled(10*time.Second) {
 					t.Errorf("took %v", d)
 				}
 			})
@@ -270,8 +270,8 @@ func TestReadersEndOnSignal(t *testing.T) {
 				w.WriteString(header)
 			}
 			waitCaught(t, r.cmd.Process.Pid, tt.sig)
-			for deadline := time.Now().Add(time.Minute); !reading(r.cmd.Process.Pid); time.Sleep(5 * time.Millisecond) {
-				if time.Now().After(deadline) {
+			for deadline := testenv.NewDeadline(time.Minute); !reading(r.cmd.Process.Pid); time.Sleep(5 * time.Millisecond) {
+				if deadline.Passed() {
 					t.Fatal("snapctl did not begin to read in a minute")
 				}
 			}
@@ -280,7 +280,7 @@ func TestReadersEndOnSignal(t *testing.T) {
 			}
 			sent := time.Now()
 			code := r.wait(t)
-			if d := time.Since(sent); d > 3*time.Second {
+			if d := time.Since(sent); d > testenv.Scaled(3*time.Second) {
 				t.Errorf("snapctl took %v to end after %v", d, tt.sig)
 			}
 			if code != exitInterrupted {
@@ -329,7 +329,7 @@ func TestReadersReadPipes(t *testing.T) {
 func waitCaught(t *testing.T, pid int, sig syscall.Signal) {
 	t.Helper()
 	bit := uint64(1) << (uint(sig) - 1)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := testenv.NewDeadline(10 * time.Second); !deadline.Passed(); time.Sleep(10 * time.Millisecond) {
 		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		if err != nil {
 			t.Fatal(err)

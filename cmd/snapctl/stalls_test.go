@@ -46,7 +46,7 @@ func TestStallStoppedTool(t *testing.T) {
 			}
 			stopped := time.Now()
 			res := r.wait()
-			if d := time.Since(stopped); d > 45*time.Second { // a hang guard
+			if d := time.Since(stopped); d > testenv.Scaled(45*time.Second) { // a hang guard
 				t.Errorf("snapctl took %v to end after %s was stopped", d, tt.tool)
 			}
 			if res.Code != exitFailure {

@@ -18,10 +18,10 @@ import (
 // after up to wait.
 func toolsAlive(t *testing.T, wait time.Duration) []testenv.Proc {
 	t.Helper()
-	deadline := time.Now().Add(wait)
+	deadline := testenv.NewDeadline(wait)
 	for {
 		left := testenv.Mine(t, func(p testenv.Proc) bool { return p.Kind() != "" })
-		if len(left) == 0 || time.Now().After(deadline) {
+		if len(left) == 0 || deadline.Passed() {
 			return left
 		}
 		time.Sleep(50 * time.Millisecond)

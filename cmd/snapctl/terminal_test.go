@@ -5,7 +5,6 @@ package main
 // every byte the terminal gets.
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -33,7 +32,7 @@ func onTerminal(t *testing.T, env []string, args ...string) (string, int) {
 		t.Fatal(err)
 	}
 	defer master.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := testenv.Context(2 * time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, snapctlBinary(t), args...)
 	cmd.Dir = t.TempDir()

@@ -42,9 +42,9 @@ func readStopped(t *testing.T, blocks, threads, rounds int) []Result {
 	lines.Scan() // "threads N blocks B"
 	var results []Result
 	for r := 0; r < rounds; r++ {
-		deadline := time.Now().Add(2 * time.Minute)
+		deadline := testenv.NewDeadline(2 * time.Minute)
 		for proc.Stat(pid).State != 'T' {
-			if time.Now().After(deadline) {
+			if deadline.Passed() {
 				t.Fatalf("round %d: the fixture never stopped", r)
 			}
 			time.Sleep(2 * time.Millisecond)

@@ -83,22 +83,10 @@ func BuildCommand(t testing.TB, dir string) string {
 // to see where a run is (gdb running a breakpoint's `shell sleep` command
 // means the run is at a stop) and to check that such helpers are gone too.
 func DescendantsWhere(match func(Proc) bool) []Proc {
-	self := os.Getpid()
-	all := readProcs()
-	parent := make(map[int]int, len(all))
-	for _, p := range all {
-		parent[p.PID] = p.PPID
-	}
 	var out []Proc
-	for _, p := range all {
-		if p.PID == self || p.State == "Z" || !match(p) {
-			continue
-		}
-		for q, n := p.PPID, 0; q > 1 && n < 64; q, n = parent[q], n+1 {
-			if q == self {
-				out = append(out, p)
-				break
-			}
+	for _, p := range readProcs() {
+		if p.State != "Z" && match(p) {
+			out = append(out, p)
 		}
 	}
 	return out

@@ -95,25 +95,33 @@ func envHas(pid int, match func(entry []byte) bool) bool {
 }
 
 // WaitFor polls the test's own processes until one of kind is alive and
-// returns it; it fails the test after timeout.
+// returns it; it fails the test once a Deadline of timeout has passed.
 func WaitFor(t testing.TB, kind Tool, timeout time.Duration) Proc {
 	t.Helper()
 	return WaitForProc(t, string(kind), func(p Proc) bool { return p.Kind() == kind }, timeout)
 }
 
 // WaitForProc polls the test's own processes until one matches and returns
-// it; it fails the test, naming what, after timeout.
+// it; it fails the test, naming what, once a Deadline of timeout has
+// passed (timeout on a quiet machine, longer on a loaded one).
 func WaitForProc(t testing.TB, what string, match func(Proc) bool, timeout time.Duration) Proc {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := NewDeadline(timeout)
+	// A look at the process table reads every process's stat, about 8 ms
+	// of processor time in a test binary built with -race: the look
+	// comes every 20 ms at first and every 100 ms once the wait is long,
+	// so that the tests waiting for gdb or valgrind to start do not keep a
+	// processor busy looking.
+	interval := 20 * time.Millisecond
 	for {
 		if ps := Mine(t, match); len(ps) > 0 {
 			return ps[0]
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s started within %v", what, timeout)
+		if deadline.Passed() {
+			t.Fatalf("no %s started within %v", what, deadline)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(interval)
+		interval = min(interval*5/4, 100*time.Millisecond)
 	}
 }
 

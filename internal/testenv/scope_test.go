@@ -39,8 +39,8 @@ func TestLeftoversOfEmptyEnvironment(t *testing.T) {
 	}
 	// Each is a tool once it has run sleep, its environment its own.
 	started := func(p Proc) bool { _, ok := pids[p.PID]; return ok && isTool(p) }
-	for deadline := time.Now().Add(10 * time.Second); len(DescendantsWhere(started)) < len(pids); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
+	for deadline := NewDeadline(10 * time.Second); len(DescendantsWhere(started)) < len(pids); time.Sleep(10 * time.Millisecond) {
+		if deadline.Passed() {
 			t.Fatalf("%d of %d processes started", len(DescendantsWhere(started)), len(pids))
 		}
 	}

@@ -234,12 +234,18 @@ func describeProcs(ps []Proc) string {
 	return b.String()
 }
 
+// readProcs lists the test binary's live and zombie descendants. Every
+// process's stat is read, for its parent, and only the descendants' command
+// lines: the waits of the tests list them every few milliseconds, beside
+// the other work of a shared machine, and reading every process's command
+// line made each listing twice the work.
 func readProcs() []Proc {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	var out []Proc
+	var all []Proc
+	parent := make(map[int]int, len(entries))
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -260,11 +266,31 @@ func readProcs() []Proc {
 			continue
 		}
 		ppid, _ := strconv.Atoi(f[1])
-		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		cmdline := strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))
-		out = append(out, Proc{PID: pid, PPID: ppid, State: f[0], Cmdline: cmdline})
+		parent[pid] = ppid
+		all = append(all, Proc{PID: pid, PPID: ppid, State: f[0]})
+	}
+	self := os.Getpid()
+	var out []Proc
+	for _, p := range all {
+		if !descends(p.PPID, self, parent) {
+			continue
+		}
+		cmd, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.PID), "cmdline"))
+		p.Cmdline = strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))
+		out = append(out, p)
 	}
 	return out
+}
+
+// descends reports whether ppid is root or one of its descendants, by the
+// parents of the process table.
+func descends(ppid, root int, parent map[int]int) bool {
+	for q, n := ppid, 0; q > 1 && n < 64; q, n = parent[q], n+1 {
+		if q == root {
+			return true
+		}
+	}
+	return false
 }
 
 // LineOf returns the number of the only line of the fixture src that

@@ -30,7 +30,7 @@ func TestDescendantsFindsOrphanedValgrind(t *testing.T) {
 		t.Fatalf("starting valgrind: %v", err)
 	}
 	var found []Proc
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := NewDeadline(5 * time.Second); !deadline.Passed(); time.Sleep(50 * time.Millisecond) {
 		if found = Descendants(); len(found) > 0 {
 			break
 		}

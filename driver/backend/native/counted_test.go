@@ -411,8 +411,8 @@ func TestKernelAttachToolKilled(t *testing.T) {
 			// Every 50th request stops: the kill comes while hits
 			// are counted and stops are taken.
 			done := attachInBackground(t, srv.Pid, requestPlan+"    every: 50\n", driver.Options{Env: kernelEnv, Attach: driver.Attach{Guard: true}})
-			for deadline := time.Now().Add(time.Minute); bpfLinks() == 0; time.Sleep(5 * time.Millisecond) {
-				if time.Now().After(deadline) {
+			for deadline := testenv.NewDeadline(time.Minute); bpfLinks() == 0; time.Sleep(5 * time.Millisecond) {
+				if deadline.Passed() {
 					t.Fatal("the kernel never took the counting over")
 				}
 			}

@@ -82,7 +82,7 @@ func attachInBackground(t *testing.T, pid int, plan string, opts driver.Options)
 		}
 		return false
 	}
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := testenv.NewDeadline(3 * time.Minute)
 	for ready := inProgram; ; time.Sleep(time.Millisecond) {
 		if ready() {
 			if ready = func() bool { return !traceStopped(pid) }; ready() {
@@ -94,7 +94,7 @@ func attachInBackground(t *testing.T, pid int, plan string, opts driver.Options)
 			t.Fatalf("the attach ended before its breakpoints were in: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
+		if deadline.Passed() {
 			t.Fatal("gdb inserted no breakpoint in the program, or does not let it run")
 		}
 	}
@@ -223,8 +223,8 @@ func TestAttachGdbStopped(t *testing.T) {
 	answered := srv.Load(stop)
 	done := attachInBackground(t, srv.Pid, attachPlan, driver.Options{})
 	// Requests go through the breakpoint meanwhile.
-	for before, deadline := served(t, srv), time.Now().Add(2*time.Minute); served(t, srv)-before < 2; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
+	for before, deadline := served(t, srv), testenv.NewDeadline(2*time.Minute); served(t, srv)-before < 2; time.Sleep(10 * time.Millisecond) {
+		if deadline.Passed() {
 			t.Fatal("no request went through the breakpoint in 2 minutes")
 		}
 	}
@@ -297,8 +297,8 @@ func TestAttachExited(t *testing.T) {
 	}
 	defer zombie.Wait()
 	pid := zombie.Process.Pid
-	for deadline := time.Now().Add(5 * time.Second); proc.Alive(pid); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
+	for deadline := testenv.NewDeadline(5 * time.Second); proc.Alive(pid); time.Sleep(5 * time.Millisecond) {
+		if deadline.Passed() {
 			t.Fatal("true did not exit")
 		}
 	}

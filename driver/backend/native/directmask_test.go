@@ -1,7 +1,6 @@
 package native_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -53,7 +52,7 @@ end
 		t.Fatal(err)
 	}
 	// The deadline ends a program left spinning: a failure, not a figure.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := testenv.Context(2 * time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "gdb", "-batch", "-nx", "-x", script, "-x", cmds, bin)
 	cmd.Env = append(os.Environ(), testenv.ScopeEnv(t))

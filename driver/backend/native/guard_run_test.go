@@ -42,8 +42,8 @@ func TestGuardGdbKilledUnderLoad(t *testing.T) {
 		// gdb dies at a random moment once requests go through the
 		// breakpoint: however long that takes on a loaded machine.
 		before := served(t, srv)
-		for deadline := time.Now().Add(2 * time.Minute); served(t, srv)-before < 2; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
+		for deadline := testenv.NewDeadline(2 * time.Minute); served(t, srv)-before < 2; time.Sleep(10 * time.Millisecond) {
+			if deadline.Passed() {
 				t.Fatalf("cycle %d: no request went through the breakpoint in 2 minutes", cycle)
 			}
 		}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/snapctl/snapctl/internal/testenv"
 )
 
 // TestWaitHoldReady: snapctl's wait for its guardian's hold (fact 133)
@@ -39,7 +41,7 @@ func TestWaitHoldReady(t *testing.T) {
 	if waitHoldReady(t.TempDir(), ended.Process.Pid, time.Minute) {
 		t.Error("ready for a guardian that ended without marking it")
 	}
-	if d := time.Since(start); d > 10*time.Second {
+	if d := time.Since(start); d > testenv.Scaled(10*time.Second) {
 		t.Errorf("waited %v for a guardian that had ended", d)
 	}
 	if _, err := os.Stat(filepath.Join(dir, holdReadyFile)); err != nil {

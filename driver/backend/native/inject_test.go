@@ -28,11 +28,11 @@ func TestSitesAttachRefusesInjection(t *testing.T) {
 	bin := testenv.Build(t, "../../testdata/native/mallocaddr.c", "-fno-pie", "-no-pie")
 	start := func(t *testing.T, argv ...string) int {
 		cmd := testenv.StartFixture(t, argv[0], argv[1:]...)
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		for deadline := testenv.NewDeadline(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 			if tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", cmd.Process.Pid)); len(tasks) >= 4 {
 				return cmd.Process.Pid
 			}
-			if time.Now().After(deadline) {
+			if deadline.Passed() {
 				t.Fatal("the program did not start its threads")
 			}
 		}
@@ -76,11 +76,11 @@ func TestSitesAttachRefusesInjection(t *testing.T) {
 			t.Fatal(err)
 		}
 		cmd := testenv.StartFixture(t, bin)
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		for deadline := testenv.NewDeadline(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 			if tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", cmd.Process.Pid)); len(tasks) >= 4 {
 				break
 			}
-			if time.Now().After(deadline) {
+			if deadline.Passed() {
 				t.Fatal("the program did not start its threads")
 			}
 		}

@@ -32,7 +32,7 @@ func TestLetOutOwnerless(t *testing.T) {
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, "../../../heaptrack/testdata/churn.c")
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := testenv.Context(60 * time.Second)
 	defer cancel()
 	s, err := startSites("", dir, bin, false)
 	if err != nil {

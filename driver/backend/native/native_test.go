@@ -384,8 +384,8 @@ func runsOn(t *testing.T, pid int) {
 		return v + n
 	}
 	before := all()
-	for deadline := time.Now().Add(time.Minute); all() <= before; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
+	for deadline := testenv.NewDeadline(time.Minute); all() <= before; time.Sleep(10 * time.Millisecond) {
+		if deadline.Passed() {
 			t.Fatalf("the process does not run after the detach: %d context switches a minute later", before)
 		}
 	}

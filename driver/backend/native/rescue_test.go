@@ -64,8 +64,8 @@ func TestCallIntoStoppedProcess(t *testing.T) {
 	waitTurn, forever := symbolAddr(t, pid, maps, "wait_turn"), symbolAddr(t, pid, maps, "forever")
 
 	syscall.Kill(pid, syscall.SIGSTOP)
-	for deadline := time.Now().Add(10 * time.Second); !allStopped(pid); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
+	for deadline := testenv.NewDeadline(10 * time.Second); !allStopped(pid); time.Sleep(time.Millisecond) {
+		if deadline.Passed() {
 			t.Fatal("the fixture did not stop")
 		}
 	}
@@ -83,7 +83,7 @@ func TestCallIntoStoppedProcess(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "did not return") {
 		t.Errorf("a call that never returns: %v, want it ended at its deadline", err)
 	}
-	if d := time.Since(start); d > 20*time.Second {
+	if d := time.Since(start); d > testenv.Scaled(20*time.Second) {
 		t.Errorf("a call that never returns ended after %v", d)
 	}
 	if !proc.Alive(pid) {

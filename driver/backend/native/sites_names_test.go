@@ -281,12 +281,12 @@ func TestAttachLoadedLibrary(t *testing.T) {
 	}
 	cmd := testenv.StartFixture(t, bin, "0", plugin)
 	// The plugin is loaded before the second round.
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := testenv.NewDeadline(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", cmd.Process.Pid))
 		if strings.Contains(string(maps), plugin) {
 			break
 		}
-		if time.Now().After(deadline) {
+		if deadline.Passed() {
 			t.Fatal("the program did not load the plugin")
 		}
 	}

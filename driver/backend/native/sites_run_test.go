@@ -350,11 +350,11 @@ func TestSitesAttachGdbKilled(t *testing.T) {
 		}
 		return false
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := testenv.NewDeadline(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if recording() && !traceStopped(srv.Pid) {
 			break
 		}
-		if time.Now().After(deadline) {
+		if deadline.Passed() {
 			t.Fatal("heaptrack was not injected")
 		}
 	}

@@ -124,7 +124,7 @@ func TestSitesInterpreterKilled(t *testing.T) {
 		res, m, err = runNative(t, driver.Options{Measure: driver.Measure{Sites: true}, Tools: driver.Tools{Heaptrack: dir}}, "backend: native\n"+keepPlan, bin, "200", "20000")
 	}()
 	var interp []testenv.Proc
-	for deadline := time.Now().Add(time.Minute); len(interp) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := testenv.NewDeadline(time.Minute); len(interp) == 0 && !deadline.Passed(); time.Sleep(20 * time.Millisecond) {
 		interp = testenv.DescendantsWhere(func(p testenv.Proc) bool { return strings.HasPrefix(p.Cmdline, interpreter) })
 	}
 	if len(interp) == 0 {
@@ -133,8 +133,8 @@ func TestSitesInterpreterKilled(t *testing.T) {
 	}
 	// Once the interpreter has read a few stops' marks (each comes with
 	// 5,000 bytes of filler), kill it.
-	deadline := time.Now().Add(time.Minute)
-	for read(interp[0].PID) < 40000 && time.Now().Before(deadline) {
+	deadline := testenv.NewDeadline(time.Minute)
+	for read(interp[0].PID) < 40000 && !deadline.Passed() {
 		time.Sleep(20 * time.Millisecond)
 	}
 	syscall.Kill(interp[0].PID, syscall.SIGKILL)

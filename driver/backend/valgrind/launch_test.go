@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/snapctl/snapctl/internal/testenv"
 )
 
 // The stall watch finds vgdb whether gdb's shell execs it or forks it
@@ -37,7 +39,7 @@ func TestGdbChildBehindShell(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got int
-		for deadline := time.Now().Add(10 * time.Second); got == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for deadline := testenv.NewDeadline(10 * time.Second); got == 0 && !deadline.Passed(); time.Sleep(10 * time.Millisecond) {
 			got = gdbChild(gdb.Process.Pid)
 		}
 		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", got))
