@@ -37,22 +37,27 @@
 # suspect's figures and history), where the target that allocates nothing
 # leaves the analysis nothing to keep. --snapctl measures a snapctl built
 # before (e.g. the one before a change) instead of building this tree's.
+# --log DIR keeps bench/peakmem's sampling of each run in DIR/N-PATH.log
+# (every 10 s and at each rise of the peak: seconds, VmHWM and VmRSS in
+# KiB, the stops spooled so far), so that a run cut short still tells its
+# peak at the stops it reached.
 #
-# Usage: bench/large.sh [--leak] [--paths P,...] [--snapctl BIN] [N...]
+# Usage: bench/large.sh [--leak] [--paths P,...] [--snapctl BIN] [--log DIR] [N...]
 #        (from anywhere; needs go, gcc, gdb, gdbserver, valgrind, heaptrack)
 # A stop takes about 0.7 ms natively, 1.7 ms with --sites, 4 ms attached
 # (gdbserver), 7 ms attached with --sites and 6 ms under memcheck or
 # massif (2-core machine, shared): 100,000 stops take 1 to 12 minutes a path.
 set -euo pipefail
 
-leak= paths= snapctl=
+leak= paths= snapctl= logdir=
 all=(massif/all massif/changed memcheck native/gdb native/kernel native/forced sites attach/gdb attach/kernel attach/sites)
-usage() { echo "usage: bench/large.sh [--leak] [--paths P,...] [--snapctl BIN] [N...]; paths: ${all[*]}" >&2; exit 2; }
+usage() { echo "usage: bench/large.sh [--leak] [--paths P,...] [--snapctl BIN] [--log DIR] [N...]; paths: ${all[*]}" >&2; exit 2; }
 while [ $# -gt 0 ]; do
 	case $1 in
 	--leak) leak=leak; shift ;;
 	--paths) [ -n "${2:-}" ] || usage; paths=$2; shift 2 ;;
 	--snapctl) [ -n "${2:-}" ] || usage; snapctl=$(realpath "$2"); shift 2 ;;
+	--log) [ -n "${2:-}" ] || usage; mkdir -p "$2"; logdir=$(realpath "$2"); shift 2 ;;
 	-*) usage ;;
 	*) break ;;
 	esac
@@ -120,6 +125,10 @@ for n in "${sizes[@]}"; do
 		attach/kernel) attach=1 every=2 counted=kernel ;;
 		attach/sites) attach=1 args=(--sites) ;;
 		esac
+		pm=("$work/peakmem" -o "$work/peak")
+		if [ -n "$logdir" ]; then
+			pm+=(-log "$logdir/$n-${v//\//-}.log" -lines "$out/.stops-*.jsonl")
+		fi
 		t0=$(date +%s%N)
 		# An attach that could not start is tried again, up to three
 		# times, saying why: on a loaded machine gdb can lose its
@@ -131,11 +140,11 @@ for n in "${sizes[@]}"; do
 				plan "$work/plan.yaml" "$every" $((every * (n - 1) + 1))
 				"$work/stops" -1 $leak >/dev/null 2>&1 &
 				targetpid=$!
-				env "${env[@]}" "$work/peakmem" -o "$work/peak" "$work/snapctl" attach --quiet --force "${args[@]}" --out "$out" \
+				env "${env[@]}" "${pm[@]}" "$work/snapctl" attach --quiet --force "${args[@]}" --out "$out" \
 					"$work/plan.yaml" "$targetpid" >"$work/snapctl.out" 2>&1 &
 			else
 				plan "$work/plan.yaml" "$every"
-				env "${env[@]}" "$work/peakmem" -o "$work/peak" "$work/snapctl" run --quiet --force "${args[@]}" --out "$out" \
+				env "${env[@]}" "${pm[@]}" "$work/snapctl" run --quiet --force "${args[@]}" --out "$out" \
 					"$work/plan.yaml" "$work/stops" $((every * n)) $leak >"$work/snapctl.out" 2>&1 &
 			fi
 			snappid=$!
