@@ -75,12 +75,16 @@ func gdbCall(ctx context.Context, c *gdb.Conn, cmd mi.Command) (*mi.Result, erro
 
 // finishCalls runs the process on until no call of gdb's is left in it
 // (dummyFrames), and reports whether there was one. A call that does not
-// end before ctx is interrupted, still pending, and the error says so.
+// end before ctx is interrupted, still pending, and the error says so;
+// where gdb cannot list its calls at all, nothing is done.
 func finishCalls(ctx context.Context, c *gdb.Conn) (bool, error) {
 	for round := 0; ; round++ {
 		n, err := dummyFrames(ctx, c)
 		if err != nil {
-			return round > 0, err
+			if round == 0 {
+				return false, nil
+			}
+			return true, err
 		}
 		if n == 0 {
 			return round > 0, nil
