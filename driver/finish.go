@@ -26,7 +26,10 @@ import (
 // run directory is written.
 func (s *session) teardown(ended bool) (reap func()) {
 	left := s.kids.leftovers(s.gdb.Pid(), s.launcher)
-	if s.launcher.BeforeClose(s.m.Target.ExitCode != nil || s.m.Target.Signal != nil) {
+	// Detached is the native settings' (the backend that attaches sets
+	// them from the session's start); a launcher that detaches without
+	// them has nowhere to say so, and its run must still end.
+	if s.launcher.BeforeClose(s.m.Target.ExitCode != nil || s.m.Target.Signal != nil) && s.m.Native != nil {
 		s.m.Native.Detached = true
 	}
 	reap = func() {}

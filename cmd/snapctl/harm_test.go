@@ -236,6 +236,12 @@ func harmCycle(t *testing.T, srv *testenv.Server, c harmCase, cycle int) []promi
 	// a loaded machine (load average 70 on 2 cores) took more than 40 s
 	// under --sites.
 	args := append(append([]string{"attach", "--quiet", "--timeout", "2m", "--out", r.out}, c.flags...), plan, strconv.Itoa(srv.Pid))
+	keep := os.Getenv("SNAPCTL_HARM_CORES")
+	if keep != "" {
+		// bench/harm.sh's record of a cycle whose server died: the MI
+		// transcript too, kept below.
+		args = append([]string{args[0], "--trace"}, args[1:]...)
+	}
 	r.cmd = exec.CommandContext(ctx, snapctlBinary(t), args...)
 	r.cmd.Dir = dir
 	// snapctl's private directory lands here, its guardian's log with it.
@@ -324,6 +330,16 @@ func harmCycle(t *testing.T, srv *testenv.Server, c harmCase, cycle int) []promi
 		r.cmd.Process.Signal(syscall.SIGINT)
 	}
 	res := finish(r)
+	if keep != "" && srv.Gone() != "" {
+		// What snapctl did as the server died: its run directory (run
+		// log, run.json, the MI transcript), its stderr and its
+		// private directory with the guardian's log.
+		base := filepath.Join(keep, fmt.Sprintf("%s-%d-cycle%d", strings.NewReplacer(" ", "_", "/", "_", ":", "", ",", "").Replace(c.name()), srv.Pid, cycle))
+		if os.MkdirAll(base, 0o755) == nil {
+			exec.Command("cp", "-r", r.out, tmp, base).Run()
+			os.WriteFile(filepath.Join(base, "stderr"), []byte(fmt.Sprintf("exit %d\n%s", res.Code, res.Stderr)), 0o644)
+		}
+	}
 	var ps []promise
 	if c.want != nil {
 		ps = append(ps, promise{name: "exit code", held: slices.Contains(c.want, res.Code),

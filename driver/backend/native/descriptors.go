@@ -73,8 +73,8 @@ func (s *siteRecording) moveDescriptors(ctx context.Context, c *gdb.Conn, pid in
 	// write fails with EBADF, closing the old numbers first: the
 	// program's by then. One allocation and free through gdb has it
 	// open now; it moves with heaptrack's output.
-	if _, err := c.Do(ctx, gdb.Console("call (void) free(((void *(*)(unsigned long)) malloc)(1))")); err != nil {
-		return errors.New(gdb.Message(err))
+	if err := callVoid(ctx, c, "call (void) free(((void *(*)(unsigned long)) malloc)(1))"); err != nil {
+		return err
 	}
 	moves := []fdMove{{fd: d.Out, addr: d.OutAddr}}
 	if r, w, addr, ok := unwindPipe(pid, t); ok {
@@ -126,8 +126,8 @@ func restorePreload(ctx context.Context, c *gdb.Conn, user string) error {
 	for _, cmd := range []string{"call (void) heaptrack_pause()",
 		"call (int) setenv(\"LD_PRELOAD\", " + cQuote(user) + ", 1)",
 		"call (void) heaptrack_resume()"} {
-		if _, err := c.Do(ctx, gdb.Console(cmd)); err != nil {
-			return errors.New(gdb.Message(err))
+		if err := callVoid(ctx, c, cmd); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -204,7 +204,7 @@ func unwindPipe(pid int, t *heaptrack.Target) (r, w int, addr uint64, ok bool) {
 
 // callInt calls expr in the stopped program and returns its int result.
 func callInt(ctx context.Context, c *gdb.Conn, expr string) (int, error) {
-	r, err := c.Do(ctx, gdb.Evaluate("(int) "+expr))
+	r, err := gdbCall(ctx, c, gdb.Evaluate("(int) "+expr))
 	if err != nil {
 		return 0, errors.New(gdb.Message(err))
 	}

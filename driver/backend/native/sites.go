@@ -101,10 +101,13 @@ func preloadWrapper(tools heaptrack.Tools, fifo string, env []string) (wrapper, 
 // before any breakpoint is in: allocations from then on are recorded,
 // blocks allocated before are not known.
 func (s *siteRecording) inject(ctx context.Context, c *gdb.Conn) error {
-	for _, cmd := range append(s.tools.InjectCommands(s.rec.FIFO()), s.agentSites()) {
-		if _, err := c.Do(ctx, gdb.Console(cmd)); err != nil {
-			return fmt.Errorf("starting heaptrack in the process: %s", gdb.Message(err))
+	for _, cmd := range s.tools.InjectCommands(s.rec.FIFO()) {
+		if err := callVoid(ctx, c, cmd); err != nil {
+			return fmt.Errorf("starting heaptrack in the process: %w", err)
 		}
+	}
+	if _, err := c.Do(ctx, gdb.Console(s.agentSites())); err != nil {
+		return fmt.Errorf("starting heaptrack in the process: %s", gdb.Message(err))
 	}
 	s.injected = true
 	s.guardian.say("recording")
@@ -118,8 +121,8 @@ func (s *siteRecording) stop(ctx context.Context, c *gdb.Conn) error {
 	if !s.injected {
 		return nil
 	}
-	if _, err := c.Do(ctx, gdb.Console(heaptrack.StopCommand)); err != nil {
-		return fmt.Errorf("stopping heaptrack in the process: %s", gdb.Message(err))
+	if err := callVoid(ctx, c, heaptrack.StopCommand); err != nil {
+		return fmt.Errorf("stopping heaptrack in the process: %w", err)
 	}
 	s.injected = false
 	s.guardian.say("stopped")

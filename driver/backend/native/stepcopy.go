@@ -82,18 +82,7 @@ func readStepArea(pid int) (*stepArea, bool) {
 }
 
 // entryPoint is process pid's AT_ENTRY.
-func entryPoint(pid int) (uint64, bool) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/auxv", pid))
-	if err != nil {
-		return 0, false
-	}
-	for i := 0; i+16 <= len(data); i += 16 {
-		if binary.LittleEndian.Uint64(data[i:]) == atEntry {
-			return binary.LittleEndian.Uint64(data[i+8:]), true
-		}
-	}
-	return 0, false
-}
+func entryPoint(pid int) (uint64, bool) { return proc.Auxv(pid, atEntry) }
 
 // dirty reports whether gdb's copy is still in the area.
 func (a *stepArea) dirty() bool { return a != nil && !bytes.Equal(a.orig, a.cur) }

@@ -313,7 +313,7 @@ func armTrapTable(addrs []uint64) []byte {
 // callLong calls expr in the stopped program and returns its result as
 // an unsigned 64-bit value.
 func callLong(ctx context.Context, c *gdb.Conn, expr string) (uint64, error) {
-	r, err := c.Do(ctx, gdb.Evaluate("(unsigned long) "+expr))
+	r, err := gdbCall(ctx, c, gdb.Evaluate("(unsigned long) "+expr))
 	if err != nil {
 		return 0, errors.New(gdb.Message(err))
 	}
