@@ -4,7 +4,7 @@
 # (bench/seize: PTRACE_SEIZE of every thread, the hits counted in the
 # kernel, every other thread stopped with PTRACE_INTERRUPT at a measured
 # hit, the measurement taken, every thread resumed; docs/facts.md, fact
-# hot-1). The same server and load as bench/server.sh (4 workers and a
+# 134). The same server and load as bench/server.sh (4 workers and a
 # helper thread every 5 ms, 4 connections, handle_request with every
 # EVERY-th request measured), in each round, alternated:
 #   alone;

@@ -140,7 +140,7 @@ func (t *thinned) all() []snapshots.StopPoint {
 // (garbage that grows with the stops, docs/facts.md, fact 123); and each
 // as raw JSON into a buffer kept from stop to stop (json.RawMessage
 // reuses its own), so that a stop the page does not draw makes no garbage
-// at all and one it draws only its point (fact peak-1).
+// at all and one it draws only its point (fact 136).
 type timelineStop struct {
 	Seq        int             `json:"seq"`
 	Breakpoint json.RawMessage `json:"breakpoint"`
@@ -303,7 +303,7 @@ func (b *bpTimeline) file(phase, snapshot []byte) []byte {
 // breakpoint without a growth graph: the page is a view, and run.json
 // already says what went wrong. Only the stops drawn are decoded whole:
 // the others cost no allocation, so that what the end of a run makes
-// does not grow with its stops (docs/facts.md, fact peak-1).
+// does not grow with its stops (docs/facts.md, fact 136).
 func (s *session) timeline() ([]snapshots.StopPoint, []snapshots.Growth, error) {
 	byBp := make(map[string]*bpTimeline) // by the breakpoint's raw JSON
 	var order []*bpTimeline

@@ -11,7 +11,7 @@ import (
 // they come): the others make no garbage, so that what the end of a run
 // allocates does not grow with its stops, which a garbage collector
 // behind on a loaded machine let into snapctl's peak (docs/facts.md,
-// fact peak-1).
+// fact 136).
 func TestTimelineGarbageBounded(t *testing.T) {
 	plan := mustPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n  - name: flush\n    location: flush_cache\n")
 	allocs := func(n int) float64 {

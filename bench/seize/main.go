@@ -18,7 +18,7 @@
 // measured stops, the hits counted, the ptrace events, how long a stop
 // held the process and its parts, and its own processor time.
 // bench/seize.sh runs it against the server alone and against `snapctl
-// attach` (docs/facts.md, fact hot-1).
+// attach` (docs/facts.md, fact 134).
 //
 // Usage: seize PID FUNCTION EVERY OUT
 package main

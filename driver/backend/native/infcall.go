@@ -21,7 +21,7 @@ import (
 // fails, and the calling thread stays inside the function, gdb's dummy
 // frame under it, whose return address is on the thread's stack. Once
 // gdb detaches or dies, the function returns there and the process dies
-// of SIGSEGV (docs/facts.md, fact segv-1). So a call that gdb abandoned is
+// of SIGSEGV (docs/facts.md, fact 137). So a call that gdb abandoned is
 // run to its end before anything else: the process is continued (each
 // signal as gdb's handle table says: snapctl's SIGINT is not passed on)
 // until the function has returned into the dummy frame, which gdb then

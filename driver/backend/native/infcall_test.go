@@ -23,7 +23,7 @@ import (
 // calls slow(), and the other thread's SIGUSR1 comes during every call
 // (driver/testdata/native/callsignal.c): gdb abandons the call, leaving
 // the main thread inside slow() above its dummy frame (docs/facts.md,
-// fact segv-1). gdbCall runs the process on until slow() has returned,
+// fact 137). gdbCall runs the process on until slow() has returned,
 // so that no call is left: gdb detaches, the process runs on untraced
 // (its other thread raises 20 more signals) and lives, each call counted
 // once. A call left abandoned returns onto its dummy frame's return
