@@ -1116,10 +1116,16 @@ func firstWord(s string) string {
 	return s
 }
 
-// lastLine is the last non-empty line of s, for a row's detail.
+// lastLine is the last non-empty line of s, for a row's detail, with
+// the line before it when that is the run directory's: snapctl's error.
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return lines[len(lines)-1]
+	last := lines[len(lines)-1]
+	if len(lines) > 1 && strings.HasPrefix(strings.TrimSpace(last), "(run directory:") {
+		// The error comes before the run directory's line.
+		last = lines[len(lines)-2] + " " + strings.TrimSpace(last)
+	}
+	return last
 }
 
 // ownFiles runs under --sites a program that closes every descriptor it

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -446,10 +447,8 @@ func (b *Launch) Start(ctx context.Context) error {
 		if rctx.Err() != nil && ctx.Err() == nil {
 			return b.Gone()
 		}
-		// ptrace's ESRCH ("Couldn't get CS register: No such process"):
-		// the program gdb was starting is gone, killed.
-		if strings.Contains(err.Error(), "No such process") {
-			return &backend.TargetKilledError{Signal: "SIGKILL", Err: err}
+		if sig, ok := killedStarting(err); ok {
+			return &backend.TargetKilledError{Signal: sig, Err: err}
 		}
 		return err
 	}
@@ -457,6 +456,26 @@ func (b *Launch) Start(ctx context.Context) error {
 		b.readPid(ctx)
 	}
 	return nil
+}
+
+// startupSignal is gdb's error when the program it starts dies of a
+// signal before gdb has it: killed in the shell gdb starts it through, or
+// in --sites's wrapper.
+var startupSignal = regexp.MustCompile(`During startup program terminated with signal (SIG[A-Z0-9]+)`)
+
+// killedStarting reports whether err, gdb's answer to starting the
+// program, says the program was killed as it started, and with which
+// signal: gdb's "During startup program terminated with signal SIGKILL",
+// or ptrace's ESRCH ("Couldn't get CS register: No such process"), the
+// program gdb was starting gone.
+func killedStarting(err error) (signal string, ok bool) {
+	if m := startupSignal.FindStringSubmatch(err.Error()); m != nil {
+		return m[1], true
+	}
+	if strings.Contains(err.Error(), "No such process") {
+		return "SIGKILL", true
+	}
+	return "", false
 }
 
 // readPid reads the target's process id from gdb.
