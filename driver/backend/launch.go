@@ -184,3 +184,27 @@ type Run struct {
 	// Event records a run.json event.
 	Event func(runjson.Event)
 }
+
+// LibraryDebugInfoUnused reports whether nothing in a run reads the
+// separate debug information of the program's libraries (Debian's -dbg
+// and -dbgsym packages), which gdb then need not index: with libc6-dbg,
+// libc's takes gdb 0.15 to 0.3 s of processor time as libc loads, in a
+// native run and under valgrind alike (docs/design.md). It
+// holds when every location resolved in the program itself before it
+// ran (the early gdb's check) and no stop records a backtrace or another
+// thread's frame (threads: none, no around_call) or runs commands, whose
+// output would lose the libraries' lines. A crash's backtrace then names
+// a library's frames by their exported symbols. valgrind's own stacks
+// (massif's snapshots, memcheck's records) are read by valgrind, not gdb,
+// and keep their lines.
+func LibraryDebugInfoUnused(p *plan.Plan, locationsResolved bool) bool {
+	if !locationsResolved {
+		return false
+	}
+	for _, bp := range p.Breakpoints {
+		if bp.Pending || bp.Threads != plan.ThreadsNone || bp.AroundCall || len(bp.Commands) > 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -306,26 +306,6 @@ func (b *Launch) Launch(ctx context.Context, env *backend.Env) error {
 	return nil
 }
 
-// libraryDebugInfoUnused reports whether nothing in a native run reads
-// the separate debug information of the program's libraries (Debian's
-// -dbg and -dbgsym packages), which gdb then skips (agent/arena.py's
-// skip_library_debug_info): every location resolved in the program itself
-// before it ran (the early gdb's check), and no stop records a backtrace
-// or another thread's frame (threads: none, no around_call) or runs
-// commands, whose output would lose the libraries' lines. A crash's
-// backtrace then names a library's frames by their exported symbols.
-func libraryDebugInfoUnused(p *plan.Plan, locationsResolved bool) bool {
-	if !locationsResolved {
-		return false
-	}
-	for _, bp := range p.Breakpoints {
-		if bp.Pending || bp.Threads != plan.ThreadsNone || bp.AroundCall || len(bp.Commands) > 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // attachTo attaches gdb to the process snapctl attach names. gdb stops
 // it; start resumes it once the breakpoints are in.
 func (b *Launch) attachTo(ctx context.Context) error {
@@ -426,7 +406,7 @@ func (b *Launch) Start(ctx context.Context) error {
 			}
 		}
 	}
-	if libraryDebugInfoUnused(b.plan, env.Run.LocationsResolved) {
+	if backend.LibraryDebugInfoUnused(b.plan, env.Run.LocationsResolved) {
 		nowhere := gdb.Python("skip_library_debug_info(" + gdb.PyString(filepath.Join(env.Private, "no-debug-files")) + ")")
 		if _, err := b.gdb.Do(ctx, nowhere); err != nil {
 			return fmt.Errorf("setting up gdb: %w", err)

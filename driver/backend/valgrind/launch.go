@@ -154,6 +154,16 @@ func (l *Launch) connectVgdb(ctx context.Context) error {
 	if _, err := l.gdb.Do(ctx, gdb.RemoteTimeout(l.env.Times.Command, l.env.Times.Stop)); err != nil {
 		return fmt.Errorf("setting up gdb: %w", err)
 	}
+	// The program's symbols are read by now and libc is not loaded yet
+	// (valgrind holds the program at its first instruction): a
+	// debug-file-directory that names nothing keeps gdb from indexing
+	// libc's separate debug file, where nothing in the run reads it.
+	if backend.LibraryDebugInfoUnused(l.plan, l.env.Run.LocationsResolved) {
+		nowhere := filepath.Join(l.env.Private, "no-debug-files")
+		if _, err := l.gdb.Do(ctx, gdb.Console("set debug-file-directory "+nowhere)); err != nil {
+			return fmt.Errorf("setting up gdb: %w", err)
+		}
+	}
 	// -target-select passes its arguments to the CLI unparsed: the pipe
 	// command must not be quoted.
 	if _, err := l.gdb.Do(ctx, gdb.Remote(pipe)); err != nil {
