@@ -13,19 +13,16 @@ import (
 	"github.com/snapctl/snapctl/snapshots"
 )
 
-// runMassif runs exe under snapctl's massif backend (`snapctl run`, built
-// from this module) with a breakpoint at bp and returns the snapshot of
-// every stop, with live blocks (monitor xtmemory).
-func runMassif(t *testing.T, exe, bp string, args ...string) []*snapshots.Snapshot {
+// runMassif runs exe under the massif backend of snapctl (`snapctl run`,
+// the binary at snapctl, built from this module) with a breakpoint at bp
+// and returns the snapshot of every stop, with live blocks (monitor
+// xtmemory).
+func runMassif(t *testing.T, snapctl, exe, bp string, args ...string) []*snapshots.Snapshot {
 	t.Helper()
 	if _, err := exec.LookPath("valgrind"); err != nil {
 		t.Skip("valgrind is not installed (Debian package valgrind)")
 	}
 	dir := t.TempDir()
-	snapctl := filepath.Join(dir, "snapctl")
-	if out, err := exec.Command("go", "build", "-o", snapctl, "github.com/snapctl/snapctl/cmd/snapctl").CombinedOutput(); err != nil {
-		t.Fatalf("building snapctl: %v\n%s", err, out)
-	}
 	plan := filepath.Join(dir, "plan.yaml")
 	if err := os.WriteFile(plan, []byte("breakpoints:\n  - name: stop\n    location: "+bp+"\n    keep_snapshots: all\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -105,6 +102,12 @@ func containsFile(n *snapshots.Node, src string) bool {
 // which valgrind replaces and heaptrack sees as malloc called from
 // libstdc++.
 func TestSitesEqualMassif(t *testing.T) {
+	// One snapctl for both fixtures: each link of it is seconds of
+	// processor time.
+	snapctl := filepath.Join(t.TempDir(), "snapctl")
+	if out, err := exec.Command("go", "build", "-o", snapctl, "github.com/snapctl/snapctl/cmd/snapctl").CombinedOutput(); err != nil {
+		t.Fatalf("building snapctl: %v\n%s", err, out)
+	}
 	for _, c := range []struct {
 		src, bp string
 		stops   int
@@ -115,7 +118,7 @@ func TestSitesEqualMassif(t *testing.T) {
 	} {
 		t.Run(c.src, func(t *testing.T) {
 			exe := compile(t, c.src)
-			massif := runMassif(t, exe, c.bp, itoa(c.stops))
+			massif := runMassif(t, snapctl, exe, c.bp, itoa(c.stops))
 			native := runNative(t, exe, c.bp, itoa(c.stops))
 			if len(massif) != c.stops || len(native) != c.stops+1 {
 				t.Fatalf("%d massif stops and %d native snapshots, want %d and %d with the end", len(massif), len(native), c.stops, c.stops)

@@ -373,6 +373,9 @@ func TestOutputEndFailsPendingAndLaterSends(t *testing.T) {
 	}
 }
 
+// TestHugeResultThroughClient: a 10 MB record (a deep stack's
+// -stack-list-frames) read by the client and parsed whole, to its last
+// frame and the last argument's value: no line-length limit.
 func TestHugeResultThroughClient(t *testing.T) {
 	c, fk := newFake(t)
 	line, frames := hugeRecord(10 << 20)
@@ -388,8 +391,16 @@ func TestHugeResultThroughClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := len(r.List("stack")); got != frames {
-		t.Errorf("%d frames, want %d", got, frames)
+	stack := r.List("stack")
+	if len(stack) != frames {
+		t.Fatalf("%d frames, want %d", len(stack), frames)
+	}
+	last := stack[len(stack)-1]
+	if got, want := last.String("level"), itoa(frames-1); got != want {
+		t.Errorf("last level = %q, want %q", got, want)
+	}
+	if got := last.String("args.0.value"); got != `"`+strings.Repeat("ab", 50)+`"` {
+		t.Errorf("last arg = %q", got)
 	}
 }
 

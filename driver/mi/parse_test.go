@@ -233,25 +233,6 @@ func itoa(i int) string {
 	return itoa(i/10) + digits[i%10:i%10+1]
 }
 
-func TestParseTenMegabyteRecord(t *testing.T) {
-	line, frames := hugeRecord(10 << 20)
-	r, err := mi.ParseRecord([]byte(line))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stack := r.Results.List("stack")
-	if len(stack) != frames {
-		t.Fatalf("got %d frames, want %d", len(stack), frames)
-	}
-	last := stack[len(stack)-1]
-	if got, want := last.String("level"), itoa(frames-1); got != want {
-		t.Errorf("last level = %q, want %q", got, want)
-	}
-	if got := last.String("args.0.value"); got != `"`+strings.Repeat("ab", 50)+`"` {
-		t.Errorf("last arg = %q", got)
-	}
-}
-
 func TestQuoteRoundTrip(t *testing.T) {
 	var all strings.Builder
 	for i := 0; i < 256; i++ {

@@ -141,7 +141,11 @@ func TestNativeSignalTimerAttach(t *testing.T) {
 					threads = "1"
 				}
 				var out testenv.Buffer
-				cmd := exec.Command(bin, "0", "200", threads)
+				// Each thread sleeps 100 us after a call: thousands of
+				// calls a second, the timer's signals as before, and
+				// not 4 threads keeping the processors busy for the
+				// whole test.
+				cmd := exec.Command(bin, "0", "200", threads, "100")
 				cmd.Env = append(os.Environ(), testenv.ScopeEnv(t))
 				cmd.Stdout = &out
 				if err := cmd.Start(); err != nil {

@@ -7,7 +7,10 @@
 // signals only for gdb's step over the breakpoint. Each call also goes
 // through hop_jmp, hop_jcc and hop_ret, whose labels are a direct jump, a
 // conditional jump and a return, for breakpoints on instructions that
-// branch. It prints "calls N ticks T blocked B".
+// branch. PAUSE (argument 4, default 0) is microseconds each thread
+// sleeps after a call: a process attached to runs until SIGTERM, and its
+// threads need not keep the processors busy meanwhile for the timer's
+// signals to come. It prints "calls N ticks T blocked B".
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -15,12 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
 
 static atomic_long ticks;
 static atomic_int calls, blocked;
 static volatile unsigned long sink;
 static volatile sig_atomic_t quit;
 static int per;
+static long pause_us;
 
 static void on_term(int sig) {
 	(void)sig;
@@ -72,6 +77,10 @@ static void *worker(void *arg) {
 		pthread_sigmask(SIG_BLOCK, NULL, &now);
 		if (sigismember(&now, SIGALRM))
 			atomic_fetch_add(&blocked, 1);
+		if (pause_us > 0) {
+			struct timespec ts = {0, pause_us * 1000};
+			nanosleep(&ts, NULL); // a signal may cut it short
+		}
 	}
 	return NULL;
 }
@@ -80,6 +89,7 @@ int main(int argc, char **argv) {
 	per = argc > 1 ? atoi(argv[1]) : 300;
 	long us = argc > 2 ? atol(argv[2]) : 200;
 	int n = argc > 3 ? atoi(argv[3]) : 1;
+	pause_us = argc > 4 ? atol(argv[4]) : 0;
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_alarm;
