@@ -148,23 +148,24 @@ func moveDescriptor(ctx context.Context, c *gdb.Conn, pid int, m fdMove, to int)
 }
 
 // closeDescriptor closes descriptor fd of the stopped process pid with a
-// call of close through gdb, and checks in /proc/PID/fd that it is gone:
-// a call gdb gave up may still have closed it.
+// call of close through gdb, and checks in /proc/PID/fd that the file it
+// was open on is no longer there: a call gdb gave up may still have
+// closed it, and the program, which runs during gdb's calls, may have
+// its number for a file of its own already (a server's accept).
 func closeDescriptor(ctx context.Context, c *gdb.Conn, pid, fd int) error {
-	_, err := callInt(ctx, c, fmt.Sprintf("close(%d)", fd))
-	if !fdOpen(pid, fd) {
+	path := fmt.Sprintf("/proc/%d/fd/%d", pid, fd)
+	before, err := os.Stat(path)
+	if err != nil {
+		return nil // not open
+	}
+	_, err = callInt(ctx, c, fmt.Sprintf("close(%d)", fd))
+	if after, serr := os.Stat(path); serr != nil || !os.SameFile(before, after) {
 		return nil
 	}
 	if err == nil {
 		err = errors.New("it is still open")
 	}
 	return fmt.Errorf("closing descriptor %d: %w", fd, err)
-}
-
-// fdOpen reports whether process pid has descriptor fd open.
-func fdOpen(pid, fd int) bool {
-	_, err := os.Lstat(fmt.Sprintf("/proc/%d/fd/%d", pid, fd))
-	return err == nil
 }
 
 // sameFile reports whether descriptors a and b of process pid are both
