@@ -286,16 +286,17 @@ func harmCycle(t *testing.T, srv *testenv.Server, c harmCase, cycle int) []promi
 			break
 		}
 	}
+	var counting []promise
 	if setup == nil && kernelCounting(c) {
 		// The plan's hits are counted in the kernel (every: 5), under
 		// --sites too: snapctl holds the probes' eBPF links.
 		links := bpfLinksOf(r.cmd.Process.Pid)
-		for deadline := testenv.NewDeadline(10 * time.Second); links == 0 && !deadline.Passed() && r.cmd.ProcessState == nil; time.Sleep(20 * time.Millisecond) {
+		for deadline := testenv.NewDeadline(10 * time.Second); links == 0 && !deadline.Passed() && proc.Alive(r.cmd.Process.Pid); time.Sleep(20 * time.Millisecond) {
 			links = bpfLinksOf(r.cmd.Process.Pid)
 		}
-		setup = append(setup, promise{name: "counted in the kernel", held: links > 0, detail: fmt.Sprintf("snapctl holds %d eBPF links at the fault", links)})
+		counting = append(counting, promise{name: "counted in the kernel", held: links > 0, detail: fmt.Sprintf("snapctl holds %d eBPF links at the fault", links)})
 	}
-	if !slices.ContainsFunc(setup, func(p promise) bool { return !p.held }) {
+	if setup == nil {
 		time.Sleep(time.Duration(200+rand.Intn(600)) * time.Millisecond)
 		victim := harmVictim(r.cmd.Process.Pid, srv.Pid, c.victim)
 		fault = time.Now()
@@ -326,7 +327,7 @@ func harmCycle(t *testing.T, srv *testenv.Server, c harmCase, cycle int) []promi
 			syscall.Kill(victim, syscall.SIGKILL)
 		}
 	}
-	if !slices.ContainsFunc(setup, func(p promise) bool { return !p.held }) && runsOn(c) {
+	if setup == nil && runsOn(c) {
 		// The run goes on after the fault: once 10 requests of ours have
 		// been answered since (every request hits the breakpoint, every
 		// fifth hit is a stop that snapctl measures while gdb holds the
@@ -356,6 +357,7 @@ func harmCycle(t *testing.T, srv *testenv.Server, c harmCase, cycle int) []promi
 			detail: fmt.Sprintf("exit %d, want %v (%s)", res.Code, c.want, lastLine(res.Stderr))})
 	}
 	ps = append(ps, setup...)
+	ps = append(ps, counting...)
 	ps = append(ps, serverUnharmed(t, srv, sites)...)
 	if keep := os.Getenv("SNAPCTL_HARM_GUARDIAN_LOGS"); keep != "" {
 		// bench/harm.sh's measure of what the guardian mended.
@@ -408,9 +410,11 @@ func startServerIn(t *testing.T, dir string) *testenv.Server {
 }
 
 // kernelCounting reports whether case c's hits are counted in the
-// kernel: where the kernel allows it, unless SNAPCTL_HITS=gdb.
+// kernel by the time of its fault: where the kernel allows it, unless
+// SNAPCTL_HITS=gdb, and not while the server is idle (the probes go in
+// at the breakpoint's first hit).
 func kernelCounting(c harmCase) bool {
-	return uprobes.Available() == nil && !slices.Contains(c.env, "SNAPCTL_HITS=gdb")
+	return uprobes.Available() == nil && !slices.Contains(c.env, "SNAPCTL_HITS=gdb") && !c.idle
 }
 
 // harmVictim finds the process named victim of the run snapctl runs on the
