@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapctl/snapctl/driver/backend/native/uprobes"
 	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/internal/testenv"
 )
@@ -280,10 +281,20 @@ func harmCycle(t *testing.T, srv *testenv.Server, c harmCase, cycle int) []promi
 	var setup []promise
 	var fault time.Time // when the fault was applied
 	for deadline := testenv.NewDeadline(2 * time.Minute); !ready(); time.Sleep(20 * time.Millisecond) {
-		if deadline.Passed() || r.cmd.ProcessState != nil || srv.Gone() != "" {
+		if deadline.Passed() || !proc.Alive(r.cmd.Process.Pid) || srv.Gone() != "" {
 			setup = append(setup, promise{name: "setup", detail: "snapctl did not reach the server's run: " + r.stderr.String()})
 			break
 		}
+	}
+	var counting []promise
+	if setup == nil && kernelCounting(c) {
+		// The plan's hits are counted in the kernel (every: 5), under
+		// --sites too: snapctl holds the probes' eBPF links.
+		links := bpfLinksOf(r.cmd.Process.Pid)
+		for deadline := testenv.NewDeadline(10 * time.Second); links == 0 && !deadline.Passed() && proc.Alive(r.cmd.Process.Pid); time.Sleep(20 * time.Millisecond) {
+			links = bpfLinksOf(r.cmd.Process.Pid)
+		}
+		counting = append(counting, promise{name: "counted in the kernel", held: links > 0, detail: fmt.Sprintf("snapctl holds %d eBPF links at the fault", links)})
 	}
 	if setup == nil {
 		time.Sleep(time.Duration(200+rand.Intn(600)) * time.Millisecond)
@@ -346,6 +357,7 @@ func harmCycle(t *testing.T, srv *testenv.Server, c harmCase, cycle int) []promi
 			detail: fmt.Sprintf("exit %d, want %v (%s)", res.Code, c.want, lastLine(res.Stderr))})
 	}
 	ps = append(ps, setup...)
+	ps = append(ps, counting...)
 	ps = append(ps, serverUnharmed(t, srv, sites)...)
 	if keep := os.Getenv("SNAPCTL_HARM_GUARDIAN_LOGS"); keep != "" {
 		// bench/harm.sh's measure of what the guardian mended.
@@ -395,6 +407,14 @@ func startServerIn(t *testing.T, dir string) *testenv.Server {
 			t.Fatal("the server did not start")
 		}
 	}
+}
+
+// kernelCounting reports whether case c's hits are counted in the
+// kernel by the time of its fault: where the kernel allows it, unless
+// SNAPCTL_HITS=gdb, and not while the server is idle (the probes go in
+// at the breakpoint's first hit).
+func kernelCounting(c harmCase) bool {
+	return uprobes.Available() == nil && !slices.Contains(c.env, "SNAPCTL_HITS=gdb") && !c.idle
 }
 
 // harmVictim finds the process named victim of the run snapctl runs on the

@@ -602,3 +602,57 @@ func TestKernelAroundCall(t *testing.T) {
 		t.Errorf("stops %v, want %s", got, want)
 	}
 }
+
+// snapctl attach --sites to a threaded server under load: gdb traces the
+// process and heaptrack records in it, and the kernel counts the
+// requests (run.json says so); only the measured ones stop, each with its
+// per-site snapshot, the hit counts exact. The server then serves on
+// untraced, with no probe or breakpoint left in its code and no eBPF link
+// left.
+func TestKernelAttachSites(t *testing.T) {
+	t.Parallel()
+	kernelCounts(t)
+	testenv.MustHave(t, "gdb", "heaptrack")
+	srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
+	stop := make(chan struct{})
+	answered := srv.Load(stop)
+	res, err := runSession(t, driver.Options{Env: kernelEnv, Measure: driver.Measure{Sites: true}, Attach: driver.Attach{AttachPID: srv.Pid, Guard: true}, Timeouts: driver.Timeouts{Timeout: 2 * time.Minute}},
+		requestPlan+"    every: 300\n    max_hits: 901\n", "")
+	close(stop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, res.Dir)
+	bp := m.Breakpoints[0]
+	if bp.Counted != "kernel" || bp.Hits != 901 || !bp.Deleted || !m.Native.Detached {
+		t.Errorf("breakpoint %+v, detached %v", bp, m.Native.Detached)
+	}
+	var hits []int
+	for _, s := range m.Stops {
+		hits = append(hits, s.Hit)
+		if s.Frame.Function != "handle_request" || s.Snapshot == "" {
+			t.Errorf("stop %d: frame %+v, snapshot %q", s.Seq, s.Frame, s.Snapshot)
+		}
+	}
+	if fmt.Sprint(hits) != "[1 301 601 901]" {
+		t.Errorf("stops at hits %v", hits)
+	}
+	// heaptrack's descriptors moved out of the server's way, though the
+	// server, running during gdb's calls, takes every number freed at
+	// once for a connection of the load.
+	for _, e := range m.Events {
+		if e.Kind == "sites-descriptors" {
+			t.Errorf("event %s: %s", e.Kind, e.Message)
+		}
+	}
+	if ch := testenv.TextChanges(t, srv.Pid); len(ch) > 0 {
+		t.Fatalf("probes or breakpoints left in the server: %s", strings.Join(ch, "; "))
+	}
+	if tr := tracer(srv.Pid); tr != 0 {
+		t.Errorf("the server is still traced by %d", tr)
+	}
+	srv.MustServe(t)
+	if answered() == 0 {
+		t.Error("no request of the load was answered")
+	}
+}

@@ -72,16 +72,6 @@ func (b *Launch) Counting(bp *plan.Breakpoint) string {
 	if optedOut(b.env.Children) {
 		return "gdb counts hits: " + uprobes.ForceEnv + "=gdb is set"
 	}
-	if b.attach != 0 && b.backend != nil && b.backend.sitesOn {
-		// Under attach --sites gdb is the process's tracer, with
-		// heaptrack injected: a server whose snapctl was held stopped
-		// (SIGSTOP for 2 s, then SIGCONT) while its hits were counted
-		// in the kernel died of SIGSEGV, at the first or second time,
-		// a thread running at an address on its own stack, as one
-		// does that returns into gdb's call dummy after an abandoned
-		// call (docs/native.md); with gdb's breakpoints it serves on.
-		return "attach --sites keeps gdb's breakpoints: with the kernel counting, a server whose snapctl was stopped and continued died of SIGSEGV in a call of gdb's left behind, not yet mended"
-	}
 	err := uprobes.Available()
 	if err == nil {
 		return ""

@@ -64,7 +64,7 @@ func (s *siteRecording) moveDescriptors(ctx context.Context, c *gdb.Conn, pid in
 		if _, err := c.Do(ctx, gdb.Console(fmt.Sprintf("set var *(int *) %#x = -1", d.StatmAddr))); err != nil {
 			return errors.New(gdb.Message(err))
 		}
-		if _, err := callInt(ctx, c, fmt.Sprintf("close(%d)", d.Statm)); err != nil {
+		if err := closeDescriptor(ctx, c, pid, d.Statm); err != nil {
 			return err
 		}
 	}
@@ -100,18 +100,83 @@ func (s *siteRecording) moveDescriptors(ctx context.Context, c *gdb.Conn, pid in
 		if m.fd < 0 || m.fd >= to {
 			continue
 		}
-		got, err := callInt(ctx, c, fmt.Sprintf("dup3(%d, %d, %d)", m.fd, to+i, syscall.O_CLOEXEC))
-		if err != nil || got != to+i {
-			return fmt.Errorf("dup3 of descriptor %d to %d: %d, %v", m.fd, to+i, got, err)
-		}
-		if _, err := c.Do(ctx, gdb.Console(fmt.Sprintf("set var *(int *) %#x = %d", m.addr, to+i))); err != nil {
-			return errors.New(gdb.Message(err))
-		}
-		if _, err := callInt(ctx, c, fmt.Sprintf("close(%d)", m.fd)); err != nil {
+		if err := moveDescriptor(ctx, c, pid, m, to+i); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// moveDescriptor moves descriptor m.fd of the stopped process pid, whose
+// number the library keeps at m.addr, to number to: dup3, the number
+// written, the old one closed. Each call goes through gdb, which may give
+// it up (a signal in another thread) or take it back (gdbCall): what
+// came of it is read from /proc/PID/fd rather than from the call's
+// result. The program's descriptors are then either moved (to open on
+// m.fd's file, m.fd closed, the number written) or as they were (to not
+// open): never a duplicate of heaptrack's descriptor left in the program.
+func moveDescriptor(ctx context.Context, c *gdb.Conn, pid int, m fdMove, to int) error {
+	got, err := callInt(ctx, c, fmt.Sprintf("dup3(%d, %d, %d)", m.fd, to, syscall.O_CLOEXEC))
+	if err != nil || got != to {
+		if !sameFile(pid, m.fd, to) {
+			// The call failed, or was taken back before the dup, or
+			// before to was another file's: to is not ours to close.
+			return fmt.Errorf("dup3 of descriptor %d to %d: %d, %v", m.fd, to, got, err)
+		}
+		// The dup was made (a call gdb gave up, which then ran to its
+		// end or was taken back after the system call): the move goes
+		// on.
+	}
+	if _, err := c.Do(ctx, gdb.Console(fmt.Sprintf("set var *(int *) %#x = %d", m.addr, to))); err != nil {
+		if cerr := closeDescriptor(ctx, c, pid, to); cerr != nil {
+			return fmt.Errorf("writing heaptrack's descriptor number: %s; the copy at %d stays: %w", gdb.Message(err), to, cerr)
+		}
+		return errors.New(gdb.Message(err))
+	}
+	if err := closeDescriptor(ctx, c, pid, m.fd); err != nil {
+		// The library writes to the copy by now; the old number would
+		// stay a duplicate. Back to the old number, the copy closed.
+		if _, werr := c.Do(ctx, gdb.Console(fmt.Sprintf("set var *(int *) %#x = %d", m.addr, m.fd))); werr != nil {
+			return fmt.Errorf("%v; heaptrack's descriptor number could not be put back: %s", err, gdb.Message(werr))
+		}
+		if cerr := closeDescriptor(ctx, c, pid, to); cerr != nil {
+			return fmt.Errorf("%v; the copy at %d stays: %w", err, to, cerr)
+		}
+		return err
+	}
+	return nil
+}
+
+// closeDescriptor closes descriptor fd of the stopped process pid with a
+// call of close through gdb, and checks in /proc/PID/fd that the file it
+// was open on is no longer there: a call gdb gave up may still have
+// closed it, and the program, which runs during gdb's calls, may have
+// its number for a file of its own already (a server's accept).
+func closeDescriptor(ctx context.Context, c *gdb.Conn, pid, fd int) error {
+	path := fmt.Sprintf("/proc/%d/fd/%d", pid, fd)
+	before, err := os.Stat(path)
+	if err != nil {
+		return nil // not open
+	}
+	_, err = callInt(ctx, c, fmt.Sprintf("close(%d)", fd))
+	if after, serr := os.Stat(path); serr != nil || !os.SameFile(before, after) {
+		return nil
+	}
+	if err == nil {
+		err = errors.New("it is still open")
+	}
+	return fmt.Errorf("closing descriptor %d: %w", fd, err)
+}
+
+// sameFile reports whether descriptors a and b of process pid are both
+// open on one file.
+func sameFile(pid, a, b int) bool {
+	fa, err := os.Stat(fmt.Sprintf("/proc/%d/fd/%d", pid, a))
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(fmt.Sprintf("/proc/%d/fd/%d", pid, b))
+	return err == nil && os.SameFile(fa, fb)
 }
 
 // restorePreload gives the program back the LD_PRELOAD it was started

@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,25 +30,128 @@ import (
 // signal as gdb's handle table says: snapctl's SIGINT is not passed on)
 // until the function has returned into the dummy frame, which gdb then
 // pops, putting the thread back as it was before the call.
+//
+// A function that does not return within its patience (callPatience) is
+// not left running: the process is interrupted and the frames of the call,
+// gdb's dummy frame with them, are popped (gdb's `return` from the frame
+// right above the dummy one), which puts back every register gdb saved
+// before the call. The thread is where it was, and what the function did
+// until then stays done: a lock it took stays taken (docs/facts.md, fact
+// harm-1).
 
 // errCallAbandoned says that gdb gave up a call it made into the process,
 // which then ran to its end: what it did was done, but its result is not
 // known.
 var errCallAbandoned = errors.New("gdb gave up the call, which then ran to its end")
 
+// errCallUnwound says that a call gdb gave up did not return within its
+// patience and was taken back: its thread is where it was before the
+// call, and the function did not finish.
+var errCallUnwound = errors.New("gdb gave up the call, which did not return in time: its thread was put back where it was before the call")
+
 // callPatience is how long a call that gdb abandoned is given to return,
 // from the abandonment or the end of the caller's deadline: it is not
-// cut short when the caller's time is up, since a thread left inside it
-// is the process's death, and a function that has not returned in a
-// minute of the process running is stuck.
-const callPatience = time.Minute
+// cut short when the caller's time is up. The wait lasts while the
+// calling thread makes progress (it runs, waits for a core, or uses CPU
+// time) and ends once it has made none for Idle, or after Limit in all,
+// each stretched by the machine's load (loadStretch): on a loaded
+// machine a thread that runs a few microseconds of code can wait seconds
+// for a core. withCallPatience sets another for the calls made with a
+// context.
+var callPatience = patience{Idle: 10 * time.Second, Limit: time.Minute}
+
+type patienceKey struct{}
+
+// withCallPatience gives the calls of gdbCall made with ctx the patience
+// p rather than callPatience.
+func withCallPatience(ctx context.Context, p patience) context.Context {
+	return context.WithValue(ctx, patienceKey{}, p)
+}
+
+// callPatienceOf is the patience of the calls made with ctx.
+func callPatienceOf(ctx context.Context) patience {
+	if p, ok := ctx.Value(patienceKey{}).(patience); ok {
+		return p
+	}
+	return callPatience
+}
+
+// patience bounds a wait for a thread: no progress for Idle, or Limit in
+// all, each on a quiet machine.
+type patience struct {
+	Idle, Limit time.Duration
+}
+
+// maxStretch bounds loadStretch, as 20 times a quiet machine's wait.
+const maxStretch = 20
+
+// loadStretch is how many times longer than on a quiet machine a wait of
+// the product may take now: the load average of the last minute per
+// processor, from 1 to maxStretch.
+func loadStretch() float64 {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 1
+	}
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return 1
+	}
+	load, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return 1
+	}
+	return min(max(1, load/float64(max(runtime.NumCPU(), 1))), maxStretch)
+}
+
+// progressWatch follows one thread's progress against a patience.
+type progressWatch struct {
+	w                   threadWatch
+	p                   patience
+	start, lastProgress time.Time
+	last                threadState
+}
+
+// watchProgress starts following thread tid of process pid (pid may be
+// tid itself: /proc has every thread at its own number).
+func watchProgress(pid, tid int, p patience) *progressWatch {
+	w := threadWatch{pid: pid, tid: tid}
+	now := time.Now()
+	return &progressWatch{w: w, p: p, start: now, lastProgress: now, last: w.read()}
+}
+
+// over looks at the thread once more and says why its patience is spent,
+// "" while it is not: a thread that runs, waits for a core, sits in a
+// stop its tracer has not reported (t) or used CPU time since the last
+// look makes progress.
+func (pw *progressWatch) over() string {
+	now := time.Now()
+	st := pw.w.read()
+	if st.ok && (st.state == 'R' || st.state == 't' || st.cpu != pw.last.cpu) {
+		pw.lastProgress = now
+	}
+	if st.ok {
+		pw.last = st
+	}
+	stretch := loadStretch()
+	idle := time.Duration(float64(pw.p.Idle) * stretch)
+	limit := time.Duration(float64(pw.p.Limit) * stretch)
+	switch {
+	case now.Sub(pw.lastProgress) >= idle:
+		return fmt.Sprintf("no progress in %v (state %c, system call %d)", idle.Round(time.Millisecond), st.state, st.syscall)
+	case now.Sub(pw.start) >= limit:
+		return fmt.Sprintf("still running after %v", limit.Round(time.Millisecond))
+	}
+	return ""
+}
 
 // gdbCall sends cmd, a gdb command that calls a function in the stopped
 // process (call, print or -data-evaluate-expression of a call), and
 // leaves no thread inside the function however gdb answers: a call gdb
 // abandoned is run to its end (finishCalls), and the error then wraps
-// errCallAbandoned with gdb's message. No breakpoint of the plan may be
-// enabled: the process runs meanwhile.
+// errCallAbandoned with gdb's message; one that does not end within its
+// patience is taken back, and the error wraps errCallUnwound. No
+// breakpoint of the plan may be enabled: the process runs meanwhile.
 func gdbCall(ctx context.Context, c *gdb.Conn, cmd mi.Command) (*mi.Result, error) {
 	r, err := c.Do(ctx, cmd)
 	if err == nil {
@@ -61,10 +168,10 @@ func gdbCall(ctx context.Context, c *gdb.Conn, cmd mi.Command) (*mi.Result, erro
 		// which ends the call as a signal does.
 		c.InterruptCommand()
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callPatience)
-	defer cancel()
-	left, ferr := finishCalls(rctx, c)
+	left, ferr := finishCalls(context.WithoutCancel(ctx), c, callPatienceOf(ctx))
 	switch {
+	case errors.Is(ferr, errCallUnwound):
+		return nil, fmt.Errorf("%s: %w", gdb.Message(err), ferr)
 	case ferr != nil:
 		return nil, fmt.Errorf("%s; a thread is still inside the function gdb called, and the process dies of SIGSEGV when it returns without gdb: %w", gdb.Message(err), ferr)
 	case left:
@@ -73,21 +180,30 @@ func gdbCall(ctx context.Context, c *gdb.Conn, cmd mi.Command) (*mi.Result, erro
 	return nil, err
 }
 
+// callPoll is how often finishCalls looks at the calling thread while
+// the process runs.
+const callPoll = 50 * time.Millisecond
+
 // finishCalls runs the process on until no call of gdb's is left in it
-// (dummyFrames), and reports whether there was one. A call that does not
-// end before ctx is interrupted, still pending, and the error says so;
-// where gdb cannot list its calls at all, nothing is done.
-func finishCalls(ctx context.Context, c *gdb.Conn) (bool, error) {
+// (dummyFrames), and reports whether there was one. A call whose thread
+// spends its patience p (progressWatch) is taken back (unwindCalls): the
+// error then wraps errCallUnwound. Where gdb cannot list its calls at
+// all, nothing is done.
+func finishCalls(ctx context.Context, c *gdb.Conn, p patience) (bool, error) {
+	var watch *progressWatch
 	for round := 0; ; round++ {
-		n, err := dummyFrames(ctx, c)
+		lwps, err := dummyFrames(ctx, c)
 		if err != nil {
 			if round == 0 {
 				return false, nil
 			}
 			return true, err
 		}
-		if n == 0 {
+		if len(lwps) == 0 {
 			return round > 0, nil
+		}
+		if watch == nil {
+			watch = watchProgress(lwps[0], lwps[0], p)
 		}
 		// The stop that ended the call is read already, or waits in the
 		// events: the next one must be the continue's.
@@ -95,22 +211,103 @@ func finishCalls(ctx context.Context, c *gdb.Conn) (bool, error) {
 		if _, err := c.Do(ctx, gdb.Continue()); err != nil {
 			return true, fmt.Errorf("continuing the process: %s", gdb.Message(err))
 		}
-		if _, err := c.WaitStopped(ctx); err != nil {
-			c.Interrupt()
-			return true, fmt.Errorf("the function did not return: %w", err)
+		for {
+			wctx, cancel := context.WithTimeout(ctx, callPoll)
+			_, err := c.WaitStopped(wctx)
+			cancel()
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+				c.Interrupt()
+				return true, fmt.Errorf("the function did not return: %w", err)
+			}
+			if why := watch.over(); why != "" {
+				if c.Interrupt() == nil {
+					return true, fmt.Errorf("the function did not return (%s), and the process could not be stopped", why)
+				}
+				if err := unwindCalls(ctx, c); err != nil {
+					return true, fmt.Errorf("the function did not return (%s), and its call could not be taken back: %w", why, err)
+				}
+				return true, fmt.Errorf("%w (%s)", errCallUnwound, why)
+			}
 		}
 	}
 }
 
-// dummyFrames counts gdb's dummy frames, one for each call of gdb's not
-// ended: `maint print dummy-frames` prints a line for each, naming its
-// thread ("ptid=").
-func dummyFrames(ctx context.Context, c *gdb.Conn) (int, error) {
+// unwindCalls takes back every call of gdb's left in the stopped
+// process: in each calling thread, gdb's `return` from the frame right
+// above the dummy frame pops that frame, the frames under it and the
+// dummy frame, whose registers (saved by gdb before the call) the thread
+// gets back.
+func unwindCalls(ctx context.Context, c *gdb.Conn) error {
+	for range 8 {
+		lwps, err := dummyFrames(ctx, c)
+		if err != nil {
+			return err
+		}
+		if len(lwps) == 0 {
+			return nil
+		}
+		r, err := c.Do(ctx, gdb.ThreadInfo())
+		if err != nil {
+			return errors.New(gdb.Message(err))
+		}
+		id, err := gdbThread(r.List("threads"), lwps[0])
+		if err != nil {
+			return err
+		}
+		f, err := c.Do(ctx, gdb.ThreadFrames(id))
+		if err != nil {
+			return errors.New(gdb.Message(err))
+		}
+		level := -1
+		for _, fr := range f.List("stack") {
+			if fr.String("func") == dummyFrameName {
+				level, _ = strconv.Atoi(fr.String("level"))
+				break
+			}
+		}
+		if level < 0 {
+			return fmt.Errorf("no dummy frame in thread %d's stack", lwps[0])
+		}
+		// The dummy frame itself at the top (the function returned into
+		// it as it was stopped): popping it is the same restore.
+		level = max(level-1, 0)
+		if _, err := c.Do(ctx, gdb.SelectThread(id)); err != nil {
+			return errors.New(gdb.Message(err))
+		}
+		if _, err := c.Do(ctx, gdb.SelectFrame(strconv.Itoa(level))); err != nil {
+			return errors.New(gdb.Message(err))
+		}
+		if _, err := c.Do(ctx, gdb.Console("return")); err != nil {
+			return fmt.Errorf("popping the call's frames in thread %d: %s", lwps[0], gdb.Message(err))
+		}
+	}
+	return errors.New("gdb's calls are still listed after popping them")
+}
+
+// dummyFrameName is how gdb names its dummy frame in a stack.
+const dummyFrameName = "<function called from gdb>"
+
+// ptidRe finds the LWP of a line of `maint print dummy-frames`:
+// "ptid=PID.LWP.0".
+var ptidRe = regexp.MustCompile(`ptid=\d+\.(\d+)\.`)
+
+// dummyFrames lists gdb's dummy frames, one for each call of gdb's not
+// ended, by the LWP of the thread each is in: `maint print dummy-frames`
+// prints a line for each, naming its thread ("ptid=").
+func dummyFrames(ctx context.Context, c *gdb.Conn) ([]int, error) {
 	r, err := c.Do(ctx, gdb.Console("maint print dummy-frames"))
 	if err != nil {
-		return 0, fmt.Errorf("listing gdb's calls: %s", gdb.Message(err))
+		return nil, fmt.Errorf("listing gdb's calls: %s", gdb.Message(err))
 	}
-	return strings.Count(r.Console(), "ptid="), nil
+	var lwps []int
+	for _, m := range ptidRe.FindAllStringSubmatch(r.Console(), -1) {
+		n, _ := strconv.Atoi(m[1])
+		lwps = append(lwps, n)
+	}
+	return lwps, nil
 }
 
 // callVoid runs line, a gdb `call` of a function whose result is not

@@ -6,13 +6,17 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/internal/proc"
@@ -100,7 +104,7 @@ func TestAbandonedCallRunsToItsEnd(t *testing.T) {
 	if err := callVoid(ctx, c, "call (void) slow()"); err != nil {
 		t.Errorf("call (void) slow(): %v", err)
 	}
-	if n, err := dummyFrames(ctx, c); err != nil || n != 0 {
+	if n, err := dummyFrames(ctx, c); err != nil || len(n) != 0 {
 		t.Errorf("gdb's calls left: %d %v, want none", n, err)
 	}
 	if n := calls(); n != 1 {
@@ -114,7 +118,7 @@ func TestAbandonedCallRunsToItsEnd(t *testing.T) {
 		if !errors.Is(err, errCallAbandoned) || !strings.Contains(err.Error(), "signal in another thread") {
 			t.Errorf("slow_value(): %v, want gdb's abandonment and errCallAbandoned", err)
 		}
-		if n, err := dummyFrames(ctx, c); err != nil || n != 0 {
+		if n, err := dummyFrames(ctx, c); err != nil || len(n) != 0 {
 			t.Errorf("gdb's calls left: %d %v, want none", n, err)
 		}
 		if n := calls(); n != 2 {
@@ -142,4 +146,286 @@ func TestAbandonedCallRunsToItsEnd(t *testing.T) {
 	if st := proc.Stat(pid); !st.Alive() {
 		t.Errorf("the program is gone after gdb detached (state %c)", st.State)
 	}
+}
+
+// stuckProgram is driver/testdata/native/stuckcall.c running under a gdb
+// attached to it.
+type stuckProgram struct {
+	t                         *testing.T
+	pid                       int
+	raisedAt, workAt, release uint64
+	c                         *gdb.Conn
+	ctx                       context.Context
+	exited                    chan error
+	// wait starts the wait for the program's end, which then reaches
+	// exited. Not while the test traces the program itself: a wait of
+	// its parent's takes the program's ptrace stops too.
+	wait func()
+}
+
+// startStuck starts stuckcall.c (five threads), attaches a gdb to it,
+// and ends both with the test.
+func startStuck(t *testing.T) *stuckProgram {
+	t.Helper()
+	testenv.MustHave(t, "gdb")
+	p := startStuckAlone(t)
+	p.wait()
+	client, err := mi.Start(p.ctx, mi.Options{Env: append(os.Environ(), testenv.ScopeEnv(t)), Async: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.c = gdb.Open(client, nil, 30*time.Second, nil)
+	t.Cleanup(func() { p.closeGDB() })
+	if _, err := p.c.Do(p.ctx, gdb.Attach(p.pid)); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startStuckAlone starts stuckcall.c, no tracer attached, and ends it
+// with the test.
+func startStuckAlone(t *testing.T) *stuckProgram {
+	t.Helper()
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, "../../testdata/native/stuckcall.c")
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), testenv.ScopeEnv(t))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &stuckProgram{t: t, exited: make(chan error, 1)}
+	var once sync.Once
+	p.wait = func() { once.Do(func() { go func() { p.exited <- cmd.Wait() }() }) }
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		p.wait()
+		<-p.exited
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if _, serr := fmt.Sscanf(line, "%d %v %v %v", &p.pid, &p.raisedAt, &p.workAt, &p.release); err != nil || serr != nil {
+		t.Fatalf("the program's first line %q: %v %v", line, err, serr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	p.ctx = ctx
+	return p
+}
+
+func (p *stuckProgram) closeGDB() {
+	if p.c != nil {
+		if reap := p.c.Close(true); reap != nil {
+			reap()
+		}
+		p.c = nil
+	}
+}
+
+// word reads the int at addr through /proc/PID/mem (-1 when it cannot).
+func (p *stuckProgram) word(addr uint64) int {
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", p.pid))
+	if err != nil {
+		return -1
+	}
+	defer mem.Close()
+	b := make([]byte, 4)
+	if _, err := mem.ReadAt(b, int64(addr)); err != nil {
+		return -1
+	}
+	return int(binary.LittleEndian.Uint32(b))
+}
+
+// eval is gdb's value of expr.
+func (p *stuckProgram) eval(expr string) string {
+	p.t.Helper()
+	r, err := p.c.Do(p.ctx, gdb.Evaluate(expr))
+	if err != nil {
+		p.t.Fatalf("%s: %v", expr, err)
+	}
+	return r.String("value")
+}
+
+// runsOn detaches gdb, releases any stuck() or dup3() still waiting, and
+// checks that the program runs on untraced: 20 more signals raised and
+// every worker's count grown, the process alive. A call of gdb's left in
+// it returns onto its dummy frame's return address once released, and
+// the process dies of SIGSEGV.
+func (p *stuckProgram) runsOn() {
+	t := p.t
+	t.Helper()
+	if _, err := p.c.Do(p.ctx, gdb.Detach()); err != nil {
+		t.Fatal(err)
+	}
+	p.closeGDB()
+	p.livesOn()
+}
+
+// livesOn releases any stuck() or dup3() still waiting in the program,
+// which no tracer holds, and checks that it runs on: 20 more signals
+// raised and every worker's count grown, the process alive.
+func (p *stuckProgram) livesOn() {
+	t := p.t
+	t.Helper()
+	p.wait()
+	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", p.pid), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = mem.WriteAt([]byte{1, 0, 0, 0}, int64(p.release))
+	mem.Close()
+	if err != nil {
+		t.Fatalf("releasing the program's waits: %v", err)
+	}
+	from := p.word(p.raisedAt)
+	var work [3]int
+	for i := range work {
+		work[i] = p.word(p.workAt + uint64(8*i))
+	}
+	grown := func() bool {
+		for i := range work {
+			if p.word(p.workAt+uint64(8*i)) <= work[i] {
+				return false
+			}
+		}
+		return p.word(p.raisedAt) >= from+20
+	}
+	for !grown() {
+		select {
+		case err := <-p.exited:
+			p.exited <- err
+			t.Fatalf("the program died after gdb detached: %v", err)
+		case <-p.ctx.Done():
+			t.Fatalf("the program did not run on: %d signals raised since gdb detached, state %c", p.word(p.raisedAt)-from, proc.Stat(p.pid).State)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if st := proc.Stat(p.pid); !st.Alive() {
+		t.Errorf("the program is gone after gdb detached (state %c)", st.State)
+	}
+}
+
+// shortPatience is a patience of 500 ms without progress and 2 s in
+// all (stretched by the machine's load as the product's own), for calls
+// that do not return.
+var shortPatience = patience{Idle: 500 * time.Millisecond, Limit: 2 * time.Second}
+
+// TestStuckCallIsTakenBack: gdb attached to a 5-thread program calls
+// stuck(), which a signal in another thread makes gdb abandon
+// (docs/facts.md, fact 137) and which then sleeps until released, past
+// the call's patience: gdbCall interrupts the process and pops the call's
+// frames and gdb's dummy frame, the main thread back where it was (its
+// pc and stack pointer as before the call), no call of gdb's listed.
+// Then gdb detaches and the program is released: stuck() is no longer
+// running, nothing returns onto the dummy frame's return address, and
+// the program runs on. Left inside stuck() (the product before this
+// change, after its minute), the main thread returns there once
+// released and the process dies of SIGSEGV.
+func TestStuckCallIsTakenBack(t *testing.T) {
+	t.Parallel()
+	p := startStuck(t)
+	p.ctx = withCallPatience(p.ctx, shortPatience)
+	if _, err := p.c.Do(p.ctx, gdb.SelectThread("1")); err != nil {
+		t.Fatal(err)
+	}
+	pc, sp := p.eval("$pc"), p.eval("$sp")
+	err := callVoid(p.ctx, p.c, "call (void) stuck()")
+	if err == nil || !strings.Contains(err.Error(), "put back where it was") {
+		t.Errorf("call (void) stuck(): %v, want the call taken back", err)
+	}
+	if n, err := dummyFrames(p.ctx, p.c); err != nil || len(n) != 0 {
+		t.Errorf("gdb's calls left: %v %v, want none", n, err)
+	}
+	if _, err := p.c.Do(p.ctx, gdb.SelectThread("1")); err != nil {
+		t.Fatal(err)
+	}
+	if got, gotSP := p.eval("$pc"), p.eval("$sp"); got != pc || gotSP != sp {
+		t.Errorf("the main thread is at pc %s, sp %s; before the call %s, %s", got, gotSP, pc, sp)
+	}
+	if n := p.eval("calls"); n != "0" {
+		t.Errorf("stuck() returned %s times, want 0", n)
+	}
+	// A call that returns in time is not cut short: the patience is
+	// the thread's, not the caller's deadline.
+	_, err = gdbCall(p.ctx, p.c, gdb.Evaluate("(int) getpid()"))
+	if err != nil && !errors.Is(err, errCallAbandoned) {
+		t.Errorf("getpid(): %v", err)
+	}
+	p.runsOn()
+}
+
+// TestDescriptorMoveWhateverTheCall: heaptrack's descriptor moves
+// (moveDescriptor) in a 5-thread program whose own dup3 (gdb's call
+// finds it) is given up by gdb and then ends (modes 1 and 2: before or
+// after the dup), or does not end in time and is taken back (mode 3:
+// after the dup; mode 4: before it). /proc/PID/fd before and after: the
+// descriptor moved (the number at held_fd written, the old one closed)
+// or all as it was, never a duplicate left. Before this change an
+// abandoned dup3 failed the move and left the copy in the program.
+func TestDescriptorMoveWhateverTheCall(t *testing.T) {
+	t.Parallel()
+	p := startStuck(t)
+	p.ctx = withCallPatience(p.ctx, shortPatience)
+	heldAt, err := strconv.ParseUint(regexp.MustCompile(`0x[0-9a-f]+`).FindString(p.eval("&held_fd")), 0, 64)
+	if err != nil {
+		t.Fatalf("&held_fd: %v", err)
+	}
+	for _, tc := range []struct {
+		mode  int
+		moved bool
+	}{{0, true}, {1, true}, {2, true}, {3, true}, {4, false}} {
+		// mode 4 is last: its dup3, taken back before the dup, waits
+		// for the release still.
+		before := descriptors(t, p.pid)
+		from, _ := strconv.Atoi(p.eval("held_fd"))
+		to := 900 + tc.mode
+		p.eval(fmt.Sprintf("mode = %d", tc.mode))
+		err := moveDescriptor(p.ctx, p.c, p.pid, fdMove{fd: from, addr: heldAt}, to)
+		after := descriptors(t, p.pid)
+		want := maps.Clone(before)
+		if tc.moved {
+			want[to] = want[from]
+			delete(want, from)
+			if err != nil {
+				t.Errorf("mode %d: moving descriptor %d to %d: %v", tc.mode, from, to, err)
+			}
+		} else if err == nil {
+			t.Errorf("mode %d: the move of a dup3 taken back before the dup succeeded", tc.mode)
+		}
+		if diff := cmp.Diff(want, after); diff != "" {
+			t.Errorf("mode %d: the program's descriptors (-want +got):\n%s", tc.mode, diff)
+		}
+		wantHeld := from
+		if tc.moved {
+			wantHeld = to
+		}
+		if got := p.eval("held_fd"); got != strconv.Itoa(wantHeld) {
+			t.Errorf("mode %d: held_fd = %s, want %d", tc.mode, got, wantHeld)
+		}
+		if n, err := dummyFrames(p.ctx, p.c); err != nil || len(n) != 0 {
+			t.Errorf("mode %d: gdb's calls left: %v %v, want none", tc.mode, n, err)
+		}
+	}
+	p.runsOn()
+}
+
+// descriptors maps process pid's descriptors to what they are open on
+// (/proc/PID/fd).
+func descriptors(t *testing.T, pid int) map[int]string {
+	t.Helper()
+	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fds := map[int]string{}
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		fds[n], _ = os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, n))
+	}
+	return fds
 }

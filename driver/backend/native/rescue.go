@@ -128,10 +128,27 @@ func callIn(tid int, fn uint64) error {
 	return err
 }
 
+// rescuePatience bounds a call snapctl makes with ptrace (callFunc): its
+// functions (heaptrack_stop, sigaction, munmap) take no lock of the
+// allocator's, and return in milliseconds on a quiet machine. The wait
+// lasts while the thread makes progress, stretched by the machine's load
+// as gdb's calls are (callPatience).
+var rescuePatience = patience{Idle: 5 * time.Second, Limit: 10 * time.Second}
+
 // callFunc runs the function at fn with up to three integer arguments in
 // stopped thread tid until it returns, as callIn does, and returns its
-// result.
+// result; within rescuePatience.
 func callFunc(tid int, fn uint64, args ...uint64) (uint64, error) {
+	return callFuncWithin(tid, rescuePatience, fn, args...)
+}
+
+// callFuncWithin is callFunc with the patience p. A call that spends it
+// is interrupted (PTRACE_INTERRUPT: the thread was seized) and its
+// thread put back as it was before the call, as one that returns is: the
+// function does not go on running with 0 for its return address once
+// snapctl has let the thread go. A signal of the program's that the
+// thread stopped at instead stays pending for it.
+func callFuncWithin(tid int, p patience, fn uint64, args ...uint64) (uint64, error) {
 	var result uint64
 	var regs syscall.PtraceRegs
 	if err := syscall.PtraceGetRegs(tid, &regs); err != nil {
@@ -164,16 +181,16 @@ func callFunc(tid int, fn uint64, args ...uint64) (uint64, error) {
 	if err := syscall.PtraceSetRegs(tid, &regs); err != nil {
 		return 0, fmt.Errorf("setting thread %d's registers: %w", tid, err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	watch := watchProgress(tid, tid, p)
 	sig := 0
-	for time.Now().Before(deadline) {
+	for {
 		if err := syscall.PtraceCont(tid, sig); err != nil {
 			return 0, fmt.Errorf("running the call: %w", err)
 		}
 		var ws syscall.WaitStatus
-		for {
+		for polls := 1; ; polls++ {
 			// Polled, so that a call that never returns (a lock that
-			// never comes free) ends at the deadline rather than
+			// never comes free) ends at its patience rather than
 			// holding the caller for good.
 			got, err := syscall.Wait4(tid, &ws, waitAll|syscall.WNOHANG, nil)
 			if err != nil {
@@ -182,8 +199,10 @@ func callFunc(tid int, fn uint64, args ...uint64) (uint64, error) {
 			if got == tid {
 				break
 			}
-			if time.Now().After(deadline) {
-				return 0, errors.New("the call did not return within 5 s")
+			if polls%20 == 0 {
+				if why := watch.over(); why != "" {
+					return interruptCall(tid, why)
+				}
 			}
 			time.Sleep(time.Millisecond)
 		}
@@ -205,7 +224,40 @@ func callFunc(tid int, fn uint64, args ...uint64) (uint64, error) {
 			sig = int(s) // the program's own signal, delivered
 		}
 	}
-	return 0, errors.New("the call did not return within 5 s")
+}
+
+// interruptCall stops seized thread tid, which runs a call that spent
+// its patience (why), so that its registers can be put back. The stop
+// may be a signal of the program's rather than the interrupt's: that
+// signal is sent to the thread again, to be taken once it runs on.
+func interruptCall(tid int, why string) (uint64, error) {
+	failed := fmt.Errorf("the call did not return (%s): its thread was put back where it was", why)
+	if _, _, e := syscall.Syscall6(syscall.SYS_PTRACE, ptraceInterrupt, uintptr(tid), 0, 0, 0, 0); e != 0 {
+		return 0, fmt.Errorf("the call did not return (%s), and its thread could not be stopped: %w", why, e)
+	}
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(tid, &ws, waitAll, nil); err != nil {
+		return 0, fmt.Errorf("the call did not return (%s), and its thread could not be stopped: %w", why, err)
+	}
+	if !ws.Stopped() {
+		return 0, fmt.Errorf("thread %d ended during the call", tid)
+	}
+	switch s := ws.StopSignal(); {
+	case s == syscall.SIGSEGV:
+		var now syscall.PtraceRegs
+		if err := syscall.PtraceGetRegs(tid, &now); err == nil && now.Rip == 0 {
+			return now.Rax, nil // it returned meanwhile
+		}
+		// The function's own fault, taken back with its registers.
+	case ws.TrapCause() != 0 || s == syscall.SIGTRAP:
+	default:
+		if st, err := proc.Status(tid); err == nil {
+			if tgid, err := strconv.Atoi(st["Tgid"]); err == nil {
+				syscall.Tgkill(tgid, tid, s)
+			}
+		}
+	}
+	return 0, failed
 }
 
 // continueStopped continues process pid when one of its threads is in a

@@ -2,6 +2,7 @@ package native
 
 import (
 	"bufio"
+	"fmt"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -79,14 +80,66 @@ func TestCallIntoStoppedProcess(t *testing.T) {
 	}
 
 	start := time.Now()
-	err = callInProcess(t, pid, forever, 30*time.Second)
+	// forever() runs (a usleep loop): its patience is the limit, as long
+	// again on a machine loaded as this one.
+	err = callInProcess(t, pid, forever, testenv.Scaled(3*rescuePatience.Limit))
 	if err == nil || !strings.Contains(err.Error(), "did not return") {
 		t.Errorf("a call that never returns: %v, want it ended at its deadline", err)
 	}
-	if d := time.Since(start); d > testenv.Scaled(20*time.Second) {
+	if d := time.Since(start); d > testenv.Scaled(2*rescuePatience.Limit) {
 		t.Errorf("a call that never returns ended after %v", d)
 	}
 	if !proc.Alive(pid) {
 		t.Errorf("the fixture died")
 	}
+}
+
+// TestRescueCallTakenBack: a call snapctl makes with ptrace (callFunc,
+// once gdb is gone) into the main thread of a 5-thread program, of a
+// function that sleeps past the call's patience (stuckcall.c's stuck(),
+// until released): the call ends with an error, the thread's registers
+// as before it, and once the thread is let go and the program released,
+// the program runs on. Before this change the thread was let go still
+// inside the function, whose return onto address 0 killed the process.
+func TestRescueCallTakenBack(t *testing.T) {
+	t.Parallel()
+	if runtime.GOARCH != "amd64" {
+		t.Skip("calls into the process are made on x86-64 only")
+	}
+	p := startStuckAlone(t)
+	stuck := symbolAddr(t, p.pid, readMaps(p.pid), "stuck")
+	type result struct {
+		before, after syscall.PtraceRegs
+		err           error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		var r result
+		defer func() { done <- r }()
+		if r.err = seize(p.pid); r.err != nil {
+			return
+		}
+		defer syscall.PtraceDetach(p.pid)
+		if r.err = syscall.PtraceGetRegs(p.pid, &r.before); r.err != nil {
+			return
+		}
+		_, r.err = callFuncWithin(p.pid, shortPatience, stuck)
+		if err := syscall.PtraceGetRegs(p.pid, &r.after); err != nil {
+			r.err = fmt.Errorf("%v; reading the registers after: %v", r.err, err)
+		}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-p.ctx.Done():
+		t.Fatal("the call has not ended")
+	}
+	if r.err == nil || !strings.Contains(r.err.Error(), "put back where it was") {
+		t.Errorf("a call past its patience: %v, want it taken back", r.err)
+	}
+	if r.after != r.before {
+		t.Errorf("the thread's registers after the call:\n%+v\nbefore:\n%+v", r.after, r.before)
+	}
+	p.livesOn()
 }
