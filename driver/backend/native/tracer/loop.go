@@ -1,0 +1,114 @@
+package tracer
+
+import (
+	"fmt"
+	"syscall"
+)
+
+// Counter is the kernel's count of the hits (uprobes.Counter): which
+// measured hit a thread's stop is, and whether one is on its way.
+type Counter interface {
+	// Peek is the measured hit thread tid stopped at, not taken:
+	// breakpoint id and hit (0: a held hit); ok false when the signal
+	// was the program's own.
+	Peek(tid int) (id int, hit uint64, ok bool)
+	// Take is Peek, and takes it: the hold it set ends.
+	Take(tid int) (id int, hit uint64, ok bool)
+	// Measuring reports whether a measured stop is on its way.
+	Measuring() (tid int, ok bool)
+}
+
+// Hit is a measured hit, every thread stopped.
+type Hit struct {
+	Tid int
+	// ID is the counter's breakpoint; N the hit, after skip.
+	ID int
+	N  uint64
+	// PC is where the thread stopped.
+	PC uint64
+}
+
+// Signals are the stops' signals: Stop a measured hit's, Hold a held
+// hit's (0: held hits stop with Stop, as hit 0).
+type Signals struct {
+	Stop, Hold syscall.Signal
+}
+
+// Loop takes the process's stops until it ends (its exit, a fatal
+// signal, exec: the event is returned), stop is closed (ok false), or
+// measure fails. At a measured hit every other thread is stopped, the
+// hit taken, measure called with every thread stopped, and every thread
+// resumed without the tracer's signals. A held hit's thread stays
+// stopped until then (its stop signal is not passed), or goes on at once
+// when no measured stop is on its way; a thread whose hold outlasts the
+// tracer's patience goes on too. The program's own use of the signals
+// reaches it.
+func (t *Tracer) Loop(c Counter, sigs Signals, stop <-chan struct{}, measure func(Hit) error) (end Event, ok bool, err error) {
+	for {
+		ev, ok, err := t.Next(stop)
+		if err != nil || !ok {
+			return ev, ok, err
+		}
+		if ev.Kind != Signal {
+			return ev, true, nil
+		}
+		if err := t.signalled(c, sigs, ev, measure); err != nil {
+			return Event{}, false, err
+		}
+	}
+}
+
+// signalled takes the stop of a watched signal.
+func (t *Tracer) signalled(c Counter, sigs Signals, ev Event, measure func(Hit) error) error {
+	if sigs.Hold != 0 && ev.Sig == sigs.Hold {
+		t.holdOrGo(c, ev.Tid)
+		return nil
+	}
+	_, hit, ok := c.Peek(ev.Tid)
+	switch {
+	case !ok:
+		// The program's own signal.
+		t.Continue(ev.Tid, ev.Sig)
+		return nil
+	case hit == 0:
+		c.Take(ev.Tid)
+		t.holdOrGo(c, ev.Tid)
+		return nil
+	}
+	more, err := t.StopAll()
+	if err != nil {
+		return fmt.Errorf("at measured hit %d of thread %d: %w", hit, ev.Tid, err)
+	}
+	var hits []Hit
+	for _, e := range append([]Event{ev}, more...) {
+		id, n, ok := c.Take(e.Tid)
+		switch {
+		case !ok:
+			t.Deliver(e.Tid, e.Sig)
+		case n > 0:
+			h := Hit{Tid: e.Tid, ID: id, N: n}
+			if regs, err := t.Regs(e.Tid); err == nil {
+				h.PC = regs.Rip
+			}
+			hits = append(hits, h)
+		}
+	}
+	for _, h := range hits {
+		if err := measure(h); err != nil {
+			t.ResumeAll()
+			return err
+		}
+	}
+	t.ResumeAll()
+	return nil
+}
+
+// holdOrGo keeps a held thread stopped while a measured stop is on its
+// way, and lets it go without the signal when none is.
+func (t *Tracer) holdOrGo(c Counter, tid int) {
+	if _, ok := c.Measuring(); ok {
+		t.Hold(tid)
+		return
+	}
+	t.Continue(tid, 0)
+}
