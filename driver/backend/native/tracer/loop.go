@@ -43,7 +43,8 @@ type Signals struct {
 // when no measured stop is on its way; a thread whose hold outlasts the
 // tracer's patience goes on too. The program's own use of the signals
 // reaches it.
-func (t *Tracer) Loop(c Counter, sigs Signals, stop <-chan struct{}, measure func(Hit) error) (end Event, ok bool, err error) {
+// resumed, when not nil, is called once they run again.
+func (t *Tracer) Loop(c Counter, sigs Signals, stop <-chan struct{}, measure func(Hit) error, resumed func()) (end Event, ok bool, err error) {
 	for {
 		ev, ok, err := t.Next(stop)
 		if err != nil || !ok {
@@ -52,32 +53,36 @@ func (t *Tracer) Loop(c Counter, sigs Signals, stop <-chan struct{}, measure fun
 		if ev.Kind != Signal {
 			return ev, true, nil
 		}
-		if err := t.signalled(c, sigs, ev, measure); err != nil {
+		measured, err := t.signalled(c, sigs, ev, measure)
+		if err != nil {
 			return Event{}, false, err
+		}
+		if measured && resumed != nil {
+			resumed()
 		}
 	}
 }
 
 // signalled takes the stop of a watched signal.
-func (t *Tracer) signalled(c Counter, sigs Signals, ev Event, measure func(Hit) error) error {
+func (t *Tracer) signalled(c Counter, sigs Signals, ev Event, measure func(Hit) error) (measured bool, err error) {
 	if sigs.Hold != 0 && ev.Sig == sigs.Hold {
 		t.holdOrGo(c, ev.Tid)
-		return nil
+		return false, nil
 	}
 	_, hit, ok := c.Peek(ev.Tid)
 	switch {
 	case !ok:
 		// The program's own signal.
 		t.Continue(ev.Tid, ev.Sig)
-		return nil
+		return false, nil
 	case hit == 0:
 		c.Take(ev.Tid)
 		t.holdOrGo(c, ev.Tid)
-		return nil
+		return false, nil
 	}
 	more, err := t.StopAll()
 	if err != nil {
-		return fmt.Errorf("at measured hit %d of thread %d: %w", hit, ev.Tid, err)
+		return false, fmt.Errorf("at measured hit %d of thread %d: %w", hit, ev.Tid, err)
 	}
 	var hits []Hit
 	for _, e := range append([]Event{ev}, more...) {
@@ -96,11 +101,11 @@ func (t *Tracer) signalled(c Counter, sigs Signals, ev Event, measure func(Hit) 
 	for _, h := range hits {
 		if err := measure(h); err != nil {
 			t.ResumeAll()
-			return err
+			return false, err
 		}
 	}
 	t.ResumeAll()
-	return nil
+	return len(hits) > 0, nil
 }
 
 // holdOrGo keeps a held thread stopped while a measured stop is on its

@@ -36,6 +36,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/snapctl/snapctl/internal/proc"
 )
 
 // waitPoll is how often a wait looks for events without a SIGCHLD.
@@ -78,6 +80,11 @@ type Event struct {
 	Sig  syscall.Signal
 	Code int
 	PC   uint64
+	// File is the file mapped at PC, and Base where its first page
+	// was mapped less that page's offset in it: the file's address 0
+	// (a fatal signal's, read while the process lived).
+	File string
+	Base uint64
 }
 
 // thread is one traced thread's state. A thread is stopped when the
@@ -359,7 +366,7 @@ func (t *Tracer) handle(tid int, ws unix.WaitStatus, collecting bool) *Event {
 		if ws.Signaled() {
 			ev = &Event{Kind: Killed, Sig: ws.Signal()}
 			if f := t.fatal; f != nil && f.Sig == ev.Sig {
-				ev.Tid, ev.PC = f.Tid, f.PC
+				ev.Tid, ev.PC, ev.File, ev.Base = f.Tid, f.PC, f.File, f.Base
 			}
 		}
 		t.ended = ev
@@ -427,6 +434,13 @@ func (t *Tracer) handle(tid int, ws unix.WaitStatus, collecting bool) *Event {
 			var regs unix.PtraceRegs
 			if unix.PtraceGetRegs(tid, &regs) == nil {
 				ev.PC = regs.Rip
+				if maps, err := proc.Maps(t.pid); err == nil {
+					for _, m := range maps {
+						if m.Lo <= ev.PC && ev.PC < m.Hi && m.Path != "" {
+							ev.File, ev.Base = m.Path, m.Lo-m.Offset
+						}
+					}
+				}
 			}
 			t.fatal = ev
 		}

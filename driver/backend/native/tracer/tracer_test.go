@@ -159,7 +159,7 @@ func TestMeasuredStopsAreExact(t *testing.T) {
 			bad = append(bad, fmt.Sprintf("hit %d: threads not stopped: %v", h.N, ns))
 		}
 		return nil
-	})
+	}, nil)
 	if err != nil || !ok {
 		t.Fatalf("loop: %v %v", ok, err)
 	}
@@ -200,7 +200,7 @@ func TestDetachLeavesItRunning(t *testing.T) {
 		testenv.WaitUntil(t, "5 measured stops", time.Minute, 10*time.Millisecond, func() bool { return stops.Load() >= 5 })
 		close(stop)
 	}()
-	_, ok, err := tr.Loop(c, sigs, stop, func(h Hit) error { stops.Add(1); return nil })
+	_, ok, err := tr.Loop(c, sigs, stop, func(h Hit) error { stops.Add(1); return nil }, nil)
 	if err != nil || ok {
 		t.Fatalf("loop: %v %v", ok, err)
 	}
@@ -234,7 +234,7 @@ func TestGroupStopIsListenedThrough(t *testing.T) {
 	done := make(chan error, 1)
 	var stops atomic.Int64
 	go func() {
-		_, _, err := tr.Loop(c, sigs, stop, func(Hit) error { stops.Add(1); return nil })
+		_, _, err := tr.Loop(c, sigs, stop, func(Hit) error { stops.Add(1); return nil }, nil)
 		done <- err
 	}()
 	testenv.WaitUntil(t, "a measured stop", time.Minute, 10*time.Millisecond, func() bool { return stops.Load() >= 1 })
@@ -276,11 +276,11 @@ func TestFatalSignalSaysWhere(t *testing.T) {
 	tr, c := traced(t, p, 1000)
 	p.say(t, "go")
 	p.say(t, "crash")
-	end, ok, err := tr.Loop(c, sigs, nil, func(Hit) error { return nil })
+	end, ok, err := tr.Loop(c, sigs, nil, func(Hit) error { return nil }, nil)
 	if err != nil || !ok {
 		t.Fatalf("loop: %v %v", ok, err)
 	}
-	if end.Kind != Killed || end.Sig != syscall.SIGSEGV || end.Tid != p.cmd.Process.Pid || end.PC < p.crash || end.PC > p.crash+64 {
+	if end.Kind != Killed || end.Sig != syscall.SIGSEGV || end.Tid != p.cmd.Process.Pid || end.PC < p.crash || end.PC > p.crash+64 || !strings.Contains(end.File, "threads") {
 		t.Errorf("the loop ended with %+v, crash() at %#x", end, p.crash)
 	}
 }
@@ -308,7 +308,7 @@ func traceForever(arg string) {
 	}
 	tr.ResumeAll()
 	fmt.Println("counting")
-	tr.Loop(c, sigs, nil, func(Hit) error { return nil })
+	tr.Loop(c, sigs, nil, func(Hit) error { return nil }, nil)
 	select {}
 }
 
