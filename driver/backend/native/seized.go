@@ -44,6 +44,8 @@ type seizedRun struct {
 	tr    *ptrace.Tracer
 	glibc arenas.Glibc
 	sigs  ptrace.Signals
+	// stopped is the process at the measured stop being taken.
+	stopped *ptrace.Stopped
 }
 
 // Seizable says why snapctl cannot take the run's stops itself, "" when
@@ -184,13 +186,16 @@ func (b *Launch) debugDirs(ctx context.Context) []string {
 	return []string{"/usr/lib/debug"}
 }
 
-// Loop takes the process's stops (backend.Seized).
+// Loop takes the process's stops (backend.Seized). measure and resumed
+// run on the tracer's thread.
 func (s *seizedRun) Loop(stop <-chan struct{}, measure func(backend.SeizedHit) error, resumed func()) (backend.SeizedEnd, bool, error) {
 	c := &s.b.count
-	ev, ok, err := s.tr.Loop(c.counter, s.sigs, stop, func(h ptrace.Hit) error {
+	ev, ok, err := s.tr.Loop(c.counter, s.sigs, stop, func(h ptrace.Hit, st ptrace.Stopped) error {
 		if h.ID >= len(c.numbers) {
 			return nil
 		}
+		s.stopped = &st
+		defer func() { s.stopped = nil }()
 		return measure(backend.SeizedHit{Number: c.numbers[h.ID], Hit: int(h.N), Tid: h.Tid})
 	}, resumed)
 	if err != nil || !ok {
@@ -237,10 +242,13 @@ func symbolize(file string, base, pc uint64) *runjson.Frame {
 // Measure is the measurement of the stopped process (backend.Seized):
 // each thread's thread pointer is its fs_base.
 func (s *seizedRun) Measure() []byte {
+	if s.stopped == nil {
+		return nil
+	}
 	pid := s.tr.Pid()
 	var tps []uint64
-	for _, tid := range s.tr.Threads() {
-		regs, err := s.tr.Regs(tid)
+	for _, tid := range s.stopped.Threads() {
+		regs, err := s.stopped.Regs(tid)
 		if err != nil {
 			continue
 		}

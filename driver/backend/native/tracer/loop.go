@@ -3,6 +3,8 @@ package tracer
 import (
 	"fmt"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Counter is the kernel's count of the hits (uprobes.Counter): which
@@ -44,9 +46,22 @@ type Signals struct {
 // tracer's patience goes on too. The program's own use of the signals
 // reaches it.
 // resumed, when not nil, is called once they run again.
-func (t *Tracer) Loop(c Counter, sigs Signals, stop <-chan struct{}, measure func(Hit) error, resumed func()) (end Event, ok bool, err error) {
+//
+// The whole loop runs on the tracer's thread, measure and resumed too
+// (with Stopped to read the threads), so that a measured stop hands
+// nothing between threads.
+func (t *Tracer) Loop(c Counter, sigs Signals, stop <-chan struct{}, measure func(Hit, Stopped) error, resumed func()) (end Event, ok bool, err error) {
+	ran := false
+	t.do(func() { ran = true; end, ok, err = t.loop(c, sigs, stop, measure, resumed) })
+	if !ran {
+		return end, false, ErrEnded
+	}
+	return end, ok, err
+}
+
+func (t *Tracer) loop(c Counter, sigs Signals, stop <-chan struct{}, measure func(Hit, Stopped) error, resumed func()) (end Event, ok bool, err error) {
 	for {
-		ev, ok, err := t.Next(stop)
+		ev, ok, err := t.next(stop)
 		if err != nil || !ok {
 			return ev, ok, err
 		}
@@ -64,7 +79,7 @@ func (t *Tracer) Loop(c Counter, sigs Signals, stop <-chan struct{}, measure fun
 }
 
 // signalled takes the stop of a watched signal.
-func (t *Tracer) signalled(c Counter, sigs Signals, ev Event, measure func(Hit) error) (measured bool, err error) {
+func (t *Tracer) signalled(c Counter, sigs Signals, ev Event, measure func(Hit, Stopped) error) (measured bool, err error) {
 	if sigs.Hold != 0 && ev.Sig == sigs.Hold {
 		t.holdOrGo(c, ev.Tid)
 		return false, nil
@@ -73,14 +88,14 @@ func (t *Tracer) signalled(c Counter, sigs Signals, ev Event, measure func(Hit) 
 	switch {
 	case !ok:
 		// The program's own signal.
-		t.Continue(ev.Tid, ev.Sig)
+		t.cont(ev.Tid, ev.Sig)
 		return false, nil
 	case hit == 0:
 		c.Take(ev.Tid)
 		t.holdOrGo(c, ev.Tid)
 		return false, nil
 	}
-	more, err := t.StopAll()
+	more, err := t.stopAllWatched()
 	if err != nil {
 		return false, fmt.Errorf("at measured hit %d of thread %d: %w", hit, ev.Tid, err)
 	}
@@ -89,22 +104,23 @@ func (t *Tracer) signalled(c Counter, sigs Signals, ev Event, measure func(Hit) 
 		id, n, ok := c.Take(e.Tid)
 		switch {
 		case !ok:
-			t.Deliver(e.Tid, e.Sig)
+			t.deliver(e.Tid, e.Sig)
 		case n > 0:
 			h := Hit{Tid: e.Tid, ID: id, N: n}
-			if regs, err := t.Regs(e.Tid); err == nil {
+			var regs unix.PtraceRegs
+			if unix.PtraceGetRegs(e.Tid, &regs) == nil {
 				h.PC = regs.Rip
 			}
 			hits = append(hits, h)
 		}
 	}
 	for _, h := range hits {
-		if err := measure(h); err != nil {
-			t.ResumeAll()
+		if err := measure(h, Stopped{t}); err != nil {
+			t.resumeAll()
 			return false, err
 		}
 	}
-	t.ResumeAll()
+	t.resumeAll()
 	return len(hits) > 0, nil
 }
 
@@ -112,8 +128,8 @@ func (t *Tracer) signalled(c Counter, sigs Signals, ev Event, measure func(Hit) 
 // way, and lets it go without the signal when none is.
 func (t *Tracer) holdOrGo(c Counter, tid int) {
 	if _, ok := c.Measuring(); ok {
-		t.Hold(tid)
+		t.hold(tid)
 		return
 	}
-	t.Continue(tid, 0)
+	t.cont(tid, 0)
 }

@@ -349,6 +349,36 @@ func (t *Tracer) wait(deadline time.Time, stop <-chan struct{}) (tid int, ws uni
 	}
 }
 
+// poll returns the next event of a tracee by deadline, ok false when
+// none came. It is for the stops the tracer is owed, which come within
+// microseconds to milliseconds: it sleeps on its own thread, from 10 us
+// up to 1 ms between looks, rather than be woken through the runtime's
+// signal handling, a switch of threads each time.
+func (t *Tracer) poll(deadline time.Time) (tid int, ws unix.WaitStatus, ok bool, err error) {
+	nap := 10 * time.Microsecond
+	for {
+		tid, err := unix.Wait4(-1, &ws, unix.WALL|unix.WNOTHREAD|unix.WNOHANG, nil)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.ECHILD:
+			return 0, 0, false, ErrEnded
+		case err != nil:
+			return 0, 0, false, fmt.Errorf("waiting for the traced threads: %w", err)
+		case tid > 0:
+			t.events++
+			return tid, ws, true, nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return 0, 0, false, nil
+		}
+		ts := unix.NsecToTimespec(int64(min(nap, left)))
+		unix.Nanosleep(&ts, nil)
+		nap = min(2*nap, time.Millisecond)
+	}
+}
+
 // handle takes one wait status. It returns the event to report, if any.
 // A stopped thread stays stopped (the caller resumes it) when it is one
 // the tracer keeps (watched, held, or collecting: every thread is being
@@ -510,7 +540,7 @@ func (t *Tracer) stopAll(what string) error {
 		if len(running) == 0 || t.ended != nil {
 			return nil
 		}
-		tid, ws, ok, err := t.wait(deadline, nil)
+		tid, ws, ok, err := t.poll(deadline)
 		if err != nil {
 			return err
 		}
@@ -551,50 +581,7 @@ func (t *Tracer) gone(tids []int) []int {
 // listened through. A held thread is resumed once its hold passed its
 // time. stop ends the wait: ok false.
 func (t *Tracer) Next(stop <-chan struct{}) (ev Event, ok bool, err error) {
-	t.do(func() {
-		if t.detached {
-			err = ErrEnded
-			return
-		}
-		for {
-			if len(t.pending) > 0 {
-				ev, ok = t.pending[0], true
-				t.pending = t.pending[1:]
-				return
-			}
-			if t.ended != nil {
-				ev, ok = *t.ended, true
-				return
-			}
-			// A watched stop kept from a stopAll is handed out.
-			for tid, th := range t.threads {
-				if th.stopped && th.watched != 0 && !th.held {
-					ev, ok = Event{Kind: Signal, Tid: tid, Sig: th.watched}, true
-					return
-				}
-			}
-			deadline := t.releaseHeld()
-			var tid int
-			var ws unix.WaitStatus
-			var got bool
-			tid, ws, got, err = t.wait(deadline, stop)
-			if err != nil {
-				return
-			}
-			if !got {
-				select {
-				case <-stop:
-					return
-				default:
-					continue
-				}
-			}
-			if e := t.handle(tid, ws, false); e != nil {
-				ev, ok = *e, true
-				return
-			}
-		}
-	})
+	t.do(func() { ev, ok, err = t.next(stop) })
 	if !ok && err == nil {
 		select {
 		case <-t.quit:
@@ -603,6 +590,44 @@ func (t *Tracer) Next(stop <-chan struct{}) (ev Event, ok bool, err error) {
 		}
 	}
 	return ev, ok, err
+}
+
+func (t *Tracer) next(stop <-chan struct{}) (ev Event, ok bool, err error) {
+	if t.detached {
+		return ev, false, ErrEnded
+	}
+	for {
+		if len(t.pending) > 0 {
+			ev = t.pending[0]
+			t.pending = t.pending[1:]
+			return ev, true, nil
+		}
+		if t.ended != nil {
+			return *t.ended, true, nil
+		}
+		// A watched stop kept from a stopAll is handed out.
+		for tid, th := range t.threads {
+			if th.stopped && th.watched != 0 && !th.held {
+				return Event{Kind: Signal, Tid: tid, Sig: th.watched}, true, nil
+			}
+		}
+		deadline := t.releaseHeld()
+		tid, ws, got, err := t.wait(deadline, stop)
+		if err != nil {
+			return ev, false, err
+		}
+		if !got {
+			select {
+			case <-stop:
+				return ev, false, nil
+			default:
+				continue
+			}
+		}
+		if e := t.handle(tid, ws, false); e != nil {
+			return *e, true, nil
+		}
+	}
 }
 
 // releaseHeld resumes the held threads whose time has passed, and
@@ -627,66 +652,68 @@ func (t *Tracer) releaseHeld() time.Time {
 }
 
 // Continue resumes stopped thread tid, with signal sig (0: none).
-func (t *Tracer) Continue(tid int, sig syscall.Signal) {
-	t.do(func() {
-		if th := t.threads[tid]; th != nil {
-			th.held = false
-			th.sig = sig
-			t.resume(tid, th)
-		}
-	})
+func (t *Tracer) Continue(tid int, sig syscall.Signal) { t.do(func() { t.cont(tid, sig) }) }
+
+func (t *Tracer) cont(tid int, sig syscall.Signal) {
+	if th := t.threads[tid]; th != nil {
+		th.held = false
+		th.sig = sig
+		t.resume(tid, th)
+	}
 }
 
 // Hold keeps stopped thread tid stopped, without its signal, until
 // ResumeAll or patience has passed.
-func (t *Tracer) Hold(tid int) {
-	t.do(func() {
-		if th := t.threads[tid]; th != nil && th.stopped {
-			th.held, th.watched, th.sig = true, 0, 0
-			th.heldUntil = time.Now().Add(t.patience())
-		}
-	})
+func (t *Tracer) Hold(tid int) { t.do(func() { t.hold(tid) }) }
+
+func (t *Tracer) hold(tid int) {
+	if th := t.threads[tid]; th != nil && th.stopped {
+		th.held, th.watched, th.sig = true, 0, 0
+		th.heldUntil = time.Now().Add(t.patience())
+	}
 }
 
 // StopAll stops every thread and returns the threads that stopped with
 // a watched signal besides (each with its signal, to be handed to the
 // caller's accounting). On a NotStopped error some threads still run.
 func (t *Tracer) StopAll() (watched []Event, err error) {
-	t.do(func() {
-		if t.ended != nil || t.detached {
-			err = ErrEnded
-			return
+	t.do(func() { watched, err = t.stopAllWatched() })
+	return watched, err
+}
+
+func (t *Tracer) stopAllWatched() (watched []Event, err error) {
+	if t.ended != nil || t.detached {
+		return nil, ErrEnded
+	}
+	err = t.stopAll("stopping every thread for a measured stop")
+	for tid, th := range t.threads {
+		if th.stopped && th.watched != 0 {
+			watched = append(watched, Event{Kind: Signal, Tid: tid, Sig: th.watched})
+			th.watched = 0
 		}
-		err = t.stopAll("stopping every thread for a measured stop")
-		for tid, th := range t.threads {
-			if th.stopped && th.watched != 0 {
-				watched = append(watched, Event{Kind: Signal, Tid: tid, Sig: th.watched})
-				th.watched = 0
-			}
-		}
-		sort.Slice(watched, func(i, j int) bool { return watched[i].Tid < watched[j].Tid })
-	})
+	}
+	sort.Slice(watched, func(i, j int) bool { return watched[i].Tid < watched[j].Tid })
 	return watched, err
 }
 
 // ResumeAll resumes every stopped thread, held ones too, with none of
 // the watched signals; the program's own go with their numbers.
-func (t *Tracer) ResumeAll() {
-	t.do(func() {
-		for tid, th := range t.threads {
-			t.resume(tid, th)
-		}
-	})
+func (t *Tracer) ResumeAll() { t.do(t.resumeAll) }
+
+func (t *Tracer) resumeAll() {
+	for tid, th := range t.threads {
+		t.resume(tid, th)
+	}
 }
 
 // Deliver has stopped thread tid take signal sig when it is resumed
 // (the program's own signal that happened to be a watched one).
-func (t *Tracer) Deliver(tid int, sig syscall.Signal) {
-	t.do(func() {
-		if th := t.threads[tid]; th != nil {
-			th.sig, th.watched = sig, 0
-		}
-	})
+func (t *Tracer) Deliver(tid int, sig syscall.Signal) { t.do(func() { t.deliver(tid, sig) }) }
+
+func (t *Tracer) deliver(tid int, sig syscall.Signal) {
+	if th := t.threads[tid]; th != nil {
+		th.sig, th.watched = sig, 0
+	}
 }
 
 // Threads are the traced threads, sorted.
@@ -712,6 +739,28 @@ func (t *Tracer) Regs(tid int) (regs unix.PtraceRegs, err error) {
 func (t *Tracer) Started() (n int) {
 	t.do(func() { n = t.started })
 	return n
+}
+
+// Stopped is the process at a measured stop, every thread stopped: what
+// Loop's measure may read of it, on the tracer's thread.
+type Stopped struct{ t *Tracer }
+
+// Threads are the stopped threads, sorted.
+func (s Stopped) Threads() []int {
+	var out []int
+	for tid, th := range s.t.threads {
+		if th.stopped {
+			out = append(out, tid)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// Regs reads the registers of stopped thread tid.
+func (s Stopped) Regs(tid int) (regs unix.PtraceRegs, err error) {
+	err = unix.PtraceGetRegs(tid, &regs)
+	return regs, err
 }
 
 // Events is the number of ptrace events the tracer has seen.

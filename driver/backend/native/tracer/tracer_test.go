@@ -150,7 +150,7 @@ func TestMeasuredStopsAreExact(t *testing.T) {
 	fmt.Fprintln(p.in, "wait")
 	var hits []uint64
 	var bad []string
-	end, ok, err := tr.Loop(c, sigs, nil, func(h Hit) error {
+	end, ok, err := tr.Loop(c, sigs, nil, func(h Hit, _ Stopped) error {
 		hits = append(hits, h.N)
 		if h.PC < p.hot || h.PC > p.hot+8 {
 			bad = append(bad, fmt.Sprintf("hit %d at %#x, hot() at %#x", h.N, h.PC, p.hot))
@@ -200,7 +200,7 @@ func TestDetachLeavesItRunning(t *testing.T) {
 		testenv.WaitUntil(t, "5 measured stops", time.Minute, 10*time.Millisecond, func() bool { return stops.Load() >= 5 })
 		close(stop)
 	}()
-	_, ok, err := tr.Loop(c, sigs, stop, func(h Hit) error { stops.Add(1); return nil }, nil)
+	_, ok, err := tr.Loop(c, sigs, stop, func(Hit, Stopped) error { stops.Add(1); return nil }, nil)
 	if err != nil || ok {
 		t.Fatalf("loop: %v %v", ok, err)
 	}
@@ -234,7 +234,7 @@ func TestGroupStopIsListenedThrough(t *testing.T) {
 	done := make(chan error, 1)
 	var stops atomic.Int64
 	go func() {
-		_, _, err := tr.Loop(c, sigs, stop, func(Hit) error { stops.Add(1); return nil }, nil)
+		_, _, err := tr.Loop(c, sigs, stop, func(Hit, Stopped) error { stops.Add(1); return nil }, nil)
 		done <- err
 	}()
 	testenv.WaitUntil(t, "a measured stop", time.Minute, 10*time.Millisecond, func() bool { return stops.Load() >= 1 })
@@ -276,7 +276,7 @@ func TestFatalSignalSaysWhere(t *testing.T) {
 	tr, c := traced(t, p, 1000)
 	p.say(t, "go")
 	p.say(t, "crash")
-	end, ok, err := tr.Loop(c, sigs, nil, func(Hit) error { return nil }, nil)
+	end, ok, err := tr.Loop(c, sigs, nil, func(Hit, Stopped) error { return nil }, nil)
 	if err != nil || !ok {
 		t.Fatalf("loop: %v %v", ok, err)
 	}
@@ -308,7 +308,7 @@ func traceForever(arg string) {
 	}
 	tr.ResumeAll()
 	fmt.Println("counting")
-	tr.Loop(c, sigs, nil, func(Hit) error { return nil }, nil)
+	tr.Loop(c, sigs, nil, func(Hit, Stopped) error { return nil }, nil)
 	select {}
 }
 
