@@ -3,6 +3,7 @@ package tracer
 import (
 	"fmt"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -50,9 +51,43 @@ type Signals struct {
 // The whole loop runs on the tracer's thread, measure and resumed too
 // (with Stopped to read the threads), so that a measured stop hands
 // nothing between threads.
+//
+// Its wait for the next event blocks in the kernel; stop's closing
+// wakes it with the hold signal (or the stop signal) sent to the
+// process, a stop that Loop resumes without the signal (or, the stop
+// signal, passes on: neither is caught by the program), again each
+// patience until the loop has ended.
 func (t *Tracer) Loop(c Counter, sigs Signals, stop <-chan struct{}, measure func(Hit, Stopped) error, resumed func()) (end Event, ok bool, err error) {
+	done := make(chan struct{})
+	defer close(done)
+	if stop != nil {
+		kick := sigs.Hold
+		if kick == 0 {
+			kick = sigs.Stop
+		}
+		go func() {
+			select {
+			case <-stop:
+			case <-done:
+				return
+			}
+			for {
+				syscall.Kill(t.pid, kick)
+				select {
+				case <-done:
+					return
+				case <-time.After(t.patience()):
+				}
+			}
+		}()
+	}
 	ran := false
-	t.do(func() { ran = true; end, ok, err = t.loop(c, sigs, stop, measure, resumed) })
+	t.do(func() {
+		ran = true
+		t.kicked = stop != nil
+		defer func() { t.kicked = false }()
+		end, ok, err = t.loop(c, sigs, stop, measure, resumed)
+	})
 	if !ran {
 		return end, false, ErrEnded
 	}

@@ -125,6 +125,9 @@ type Tracer struct {
 	ended *Event
 	// detached: no thread is traced any more.
 	detached bool
+	// kicked: the loop's stop is told by a signal to the process
+	// (Loop), so that a wait may block in the kernel.
+	kicked bool
 	// events counts the ptrace events seen, started the threads
 	// that started while traced.
 	events, started int
@@ -311,10 +314,23 @@ func tasks(pid int) ([]int, error) {
 // wait returns the next event of a tracee, waiting until deadline (the
 // zero time: until one comes); ok false when none came by then. The
 // wait sleeps until the kernel's SIGCHLD, or waitPoll.
+//
+// In Loop, with no deadline, it blocks in the kernel instead, woken by
+// the next event alone: at a measured hit, the thread's stop reaches
+// the tracer without a switch of threads. Loop's end kicks it (kick).
 func (t *Tracer) wait(deadline time.Time, stop <-chan struct{}) (tid int, ws unix.WaitStatus, ok bool, err error) {
 	var poll *time.Timer
 	for {
-		tid, err := unix.Wait4(-1, &ws, unix.WALL|unix.WNOTHREAD|unix.WNOHANG, nil)
+		flags := unix.WALL | unix.WNOTHREAD | unix.WNOHANG
+		if t.kicked && deadline.IsZero() {
+			select {
+			case <-stop:
+				return 0, 0, false, nil
+			default:
+			}
+			flags &^= unix.WNOHANG
+		}
+		tid, err := unix.Wait4(-1, &ws, flags, nil)
 		switch {
 		case err == unix.EINTR:
 			continue
