@@ -129,3 +129,41 @@ func TestSeizedMeasuresAsGdb(t *testing.T) {
 		}
 	}
 }
+
+// A plan that needs gdb at its stops keeps gdb's way, asked for snapctl's
+// or not: the stops are gdb's, exact, and run.json says why.
+func TestSeizedFallsBackToGdb(t *testing.T) {
+	t.Parallel()
+	kernelCounts(t)
+	testenv.MustHave(t, "gdb", "gdbserver")
+	srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
+	stop := make(chan struct{})
+	answered := srv.Load(stop)
+	res, err := runSession(t, driver.Options{Env: seizedEnv, Attach: driver.Attach{AttachPID: srv.Pid, Guard: true}, Timeouts: driver.Timeouts{Timeout: 2 * time.Minute}},
+		requestPlan+"    every: 100\n    max_hits: 201\n    threads: current\n", "")
+	close(stop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, res.Dir)
+	if m.Native.StopsBy != "gdb" || m.Native.StopsByWhy != `breakpoint "request" records threads: current, which gdb reads` {
+		t.Errorf("stops taken by %q (%s)", m.Native.StopsBy, m.Native.StopsByWhy)
+	}
+	var hits []int
+	for _, s := range m.Stops {
+		hits = append(hits, s.Hit)
+		if len(s.Backtrace) == 0 || s.Backtrace[0].Function != "handle_request" {
+			t.Errorf("stop %d: backtrace %+v", s.Seq, s.Backtrace)
+		}
+	}
+	if fmt.Sprint(hits) != "[1 101 201]" || m.Breakpoints[0].Counted != "kernel" {
+		t.Errorf("stops at hits %v, breakpoint %+v", hits, m.Breakpoints[0])
+	}
+	if tr := tracer(srv.Pid); tr != 0 {
+		t.Errorf("the server is still traced by %d", tr)
+	}
+	srv.MustServe(t)
+	if answered() == 0 {
+		t.Error("no request of the load was answered")
+	}
+}
