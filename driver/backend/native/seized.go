@@ -4,7 +4,10 @@ import (
 	"context"
 	"debug/elf"
 	"fmt"
+	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -151,7 +154,7 @@ func (b *Launch) Seize(ctx context.Context, bps []backend.SeizedBreakpoint) (bac
 	if hold != 0 {
 		watch = append(watch, hold)
 	}
-	s.tr, err = ptrace.Seize(pid, ptrace.Config{Watch: watch, Patience: func() time.Duration { return b.env.Times.Stop }})
+	s.tr, err = ptrace.Seize(pid, ptrace.Config{Watch: watch, Patience: patience(b.env.Times.Stop)})
 	if err != nil {
 		counter.Close()
 		return nil, "", fmt.Errorf("tracing process %d: %w", pid, err)
@@ -171,6 +174,40 @@ func (b *Launch) Seize(ctx context.Context, bps []backend.SeizedBreakpoint) (bac
 	s.tr.ResumeAll()
 	b.seized = s
 	return s, "", nil
+}
+
+// patienceBase is how long the tracer waits for the stops it is owed on
+// an idle machine: every thread's stop comes within a millisecond there
+// (docs/facts.md, fact 134), and seconds under load.
+const patienceBase = 2 * time.Second
+
+// patience is how long the tracer waits for owed stops: patienceBase
+// times the machine's load per core (the last minute's average, read
+// at most once a second), at least patienceBase, at most limit (the
+// run's stop_timeout) when it is set. Run out, the stop fails and the
+// run ends, snapctl detaching: never a hang.
+func patience(limit time.Duration) func() time.Duration {
+	var last time.Time
+	var d time.Duration
+	return func() time.Duration {
+		if time.Since(last) < time.Second {
+			return d
+		}
+		last = time.Now()
+		factor := 1.0
+		if data, err := os.ReadFile("/proc/loadavg"); err == nil {
+			if f := strings.Fields(string(data)); len(f) > 0 {
+				if l, err := strconv.ParseFloat(f[0], 64); err == nil {
+					factor = max(1, l/float64(runtime.NumCPU()))
+				}
+			}
+		}
+		d = time.Duration(float64(patienceBase) * factor)
+		if limit > 0 {
+			d = min(d, limit)
+		}
+		return d
+	}
 }
 
 // debugDirs is gdb's debug-file-directory, where libc's separate debug

@@ -65,6 +65,9 @@ func (t *Tracer) Loop(c Counter, sigs Signals, stop <-chan struct{}, measure fun
 		if kick == 0 {
 			kick = sigs.Stop
 		}
+		// Read here, while the tracer's thread waits for requests:
+		// Config.Patience is called on one goroutine at a time.
+		every := t.patience()
 		go func() {
 			select {
 			case <-stop:
@@ -76,7 +79,7 @@ func (t *Tracer) Loop(c Counter, sigs Signals, stop <-chan struct{}, measure fun
 				select {
 				case <-done:
 					return
-				case <-time.After(t.patience()):
+				case <-time.After(every):
 				}
 			}
 		}()

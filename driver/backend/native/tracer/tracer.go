@@ -51,7 +51,7 @@ type Config struct {
 	Watch []syscall.Signal
 	// Patience is how long one wait for owed stops may take: the
 	// stops of every other thread at a measured stop, or at the
-	// detach. 0: 5 seconds.
+	// detach; nil or 0: 5 seconds. Called on one goroutine at a time.
 	Patience func() time.Duration
 }
 

@@ -351,3 +351,32 @@ func TestKilledTracerLeavesItRunning(t *testing.T) {
 		t.Errorf("threads.c ended with %v", err)
 	}
 }
+
+// A thread that cannot stop (a vfork's parent until its child exits)
+// fails the wait for every thread's stop after the patience, naming it,
+// rather than hang: the seizure fails, what was seized is detached (the
+// kernel detaches the rest as the tracer's thread ends), and the program
+// runs on.
+func TestStopAllIsBounded(t *testing.T) {
+	p := start(t, 4, 0)
+	pid := p.cmd.Process.Pid
+	p.say(t, "go")
+	line := p.say(t, "vfork")
+	var tid int
+	if _, err := fmt.Sscanf(line, "vforking %d", &tid); err != nil {
+		t.Fatalf("threads.c said %q", line)
+	}
+	time.Sleep(100 * time.Millisecond) // in vfork
+	start := time.Now()
+	_, err := Seize(pid, Config{Patience: func() time.Duration { return 300 * time.Millisecond }})
+	var ns *NotStopped
+	if !errors.As(err, &ns) || fmt.Sprint(ns.Threads) != fmt.Sprint([]int{tid}) {
+		t.Fatalf("Seize: %v, want thread %d not stopped", err, tid)
+	}
+	if took := time.Since(start); took > testenv.Scaled(5*time.Second) {
+		t.Errorf("Seize took %v with a patience of 300 ms", took)
+	}
+	testenv.WaitUntil(t, "the kernel to detach", time.Minute, 10*time.Millisecond, func() bool { return len(tracerPids(t, pid)) == 0 })
+	n := p.count(t)
+	testenv.WaitUntil(t, "the workers to go on", time.Minute, 10*time.Millisecond, func() bool { return p.count(t) > n+10_000 })
+}

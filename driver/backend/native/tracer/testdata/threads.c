@@ -6,9 +6,12 @@
  *   count   prints the calls of hot() so far;
  *   wait    waits for the workers, prints "done CALLS", exits with 3;
  *   crash   dies of SIGSEGV in crash();
+ *   vfork   a new thread prints its id and vforks a child that exits
+ *           after 1.5 s: the thread cannot stop meanwhile;
  *   quit    exits with 3.
  * A worker blocks no signal; SIGWINCH and SIGURG are left at their
  * defaults. */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +48,15 @@ static void *worker(void *arg) {
 
 static void *helper(void *arg) { return arg; }
 
+static void *vforker(void *arg) {
+	printf("vforking %ld\n", (long)gettid());
+	if (vfork() == 0) {
+		usleep(1500000);
+		_exit(0);
+	}
+	return arg;
+}
+
 static void *starter(void *arg) {
 	(void)arg;
 	while (!quit) {
@@ -78,6 +90,9 @@ int main(int argc, char **argv) {
 				pthread_join(w[i], 0);
 			printf("done %ld\n", total);
 			exit(3);
+		} else if (!strncmp(line, "vfork", 5)) {
+			pthread_t t;
+			pthread_create(&t, 0, vforker, 0);
 		} else if (!strncmp(line, "crash", 5)) {
 			crash();
 		} else if (!strncmp(line, "quit", 4)) {
