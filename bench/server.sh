@@ -10,8 +10,12 @@
 #   alone;
 #   attached: `snapctl attach` (gdbserver traces it, the default) with a
 #     breakpoint on handle_request, every EVERY-th request measured
-#     (default 100);
-#   run: `snapctl run --backend native` of the server with the same plan.
+#     (default 100), gdb taking the stops (SNAPCTL_STOPS=gdb);
+#   seized: the same with SNAPCTL_STOPS=snapctl: gdb sets the run up and
+#     leaves, and snapctl takes the measured stops as the server's own
+#     tracer (docs/design.md, "The stop taken by snapctl");
+#   run: `snapctl run --backend native` of the server with the same plan
+#     (left out with RUN=no).
 # The load is timed once the kernel counts the hits (snapctl holds its
 # probe), after 500 requests of warm-up, so that snapctl's start-up is
 # not in it. The throughput ratio is alone's seconds over the run's,
@@ -78,30 +82,38 @@ serve() {
 	until [ -s "$tmp/port" ]; do sleep 0.01; done
 }
 unserve() { kill -9 "$srv" 2>/dev/null || true; wait "$srv" 2>/dev/null || true; }
-# finish SNAPCTL DIR: ends snapctl with Ctrl-C's SIGINT and sets stops to
-# the breakpoint's measured stops in run.json, which must be counted as
-# SNAPCTL_HITS says.
+# finish SNAPCTL DIR [BY]: ends snapctl with Ctrl-C's SIGINT and sets
+# stops to the breakpoint's measured stops in run.json, which must be
+# counted as SNAPCTL_HITS says, and taken by BY (snapctl or gdb) when
+# given.
 finish() {
 	kill -INT "$1"
 	wait "$1" || true
 	stops=$(python3 -c "
 import json, sys
-b = json.load(open(sys.argv[1]))['breakpoints'][0]
+m = json.load(open(sys.argv[1]))
+b = m['breakpoints'][0]
 if b.get('counted') != sys.argv[2]:
     sys.exit('%s: hits counted by %s (%s)' % (sys.argv[1], b.get('counted'), b.get('counted_why')))
-print(b['snapshots'])" "$2/run.json" "$SNAPCTL_HITS")
+by = (m.get('native') or {}).get('stops_by', '')
+if sys.argv[3] and by != sys.argv[3]:
+    sys.exit('%s: stops taken by %s (%s)' % (sys.argv[1], by, m['native'].get('stops_by_why')))
+print(b['snapshots'])" "$2/run.json" "$SNAPCTL_HITS" "${3:-}")
 }
 
-# attach_round BIN DIR and run_round BIN DIR set secs to the load's
-# seconds under BIN and stops to its measured stops.
+# attach_round BIN DIR [BY] and run_round BIN DIR set secs to the load's
+# seconds under BIN and stops to its measured stops; BY (gdb, the
+# default, or snapctl) takes attach's stops.
 attach_round() {
 	serve
-	"$1" attach -q --force --timeout 10m -o "$2" "$tmp/plan.yaml" "$srv" >/dev/null 2>"$tmp/err" &
+	SNAPCTL_STOPS=${3:-gdb} "$1" attach -q --force --timeout 10m -o "$2" "$tmp/plan.yaml" "$srv" >/dev/null 2>"$tmp/err" &
 	snap=$!
 	pids+=("$snap")
 	ready "$snap"
 	secs=$(load 4 "$requests")
-	finish "$snap" "$2"
+	by=${3:-gdb}
+	[ "$SNAPCTL_HITS" = gdb ] && by=
+	finish "$snap" "$2" "$by"
 	unserve
 }
 run_round() {
@@ -114,7 +126,7 @@ run_round() {
 	finish "$snap" "$2"
 }
 
-alone=() attached=() ran=() ra=() rr=() sa=() sr=() battached=() bran=() pa=() pr=()
+alone=() attached=() ran=() ra=() rr=() sa=() sr=() battached=() bran=() pa=() pr=() seized=() rz=() sz=()
 for r in $(seq 1 "$rounds"); do
 	serve
 	load 4 500 >/dev/null
@@ -129,6 +141,17 @@ for r in $(seq 1 "$rounds"); do
 		pa+=("$(echo "${attached[-1]} / $secs" | bc -l)")
 	fi
 
+	if [ "$SNAPCTL_HITS" != gdb ]; then
+		attach_round "$tmp/snapctl" "$tmp/seized" snapctl
+		seized+=("$secs") sz+=("$stops")
+		rz+=("$(echo "${alone[-1]} / ${seized[-1]}" | bc -l)")
+	fi
+
+	if [ "${RUN:-}" = no ]; then
+		ra+=("$(echo "${alone[-1]} / ${attached[-1]}" | bc -l)")
+		echo "round $r: alone ${alone[-1]} s, attached ${attached[-1]} s (${sa[-1]} stops), seized ${seized[-1]:-} s (${sz[-1]:-} stops); load$(uptime | sed 's/.*average//')"
+		continue
+	fi
 	run_round "$tmp/snapctl" "$tmp/run"
 	ran+=("$secs") sr+=("$stops")
 	if [ -n "${BASELINE:-}" ]; then
@@ -139,17 +162,20 @@ for r in $(seq 1 "$rounds"); do
 
 	ra+=("$(echo "${alone[-1]} / ${attached[-1]}" | bc -l)")
 	rr+=("$(echo "${alone[-1]} / ${ran[-1]}" | bc -l)")
-	echo "round $r: alone ${alone[-1]} s, attached ${attached[-1]} s (${sa[-1]} stops), run ${ran[-1]} s (${sr[-1]} stops)${BASELINE:+; baseline attached ${battached[-1]} s, run ${bran[-1]} s}; load$(uptime | sed 's/.*average//')"
+	echo "round $r: alone ${alone[-1]} s, attached ${attached[-1]} s (${sa[-1]} stops), seized ${seized[-1]:-} s (${sz[-1]:-} stops), run ${ran[-1]} s (${sr[-1]} stops)${BASELINE:+; baseline attached ${battached[-1]} s, run ${bran[-1]} s}; load$(uptime | sed 's/.*average//')"
 done
 UNIT=s
+a=$(median "${alone[@]}")
 echo "server alone, $requests requests, 4 connections: $(stats "${alone[@]}")"
 echo "attached, handle_request every $every:         $(stats "${attached[@]}")"
-echo "snapctl run, handle_request every $every:      $(stats "${ran[@]}")"
+[ ${#seized[@]} -eq 0 ] || echo "seized (snapctl's stops), every $every:      $(stats "${seized[@]}")"
+[ ${#ran[@]} -eq 0 ] || echo "snapctl run, handle_request every $every:      $(stats "${ran[@]}")"
 UNIT=
 echo "throughput attached / alone, by round: $(stats "${ra[@]}")  (goal >= 0.80)"
-echo "throughput run / alone, by round:      $(stats "${rr[@]}")  (goal >= 0.80)"
-a=$(median "${alone[@]}")
-echo "a measured stop cost the load (medians): attached $(echo "($(median "${attached[@]}") - $a) * 1000 / $(median "${sa[@]}")" | bc -l | xargs printf '%.2f') ms, run $(echo "($(median "${ran[@]}") - $a) * 1000 / $(median "${sr[@]}")" | bc -l | xargs printf '%.2f') ms"
+[ ${#seized[@]} -eq 0 ] || echo "throughput seized / alone, by round:   $(stats "${rz[@]}")  (goal >= 0.80)"
+[ ${#ran[@]} -eq 0 ] || echo "throughput run / alone, by round:      $(stats "${rr[@]}")  (goal >= 0.80)"
+cost() { echo "($(median "${@:2}") - $a) * 1000 / $1" | bc -l | xargs printf '%.2f'; }
+echo "a measured stop cost the load (medians): attached $(cost "$(median "${sa[@]}")" "${attached[@]}") ms${seized:+, seized $(cost "$(median "${sz[@]}")" "${seized[@]}") ms}${ran:+, run $(cost "$(median "${sr[@]}")" "${ran[@]}") ms}"
 if [ -n "${BASELINE:-}" ]; then
 	UNIT=s
 	echo "baseline attached:                             $(stats "${battached[@]}")"

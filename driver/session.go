@@ -669,12 +669,18 @@ func (s *session) startAndLoop(ctx context.Context) error {
 		// start: say which, not only what gdb answered.
 		return s.watch.explain(ctx, err)
 	}
-	if err := s.launcher.Start(ctx); err != nil {
-		var killed *backend.TargetKilledError
-		if errors.As(err, &killed) {
-			return &CrashError{Signal: killed.Signal}
-		}
+	sz, err := s.seize(ctx)
+	if err != nil {
 		return s.watch.explain(ctx, err)
+	}
+	if sz == nil {
+		if err := s.launcher.Start(ctx); err != nil {
+			var killed *backend.TargetKilledError
+			if errors.As(err, &killed) {
+				return &CrashError{Signal: killed.Signal}
+			}
+			return s.watch.explain(ctx, err)
+		}
 	}
 	if s.term.status != nil {
 		s.term.status.SetPhase("")
@@ -692,6 +698,11 @@ func (s *session) startAndLoop(ctx context.Context) error {
 		} else {
 			start()
 		}
+	}
+	if sz != nil {
+		err = s.seizedLoop(ctx, sz)
+		s.kernelHits()
+		return err
 	}
 	err = s.newStopLoop().loop(ctx)
 	s.finalHits(ctx)

@@ -156,6 +156,12 @@ type NativeSettings struct {
 	// gdb's agent (the same figures; docs/design.md, "A stop measured
 	// without gdb"); the others were the agent's.
 	StopsMeasuredBySnapctl int `json:"stops_measured_by_snapctl,omitempty"`
+	// StopsBy says who took the measured stops under attach: "snapctl",
+	// the process's own tracer once gdb had set the run up and left
+	// (docs/design.md, "The stop taken by snapctl"), or "gdb";
+	// StopsByWhy says why gdb did.
+	StopsBy    string `json:"stops_by,omitempty"`
+	StopsByWhy string `json:"stops_by_why,omitempty"`
 }
 
 // ResolveStacks fills the Stack of every diff site and suspect read back

@@ -6,11 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/snapctl/snapctl/driver/backend/native/uprobes"
+	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/internal/testenv"
 )
 
@@ -32,6 +35,19 @@ func bpfLinksOf(pid int) int {
 // untraced, its code the files' again; no stop signal ever killed it.
 func TestAttachSnapctlKilledWhileCounting(t *testing.T) {
 	t.Parallel()
+	snapctlKilledWhileCounting(t, false)
+}
+
+// The same, snapctl taking the stops itself as the server's tracer
+// (SNAPCTL_STOPS=snapctl): killed, the kernel detaches it from every
+// thread, and the server serves on, no probe left, gdb and gdbserver
+// long gone.
+func TestAttachSeizedSnapctlKilled(t *testing.T) {
+	t.Parallel()
+	snapctlKilledWhileCounting(t, true)
+}
+
+func snapctlKilledWhileCounting(t *testing.T, seized bool) {
 	var refused *uprobes.Refused
 	if err := uprobes.Available(); errors.As(err, &refused) {
 		t.Skipf("the kernel does not count hits here: %v", err)
@@ -47,6 +63,9 @@ func TestAttachSnapctlKilledWhileCounting(t *testing.T) {
 	}
 	cmd := exec.Command(snapctlBinary(t), "attach", "-q", "--timeout", "2m", "-o", filepath.Join(dir, "run"), plan, fmt.Sprint(srv.Pid))
 	cmd.Env = append(os.Environ(), testenv.ScopeEnv(t), "SNAPCTL_HITS=kernel")
+	if seized {
+		cmd.Env = append(cmd.Env, "SNAPCTL_STOPS=snapctl")
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +73,13 @@ func TestAttachSnapctlKilledWhileCounting(t *testing.T) {
 	for deadline := testenv.NewDeadline(time.Minute); bpfLinksOf(cmd.Process.Pid) == 0; time.Sleep(5 * time.Millisecond) {
 		if deadline.Passed() {
 			t.Fatal("the kernel never took the counting over")
+		}
+	}
+	if seized {
+		tp := tracerPid(srv.Pid)
+		st, _ := proc.Status(tp)
+		if tg, _ := strconv.Atoi(st["Tgid"]); tp == 0 || tg != cmd.Process.Pid {
+			t.Fatalf("the server is traced by %d, not by snapctl (%d)", tp, cmd.Process.Pid)
 		}
 	}
 	time.Sleep(300 * time.Millisecond) // hits counted, stops taken
@@ -121,5 +147,91 @@ func TestAttachSnapctlKilledWhileCounting(t *testing.T) {
 		if deadline.Passed() {
 			t.Fatalf("server state 30 s after snapctl was killed: %s", st)
 		}
+	}
+}
+
+// startSeized starts snapctl attach on a loaded server with snapctl
+// taking the stops (every 20th request) and waits until it traces the
+// server and the kernel counts.
+func startSeized(t *testing.T) (srv *testenv.Server, cmd *exec.Cmd, stderr *testenv.Buffer, stop chan struct{}, answered func() int64) {
+	t.Helper()
+	var refused *uprobes.Refused
+	if err := uprobes.Available(); errors.As(err, &refused) {
+		t.Skipf("the kernel does not count hits here: %v", err)
+	}
+	testenv.MustHave(t, "gdb", "gdbserver")
+	srv = testenv.StartServer(t, nativeFixtures+"tcpserver.c")
+	stop = make(chan struct{})
+	answered = srv.Load(stop)
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "plan.yaml")
+	if err := os.WriteFile(plan, []byte("backend: native\nbreakpoints:\n  - name: request\n    location: handle_request\n    every: 20\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command(snapctlBinary(t), "attach", "-q", "--timeout", "2m", "-o", filepath.Join(dir, "run"), plan, fmt.Sprint(srv.Pid))
+	cmd.Env = append(os.Environ(), testenv.ScopeEnv(t), "SNAPCTL_HITS=kernel", "SNAPCTL_STOPS=snapctl")
+	stderr = &testenv.Buffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for deadline := testenv.NewDeadline(time.Minute); bpfLinksOf(cmd.Process.Pid) == 0; time.Sleep(5 * time.Millisecond) {
+		if deadline.Passed() {
+			t.Fatalf("the kernel never took the counting over: %s", stderr)
+		}
+	}
+	return srv, cmd, stderr, stop, answered
+}
+
+// The server killed while snapctl takes its stops: the run ends as
+// under gdb, exit 12 naming the signal, the stops taken kept.
+func TestAttachSeizedTargetKilled(t *testing.T) {
+	t.Parallel()
+	srv, cmd, stderr, stop, _ := startSeized(t)
+	defer close(stop)
+	time.Sleep(300 * time.Millisecond) // stops taken
+	syscall.Kill(srv.Pid, syscall.SIGKILL)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitCrashed || !strings.Contains(stderr.String(), "SIGKILL") {
+		t.Fatalf("snapctl ended with %v, want exit %d naming SIGKILL:\n%s", err, exitCrashed, stderr)
+	}
+}
+
+// snapctl stopped (SIGSTOP for 2 s, then SIGCONT) while it takes the
+// stops: the run goes on, Ctrl-C ends it, and the server serves on,
+// untraced, no probe left.
+func TestAttachSeizedSnapctlStopped(t *testing.T) {
+	t.Parallel()
+	srv, cmd, stderr, stop, answered := startSeized(t)
+	time.Sleep(300 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGSTOP)
+	time.Sleep(2 * time.Second)
+	cmd.Process.Signal(syscall.SIGCONT)
+	for n, deadline := 0, testenv.NewDeadline(time.Minute); n < 20; {
+		if got, err := srv.Ask("after the stop"); err == nil && strings.HasPrefix(got, "ok ") {
+			n++
+		}
+		if deadline.Passed() {
+			t.Fatalf("the server answered %d requests in %v after snapctl was continued", n, deadline.Waited())
+		}
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("snapctl ended with %v, want exit %d:\n%s", err, exitInterrupted, stderr)
+	}
+	if tp := tracerPid(srv.Pid); tp != 0 {
+		t.Errorf("the server is still traced by %d", tp)
+	}
+	if ch := testenv.TextChanges(t, srv.Pid); len(ch) > 0 {
+		t.Errorf("probes left in the server: %s", strings.Join(ch, "; "))
+	}
+	srv.MustServe(t)
+	close(stop)
+	if answered() == 0 {
+		t.Error("no request of the load was answered")
 	}
 }

@@ -208,3 +208,61 @@ func LibraryDebugInfoUnused(p *plan.Plan, locationsResolved bool) bool {
 	}
 	return true
 }
+
+// Seizer is a launcher that can take the run's measured stops itself, as
+// the process's own tracer, once gdb has set the run up and left it
+// (docs/design.md, "The stop taken by snapctl"): gdb is then out of every
+// stop.
+type Seizer interface {
+	// Seizable says why the launcher cannot take the run's stops, ""
+	// when it may try.
+	Seizable() string
+	// Seize has gdb leave the process, with no breakpoint in it, and
+	// takes it over: every thread traced, then the kernel counting each
+	// of bps's hits. why says why it could not, the process left with
+	// gdb as it was (the run goes on as gdb's); an error is a failure
+	// after gdb left.
+	Seize(ctx context.Context, bps []SeizedBreakpoint) (s Seized, why string, err error)
+}
+
+// SeizedBreakpoint is a breakpoint whose hits a Seizer counts: gdb's
+// number, the plan's rule and the addresses gdb resolved it to.
+type SeizedBreakpoint struct {
+	Number               string
+	Skip, Every, MaxHits int
+	Addrs                []uint64
+}
+
+// SeizedHit is a measured hit, every thread stopped: breakpoint number's
+// hit Hit (after skip), by thread Tid.
+type SeizedHit struct {
+	Number string
+	Hit    int
+	Tid    int
+}
+
+// SeizedEnd is how the process ended while seized: its exit (Code), a
+// signal (Signal, gdb's name, with where it came, Frame, when a thread
+// received it first), or its exec.
+type SeizedEnd struct {
+	Exited bool
+	Code   int
+	Signal string
+	Frame  *runjson.Frame
+	Exec   bool
+}
+
+// Seized is a process whose stops the launcher takes.
+type Seized interface {
+	// Loop takes the stops until the process ends (end, true), stop is
+	// closed (false), or a stop fails. At each measured hit measure is
+	// called with every thread stopped and a measurement of the stopped
+	// process (Measure), then every thread is resumed and resumed is
+	// called.
+	Loop(stop <-chan struct{}, measure func(SeizedHit) error, resumed func()) (end SeizedEnd, ended bool, err error)
+	// Measure is the measurement of the stopped process, as the
+	// backend's SelfMeasurer gives it; nil when it cannot be taken.
+	Measure() []byte
+	// Drop stops counting breakpoint number's hits (its last was taken).
+	Drop(number string)
+}

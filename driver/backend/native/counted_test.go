@@ -410,7 +410,9 @@ func TestKernelAttachToolKilled(t *testing.T) {
 			answered := srv.Load(stop)
 			// Every 50th request stops: the kill comes while hits
 			// are counted and stops are taken.
-			done := attachInBackground(t, srv.Pid, requestPlan+"    every: 50\n", driver.Options{Env: kernelEnv, Attach: driver.Attach{Guard: true}})
+			// gdb and gdbserver trace the server only where gdb
+			// takes the stops.
+			done := attachInBackground(t, srv.Pid, requestPlan+"    every: 50\n", driver.Options{Env: append([]string{"SNAPCTL_STOPS=gdb"}, kernelEnv...), Attach: driver.Attach{Guard: true}})
 			for deadline := testenv.NewDeadline(time.Minute); bpfLinks() == 0; time.Sleep(5 * time.Millisecond) {
 				if deadline.Passed() {
 					t.Fatal("the kernel never took the counting over")

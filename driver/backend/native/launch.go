@@ -70,6 +70,8 @@ type Launch struct {
 	// agent (heapread.go); count the hits the kernel counts (counter.go).
 	backend *Backend
 	count   counting
+	// seized is the process once snapctl traces it itself (seized.go).
+	seized *seizedRun
 }
 
 // NewLauncher returns the launcher of run b, a native run, which attaches
@@ -530,6 +532,10 @@ func shellQuote(s string) string {
 // The kernel's probes go first: gdb, gdbserver or snapctl itself then
 // put the program's bytes back where gdb's breakpoints were.
 func (b *Launch) BeforeClose(exited bool) bool {
+	if s := b.seized; s != nil {
+		b.seized = nil
+		return s.release() && !exited
+	}
 	b.closeCounter()
 	return b.detach(exited)
 }

@@ -110,9 +110,16 @@ func (q *quick) measure(pid int) []byte {
 			delete(q.threads, tid)
 		}
 	}
+	return q.read(q.r.Glibc, rss, anon, tps)
+}
+
+// read measures the stopped process's heap from glibc g's state and the
+// thread pointers tps of its threads, with resident memory rss and anon
+// read first: the agent's record.
+func (q *quick) read(g *arenas.Glibc, rss, anon int64, tps []uint64) []byte {
 	rec := map[string]any{"rss_bytes": rss, "anon_rss_bytes": anon, "by_snapctl": true}
 	t0 := time.Now()
-	res, err := q.reader.Read(q.r.Glibc.Layout)
+	res, err := q.reader.Read(g.Layout)
 	if err != nil {
 		// A heap that does not hold together, or memory snapctl may
 		// not read: the agent says so, in its words.
@@ -124,7 +131,7 @@ func (q *quick) measure(pid int) []byte {
 		rec["heap_unmeasured"] = "allocator-busy"
 		return q.done(rec)
 	}
-	cached, ok := q.tcacheBytes(tps)
+	cached, ok := q.tcacheBytes(g, tps)
 	if !ok {
 		return nil
 	}
@@ -135,12 +142,28 @@ func (q *quick) measure(pid int) []byte {
 	rec["arena_bytes"] = mi.Arena
 	rec["mallinfo2"] = mi
 	rec["tcache_bytes"] = cached
-	if q.r.Glibc.NArenas != 0 {
-		if n, err := q.word(q.r.Glibc.NArenas); err == nil {
+	if g.NArenas != 0 {
+		if n, err := q.word(g.NArenas); err == nil {
 			rec["arenas"] = n
 		}
 	}
 	return q.done(rec)
+}
+
+// seized measures process pid, stopped by snapctl as its tracer, from
+// glibc g's state found in Go and its threads' thread pointers tps (each
+// thread's fs_base): no reading of the agent's is needed.
+func (q *quick) seized(pid int, g *arenas.Glibc, tps []uint64) []byte {
+	rss, anon, err := procStatus(pid)
+	if err != nil {
+		return nil
+	}
+	if q.reader == nil || q.src.Pid != pid {
+		q.close()
+		q.src = &arenas.Process{Pid: pid}
+		q.reader = arenas.NewReader(q.src)
+	}
+	return q.read(g, rss, anon, tps)
 }
 
 func (q *quick) done(rec map[string]any) []byte {
@@ -160,8 +183,7 @@ func roundSeconds(s float64) float64 {
 // tcacheBytes is the bytes in the tcaches of the threads whose thread
 // pointers are tps, as the agent's Heap.tcache_bytes counts them; false
 // when one cannot be read.
-func (q *quick) tcacheBytes(tps []uint64) (int64, bool) {
-	g := q.r.Glibc
+func (q *quick) tcacheBytes(g *arenas.Glibc, tps []uint64) (int64, bool) {
 	t := g.TcacheStruct
 	// The struct is a chunk's user memory: its size word lies this far
 	// before it.

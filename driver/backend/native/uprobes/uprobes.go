@@ -633,6 +633,17 @@ func (c *Counter) Take(tid int) (id int, hit uint64, ok bool) {
 	return id, hit, true
 }
 
+// Peek returns the measured hit that thread tid stopped at, as Take,
+// without taking it: a tracer that stops every thread only for a
+// measured hit asks first, and takes it once they are stopped.
+func (c *Counter) Peek(tid int) (id int, hit uint64, ok bool) {
+	var v uint64
+	if err := c.stops.Lookup(uint32(tid), &v); err != nil {
+		return 0, 0, false
+	}
+	return int(v >> 32), v & 0xffffffff, true
+}
+
 // setTaken records that measured hit hit (after skip) of breakpoint id
 // was taken (taken), or is on its way (not taken): the hits after it are
 // held until it is taken. Every thread must be stopped.
