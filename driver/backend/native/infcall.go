@@ -37,7 +37,7 @@ import (
 // right above the dummy one), which puts back every register gdb saved
 // before the call. The thread is where it was, and what the function did
 // until then stays done: a lock it took stays taken (docs/facts.md, fact
-// harm-1).
+// 139).
 
 // errCallAbandoned says that gdb gave up a call it made into the process,
 // which then ran to its end: what it did was done, but its result is not
