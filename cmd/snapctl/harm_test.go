@@ -64,6 +64,14 @@ func (c harmCase) name() string {
 	return name
 }
 
+// gdbStops has gdb and gdbserver take a plain attach's stops, as they
+// did before snapctl took them itself (SNAPCTL_STOPS=gdb): the cases
+// whose victim is gdb or gdbserver judge that path. Taken by snapctl,
+// the stops need neither once the run is set up; the cases without it
+// (kill -9 and SIGSTOP of snapctl, snapctl and gdb together) judge
+// snapctl's own stops.
+var gdbStops = []string{"SNAPCTL_STOPS=gdb"}
+
 // harmCases are the cases the matrix and TestHarmUnderLoad run.
 var harmCases = []harmCase{
 	{flags: []string{"--sites"}, victim: "snapctl"},
@@ -79,33 +87,33 @@ var harmCases = []harmCase{
 	{flags: []string{"--sites"}, victim: "snapctl+gdb"},
 	{flags: nil, victim: "snapctl"},
 	{flags: nil, victim: "snapctl", stop: true, want: []int{exitInterrupted, exitTimeout}},
-	{flags: nil, victim: "gdb", want: []int{exitFailure}},
-	{flags: nil, victim: "gdb", stop: true, want: []int{exitInterrupted, exitTimeout, exitFailure}},
+	{env: gdbStops, victim: "gdb", want: []int{exitFailure}},
+	{env: gdbStops, victim: "gdb", stop: true, want: []int{exitInterrupted, exitTimeout, exitFailure}},
 	{flags: nil, victim: "snapctl+gdb"},
 	// The server runs on (fact 113), and snapctl sees gdbserver's death
 	// wherever it waits for a stop, a kernel-counted hit's thread run on
 	// alone included (stopLoop.waitStopped).
-	{flags: nil, victim: "gdbserver", want: []int{exitFailure}},
+	{env: gdbStops, victim: "gdbserver", want: []int{exitFailure}},
 	// The guardian's hold on gdbserver: the breakpoint's bytes are put
 	// back before the kernel lets the threads go, so that the next
 	// request does not run into it (without the hold the server dies of
 	// SIGTRAP at the first request after gdbserver's death, snapctl
 	// stopped). A trap gdbserver had not collected goes to snapctl's
 	// handler in the process (fact 113).
-	{flags: nil, victim: "gdbserver", want: []int{exitFailure}, idle: true},
+	{env: gdbStops, victim: "gdbserver", want: []int{exitFailure}, idle: true},
 	// gdbserver held for 2 s: gdb's stop waits for it, then the run
 	// goes on or stalls after stop_timeout.
-	{flags: nil, victim: "gdbserver", stop: true, want: []int{exitInterrupted, exitTimeout, exitFailure}, matrixOnly: true},
+	{env: gdbStops, victim: "gdbserver", stop: true, want: []int{exitInterrupted, exitTimeout, exitFailure}, matrixOnly: true},
 	// heaptrack's interpreter held for 2 s: the program's writes into
 	// the FIFO wait as long, then it serves on.
 	{flags: []string{"--sites"}, victim: "heaptrack_interpret", stop: true, want: []int{exitInterrupted, exitTimeout}, matrixOnly: true},
 	// gdb tracing the process itself (--guard=false), the kernel
 	// counting the hits: what gdbserver's death would leave, gdb's.
 	{flags: []string{"--guard=false"}, victim: "snapctl", matrixOnly: true},
-	{flags: []string{"--guard=false"}, victim: "gdb", want: []int{exitFailure}, matrixOnly: true},
+	{flags: []string{"--guard=false"}, env: gdbStops, victim: "gdb", want: []int{exitFailure}, matrixOnly: true},
 	{flags: []string{"--guard=false"}, victim: "snapctl+gdb", matrixOnly: true},
 	{flags: []string{"--guard=false"}, victim: "snapctl", stop: true, want: []int{exitInterrupted, exitTimeout}, matrixOnly: true},
-	{flags: []string{"--guard=false"}, victim: "gdb", stop: true, want: []int{exitInterrupted, exitTimeout, exitFailure}, matrixOnly: true},
+	{flags: []string{"--guard=false"}, env: gdbStops, victim: "gdb", stop: true, want: []int{exitInterrupted, exitTimeout, exitFailure}, matrixOnly: true},
 	// gdb counting every hit, each a stop (SNAPCTL_HITS=gdb), rather
 	// than the kernel.
 	{env: []string{"SNAPCTL_HITS=gdb"}, victim: "snapctl", matrixOnly: true},

@@ -34,11 +34,9 @@ import (
 // of what a stop cost a threaded server (docs/facts.md, facts 117, 125,
 // 134).
 
-// StopsEnv names the environment variable that, set to "snapctl" in a
-// run's environment, has snapctl take the measured stops itself where it
-// can; otherwise ("gdb", or unset) gdb takes them, as before. Not yet the
-// default: the harm matrix (cmd/snapctl/harm_test.go, bench/faults.sh)
-// judges attach with gdb and gdbserver as the process's tracers.
+// StopsEnv names the environment variable that, set to "gdb" in a run's
+// environment, has gdb take an attach's measured stops as before;
+// otherwise snapctl takes them itself wherever it can (Seizable).
 const StopsEnv = "SNAPCTL_STOPS"
 
 // seizedRun is a process whose stops snapctl takes as its tracer.
@@ -57,8 +55,8 @@ func (b *Launch) Seizable() string {
 	switch {
 	case b.attach == 0:
 		return "snapctl run keeps gdb at its stops"
-	case envValue(b.env.Children, StopsEnv) != "snapctl":
-		return "gdb takes the stops unless " + StopsEnv + "=snapctl is set"
+	case envValue(b.env.Children, StopsEnv) == "gdb":
+		return StopsEnv + "=gdb: gdb takes the stops"
 	case b.backend == nil || b.backend.sitesOn:
 		return "--sites needs gdb at each stop"
 	case b.backend.trim:

@@ -117,7 +117,7 @@ func TestSeizedMeasuresAsGdb(t *testing.T) {
 	}
 	byGdb, gdbFigures := measure("gdb")
 	bySnapctl, snapctlFigures := measure("snapctl")
-	if byGdb != "gdb gdb takes the stops unless SNAPCTL_STOPS=snapctl is set" || bySnapctl != "snapctl " {
+	if byGdb != "gdb SNAPCTL_STOPS=gdb: gdb takes the stops" || bySnapctl != "snapctl " {
 		t.Errorf("stops taken by %q and %q", byGdb, bySnapctl)
 	}
 	for i := range snapctlFigures {
