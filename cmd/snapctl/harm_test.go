@@ -42,6 +42,9 @@ type harmCase struct {
 	// killed, 20 requests 200 ms later, the first to hit the breakpoint
 	// since, and snapctl and gdb continued.
 	idle bool
+	// gdbGone: snapctl takes the stops and gdb has left the process, so
+	// gdb's death ends nothing: the run goes on.
+	gdbGone bool
 	// matrixOnly: run by the matrix and bench/harm.sh, not by
 	// TestHarmUnderLoad in every CI run (the attach modes whose stop
 	// path is another's cases already cover).
@@ -90,6 +93,9 @@ var harmCases = []harmCase{
 	{env: gdbStops, victim: "gdb", want: []int{exitFailure}},
 	{env: gdbStops, victim: "gdb", stop: true, want: []int{exitInterrupted, exitTimeout, exitFailure}},
 	{flags: nil, victim: "snapctl+gdb"},
+	// snapctl's own stops: gdb, left idle once it set the run up, is
+	// killed; the stops go on and Ctrl-C ends the run.
+	{flags: nil, victim: "gdb", gdbGone: true, want: []int{exitInterrupted, exitTimeout}, matrixOnly: true},
 	// The server runs on (fact 113), and snapctl sees gdbserver's death
 	// wherever it waits for a stop, a kernel-counted hit's thread run on
 	// alone included (stopLoop.waitStopped).
@@ -123,7 +129,7 @@ var harmCases = []harmCase{
 
 // runsOn reports whether the run goes on after case c's fault: a stopped
 // process continued, heaptrack's interpreter gone.
-func runsOn(c harmCase) bool { return c.stop || c.victim == "heaptrack_interpret" }
+func runsOn(c harmCase) bool { return c.stop || c.victim == "heaptrack_interpret" || c.gdbGone }
 
 // harmCycles is how many times each case is run on one server: 1, or
 // SNAPCTL_HARM_CYCLES (bench/harm.sh asks for 10).
