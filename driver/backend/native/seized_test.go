@@ -167,3 +167,40 @@ func TestSeizedFallsBackToGdb(t *testing.T) {
 		t.Error("no request of the load was answered")
 	}
 }
+
+// By default (no SNAPCTL_STOPS), snapctl attach takes the stops itself,
+// and end_run_after ends the run there as on gdb's path: the breakpoint's
+// third measured hit is the last, the run completes, and the server, left
+// running, serves on untraced with no probe in it.
+func TestSeizedAttachEndRunAfter(t *testing.T) {
+	t.Parallel()
+	kernelCounts(t)
+	testenv.MustHave(t, "gdb", "gdbserver")
+	srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
+	stop := make(chan struct{})
+	srv.Load(stop)
+	res, err := runSession(t, driver.Options{Env: kernelEnv, Attach: driver.Attach{AttachPID: srv.Pid, Guard: true}, Timeouts: driver.Timeouts{Timeout: 2 * time.Minute}},
+		requestPlan+"    every: 100\n    end_run_after: 3\n", "")
+	close(stop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, res.Dir)
+	if m.Status != runjson.StatusCompleted || m.Native.StopsBy != "snapctl" || !m.Native.Detached {
+		t.Errorf("status %s, native %+v", m.Status, m.Native)
+	}
+	var hits []int
+	for _, s := range m.Stops {
+		hits = append(hits, s.Hit)
+	}
+	if fmt.Sprint(hits) != "[1 101 201]" {
+		t.Errorf("stops at hits %v, want [1 101 201]", hits)
+	}
+	if ch := testenv.TextChanges(t, srv.Pid); len(ch) > 0 {
+		t.Fatalf("probes or breakpoints left in the server: %s", strings.Join(ch, "; "))
+	}
+	if tr := tracer(srv.Pid); tr != 0 {
+		t.Errorf("the server is still traced by %d", tr)
+	}
+	srv.MustServe(t)
+}
