@@ -239,17 +239,25 @@ func TestGroupStopIsListenedThrough(t *testing.T) {
 	}()
 	testenv.WaitUntil(t, "a measured stop", time.Minute, 10*time.Millisecond, func() bool { return stops.Load() >= 1 })
 	syscall.Kill(pid, syscall.SIGSTOP)
-	testenv.WaitUntil(t, "the group stop", time.Minute, 10*time.Millisecond, func() bool {
-		ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-		for _, e := range ents {
-			data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, e.Name()))
-			s := string(data)
-			if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 0 && f[0] != "t" && f[0] != "T" {
-				return false
-			}
-		}
-		return true
+	// Every thread in a tracing stop is not yet the group stop: a
+	// measured stop's threads are so too, and the SIGSTOP, sent while
+	// they were, is taken only once they run again. The group stop is
+	// when the hits stop: no hit in 200 ms, in a program making millions
+	// a second.
+	testenv.WaitUntil(t, "the hits to stop in the group stop", time.Minute, 10*time.Millisecond, func() bool {
+		s1, _ := c.Read(0)
+		time.Sleep(200 * time.Millisecond)
+		s2, _ := c.Read(0)
+		return s1.Count == s2.Count
 	})
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, e := range ents {
+		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, e.Name()))
+		s := string(data)
+		if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 0 && f[0] != "t" && f[0] != "T" {
+			t.Errorf("thread %s is in state %s in the group stop", e.Name(), f[0])
+		}
+	}
 	s1, _ := c.Read(0)
 	time.Sleep(200 * time.Millisecond)
 	if s2, _ := c.Read(0); s2.Count != s1.Count {
