@@ -4,10 +4,7 @@ import (
 	"context"
 	"debug/elf"
 	"fmt"
-	"os"
 	"path/filepath"
-	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -180,8 +177,8 @@ func (b *Launch) Seize(ctx context.Context, bps []backend.SeizedBreakpoint) (bac
 const patienceBase = 2 * time.Second
 
 // stopPatience is how long the tracer waits for owed stops: patienceBase
-// times the machine's load per core (the last minute's average, read
-// at most once a second), at least patienceBase, at most limit (the
+// times the machine's load per core (loadStretch, read at most once a
+// second), at least patienceBase, at most limit (the
 // run's stop_timeout) when it is set. Run out, the stop fails and the
 // run ends, snapctl detaching: never a hang.
 func stopPatience(limit time.Duration) func() time.Duration {
@@ -192,15 +189,7 @@ func stopPatience(limit time.Duration) func() time.Duration {
 			return d
 		}
 		last = time.Now()
-		factor := 1.0
-		if data, err := os.ReadFile("/proc/loadavg"); err == nil {
-			if f := strings.Fields(string(data)); len(f) > 0 {
-				if l, err := strconv.ParseFloat(f[0], 64); err == nil {
-					factor = max(1, l/float64(runtime.NumCPU()))
-				}
-			}
-		}
-		d = time.Duration(float64(patienceBase) * factor)
+		d = time.Duration(float64(patienceBase) * loadStretch())
 		if limit > 0 {
 			d = min(d, limit)
 		}

@@ -330,17 +330,9 @@ func (t *Tracer) wait(deadline time.Time, stop <-chan struct{}) (tid int, ws uni
 			}
 			flags &^= unix.WNOHANG
 		}
-		tid, err := unix.Wait4(-1, &ws, flags, nil)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.ECHILD:
-			return 0, 0, false, ErrEnded
-		case err != nil:
-			return 0, 0, false, fmt.Errorf("waiting for the traced threads: %w", err)
-		case tid > 0:
-			t.events++
-			return tid, ws, true, nil
+		tid, ws, ok, err := t.reap(flags)
+		if ok || err != nil {
+			return tid, ws, ok, err
 		}
 		d := waitPoll
 		if !deadline.IsZero() {
@@ -365,15 +357,12 @@ func (t *Tracer) wait(deadline time.Time, stop <-chan struct{}) (tid int, ws uni
 	}
 }
 
-// poll returns the next event of a tracee by deadline, ok false when
-// none came. It is for the stops the tracer is owed, which come within
-// microseconds to milliseconds: it sleeps on its own thread, from 10 us
-// up to 1 ms between looks, rather than be woken through the runtime's
-// signal handling, a switch of threads each time.
-func (t *Tracer) poll(deadline time.Time) (tid int, ws unix.WaitStatus, ok bool, err error) {
-	nap := 10 * time.Microsecond
+// reap takes one tracee's wait status with wait4's flags: ok with the
+// thread and its status, or neither when WNOHANG found none; an
+// interrupted wait is tried again.
+func (t *Tracer) reap(flags int) (tid int, ws unix.WaitStatus, ok bool, err error) {
 	for {
-		tid, err := unix.Wait4(-1, &ws, unix.WALL|unix.WNOTHREAD|unix.WNOHANG, nil)
+		tid, err := unix.Wait4(-1, &ws, flags, nil)
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -384,6 +373,22 @@ func (t *Tracer) poll(deadline time.Time) (tid int, ws unix.WaitStatus, ok bool,
 		case tid > 0:
 			t.events++
 			return tid, ws, true, nil
+		}
+		return 0, 0, false, nil
+	}
+}
+
+// poll returns the next event of a tracee by deadline, ok false when
+// none came. It is for the stops the tracer is owed, which come within
+// microseconds to milliseconds: it sleeps on its own thread, from 10 us
+// up to 1 ms between looks, rather than be woken through the runtime's
+// signal handling, a switch of threads each time.
+func (t *Tracer) poll(deadline time.Time) (tid int, ws unix.WaitStatus, ok bool, err error) {
+	nap := 10 * time.Microsecond
+	for {
+		tid, ws, ok, err := t.reap(unix.WALL | unix.WNOTHREAD | unix.WNOHANG)
+		if ok || err != nil {
+			return tid, ws, ok, err
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
