@@ -27,6 +27,12 @@ type doctorOptions struct {
 	// Heaptrack is --heaptrack: heaptrack's library directory.
 	Heaptrack string
 	Binary    string // the optional BINARY argument
+
+	// binaryOnly skips every check but BINARY's: the tests of what
+	// doctor says about a program, whose tool checks (two valgrind
+	// runs, gdb's, about a second of processor time) are the same
+	// as those of the test that checks them.
+	binaryOnly bool
 }
 
 func newDoctorCmd() *cobra.Command {
@@ -123,6 +129,24 @@ func (r *doctorReport) toolFailure(check string, err error) {
 // runDoctor runs every check and prints the outcome to w.
 func runDoctor(ctx context.Context, w io.Writer, opts *doctorOptions) error {
 	r := &doctorReport{w: w}
+	if !opts.binaryOnly {
+		checkTools(ctx, r, opts)
+	}
+	if opts.Binary != "" {
+		if checkBinary(r, opts.Binary) {
+			checkLibraries(ctx, r, opts.Binary)
+		}
+	}
+
+	if len(r.failed) > 0 {
+		return &doctorError{failed: r.failed}
+	}
+	return nil
+}
+
+// checkTools checks the tools and what the system permits: every line
+// doctor prints before the binary's.
+func checkTools(ctx context.Context, r *doctorReport, opts *doctorOptions) {
 	// What a memcheck run needs besides valgrind running memcheck.
 	var python, vgdbFound bool
 
@@ -177,17 +201,6 @@ func runDoctor(ctx context.Context, w io.Writer, opts *doctorOptions) error {
 	checkGdbserver(ctx, r)
 	checkHeaptrack(ctx, r, opts.Heaptrack)
 	checkHits(r)
-
-	if opts.Binary != "" {
-		if checkBinary(r, opts.Binary) {
-			checkLibraries(ctx, r, opts.Binary)
-		}
-	}
-
-	if len(r.failed) > 0 {
-		return &doctorError{failed: r.failed}
-	}
-	return nil
 }
 
 // checkHits says which way a native run would count its breakpoints'

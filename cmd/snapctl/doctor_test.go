@@ -66,6 +66,17 @@ func runDoctorCmd(t *testing.T, args ...string) ([]string, error) {
 	return strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n"), err
 }
 
+// runDoctorBinary runs doctor's checks of bin alone, for the tests of
+// what doctor says about a program: testDoctorGoodBinary runs them after
+// the tool checks, as `snapctl doctor BINARY` does, and
+// testDoctorWithoutBinary checks the tools.
+func runDoctorBinary(t *testing.T, bin string) ([]string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	err := runDoctor(context.Background(), &out, &doctorOptions{Binary: bin, binaryOnly: true})
+	return strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n"), err
+}
+
 // doctorProgram compiles a trivial C program with extra compiler flags.
 func doctorProgram(t *testing.T, flags ...string) string {
 	t.Helper()
@@ -141,7 +152,7 @@ func testDoctorWithoutBinary(t *testing.T) {
 
 func testDoctorNoDebugInfo(t *testing.T) {
 	bin := doctorProgram(t, "-g0")
-	lines, err := runDoctorCmd(t, bin)
+	lines, err := runDoctorBinary(t, bin)
 	if err != nil {
 		t.Fatalf("a binary without debug info is a warning, not a failure: %v", err)
 	}
@@ -283,7 +294,7 @@ func testDoctorScript(t *testing.T) {
 	if err := os.WriteFile(script, []byte("#!/bin/sh\necho hi\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	lines, err := runDoctorCmd(t, script)
+	lines, err := runDoctorBinary(t, script)
 	want := []string{
 		"FAIL  binary      " + script,
 		"                  is a script (#!/bin/sh), not a compiled program: valgrind and gdb need the native program that runs it",
@@ -310,7 +321,7 @@ func testDoctorNotExecutable(t *testing.T) {
 	if err := os.WriteFile(bin, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	lines, err := runDoctorCmd(t, bin)
+	lines, err := runDoctorBinary(t, bin)
 	want := []string{
 		"FAIL  binary      " + bin,
 		"                  is not executable (chmod +x " + bin + ")",
@@ -348,7 +359,7 @@ func testDoctorLibraries(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bin := testenv.Build(t, filepath.Join(fixtures, "libmain.c"), "-Wl,--no-as-needed", tc.lib, "-ldl")
-			lines, err := runDoctorCmd(t, bin)
+			lines, err := runDoctorBinary(t, bin)
 			if err != nil {
 				t.Fatalf("doctor: %v\n%s", err, strings.Join(lines, "\n"))
 			}
