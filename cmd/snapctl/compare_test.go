@@ -117,7 +117,8 @@ func TestCompareBeforeAndAfterAFix(t *testing.T) {
 func TestCompareBadInput(t *testing.T) {
 	t.Parallel()
 	testenv.NoLeftovers(t)
-	good := mustRun(t, session{Plan: requestPlan, Bin: testenv.Build(t, fixtures+"leak.c")}, exitOK).Out
+	// TestKeptSnapshotsCompressed's run, which this test only reads.
+	good := mustRunShared(t, session{Plan: requestPlan, Bin: testenv.Build(t, fixtures+"leak.c"), Args: []string{"3"}}, exitOK).Out
 	dir := t.TempDir()
 	withManifest := func(name string, edit func(m map[string]any)) string {
 		data, err := os.ReadFile(filepath.Join(good, "run.json"))

@@ -21,7 +21,7 @@ func TestKeptSnapshotsCompressed(t *testing.T) {
 	bin := testenv.Build(t, src)
 	leak := fmt.Sprintf("handle_request (leak.c:%d)", testenv.LineOf(t, src, "the leak: 24"))
 
-	res := mustRun(t, session{Plan: requestPlan, Bin: bin, Args: []string{"3"}}, exitOK)
+	res := mustRunShared(t, session{Plan: requestPlan, Bin: bin, Args: []string{"3"}}, exitOK)
 	checkCompleted(t, res) // every stop's file is gzip
 	if len(res.Run.Stops) != 3 {
 		t.Fatalf("%d stops, want 3", len(res.Run.Stops))
