@@ -10,12 +10,13 @@ import (
 	"github.com/snapctl/snapctl/driver/backend"
 )
 
-// guardFlag is attach's --guard, on by default.
-var guardFlag bool
-
 // newAttachCmd is `snapctl attach [flags] PLAN PID`: the native backend,
 // attached to a running process. Its flags are run's.
 func newAttachCmd() *cobra.Command {
+	// attach's --guard, on by default: the command's own, as every flag
+	// is, so that command trees made side by side (tests in parallel)
+	// do not share it.
+	var guard bool
 	cmd := newRunCmdWith(func(cmd *cobra.Command, o *runOptions) error {
 		pid, err := strconv.Atoi(o.Binary)
 		if err != nil || pid <= 0 || len(o.Args) > 0 {
@@ -28,7 +29,7 @@ func newAttachCmd() *cobra.Command {
 		if o.Backend == "" {
 			o.Backend = attaches
 		}
-		o.Pid, o.Binary, o.Guard = pid, "", guardFlag
+		o.Pid, o.Binary, o.Guard = pid, "", guard
 		return runRun(cmd, o)
 	})
 	cmd.Use = "attach [flags] PLAN PID"
@@ -56,6 +57,6 @@ kernel.yama.ptrace_scope must allow it (see snapctl doctor).`
 	cmd.Flags().MarkHidden("valgrind")
 	cmd.Flags().MarkHidden("backend")
 	cmd.Flags().Lookup("sites").Usage = "also record every allocation's call site with heaptrack, injected into the process, for per-site diffs between stops as massif gives them, at native speed"
-	cmd.Flags().BoolVar(&guardFlag, "guard", true, "have gdbserver trace the process, so that it survives gdb being killed while a breakpoint is in it; --guard=false has gdb trace it itself: a stop costs about 5 times less, and threads that take a fast signal timer (hundreds of Hz) are not held at a repeated breakpoint, but a gdb killed while the process runs into a breakpoint takes the process with it")
+	cmd.Flags().BoolVar(&guard, "guard", true, "have gdbserver trace the process, so that it survives gdb being killed while a breakpoint is in it; --guard=false has gdb trace it itself: a stop costs about 5 times less, and threads that take a fast signal timer (hundreds of Hz) are not held at a repeated breakpoint, but a gdb killed while the process runs into a breakpoint takes the process with it")
 	return cmd
 }
