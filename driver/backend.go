@@ -130,7 +130,7 @@ func (s *session) launchEnv(stdout, stderr io.Writer) *backend.Env {
 			},
 			Explain:           s.watch.explain,
 			DiskFull:          func(err error) error { return diskFull(err, s.priv.dir, s.out.dir) },
-			LocationsResolved: s.priv.early != nil && s.priv.early.LocationsResolved(),
+			LocationsResolved: s.located || s.priv.early != nil && s.priv.early.LocationsResolved(),
 			Event:             func(ev runjson.Event) { s.rec.event(ev) },
 		},
 	}

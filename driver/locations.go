@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,6 +29,23 @@ import (
 // program): the libraries it has loaded, dlopen'ed ones included (a
 // plugin, a ctypes library in python), count as linked.
 func validateLocations(ctx context.Context, gdbPath, binary string, attach int, p *plan.Plan, env []string, timeout time.Duration) (inProgram bool, err error) {
+	r := checkLocations(ctx, gdbPath, binary, attach, p, env, timeout)
+	return r.inProgram, r.err
+}
+
+// checkLocations is validateLocations, which also says whether every
+// location but the pending ones resolved in the program alone (resolved),
+// as the early gdb's check does (gdb.Early.LocationsResolved).
+func checkLocations(ctx context.Context, gdbPath, binary string, attach int, p *plan.Plan, env []string, timeout time.Duration) (res locatedResult) {
+	inProgram, err := validate(ctx, gdbPath, binary, attach, p, env, timeout, &res.resolved)
+	res.inProgram, res.err = inProgram, err
+	if err != nil {
+		res.resolved = false
+	}
+	return res
+}
+
+func validate(ctx context.Context, gdbPath, binary string, attach int, p *plan.Plan, env []string, timeout time.Duration, resolved *bool) (inProgram bool, err error) {
 	c, err := mi.Start(ctx, mi.Options{Path: gdbPath, Args: []string{binary}, Env: env, StartTimeout: timeout})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -53,6 +71,7 @@ func validateLocations(ctx context.Context, gdbPath, binary string, attach int, 
 		}
 		inProgram = true
 	}
+	*resolved = !slices.ContainsFunc(again, func(i int) bool { return !p.Breakpoints[i].Pending })
 	if len(again) > 0 && ctx.Err() == nil {
 		loadLibrarySymbols(ctx, c, binary, attach, p.Target.Cwd, env, timeout)
 	}
@@ -84,6 +103,9 @@ func validateLocations(ctx context.Context, gdbPath, binary string, attach int, 
 type locatedResult struct {
 	inProgram bool
 	err       error
+	// resolved: every location but the pending ones resolved in the
+	// program alone.
+	resolved bool
 }
 
 // programWarnings returns the warnings of the checks that apply to the

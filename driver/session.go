@@ -285,8 +285,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		}
 	}
 	validate := func() {
-		inProgram, err := validateLocations(ctx, gdbPath, binary, opts.AttachPID, p, opts.childEnv(), opts.CommandTimeout)
-		located <- locatedResult{inProgram, err}
+		located <- checkLocations(ctx, gdbPath, binary, opts.AttachPID, p, opts.childEnv(), opts.CommandTimeout)
 	}
 	switch {
 	case err != nil:
@@ -348,6 +347,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	s := newSession(opts, p, tools, binary, dir)
+	s.located = loc.resolved
 	if early != nil {
 		s.priv = priv
 		priv.handed = true
@@ -424,7 +424,10 @@ type session struct {
 	prog program
 	out  runOut
 	priv privateDir
-	m    *runjson.Manifest
+	// located says that the checking gdb (not the early one) found every
+	// location but the pending ones in the program alone.
+	located bool
+	m       *runjson.Manifest
 	// backend measures the stops, analyses and reports them; launcher
 	// starts the target as the backend needs.
 	backend  backend.Backend

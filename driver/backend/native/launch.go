@@ -3,6 +3,7 @@ package native
 import (
 	"bytes"
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -38,6 +39,10 @@ type Launch struct {
 	attach int
 	// attached is set once gdb is attached, until it has detached.
 	attached bool
+	// libDebugDirs is gdb's debug-file-directory before snapctl pointed
+	// it away from the libraries' debug files (skipLibraryDebugInfo),
+	// where libc's is still looked for; nil while gdb's own holds.
+	libDebugDirs []string
 	// patches are gdb's breakpoint addresses in the process attached to
 	// and the program's bytes there; left says how snapctl left the
 	// process when gdb could not detach (detach.go).
@@ -311,6 +316,17 @@ func (b *Launch) Launch(ctx context.Context, env *backend.Env) error {
 // attachTo attaches gdb to the process snapctl attach names. gdb stops
 // it; start resumes it once the breakpoints are in.
 func (b *Launch) attachTo(ctx context.Context) error {
+	// gdb reads the libraries as it attaches: with nothing in the run
+	// reading their separate debug files, it indexes none (libc6-dbg's
+	// costs each attach 0.15 to 0.2 s of processor time, while the
+	// process is stopped: docs/facts.md, fact native-1). The program's
+	// own debug information must then be in its file, which gdb reads
+	// only now.
+	if backend.LibraryDebugInfoUnused(b.plan, b.env.Run.LocationsResolved) && hasDebugInfo(b.env.Target.Argv[0]) {
+		if err := b.skipLibraryDebugInfo(ctx); err != nil {
+			return err
+		}
+	}
 	// gdb keeps its own way of stepping a thread over a breakpoint, out
 	// of line in a copy of the instruction at the program's entry point,
 	// though a thread that a killed gdb or gdbserver leaves in that copy
@@ -408,10 +424,9 @@ func (b *Launch) Start(ctx context.Context) error {
 			}
 		}
 	}
-	if backend.LibraryDebugInfoUnused(b.plan, env.Run.LocationsResolved) {
-		nowhere := gdb.Python("skip_library_debug_info(" + gdb.PyString(filepath.Join(env.Private, "no-debug-files")) + ")")
-		if _, err := b.gdb.Do(ctx, nowhere); err != nil {
-			return fmt.Errorf("setting up gdb: %w", err)
+	if b.attach == 0 && backend.LibraryDebugInfoUnused(b.plan, env.Run.LocationsResolved) {
+		if err := b.skipLibraryDebugInfo(ctx); err != nil {
+			return err
 		}
 	}
 	// A program killed as gdb starts it may be left a zombie with gdb
@@ -560,3 +575,25 @@ func (b *Launch) AfterClose(bool) {
 // Fate says how snapctl left the process attached to when gdb could not
 // detach from it, "" when it could or did not attach.
 func (b *Launch) Fate() string { return b.left }
+
+// skipLibraryDebugInfo has gdb read no separate debug file from here on
+// (agent/arena.py's skip_library_debug_info).
+func (b *Launch) skipLibraryDebugInfo(ctx context.Context) error {
+	b.libDebugDirs = b.debugDirs(ctx)
+	nowhere := gdb.Python("skip_library_debug_info(" + gdb.PyString(filepath.Join(b.env.Private, "no-debug-files")) + ")")
+	if _, err := b.gdb.Do(ctx, nowhere); err != nil {
+		return fmt.Errorf("setting up gdb: %w", err)
+	}
+	return nil
+}
+
+// hasDebugInfo reports whether the executable at path carries its own
+// DWARF, which gdb reads with no separate debug file.
+func hasDebugInfo(path string) bool {
+	f, err := elf.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return f.Section(".debug_info") != nil
+}

@@ -198,8 +198,12 @@ func stopPatience(limit time.Duration) func() time.Duration {
 }
 
 // debugDirs is gdb's debug-file-directory, where libc's separate debug
-// file is looked for.
+// file is looked for: the one before snapctl pointed gdb away from the
+// libraries' debug files.
 func (b *Launch) debugDirs(ctx context.Context) []string {
+	if b.libDebugDirs != nil {
+		return b.libDebugDirs
+	}
 	r, err := b.gdb.Do(ctx, gdb.Console("show debug-file-directory"))
 	if err == nil {
 		text := r.Console()
