@@ -570,8 +570,13 @@ func served(bin string, pid int) int {
 // killAt kills child with SIGKILL at moment m.
 func killAt(t *testing.T, fx *faultRun, child, m string) []promise {
 	args := []string{"slow", "15"}
+	// At the target's exit: the target serves its requests and then
+	// waits for the gate file before it exits, so that the test sees it
+	// start and end however loaded the machine (a target that exited at
+	// once was once gone before the test looked, at load 4 a processor).
+	gate := filepath.Join(t.TempDir(), "gate")
 	if m == mExit {
-		args = []string{"exit", "40"}
+		args = []string{"gate", "40", gate}
 	}
 	r := fx.startRun(t, requestPlan, args, nil, nil, "")
 	var pid int
@@ -584,8 +589,14 @@ func killAt(t *testing.T, fx *faultRun, child, m string) []promise {
 	case mExit:
 		pid = fx.victim(t, r, child)
 		tg := fx.target(t)
-		for alive(tg.PID) && time.Since(r.start) < time.Minute {
+		if err := os.WriteFile(gate, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := testenv.NewDeadline(time.Minute); alive(tg.PID) && !deadline.Passed(); {
 			time.Sleep(2 * time.Millisecond)
+		}
+		if alive(tg.PID) {
+			t.Fatalf("the target (%d) did not end within a minute of its gate opening", tg.PID)
 		}
 	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
