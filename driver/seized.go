@@ -151,12 +151,22 @@ func (s *session) seizedLoop(ctx context.Context, sz *seized) error {
 	halt := func() { once.Do(func() { close(stop) }) }
 	defer halt()
 	workload := s.end.done
-	workloadEnded := make(chan struct{})
+	workloadEnded, gdbDied := make(chan struct{}), make(chan struct{})
+	// gdb has left the process but is the run's still: a gdb that dies
+	// (killed) ends the run as it does when gdb takes the stops, exit 1
+	// with what was measured, rather than a run that goes on with no end
+	// but the user's.
+	var gdbDone <-chan struct{}
+	if s.gdb != nil {
+		gdbDone = s.gdb.Done()
+	}
 	go func() {
 		select {
 		case <-ctx.Done():
 		case <-workload:
 			close(workloadEnded)
+		case <-gdbDone:
+			close(gdbDied)
 		case <-stop:
 		}
 		halt()
@@ -246,6 +256,8 @@ func (s *session) seizedLoop(ctx context.Context, sz *seized) error {
 		return context.Cause(ctx)
 	}
 	select {
+	case <-gdbDied:
+		return s.watch.gdbGone()
 	case <-workloadEnded:
 		s.end.workloadEnded()
 	default:
