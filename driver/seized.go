@@ -151,22 +151,12 @@ func (s *session) seizedLoop(ctx context.Context, sz *seized) error {
 	halt := func() { once.Do(func() { close(stop) }) }
 	defer halt()
 	workload := s.end.done
-	workloadEnded, gdbDied := make(chan struct{}), make(chan struct{})
-	// gdb has left the process but is the run's still: a gdb that dies
-	// (killed) ends the run as it does when gdb takes the stops, exit 1
-	// with what was measured, rather than a run that goes on with no end
-	// but the user's.
-	var gdbDone <-chan struct{}
-	if s.gdb != nil {
-		gdbDone = s.gdb.Done()
-	}
+	workloadEnded := make(chan struct{})
 	go func() {
 		select {
 		case <-ctx.Done():
 		case <-workload:
 			close(workloadEnded)
-		case <-gdbDone:
-			close(gdbDied)
 		case <-stop:
 		}
 		halt()
@@ -256,8 +246,6 @@ func (s *session) seizedLoop(ctx context.Context, sz *seized) error {
 		return context.Cause(ctx)
 	}
 	select {
-	case <-gdbDied:
-		return s.watch.gdbGone()
 	case <-workloadEnded:
 		s.end.workloadEnded()
 	default:
