@@ -1,7 +1,7 @@
 package driver
 
 import (
-	"encoding/json"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -141,9 +141,11 @@ func (s *session) finish(res *Result, err error) (*Result, error) {
 // status failed, the error, and the stops the run.json written last
 // listed (their snapshot files have their own names), none after. That
 // one said that the run had not ended, and the report on the terminal
-// said how the run itself ended; both now say that it failed. Where even
-// that cannot be written, the run.json written last stands, with the
-// snapshots it lists.
+// said how the run itself ended; both now say that it failed. A disk that
+// something else keeps full (a log, another run) takes the room back at
+// once: the run.json written last is then overwritten in place, in the
+// room that file already has, with the same stops. Where even that does
+// not fit, the run.json written last stands, with the snapshots it lists.
 func (s *session) failedWriting(res *Result, err, werr error) (*Result, error) {
 	stops, listed := s.rec.stops.len(), s.out.stops
 	s.rec.dropUnlisted(s.out.dir)
@@ -167,31 +169,29 @@ func (s *session) failedWriting(res *Result, err, werr error) (*Result, error) {
 	if writeManifest(s.out.dir, s.m, sp) != nil {
 		// The spools take room too: the stops' view keeps its own.
 		s.rec.closeSpools()
-		if writeManifest(s.out.dir, s.m, sp) != nil && listed == 0 {
+		if writeManifest(s.out.dir, s.m, sp) != nil {
 			// A disk that something else keeps full has no room for a
 			// second file: the run.json there, written when the run
-			// began and listing no stop either, is overwritten in
-			// place, where it fits in the room that file already has.
-			overwriteManifest(filepath.Join(s.out.dir, manifestFile), s.m)
+			// began or last during it and listing these stops, is
+			// overwritten in place (docs/facts.md, fact faults-1).
+			overwriteManifest(filepath.Join(s.out.dir, manifestFile), s.m, sp.stops)
 		}
 	}
 	return res, err
 }
 
-// overwriteManifest writes m, with no stops, events or diffs, over the
-// run.json at path in place, when it fits in that file's size: on a full
-// disk there is no room for the temporary file an atomic writing needs.
-// The file is torn if snapctl dies in the middle: only for the last
-// resort.
-func overwriteManifest(path string, m *runjson.Manifest) error {
+// overwriteManifest writes m, with the stops streamed from stops (nil for
+// none) and no events or diffs, over the run.json at path in place, when it
+// fits in that file's size: on a full disk there is no room for the
+// temporary file an atomic writing needs. The file is torn if snapctl dies
+// in the middle: only for the last resort.
+func overwriteManifest(path string, m *runjson.Manifest, stops *spool) error {
 	mm := *m
-	mm.Stops, mm.Events, mm.Diffs = []runjson.Stop{}, []runjson.Event{}, []*snapshots.Diff{}
 	mm.Suspects, mm.Stacks = []snapshots.Suspect{}, [][]snapshots.Frame{}
-	data, err := json.MarshalIndent(&mm, "", "  ")
-	if err != nil {
+	var data bytes.Buffer
+	if err := encodeManifest(&data, &mm, manifestSpools{stops: stops}); err != nil {
 		return err
 	}
-	data = append(data, '\n')
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		return err
@@ -205,13 +205,13 @@ func overwriteManifest(path string, m *runjson.Manifest) error {
 			room = max(room, sys.Blocks*512)
 		}
 	}
-	if room < int64(len(data)) {
+	if room < int64(data.Len()) {
 		return fmt.Errorf("no room for run.json in place")
 	}
-	if _, err := f.WriteAt(data, 0); err != nil {
+	if _, err := f.WriteAt(data.Bytes(), 0); err != nil {
 		return err
 	}
-	return f.Truncate(int64(len(data)))
+	return f.Truncate(int64(data.Len()))
 }
 
 // refreshManifest rewrites run.json, status failed, with the stops and

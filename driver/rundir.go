@@ -233,6 +233,14 @@ func (sp manifestSpools) close() {
 // are those json.MarshalIndent would give for the whole manifest, without
 // ever holding every stop.
 func writeManifest(dir string, m *runjson.Manifest, sp manifestSpools) error {
+	return writeFileAtomicFunc(filepath.Join(dir, manifestFile), func(w io.Writer) error {
+		return encodeManifest(w, m, sp)
+	})
+}
+
+// encodeManifest writes to w the manifest m, its stops, events and diffs
+// streamed from sp (writeManifest).
+func encodeManifest(w io.Writer, m *runjson.Manifest, sp manifestSpools) error {
 	mm := *m
 	mm.Stops, mm.Events, mm.Diffs = []runjson.Stop{}, []runjson.Event{}, []*snapshots.Diff{}
 	if mm.Suspects == nil {
@@ -247,28 +255,26 @@ func writeManifest(dir string, m *runjson.Manifest, sp manifestSpools) error {
 	}
 	// The empty lists are the only top-level lines of this form: nested
 	// keys are indented further and strings hold no raw newline.
-	return writeFileAtomicFunc(filepath.Join(dir, manifestFile), func(w io.Writer) error {
-		bw := bufio.NewWriterSize(w, 64<<10)
-		rest := data
-		for _, part := range []struct {
-			key string
-			sp  *spool
-		}{{"stops", sp.stops}, {"events", sp.events}, {"diffs", sp.diffs}} {
-			mark := []byte("\n  \"" + part.key + "\": [")
-			i := bytes.Index(rest, append(mark, ']'))
-			if i < 0 {
-				return fmt.Errorf("encoding run.json: no %q list", part.key)
-			}
-			bw.Write(rest[:i+len(mark)])
-			rest = rest[i+len(mark):]
-			if err := streamList(bw, part.sp); err != nil {
-				return fmt.Errorf("writing run.json %s: %w", part.key, err)
-			}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	rest := data
+	for _, part := range []struct {
+		key string
+		sp  *spool
+	}{{"stops", sp.stops}, {"events", sp.events}, {"diffs", sp.diffs}} {
+		mark := []byte("\n  \"" + part.key + "\": [")
+		i := bytes.Index(rest, append(mark, ']'))
+		if i < 0 {
+			return fmt.Errorf("encoding run.json: no %q list", part.key)
 		}
-		bw.Write(rest)
-		bw.WriteByte('\n')
-		return bw.Flush()
-	})
+		bw.Write(rest[:i+len(mark)])
+		rest = rest[i+len(mark):]
+		if err := streamList(bw, part.sp); err != nil {
+			return fmt.Errorf("writing run.json %s: %w", part.key, err)
+		}
+	}
+	bw.Write(rest)
+	bw.WriteByte('\n')
+	return bw.Flush()
 }
 
 // streamList writes a spool's records as the elements of a top-level list

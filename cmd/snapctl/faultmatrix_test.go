@@ -328,8 +328,16 @@ func faultRows() []faultRow {
 	}{
 		{"completes (max_hits)", []int{exitOK}, nil},
 		{"SIGINT/" + mMidRun, []int{exitInterrupted}, func(t *testing.T, r *running, _ *faultRun, _ int) { r.signal(syscall.SIGINT) }},
-		{"kill -9 gdb/" + mMidRun, []int{exitFailure}, func(t *testing.T, r *running, fx *faultRun, _ int) {
+		// gdb's death fails the run where gdb takes the stops; where
+		// snapctl took them itself (run.json's native.stops_by), gdb has
+		// left the process and the run goes on by design (the harm
+		// matrix's gdbGone case) until the user's Ctrl-C.
+		{"kill -9 gdb/" + mMidRun, []int{exitFailure, exitInterrupted}, func(t *testing.T, r *running, fx *faultRun, _ int) {
+			seized := stopsBy(r.out) == "snapctl"
 			syscall.Kill(fx.victim(t, r, "gdb"), syscall.SIGKILL)
+			if seized {
+				r.signal(syscall.SIGINT)
+			}
 		}},
 		{"kill -9 snapctl/" + mMidRun, nil, func(t *testing.T, r *running, _ *faultRun, _ int) {
 			syscall.Kill(r.cmd.Process.Pid, syscall.SIGKILL)
@@ -570,8 +578,13 @@ func served(bin string, pid int) int {
 // killAt kills child with SIGKILL at moment m.
 func killAt(t *testing.T, fx *faultRun, child, m string) []promise {
 	args := []string{"slow", "15"}
+	// At the target's exit: the target serves its requests and then
+	// waits for the gate file before it exits, so that the test sees it
+	// start and end however loaded the machine (a target that exited at
+	// once was once gone before the test looked, at load 4 a processor).
+	gate := filepath.Join(t.TempDir(), "gate")
 	if m == mExit {
-		args = []string{"exit", "40"}
+		args = []string{"gate", "40", gate}
 	}
 	r := fx.startRun(t, requestPlan, args, nil, nil, "")
 	var pid int
@@ -584,8 +597,14 @@ func killAt(t *testing.T, fx *faultRun, child, m string) []promise {
 	case mExit:
 		pid = fx.victim(t, r, child)
 		tg := fx.target(t)
-		for alive(tg.PID) && time.Since(r.start) < time.Minute {
+		if err := os.WriteFile(gate, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := testenv.NewDeadline(time.Minute); alive(tg.PID) && !deadline.Passed(); {
 			time.Sleep(2 * time.Millisecond)
+		}
+		if alive(tg.PID) {
+			t.Fatalf("the target (%d) did not end within a minute of its gate opening", tg.PID)
 		}
 	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
@@ -893,6 +912,19 @@ func waitStopRecorded(t *testing.T, out string) {
 		}
 	}
 	t.Fatalf("snapctl recorded no stop in %s within a minute", out)
+}
+
+// stopsBy is run.json's native.stops_by in the run directory out: who
+// takes the measured stops of an attach, "" when not known yet.
+func stopsBy(out string) string {
+	var m struct {
+		Native struct {
+			StopsBy string `json:"stops_by"`
+		} `json:"native"`
+	}
+	data, _ := os.ReadFile(filepath.Join(out, "run.json"))
+	json.Unmarshal(data, &m)
+	return m.Native.StopsBy
 }
 
 // attachedState: the attached process is alive, not stopped, and traced

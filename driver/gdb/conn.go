@@ -173,19 +173,30 @@ func (c *Conn) WaitStopped(ctx context.Context) (*mi.Record, error) {
 	}
 }
 
+// interruptWait bounds Interrupt's wait for the target to stop, and
+// interruptResend the wait after each interrupt before it is sent again,
+// each on a quiet machine (stretched by the load).
+const interruptWait, interruptResend = 3 * time.Second, 500 * time.Millisecond
+
 // Interrupt stops a running target (best effort, bounded): used when the
 // run is cancelled and when a stop's actions hang. An interrupt that
 // reaches vgdb just as gdb resumes the target can be lost, so it is sent
 // again until the target stops. It returns the *stopped record that
-// followed, or nil: not always the interrupt's own (see OwnStop).
+// followed, or nil: not always the interrupt's own (see OwnStop). The
+// wait, 3 s in all and 500 ms between two interrupts on a quiet machine,
+// is stretched by the machine's load when Interrupt is called, as every
+// other wait of the product is: on a loaded machine gdb, vgdb and the
+// target get a processor late, and an interrupt given up too soon leaves
+// the caller with a target it takes for running.
 func (c *Conn) Interrupt() *mi.Record {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	stretch := loadStretch()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(float64(interruptWait)*stretch))
 	defer cancel()
 	for ctx.Err() == nil {
 		if err := c.SendInterrupt(ctx); err != nil {
 			return nil
 		}
-		wctx, wcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		wctx, wcancel := context.WithTimeout(ctx, time.Duration(float64(interruptResend)*stretch))
 		rec, err := c.WaitStopped(wctx)
 		wcancel()
 		if err == nil {

@@ -11,6 +11,8 @@
 //   slow    sleep 200 ms before each request (for faults "while running")
 //   daemon  daemon(): the parent exits 0 and the child, in a session of
 //           its own, sleeps for two minutes
+//   gate    wait until the file argv[3] exists, then return 0: a target
+//           that exits when the test says, however slow the machine
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +68,10 @@ int main(int argc, char **argv)
 		if (daemon(0, 0) != 0)
 			return 1;
 		sleep(120);
+	} else if (strcmp(mode, "gate") == 0) {
+		struct timespec ts = {0, 10000000};
+		while (argc > 3 && access(argv[3], F_OK) != 0)
+			nanosleep(&ts, NULL);
 	} else if (strcmp(mode, "fork") == 0) {
 		pid_t pid = fork();
 		if (pid == 0) {

@@ -152,7 +152,53 @@ func (pw *progressWatch) over() string {
 // errCallAbandoned with gdb's message; one that does not end within its
 // patience is taken back, and the error wraps errCallUnwound. No
 // breakpoint of the plan may be enabled: the process runs meanwhile.
+//
+// A command whose arguments hold a string has gdb call malloc first, for
+// the string's room in the process; a signal during that call abandons
+// it, malloc runs to its end, and the command's own function is never
+// called (docs/facts.md, fact faults-2). Such a command is sent again, up
+// to allocTries times in all: the function did not run, so it runs once.
 func gdbCall(ctx context.Context, c *gdb.Conn, cmd mi.Command) (*mi.Result, error) {
+	for tries := 1; ; tries++ {
+		r, err := gdbCallOnce(ctx, c, cmd)
+		if err == nil || !errors.Is(err, errCallAbandoned) || !abandonedAllocation(err.Error(), cmd) {
+			return r, err
+		}
+		if tries == allocTries || ctx.Err() != nil {
+			// Not errCallAbandoned: the function was not called.
+			return nil, fmt.Errorf("%s (%d times): the function was not called", strings.TrimSuffix(err.Error(), ": "+errCallAbandoned.Error()), tries)
+		}
+	}
+}
+
+// allocTries bounds the sendings of a command whose string's allocation a
+// signal abandoned each time (gdbCall): a program that takes a signal
+// every 10 ms had one call's allocation in 2 to 20 abandoned.
+const allocTries = 20
+
+// abandonedRe finds the function gdb names in its message for a call it
+// gave up: "Evaluation of the expression containing the function\n(NAME)
+// will be abandoned."
+var abandonedRe = regexp.MustCompile(`containing the function\s*\(([^)]*)\)\s*will be abandoned`)
+
+// mallocCallRe finds a call of malloc in a command.
+var mallocCallRe = regexp.MustCompile(`\bmalloc\s*\(`)
+
+// abandonedAllocation reports whether gdb's message msg says that the call
+// it gave up was malloc's, which gdb makes to put cmd's strings into the
+// process, when cmd itself calls no malloc: then cmd's function was never
+// called. libc's malloc is named so, or by its inner names
+// (__GI___libc_malloc with libc's debug information).
+func abandonedAllocation(msg string, cmd mi.Command) bool {
+	m := abandonedRe.FindStringSubmatch(msg)
+	if m == nil || !strings.HasSuffix(m[1], "malloc") {
+		return false
+	}
+	return !mallocCallRe.MatchString(strings.Join(append([]string{cmd.Name}, cmd.Args...), " "))
+}
+
+// gdbCallOnce is one sending of gdbCall's command.
+func gdbCallOnce(ctx context.Context, c *gdb.Conn, cmd mi.Command) (*mi.Result, error) {
 	r, err := c.Do(ctx, cmd)
 	if err == nil {
 		return r, nil

@@ -2,15 +2,17 @@
 // raises SIGUSR1 (gdb stops at it and passes it on; the program handles
 // it) every 10 ms and counts it in raised. slow() returns once raised
 // has grown by 2 since it began, so that a signal always comes while gdb
-// calls it; it counts its returns in calls. main prints its pid and the
-// address of raised (read through /proc/PID/mem), then waits.
+// calls it; it counts its returns in calls. take(s) counts its calls in
+// taken: gdb passes its string in memory it allocates in the process with
+// a call of malloc, which the signal can interrupt too. main prints its
+// pid and the address of raised (read through /proc/PID/mem), then waits.
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
 
-static volatile int raised, calls;
+static volatile int raised, calls, taken;
 
 void slow(void) {
 	int from = raised;
@@ -23,6 +25,11 @@ void slow(void) {
 int slow_value(void) {
 	slow();
 	return 42;
+}
+
+void take(const char *s) {
+	(void)s;
+	taken++;
 }
 
 static void on_usr1(int sig) { (void)sig; }

@@ -1,0 +1,128 @@
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snapctl/snapctl/internal/testenv"
+	"github.com/snapctl/snapctl/runjson"
+)
+
+// A run directory whose disk something else keeps full, filled after
+// run.json was rewritten during the run with its stops: the final
+// writing has no room for its temporary file, and the run.json left
+// must not go on saying that the run had not ended (the fault matrix's
+// row "full run directory/mid-run" broke so, once in six, when the run
+// was slow enough for a rewriting before the disk filled). run.json says
+// that the run failed and why, and still lists the stops whose snapshot
+// files are there. The full file system is a small tmpfs (the test skips
+// where it cannot mount one).
+func TestFullRunDirAfterListing(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
+	testenv.NoLeftovers(t)
+	fs := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", fs).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", fs).Run() })
+	bin := testenv.Build(t, "../testdata/e2e/ticks.c")
+	_, planPath := writePlan(t, "breakpoints:\n  - name: tick\n    location: tick\n    every: 10\n")
+	out := filepath.Join(fs, "run")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, Options{Timeouts: Timeouts{ManifestEvery: 50 * time.Millisecond}, PlanPath: planPath, Binary: bin, Args: []string{"50"}, OutDir: out,
+			Env: []string{testenv.ScopeEnv(t)}})
+		done <- err
+	}()
+	// The program ticks 50 times, a stop every 10, and then blocks.
+	for deadline := testenv.NewDeadline(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		var m runjson.Manifest
+		if data, err := os.ReadFile(filepath.Join(out, manifestFile)); err == nil && json.Unmarshal(data, &m) == nil && len(m.Stops) == 5 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the run ended (%v) before run.json listed its 5 stops", err)
+		default:
+		}
+		if deadline.Passed() {
+			t.Fatal("run.json never listed 5 stops during the run")
+		}
+	}
+	keepFull(t, fs)
+	cancel()
+	err := <-done
+	if err == nil || !strings.Contains(err.Error(), "no space left on device") {
+		t.Errorf("Run = %v, want the full disk named", err)
+	}
+	m := readManifest(t, out)
+	if m.Status != runjson.StatusFailed || m.Error == unfinished || !strings.Contains(m.Error, "run.json lists 5 of the run's 5 stops") {
+		t.Errorf("run.json: status %q, error %q; want failed, the full disk and the stops listed", m.Status, m.Error)
+	}
+	if code, _ := ExitStatus(err); m.ExitCode == nil || *m.ExitCode != code || code == 0 {
+		t.Errorf("run.json: exit code %v, want %d, the run's", m.ExitCode, code)
+	}
+	listed := map[string]bool{}
+	for _, st := range m.Stops {
+		listed[filepath.Base(st.Snapshot)] = true
+	}
+	names, err := os.ReadDir(filepath.Join(out, "snapshots"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range names {
+		if !listed[e.Name()] {
+			t.Errorf("snapshots/%s is not in run.json", e.Name())
+		}
+	}
+	if len(m.Stops) != 5 || len(names) != 5 {
+		t.Errorf("run.json lists %d stops, snapshots/ holds %d files; want 5 and 5", len(m.Stops), len(names))
+	}
+}
+
+// keepFull fills the file system at dir and keeps it full until the test
+// ends, taking back within a millisecond any room freed, as a log or
+// another program writing there would.
+func keepFull(t *testing.T, dir string) {
+	t.Helper()
+	fill, err := os.Create(filepath.Join(dir, "fill"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := make([]byte, 512)
+	for {
+		if _, err := fill.Write(block); err != nil {
+			break
+		}
+	}
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			for {
+				if _, err := fill.Write(block); err != nil {
+					break
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		close(done)
+		<-stopped
+		fill.Close()
+	})
+}
