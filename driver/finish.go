@@ -173,7 +173,7 @@ func (s *session) failedWriting(res *Result, err, werr error) (*Result, error) {
 			// A disk that something else keeps full has no room for a
 			// second file: the run.json there, written when the run
 			// began or last during it and listing these stops, is
-			// overwritten in place (docs/facts.md, fact faults-1).
+			// overwritten in place (docs/facts.md, fact 144).
 			overwriteManifest(filepath.Join(s.out.dir, manifestFile), s.m, sp.stops)
 		}
 	}

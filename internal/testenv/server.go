@@ -205,7 +205,7 @@ func (s *Server) Load(stop <-chan struct{}) (answered func() int64) {
 // (the race-built test's clients most of it), and pausing 500 us, 2,100
 // for 0.8 s, a request in flight about three quarters of each client's
 // time: some request is in flight at almost every moment (docs/facts.md,
-// fact native-1).
+// fact 143).
 const LoadPause = 500 * time.Microsecond
 
 // LoadPaced is Load with each client pausing between its requests

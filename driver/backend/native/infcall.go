@@ -156,7 +156,7 @@ func (pw *progressWatch) over() string {
 // A command whose arguments hold a string has gdb call malloc first, for
 // the string's room in the process; a signal during that call abandons
 // it, malloc runs to its end, and the command's own function is never
-// called (docs/facts.md, fact faults-2). Such a command is sent again, up
+// called (docs/facts.md, fact 145). Such a command is sent again, up
 // to allocTries times in all: the function did not run, so it runs once.
 func gdbCall(ctx context.Context, c *gdb.Conn, cmd mi.Command) (*mi.Result, error) {
 	for tries := 1; ; tries++ {

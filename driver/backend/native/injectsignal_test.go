@@ -23,7 +23,7 @@ import (
 // gdb call malloc first, for the string's room in the process, and the
 // other thread's SIGUSR1 (every 10 ms, driver/testdata/native/callsignal.c)
 // abandons that call about half of the time: malloc runs to its end, and
-// the function itself is never called (docs/facts.md, fact faults-2).
+// the function itself is never called (docs/facts.md, fact 145).
 // Counted as made, heaptrack's injection (dlmopen, then heaptrack_inject,
 // each given its path) failed with "No symbol heaptrack_inject", or left a
 // recording that never started. Each of 20 calls of take("...") runs
@@ -124,7 +124,7 @@ func TestAbandonedAllocationCallsOnce(t *testing.T) {
 	// The process lives on untraced. (Whether every thread runs on as
 	// before is not asserted here: after many calls given up, its
 	// signalling thread was once found stopped in main's pause, on main's
-	// stack, with the calls made as before; docs/facts.md, fact faults-2.)
+	// stack, with the calls made as before; docs/facts.md, fact 145.)
 	select {
 	case err := <-exited:
 		exited <- err

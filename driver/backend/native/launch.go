@@ -319,7 +319,7 @@ func (b *Launch) attachTo(ctx context.Context) error {
 	// gdb reads the libraries as it attaches: with nothing in the run
 	// reading their separate debug files, it indexes none (libc6-dbg's
 	// costs each attach 0.15 to 0.2 s of processor time, while the
-	// process is stopped: docs/facts.md, fact native-1). The program's
+	// process is stopped: docs/facts.md, fact 143). The program's
 	// own debug information must then be in its file, which gdb reads
 	// only now.
 	if backend.LibraryDebugInfoUnused(b.plan, b.env.Run.LocationsResolved) && hasDebugInfo(b.env.Target.Argv[0]) {
