@@ -15,6 +15,7 @@ import (
 
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/gdb"
+	"github.com/snapctl/snapctl/internal/osthread"
 	"github.com/snapctl/snapctl/internal/proc"
 )
 
@@ -172,13 +173,12 @@ func restoreText(pid int, patches []textPatch) (int, error) {
 		err error
 	}
 	done := make(chan result, 1)
-	go func() {
-		// ptrace requests come from the thread that attached: this
-		// goroutine keeps its thread, which ends with it.
-		runtime.LockOSThread()
+	// ptrace requests come from the thread that attached: a thread
+	// of its own, which ends with it.
+	osthread.Go(func() {
 		n, err := restoreStopped(pid, patches)
 		done <- result{n, err}
-	}()
+	})
 	r := <-done
 	return r.n, r.err
 }

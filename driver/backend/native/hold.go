@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/snapctl/snapctl/internal/osthread"
 	"github.com/snapctl/snapctl/internal/proc"
 )
 
@@ -95,10 +95,9 @@ func holdTracer(pid int, dir string, logf func(format string, args ...any)) *tra
 	}
 	h := &tracerHold{pid: pid, tracer: tracer, dir: dir, logf: logf, restored: make(chan int, 1)}
 	started := make(chan error, 1)
-	go func() {
+	osthread.Go(func() {
 		// Every ptrace request on the tracer comes from this thread,
 		// which ends with it.
-		runtime.LockOSThread()
 		// The tracer's signals wait for this thread: on a loaded
 		// machine, the sooner it runs the sooner the tracer collects
 		// its tracees' stops (the ones it has not collected when it
@@ -111,7 +110,7 @@ func holdTracer(pid int, dir string, logf func(format string, args ...any)) *tra
 		}
 		started <- nil
 		h.loop()
-	}()
+	})
 	if err := <-started; err != nil {
 		logf("cannot hold %s %d, the tracer of process %d (%v): if it is killed, a thread that runs into a breakpoint dies", procName(tracer), tracer, pid, err)
 		return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/snapctl/snapctl/heaptrack"
 	"github.com/snapctl/snapctl/internal/elfsym"
+	"github.com/snapctl/snapctl/internal/osthread"
 	"github.com/snapctl/snapctl/internal/proc"
 )
 
@@ -46,14 +47,14 @@ func stopLibrary(pid int, t *heaptrack.Target) error {
 		return err
 	}
 	done := make(chan error, 1)
-	go func() {
-		// ptrace requests come from the thread that attached.
-		runtime.LockOSThread()
+	// ptrace requests come from the thread that attached, which ends
+	// with them.
+	osthread.Go(func() {
 		done <- callStopped(pid, t.Base+fn, func(tid int) (bool, error) {
 			held, owner, err := t.Lock()
 			return held && owner == tid, err
 		})
-	}()
+	})
 	return <-done
 }
 

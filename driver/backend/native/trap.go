@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/driver/gdb"
+	"github.com/snapctl/snapctl/internal/osthread"
 )
 
 // The process's SIGTRAP handler while snapctl is attached. A thread that
@@ -203,9 +204,9 @@ func removeTrapHandler(pid int, page uint64) error {
 		return err
 	}
 	done := make(chan error, 1)
-	go func() {
-		// ptrace requests come from the thread that attached.
-		runtime.LockOSThread()
+	// ptrace requests come from the thread that attached, which ends
+	// with them.
+	osthread.Go(func() {
 		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 			err := removeTrapHandlerOnce(pid, page, base+sa, base+unmap)
 			if err != errHandlerBusy || time.Now().After(deadline) {
@@ -213,7 +214,7 @@ func removeTrapHandler(pid int, page uint64) error {
 				return
 			}
 		}
-	}()
+	})
 	return <-done
 }
 

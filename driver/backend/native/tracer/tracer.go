@@ -27,7 +27,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -37,6 +36,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/snapctl/snapctl/internal/osthread"
 	"github.com/snapctl/snapctl/internal/proc"
 )
 
@@ -166,7 +166,7 @@ func Seize(pid int, cfg Config) (*Tracer, error) {
 	t := &Tracer{pid: pid, cfg: cfg, reqs: make(chan func()), quit: make(chan struct{}), wake: make(chan os.Signal, 1), threads: map[int]*thread{}}
 	signal.Notify(t.wake, syscall.SIGCHLD)
 	started := make(chan error, 1)
-	go t.serve(started)
+	osthread.Go(func() { t.serve(started) })
 	if err := <-started; err != nil {
 		return nil, err
 	}
@@ -186,11 +186,10 @@ func Seize(pid int, cfg Config) (*Tracer, error) {
 	return t, nil
 }
 
-// serve runs requests on one locked OS thread until Close. It never
-// unlocks: should the goroutine end with threads traced, the OS thread
-// ends with it and the kernel detaches them.
+// serve runs requests on its thread of their own (osthread.Go) until
+// Close: should it end with threads traced, the thread ends with it and
+// the kernel detaches them.
 func (t *Tracer) serve(started chan<- error) {
-	runtime.LockOSThread()
 	started <- nil
 	for {
 		select {
