@@ -158,6 +158,9 @@ func (pw *progressWatch) over() string {
 // it, malloc runs to its end, and the command's own function is never
 // called (docs/facts.md, fact 145). Such a command is sent again, up
 // to allocTries times in all: the function did not run, so it runs once.
+// callVoid makes no such command: it puts a line's strings into the
+// process first, as a malloc gdb gives up inside another call's setup
+// moves registers between threads (placeStrings, fact 147).
 func gdbCall(ctx context.Context, c *gdb.Conn, cmd mi.Command) (*mi.Result, error) {
 	for tries := 1; ; tries++ {
 		r, err := gdbCallOnce(ctx, c, cmd)
@@ -358,11 +361,114 @@ func dummyFrames(ctx context.Context, c *gdb.Conn) ([]int, error) {
 
 // callVoid runs line, a gdb `call` of a function whose result is not
 // used, through gdbCall: a call that gdb abandoned and that then ran to
-// its end did what it was made for.
+// its end did what it was made for. The line's string literals are put
+// into the process first (placeStrings).
 func callVoid(ctx context.Context, c *gdb.Conn, line string) error {
-	_, err := gdbCall(ctx, c, gdb.Console(line))
+	line, err := placeStrings(ctx, c, line)
+	if err != nil {
+		return err
+	}
+	_, err = gdbCall(ctx, c, gdb.Console(line))
 	if err == nil || errors.Is(err, errCallAbandoned) {
 		return nil
 	}
 	return errors.New(gdb.Message(err))
+}
+
+// placeStrings puts each C string literal of line into the process, in a
+// block of its own that a call of malloc made by itself allocates, and
+// returns line with each literal replaced by the block's address.
+//
+// gdb would allocate a literal's room with a call of malloc nested in
+// the function's call, after it saved the calling thread's registers
+// for that call. When a signal in another thread has gdb give up that
+// malloc, gdb, unwinding its own unfinished call, writes the calling
+// thread's saved registers into the thread it has selected by then: the
+// one that took the signal, which then runs on with another thread's
+// stack pointer and program counter (docs/facts.md, fact 147). A malloc
+// called by itself has no call around it to unwind: given up, it runs
+// to its end (finishCalls), and the literal is allocated again. Like
+// gdb's, the blocks are not freed: the functions snapctl calls may keep
+// the pointers.
+func placeStrings(ctx context.Context, c *gdb.Conn, line string) (string, error) {
+	var b strings.Builder
+	for {
+		start := strings.IndexByte(line, '"')
+		if start < 0 {
+			b.WriteString(line)
+			return b.String(), nil
+		}
+		s, n, err := cLiteral(line[start:])
+		if err != nil {
+			return "", err
+		}
+		addr, err := placeString(ctx, c, s)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(line[:start])
+		fmt.Fprintf(&b, "(char *) %#x", addr)
+		line = line[start+n:]
+	}
+}
+
+// placeString allocates len(s)+1 bytes in the process with a call of
+// malloc and writes s and its terminating NUL there. A malloc that gdb
+// gave up ran to its end with its result unknown: that block is lost,
+// and malloc is called again, up to allocTries times.
+func placeString(ctx context.Context, c *gdb.Conn, s []byte) (uint64, error) {
+	expr := fmt.Sprintf("(unsigned long) ((void *(*)(unsigned long)) malloc)(%d)", len(s)+1)
+	for tries := 1; ; tries++ {
+		r, err := gdbCall(ctx, c, gdb.Evaluate(expr))
+		if errors.Is(err, errCallAbandoned) && tries < allocTries && ctx.Err() == nil {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("allocating a string in the process: %s", gdb.Message(err))
+		}
+		addr, perr := strconv.ParseUint(strings.Fields(r.String("value") + " x")[0], 0, 64)
+		if perr != nil || addr == 0 {
+			return 0, fmt.Errorf("allocating a string in the process: malloc returned %q", r.String("value"))
+		}
+		if _, err := c.Do(ctx, gdb.WriteMemory(addr, append(append([]byte(nil), s...), 0))); err != nil {
+			return 0, fmt.Errorf("writing a string into the process: %s", gdb.Message(err))
+		}
+		return addr, nil
+	}
+}
+
+// cLiteral decodes the C string literal at the start of text (its first
+// byte a double quote) as cQuote and heaptrack's quoting write it:
+// backslash escapes of a quote, a backslash and octal bytes, and C's
+// letter escapes. It returns the bytes and the literal's length in text.
+func cLiteral(text string) ([]byte, int, error) {
+	var s []byte
+	for i := 1; i < len(text); i++ {
+		switch ch := text[i]; ch {
+		case '"':
+			return s, i + 1, nil
+		case '\\':
+			i++
+			if i == len(text) {
+				break
+			}
+			e := text[i]
+			switch {
+			case e >= '0' && e <= '7':
+				v, j := 0, i
+				for ; j < len(text) && j < i+3 && text[j] >= '0' && text[j] <= '7'; j++ {
+					v = v*8 + int(text[j]-'0')
+				}
+				s = append(s, byte(v))
+				i = j - 1
+			case strings.IndexByte("abfnrtv", e) >= 0:
+				s = append(s, "\a\b\f\n\r\t\v"[strings.IndexByte("abfnrtv", e)])
+			default:
+				s = append(s, e)
+			}
+		default:
+			s = append(s, ch)
+		}
+	}
+	return nil, 0, fmt.Errorf("unterminated string in %q", text)
 }

@@ -429,3 +429,18 @@ func descriptors(t *testing.T, pid int) map[int]string {
 	}
 	return fds
 }
+
+// TestPlaceStringsLiteral: the literals placeStrings puts into the
+// process are read back as cQuote and heaptrack's quoting write them.
+func TestPlaceStringsLiteral(t *testing.T) {
+	for _, s := range []string{"", "snapctl", `/tmp/a "b"\c`, "LD_PRELOAD=/x.so /y.so", "\x01\x7f\xfftab\there"} {
+		text := cQuote(s) + ", 1)"
+		got, n, err := cLiteral(text)
+		if err != nil || string(got) != s || text[n:] != ", 1)" {
+			t.Errorf("cLiteral(%q) = %q, %d, %v; want %q and the rest %q", text, got, n, err, s, ", 1)")
+		}
+	}
+	if _, _, err := cLiteral(`"open`); err == nil {
+		t.Errorf(`cLiteral("\"open") took an unterminated literal`)
+	}
+}
