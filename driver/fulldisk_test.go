@@ -58,7 +58,7 @@ func TestFullRunDirAfterListing(t *testing.T) {
 			t.Fatal("run.json never listed 5 stops during the run")
 		}
 	}
-	keepFull(t, fs)
+	testenv.KeepFull(t, fs)
 	cancel()
 	err := <-done
 	if err == nil || !strings.Contains(err.Error(), "no space left on device") {
@@ -87,42 +87,4 @@ func TestFullRunDirAfterListing(t *testing.T) {
 	if len(m.Stops) != 5 || len(names) != 5 {
 		t.Errorf("run.json lists %d stops, snapshots/ holds %d files; want 5 and 5", len(m.Stops), len(names))
 	}
-}
-
-// keepFull fills the file system at dir and keeps it full until the test
-// ends, taking back within a millisecond any room freed, as a log or
-// another program writing there would.
-func keepFull(t *testing.T, dir string) {
-	t.Helper()
-	fill, err := os.Create(filepath.Join(dir, "fill"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	block := make([]byte, 512)
-	for {
-		if _, err := fill.Write(block); err != nil {
-			break
-		}
-	}
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(time.Millisecond):
-			}
-			for {
-				if _, err := fill.Write(block); err != nil {
-					break
-				}
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		close(done)
-		<-stopped
-		fill.Close()
-	})
 }

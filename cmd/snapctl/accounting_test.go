@@ -189,7 +189,7 @@ func TestFullRunDirAccounts(t *testing.T) {
 		names, _ := os.ReadDir(filepath.Join(out, "snapshots"))
 		return len(names) >= 20
 	})
-	fillUp(t, fs)
+	testenv.KeepFull(t, fs)
 	res := r.wait()
 	if res.Code != exitFailure || res.Run == nil {
 		t.Fatalf("exit code %d, run.json %v, want %d and run.json\nstderr:\n%s", res.Code, res.Run != nil, exitFailure, res.Stderr)

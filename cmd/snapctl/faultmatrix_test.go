@@ -705,7 +705,7 @@ func fullDisk(t *testing.T, fx *faultRun, which string) []promise {
 	}
 	r := fx.startRun(t, requestPlan, []string{"slow", "15"}, nil, env, out)
 	fx.reachMidRun(t, r)
-	fillUp(t, fs)
+	testenv.KeepFull(t, fs)
 	res := finish(r)
 	// Either backend writes to TMPDIR at every stop (valgrind's snapshot,
 	// the agent's record): a full one ends the run with exit 1.

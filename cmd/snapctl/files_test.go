@@ -165,12 +165,12 @@ func TestFullTmpdir(t *testing.T) {
 			t.Parallel()
 			testenv.NoLeftovers(t)
 			if tt.atStart {
-				fillUp(t, tmp)
+				testenv.KeepFull(t, tmp)
 			}
 			r := startSnapctl(t, session{Plan: requestPlan, Bin: bin, Args: []string{"slow", "10"}, Env: []string{"TMPDIR=" + tmp}, Limit: time.Minute})
 			if !tt.atStart {
 				waitFile(t, filepath.Join(r.out, "snapshots"), 30*time.Second)
-				fillUp(t, tmp)
+				testenv.KeepFull(t, tmp)
 			}
 			res := r.wait()
 			if res.Code != exitFailure {
@@ -189,42 +189,4 @@ func TestFullTmpdir(t *testing.T) {
 			}
 		})
 	}
-}
-
-// fillUp fills the file system of dir, and keeps it full until the test
-// ends: snapctl removes each staged snapshot once it is kept, and without
-// this the next one would fit in the pages that freed.
-func fillUp(t *testing.T, dir string) {
-	t.Helper()
-	fill, err := os.Create(filepath.Join(dir, "fill"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	block := make([]byte, 4096)
-	for {
-		if _, err := fill.Write(block); err != nil {
-			break
-		}
-	}
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(time.Millisecond):
-			}
-			for {
-				if _, err := fill.Write(block[:512]); err != nil {
-					break
-				}
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		close(done)
-		<-stopped
-		fill.Close()
-	})
 }

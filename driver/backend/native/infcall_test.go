@@ -36,6 +36,51 @@ import (
 func TestAbandonedCallRunsToItsEnd(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb")
+	p := attachSignalled(t)
+	if err := callVoid(p.ctx, p.c, "call (void) slow()"); err != nil {
+		t.Errorf("call (void) slow(): %v", err)
+	}
+	if n, err := dummyFrames(p.ctx, p.c); err != nil || len(n) != 0 {
+		t.Errorf("gdb's calls left: %d %v, want none", n, err)
+	}
+	if n := p.value("calls"); n != 1 {
+		t.Errorf("slow() returned %d times, want 1", n)
+	}
+	if !t.Failed() {
+		// A call whose result is wanted: gdb's message, and
+		// errCallAbandoned, which says that gdb gave the call up (the
+		// signal did come).
+		_, err := gdbCall(p.ctx, p.c, gdb.Evaluate("(int) slow_value()"))
+		if !errors.Is(err, errCallAbandoned) || !strings.Contains(err.Error(), "signal in another thread") {
+			t.Errorf("slow_value(): %v, want gdb's abandonment and errCallAbandoned", err)
+		}
+		if n, err := dummyFrames(p.ctx, p.c); err != nil || len(n) != 0 {
+			t.Errorf("gdb's calls left: %d %v, want none", n, err)
+		}
+		if n := p.value("calls"); n != 2 {
+			t.Errorf("slow() returned %d times, want 2", n)
+		}
+	}
+	p.detachRunsOn()
+}
+
+// signalled is driver/testdata/native/callsignal.c running under a gdb
+// attached to it: its other thread raises SIGUSR1 every 10 ms, and
+// counts them at raisedAt.
+type signalled struct {
+	t        *testing.T
+	pid      int
+	raisedAt uint64
+	exited   chan error
+	ctx      context.Context
+	c        *gdb.Conn
+	closeGDB func() // ends gdb, once
+}
+
+// attachSignalled starts callsignal.c, attaches a gdb to it, and ends
+// both with the test.
+func attachSignalled(t *testing.T) *signalled {
+	t.Helper()
 	testenv.NoLeftovers(t)
 	bin := testenv.Build(t, "../../testdata/native/callsignal.c")
 	cmd := exec.Command(bin)
@@ -47,103 +92,90 @@ func TestAbandonedCallRunsToItsEnd(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	defer func() {
+	p := &signalled{t: t, exited: make(chan error, 1)}
+	t.Cleanup(func() {
 		cmd.Process.Kill()
-		<-exited
-	}()
-	var pid int
-	var raisedAt uint64
+		<-p.exited
+	})
 	line, err := bufio.NewReader(out).ReadString('\n')
-	if _, serr := fmt.Sscanf(line, "%d %v", &pid, &raisedAt); err != nil || serr != nil {
+	if _, serr := fmt.Sscanf(line, "%d %v", &p.pid, &p.raisedAt); err != nil || serr != nil {
+		go func() { p.exited <- cmd.Wait() }()
 		t.Fatalf("the program's first line %q: %v %v", line, err, serr)
 	}
-	go func() { exited <- cmd.Wait() }()
-	raised := func() int {
-		mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
-		if err != nil {
-			return -1
-		}
-		defer mem.Close()
-		b := make([]byte, 4)
-		if _, err := mem.ReadAt(b, int64(raisedAt)); err != nil {
-			return -1
-		}
-		return int(binary.LittleEndian.Uint32(b))
-	}
-
+	go func() { p.exited <- cmd.Wait() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
+	p.ctx = ctx
 	client, err := mi.Start(ctx, mi.Options{Env: append(os.Environ(), testenv.ScopeEnv(t)), Async: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := gdb.Open(client, nil, 30*time.Second, nil)
-	closed := false
-	closeGDB := func() {
-		if !closed {
-			closed = true
-			if reap := c.Close(true); reap != nil {
+	p.c = gdb.Open(client, nil, 30*time.Second, nil)
+	var once sync.Once
+	p.closeGDB = func() {
+		once.Do(func() {
+			if reap := p.c.Close(true); reap != nil {
 				reap()
 			}
-		}
+		})
 	}
-	defer closeGDB()
-	if _, err := c.Do(ctx, gdb.Attach(pid)); err != nil {
+	t.Cleanup(p.closeGDB)
+	if _, err := p.c.Do(ctx, gdb.Attach(p.pid)); err != nil {
 		t.Fatal(err)
 	}
-	calls := func() int {
-		t.Helper()
-		r, err := c.Do(ctx, gdb.Evaluate("calls"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, _ := strconv.Atoi(r.String("value"))
-		return n
+	return p
+}
+
+// value is the program's int variable name.
+func (p *signalled) value(name string) int {
+	p.t.Helper()
+	r, err := p.c.Do(p.ctx, gdb.Evaluate(name))
+	if err != nil {
+		p.t.Fatal(err)
 	}
-	if err := callVoid(ctx, c, "call (void) slow()"); err != nil {
-		t.Errorf("call (void) slow(): %v", err)
+	n, _ := strconv.Atoi(r.String("value"))
+	return n
+}
+
+// raised is the number of signals the other thread has raised, -1 when
+// it cannot be read.
+func (p *signalled) raised() int {
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", p.pid))
+	if err != nil {
+		return -1
 	}
-	if n, err := dummyFrames(ctx, c); err != nil || len(n) != 0 {
-		t.Errorf("gdb's calls left: %d %v, want none", n, err)
+	defer mem.Close()
+	b := make([]byte, 4)
+	if _, err := mem.ReadAt(b, int64(p.raisedAt)); err != nil {
+		return -1
 	}
-	if n := calls(); n != 1 {
-		t.Errorf("slow() returned %d times, want 1", n)
-	}
-	if !t.Failed() {
-		// A call whose result is wanted: gdb's message, and
-		// errCallAbandoned, which says that gdb gave the call up (the
-		// signal did come).
-		_, err = gdbCall(ctx, c, gdb.Evaluate("(int) slow_value()"))
-		if !errors.Is(err, errCallAbandoned) || !strings.Contains(err.Error(), "signal in another thread") {
-			t.Errorf("slow_value(): %v, want gdb's abandonment and errCallAbandoned", err)
-		}
-		if n, err := dummyFrames(ctx, c); err != nil || len(n) != 0 {
-			t.Errorf("gdb's calls left: %d %v, want none", n, err)
-		}
-		if n := calls(); n != 2 {
-			t.Errorf("slow() returned %d times, want 2", n)
-		}
-	}
-	if _, err := c.Do(ctx, gdb.Detach()); err != nil {
+	return int(binary.LittleEndian.Uint32(b))
+}
+
+// detachRunsOn has gdb detach and end, and checks that the program runs
+// on untraced, every thread as before: its other thread raises 20 more
+// signals, 200 ms or more of the main thread free to return from any
+// call of gdb's left in it. A thread given another thread's registers
+// raises none however long it is given (docs/facts.md, fact 147).
+func (p *signalled) detachRunsOn() {
+	t := p.t
+	t.Helper()
+	if _, err := p.c.Do(p.ctx, gdb.Detach()); err != nil {
 		t.Fatal(err)
 	}
-	closeGDB()
-	// Untraced, the program runs on: its other thread raises 20 more
-	// signals, 200 ms or more of the main thread free to return from
-	// any call of gdb's left in it.
-	from := raised()
-	for raised() < from+20 {
+	p.closeGDB()
+	from := p.raised()
+	for p.raised() < from+20 {
 		select {
-		case err := <-exited:
-			exited <- err
+		case err := <-p.exited:
+			p.exited <- err
 			t.Fatalf("the program died after gdb detached: %v", err)
-		case <-ctx.Done():
-			t.Fatalf("the program did not run on: %d signals raised since gdb detached, state %c", raised()-from, proc.Stat(pid).State)
+		case <-p.ctx.Done():
+			t.Fatalf("the program did not run on: %d signals raised since gdb detached, state %c, its threads' system calls:\n%s", p.raised()-from, proc.Stat(p.pid).State, taskSyscalls(p.pid))
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	if st := proc.Stat(pid); !st.Alive() {
+	if st := proc.Stat(p.pid); !st.Alive() {
 		t.Errorf("the program is gone after gdb detached (state %c)", st.State)
 	}
 }
