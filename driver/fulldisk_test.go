@@ -1,14 +1,10 @@
 package driver
 
 import (
-	"context"
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/runjson"
@@ -27,37 +23,9 @@ func TestFullRunDirAfterListing(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
 	testenv.NoLeftovers(t)
-	fs := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", fs).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", fs).Run() })
-	bin := testenv.Build(t, "../testdata/e2e/ticks.c")
-	_, planPath := writePlan(t, "breakpoints:\n  - name: tick\n    location: tick\n    every: 10\n")
+	fs := testenv.SmallFS(t, "2m")
 	out := filepath.Join(fs, "run")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := Run(ctx, Options{Timeouts: Timeouts{ManifestEvery: 50 * time.Millisecond}, PlanPath: planPath, Binary: bin, Args: []string{"50"}, OutDir: out,
-			Env: []string{testenv.ScopeEnv(t)}})
-		done <- err
-	}()
-	// The program ticks 50 times, a stop every 10, and then blocks.
-	for deadline := testenv.NewDeadline(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		var m runjson.Manifest
-		if data, err := os.ReadFile(filepath.Join(out, manifestFile)); err == nil && json.Unmarshal(data, &m) == nil && len(m.Stops) == 5 {
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("the run ended (%v) before run.json listed its 5 stops", err)
-		default:
-		}
-		if deadline.Passed() {
-			t.Fatal("run.json never listed 5 stops during the run")
-		}
-	}
+	cancel, done, _ := startTicksRun(t, out)
 	testenv.KeepFull(t, fs)
 	cancel()
 	err := <-done

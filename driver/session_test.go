@@ -419,31 +419,8 @@ func TestRunManifestDuringRun(t *testing.T) {
 	t.Parallel()
 	testenv.MustHave(t, "gdb", "valgrind", "vgdb")
 	testenv.NoLeftovers(t)
-	bin := testenv.Build(t, "../testdata/e2e/ticks.c")
-	dir, planPath := writePlan(t, "breakpoints:\n  - name: tick\n    location: tick\n    every: 10\n")
-	out := filepath.Join(dir, "run")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := Run(ctx, Options{Timeouts: Timeouts{ManifestEvery: 50 * time.Millisecond}, PlanPath: planPath, Binary: bin, Args: []string{"50"}, OutDir: out,
-			Env: []string{testenv.ScopeEnv(t)}})
-		done <- err
-	}()
-	var m runjson.Manifest
-	for deadline := testenv.NewDeadline(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		if data, err := os.ReadFile(filepath.Join(out, manifestFile)); err == nil && json.Unmarshal(data, &m) == nil && len(m.Stops) == 5 {
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("the run ended (%v) before run.json listed its 5 stops", err)
-		default:
-		}
-		if deadline.Passed() {
-			t.Fatalf("run.json never listed 5 stops during the run: %+v", m.Stops)
-		}
-	}
+	out := filepath.Join(t.TempDir(), "run")
+	cancel, done, m := startTicksRun(t, out)
 	if m.Status != runjson.StatusFailed || !strings.Contains(m.Error, "had not ended") {
 		t.Errorf("status %q, error %q during the run; want failed and why", m.Status, m.Error)
 	}
@@ -498,5 +475,37 @@ func TestStopFrameOfEachLocation(t *testing.T) {
 				t.Errorf("the stops' lines (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// startTicksRun starts a massif run of ticks.c into out, rewriting
+// run.json every 50 ms, and returns once run.json lists its 5 stops (50
+// ticks, a stop every 10; the program then blocks): the run's cancel,
+// the channel its error comes on, and that run.json.
+func startTicksRun(t *testing.T, out string) (context.CancelFunc, <-chan error, runjson.Manifest) {
+	t.Helper()
+	bin := testenv.Build(t, "../testdata/e2e/ticks.c")
+	_, planPath := writePlan(t, "breakpoints:\n  - name: tick\n    location: tick\n    every: 10\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, Options{Timeouts: Timeouts{ManifestEvery: 50 * time.Millisecond}, PlanPath: planPath, Binary: bin, Args: []string{"50"}, OutDir: out,
+			Env: []string{testenv.ScopeEnv(t)}})
+		done <- err
+	}()
+	var m runjson.Manifest
+	for deadline := testenv.NewDeadline(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if data, err := os.ReadFile(filepath.Join(out, manifestFile)); err == nil && json.Unmarshal(data, &m) == nil && len(m.Stops) == 5 {
+			return cancel, done, m
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the run ended (%v) before run.json listed its 5 stops", err)
+		default:
+		}
+		if deadline.Passed() {
+			t.Fatalf("run.json never listed 5 stops during the run: %+v", m.Stops)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -176,11 +175,7 @@ func killLeft(t *testing.T) {
 // cannot mount one).
 func TestFullRunDirAccounts(t *testing.T) {
 	bin := testenv.Build(t, "../../driver/testdata/spin.c")
-	fs := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", fs).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", fs).Run() })
+	fs := testenv.SmallFS(t, "4m")
 	t.Parallel()
 	testenv.NoLeftovers(t)
 	out := filepath.Join(fs, "run")

@@ -691,11 +691,7 @@ func signalAt(t *testing.T, fx *faultRun, sig syscall.Signal, double bool) []pro
 
 // fullDisk fills the run directory's or TMPDIR's file system mid-run.
 func fullDisk(t *testing.T, fx *faultRun, which string) []promise {
-	fs := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", fs).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", fs).Run() })
+	fs := testenv.SmallFS(t, "2m")
 	var env []string
 	out := ""
 	if which == "tmp" {

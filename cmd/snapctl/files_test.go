@@ -5,7 +5,6 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -157,11 +156,7 @@ func TestFullTmpdir(t *testing.T) {
 	}{{"at start", true}, {"mid-run", false}} {
 		t.Run(tt.name, func(t *testing.T) {
 			bin := testenv.Build(t, fixtures+"faults.c")
-			tmp := t.TempDir()
-			if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", tmp).CombinedOutput(); err != nil {
-				t.Skipf("cannot mount a tmpfs: %v %s", err, out)
-			}
-			t.Cleanup(func() { exec.Command("umount", "-l", tmp).Run() })
+			tmp := testenv.SmallFS(t, "1m")
 			t.Parallel()
 			testenv.NoLeftovers(t)
 			if tt.atStart {

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -45,4 +46,17 @@ func KeepFull(t testing.TB, dir string) {
 		<-stopped
 		fill.Close()
 	})
+}
+
+// SmallFS mounts a tmpfs of size (mount's size=, "2m") on a new temporary
+// directory, unmounted when the test ends, and returns the directory. The
+// test is skipped where no tmpfs can be mounted (mounting needs root).
+func SmallFS(t testing.TB, size string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	return dir
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -364,11 +363,7 @@ func TestNativeFullTmpdir(t *testing.T) {
 	bin := testenv.Build(t, "../../testdata/native/threads.c")
 	for _, p := range nativePaths {
 		t.Run(p.name, func(t *testing.T) {
-			tmp := t.TempDir()
-			if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", tmp).CombinedOutput(); err != nil {
-				t.Skipf("cannot mount a tmpfs: %v %s", err, out)
-			}
-			t.Cleanup(func() { exec.Command("umount", "-l", tmp).Run() })
+			tmp := testenv.SmallFS(t, "1m")
 			t.Setenv("TMPDIR", tmp)
 			type outcome struct {
 				res *driver.Result
