@@ -236,8 +236,11 @@ const callPoll = 50 * time.Millisecond
 // finishCalls runs the process on until no call of gdb's is left in it
 // (dummyFrames), and reports whether there was one. A call whose thread
 // spends its patience p (progressWatch) is taken back (unwindCalls): the
-// error then wraps errCallUnwound. Where gdb cannot list its calls at
-// all, nothing is done.
+// error then wraps errCallUnwound. The patience is looked at while the
+// process runs and at each of its stops: a program whose signals stop it
+// every few milliseconds (gdb stops at each and passes it on) never ran
+// a whole poll without one, and a call that did not return was run on
+// for good. Where gdb cannot list its calls at all, nothing is done.
 func finishCalls(ctx context.Context, c *gdb.Conn, p patience) (bool, error) {
 	var watch *progressWatch
 	for round := 0; ; round++ {
@@ -253,6 +256,9 @@ func finishCalls(ctx context.Context, c *gdb.Conn, p patience) (bool, error) {
 		}
 		if watch == nil {
 			watch = watchProgress(lwps[0], lwps[0], p)
+		} else if why := watch.over(); why != "" {
+			// Stopped already, by the stop that ended the last wait.
+			return true, takeBack(ctx, c, why)
 		}
 		// The stop that ended the call is read already, or waits in the
 		// events: the next one must be the continue's.
@@ -275,13 +281,19 @@ func finishCalls(ctx context.Context, c *gdb.Conn, p patience) (bool, error) {
 				if c.Interrupt() == nil {
 					return true, fmt.Errorf("the function did not return (%s), and the process could not be stopped", why)
 				}
-				if err := unwindCalls(ctx, c); err != nil {
-					return true, fmt.Errorf("the function did not return (%s), and its call could not be taken back: %w", why, err)
-				}
-				return true, fmt.Errorf("%w (%s)", errCallUnwound, why)
+				return true, takeBack(ctx, c, why)
 			}
 		}
 	}
+}
+
+// takeBack takes back the calls left in the stopped process, whose
+// patience is spent (why), and returns finishCalls' error.
+func takeBack(ctx context.Context, c *gdb.Conn, why string) error {
+	if err := unwindCalls(ctx, c); err != nil {
+		return fmt.Errorf("the function did not return (%s), and its call could not be taken back: %w", why, err)
+	}
+	return fmt.Errorf("%w (%s)", errCallUnwound, why)
 }
 
 // unwindCalls takes back every call of gdb's left in the stopped
@@ -326,6 +338,10 @@ func unwindCalls(ctx context.Context, c *gdb.Conn) error {
 		if _, err := c.Do(ctx, gdb.SelectThread(id)); err != nil {
 			return errors.New(gdb.Message(err))
 		}
+		// Where gdb cannot write the thread's vector registers, the
+		// agent puts them back before gdb's restore (agent/calls.py,
+		// _Vectors); where the agent is not loaded nothing is done.
+		c.Do(ctx, gdb.Console(gdb.PythonLine(fmt.Sprintf("vectors_unwinding(%d)", lwps[0]))))
 		if _, err := c.Do(ctx, gdb.SelectFrame(strconv.Itoa(level))); err != nil {
 			return errors.New(gdb.Message(err))
 		}

@@ -120,6 +120,7 @@ func attachSignalled(t *testing.T) *signalled {
 		})
 	}
 	t.Cleanup(p.closeGDB)
+	loadAgent(t, ctx, p.c)
 	if _, err := p.c.Do(ctx, gdb.Attach(p.pid)); err != nil {
 		t.Fatal(err)
 	}
@@ -208,10 +209,26 @@ func startStuck(t *testing.T) *stuckProgram {
 	}
 	p.c = gdb.Open(client, nil, 30*time.Second, nil)
 	t.Cleanup(func() { p.closeGDB() })
+	loadAgent(t, p.ctx, p.c)
 	if _, err := p.c.Do(p.ctx, gdb.Attach(p.pid)); err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// loadAgent loads the agent and its native part into c, as every gdb of
+// the backend's has them: where gdb cannot write a thread's vector
+// registers, the agent puts them back after each call (agent/calls.py,
+// _Vectors).
+func loadAgent(t *testing.T, ctx context.Context, c *gdb.Conn) {
+	t.Helper()
+	dir := t.TempDir()
+	if python, why, err := c.LoadAgent(ctx, dir); err != nil || !python || why != "" {
+		t.Fatalf("loading the agent: python %v, %q, %v", python, why, err)
+	}
+	if why, err := c.LoadScripts(ctx, dir, "native", Python); err != nil || why != "" {
+		t.Fatalf("loading the agent's native part: %q, %v", why, err)
+	}
 }
 
 // startStuckAlone starts stuckcall.c, no tracer attached, and ends it

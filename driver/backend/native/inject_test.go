@@ -1,6 +1,7 @@
 package native_test
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -91,6 +92,11 @@ func TestSitesAttachRefusesInjection(t *testing.T) {
 		inject := exec.Command("gdb", args...)
 		inject.Env = append(os.Environ(), testenv.ScopeEnv(t))
 		out, _ := inject.CombinedOutput()
+		if bytes.Contains(out, []byte("Couldn't write extended state status")) {
+			// gdb before 14 on a CPU with AMX (docs/facts.md, fact
+			// 149): its calls fail, and heaptrack -p loads nothing.
+			t.Skipf("gdb cannot restore registers after its calls on this CPU, so heaptrack's own injection never runs:\n%s", out)
+		}
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		select {
@@ -99,6 +105,8 @@ func TestSitesAttachRefusesInjection(t *testing.T) {
 				t.Fatalf("the program ended: %v\n%s", err, out)
 			}
 		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-done // the fixture's cleanup waits only after this Wait
 			t.Fatalf("the program survived the injection: the refusal is not needed\n%s", out)
 		}
 	})

@@ -45,6 +45,7 @@ class _Registry:
 class events:
     stop = _Registry()
     exited = _Registry()
+    inferior_call = _Registry()
 
 
 def execute(command, from_tty=False, to_string=False):

@@ -10,6 +10,7 @@
 # native/agent.go's list.
 
 import os
+import re
 import signal
 import struct
 import time
@@ -578,3 +579,176 @@ class _Direct:
         elif state not in (b"Z", b"X"):
             self.wait(tid)
         self.stopped = True
+
+
+# gdb before 14 reads and writes a thread's XSAVE area (x87, SSE, AVX,
+# AVX-512) through a buffer of GDB13_XSAVE bytes, and the kernel takes a
+# write of that area only whole: on a CPU with AMX, whose area is 11008
+# bytes, every write fails ("Couldn't write extended state status: Bad
+# address"). After each of its calls gdb restores the thread's registers
+# one by one and stops at the first of the XSAVE area: the call's value is
+# lost, the vector registers stay as the function left them, orig_rax
+# and fs_base are not put back (a thread stopped in a system call does
+# not restart it) and the call's dummy frame stays listed; the restore of
+# a call gdb abandoned fails inside the stop that ends it, which MI never
+# reports (docs/facts.md, fact 149). So on such a machine the agent puts
+# the area back itself, whole: it keeps it as each call begins (gdb's
+# inferior_call event, the thread's registers set for the call, its
+# vector registers not yet touched), writes it back as the call ends,
+# and has gdb read it again, so that gdb's own restore finds every
+# register of the area as it saved it and writes none of them. A call
+# ends either before gdb's post event, stopped at its dummy frame's
+# return address, or later: gdb unwinds a call that a signal stopped
+# when unwindonsignal is on (right after the event); a call it abandoned
+# returns to that address while the process runs on (an internal
+# breakpoint there, whose stop() puts the area back before gdb pops the
+# frame), or is taken back by snapctl's `return` (vectors_unwinding).
+GDB13_XSAVE = 2696
+
+
+class _Vectors:
+    """The XSAVE areas of the threads in gdb's calls, kept while gdb
+    cannot write them (see GDB13_XSAVE)."""
+
+    def __init__(self):
+        self.needed = None  # decided at the first call
+        # lwp: its calls in progress, innermost last, each [area, the
+        # breakpoint at its return address while gdb has abandoned it]
+        self.calls = {}
+
+    def tracer(self):
+        if DIRECT is None:
+            direct_tracer()
+        return DIRECT or None
+
+    def read(self, lwp):
+        d = self.tracer()
+        if d is None:
+            return None
+        d.iov.len = d.XSAVE
+        if d.ptrace(d.GETREGSET, lwp, d.NT_X86_XSTATE, d.c.byref(d.iov)) != 0:
+            return None
+        return d.xstate.raw[:d.iov.len]
+
+    def begin(self, lwp):
+        if self.needed is None:
+            self.needed = False
+            if x86_64() and int(gdb.VERSION.split(".")[0]) < 14:
+                area = self.read(lwp)
+                self.needed = area is not None and len(area) > GDB13_XSAVE
+        if self.needed:
+            self.calls.setdefault(lwp, []).append([self.read(lwp), None])
+
+    def end(self, lwp):
+        """gdb's post event: thread lwp's call returned, or stopped inside
+        the function, or goes on while gdb reports another thread's stop
+        (then gdb abandons it)."""
+        calls = self.calls.get(lwp)
+        if not calls:
+            return
+        d = self.tracer()
+        if d.ptrace(d.GETREGS, lwp, None, d.c.byref(d.now)) != 0 or d.ptrace(d.GETSIGINFO, lwp, None, d.info) != 0:
+            calls.pop()
+            return
+        (signo,) = struct.unpack_from("<i", d.info, 0)
+        ret = self.return_address(lwp)
+        returned = ret is not None and d.now.rip == ret
+        if gdb.selected_thread().ptid[1] == lwp:
+            # gdb pops the dummy frame now, or else leaves the thread
+            # inside the function, stopped at a breakpoint there.
+            if returned or (gdb.parameter("unwindonsignal") and signo not in (signal.SIGTRAP, signal.SIGSTOP)):
+                self.put_back(lwp, calls.pop()[0])
+                return
+        elif returned:
+            # Returned as another thread stopped: gdb abandons the call
+            # and pops its frame at the thread's pending stop.
+            self.put_back(lwp, calls[-1][0])
+        if ret is None:
+            calls.pop()
+            return
+        bp = _CallReturn("*%#x" % ret, internal=True)
+        bp.lwp = lwp
+        calls[-1][1] = bp
+
+    def return_address(self, lwp):
+        """Where thread lwp's innermost call of gdb's returns to (its
+        dummy frame's code address), or None."""
+        out = gdb.execute("maint print dummy-frames", to_string=True)
+        for m in re.finditer(r"code=(0x[0-9a-fA-F]+).*?ptid=\d+\.(\d+)\.", out):
+            if int(m.group(2)) == lwp:
+                return int(m.group(1), 16)
+        return None
+
+    def put_back(self, lwp, area):
+        """Writes area back into thread lwp and has gdb read the thread's
+        registers again."""
+        d = self.tracer()
+        if area is None:
+            return
+        buf = d.c.create_string_buffer(area, len(area))
+        iov = type(d.iov)(d.c.addressof(buf), len(area))
+        if d.ptrace(d.SETREGSET, lwp, d.NT_X86_XSTATE, d.c.byref(iov)) != 0:
+            return
+        gdb.execute("maint flush register-cache", to_string=True)
+        selected = gdb.selected_thread()
+        thread = next((t for t in gdb.selected_inferior().threads() if t.ptid[1] == lwp), None)
+        if thread is None:
+            return
+        if thread != selected:
+            thread.switch()
+        try:
+            gdb.parse_and_eval("$xmm0").fetch_lazy()
+        finally:
+            if thread != selected:
+                selected.switch()
+
+    def returned(self, bp):
+        """An abandoned call of bp.lwp's returned to bp's address, where
+        gdb pops its dummy frame."""
+        calls = self.calls.get(bp.lwp, [])
+        for i, call in enumerate(calls):
+            if call[1] is bp:
+                self.put_back(bp.lwp, call[0])
+                del calls[i]
+                # Not from its own stop(): once gdb has handled the stop.
+                gdb.post_event(bp.delete)
+                return
+
+    def unwinding(self, lwp):
+        """snapctl takes thread lwp's innermost call back (gdb's `return`
+        from the function pops its dummy frame): its area goes back
+        first."""
+        calls = self.calls.get(lwp)
+        if not calls:
+            return
+        area, bp = calls.pop()
+        self.put_back(lwp, area)
+        if bp is not None:
+            bp.delete()
+
+
+VECTORS = _Vectors()
+
+
+class _CallReturn(gdb.Breakpoint):
+    """An abandoned call's return address (see _Vectors)."""
+
+    def stop(self):
+        if gdb.selected_thread().ptid[1] == self.lwp:
+            VECTORS.returned(self)
+        return False
+
+
+def _on_inferior_call(event):
+    lwp = event.ptid[1] or event.ptid[0]
+    if isinstance(event, gdb.InferiorCallPreEvent):
+        VECTORS.begin(lwp)
+    else:
+        VECTORS.end(lwp)
+
+
+def vectors_unwinding(lwp):
+    VECTORS.unwinding(lwp)
+
+
+gdb.events.inferior_call.connect(_on_inferior_call)
