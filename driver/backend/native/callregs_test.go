@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,6 +95,11 @@ func TestCallsKeepVectorRegisters(t *testing.T) {
 	}
 	if n, err := dummyFrames(ctx, c); err != nil || len(n) != 0 {
 		t.Errorf("gdb's calls left: %v %v, want none", n, err)
+	}
+	// Nothing of the agent's left: no area kept, no breakpoint in at a
+	// call's return address, on the thread's stack.
+	if r, err := c.Do(ctx, gdb.Console(gdb.PythonLine("print(VECTORS.left())"))); err != nil || strings.TrimSpace(r.Console()) != "(0, 0)" {
+		t.Errorf("the agent's areas and breakpoints left: %v %v, want (0, 0)", r.Console(), err)
 	}
 	if _, err := c.Send(ctx, "-break-delete", bp.String("bkpt.number")); err != nil {
 		t.Fatal(err)

@@ -615,6 +615,7 @@ class _Vectors:
         # lwp: its calls in progress, innermost last, each [area, the
         # breakpoint at its return address while gdb has abandoned it]
         self.calls = {}
+        self.spent = []  # return breakpoints to delete at the stop
 
     def tracer(self):
         if DIRECT is None:
@@ -710,9 +711,19 @@ class _Vectors:
             if call[1] is bp:
                 self.put_back(bp.lwp, call[0])
                 del calls[i]
-                # Not from its own stop(): once gdb has handled the stop.
-                gdb.post_event(bp.delete)
+                # Not from its own stop(), which may not delete a
+                # breakpoint: at the stop event, before the process runs
+                # on (the address is the thread's stack's again).
+                self.spent.append(bp)
                 return
+
+    def stopped(self, event):
+        """gdb's stop event: the breakpoints of calls that have returned
+        go."""
+        while self.spent:
+            bp = self.spent.pop()
+            if bp.is_valid():
+                bp.delete()
 
     def unwinding(self, lwp):
         """snapctl takes thread lwp's innermost call back (gdb's `return`
@@ -723,8 +734,15 @@ class _Vectors:
             return
         area, bp = calls.pop()
         self.put_back(lwp, area)
-        if bp is not None:
+        if bp is not None and bp.is_valid():
             bp.delete()
+
+    def left(self):
+        """How many calls' areas are kept, and how many breakpoints of
+        the calls' return addresses are in (both 0 between two calls)."""
+        kept = sum(len(calls) for calls in self.calls.values())
+        return kept, sum(1 for bp in self.spent if bp.is_valid()) + sum(
+            1 for calls in self.calls.values() for _, bp in calls if bp is not None and bp.is_valid())
 
 
 VECTORS = _Vectors()
@@ -752,3 +770,4 @@ def vectors_unwinding(lwp):
 
 
 gdb.events.inferior_call.connect(_on_inferior_call)
+gdb.events.stop.connect(VECTORS.stopped)
