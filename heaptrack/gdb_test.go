@@ -69,6 +69,13 @@ func (g *miGDB) send(cmd string) string {
 	fmt.Fprintln(g.in, cmd)
 	for {
 		l := g.next()
+		if strings.HasPrefix(l, "^error") && strings.Contains(l, "Couldn't write extended state status") {
+			// gdb before 14 on a CPU with AMX (docs/facts.md, fact
+			// 149): no call of gdb's ends well without snapctl's agent,
+			// whose part is the native backend's (its tests play the
+			// injection through it: TestSitesAttach).
+			g.t.Skipf("gdb cannot restore registers after its calls on this CPU: %s: %s", cmd, l)
+		}
 		if strings.HasPrefix(l, "^error") {
 			g.t.Fatalf("gdb: %s: %s", cmd, l)
 		}
