@@ -131,11 +131,14 @@ func (g *miGDB) letOutOf(tid int, addr uint64) {
 	r := g.send("-thread-info")
 	m := regexp.MustCompile(`id="(\d+)",target-id="[^"]*LWP ` + strconv.Itoa(tid) + `\)"`).FindStringSubmatch(r)
 	if tid == 0 {
-		// Held with no owner yet: the thread stopped right after
+		// Held with no owner: the thread stopped right after
 		// pthread_mutex_lock's cmpxchg, in the frame glibc's debug
 		// information names lll_mutex_lock_optimized (docs/facts.md,
-		// fact 67). The threads waiting for the lock are in futex_wait.
-		m = regexp.MustCompile(`id="(\d+)",target-id="[^"]*",name="[^"]*",frame=\{level="0",addr="[^"]*",func="(?:lll_mutex_lock_optimized|_*pthread_mutex_lock)"`).FindStringSubmatch(r)
+		// fact 67), or inside pthread_mutex_unlock, which clears the
+		// owner before it lets the lock go (seen in CI: the thread in
+		// lll_mutex_unlock_optimized). The threads waiting for the lock
+		// are in futex_wait. One in the unlock stops at its next.
+		m = regexp.MustCompile(`id="(\d+)",target-id="[^"]*",name="[^"]*",frame=\{level="0",addr="[^"]*",func="(?:lll_mutex_(?:un)?lock_optimized|_*pthread_mutex_(?:un)?lock)"`).FindStringSubmatch(r)
 	}
 	if m == nil {
 		g.t.Fatalf("no gdb thread for LWP %d in %s", tid, r)

@@ -23,7 +23,8 @@ import (
 // the XSAVE area of a CPU with AMX at all (docs/facts.md, fact 149): its
 // calls failed and left the function's vector registers in the thread;
 // there the agent puts the area back (agent/calls.py, _Vectors). The
-// program, run on, finds its registers intact.
+// program, run on, finds its registers intact and says so before it
+// stops in checked().
 func TestCallsKeepVectorRegisters(t *testing.T) {
 	t.Parallel()
 	if runtime.GOARCH != "amd64" {
@@ -104,6 +105,9 @@ func TestCallsKeepVectorRegisters(t *testing.T) {
 	if _, err := c.Send(ctx, "-break-delete", bp.String("bkpt.number")); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.Send(ctx, "-break-insert", "checked"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.Do(ctx, gdb.Console("handle SIGUSR1 nostop noprint pass")); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +119,7 @@ func TestCallsKeepVectorRegisters(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, _ := os.ReadFile(verdict)
-	if stop.String("reason") != "exited-normally" || string(out) != "intact\n" {
-		t.Errorf("the program ended with %s, saying %q; want exited-normally, intact", stop.MI(), out)
+	if stop.String("reason") != "breakpoint-hit" || string(out) != "intact\n" {
+		t.Errorf("the program stopped with %s, saying %q; want a stop in checked(), intact", stop.MI(), out)
 	}
 }

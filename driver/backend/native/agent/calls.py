@@ -4,7 +4,8 @@
 # where the process has one thread (direct_call), whose engine is
 # _Direct, ptrace through ctypes (loaded at the first direct call: nothing
 # here runs while gdb reads the file); gdb's scheduler-locking and
-# unwindonsignal around a call.
+# unwindonsignal around a call; and, where gdb cannot write a thread's
+# vector registers, their restore after each of gdb's calls (_Vectors).
 #
 # Read into the namespace of driver/gdb/agent.py with the other files of
 # native/agent.go's list.
