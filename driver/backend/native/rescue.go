@@ -237,8 +237,10 @@ func interruptCall(tid int, why string) (uint64, error) {
 		return 0, fmt.Errorf("the call did not return (%s), and its thread could not be stopped: %w", why, e)
 	}
 	var ws syscall.WaitStatus
-	if _, err := syscall.Wait4(tid, &ws, waitAll, nil); err != nil {
+	if got, err := waitInterrupted(tid, &ws); err != nil {
 		return 0, fmt.Errorf("the call did not return (%s), and its thread could not be stopped: %w", why, err)
+	} else if !got {
+		return 0, failed // stopped, with no event to take
 	}
 	if !ws.Stopped() {
 		return 0, fmt.Errorf("thread %d ended during the call", tid)
@@ -259,6 +261,38 @@ func interruptCall(tid int, why string) (uint64, error) {
 		}
 	}
 	return 0, failed
+}
+
+// interruptWait bounds waitInterrupted on a quiet machine (stretched by
+// the load).
+const interruptWait = 2 * time.Second
+
+// waitInterrupted waits for the stop that PTRACE_INTERRUPT asked of
+// seized thread tid, and reports whether it took an event (ws). A
+// blocking wait4 here once never returned in CI (TestKernelAttachSites,
+// 8 minutes, in removeTrapHandler's call of munmap): every thread of the
+// process was in a ptrace stop, and the kernel had no event of tid's to
+// report (docs/facts.md, fact 152). So the wait is polled and bounded: a
+// thread in a ptrace stop ('t') by the end of it is stopped, with no
+// event, and its registers can be put back.
+func waitInterrupted(tid int, ws *syscall.WaitStatus) (bool, error) {
+	deadline := time.Now().Add(time.Duration(float64(interruptWait) * loadStretch()))
+	for {
+		got, err := syscall.Wait4(tid, ws, waitAll|syscall.WNOHANG, nil)
+		if err != nil {
+			return false, err
+		}
+		if got == tid {
+			return true, nil
+		}
+		if time.Now().After(deadline) {
+			if proc.Stat(tid).State == 't' {
+				return false, nil
+			}
+			return false, errors.New("no stop came")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // continueStopped continues process pid when one of its threads is in a
