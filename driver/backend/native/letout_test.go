@@ -49,12 +49,7 @@ func TestLetOutOwnerless(t *testing.T) {
 			reap()
 		}
 	}()
-	if python, why, err := c.LoadAgent(ctx, dir); err != nil || !python || why != "" {
-		t.Fatalf("loading the agent: python %v, %q, %v", python, why, err)
-	}
-	if why, err := c.LoadScripts(ctx, dir, "native", Python); err != nil || why != "" {
-		t.Fatalf("loading the agent's native part: %q, %v", why, err)
-	}
+	loadAgent(t, ctx, c)
 	console := func(cmd string) string {
 		t.Helper()
 		r, err := c.Send(ctx, "-interpreter-exec", "console", mi.Quote(cmd))
