@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 )
 
@@ -73,10 +74,43 @@ func (t Tools) Env(out string) []string {
 // ld.so's. Blocks allocated before are unknown: the interpreter drops
 // their frees. gdb passes the strings by allocating them in the process,
 // before heaptrack records.
+//
+// Between the two, snapctl sizes libunwind's cache as heaptrack's
+// Trace::setup would. heaptrack_inject hooks the allocation functions
+// first and sets libunwind up after, and that setup maps a new cache
+// without libunwind's lock, while the program's other threads, already
+// hooked, unwind through the old one: in a program whose threads
+// allocate, about one injection in 70 died of SIGSEGV inside libunwind
+// (docs/facts.md, fact 151). Set up before any hook is in, the cache is
+// already of that size when heaptrack asks again, and libunwind leaves
+// it alone.
 func (t Tools) InjectCommands(out string) []string {
+	cmds := []string{`call (void) dlmopen(0, ` + cString(t.Inject) + `, 2)`}
+	cmds = append(cmds, unwindCacheCommands()...)
+	return append(cmds, `call (void) heaptrack_inject(`+cString(out)+`)`)
+}
+
+// unwindCacheCommands are the gdb commands that set libunwind's local
+// address space up as heaptrack 1.4's Trace::setup does (trace_libunwind.cpp):
+// per-thread caching (which a libunwind built without thread-local
+// storage takes as its global cache, under its lock) and a cache of 1024
+// entries. unw_set_cache_size is called twice: on a cache never used,
+// libunwind 1.6 only puts its default arrays in and records the default
+// size, and maps the cache asked for at the next call; a call that finds
+// the size already asked for returns at once. The names are libunwind's
+// for the host's architecture (its unw_ macros); none are known for
+// others, where heaptrack's own setup runs unprepared.
+func unwindCacheCommands() []string {
+	arch, ok := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH]
+	if !ok {
+		return nil
+	}
+	space := `*(void **) &_UL` + arch + `_local_addr_space`
+	size := `call (void) ((int (*)(void *, unsigned long, int)) _UL` + arch + `_set_cache_size)(` + space + `, 1024, 0)`
 	return []string{
-		`call (void) dlmopen(0, ` + cString(t.Inject) + `, 2)`,
-		`call (void) heaptrack_inject(` + cString(out) + `)`,
+		`call (void) ((int (*)(void *, int)) _UL` + arch + `_set_caching_policy)(` + space + `, 2)`,
+		size,
+		size,
 	}
 }
 

@@ -103,28 +103,37 @@ func attachSignalled(t *testing.T) *signalled {
 		t.Fatalf("the program's first line %q: %v %v", line, err, serr)
 	}
 	go func() { p.exited <- cmd.Wait() }()
+	p.ctx, p.c, p.closeGDB = attachAgent(t, p.pid)
+	return p
+}
+
+// attachAgent starts a gdb with snapctl's agent loaded, as the native
+// backend's, attaches it to process pid and gives it 2 minutes; it
+// returns the deadline's context, the connection and the function that
+// ends gdb, once, which the test's cleanup calls too.
+func attachAgent(t *testing.T, pid int) (context.Context, *gdb.Conn, func()) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	p.ctx = ctx
 	client, err := mi.Start(ctx, mi.Options{Env: append(os.Environ(), testenv.ScopeEnv(t)), Async: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.c = gdb.Open(client, nil, 30*time.Second, nil)
+	c := gdb.Open(client, nil, 30*time.Second, nil)
 	var once sync.Once
-	p.closeGDB = func() {
+	closeGDB := func() {
 		once.Do(func() {
-			if reap := p.c.Close(true); reap != nil {
+			if reap := c.Close(true); reap != nil {
 				reap()
 			}
 		})
 	}
-	t.Cleanup(p.closeGDB)
-	loadAgent(t, ctx, p.c)
-	if _, err := p.c.Do(ctx, gdb.Attach(p.pid)); err != nil {
+	t.Cleanup(closeGDB)
+	loadAgent(t, ctx, c)
+	if _, err := c.Do(ctx, gdb.Attach(pid)); err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return ctx, c, closeGDB
 }
 
 // value is the program's int variable name.
