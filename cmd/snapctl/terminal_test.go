@@ -65,8 +65,8 @@ func onTerminal(t *testing.T, env []string, args ...string) (string, int) {
 	select {
 	case data := <-read:
 		return string(data), code
-	case <-time.After(10 * time.Second):
-		t.Fatal("the terminal was still held open 10s after snapctl exited")
+	case <-time.After(testenv.Scaled(10 * time.Second)):
+		t.Fatal("the terminal was still held open 10s (stretched by the load) after snapctl exited")
 		return "", 0
 	}
 }

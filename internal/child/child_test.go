@@ -1,4 +1,4 @@
-package child
+package child_test
 
 import (
 	"fmt"
@@ -9,6 +9,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/snapctl/snapctl/internal/child"
+	"github.com/snapctl/snapctl/internal/testenv"
 )
 
 func TestDescribe(t *testing.T) {
@@ -23,7 +26,7 @@ func TestDescribe(t *testing.T) {
 		{[]string{"sleep", "60"}, syscall.SIGTERM, "was killed by SIGTERM"},
 		{[]string{"sleep", "60"}, syscall.Signal(40), "was killed by signal 40"},
 	} {
-		p, err := Start("tool", exec.Command(tc.argv[0], tc.argv[1:]...), Options{})
+		p, err := child.Start("tool", exec.Command(tc.argv[0], tc.argv[1:]...), child.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,11 +37,11 @@ func TestDescribe(t *testing.T) {
 		if got := p.Ended(); got != tc.want {
 			t.Errorf("%v, %v: %q, want %q", tc.argv, tc.kill, got, tc.want)
 		}
-		if got := Describe(StateOf(p.Wait())); tc.want != "exited with status 0" && got != tc.want {
+		if got := child.Describe(child.StateOf(p.Wait())); tc.want != "exited with status 0" && got != tc.want {
 			t.Errorf("%v: from Wait's error %q, want %q", tc.argv, got, tc.want)
 		}
 	}
-	if got := Describe(nil); got != "ended" {
+	if got := child.Describe(nil); got != "ended" {
 		t.Errorf("Describe(nil) = %q", got)
 	}
 }
@@ -52,7 +55,7 @@ func TestStopEscalates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Start("tool", cmd, Options{})
+	p, err := child.Start("tool", cmd, child.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,21 +75,21 @@ func TestStopEscalates(t *testing.T) {
 
 // groupGone waits for p's process group to be gone: its members are
 // reaped by init once killed.
-func groupGone(t *testing.T, p *Process) {
+func groupGone(t *testing.T, p *child.Process) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); syscall.Kill(-p.Pid(), 0) != syscall.ESRCH; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process group %d still there", p.Pid())
+	for deadline := testenv.NewDeadline(5 * time.Second); syscall.Kill(-p.Pid(), 0) != syscall.ESRCH; time.Sleep(10 * time.Millisecond) {
+		if deadline.Passed() {
+			t.Fatalf("process group %d still there after %s", p.Pid(), deadline)
 		}
 	}
 }
 
 // A Group kills every child's process group at once.
 func TestGroupKill(t *testing.T) {
-	var g Group
-	var procs []*Process
+	var g child.Group
+	var procs []*child.Process
 	for range 2 {
-		p, err := Start("tool", exec.Command("sh", "-c", "sleep 60 & wait"), Options{DieWithParent: true})
+		p, err := child.Start("tool", exec.Command("sh", "-c", "sleep 60 & wait"), child.Options{DieWithParent: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +100,7 @@ func TestGroupKill(t *testing.T) {
 	for _, p := range procs {
 		select {
 		case <-p.Done():
-		case <-time.After(10 * time.Second):
+		case <-time.After(testenv.Scaled(10 * time.Second)):
 			t.Fatalf("pid %d still runs after Kill", p.Pid())
 		}
 		groupGone(t, p)
@@ -110,7 +113,7 @@ func TestGroupKill(t *testing.T) {
 // signal when the forking thread ends.
 func TestDieWithParentOutlivesStartingThread(t *testing.T) {
 	type started struct {
-		p   *Process
+		p   *child.Process
 		tid int
 		err error
 	}
@@ -125,7 +128,7 @@ func TestDieWithParentOutlivesStartingThread(t *testing.T) {
 				ch <- started{tid: syscall.Gettid()}
 				return
 			}
-			p, err := Start("tool", exec.Command("sleep", "60"), Options{DieWithParent: true})
+			p, err := child.Start("tool", exec.Command("sleep", "60"), child.Options{DieWithParent: true})
 			ch <- started{p, syscall.Gettid(), err}
 		}()
 		if s = <-ch; s.tid != os.Getpid() {

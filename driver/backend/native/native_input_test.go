@@ -168,7 +168,7 @@ func TestNativeAttachExec(t *testing.T) {
 		if err != nil {
 			t.Errorf("the new image: %v, want exit status 0", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testenv.Scaled(10 * time.Second)):
 		t.Errorf("the new image did not end after the detach")
 		fixture.Process.Kill()
 		<-done
