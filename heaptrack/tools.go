@@ -1,11 +1,14 @@
 package heaptrack
 
 import (
+	"debug/elf"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+
+	"github.com/snapctl/snapctl/internal/elfsym"
 )
 
 // Tools are heaptrack's installed parts that snapctl runs or loads.
@@ -86,7 +89,7 @@ func (t Tools) Env(out string) []string {
 // it alone.
 func (t Tools) InjectCommands(out string) []string {
 	cmds := []string{`call (void) dlmopen(0, ` + cString(t.Inject) + `, 2)`}
-	cmds = append(cmds, unwindCacheCommands()...)
+	cmds = append(cmds, unwindCacheCommands(t.Inject)...)
 	return append(cmds, `call (void) heaptrack_inject(`+cString(out)+`)`)
 }
 
@@ -98,11 +101,13 @@ func (t Tools) InjectCommands(out string) []string {
 // libunwind 1.6 only puts its default arrays in and records the default
 // size, and maps the cache asked for at the next call; a call that finds
 // the size already asked for returns at once. The names are libunwind's
-// for the host's architecture (its unw_ macros); none are known for
-// others, where heaptrack's own setup runs unprepared.
-func unwindCacheCommands() []string {
+// for the host's architecture (its unw_ macros), and the commands are
+// made only where the inject library calls libunwind's through them, as
+// Debian's does; a heaptrack that unwinds otherwise, or on an
+// architecture whose names are not known here, gets none.
+func unwindCacheCommands(inject string) []string {
 	arch, ok := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH]
-	if !ok {
+	if !ok || !imports(inject, "_UL"+arch+"_set_cache_size") {
 		return nil
 	}
 	space := `*(void **) &_UL` + arch + `_local_addr_space`
@@ -112,6 +117,18 @@ func unwindCacheCommands() []string {
 		size,
 		size,
 	}
+}
+
+// imports reports whether the ELF file at path calls the function name
+// of another module: name is among its dynamic symbols, undefined.
+func imports(path, name string) bool {
+	syms, _ := elfsym.Open(path, elfsym.Dynamic)
+	for _, s := range syms {
+		if s.Name == name && s.Section == elf.SHN_UNDEF {
+			return true
+		}
+	}
+	return false
 }
 
 // StopCommand is the gdb CLI command that ends heaptrack's recording in a
