@@ -48,6 +48,7 @@ type ToolError = backend.ToolError
 type CrashError struct {
 	Signal string         // "SIGSEGV"
 	Frame  *runjson.Frame // where it died, when gdb could tell
+	Err    error          // what snapctl was doing when it died, when not running it
 }
 
 func (e *CrashError) Error() string {
@@ -55,8 +56,13 @@ func (e *CrashError) Error() string {
 	if e.Frame != nil && e.Frame.Function != "" {
 		msg += " in " + e.Frame.String()
 	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
 	return msg
 }
+
+func (e *CrashError) Unwrap() error { return e.Err }
 
 // ExecError reports a target that called exec under the native backend:
 // the program the plan's breakpoints and the allocator probe refer to is

@@ -664,6 +664,12 @@ func (s *session) startAndLoop(ctx context.Context) error {
 	if c := s.launcher.Command(); c != nil {
 		s.m.Valgrind = c
 	}
+	var killed *backend.TargetKilledError
+	if errors.As(err, &killed) {
+		// A process attached to that died as snapctl set the run up
+		// (a call that faulted, a signal of its own): a crash.
+		return &CrashError{Signal: killed.Signal, Err: killed.Err}
+	}
 	if err != nil {
 		return err
 	}

@@ -322,7 +322,7 @@ func (b *Launch) detach(exited bool) (detached bool) {
 	// gdbserver): at once when the process is left as it should be, else
 	// it tries again once snapctl has gone.
 	defer func() {
-		b.guardian.end(exited || detached && (b.sites == nil || !b.sites.injected))
+		b.guardian.end(exited || detached && (b.sites == nil || !b.sites.injected) || endOf(pid) != "")
 		b.guardian = nil
 	}()
 	if exited {
@@ -338,6 +338,15 @@ func (b *Launch) detach(exited bool) (detached bool) {
 				b.guardian.say("untrap")
 			}
 			b.trap = nil
+		}
+	}()
+	// A process that died meanwhile (of a fault in a call of snapctl's,
+	// of a signal of its own) is not left running, whatever gdb said of
+	// its detach: its end is what there is to say.
+	defer func() {
+		if fate := endOf(pid); fate != "" {
+			b.left = fmt.Sprintf("process %d %s", pid, fate)
+			detached = false
 		}
 	}()
 	var did []string
@@ -371,8 +380,8 @@ func (b *Launch) detach(exited bool) (detached bool) {
 		b.left += b.sites.rescue(pid)
 		return true
 	}
-	if !proc.Stat(pid).OK {
-		b.left = fmt.Sprintf("process %d has exited", pid)
+	if fate := endOf(pid); fate != "" {
+		b.left = fmt.Sprintf("process %d %s", pid, fate)
 		return false
 	}
 	// The guardian's hold puts right what gdb left as it died; its
@@ -392,11 +401,11 @@ func (b *Launch) detach(exited bool) (detached bool) {
 	} else if g := guardianRestored(b.env.Private); g > 0 {
 		removed = "snapctl's guardian put back the program's code under its " + backend.Plural(g, "breakpoint") + " as its tracer died"
 	}
-	switch {
+	switch fate := endOf(pid); {
+	case fate != "":
+		b.left = fmt.Sprintf("process %d %s", pid, fate)
 	case err != nil:
 		b.left = fmt.Sprintf("snapctl could not take its breakpoints out of process %d, which may die of SIGTRAP at the next one (%v); it removed %d", pid, err, n)
-	case !proc.Stat(pid).OK:
-		b.left = fmt.Sprintf("process %d has exited", pid)
 	default:
 		b.left = fmt.Sprintf("process %d runs on: %s", pid, removed)
 		detached = true
@@ -408,6 +417,15 @@ func (b *Launch) detach(exited bool) (detached bool) {
 		b.left += b.sites.rescue(pid)
 	}
 	return detached
+}
+
+// endOf says how process pid ended ("was killed by SIGSEGV", "exited
+// with status 1", "has exited"), or that it is ending, and "" while it
+// runs. A process attached to is not snapctl's child: it stays a zombie,
+// its /proc entry there, until its own parent reaps it.
+func endOf(pid int) string {
+	fate, _ := proc.Fate(pid)
+	return fate
 }
 
 // gdbDetach has gdb delete its breakpoints and detach: gdb detaches from a

@@ -13,6 +13,7 @@ import (
 
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/internal/proc"
 )
 
 // Calls of gdb's into the process attached to or started (heaptrack's
@@ -48,6 +49,29 @@ var errCallAbandoned = errors.New("gdb gave up the call, which then ran to its e
 // patience and was taken back: its thread is where it was before the
 // call, and the function did not finish.
 var errCallUnwound = errors.New("gdb gave up the call, which did not return in time: its thread was put back where it was before the call")
+
+// errProcessEnded says that the process ended while a call gdb gave up
+// was being run to its end: it died of a signal (its own, or a fault in
+// the function) or exited.
+var errProcessEnded = errors.New("the process ended")
+
+// endedError is errProcessEnded with how, from gdb's *stopped record of
+// the end: "was killed by SIGSEGV", "exited with status 1".
+func endedError(rec *mi.Record) error {
+	switch rec.String("reason") {
+	case "exited-signalled":
+		return fmt.Errorf("%w: it was killed by %s", errProcessEnded, rec.String("signal-name"))
+	case "exited":
+		code, _ := strconv.ParseInt(rec.String("exit-code"), 8, 32) // gdb prints it in octal
+		return fmt.Errorf("%w: it exited with status %d", errProcessEnded, code)
+	}
+	return fmt.Errorf("%w: it exited with status 0", errProcessEnded)
+}
+
+// ended reports whether gdb's *stopped record rec is the process's end.
+func ended(rec *mi.Record) bool {
+	return strings.HasPrefix(rec.String("reason"), "exited")
+}
 
 // callPatience is how long a call that gdb abandoned is given to return,
 // from the abandonment or the end of the caller's deadline: it is not
@@ -107,6 +131,7 @@ func loadStretch() float64 {
 // progressWatch follows one thread's progress against a patience.
 type progressWatch struct {
 	w                   threadWatch
+	process             int // the thread's process, 0 when unknown
 	p                   patience
 	start, lastProgress time.Time
 	last                threadState
@@ -117,7 +142,23 @@ type progressWatch struct {
 func watchProgress(pid, tid int, p patience) *progressWatch {
 	w := threadWatch{pid: pid, tid: tid}
 	now := time.Now()
-	return &progressWatch{w: w, p: p, start: now, lastProgress: now, last: w.read()}
+	pw := &progressWatch{w: w, p: p, start: now, lastProgress: now, last: w.read()}
+	if st, err := proc.Status(tid); err == nil {
+		pw.process, _ = strconv.Atoi(st["Tgid"])
+	}
+	return pw
+}
+
+// ended says how the thread's process ended ("was killed by SIGSEGV"),
+// "" while it runs or when its process is not known. A process that
+// died in a call of gdb's is not always reported by gdb: through
+// gdbserver, the death of a process another process is the parent of
+// was never reported while gdb ran it on.
+func (pw *progressWatch) ended() string {
+	if pw.process == 0 {
+		return ""
+	}
+	return endOf(pw.process)
 }
 
 // over looks at the thread once more and says why its patience is spent,
@@ -219,7 +260,7 @@ func gdbCallOnce(ctx context.Context, c *gdb.Conn, cmd mi.Command) (*mi.Result, 
 	}
 	left, ferr := finishCalls(context.WithoutCancel(ctx), c, callPatienceOf(ctx))
 	switch {
-	case errors.Is(ferr, errCallUnwound):
+	case errors.Is(ferr, errCallUnwound), errors.Is(ferr, errProcessEnded):
 		return nil, fmt.Errorf("%s: %w", gdb.Message(err), ferr)
 	case ferr != nil:
 		return nil, fmt.Errorf("%s; a thread is still inside the function gdb called, and the process dies of SIGSEGV when it returns without gdb: %w", gdb.Message(err), ferr)
@@ -256,6 +297,8 @@ func finishCalls(ctx context.Context, c *gdb.Conn, p patience) (bool, error) {
 		}
 		if watch == nil {
 			watch = watchProgress(lwps[0], lwps[0], p)
+		} else if fate := watch.ended(); fate != "" {
+			return true, fmt.Errorf("%w: it %s", errProcessEnded, fate)
 		} else if why := watch.over(); why != "" {
 			// Stopped already, by the stop that ended the last wait.
 			return true, takeBack(ctx, c, why)
@@ -268,14 +311,20 @@ func finishCalls(ctx context.Context, c *gdb.Conn, p patience) (bool, error) {
 		}
 		for {
 			wctx, cancel := context.WithTimeout(ctx, callPoll)
-			_, err := c.WaitStopped(wctx)
+			rec, err := c.WaitStopped(wctx)
 			cancel()
+			if err == nil && ended(rec) {
+				return true, endedError(rec)
+			}
 			if err == nil {
 				break
 			}
 			if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
 				c.Interrupt()
 				return true, fmt.Errorf("the function did not return: %w", err)
+			}
+			if fate := watch.ended(); fate != "" {
+				return true, fmt.Errorf("%w: it %s", errProcessEnded, fate)
 			}
 			if why := watch.over(); why != "" {
 				if c.Interrupt() == nil {

@@ -111,3 +111,42 @@ func TestSitesAttachRefusesInjection(t *testing.T) {
 		}
 	})
 }
+
+// TestAttachSaysProcessDiedInInjection: a process that dies while
+// snapctl's calls inject heaptrack into it (diesoninject.c raises SIGSEGV
+// once the library is mapped, as the process runs during gdb's calls)
+// stays a zombie until its parent reaps it. attach --sites ends with
+// exit code 12, the target crashed, and says that the process was killed
+// by SIGSEGV as heaptrack was being started in it, not that a thread is
+// still inside gdb's call or that the process may die at the next
+// breakpoint, which it cannot. Through gdbserver (guard) gdb never
+// reported the death while it ran the process on.
+func TestAttachSaysProcessDiedInInjection(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb", "heaptrack")
+	bin := testenv.Build(t, "../../testdata/native/diesoninject.c")
+	for _, guard := range []bool{true, false} {
+		t.Run(fmt.Sprintf("guard=%v", guard), func(t *testing.T) {
+			t.Parallel()
+			pid := testenv.StartFixture(t, bin).Process.Pid
+			for deadline := testenv.NewDeadline(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid)); len(tasks) >= 6 {
+					break
+				}
+				if deadline.Passed() {
+					t.Fatal("the program did not start its threads")
+				}
+			}
+			plan := "backend: native\nbreakpoints:\n  - location: free\n    max_hits: 3\n"
+			_, err := runSession(t, driver.Options{Measure: driver.Measure{Sites: true}, Attach: driver.Attach{AttachPID: pid, Guard: guard}, Timeouts: driver.Timeouts{Timeout: time.Minute}}, plan, "")
+			if fate, _ := proc.Fate(pid); fate != "was killed by SIGSEGV" {
+				t.Fatalf("the program %q after the attach: %v", fate, err)
+			}
+			msg := fmt.Sprint(err)
+			if code, _ := driver.ExitStatus(err); code != driver.ExitCrashed || !strings.HasPrefix(msg, "target crashed with SIGSEGV: starting heaptrack") ||
+				!strings.Contains(msg, fmt.Sprintf("process %d was killed by SIGSEGV", pid)) || strings.Contains(msg, "may die") || strings.Contains(msg, "still inside") {
+				t.Errorf("attach: exit %d, %v; want exit %d saying that process %d was killed by SIGSEGV", code, err, driver.ExitCrashed, pid)
+			}
+		})
+	}
+}

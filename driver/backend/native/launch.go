@@ -355,7 +355,7 @@ func (b *Launch) attachTo(ctx context.Context) error {
 	}
 	if b.sites != nil {
 		if err := b.sites.inject(ctx, b.gdb); err != nil {
-			return err
+			return b.killedIn(err)
 		}
 		if err := b.sites.moveDescriptors(ctx, b.gdb, b.attach); err != nil && !errors.Is(err, heaptrack.ErrNotRecording) {
 			b.event(runjson.Event{Kind: eventSitesDescriptors, Message: "heaptrack's descriptors stay where its library opened them, where a program that closes and reopens descriptors can reuse their numbers: " + err.Error()})
@@ -363,6 +363,16 @@ func (b *Launch) attachTo(ctx context.Context) error {
 	}
 	b.guardBreakpoints(ctx) // gdb's own, such as the dynamic loader's
 	return nil
+}
+
+// killedIn is err, or a TargetKilledError where the process attached to
+// died of a signal meanwhile (a zombie whose wait status says so, as it
+// stays until its own parent reaps it): a crash, whatever failed with it.
+func (b *Launch) killedIn(err error) error {
+	if z, st := zombie(b.attach); z && st >= 0 && syscall.WaitStatus(st).Signaled() {
+		return &backend.TargetKilledError{Signal: child.SignalName(syscall.WaitStatus(st).Signal()), Err: err}
+	}
+	return err
 }
 
 // start runs the program (or resumes the one attached to). Its standard
