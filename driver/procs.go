@@ -367,7 +367,48 @@ func (w *watch) gdbGone() error {
 	case <-time.After(2 * time.Second):
 	}
 	msg, tail := gdbExit(w.gdb.Err())
+	if w.endedWithGDB(msg, tail) {
+		return w.end.err
+	}
 	return &ToolError{Tool: "gdb", Msg: msg, Tail: tail}
+}
+
+// endedWithGDB reports whether gdb, gone (msg, its last words tail),
+// died as snapctl was ending the program it ran, which it took with it:
+// the run then ends as snapctl meant it to, with an event that says what
+// gdb did. gdb 13 failed so at a threaded program's end, when a thread
+// starting as snapctl's SIGTERM ended the program had not stopped yet
+// ("linux-nat.c:1849: internal-error: wait returned unexpected status
+// 0xf", docs/facts.md, fact 153). A process attached to is not ended:
+// gdb's death there is the detach's to mend.
+func (w *watch) endedWithGDB(msg, tail string) bool {
+	if w.end.why == "" || w.end.opts.Attach.AttachPID != 0 {
+		return false
+	}
+	pid := w.end.pid()
+	if pid == 0 {
+		return false
+	}
+	// gdb started the program, which it traces with PTRACE_O_EXITKILL:
+	// the kernel kills it as gdb exits.
+	for deadline := time.Now().Add(w.grace); ; time.Sleep(10 * time.Millisecond) {
+		if fate, _ := proc.Fate(pid); fate != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	words := gdb.LastLine(tail)
+	if i := strings.Index(tail, "internal-error:"); i >= 0 {
+		words, _, _ = strings.Cut(tail[i:], "\n")
+	}
+	said := fmt.Sprintf("gdb %s as snapctl ended the target, and the target ended with it", strings.TrimSuffix(msg, " during the run"))
+	if words = strings.TrimSpace(words); words != "" {
+		said += " (gdb: " + words + ")"
+	}
+	w.end.event(runjson.Event{Kind: runjson.EventTargetEnded, Message: said})
+	return true
 }
 
 // targetLost is the error when gdb lost the target: the run's own end

@@ -487,3 +487,27 @@ func TestSitesWithoutLines(t *testing.T) {
 		}
 	})
 }
+
+// TestGDBDiesAsSnapctlEndsTarget: gdb dies as snapctl ends the program
+// it runs (the workload has finished): the run ends as snapctl meant it
+// to, exit 0 with its stops, and an event says that gdb died. gdb 13 did
+// so with an internal error at a threaded program's end (docs/facts.md,
+// fact 153); here the program's own SIGTERM handler kills its tracer
+// (termkillstracer.c), and the program dies with its gdb.
+func TestGDBDiesAsSnapctlEndsTarget(t *testing.T) {
+	t.Parallel()
+	testenv.MustHave(t, "gdb")
+	bin := testenv.Build(t, "../../testdata/native/termkillstracer.c")
+	plan := "backend: native\nworkload: [sleep, \"0.5\"]\nbreakpoints:\n  - name: tick\n    location: tick\n    every: 10\n    max_hits: 1000\n"
+	_, m, err := runNative(t, driver.Options{Timeouts: driver.Timeouts{Timeout: 2 * time.Minute}}, plan, bin)
+	if err != nil {
+		t.Fatalf("%v; events %+v", err, m.Events)
+	}
+	said := false
+	for _, e := range m.Events {
+		said = said || e.Kind == runjson.EventTargetEnded && strings.Contains(e.Message, "gdb was killed by SIGKILL as snapctl ended the target")
+	}
+	if len(m.Stops) == 0 || m.Status != runjson.StatusCompleted || !said {
+		t.Errorf("%d stops, status %s, events %+v; want stops, completed, and an event that says gdb died", len(m.Stops), m.Status, m.Events)
+	}
+}
