@@ -283,14 +283,17 @@ func backOntoBreakpoint(tid int, patches []textPatch) {
 
 // seize makes the calling thread the tracer of thread tid and stops it
 // (PTRACE_SEIZE and PTRACE_INTERRUPT, which send the process no signal
-// its parent would see). The caller detaches it.
+// its parent would see). The caller detaches it. The wait for the stop
+// is waitInterrupted's, polled and bounded: a blocking wait4 here never
+// returned in a CI run, the thread in its PTRACE_EVENT_STOP already
+// (docs/facts.md, fact 152).
 func seize(tid int) error {
 	if _, _, e := syscall.Syscall6(syscall.SYS_PTRACE, ptraceSeize, uintptr(tid), 0, 0, 0, 0); e != 0 {
 		return e
 	}
 	syscall.Syscall6(syscall.SYS_PTRACE, ptraceInterrupt, uintptr(tid), 0, 0, 0, 0)
 	var ws syscall.WaitStatus
-	syscall.Wait4(tid, &ws, waitAll, nil)
+	waitInterrupted(tid, &ws)
 	return nil
 }
 
