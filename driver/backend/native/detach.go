@@ -325,7 +325,7 @@ func (b *Launch) detach(exited bool) (detached bool) {
 	// gdbserver): at once when the process is left as it should be, else
 	// it tries again once snapctl has gone.
 	defer func() {
-		b.guardian.end(exited || detached && (b.sites == nil || !b.sites.injected) || endOf(pid) != "")
+		b.guardian.end(exited || detached && (b.sites == nil || !b.sites.injected) || !detached && endOf(pid) != "")
 		b.guardian = nil
 	}()
 	if exited {
@@ -343,15 +343,14 @@ func (b *Launch) detach(exited bool) (detached bool) {
 			b.trap = nil
 		}
 	}()
-	// A process that died meanwhile (of a fault in a call of snapctl's,
-	// of a signal of its own) is not left running, whatever gdb said of
-	// its detach: its end is what there is to say.
-	defer func() {
-		if fate := endOf(pid); fate != "" {
-			b.left = fmt.Sprintf("process %d %s", pid, fate)
-			detached = false
-		}
-	}()
+	// A process that died before the detach (of a fault in a call of
+	// snapctl's, of a signal of its own) is not left running, whatever
+	// gdb would say of its detach: its end is what there is to say. One
+	// that ends after it (a program at its end) was left running.
+	if fate := endOf(pid); fate != "" {
+		b.left = fmt.Sprintf("process %d %s", pid, fate)
+		return false
+	}
 	var did []string
 	if proc.Stat(b.gdb.Pid()).State == 'T' {
 		// gdb answers nothing while stopped (SIGSTOP, SIGTSTP).
@@ -423,12 +422,14 @@ func (b *Launch) detach(exited bool) (detached bool) {
 }
 
 // endOf says how process pid ended ("was killed by SIGSEGV", "exited
-// with status 1", "has exited"), or that it is ending, and "" while it
-// runs. A process attached to is not snapctl's child: it stays a zombie,
-// its /proc entry there, until its own parent reaps it.
+// with status 1", "has exited"), "" while it runs or is still ending. A
+// process attached to is not snapctl's child: it stays a zombie, its
+// /proc entry there, until its own parent reaps it.
 func endOf(pid int) string {
-	fate, _ := proc.Fate(pid)
-	return fate
+	if fate, ended := proc.Fate(pid); ended {
+		return fate
+	}
+	return ""
 }
 
 // gdbDetach has gdb delete its breakpoints and detach: gdb detaches from a
