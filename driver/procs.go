@@ -399,12 +399,9 @@ func (w *watch) endedWithGDB(msg, tail string) bool {
 			return false
 		}
 	}
-	words := gdb.LastLine(tail)
-	if i := strings.Index(tail, "internal-error:"); i >= 0 {
-		words, _, _ = strings.Cut(tail[i:], "\n")
-	}
+	// gdb's internal error is in its MI stream, not in tail (stderr).
 	said := fmt.Sprintf("gdb %s as snapctl ended the target, and the target ended with it", strings.TrimSuffix(msg, " during the run"))
-	if words = strings.TrimSpace(words); words != "" {
+	if words := strings.TrimSpace(gdb.LastLine(tail)); words != "" {
 		said += " (gdb: " + words + ")"
 	}
 	w.end.event(runjson.Event{Kind: runjson.EventTargetEnded, Message: said})

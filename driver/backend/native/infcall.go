@@ -149,16 +149,19 @@ func watchProgress(pid, tid int, p patience) *progressWatch {
 	return pw
 }
 
-// ended says how the thread's process ended ("was killed by SIGSEGV"),
-// "" while it runs or when its process is not known. A process that
-// died in a call of gdb's is not always reported by gdb: through
-// gdbserver, the death of a process another process is the parent of
-// was never reported while gdb ran it on.
-func (pw *progressWatch) ended() string {
+// ended is errProcessEnded saying how the thread's process ended ("was
+// killed by SIGSEGV"), nil while it runs or when its process is not
+// known. A process that died in a call of gdb's is not always reported
+// by gdb: through gdbserver, the death of a process another process is
+// the parent of was never reported while gdb ran it on.
+func (pw *progressWatch) ended() error {
 	if pw.process == 0 {
-		return ""
+		return nil
 	}
-	return endOf(pw.process)
+	if fate := endOf(pw.process); fate != "" {
+		return fmt.Errorf("%w: it %s", errProcessEnded, fate)
+	}
+	return nil
 }
 
 // over looks at the thread once more and says why its patience is spent,
@@ -297,8 +300,8 @@ func finishCalls(ctx context.Context, c *gdb.Conn, p patience) (bool, error) {
 		}
 		if watch == nil {
 			watch = watchProgress(lwps[0], lwps[0], p)
-		} else if fate := watch.ended(); fate != "" {
-			return true, fmt.Errorf("%w: it %s", errProcessEnded, fate)
+		} else if err := watch.ended(); err != nil {
+			return true, err
 		} else if why := watch.over(); why != "" {
 			// Stopped already, by the stop that ended the last wait.
 			return true, takeBack(ctx, c, why)
@@ -323,8 +326,8 @@ func finishCalls(ctx context.Context, c *gdb.Conn, p patience) (bool, error) {
 				c.Interrupt()
 				return true, fmt.Errorf("the function did not return: %w", err)
 			}
-			if fate := watch.ended(); fate != "" {
-				return true, fmt.Errorf("%w: it %s", errProcessEnded, fate)
+			if err := watch.ended(); err != nil {
+				return true, err
 			}
 			if why := watch.over(); why != "" {
 				if c.Interrupt() == nil {

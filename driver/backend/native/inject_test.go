@@ -129,14 +129,10 @@ func TestAttachSaysProcessDiedInInjection(t *testing.T) {
 		t.Run(fmt.Sprintf("guard=%v", guard), func(t *testing.T) {
 			t.Parallel()
 			pid := testenv.StartFixture(t, bin).Process.Pid
-			for deadline := testenv.NewDeadline(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-				if tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid)); len(tasks) >= 6 {
-					break
-				}
-				if deadline.Passed() {
-					t.Fatal("the program did not start its threads")
-				}
-			}
+			testenv.WaitUntil(t, "the program's threads", 10*time.Second, 10*time.Millisecond, func() bool {
+				tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+				return len(tasks) >= 6
+			})
 			plan := "backend: native\nbreakpoints:\n  - location: free\n    max_hits: 3\n"
 			_, err := runSession(t, driver.Options{Measure: driver.Measure{Sites: true}, Attach: driver.Attach{AttachPID: pid, Guard: guard}, Timeouts: driver.Timeouts{Timeout: time.Minute}}, plan, "")
 			if fate, _ := proc.Fate(pid); fate != "was killed by SIGSEGV" {

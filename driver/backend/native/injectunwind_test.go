@@ -1,7 +1,6 @@
 package native
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -41,14 +40,7 @@ func TestInjectionMapsNoUnwindCache(t *testing.T) {
 	}
 	bin := testenv.Build(t, "../../testdata/native/churn.c")
 	pid := testenv.StartFixture(t, bin).Process.Pid
-	for deadline := testenv.NewDeadline(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid)); len(tasks) >= 7 {
-			break
-		}
-		if deadline.Passed() {
-			t.Fatal("the program did not start its threads")
-		}
-	}
+	testenv.WaitUntil(t, "the program's threads", 10*time.Second, 10*time.Millisecond, func() bool { return len(threadIDs(pid)) >= 7 })
 	ctx, c, closeGDB := attachAgent(t, pid)
 
 	stream := filepath.Join(t.TempDir(), "stream")
@@ -108,20 +100,10 @@ func TestInjectionMapsNoUnwindCache(t *testing.T) {
 // of process pid whose path holds name.
 func codeOf(t *testing.T, pid int, name string) (lo, hi uint64) {
 	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for s := bufio.NewScanner(f); s.Scan(); {
-		fields := strings.Fields(s.Text())
-		if len(fields) < 6 || fields[1] != "r-xp" || !strings.Contains(fields[5], name) {
-			continue
+	for _, m := range readMaps(pid) {
+		if m.exec && strings.Contains(m.path, name) {
+			return m.start, m.end
 		}
-		from, to, _ := strings.Cut(fields[0], "-")
-		lo, _ = strconv.ParseUint(from, 16, 64)
-		hi, _ = strconv.ParseUint(to, 16, 64)
-		return lo, hi
 	}
 	t.Fatalf("no code of %s in process %d", name, pid)
 	return 0, 0
