@@ -127,8 +127,8 @@ func WaitForProc(t testing.TB, what string, match func(Proc) bool, timeout time.
 
 // syscallNumbers are the numbers of the system calls tests wait in.
 var syscallNumbers = map[string]map[string]string{
-	"amd64": {"nanosleep": "35", "clock_nanosleep": "230", "pause": "34", "openat": "257"},
-	"arm64": {"nanosleep": "101", "clock_nanosleep": "115", "openat": "56"},
+	"amd64": {"nanosleep": "35", "clock_nanosleep": "230", "pause": "34", "openat": "257", "waitid": "247"},
+	"arm64": {"nanosleep": "101", "clock_nanosleep": "115", "openat": "56", "waitid": "95"},
 }
 
 // Sleeping reports whether a thread of process pid is blocked in nanosleep

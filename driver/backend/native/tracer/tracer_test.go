@@ -49,12 +49,25 @@ func start(t *testing.T, workers, calls int) *prog {
 	bin := testenv.Build(t, "testdata/threads.c")
 	cmd := exec.Command(bin, strconv.Itoa(workers), strconv.Itoa(calls))
 	cmd.Env = append(os.Environ(), testenv.ScopeEnv(t))
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
+	// Pipes of the test's own, not os/exec's: os/exec closes its pipes
+	// once its Wait returns, which a stop of the program's can make it
+	// do (TestStopTakenByAnotherWait).
+	inR, in, err := os.Pipe()
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	out, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdin, cmd.Stdout = inR, outW
+	err = cmd.Start()
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); in.Close(); out.Close() })
 	p := &prog{cmd: cmd, in: in, out: bufio.NewReader(out)}
 	line, err := p.out.ReadString('\n')
 	if _, serr := fmt.Sscanf(line, "ready %v %v", &p.hot, &p.crash); err != nil || serr != nil {
@@ -387,4 +400,60 @@ func TestStopAllIsBounded(t *testing.T) {
 	testenv.WaitUntil(t, "the kernel to detach", time.Minute, 10*time.Millisecond, func() bool { return len(tracerPids(t, pid)) == 0 })
 	n := p.count(t)
 	testenv.WaitUntil(t, "the workers to go on", time.Minute, 10*time.Millisecond, func() bool { return p.count(t) > n+10_000 })
+}
+
+// The program's main thread stops at PTRACE_INTERRUPT, but the event goes
+// to another wait of the tracer's process: os/exec's Wait for the program
+// it started takes a traced thread's stop as it would its end (fact 152).
+// The wait for every thread's stop still finds the thread stopped, by its
+// siginfo, and the stop and the resume go on as if the event had come.
+func TestStopTakenByAnotherWait(t *testing.T) {
+	p := start(t, 4, 0)
+	pid := p.cmd.Process.Pid
+	t.Cleanup(func() {
+		// os/exec takes the program for ended once its Wait took a
+		// stop: kill and reap it here.
+		syscall.Kill(pid, syscall.SIGKILL)
+		var ws syscall.WaitStatus
+		syscall.Wait4(pid, &ws, syscall.WALL, nil)
+	})
+	p.say(t, "go")
+	tr, err := Seize(pid, Config{Watch: []syscall.Signal{syscall.SIGWINCH}, Patience: func() time.Duration { return testenv.Scaled(time.Second) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	tr.ResumeAll()
+	waited := make(chan *os.ProcessState, 1)
+	go func() { p.cmd.Wait(); waited <- p.cmd.ProcessState }()
+	testenv.WaitUntil(t, "os/exec's Wait to wait", time.Minute, time.Millisecond, func() bool { return testenv.InSyscall(os.Getpid(), "waitid") })
+	// The tracer polls for its stops: os/exec's wait, blocked in the
+	// kernel, is woken first nearly always. Stop until it has been.
+	var taken *os.ProcessState
+	for i := 0; i < 50 && taken == nil; i++ {
+		if _, err := tr.StopAll(); err != nil {
+			t.Fatalf("stop %d: %v", i+1, err)
+		}
+		if ns := notStopped(pid); len(ns) > 0 {
+			t.Fatalf("stop %d: threads %v are not stopped", i+1, ns)
+		}
+		select {
+		case taken = <-waited:
+		default:
+		}
+		tr.ResumeAll()
+	}
+	if taken == nil {
+		t.Fatal("os/exec's Wait took none of 50 stops of the main thread")
+	}
+	if !taken.Sys().(syscall.WaitStatus).Stopped() {
+		t.Fatalf("os/exec's Wait returned %v, not a stop", taken)
+	}
+	if err := tr.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitUntil(t, "the kernel to detach", time.Minute, 10*time.Millisecond, func() bool { return len(tracerPids(t, pid)) == 0 })
+	n := p.count(t)
+	testenv.WaitUntil(t, "the workers to go on", time.Minute, 10*time.Millisecond, func() bool { return p.count(t) > n+10_000 })
+
 }
