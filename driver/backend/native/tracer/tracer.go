@@ -17,10 +17,11 @@
 //
 // Every stop the tracer is owed is accounted for: a thread is either
 // running or stopped, and each wait for stops is bounded by the caller's
-// patience, after which the tracer takes the stop of a thread whose event
-// another wait of the process took from its siginfo (unreported), and
-// says which threads did not stop rather than wait on. Killed (kill -9 of snapctl, or its thread ended),
-// the kernel detaches every thread and resumes it.
+// patience, after which the tracer takes the stop of a thread whose
+// event another wait of the process took from its siginfo (unreported),
+// and says which threads did not stop rather than wait on. Killed (kill
+// -9 of snapctl, or its thread ended), the kernel detaches every thread
+// and resumes it.
 package tracer
 
 import (

@@ -455,5 +455,4 @@ func TestStopTakenByAnotherWait(t *testing.T) {
 	testenv.WaitUntil(t, "the kernel to detach", time.Minute, 10*time.Millisecond, func() bool { return len(tracerPids(t, pid)) == 0 })
 	n := p.count(t)
 	testenv.WaitUntil(t, "the workers to go on", time.Minute, 10*time.Millisecond, func() bool { return p.count(t) > n+10_000 })
-
 }
