@@ -27,7 +27,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 
@@ -113,15 +112,10 @@ func check() error {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return refusal("lifting the locked-memory limit for eBPF", err)
 	}
-	if spec, err := btf.LoadKernelSpec(); err == nil {
-		var task *btf.Struct
-		if spec.TypeByName("task_struct", &task) == nil {
-			for _, m := range task.Members {
-				if m.Name == "blocked" {
-					blockedAt = int64(m.Offset.Bytes())
-				}
-			}
-		}
+	// Without the offset every measured hit is sent its signal (see
+	// blocked).
+	if off, err := memberOffset(kernelBTF, "task_struct", "blocked"); err == nil {
+		blockedAt = off
 	}
 	c, err := New(0, syscall.SIGWINCH, syscall.SIGURG, 1)
 	if err != nil {
