@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,13 @@ import (
 // measuring until the interrupt reached the target through vgdb: about 3 s
 // and 250 snapshots under massif here.
 //
+// The interrupt is answered: the agent stops the program at the next hit
+// once the run ends (a hit it declined resumed the program, and valgrind's
+// gdbserver, which reports the interrupt as the hit of a program that
+// hits all the time, never stopped it: 3 s of resent interrupts), and
+// valgrind ends on snapctl's SIGTERM (a fatal signal no longer waits for
+// a gdb to connect: 2 s of grace, then SIGKILL).
+//
 // The native backend's agent is left out: gdb 13 aborts on its stops of
 // several threads (x86_linux_update_debug_registers: "Assertion
 // `lwp_is_stopped (lwp)' failed"), a fault of that stop path.
@@ -41,7 +49,7 @@ func TestInterruptTakesNoStop(t *testing.T) {
 				defer cancel()
 				done := make(chan error, 1)
 				go func() {
-					_, err := Run(ctx, Options{Timeouts: Timeouts{ManifestEvery: 100 * time.Millisecond}, PlanPath: planPath, Binary: bin, OutDir: out, Measure: Measure{Backend: backend}, NoAgent: p.noAgent,
+					_, err := Run(ctx, Options{Timeouts: Timeouts{ManifestEvery: 100 * time.Millisecond}, PlanPath: planPath, Binary: bin, OutDir: out, Measure: Measure{Backend: backend}, NoAgent: p.noAgent, Trace: true,
 						Env: []string{testenv.ScopeEnv(t)}})
 					done <- err
 				}()
@@ -86,6 +94,19 @@ func TestInterruptTakesNoStop(t *testing.T) {
 				}
 				if m.Status != runjson.StatusInterrupt || len(after) > 1 {
 					t.Errorf("status %s, %d stops, %d after the interrupt at %s: %v", m.Status, len(m.Stops), len(after), runjson.Stamp(cancelled), after[:min(len(after), 6)])
+				}
+				trace, err := os.ReadFile(filepath.Join(out, traceFile))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if bytes.Contains(trace, []byte("while the target is running")) {
+					t.Errorf("the program still ran when gdb was told to exit: no stop answered the interrupt; the transcript ends\n%s", trace[max(0, len(trace)-2000):])
+				}
+				if backend == "native" {
+					return
+				}
+				if log, err := os.ReadFile(filepath.Join(out, valgrindLog)); err != nil || !bytes.Contains(log, []byte("Process terminating with default action of signal 15 (SIGTERM)")) {
+					t.Errorf("valgrind did not end on SIGTERM (%v): its log ends\n%s", err, log[max(0, len(log)-1000):])
 				}
 			})
 		}

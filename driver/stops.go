@@ -67,12 +67,7 @@ func (s *stopLoop) loop(ctx context.Context) error {
 				return s.end.err
 			}
 		case <-ctx.Done():
-			// The run ends whatever stopped the target; an exit that
-			// came first is still recorded.
-			if rec := s.gdb.Interrupt(); rec != nil && gdb.ExitRecord(rec) {
-				s.handleStop(ctx, rec)
-			}
-			return context.Cause(ctx)
+			return s.interrupted(ctx)
 		case <-s.gdb.Done():
 			return s.watch.gdbGone()
 		case <-s.end.done:
@@ -130,6 +125,11 @@ func (s *stopLoop) loop(ctx context.Context) error {
 			}
 			done, err := s.handleStop(ctx, rec)
 			if err != nil {
+				if ctx.Err() != nil && s.gdb.Running() {
+					// The context ended as the stop resumed the
+					// target.
+					return s.interrupted(ctx)
+				}
 				return s.watch.explain(ctx, err)
 			}
 			if done || s.attachedDone() {
@@ -137,6 +137,19 @@ func (s *stopLoop) loop(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// interrupted ends the loop once the run's context has ended with the
+// target running: the run ends whatever stopped the target, and an exit
+// that came first is still recorded. A target left running would keep
+// gdb from exiting (it refuses while the program runs), and its process
+// from ending on snapctl's SIGTERM: under valgrind, a gdbserver still
+// connected to a gdb that was killed holds the signal for it.
+func (s *stopLoop) interrupted(ctx context.Context) error {
+	if rec := s.gdb.Interrupt(); rec != nil && gdb.ExitRecord(rec) {
+		s.handleStop(ctx, rec)
+	}
+	return context.Cause(ctx)
 }
 
 // agentHalt is the file, in the private directory, whose existence tells

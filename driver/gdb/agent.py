@@ -410,8 +410,13 @@ class SnapBreakpoint(gdb.Breakpoint):
         return dict(self.frame_at[1])
 
     def stop(self):
+        # The run is ending: the hit is not measured, and it stops the
+        # program for the interrupt snapctl sends then. Declined, the hit
+        # would resume the program, and an interrupt that valgrind's
+        # gdbserver reports as a breakpoint's hit (the next hit of a
+        # program that hits all the time) would never stop it.
         if os.path.exists(self.agent.halt):
-            return False
+            return True
         if self.agent.stops.repeated():
             return False
         self.agent.begin(self)

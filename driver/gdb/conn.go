@@ -140,6 +140,22 @@ func (c *Conn) Note(rec *mi.Record) {
 	c.notify(rec)
 }
 
+// Running reports whether the program runs, as gdb last said once it
+// has answered every command sent before (a resume given up by its
+// caller before its ^running came counts): mi.Client's Running after a
+// command that gdb answers in turn. False for a debugger that does not
+// say (a scripted one).
+func (c *Conn) Running() bool {
+	r, ok := c.d.(interface{ Running() bool })
+	if !ok {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	Send(ctx, c.d, Version())
+	return r.Running()
+}
+
 // Drain notes and discards the async records already delivered.
 func (c *Conn) Drain() {
 	for {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -33,6 +34,10 @@ type Client struct {
 	done   chan struct{} // closed when gdb is gone
 	prompt chan struct{} // closed at gdb's first "(gdb)"
 	sawPr  bool
+
+	// running is the program's state as gdb last told it: set by a
+	// ^running result or a *running record, cleared by *stopped.
+	running atomic.Bool
 
 	q    eventQueue
 	life lifecycle
@@ -407,6 +412,9 @@ func (c *Client) handleLine(line []byte) {
 		}
 		c.mu.Unlock()
 	case rec.Type == TypeResult:
+		if rec.Class == "running" {
+			c.running.Store(true)
+		}
 		c.mu.Lock()
 		cl, ok := c.pending[rec.Token]
 		if ok {
@@ -437,9 +445,18 @@ func (c *Client) handleLine(line []byte) {
 		c.mu.Unlock()
 		c.push(rec)
 	default:
+		if rec.Type == TypeExec {
+			c.running.Store(rec.Class == "running")
+		}
 		c.push(rec)
 	}
 }
+
+// Running reports whether the program ran when gdb last said: after a
+// ^running result or a *running record and before the next *stopped.
+// gdb reads no command while it says nothing, so the answer is as of
+// the last line gdb wrote, which may be on its way still.
+func (c *Client) Running() bool { return c.running.Load() }
 
 func trimEOL(b []byte) []byte {
 	if n := len(b); n > 0 && b[n-1] == '\n' {

@@ -163,14 +163,11 @@ func NewLauncher(p *plan.Plan, dir string) *valgrind.Launch {
 	return valgrind.NewLauncher(p, dir, valgrind.Options{Tool: Name, Args: args, Connected: connected})
 }
 
-// connected readies valgrind's gdbserver and gdb for memcheck's stops:
-// memcheck's errors no longer stop the program (with --vgdb-error=0
-// each would, as a SIGTRAP no breakpoint explains: fact 106),
-// and gdb reads memcheck.py, whose command takes the measurement.
+// connected readies gdb for memcheck's stops: gdb reads memcheck.py,
+// whose command takes the measurement. (The valgrind launcher has
+// already raised the gdbserver's error limit, so memcheck's errors do
+// not stop the program: fact 106.)
 func connected(ctx context.Context, c *gdb.Conn, env *backend.Env) error {
-	if _, err := c.Do(ctx, gdb.Console("monitor v.set vgdb-error 999999999")); err != nil {
-		return fmt.Errorf("setting up valgrind's gdbserver: %w", err)
-	}
 	// Read as the agent is (gdb.WriteScripts): compiled once into the
 	// user's cache, and Python's own words when it cannot be read, where
 	// gdb's source command says nothing of a script that raises.

@@ -121,6 +121,15 @@ func (l *Launch) Launch(ctx context.Context, env *backend.Env) error {
 	if err := l.connectVgdb(ctx); err != nil {
 		return env.Run.Explain(ctx, err)
 	}
+	// --vgdb-error=0 held the program at its first instruction for gdb.
+	// Left at 0, the limit would also make each error a stop (memcheck's:
+	// fact 106) and every fatal signal a wait for a gdb to connect, the
+	// SIGTERM that ends an interrupted run's valgrind too (fact 11): 2
+	// s of grace and SIGKILL at every Ctrl-C. Signals still reach gdb
+	// while it is connected.
+	if _, err := l.gdb.Do(ctx, gdb.Console("monitor v.set vgdb-error 999999999")); err != nil {
+		return env.Run.Explain(ctx, fmt.Errorf("setting up valgrind's gdbserver: %w", err))
+	}
 	if l.opts.Connected != nil {
 		if err := l.opts.Connected(ctx, l.gdb, env); err != nil {
 			return env.Run.Explain(ctx, err)
