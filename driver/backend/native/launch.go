@@ -457,12 +457,50 @@ func (b *Launch) Start(ctx context.Context) error {
 		if sig, ok := killedStarting(err); ok {
 			return &backend.TargetKilledError{Signal: sig, Err: err}
 		}
+		if sig, ok := b.deadAtStart(); ok {
+			return &backend.TargetKilledError{Signal: sig, Err: err}
+		}
 		return err
 	}
 	if b.sites == nil {
 		b.readPid(ctx)
 	}
 	return nil
+}
+
+// deadAtStart reports whether the program gdb was starting lies dead,
+// and of which signal, when gdb's error says something else: under
+// --sites snapctl inserts breakpoints into the program once it stands
+// at __libc_start_main, and one killed then fails them with "Cannot
+// access memory at address ..." before gdb has reaped it. The program is
+// the one readPid found, or, before that, a child of gdb's; a zombie
+// says its signal, and a program gdb reaped without a word died of
+// SIGKILL (fact 103).
+func (b *Launch) deadAtStart() (signal string, ok bool) {
+	pids := []int{b.pid}
+	if b.pid == 0 {
+		pids = nil
+		kids, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", b.gdb.Pid()))
+		for _, k := range kids {
+			data, _ := os.ReadFile(k)
+			for _, f := range strings.Fields(string(data)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					pids = append(pids, pid)
+				}
+			}
+		}
+	}
+	for _, pid := range pids {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil && b.pid != 0 {
+			return "SIGKILL", true
+		}
+		if z, st := zombie(pid); z && st >= 0 {
+			if ws := syscall.WaitStatus(st); ws.Signaled() {
+				return child.SignalName(ws.Signal()), true
+			}
+		}
+	}
+	return "", false
 }
 
 // startupSignal is gdb's error when the program it starts dies of a
