@@ -70,6 +70,19 @@ class Files(unittest.TestCase):
         self.assertEqual(len(data), self.ns["BUSY_WIDTH"])
         self.assertEqual(data.split(), [b"-"])
 
+    def test_halted_hit_stops_unmeasured(self):
+        # Once snapctl has created the halt file (the run is ending), a
+        # hit stops the program for snapctl's interrupt, and is not
+        # measured: no record, no stop begun.
+        a = self.agent()
+        bp = object.__new__(self.ns["SnapBreakpoint"])  # gdb.Breakpoint needs gdb
+        bp.agent = a
+        open(a.halt, "w").close()
+        self.assertIs(bp.stop(), True)
+        self.assertEqual(os.path.getsize(self.records), 0)
+        with open(self.busy, "rb") as f:
+            self.assertEqual(f.read().split(), [b"-"])
+
     def test_full_file_system_loses_the_record_loudly(self):
         if not os.path.exists("/dev/full"):
             self.skipTest("no /dev/full")

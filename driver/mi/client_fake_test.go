@@ -424,3 +424,71 @@ func TestFakeCloseTwiceAndSendAfterClose(t *testing.T) {
 		t.Errorf("Pid = %d", c.Pid())
 	}
 }
+
+// Running follows gdb's word on the program: a ^running result sets it
+// before the command's caller has the result, *running sets it, *stopped
+// clears it, and other results and records leave it.
+func TestRunning(t *testing.T) {
+	c, fk := newFake(t)
+	if c.Running() {
+		t.Fatal("running before gdb said anything")
+	}
+	done := answer(t, func() error {
+		if _, err := fk.command(); err != nil {
+			return err
+		}
+		return fk.print(`1^running`, `*running,thread-id="all"`, `(gdb) `)
+	})
+	if _, err := c.Send(quickCtx(t), "-exec-continue"); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if !c.Running() {
+		t.Error("not running after ^running")
+	}
+	event := func(class string) {
+		t.Helper()
+		for {
+			select {
+			case rec := <-c.Events():
+				if rec.Class == class {
+					return
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("no %s record", class)
+			}
+		}
+	}
+	for _, step := range []struct {
+		lines   []string
+		class   string // the record the step ends with
+		running bool
+	}{
+		{[]string{`*stopped,reason="breakpoint-hit",bkptno="1",thread-id="1"`}, "stopped", false},
+		{[]string{`=thread-created,id="2",group-id="i1"`}, "thread-created", false},
+		{[]string{`*running,thread-id="all"`}, "running", true},
+		{[]string{`=breakpoint-modified,bkpt={number="1"}`}, "breakpoint-modified", true},
+		{[]string{`*stopped,reason="signal-received",signal-name="SIGINT"`}, "stopped", false},
+	} {
+		if err := fk.print(step.lines...); err != nil {
+			t.Fatal(err)
+		}
+		event(step.class)
+		if c.Running() != step.running {
+			t.Errorf("after %s: Running() = %v, want %v", step.lines[0], c.Running(), step.running)
+		}
+	}
+	done = answer(t, func() error {
+		if _, err := fk.command(); err != nil {
+			return err
+		}
+		return fk.print(`2^done,value="1"`, `(gdb) `)
+	})
+	if _, err := c.Send(quickCtx(t), "-data-evaluate-expression", "1"); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if c.Running() {
+		t.Error("running after a ^done while stopped")
+	}
+}

@@ -160,33 +160,29 @@ func (b *Launch) watchEnd(gdbPid int, gone func()) {
 		var missing time.Time
 		status := -1 // the program's, when seen a zombie
 		for {
-			kids, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", gdbPid))
-			if err != nil || len(kids) == 0 {
+			kids, ok := children(gdbPid)
+			if !ok {
 				return
 			}
 			target, child := int(b.target.Load()), false
-			for _, k := range kids {
-				data, _ := os.ReadFile(k)
-				for _, f := range strings.Fields(string(data)) {
-					pid, _ := strconv.Atoi(f)
-					state, st := zombie(pid)
-					if pid == target {
-						child = true
-						if state {
-							status = st
-						}
+			for _, pid := range kids {
+				state, st := zombie(pid)
+				if pid == target {
+					child = true
+					if state {
+						status = st
 					}
-					switch {
-					case !state:
-						delete(since, pid)
-					case since[pid].IsZero():
-						since[pid] = time.Now()
-					case time.Since(since[pid]) >= zombieFor:
-						b.status = st
-						close(ended)
-						gone()
-						return
-					}
+				}
+				switch {
+				case !state:
+					delete(since, pid)
+				case since[pid].IsZero():
+					since[pid] = time.Now()
+				case time.Since(since[pid]) >= zombieFor:
+					b.status = st
+					close(ended)
+					gone()
+					return
 				}
 			}
 			switch {
@@ -203,6 +199,24 @@ func (b *Launch) watchEnd(gdbPid int, gone func()) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}()
+}
+
+// children lists process pid's children, from each of its threads'
+// /proc/PID/task/TID/children; ok is false once pid is gone.
+func children(pid int) (pids []int, ok bool) {
+	files, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	if err != nil || len(files) == 0 {
+		return nil, false
+	}
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		for _, field := range strings.Fields(string(data)) {
+			if n, err := strconv.Atoi(field); err == nil {
+				pids = append(pids, n)
+			}
+		}
+	}
+	return pids, true
 }
 
 // zombie reports whether process pid is a zombie, and then its wait
@@ -478,22 +492,13 @@ func (b *Launch) Start(ctx context.Context) error {
 // SIGKILL (fact 103).
 func (b *Launch) deadAtStart() (signal string, ok bool) {
 	pids := []int{b.pid}
+	if b.pid != 0 && !proc.Stat(b.pid).OK {
+		return "SIGKILL", true
+	}
 	if b.pid == 0 {
-		pids = nil
-		kids, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", b.gdb.Pid()))
-		for _, k := range kids {
-			data, _ := os.ReadFile(k)
-			for _, f := range strings.Fields(string(data)) {
-				if pid, err := strconv.Atoi(f); err == nil {
-					pids = append(pids, pid)
-				}
-			}
-		}
+		pids, _ = children(b.gdb.Pid())
 	}
 	for _, pid := range pids {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil && b.pid != 0 {
-			return "SIGKILL", true
-		}
 		if z, st := zombie(pid); z && st >= 0 {
 			if ws := syscall.WaitStatus(st); ws.Signaled() {
 				return child.SignalName(ws.Signal()), true

@@ -2,7 +2,14 @@ package native
 
 import (
 	"errors"
+	"os/exec"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/snapctl/snapctl/driver/gdb"
+	"github.com/snapctl/snapctl/internal/proc"
+	"github.com/snapctl/snapctl/internal/testenv"
 )
 
 // gdb's answers to starting a program. "During startup program
@@ -29,4 +36,56 @@ func TestKilledStarting(t *testing.T) {
 			t.Errorf("killedStarting(%q) = %q, %v; want %q, %v", c.msg, sig, ok, c.signal, c.ok)
 		}
 	}
+}
+
+// A program gdb was starting, dead though gdb's error says otherwise
+// ("Cannot access memory at address ..." as --sites enables the plan's
+// breakpoints): a zombie gives its signal, one gone (gdb reaped it) died
+// of SIGKILL, one alive or one that exited is no death at start. Before
+// readPid has found it, gdb's children are looked at.
+func TestDeadAtStart(t *testing.T) {
+	t.Parallel()
+	start := func(name string, args ...string) *exec.Cmd {
+		cmd := exec.Command(name, args...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+	check := func(what string, b *Launch, signal string, ok bool) {
+		t.Helper()
+		if sig, dead := b.deadAtStart(); sig != signal || dead != ok {
+			t.Errorf("%s: deadAtStart() = %q, %v; want %q, %v", what, sig, dead, signal, ok)
+		}
+	}
+
+	// The program readPid found, as the test's own child.
+	prog := start("sleep", "1000")
+	b := &Launch{pid: prog.Process.Pid}
+	check("alive", b, "", false)
+	prog.Process.Signal(syscall.SIGTERM)
+	testenv.WaitUntil(t, "a zombie", 10*time.Second, time.Millisecond, func() bool { return proc.Stat(b.pid).State == 'Z' })
+	check("a zombie killed by SIGTERM", b, "SIGTERM", true)
+	prog.Wait()
+	check("reaped", b, "SIGKILL", true)
+
+	exited := start("true")
+	testenv.WaitUntil(t, "a zombie", 10*time.Second, time.Millisecond, func() bool { return proc.Stat(exited.Process.Pid).State == 'Z' })
+	check("a zombie that exited", &Launch{pid: exited.Process.Pid}, "", false)
+
+	// Not found yet: gdb's child. The stand-in for gdb is a shell that
+	// starts the program in the background and becomes a sleep, which
+	// never reaps it.
+	gdbLike := start("sh", "-c", "sleep 1000 & exec sleep 1001")
+	var kids []int
+	testenv.WaitUntil(t, "the shell's exec and child", 10*time.Second, time.Millisecond, func() bool {
+		kids, _ = children(gdbLike.Process.Pid)
+		return len(kids) == 1 && proc.Name(gdbLike.Process.Pid) == "sleep"
+	})
+	b = &Launch{gdb: gdb.NewConn(nil, gdbLike.Process.Pid, time.Second, nil)}
+	check("gdb's child alive", b, "", false)
+	syscall.Kill(kids[0], syscall.SIGKILL)
+	testenv.WaitUntil(t, "a zombie", 10*time.Second, time.Millisecond, func() bool { return proc.Stat(kids[0]).State == 'Z' })
+	check("gdb's child a zombie", b, "SIGKILL", true)
 }
