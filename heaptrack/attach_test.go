@@ -20,6 +20,7 @@ import (
 // realloc after counts at its whole new size, its free being dropped.
 // After heaptrack_stop the program runs on with the library idle.
 func TestAttach(t *testing.T) {
+	t.Parallel()
 	tools := needTools(t)
 	exe := compile(t, "sites.c")
 	layout, err := ReadLayout(tools.Inject)

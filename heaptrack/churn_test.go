@@ -19,6 +19,7 @@ import (
 // thread stopped while it wrote an event (BusyError) is let out of
 // heaptrack's lock alone first.
 func TestCutWhileThreadsAllocate(t *testing.T) {
+	t.Parallel()
 	tools := needTools(t)
 	exe := compile(t, "churn.c")
 	layout, err := ReadLayout(tools.Preload)

@@ -11,6 +11,7 @@ import (
 // last stop: the library's site has its stack named from the library's
 // debug information at every stop, and still at the end, after dlclose.
 func TestBreakpointInDlopenedLibrary(t *testing.T) {
+	t.Parallel()
 	needTools(t)
 	dir := t.TempDir()
 	lib := filepath.Join(dir, "libplugin.so")

@@ -13,6 +13,7 @@ import (
 // heaptrack's last buffer, so the stream's end misses its last events;
 // a cut at the exit_group system call has them all.
 func TestCutAtExitGroup(t *testing.T) {
+	t.Parallel()
 	tools := needTools(t)
 	exe := compile(t, "quickexit.c")
 	layout, err := ReadLayout(tools.Preload)

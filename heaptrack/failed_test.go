@@ -16,6 +16,7 @@ import (
 // (and gdb's agent, which writes marks there at a stop); and a Snapshot
 // says why the recording failed.
 func TestFailedRecordingEmptiesFIFO(t *testing.T) {
+	t.Parallel()
 	tools := needTools(t)
 	rec, err := Start(tools, filepath.Join(t.TempDir(), "heaptrack.fifo"))
 	if err != nil {

@@ -102,6 +102,7 @@ func containsFile(n *snapshots.Node, src string) bool {
 // which valgrind replaces and heaptrack sees as malloc called from
 // libstdc++.
 func TestSitesEqualMassif(t *testing.T) {
+	t.Parallel()
 	// One snapctl for both fixtures: each link of it is seconds of
 	// processor time.
 	snapctl := filepath.Join(t.TempDir(), "snapctl")
@@ -117,6 +118,7 @@ func TestSitesEqualMassif(t *testing.T) {
 		{"newsites.cpp", "step", 3, 2},
 	} {
 		t.Run(c.src, func(t *testing.T) {
+			t.Parallel()
 			exe := compile(t, c.src)
 			massif := runMassif(t, snapctl, exe, c.bp, itoa(c.stops))
 			native := runNative(t, exe, c.bp, itoa(c.stops))

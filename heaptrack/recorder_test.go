@@ -155,6 +155,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // blocks of the rounds before the stop, none of the round after, which
 // the threads make as soon as the program goes on.
 func TestCutIsExact(t *testing.T) {
+	t.Parallel()
 	const rounds = 5
 	snaps := runSites(t, rounds)
 	if len(snaps) != rounds+1 {
@@ -174,6 +175,7 @@ func TestCutIsExact(t *testing.T) {
 // TestSnapshotStacks checks a site's stack: function, file and line of
 // each frame, innermost first, as massif names them.
 func TestSnapshotStacks(t *testing.T) {
+	t.Parallel()
 	snaps := runSites(t, 1)
 	var small *snapshots.Node
 	for _, c := range snaps[0].Tree.Children {

@@ -14,6 +14,7 @@ import (
 // file and reads it with snapctl's readers: the same tree, bytes and
 // blocks.
 func TestWriteXtmemoryReadsBack(t *testing.T) {
+	t.Parallel()
 	head, _, _ := strings.Cut(stream, "- 1\n")
 	r, _ := replay(t, head)
 	want := r.Snapshot(0)
@@ -57,6 +58,7 @@ func TestWriteXtmemoryReadsBack(t *testing.T) {
 // its blocks: before, the file's tree of bytes left it out and its tree
 // of blocks did not, which failed the file's read and the whole run.
 func TestHeapTreeAsFileReads(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ src, bp string }{
 		{"sites.c", "round_done"},
 		{"newsites.cpp", "step"},

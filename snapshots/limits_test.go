@@ -28,6 +28,7 @@ func deepMassif(depth int) string {
 // whose size grows with the number of frames, not with its square: the
 // indentation stops growing at maxIndent.
 func TestShowJSONDeep(t *testing.T) {
+	t.Parallel()
 	size := func(depth int) int {
 		f, err := Parse(strings.NewReader(deepMassif(depth)), "deep.massif")
 		if err != nil {

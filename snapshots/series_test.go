@@ -309,6 +309,7 @@ func TestSeriesAddSame(t *testing.T) {
 // promise, flat within 2 MiB from 1,000 to 100,000 stops), and its
 // figures are those of every interval.
 func TestSeriesFlatOverManyHits(t *testing.T) {
+	t.Parallel()
 	const hits = 100_000
 	s := NewSeries("bp", Options{})
 	for i := 0; i < hits; i++ {

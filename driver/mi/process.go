@@ -119,6 +119,7 @@ func Start(ctx context.Context, opt Options) (*Client, error) {
 		path = "gdb"
 	}
 	args := append([]string{"--nx", "--quiet", "--interpreter=mi3"}, noCoreArgs...)
+	args = append(args, indexCacheArgs()...)
 	args = append(args, opt.Args...)
 
 	var files []*os.File

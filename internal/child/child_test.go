@@ -50,6 +50,7 @@ func TestDescribe(t *testing.T) {
 // period, and ends with the whole group killed: a grandchild that ignores
 // SIGTERM goes too.
 func TestStopEscalates(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command("sh", "-c", "trap '' TERM; echo ready; sleep 60 & wait")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -86,6 +87,7 @@ func groupGone(t *testing.T, p *child.Process) {
 
 // A Group kills every child's process group at once.
 func TestGroupKill(t *testing.T) {
+	t.Parallel()
 	var g child.Group
 	var procs []*child.Process
 	for range 2 {
