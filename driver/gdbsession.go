@@ -46,6 +46,9 @@ func (s *session) startGDB(ctx context.Context, args, env []string) error {
 		StartTimeout: s.opts.CommandTimeout,
 		// The backend's gdb runs the program, unless it attaches.
 		StartsProgram: starts,
+		// Under valgrind's tools gdb dies with snapctl, as valgrind
+		// does.
+		DieWithParent: !s.backend.Traits().GDBStarts && s.opts.AttachPID == 0,
 	})
 	if err != nil {
 		if traceOut != nil {

@@ -766,6 +766,10 @@ func startEarlyGDB(ctx context.Context, gdbPath, binary string, p *plan.Plan, op
 		cfg.Env = append(cfg.Env, p.Target.Env...)
 		cfg.Args = append(slices.Clip(unmarkProgram), binary)
 		cfg.StartsProgram = true
+	} else {
+		// gdb connects to valgrind, which dies with snapctl: so does
+		// gdb, whatever it waits for.
+		cfg.DieWithParent = true
 	}
 	e := gdb.StartEarly(ctx, cfg)
 	return e, privateDir{dir: dir, release: release, early: e}

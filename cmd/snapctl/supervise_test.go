@@ -102,6 +102,41 @@ func TestSnapctlKilled(t *testing.T) {
 	}
 }
 
+// snapctl killed with SIGKILL while its gdb waits on vgdb (stopped here
+// with SIGSTOP as soon as it runs, so that whatever gdb sends through it,
+// the connection, a resume or its own exit's kill, goes unanswered): gdb
+// ends with snapctl, as valgrind does, rather than wait out its
+// remotetimeout, which snapctl sets above its own deadlines; vgdb, let
+// go, finds gdb gone and ends too.
+func TestSnapctlKilledGdbWaitingOnVgdb(t *testing.T) {
+	t.Parallel()
+	testenv.NoLeftovers(t)
+	bin := testenv.Build(t, fixtures+"faults.c")
+	r := startSnapctl(t, session{Plan: requestPlan, Bin: bin, Args: []string{"slow", "100"}, Limit: time.Minute})
+	vgdb := testenv.WaitFor(t, testenv.Vgdb, 30*time.Second)
+	if err := syscall.Kill(vgdb.PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(vgdb.PID, syscall.SIGCONT)
+	r.signal(syscall.SIGKILL)
+	r.cmd.Wait()
+	deadline := testenv.NewDeadline(5 * time.Second)
+	for {
+		gdb := testenv.Mine(t, func(p testenv.Proc) bool { return p.Kind() == testenv.Gdb })
+		if len(gdb) == 0 {
+			break
+		}
+		if deadline.Passed() {
+			t.Fatalf("gdb alive %s after snapctl was killed: %+v", deadline, gdb)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	syscall.Kill(vgdb.PID, syscall.SIGCONT)
+	if left := toolsAlive(t, 5*time.Second); len(left) > 0 {
+		t.Errorf("alive 5s after vgdb was let go: %+v", left)
+	}
+}
+
 // The private directory of a snapctl killed with SIGKILL stays in TMPDIR;
 // the next run removes it.
 func TestNextRunSweepsDeadRun(t *testing.T) {

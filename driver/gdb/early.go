@@ -44,6 +44,8 @@ type EarlyConfig struct {
 	// StartsProgram says that this gdb will start the program (the
 	// native backend); under massif valgrind does.
 	StartsProgram bool
+	// DieWithParent: gdb dies with snapctl (mi.Options.DieWithParent).
+	DieWithParent bool
 	// Dir is the run's private directory, where gdb reads agent.py from.
 	Dir     string
 	Timeout time.Duration // for starting gdb and its checks
@@ -57,7 +59,7 @@ func StartEarly(ctx context.Context, cfg EarlyConfig) *Early {
 	go func() {
 		defer close(e.ready)
 		e.c, e.err = mi.Start(ctx, mi.Options{Path: cfg.Path, Args: cfg.Args, Dir: cfg.Cwd, Env: cfg.Env, Async: true,
-			StartsProgram: cfg.StartsProgram, StartTimeout: cfg.Timeout})
+			StartsProgram: cfg.StartsProgram, DieWithParent: cfg.DieWithParent, StartTimeout: cfg.Timeout})
 		sctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 		defer cancel()
 		if e.err == nil {

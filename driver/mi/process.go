@@ -64,6 +64,13 @@ type Options struct {
 	// and the vgdb it starts, gets a core size limit of 0 (see
 	// noCoreFiles) and is ended with its process group.
 	StartsProgram bool
+	// DieWithParent has the kernel kill gdb when snapctl dies, however
+	// it dies (child.Options.DieWithParent). For a gdb connected to
+	// valgrind, whose program dies with valgrind anyway: such a gdb
+	// blocked on a reply through vgdb does not see snapctl's end on its
+	// input for as long as its remotetimeout. Never for a gdb attached
+	// to a process, whose death would leave the process its breakpoints.
+	DieWithParent bool
 }
 
 // noCoreArgs keep gdb from dumping core on its own internal errors and
@@ -154,7 +161,7 @@ func Start(ctx context.Context, opt Options) (*Client, error) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	cmd.Dir = opt.Dir
 	cmd.Env = opt.Env
-	proc, err := child.Start("gdb", cmd, child.Options{})
+	proc, err := child.Start("gdb", cmd, child.Options{DieWithParent: opt.DieWithParent})
 	if err != nil {
 		closeAll()
 		return nil, fmt.Errorf("starting gdb: %w", err)
