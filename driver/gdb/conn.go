@@ -44,6 +44,9 @@ type Conn struct {
 	// interrupt, when set, is how Interrupt stops the running target
 	// instead of gdb's -exec-interrupt (SetInterrupt).
 	interrupt func(context.Context) error
+	// stretch, when set, is how Interrupt stretches its wait instead of
+	// the machine's load (loadStretch).
+	stretch func() float64
 }
 
 // NewConn is the connection to the gdb d, whose process is pid: every
@@ -205,7 +208,16 @@ const interruptWait, interruptResend = 3 * time.Second, 500 * time.Millisecond
 // target get a processor late, and an interrupt given up too soon leaves
 // the caller with a target it takes for running.
 func (c *Conn) Interrupt() *mi.Record {
-	stretch := loadStretch()
+	stretch := loadStretch
+	if c.stretch != nil {
+		stretch = c.stretch
+	}
+	return c.interruptStretched(stretch())
+}
+
+// interruptStretched is Interrupt with its waits stretch times a quiet
+// machine's.
+func (c *Conn) interruptStretched(stretch float64) *mi.Record {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(float64(interruptWait)*stretch))
 	defer cancel()
 	for ctx.Err() == nil {

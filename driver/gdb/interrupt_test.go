@@ -2,6 +2,7 @@ package gdb
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -46,24 +47,27 @@ func (d *slowStop) interrupt(context.Context) error {
 // on a quiet machine is given up after about 3 s, the interrupt sent
 // again every 500 ms meanwhile.
 func TestInterruptStretchedByLoad(t *testing.T) {
-	defer func(f func() float64) { loadStretch = f }(loadStretch)
+	t.Parallel()
 	for _, tc := range []struct {
 		stretch float64
 		stopped bool
 	}{{3, true}, {1, false}} {
-		loadStretch = func() float64 { return tc.stretch }
-		d := &slowStop{after: 4500 * time.Millisecond, events: make(chan *mi.Record, 1), done: make(chan struct{})}
-		c := NewConn(d, 0, time.Second, nil)
-		c.SetInterrupt(d.interrupt)
-		start := time.Now()
-		rec := c.Interrupt()
-		took := time.Since(start)
-		if got := rec != nil; got != tc.stopped {
-			t.Errorf("load stretch %v: Interrupt after %v gave %v, want the stop %v", tc.stretch, took, rec, tc.stopped)
-		}
-		if !tc.stopped && (took < interruptWait || d.sent < 2) {
-			t.Errorf("quiet machine: Interrupt gave up after %v and %d interrupts, want %v and one every %v", took, d.sent, interruptWait, interruptResend)
-		}
+		t.Run(fmt.Sprint(tc.stretch), func(t *testing.T) {
+			t.Parallel()
+			d := &slowStop{after: 4500 * time.Millisecond, events: make(chan *mi.Record, 1), done: make(chan struct{})}
+			c := NewConn(d, 0, time.Second, nil)
+			c.SetInterrupt(d.interrupt)
+			c.stretch = func() float64 { return tc.stretch }
+			start := time.Now()
+			rec := c.Interrupt()
+			took := time.Since(start)
+			if got := rec != nil; got != tc.stopped {
+				t.Errorf("load stretch %v: Interrupt after %v gave %v, want the stop %v", tc.stretch, took, rec, tc.stopped)
+			}
+			if !tc.stopped && (took < interruptWait || d.sent < 2) {
+				t.Errorf("quiet machine: Interrupt gave up after %v and %d interrupts, want %v and one every %v", took, d.sent, interruptWait, interruptResend)
+			}
+		})
 	}
 }
 
