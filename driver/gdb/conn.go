@@ -208,16 +208,11 @@ const interruptWait, interruptResend = 3 * time.Second, 500 * time.Millisecond
 // target get a processor late, and an interrupt given up too soon leaves
 // the caller with a target it takes for running.
 func (c *Conn) Interrupt() *mi.Record {
-	stretch := loadStretch
+	stretchOf := loadStretch
 	if c.stretch != nil {
-		stretch = c.stretch
+		stretchOf = c.stretch
 	}
-	return c.interruptStretched(stretch())
-}
-
-// interruptStretched is Interrupt with its waits stretch times a quiet
-// machine's.
-func (c *Conn) interruptStretched(stretch float64) *mi.Record {
+	stretch := stretchOf()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(float64(interruptWait)*stretch))
 	defer cancel()
 	for ctx.Err() == nil {

@@ -26,9 +26,9 @@ import (
 // writing it.
 const (
 	indexCacheLimit = 256 << 20
-	// indexCacheStale is the age past which a file that is not an index
-	// (gdb writes each to a temporary name first, then renames it) is
-	// taken for a dead gdb's.
+	// indexCacheStale is the age past which a temporary file
+	// (gdb writes each index to NAME.gdb-index-XXXXXX first, then
+	// renames it) is taken for a dead gdb's.
 	indexCacheStale = time.Hour
 )
 
@@ -63,7 +63,8 @@ func indexCacheIn(dir string, now time.Time) []string {
 }
 
 // pruneIndexCache removes the oldest indexes in dir until they hold at
-// most limit bytes, and the temporary files older than indexCacheStale.
+// most limit bytes, and gdb's temporary files older than
+// indexCacheStale; a file of any other name stays.
 func pruneIndexCache(dir string, limit int64, now time.Time) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -82,10 +83,13 @@ func pruneIndexCache(dir string, limit int64, now time.Time) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		if !strings.HasSuffix(e.Name(), ".gdb-index") {
+		if strings.Contains(e.Name(), ".gdb-index-") {
 			if now.Sub(info.ModTime()) > indexCacheStale {
 				os.Remove(path)
 			}
+			continue
+		}
+		if !strings.HasSuffix(e.Name(), ".gdb-index") {
 			continue
 		}
 		indexes = append(indexes, index{path, info.Size(), info.ModTime()})

@@ -87,6 +87,7 @@ func TestPruneIndexCache(t *testing.T) {
 		{"d.gdb-index", time.Minute},
 		{"b.gdb-index-x1Y2z3", 2 * time.Hour},
 		{"d.gdb-index-a1B2c3", time.Minute},
+		{"notes.txt", 3 * time.Hour},
 	}
 	for _, f := range files {
 		path := filepath.Join(dir, f.name)
@@ -106,13 +107,13 @@ func TestPruneIndexCache(t *testing.T) {
 	for _, e := range entries {
 		left = append(left, e.Name())
 	}
-	want := []string{"c.gdb-index", "d.gdb-index", "d.gdb-index-a1B2c3"}
+	want := []string{"c.gdb-index", "d.gdb-index", "d.gdb-index-a1B2c3", "notes.txt"}
 	if !slices.Equal(left, want) {
 		t.Errorf("left %q, want %q", left, want)
 	}
 	// Within the limit nothing goes.
 	pruneIndexCache(dir, 250, now)
-	if entries, _ := os.ReadDir(dir); len(entries) != 3 {
-		t.Errorf("%d files left, want 3", len(entries))
+	if entries, _ := os.ReadDir(dir); len(entries) != 4 {
+		t.Errorf("%d files left, want 4", len(entries))
 	}
 }
