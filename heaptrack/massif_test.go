@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/snapshots"
 )
 
@@ -103,12 +104,9 @@ func containsFile(n *snapshots.Node, src string) bool {
 // libstdc++.
 func TestSitesEqualMassif(t *testing.T) {
 	t.Parallel()
-	// One snapctl for both fixtures: each link of it is seconds of
-	// processor time.
-	snapctl := filepath.Join(t.TempDir(), "snapctl")
-	if out, err := exec.Command("go", "build", "-o", snapctl, "github.com/snapctl/snapctl/cmd/snapctl").CombinedOutput(); err != nil {
-		t.Fatalf("building snapctl: %v\n%s", err, out)
-	}
+	// One snapctl for both fixtures, built as the tests are (with -race
+	// when they are): each link of it is seconds of processor time.
+	snapctl := testenv.BuildCommand(t, "../cmd/snapctl")
 	for _, c := range []struct {
 		src, bp string
 		stops   int

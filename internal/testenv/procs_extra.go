@@ -47,7 +47,9 @@ func (p Proc) Kind() Tool {
 // test binary and returns the path of the executable. It lives in the same
 // cache as the C fixtures and is removed with it by Main. When the tests
 // themselves run with -race, so does the command, so that end-to-end runs
-// also look for data races in the code under test.
+// also look for data races in the code under test; with -trimpath, so does
+// the command, whose packages the go command's cache then holds already,
+// built for the tests.
 func BuildCommand(t testing.TB, dir string) string {
 	t.Helper()
 	cacheOnce.Do(func() { cacheDir, cacheErr = os.MkdirTemp("", "snapctl-fixtures-") })
@@ -65,8 +67,10 @@ func BuildCommand(t testing.TB, dir string) string {
 		return out
 	}
 	args := []string{"build", "-o", out}
-	if raceEnabled() {
-		args = append(args, "-race")
+	for _, flag := range []string{"-race", "-trimpath"} {
+		if buildSetting(flag) == "true" {
+			args = append(args, flag)
+		}
 	}
 	cmd := exec.Command("go", append(args, ".")...)
 	cmd.Dir = abs
@@ -93,17 +97,21 @@ func DescendantsWhere(match func(Proc) bool) []Proc {
 }
 
 // raceEnabled reports whether the test binary was built with -race.
-func raceEnabled() bool {
+func raceEnabled() bool { return buildSetting("-race") == "true" }
+
+// buildSetting returns the value of the build setting key (such as -race)
+// the test binary was built with, or "".
+func buildSetting(key string) string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return false
+		return ""
 	}
 	for _, s := range bi.Settings {
-		if s.Key == "-race" {
-			return s.Value == "true"
+		if s.Key == key {
+			return s.Value
 		}
 	}
-	return false
+	return ""
 }
 
 // ReapOrphans waits for the zombie valgrind, vgdb and gdb processes whose

@@ -50,8 +50,10 @@ func lockBuild(out string) (unlock func()) {
 
 // Main runs a test package's tests with the test binary as child subreaper,
 // removes the fixture cache afterwards and fails the package if any process
-// the tests started is still alive.
+// the tests started is still alive. A test binary built with -race exits
+// without the race runtime's second of sleep (noRaceExitSleep).
 func Main(m *testing.M) int {
+	noRaceExitSleep()
 	// The tests against the real tools mostly wait: for valgrind to start,
 	// for a target's sleeps, for a stop_timeout to pass. Unless -parallel
 	// is given, twice as many run at once as there are processors (at
@@ -83,6 +85,34 @@ func Main(m *testing.M) int {
 		os.RemoveAll(cacheDir)
 	}
 	return code
+}
+
+// noRaceExitSleep runs the test binary again, in its own place (exec,
+// the same process), with atexit_sleep_ms=0 added to GORACE when it was
+// built with -race and GORACE does not set that option. The race
+// runtime sleeps a second at every exit of a program built with it, for
+// goroutines still running to report a race: a second at the end of each
+// package's tests, and one at the end of every run of the -race snapctl
+// the end-to-end tests start (more than 400 of them), which inherit the
+// variable. When the tests have ended, nothing is left running to
+// report.
+func noRaceExitSleep() {
+	gorace := os.Getenv("GORACE")
+	if !raceEnabled() || strings.Contains(gorace, "atexit_sleep_ms") {
+		return
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return
+	}
+	env := []string{"GORACE=" + strings.TrimSpace(gorace+" atexit_sleep_ms=0")}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GORACE=") {
+			env = append(env, kv)
+		}
+	}
+	err = syscall.Exec(exe, os.Args, env)
+	fmt.Fprintf(os.Stderr, "testenv: running the tests again without the race runtime's sleep at exit: %v\n", err)
 }
 
 // MustHave skips the test when one of the named tools is not on PATH. CI
