@@ -28,12 +28,20 @@ func TestKilledRunAccounts(t *testing.T) {
 		t.Run(moment, func(t *testing.T) {
 			t.Parallel()
 			args, stops := []string{"0"}, 0
+			if moment == "mid-run" {
+				// Without end, a second of sleep after each round of
+				// 80 stops: run.json first lists stops after 10 s, and
+				// without the sleep massif took some 2,500 snapshots by
+				// then.
+				args = []string{"0", "1000"}
+			}
 			if moment == "exit" {
-				// Long enough (12 s of sleep between the rounds, and
-				// the stops) that run.json is rewritten at least once,
-				// every 10 s, before the last one, with stops enough
-				// that the last writing takes a while.
-				args, stops = []string{"20", "600"}, 20*80
+				// Long enough (12.6 s of sleep between the rounds,
+				// and the stops) that run.json is rewritten at least
+				// once, every 10 s, before the last one, with stops
+				// enough that the last writing takes a while: 640, each
+				// a detailed snapshot of massif's.
+				args, stops = []string{"8", "1800"}, 8*80
 			}
 			r := startSnapctl(t, session{Plan: plan, Bin: bin, Args: args, Limit: 15 * time.Minute})
 			snaps := filepath.Join(r.out, "snapshots")
@@ -48,7 +56,7 @@ func TestKilledRunAccounts(t *testing.T) {
 				// loaded machine the stops take minutes: the wait lasts
 				// while they come.
 				// Every 100 ms until the last round, which follows
-				// 600 ms of sleep, then every 10 ms.
+				// 1.8 s of sleep, then every 10 ms.
 				waitProgress(t, "every stop", time.Minute, stops-80, func() (int, bool) {
 					names, _ := os.ReadDir(snaps)
 					return len(names), len(names) >= stops
