@@ -24,12 +24,13 @@
 # Needs go, gcc, gdb, valgrind; root for the rows that mount a small tmpfs
 # (full disk, read-only run directory), which are skipped otherwise.
 # PARALLEL (default 4) rows run at once; no -race, so the timings a row
-# depends on stay close to a real run's.
+# depends on stay close to a real run's; -trimpath, as the suite's, so that
+# a fresh clone's packages come from the go command's cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export SNAPCTL_FAULTS="${1:-all}"
 set +e
-go test -count=1 -v -run 'TestFaultMatrix$' -parallel "${PARALLEL:-4}" -timeout 60m ./cmd/snapctl/ |
+go test -count=1 -trimpath -v -run 'TestFaultMatrix$' -parallel "${PARALLEL:-4}" -timeout 60m ./cmd/snapctl/ |
 	grep -v -E '^(=== (RUN|PAUSE|CONT|NAME)| *--- PASS|PASS$|ok )'
 status=${PIPESTATUS[0]}
 exit "$status"

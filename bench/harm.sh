@@ -20,6 +20,6 @@ cd "$(dirname "$0")/.."
 export SNAPCTL_HARM_CYCLES="${CYCLES:-10}"
 export SNAPCTL_FAULTS="server, attach${1:+.*$1}"
 set +e
-go test -count=1 -v -run 'TestFaultMatrix$' -parallel "${PARALLEL:-2}" -timeout 60m ./cmd/snapctl/ |
+go test -count=1 -trimpath -v -run 'TestFaultMatrix$' -parallel "${PARALLEL:-2}" -timeout 60m ./cmd/snapctl/ |
 	grep -v -E '^(=== (RUN|PAUSE|CONT|NAME)| *--- PASS|PASS$|ok )'
 exit "${PIPESTATUS[0]}"

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 export SNAPCTL_TRUTH_RUNS="${RUNS:-5}"
 pattern="${1:-TestFSTServiceLeak|TestNativeNoisyLeak}"
 set +e
-go test -count=1 -v -run "^($pattern)\$" -parallel "${PARALLEL:-2}" -timeout 60m ./driver/backend/native/ |
+go test -count=1 -trimpath -v -run "^($pattern)\$" -parallel "${PARALLEL:-2}" -timeout 60m ./driver/backend/native/ |
 	grep -E '^ *--- (PASS|FAIL|SKIP): Test[^/]+/(native-)?[0-9]+ |^ *--- FAIL|^ +[a-z_]+_test\.go:|^(FAIL|ok)([[:space:]]|$)' |
 	awk '{ print }
 		/--- (PASS|FAIL): / && $3 ~ /\/(native-)?[0-9]+$/ { split($3, p, "/"); runs[p[1]]++; if ($2 == "PASS:") held[p[1]]++ }

@@ -29,7 +29,7 @@ func TestTimelineGarbageBounded(t *testing.T) {
 				HeapBytes: int64(16 * seq), Memory: &runjson.Memory{RSSBytes: int64(4096 * seq), HeapInUseBytes: &in, HeapFreeBytes: &free}})
 		}
 	}
-	// One run read back at 10,000 stops and again at 50,000.
+	// One run read back at 10,000 stops and again at 30,000.
 	run := scriptedSession(t, plan, newFakeGDB(t))
 	allocs := func(n int) uint64 {
 		spool(run, n)
@@ -59,14 +59,14 @@ func TestTimelineGarbageBounded(t *testing.T) {
 	if _, _, err := warm.timeline(); err != nil {
 		t.Fatal(err)
 	}
-	small, large := allocs(10_000), allocs(50_000)
-	// 40,000 more stops: fewer than one allocation each (only the points
+	small, large := allocs(10_000), allocs(30_000)
+	// 20,000 more stops: fewer than one allocation each (only the points
 	// drawn of them allocate, a few each, and each thinning halves how
 	// many of the stops that follow are drawn); before, 17 each.
-	if more := float64(large) - float64(small); more > 40_000 {
-		t.Errorf("reading 50,000 stops back made %d allocations, 10,000 stops %d: %.1f for each stop more", large, small, more/40_000)
+	if more := float64(large) - float64(small); more > 20_000 {
+		t.Errorf("reading 30,000 stops back made %d allocations, 10,000 stops %d: %.1f for each stop more", large, small, more/20_000)
 	}
-	t.Logf("allocations: %d for 10,000 stops, %d for 50,000", small, large)
+	t.Logf("allocations: %d for 10,000 stops, %d for 30,000", small, large)
 }
 
 // allocsOfOne counts the heap allocations of one call of f, with one
