@@ -175,31 +175,7 @@ func (s *Server) MustServe(t testing.TB) {
 	}
 }
 
-// Load sends requests from 4 clients until stop is closed, and returns
-// how many were answered. A request may fail while gdb holds the server.
-func (s *Server) Load(stop <-chan struct{}) (answered func() int64) {
-	var n atomic.Int64
-	var wg sync.WaitGroup
-	for i := 0; i < 4; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := 0; ; j++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if got, err := s.Ask(fmt.Sprintf("client %d request %d", i, j)); err == nil && strings.HasPrefix(got, "ok ") {
-					n.Add(1)
-				}
-			}
-		}()
-	}
-	return func() int64 { wg.Wait(); return n.Load() }
-}
-
-// LoadPause is what each of LoadPaced's clients waits between its
+// LoadPause is what each of Load's clients waits between its
 // requests: on this 2-core machine 4 clients asking without pause had
 // 5,500 requests a second answered for 1.6 s of processor time a second
 // (the race-built test's clients most of it), and pausing 500 us, 2,100
@@ -208,13 +184,11 @@ func (s *Server) Load(stop <-chan struct{}) (answered func() int64) {
 // fact 143).
 const LoadPause = 500 * time.Microsecond
 
-// LoadPaced is Load with each client pausing between its requests
-// (LoadPause, when pause is 0): the server is under load throughout at
-// about half the processor time.
-func (s *Server) LoadPaced(stop <-chan struct{}, pause time.Duration) (answered func() int64) {
-	if pause == 0 {
-		pause = LoadPause
-	}
+// Load sends requests from 4 clients until stop is closed, each client
+// pausing LoadPause between its requests: the server is under load
+// throughout at about half the processor time. It returns how many
+// requests were answered; a request may fail while gdb holds the server.
+func (s *Server) Load(stop <-chan struct{}) (answered func() int64) {
 	var n atomic.Int64
 	var wg sync.WaitGroup
 	for i := 0; i < 4; i++ {
@@ -232,7 +206,7 @@ func (s *Server) LoadPaced(stop <-chan struct{}, pause time.Duration) (answered 
 				if got, err := s.Ask(fmt.Sprintf("client %d request %d", i, j)); err == nil && strings.HasPrefix(got, "ok ") {
 					n.Add(1)
 				}
-				wait.Reset(pause)
+				wait.Reset(LoadPause)
 			}
 		}()
 	}

@@ -362,7 +362,7 @@ func TestKernelAttach(t *testing.T) {
 	testenv.MustHave(t, "gdb", "gdbserver")
 	srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
 	stop := make(chan struct{})
-	answered := srv.LoadPaced(stop, 0)
+	answered := srv.Load(stop)
 	res, err := runSession(t, driver.Options{Env: kernelEnv, Attach: driver.Attach{AttachPID: srv.Pid, Guard: true}, Timeouts: driver.Timeouts{Timeout: 2 * time.Minute}},
 		requestPlan+"    every: 300\n    max_hits: 901\n", "")
 	close(stop)
@@ -407,7 +407,7 @@ func TestKernelAttachToolKilled(t *testing.T) {
 		t.Run(victim, func(t *testing.T) {
 			srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
 			stop := make(chan struct{})
-			answered := srv.LoadPaced(stop, 0)
+			answered := srv.Load(stop)
 			// Every 50th request stops: the kill comes while hits
 			// are counted and stops are taken.
 			// gdb and gdbserver trace the server only where gdb
@@ -617,7 +617,7 @@ func TestKernelAttachSites(t *testing.T) {
 	testenv.MustHave(t, "gdb", "heaptrack")
 	srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
 	stop := make(chan struct{})
-	answered := srv.LoadPaced(stop, 0)
+	answered := srv.Load(stop)
 	res, err := runSession(t, driver.Options{Env: kernelEnv, Measure: driver.Measure{Sites: true}, Attach: driver.Attach{AttachPID: srv.Pid, Guard: true}, Timeouts: driver.Timeouts{Timeout: 2 * time.Minute}},
 		requestPlan+"    every: 300\n    max_hits: 901\n", "")
 	close(stop)

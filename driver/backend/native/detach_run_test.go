@@ -109,7 +109,7 @@ func TestAttachCyclesUnderLoad(t *testing.T) {
 	testenv.MustHave(t, "gdb")
 	srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
 	stop := make(chan struct{})
-	answered := srv.LoadPaced(stop, 0)
+	answered := srv.Load(stop)
 	// A loaded machine may spend the whole timeout attaching: a cycle
 	// that measured nothing is done again with twice the time.
 	timeout := 3 * time.Second
@@ -220,7 +220,7 @@ func TestAttachGdbStopped(t *testing.T) {
 	testenv.MustHave(t, "gdb")
 	srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
 	stop := make(chan struct{})
-	answered := srv.LoadPaced(stop, 0)
+	answered := srv.Load(stop)
 	done := attachInBackground(t, srv.Pid, attachPlan, driver.Options{})
 	// Requests go through the breakpoint meanwhile.
 	for before, deadline := served(t, srv), testenv.NewDeadline(2*time.Minute); served(t, srv)-before < 2; time.Sleep(10 * time.Millisecond) {

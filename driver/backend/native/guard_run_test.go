@@ -29,7 +29,7 @@ func TestGuardGdbKilledUnderLoad(t *testing.T) {
 	testenv.MustHave(t, "gdb", "gdbserver")
 	srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
 	stop := make(chan struct{})
-	answered := srv.LoadPaced(stop, 0)
+	answered := srv.Load(stop)
 	for cycle := 1; cycle <= 2; cycle++ {
 		// --guard: gdbserver traces the server.
 		done := attachInBackground(t, srv.Pid, attachPlan, driver.Options{Attach: driver.Attach{Guard: true}})

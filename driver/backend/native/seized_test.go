@@ -30,7 +30,7 @@ func TestSeizedAttach(t *testing.T) {
 	testenv.MustHave(t, "gdb", "gdbserver")
 	srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
 	stop := make(chan struct{})
-	answered := srv.LoadPaced(stop, 0)
+	answered := srv.Load(stop)
 	res, err := runSession(t, driver.Options{Env: seizedEnv, Attach: driver.Attach{AttachPID: srv.Pid, Guard: true}, Timeouts: driver.Timeouts{Timeout: 2 * time.Minute}},
 		requestPlan+"    every: 100\n    max_hits: 2001\n", "")
 	close(stop)
@@ -138,7 +138,7 @@ func TestSeizedFallsBackToGdb(t *testing.T) {
 	testenv.MustHave(t, "gdb", "gdbserver")
 	srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
 	stop := make(chan struct{})
-	answered := srv.LoadPaced(stop, 0)
+	answered := srv.Load(stop)
 	res, err := runSession(t, driver.Options{Env: seizedEnv, Attach: driver.Attach{AttachPID: srv.Pid, Guard: true}, Timeouts: driver.Timeouts{Timeout: 2 * time.Minute}},
 		requestPlan+"    every: 100\n    max_hits: 201\n    threads: current\n", "")
 	close(stop)
@@ -178,7 +178,7 @@ func TestSeizedAttachEndRunAfter(t *testing.T) {
 	testenv.MustHave(t, "gdb", "gdbserver")
 	srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
 	stop := make(chan struct{})
-	srv.LoadPaced(stop, 0)
+	srv.Load(stop)
 	res, err := runSession(t, driver.Options{Env: kernelEnv, Attach: driver.Attach{AttachPID: srv.Pid, Guard: true}, Timeouts: driver.Timeouts{Timeout: 2 * time.Minute}},
 		requestPlan+"    every: 100\n    end_run_after: 3\n", "")
 	close(stop)

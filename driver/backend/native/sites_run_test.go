@@ -249,7 +249,7 @@ func TestSitesAttach(t *testing.T) {
 func sitesAttach(t *testing.T, guard bool) {
 	srv := testenv.StartServer(t, "../../testdata/native/tcpserver.c")
 	stop := make(chan struct{})
-	answered := srv.LoadPaced(stop, 0)
+	answered := srv.Load(stop)
 	// Blocks kept before the attach are not the run's.
 	for range 3 {
 		if _, err := srv.Ask("keep"); err != nil {
