@@ -854,8 +854,9 @@ func TestNativeFSTWorkload(t *testing.T) {
 		{"retention", false, []string{runjson.VerdictRetention}},
 		{"leak", true, []string{runjson.VerdictLeak, runjson.VerdictRetention}},
 	} {
+		// One after the other in the test's own turn, as
+		// TestFSTServiceLeak's runs, for the same reason.
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
 			bin := testenv.Build(t, "../../testdata/native/fst.cpp", flags...)
 			var args []string
 			if tc.leak {
