@@ -25,6 +25,7 @@ import (
 // plan.Breakpoint's ShouldSnapshot and Done take in Go, for every
 // every and max_hits.
 func TestAgentHitSelection(t *testing.T) {
+	t.Parallel()
 	testenv.MustHave(t, "gdb")
 	script := filepath.Join(t.TempDir(), gdb.AgentScript)
 	if err := os.WriteFile(script, []byte(gdb.AgentSource), 0o600); err != nil {
@@ -71,6 +72,7 @@ end`
 // agent is still writing waits for the next read, and every stop keeps
 // its snapshot under the run's name for it.
 func TestReadAgentWholeRecords(t *testing.T) {
+	t.Parallel()
 	plan := mustPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n")
 	s := scriptedSession(t, plan, newFakeGDB(t))
 	st := s.rec.order[0]
@@ -134,6 +136,7 @@ func TestReadAgentWholeRecords(t *testing.T) {
 // dozen, held before their measurements are read (docs/facts.md, fact
 // 130).
 func TestReadAgentBacklogInBatches(t *testing.T) {
+	t.Parallel()
 	plan := mustPlan(t, "breakpoints:\n  - name: request\n    location: handle_request\n")
 	s := scriptedSession(t, plan, newFakeGDB(t))
 	st := s.rec.order[0]
@@ -333,6 +336,7 @@ func TestRunMaxHitsDeletes(t *testing.T) {
 
 // A record the loop cannot use ends the run with a message that says so.
 func TestReadAgentBadRecords(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct{ name, record, want string }{
 		{"not JSON", "{\"bp\":\n", "reading the agent's records"},
 		{"unknown breakpoint", `{"bp":"9","hit":1}` + "\n", "breakpoint 9, which is not the plan's"},

@@ -138,6 +138,7 @@ func checkEvents(t *testing.T, m *runjson.Manifest, want []runjson.Event) {
 // A stop that is not a plan breakpoint's is recorded as an
 // unexpected-stop event and the target goes on.
 func TestLoopUnexpectedStop(t *testing.T) {
+	t.Parallel()
 	otherFrame := &runjson.Frame{Function: "other", File: "other.c", Line: 5, Addr: "0x30"}
 	for _, tc := range []struct {
 		name string
@@ -180,6 +181,7 @@ func TestLoopUnexpectedStop(t *testing.T) {
 // the target. A fatal one keeps that stack as the crash site: when the
 // target dies of it, the run's error names the frame.
 func TestLoopSignal(t *testing.T) {
+	t.Parallel()
 	killedBy := func(sig string) string {
 		return `*stopped,reason="exited-signalled",signal-name="` + sig + `",signal-meaning="a signal"`
 	}
@@ -249,6 +251,7 @@ func TestLoopSignal(t *testing.T) {
 // the run's own end, gdb's death, the connection to valgrind lost, or
 // gdb's words. The target is not resumed after it.
 func TestLoopStopFails(t *testing.T) {
+	t.Parallel()
 	gdbKilled := &mi.ExitError{Pid: 42, State: killedError(t).ProcessState, Stderr: "Fatal signal: Segmentation fault"}
 	const plain = "breakpoints:\n  - name: request\n    location: handle_request\n"
 	const withCommands = plain + "    commands: [info locals]\n"
@@ -342,6 +345,7 @@ func TestLoopStopFails(t *testing.T) {
 // interrupt's own resumes the target, another (the exit, a hit, a signal)
 // is not lost.
 func TestLoopStopAbandoned(t *testing.T) {
+	t.Parallel()
 	const plan = "stop_timeout: 100ms\nbreakpoints:\n  - name: request\n    location: handle_request\n    commands: [info locals]\n"
 	abandoned := append(firstStop[:len(firstStop):len(firstStop)], "-exec-interrupt")
 	for _, tc := range []struct {
@@ -421,6 +425,7 @@ func TestLoopStopAbandoned(t *testing.T) {
 // While the target runs, gdb's death and the loss of the connection to
 // valgrind end the run with an error that names the child that went.
 func TestLoopChildGone(t *testing.T) {
+	t.Parallel()
 	killed := killedError(t)
 	valgrindLogText := "==42== Memcheck\n==42== one\n==42== two\n"
 	lost := mustRecord(t, `&"Remote connection closed\n"`)
@@ -471,6 +476,7 @@ func TestLoopChildGone(t *testing.T) {
 // snapshot stays, gdb's scheduler-locking mode is restored and the target
 // goes on.
 func TestLoopAroundCallFailed(t *testing.T) {
+	t.Parallel()
 	s, fake := fakeSession(t, mustPlan(t, "scheduler_locking: on\nbreakpoints:\n  - name: request\n    location: handle_request\n    around_call: true\n"), exitedNormally)
 	fake.fail = map[string]string{"-exec-finish": `"finish" not meaningful in the outermost frame.`}
 	fake.events <- mustRecord(t, hitRecord)
@@ -498,6 +504,7 @@ func TestLoopAroundCallFailed(t *testing.T) {
 // scheduler-locking mode is restored and every applied before that stop
 // is handled as the stop loop would.
 func TestLoopAroundCallCutShort(t *testing.T) {
+	t.Parallel()
 	const plan = "scheduler_locking: on\nbreakpoints:\n  - name: request\n    location: handle_request\n    around_call: true\n    every: 2\n"
 	lock := []string{"-gdb-set scheduler-locking on", "-exec-finish"}
 	unlock := "-gdb-set scheduler-locking replay"
@@ -569,6 +576,7 @@ func TestLoopAroundCallCutShort(t *testing.T) {
 // goes on; gdb's mode is read once. A stop that resumes nothing leaves
 // the mode alone.
 func TestLoopSchedulerLocking(t *testing.T) {
+	t.Parallel()
 	const bp = "breakpoints:\n  - name: request\n    location: handle_request\n"
 	// aroundCall is the commands of an around_call stop: the first reads
 	// the threads, and gdb's mode unless it is known; with mode, it is set
@@ -640,6 +648,7 @@ func TestLoopSchedulerLocking(t *testing.T) {
 // gdb refusing to restore its scheduler-locking mode ends the run: the
 // target is not resumed under the plan's mode.
 func TestLoopSchedulerLockingNotRestored(t *testing.T) {
+	t.Parallel()
 	s, fake := fakeSession(t, mustPlan(t, "scheduler_locking: on\nbreakpoints:\n  - name: request\n    location: handle_request\n    commands: [bt]\n"))
 	fake.fail = map[string]string{"-gdb-set scheduler-locking replay": "Target 'remote' cannot support this command."}
 	fake.events <- mustRecord(t, hitRecord)
@@ -664,6 +673,7 @@ func TestLoopSchedulerLockingNotRestored(t *testing.T) {
 // run's cause; an exit that came before the interrupt took effect is
 // still recorded.
 func TestLoopCancelled(t *testing.T) {
+	t.Parallel()
 	ten := 10
 	for _, tc := range []struct {
 		name      string

@@ -188,6 +188,7 @@ const hitRecord = `*stopped,reason="breakpoint-hit",disp="keep",bkptno="1",frame
 // hits gdb reports (-break-after) and when the breakpoint goes
 // (-break-delete), and the hits are numbered as the plan counts them.
 func TestLoopEveryMaxHits(t *testing.T) {
+	t.Parallel()
 	plan := mustPlan(t, "threads: current\nbreakpoints:\n  - name: request\n    location: handle_request\n    every: 2\n    max_hits: 5\n")
 	s, fake := fakeSession(t, plan, hitRecord, hitRecord, `*stopped,reason="exited",exit-code="03"`)
 
