@@ -118,7 +118,7 @@ func (s *stopLoop) atHit(ctx context.Context, st *bpState, rec *mi.Record, hit i
 		}
 		// The call does not return in time (blocked, or waiting for a
 		// thread that valgrind does not schedule): give this stop up.
-		irec := s.gdb.Interrupt()
+		irec := s.interrupt()
 		released := false
 		if irec != nil && gdb.OwnStop(irec) && s.launcher.Local() && stop.SchedulerLocking == "on" {
 			// Natively the lock holds: the call may wait for a

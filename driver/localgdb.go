@@ -106,7 +106,7 @@ func (s *stopLoop) releaseLock(ctx context.Context, st *bpState, stop *runjson.S
 		if ctx.Err() != nil {
 			return false, nil, err
 		}
-		return true, s.gdb.Interrupt(), nil
+		return true, s.interrupt(), nil
 	}
 	return true, rec, nil
 }

@@ -422,6 +422,51 @@ func TestLoopStopAbandoned(t *testing.T) {
 	}
 }
 
+// An interrupt whose stop does not come within its wait (a loaded
+// machine): the target runs on, and gdb refuses the resume that follows
+// ("while the selected thread is running"), which is no failure of the
+// run; the interrupt's stop, when it comes later, only resumes the
+// target, with no event of its own. Before, the refused resume ended the
+// run ("resuming the target: ... is running").
+func TestLoopInterruptWithoutStop(t *testing.T) {
+	t.Parallel()
+	const plan = "stop_timeout: 100ms\nbreakpoints:\n  - name: request\n    location: handle_request\n    commands: [info locals]\n"
+	s, fake := fakeSession(t, mustPlan(t, plan), signalRecord("SIGINT"), exitedNormally)
+	fake.hang = map[string]bool{snapshotMonitor: true}
+	fake.running = 1
+	fake.events <- mustRecord(t, hitRecord)
+	loopErr := runLoop(t, s, context.Background())
+	if loopErr != nil {
+		t.Fatalf("the loop ended with %v", loopErr)
+	}
+	m, err := finishRun(t, s, loopErr)
+	var nh *NeverHitError
+	if !errors.As(err, &nh) || !nh.Nothing || m.Status != runjson.StatusCompleted {
+		t.Errorf("run ended with %v, status %q; want nothing measured, completed", err, m.Status)
+	}
+	// The interrupt is sent again until its wait ends: as often as it
+	// fits in it.
+	var sent []string
+	for _, c := range fake.sent {
+		if c != "-exec-interrupt" || sent[len(sent)-1] != c {
+			sent = append(sent, c)
+		}
+	}
+	if diff := cmp.Diff(cmds(firstStop, "-exec-interrupt", "-exec-continue", "-exec-continue"), sent); diff != "" {
+		t.Errorf("commands gdb received, each run of interrupts as one (-want +got):\n%s", diff)
+	}
+	var kinds []string
+	for _, e := range eventsOf(m) {
+		kinds = append(kinds, string(e.Kind))
+	}
+	if diff := cmp.Diff([]string{"stop-abandoned"}, kinds); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if c := m.Target.ExitCode; c == nil || *c != 0 || m.Target.Signal != nil {
+		t.Errorf("the target's end: exit code %v, signal %v; want 0", c, m.Target.Signal)
+	}
+}
+
 // While the target runs, gdb's death and the loss of the connection to
 // valgrind end the run with an error that names the child that went.
 func TestLoopChildGone(t *testing.T) {

@@ -44,6 +44,10 @@ type fakeGDB struct {
 	// hang holds command lines, as sent records them, that gdb does not
 	// answer in time: Send returns once its context ends. Each hangs once.
 	hang map[string]bool
+	// running is how many -exec-continue gdb refuses, the target running
+	// already (an interrupt that did not stop it in time); each delivers
+	// the next record of stops all the same, the stop the target comes to.
+	running int
 	// dieAt is a command line, as sent records it, at which gdb dies with
 	// the error dieWith instead of answering.
 	dieAt   string
@@ -145,6 +149,11 @@ func (f *fakeGDB) Send(ctx context.Context, cmd string, args ...string) (*mi.Res
 		f.deliver(&f.finishes)
 		return f.result("^running"), nil
 	case "-exec-continue":
+		if f.running > 0 {
+			f.running--
+			f.deliver(&f.stops)
+			return nil, &mi.Error{Command: full, Msg: "Cannot execute this command while the selected thread is running."}
+		}
 		if len(f.stops) == 0 {
 			// As gdb answers once the target has exited.
 			f.t.Errorf("continue after the last stop")

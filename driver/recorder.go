@@ -263,7 +263,9 @@ func (r *recorder) resumed(st *bpState, cmds []mi.Command, errs []error) error {
 		case c.Name == gdb.NameBreakAfter:
 			n, _ := strconv.Atoi(c.Args[1])
 			st.step = n + 1
-		case err != nil:
+		case err != nil && !gdb.RefusedRunning(err):
+			// (A target that runs already is as the resume leaves it:
+			// see stopLoop.cont.)
 			return fmt.Errorf("resuming the target: %w", err)
 		}
 	}

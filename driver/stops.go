@@ -175,6 +175,12 @@ func (s *stopLoop) handleStop(ctx context.Context, rec *mi.Record) (done bool, e
 	if err := s.rec.agentStops(); err != nil {
 		return false, err
 	}
+	if s.strayInterrupt && gdb.OwnStop(rec) {
+		// The stop of an interrupt given up on: nothing of the
+		// target's own.
+		s.strayInterrupt = false
+		return false, s.cont(ctx)
+	}
 	switch reason := rec.String("reason"); reason {
 	case "breakpoint-hit":
 		st := s.rec.bps[rec.String("bkptno")]
@@ -264,9 +270,10 @@ func (s *stopLoop) onSignal(ctx context.Context, rec *mi.Record) error {
 	return s.cont(ctx)
 }
 
-// cont resumes the target.
+// cont resumes the target. A target that runs already, after an
+// interrupt whose stop did not come in time, is as cont leaves it.
 func (s *stopLoop) cont(ctx context.Context) error {
-	if _, err := s.gdb.Do(ctx, gdb.Continue()); err != nil {
+	if _, err := s.gdb.Do(ctx, gdb.Continue()); err != nil && !gdb.RefusedRunning(err) {
 		return fmt.Errorf("resuming the target: %w", err)
 	}
 	return nil
@@ -331,7 +338,7 @@ func (s *stopLoop) stopFailed(ctx context.Context, err error) (done bool, _ erro
 	}
 	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		s.rec.event(runjson.Event{Kind: runjson.EventStopAbandoned, Message: err.Error()})
-		return s.afterInterrupt(ctx, s.gdb.Interrupt())
+		return s.afterInterrupt(ctx, s.interrupt())
 	}
 	return false, s.watch.explain(ctx, err)
 }
@@ -380,6 +387,21 @@ type stopLoop struct {
 	// them.
 	lwps    map[string]int
 	targets map[string]runjson.Thread
+	// strayInterrupt is set when an interrupt's stop did not come within
+	// Interrupt's wait: the target ran on, and the stop may come later,
+	// which then only resumes it (handleStop).
+	strayInterrupt bool
+}
+
+// interrupt stops the running target (gdb.Conn.Interrupt) and returns
+// the stop that followed, or nil, when none came in time: the target
+// still runs then, and the interrupt's stop may come later.
+func (s *stopLoop) interrupt() *mi.Record {
+	rec := s.gdb.Interrupt()
+	if rec == nil {
+		s.strayInterrupt = true
+	}
+	return rec
 }
 
 // newStopLoop is the stop loop of s, once gdb runs and the breakpoints

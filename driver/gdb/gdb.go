@@ -447,6 +447,16 @@ func LostTarget(msg string) bool {
 		strings.Contains(msg, "The program is not being run")
 }
 
+// RefusedRunning reports whether err is gdb refusing a command because the
+// thread it would act on runs ("Cannot execute this command while the
+// selected thread is running."): the answer to a resume after an
+// interrupt whose stop did not come within Interrupt's wait, the target
+// still running.
+func RefusedRunning(err error) bool {
+	var me *mi.Error
+	return errors.As(err, &me) && strings.Contains(me.Msg, "while the selected thread is running")
+}
+
 // OwnStop reports whether rec is the stop an interrupt causes: a SIGINT or
 // SIGTRAP, or a stop without a reason. Anything else (a breakpoint hit, a
 // signal, the target's exit) happened before the interrupt took effect and
