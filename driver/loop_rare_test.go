@@ -444,15 +444,7 @@ func TestLoopInterruptWithoutStop(t *testing.T) {
 	if !errors.As(err, &nh) || !nh.Nothing || m.Status != runjson.StatusCompleted {
 		t.Errorf("run ended with %v, status %q; want nothing measured, completed", err, m.Status)
 	}
-	// The interrupt is sent again until its wait ends: as often as it
-	// fits in it.
-	var sent []string
-	for _, c := range fake.sent {
-		if c != "-exec-interrupt" || sent[len(sent)-1] != c {
-			sent = append(sent, c)
-		}
-	}
-	if diff := cmp.Diff(cmds(firstStop, "-exec-interrupt", "-exec-continue", "-exec-continue"), sent); diff != "" {
+	if diff := cmp.Diff(cmds(firstStop, "-exec-interrupt", "-exec-continue", "-exec-continue"), interruptsOnce(fake.sent)); diff != "" {
 		t.Errorf("commands gdb received, each run of interrupts as one (-want +got):\n%s", diff)
 	}
 	var kinds []string
@@ -464,6 +456,54 @@ func TestLoopInterruptWithoutStop(t *testing.T) {
 	}
 	if c := m.Target.ExitCode; c == nil || *c != 0 || m.Target.Signal != nil {
 		t.Errorf("the target's end: exit code %v, signal %v; want 0", c, m.Target.Signal)
+	}
+}
+
+// interruptsOnce is the commands gdb received with each run of
+// -exec-interrupt as one: an interrupt is sent again until its wait ends,
+// as often as it fits in it.
+func interruptsOnce(sent []string) []string {
+	var out []string
+	for _, c := range sent {
+		if c != "-exec-interrupt" || len(out) == 0 || out[len(out)-1] != c {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// The same for an around_call stop given up on: the call does not
+// return within stop_timeout, the interrupt's stop does not come within
+// its wait, and the resume that leaves the stop (recorder.resumed's,
+// once gdb's scheduler-locking mode is restored) is refused as the target
+// runs.
+func TestLoopAroundCallInterruptWithoutStop(t *testing.T) {
+	t.Parallel()
+	const plan = "stop_timeout: 100ms\nbreakpoints:\n  - name: request\n    location: handle_request\n    around_call: true\n"
+	s, fake := fakeSession(t, mustPlan(t, plan), signalRecord("SIGINT"), exitedNormally)
+	fake.running = 1
+	fake.events <- mustRecord(t, hitRecord)
+	loopErr := runLoop(t, s, context.Background())
+	if loopErr != nil {
+		t.Fatalf("the loop ended with %v", loopErr)
+	}
+	m, err := finishRun(t, s, loopErr)
+	if err != nil || m.Status != runjson.StatusCompleted {
+		t.Errorf("run ended with %v, status %q; want nil, completed", err, m.Status)
+	}
+	if diff := cmp.Diff(cmds(aroundStop, "-gdb-show scheduler-locking", "-gdb-set scheduler-locking on", "-exec-finish",
+		"-exec-interrupt", "-gdb-set scheduler-locking replay", "-exec-continue", "-exec-continue"), interruptsOnce(fake.sent)); diff != "" {
+		t.Errorf("commands gdb received, each run of interrupts as one (-want +got):\n%s", diff)
+	}
+	var kinds []string
+	for _, e := range eventsOf(m) {
+		kinds = append(kinds, string(e.Kind))
+	}
+	if diff := cmp.Diff([]string{"stop-abandoned"}, kinds); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"request 1 hit on"}, phases(m)); diff != "" {
+		t.Errorf("stops (-want +got):\n%s", diff)
 	}
 }
 
