@@ -144,7 +144,12 @@ func startValgrind(t *testing.T, prog string, args ...string) *valgrind {
 		close(v.exited)
 	}()
 	t.Cleanup(func() {
-		syscall.Kill(-v.Pid, syscall.SIGKILL)
+		select {
+		case <-v.exited:
+			// Reaped: its number may lead another test's group now.
+		default:
+			syscall.Kill(-v.Pid, syscall.SIGKILL)
+		}
 		<-v.exited
 	})
 	deadline := time.Now().Add(30 * time.Second)

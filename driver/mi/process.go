@@ -106,7 +106,7 @@ type process struct {
 // not gdb's, and run on.
 func (p *process) Kill() {
 	if p.alone {
-		syscall.Kill(p.Pid(), syscall.SIGKILL)
+		p.SignalLeader(syscall.SIGKILL)
 		return
 	}
 	p.Process.Kill()

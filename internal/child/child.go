@@ -6,11 +6,14 @@
 package child
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -106,9 +109,68 @@ func (p *Process) Signaled() (syscall.Signal, bool) {
 func (p *Process) Ended() string { return Describe(p.State()) }
 
 // Signal sends sig to the child's process group: the child and whatever
-// it started without a group of its own.
+// it started without a group of its own. Once the child has been reaped,
+// it goes only to the members left in its group (SignalLeft), never by
+// number.
 func (p *Process) Signal(sig syscall.Signal) {
-	syscall.Kill(-p.Pid(), sig)
+	if !p.Exited() {
+		// Not reaped before Wait returned (or only just: the number is
+		// given out again only after the kernel's cycle of process ids
+		// comes round to it).
+		syscall.Kill(-p.Pid(), sig)
+		return
+	}
+	SignalLeft(p.Pid(), sig)
+}
+
+// SignalLeader sends sig to the child alone, and to nothing once it has
+// been reaped.
+func (p *Process) SignalLeader(sig syscall.Signal) { p.cmd.Process.Signal(sig) }
+
+// SignalLeft sends sig to the processes left in the process group whose
+// leader, pgid, has been reaped. The group's number stays taken while one
+// of them lives; once none does, the kernel gives the number to a new
+// process, and a program that leads a group of its own (every program gdb
+// starts does) then carries it: kill(-pgid) long after the reap, as a run
+// that ends minutes after its workload did, would kill that program. So
+// the members are found in /proc, and none is signalled when a process
+// with the leader's number exists: the number has been given again, and
+// the group it named had nobody left.
+func SignalLeft(pgid int, sig syscall.Signal) {
+	for _, pid := range groupLeft(pgid) {
+		syscall.Kill(pid, sig)
+	}
+}
+
+// groupLeft lists the processes in process group pgid, whose leader has
+// been reaped.
+func groupLeft(pgid int) []int {
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pgid)); err == nil {
+		return nil
+	}
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold spaces and
+		// parentheses, the last ')' ends it.
+		i := bytes.LastIndexByte(data, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(data[i+1:]))
+		if len(fields) > 2 && fields[2] == strconv.Itoa(pgid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // Kill sends SIGKILL to the child's process group.

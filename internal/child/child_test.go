@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -156,4 +157,104 @@ func TestDieWithParentOutlivesStartingThread(t *testing.T) {
 	if got := s.p.Ended(); got != "was killed by SIGTERM" {
 		t.Errorf("the child %s once the thread that started Start's call ended; want killed by our SIGTERM", got)
 	}
+}
+
+// Once a child has been reaped, its signals reach the members left in its
+// group, and nothing when none is left and the kernel has given the
+// child's number to a new process that leads a group of its own, as every
+// program gdb starts does: a run that ends minutes after its workload,
+// with the cycle of process ids come round, must not kill that program.
+func TestSignalAfterReap(t *testing.T) {
+	t.Parallel()
+	t.Run("left", func(t *testing.T) {
+		t.Parallel()
+		// A pipe of the test's own: Wait closes StdoutPipe's.
+		out, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer out.Close()
+		cmd := exec.Command("sh", "-c", "sleep 60 >/dev/null & echo $!")
+		cmd.Stdout = w
+		p, err := child.Start("tool", cmd, child.Options{})
+		w.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sleeper int
+		fmt.Fscan(out, &sleeper)
+		p.Wait()
+		if sleeper == 0 || !p.Exited() {
+			t.Fatalf("no sleep started (pid %d)", sleeper)
+		}
+		p.Kill()
+		groupGone(t, p)
+	})
+	t.Run("reused", func(t *testing.T) {
+		t.Parallel()
+		const lastPid = "/proc/sys/kernel/ns_last_pid"
+		if f, err := os.OpenFile(lastPid, os.O_WRONLY, 0); err != nil {
+			t.Skipf("the next process id cannot be chosen: %v", err)
+		} else {
+			f.Close()
+		}
+		// Other processes fork too: try until the new program gets
+		// the reaped child's number.
+		for try := 0; ; try++ {
+			if try == 50 {
+				t.Skip("50 tries and the number went to another process each time")
+			}
+			p, err := child.Start("tool", exec.Command("true"), child.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Wait()
+			if err := os.WriteFile(lastPid, []byte(strconv.Itoa(p.Pid()-1)), 0); err != nil {
+				t.Fatal(err)
+			}
+			other := exec.Command("sleep", "60")
+			other.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := other.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if other.Process.Pid != p.Pid() {
+				other.Process.Kill()
+				other.Wait()
+				continue
+			}
+			// Stopped, the other program keeps a signal pending
+			// where it can be read at once.
+			other.Process.Signal(syscall.SIGSTOP)
+			testenv.WaitUntil(t, "the other program stopped", 10*time.Second, time.Millisecond, func() bool {
+				return procState(other.Process.Pid) == "T"
+			})
+			p.Signal(syscall.SIGTERM)
+			p.Kill()
+			st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", other.Process.Pid))
+			other.Process.Kill()
+			other.Wait()
+			for _, line := range strings.Split(string(st), "\n") {
+				if pending, ok := strings.CutPrefix(line, "ShdPnd:\t"); ok && pending != "0000000000000000" {
+					t.Fatalf("the program that got number %d after the child was reaped has signals %s pending", p.Pid(), pending)
+				}
+			}
+			if !strings.Contains(string(st), "\nShdPnd:\t") {
+				t.Fatalf("no ShdPnd in the other program's status:\n%s", st)
+			}
+			return
+		}
+	})
+}
+
+// procState is process pid's state letter, "" when it is gone.
+func procState(pid int) string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 || i+2 >= len(data) {
+		return ""
+	}
+	return string(data[i+2])
 }

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/snapctl/snapctl/internal/child"
 )
 
 // Chromium returns the path of a Chromium browser (Debian package
@@ -54,7 +56,7 @@ func LoadPage(t testing.TB, path string) (dom string, console []string) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
 	if cmd.Process != nil {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // helpers that outlived the browser
+		child.SignalLeft(cmd.Process.Pid, syscall.SIGKILL) // helpers that outlived the browser
 		reapBrowser(cmd.Process.Pid)
 	}
 	if err != nil {

@@ -303,7 +303,9 @@ func runGuardian(specJSON string) int {
 	if conn >= 0 {
 		// gdbserver keeps the process while the guardian holds the
 		// connection: gdb goes, and gdbserver takes the breakpoints out.
-		if gdbPid != 0 {
+		// A gdb that died before snapctl may have left its number to
+		// another process by now.
+		if gdbPid != 0 && proc.Name(gdbPid) == "gdb" {
 			syscall.Kill(gdbPid, syscall.SIGKILL)
 			for deadline := time.Now().Add(5 * time.Second); proc.Alive(gdbPid) && time.Now().Before(deadline); {
 				time.Sleep(10 * time.Millisecond)
