@@ -257,6 +257,13 @@ func (c *Conn) InterruptCommand() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for ctx.Err() == nil {
+		select {
+		case <-c.Done():
+			// Reaped: gdb's number may lead another process's
+			// group by now (docs/facts.md, fact 158).
+			return
+		default:
+		}
 		syscall.Kill(-c.pid, syscall.SIGINT)
 		pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		_, err := Send(pctx, c.d, Version())
