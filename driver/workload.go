@@ -179,9 +179,15 @@ func (e *ending) end(why string) {
 	}
 	e.why = why
 	e.event(runjson.Event{Kind: runjson.EventTargetEnded, Message: fmt.Sprintf("%s: snapctl ends the target with SIGTERM (SIGKILL after %v)%s", why, endGrace, also)})
-	pid := e.pid()
-	syscall.Kill(pid, syscall.SIGTERM)
-	e.kill = time.AfterFunc(endGrace, func() { syscall.Kill(pid, syscall.SIGKILL) })
+	// Through a pidfd (Go's process handle): the SIGKILL endGrace later
+	// cannot reach a process that took the target's number after gdb
+	// reaped it (docs/facts.md, fact 158).
+	target, err := os.FindProcess(e.pid())
+	if err != nil {
+		return
+	}
+	target.Signal(syscall.SIGTERM)
+	e.kill = time.AfterFunc(endGrace, func() { target.Signal(syscall.SIGKILL) })
 }
 
 // bySnapctl reports whether the target's end was snapctl's doing: it

@@ -887,3 +887,31 @@ func derefInt(p *int64) int64 {
 	}
 	return *p
 }
+
+// A program that ignores the SIGTERM snapctl ends it with (end_run_after)
+// dies of the SIGKILL that follows 5 s later, sent through a pidfd, and
+// the run completes: the end is snapctl's.
+func TestNativeEndIgnoresSIGTERM(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "../../testdata/native/termignored.c")
+	plan := "backend: native\nbreakpoints:\n  - name: tick\n    location: tick\n    end_run_after: 2\n"
+	// Without the SIGKILL the program would wait forever: --timeout
+	// ends that run as a failure.
+	res, m, err := runNative(t, driver.Options{Timeouts: driver.Timeouts{Timeout: testenv.Scaled(2 * time.Minute)}}, plan, bin)
+	if err != nil || m.Status != runjson.StatusCompleted || len(m.Stops) != 2 {
+		t.Fatalf("run: %v, status %s, %d stops (%s)", err, m.Status, len(m.Stops), res.Dir)
+	}
+	if m.Target.Signal == nil || *m.Target.Signal != "SIGKILL" {
+		t.Errorf("the target's signal %v, want SIGKILL", m.Target.Signal)
+	}
+	var ended []string
+	for _, e := range m.Events {
+		if e.Kind == runjson.EventTargetEnded {
+			ended = append(ended, e.Message)
+		}
+	}
+	want := []string{`breakpoint "tick" took 2 snapshots (end_run_after): snapctl ends the target with SIGTERM (SIGKILL after 5s)`}
+	if diff := cmp.Diff(want, ended); diff != "" {
+		t.Errorf("target-ended events (-want +got):\n%s", diff)
+	}
+}
