@@ -75,15 +75,37 @@ func TestStopEscalates(t *testing.T) {
 	groupGone(t, p)
 }
 
-// groupGone waits for p's process group to be gone: its members are
-// reaped by init once killed.
+// groupGone waits for every member of p's process group to be dead: a
+// zombie at most, which init reaps in its own time (seconds, in some
+// containers).
 func groupGone(t *testing.T, p *child.Process) {
 	t.Helper()
-	for deadline := testenv.NewDeadline(5 * time.Second); syscall.Kill(-p.Pid(), 0) != syscall.ESRCH; time.Sleep(10 * time.Millisecond) {
+	for deadline := testenv.NewDeadline(5 * time.Second); liveMembers(p.Pid()) > 0; time.Sleep(10 * time.Millisecond) {
 		if deadline.Passed() {
-			t.Fatalf("process group %d still there after %s", p.Pid(), deadline)
+			t.Fatalf("process group %d still has live members after %s", p.Pid(), deadline)
 		}
 	}
+}
+
+// liveMembers counts the processes of group pgid that are not zombies.
+func liveMembers(pgid int) int {
+	entries, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range entries {
+		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(data), ')')
+		if i < 0 {
+			continue
+		}
+		// state ppid pgrp ...
+		if f := strings.Fields(string(data[i+1:])); len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+			n++
+		}
+	}
+	return n
 }
 
 // A Group kills every child's process group at once.
