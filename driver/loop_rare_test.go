@@ -507,6 +507,34 @@ func TestLoopAroundCallInterruptWithoutStop(t *testing.T) {
 	}
 }
 
+// The stop of an interrupt given up on that never comes (a thread in a
+// tracing stop gdb never reported, the others blocking SIGINT, as a
+// --sites run's was under load: fact 159) ends the run stop_timeout
+// later, with an error that says so. Before, the loop waited for ever.
+func TestLoopInterruptStopNeverComes(t *testing.T) {
+	t.Parallel()
+	const plan = "stop_timeout: 100ms\nbreakpoints:\n  - name: request\n    location: handle_request\n    around_call: true\n"
+	s, fake := fakeSession(t, mustPlan(t, plan))
+	fake.running = 1
+	fake.events <- mustRecord(t, hitRecord)
+	loopErr := runLoop(t, s, context.Background())
+	var te *ToolError
+	if !errors.As(loopErr, &te) || !strings.Contains(te.Msg, "the stop of snapctl's interrupt has not come ") || !strings.Contains(te.Msg, "after it was given up on (stop_timeout 100ms)") {
+		t.Fatalf("the loop ended with %v, want the interrupt's stop overdue", loopErr)
+	}
+	m, _ := finishRun(t, s, loopErr)
+	var kinds []string
+	for _, e := range eventsOf(m) {
+		kinds = append(kinds, string(e.Kind))
+	}
+	if diff := cmp.Diff([]string{"stop-abandoned", "stop-stalled"}, kinds); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if m.Status != runjson.StatusFailed {
+		t.Errorf("status %q, want failed", m.Status)
+	}
+}
+
 // While the target runs, gdb's death and the loss of the connection to
 // valgrind end the run with an error that names the child that went.
 func TestLoopChildGone(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/snapctl/snapctl/driver/backend"
@@ -59,6 +60,9 @@ func (s *stopLoop) loop(ctx context.Context) error {
 				return err
 			}
 			if err := s.watch.check(); err != nil {
+				return err
+			}
+			if err := s.strayOverdue(); err != nil {
 				return err
 			}
 			s.refresh()
@@ -389,8 +393,11 @@ type stopLoop struct {
 	targets map[string]runjson.Thread
 	// strayInterrupt is set when an interrupt's stop did not come within
 	// Interrupt's wait: the target ran on, and the stop may come later,
-	// which then only resumes it (handleStop).
+	// which then only resumes it (handleStop). strayAt is when the
+	// interrupt was given up on: the stop has until stop_timeout after
+	// (strayOverdue).
 	strayInterrupt bool
+	strayAt        time.Time
 }
 
 // interrupt stops the running target (gdb.Conn.Interrupt) and returns
@@ -399,9 +406,51 @@ type stopLoop struct {
 func (s *stopLoop) interrupt() *mi.Record {
 	rec := s.gdb.Interrupt()
 	if rec == nil {
-		s.strayInterrupt = true
+		s.strayInterrupt, s.strayAt = true, time.Now()
 	}
 	return rec
+}
+
+// strayOverdue ends the run when the stop of an interrupt given up on has
+// not come within stop_timeout: gdb then waits for a stop the program
+// cannot make, and nothing else would end the wait. A thread that stands
+// in a tracing stop gdb never reported, while the program's other
+// threads block SIGINT (heaptrack's timer thread blocks every signal),
+// keeps the interrupt's SIGINT pending for ever (docs/facts.md, fact
+// 159). The program's threads and their states are in the error.
+func (s *stopLoop) strayOverdue() error {
+	if !s.strayInterrupt {
+		return nil
+	}
+	lasted := time.Since(s.strayAt)
+	if lasted < s.watch.limit {
+		return nil
+	}
+	what := fmt.Sprintf("the stop of snapctl's interrupt has not come %v after it was given up on (stop_timeout %v)", lasted.Round(100*time.Millisecond), s.watch.limit)
+	if threads := threadStates(s.end.pid()); threads != "" {
+		what += "; the program's threads: " + threads
+	}
+	return s.watch.stalled(what)
+}
+
+// threadStates lists process pid's threads with their states, "888
+// stopped by a tracer, 976 waiting"; "" when pid is 0 or gone.
+func threadStates(pid int) string {
+	if pid == 0 {
+		return ""
+	}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	var out []string
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if st := proc.Stat(tid); st.OK {
+			out = append(out, fmt.Sprintf("%d %s", tid, describe(st)))
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // newStopLoop is the stop loop of s, once gdb runs and the breakpoints
