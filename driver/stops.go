@@ -405,8 +405,13 @@ type stopLoop struct {
 // still runs then, and the interrupt's stop may come later.
 func (s *stopLoop) interrupt() *mi.Record {
 	rec := s.gdb.Interrupt()
-	if rec == nil {
+	switch {
+	case rec == nil:
 		s.strayInterrupt, s.strayAt = true, time.Now()
+	case gdb.OwnStop(rec):
+		// SIGINTs pending together are one: a stray interrupt's
+		// stop, if one was due, is this one.
+		s.strayInterrupt = false
 	}
 	return rec
 }
