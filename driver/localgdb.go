@@ -119,21 +119,20 @@ func (s *stopLoop) taskSwitches() map[string]int64 {
 	if !s.launcher.Local() || pid == 0 {
 		return nil
 	}
-	dir := fmt.Sprintf("/proc/%d/task", pid)
-	ents, err := os.ReadDir(dir)
-	if err != nil {
+	tids := proc.Tasks(pid)
+	if tids == nil {
 		return nil
 	}
-	out := make(map[string]int64, len(ents))
-	for _, e := range ents {
-		st, err := proc.Status(mustAtoi(e.Name()))
+	out := make(map[string]int64, len(tids))
+	for _, tid := range tids {
+		st, err := proc.Status(tid)
 		if err != nil {
 			continue
 		}
 		var v, n int64
 		fmt.Sscan(st["voluntary_ctxt_switches"], &v)
 		fmt.Sscan(st["nonvoluntary_ctxt_switches"], &n)
-		out[e.Name()] = v + n
+		out[strconv.Itoa(tid)] = v + n
 	}
 	return out
 }

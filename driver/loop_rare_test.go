@@ -15,12 +15,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/runjson"
 )
 
@@ -84,6 +86,15 @@ func runLoop(t *testing.T, s *session, ctx context.Context) error {
 		t.Fatalf("%v (it returned %v)", errHung, err)
 	}
 	return err
+}
+
+// eventKinds is the kinds of eventsOf(m), in order.
+func eventKinds(m *runjson.Manifest) []string {
+	var kinds []string
+	for _, e := range eventsOf(m) {
+		kinds = append(kinds, string(e.Kind))
+	}
+	return kinds
 }
 
 // eventsOf returns run.json's events without their times, but for the
@@ -395,10 +406,7 @@ func TestLoopStopAbandoned(t *testing.T) {
 				t.Errorf("run ended with %v, status %q; want nil, completed", err, m.Status)
 			}
 			checkSent(t, fake, tc.sent)
-			var kinds []string
-			for _, e := range eventsOf(m) {
-				kinds = append(kinds, string(e.Kind))
-			}
+			kinds := eventKinds(m)
 			if diff := cmp.Diff(tc.events, kinds); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
 			}
@@ -447,10 +455,7 @@ func TestLoopInterruptWithoutStop(t *testing.T) {
 	if diff := cmp.Diff(cmds(firstStop, "-exec-interrupt", "-exec-continue", "-exec-continue"), interruptsOnce(fake.sent)); diff != "" {
 		t.Errorf("commands gdb received, each run of interrupts as one (-want +got):\n%s", diff)
 	}
-	var kinds []string
-	for _, e := range eventsOf(m) {
-		kinds = append(kinds, string(e.Kind))
-	}
+	kinds := eventKinds(m)
 	if diff := cmp.Diff([]string{"stop-abandoned"}, kinds); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
@@ -495,10 +500,7 @@ func TestLoopAroundCallInterruptWithoutStop(t *testing.T) {
 		"-exec-interrupt", "-gdb-set scheduler-locking replay", "-exec-continue", "-exec-continue"), interruptsOnce(fake.sent)); diff != "" {
 		t.Errorf("commands gdb received, each run of interrupts as one (-want +got):\n%s", diff)
 	}
-	var kinds []string
-	for _, e := range eventsOf(m) {
-		kinds = append(kinds, string(e.Kind))
-	}
+	kinds := eventKinds(m)
 	if diff := cmp.Diff([]string{"stop-abandoned"}, kinds); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
@@ -523,10 +525,7 @@ func TestLoopInterruptStopNeverComes(t *testing.T) {
 		t.Fatalf("the loop ended with %v, want the interrupt's stop overdue", loopErr)
 	}
 	m, _ := finishRun(t, s, loopErr)
-	var kinds []string
-	for _, e := range eventsOf(m) {
-		kinds = append(kinds, string(e.Kind))
-	}
+	kinds := eventKinds(m)
 	if diff := cmp.Diff([]string{"stop-abandoned", "stop-stalled"}, kinds); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
@@ -814,5 +813,23 @@ func TestLoopCancelled(t *testing.T) {
 				t.Errorf("status %q, stops %+v; want interrupted, none", m.Status, m.Stops)
 			}
 		})
+	}
+}
+
+// threadStates names each thread of a real process with its state, as the
+// error of an overdue interrupt lists them.
+func TestThreadStates(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := cmd.Process.Pid
+	cmd.Process.Signal(syscall.SIGSTOP)
+	want := fmt.Sprintf("%d stopped", pid)
+	testenv.WaitUntil(t, "the sleep stopped", 10*time.Second, time.Millisecond, func() bool { return threadStates(pid) == want })
+	if got := threadStates(0); got != "" {
+		t.Errorf("threadStates(0) = %q, want none", got)
 	}
 }

@@ -444,13 +444,8 @@ func threadStates(pid int) string {
 	if pid == 0 {
 		return ""
 	}
-	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	var out []string
-	for _, t := range tasks {
-		tid, err := strconv.Atoi(t.Name())
-		if err != nil {
-			continue
-		}
+	for _, tid := range proc.Tasks(pid) {
 		if st := proc.Stat(tid); st.OK {
 			out = append(out, fmt.Sprintf("%d %s", tid, describe(st)))
 		}

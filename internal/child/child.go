@@ -148,6 +148,7 @@ func groupLeft(pgid int) []int {
 	if _, err := os.Stat("/proc/" + strconv.Itoa(pgid)); err == nil {
 		return nil
 	}
+	want := strconv.Itoa(pgid)
 	entries, _ := os.ReadDir("/proc")
 	var pids []int
 	for _, e := range entries {
@@ -166,7 +167,7 @@ func groupLeft(pgid int) []int {
 			continue
 		}
 		fields := strings.Fields(string(data[i+1:]))
-		if len(fields) > 2 && fields[2] == strconv.Itoa(pgid) {
+		if len(fields) > 2 && fields[2] == want {
 			pids = append(pids, pid)
 		}
 	}

@@ -57,6 +57,19 @@ func Stat(pid int) State {
 // Alive reports whether the process exists and is no zombie.
 func (s State) Alive() bool { return s.OK && s.State != 'Z' && s.State != 'X' }
 
+// Tasks lists process pid's threads by their ids (/proc/PID/task); nil
+// once pid is gone.
+func Tasks(pid int) []int {
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	var tids []int
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids
+}
+
 // Alive reports whether process pid exists and is no zombie.
 func Alive(pid int) bool { return Stat(pid).Alive() }
 
