@@ -200,7 +200,7 @@ func restoreStopped(pid int, patches []textPatch) (int, error) {
 	// Threads may start while others are seized: look until no new one
 	// shows up.
 	for {
-		tids := threadIDs(pid)
+		tids := proc.Tasks(pid)
 		if len(tids) == 0 {
 			return 0, fmt.Errorf("process %d has exited", pid)
 		}
@@ -295,18 +295,6 @@ func seize(tid int) error {
 	var ws syscall.WaitStatus
 	waitInterrupted(tid, &ws)
 	return nil
-}
-
-// threadIDs lists the threads of process pid.
-func threadIDs(pid int) []int {
-	entries, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	var tids []int
-	for _, e := range entries {
-		if tid, err := strconv.Atoi(e.Name()); err == nil {
-			tids = append(tids, tid)
-		}
-	}
-	return tids
 }
 
 // detach leaves the process snapctl attach attached to running, with no
@@ -492,5 +480,5 @@ func sigintPending(pid int) bool {
 	if pending(pid, "ShdPnd") {
 		return true
 	}
-	return slices.ContainsFunc(threadIDs(pid), func(tid int) bool { return pending(tid, "SigPnd") })
+	return slices.ContainsFunc(proc.Tasks(pid), func(tid int) bool { return pending(tid, "SigPnd") })
 }

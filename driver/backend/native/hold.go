@@ -226,7 +226,7 @@ func (h *tracerHold) restore() int {
 	h.mu.Unlock()
 	h.past = make(map[int]uint64)
 	h.logf("%s %d is ending while it traces process %d: %s", procName(h.tracer), h.tracer, h.pid, threadsAt(h.pid, patches))
-	for _, tid := range threadIDs(h.pid) {
+	for _, tid := range proc.Tasks(h.pid) {
 		if proc.Stat(tid).State != 't' {
 			continue
 		}
@@ -243,7 +243,7 @@ func (h *tracerHold) restore() int {
 	// To each thread: one sent to the process is taken by one thread
 	// only, which may start the group stop after another has gone back
 	// to the program.
-	for _, tid := range threadIDs(h.pid) {
+	for _, tid := range proc.Tasks(h.pid) {
 		syscall.Tgkill(h.pid, tid, syscall.SIGSTOP)
 	}
 	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", h.pid), os.O_RDWR, 0)
@@ -365,7 +365,7 @@ func (h *tracerHold) repair() {
 	h.logf("the tracer has ended: %s", threadsAt(h.pid, nil))
 	moved := 0
 	var seized []int
-	for _, tid := range threadIDs(h.pid) {
+	for _, tid := range proc.Tasks(h.pid) {
 		if seize(tid) != nil {
 			continue
 		}
@@ -392,7 +392,7 @@ func (h *tracerHold) repair() {
 
 // tracesAny reports whether tracer traces a thread of process pid.
 func tracesAny(pid, tracer int) bool {
-	for _, tid := range threadIDs(pid) {
+	for _, tid := range proc.Tasks(pid) {
 		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
 		for _, l := range strings.Split(string(data), "\n") {
 			if v, ok := strings.CutPrefix(l, "TracerPid:"); ok && strings.TrimSpace(v) == strconv.Itoa(tracer) {
@@ -405,7 +405,7 @@ func tracesAny(pid, tracer int) bool {
 
 // allStopped reports whether every thread of process pid is stopped.
 func allStopped(pid int) bool {
-	for _, tid := range threadIDs(pid) {
+	for _, tid := range proc.Tasks(pid) {
 		if st := proc.Stat(tid).State; st != 'T' && st != 't' {
 			return false
 		}
@@ -431,7 +431,7 @@ func threadsAt(pid int, patches []textPatch) string {
 	var b strings.Builder
 	st, _ := proc.Status(pid)
 	fmt.Fprintf(&b, "ShdPnd %s;", strings.TrimSpace(st["ShdPnd"]))
-	for _, tid := range threadIDs(pid) {
+	for _, tid := range proc.Tasks(pid) {
 		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
 		f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
 		if len(f) < 2 {

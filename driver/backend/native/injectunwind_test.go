@@ -40,7 +40,7 @@ func TestInjectionMapsNoUnwindCache(t *testing.T) {
 	}
 	bin := testenv.Build(t, "../../testdata/native/churn.c")
 	pid := testenv.StartFixture(t, bin).Process.Pid
-	testenv.WaitUntil(t, "the program's threads", 10*time.Second, 10*time.Millisecond, func() bool { return len(threadIDs(pid)) >= 7 })
+	testenv.WaitUntil(t, "the program's threads", 10*time.Second, 10*time.Millisecond, func() bool { return len(proc.Tasks(pid)) >= 7 })
 	ctx, c, closeGDB := attachAgent(t, pid)
 
 	stream := filepath.Join(t.TempDir(), "stream")

@@ -73,7 +73,7 @@ func callStopped(pid int, fn uint64, holds func(tid int) (bool, error)) error {
 	// it died, delivered once it was gone) would never let it have them:
 	// the process is continued first.
 	continueStopped(pid)
-	for _, tid := range threadIDs(pid) {
+	for _, tid := range proc.Tasks(pid) {
 		if allBlocked(pid, tid) {
 			// heaptrack's own timer thread blocks every signal:
 			// heaptrack_stop joins that thread, and would abort in it.
@@ -298,7 +298,7 @@ func waitInterrupted(tid int, ws *syscall.WaitStatus) (bool, error) {
 // continueStopped continues process pid when one of its threads is in a
 // group stop, and reports whether it did.
 func continueStopped(pid int) bool {
-	for _, tid := range threadIDs(pid) {
+	for _, tid := range proc.Tasks(pid) {
 		if proc.Stat(tid).State == 'T' {
 			syscall.Kill(pid, syscall.SIGCONT)
 			return true

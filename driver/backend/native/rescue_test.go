@@ -73,7 +73,7 @@ func TestCallIntoStoppedProcess(t *testing.T) {
 	if err := callInProcess(t, pid, waitTurn, 30*time.Second); err != nil {
 		t.Fatalf("wait_turn in the stopped process: %v", err)
 	}
-	for _, tid := range threadIDs(pid) {
+	for _, tid := range proc.Tasks(pid) {
 		if st := proc.Stat(tid).State; st == 'T' || st == 't' {
 			t.Errorf("thread %d left stopped (%c)", tid, st)
 		}

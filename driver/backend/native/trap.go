@@ -17,6 +17,7 @@ import (
 
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/internal/osthread"
+	"github.com/snapctl/snapctl/internal/proc"
 )
 
 // The process's SIGTRAP handler while snapctl is attached. A thread that
@@ -234,7 +235,7 @@ func removeTrapHandlerOnce(pid int, page, sa, unmap uint64) error {
 			syscall.PtraceDetach(tid)
 		}
 	}()
-	for _, tid := range threadIDs(pid) {
+	for _, tid := range proc.Tasks(pid) {
 		if seize(tid) == nil {
 			seized = append(seized, tid)
 		}
