@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/internal/testenv"
 	"github.com/snapctl/snapctl/runjson"
 )
@@ -831,5 +833,35 @@ func TestThreadStates(t *testing.T) {
 	testenv.WaitUntil(t, "the sleep stopped", 10*time.Second, time.Millisecond, func() bool { return threadStates(pid) == want })
 	if got := threadStates(0); got != "" {
 		t.Errorf("threadStates(0) = %q, want none", got)
+	}
+}
+
+// A thread in a tracing stop is listed with its tracer and where it
+// stands, and the signals pending for the whole process follow: what fact
+// 159's hang needed to be understood.
+func TestThreadStatesTraced(t *testing.T) {
+	runtime.LockOSThread() // a tracer's requests come from its thread
+	defer runtime.UnlockOSThread()
+	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := cmd.Process.Pid
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil || !ws.Stopped() {
+		t.Fatalf("the traced sleep did not stop at its exec: %v %v", ws, err)
+	}
+	var regs syscall.PtraceRegs
+	if err := syscall.PtraceGetRegs(pid, &regs); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%d stopped by a tracer (%s %d, at %#x); pending for the process: SIGINT", pid, proc.Name(os.Getpid()), os.Getpid(), regs.PC())
+	if got := threadStates(pid); got != want {
+		t.Errorf("threadStates = %q, want %q", got, want)
 	}
 }

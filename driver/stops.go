@@ -8,11 +8,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/gdb"
 	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/internal/child"
 	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/plan"
 	"github.com/snapctl/snapctl/runjson"
@@ -439,18 +441,72 @@ func (s *stopLoop) strayOverdue() error {
 }
 
 // threadStates lists process pid's threads with their states, "888
-// stopped by a tracer, 976 waiting"; "" when pid is 0 or gone.
+// stopped by a tracer (gdb 880, at 0x401136), 889 waiting", and the
+// signals pending for the whole process: what tells, after the fact, which
+// stop a tracer left unreported and why an interrupt could not land.
 func threadStates(pid int) string {
 	if pid == 0 {
 		return ""
 	}
 	var out []string
 	for _, tid := range proc.Tasks(pid) {
-		if st := proc.Stat(tid); st.OK {
-			out = append(out, fmt.Sprintf("%d %s", tid, describe(st)))
+		st := proc.Stat(tid)
+		if !st.OK {
+			continue
+		}
+		desc := fmt.Sprintf("%d %s", tid, describe(st))
+		if st.State == 't' {
+			desc += tracingStop(pid, tid)
+		}
+		out = append(out, desc)
+	}
+	list := strings.Join(out, ", ")
+	if status, err := proc.Status(pid); err == nil && list != "" {
+		if sigs := signalNames(status["ShdPnd"]); sigs != "" {
+			list += "; pending for the process: " + sigs
 		}
 	}
-	return strings.Join(out, ", ")
+	return list
+}
+
+// tracingStop says who traces thread tid, where it stands and what is
+// pending for it alone: " (gdb 880, at 0x401136, pending SIGSTOP)".
+func tracingStop(pid, tid int) string {
+	var parts []string
+	status, err := proc.Status(tid)
+	if err != nil {
+		return ""
+	}
+	if tracer, _ := strconv.Atoi(status["TracerPid"]); tracer > 0 {
+		parts = append(parts, fmt.Sprintf("%s %d", proc.Name(tracer), tracer))
+	}
+	if pc, ok := proc.PC(pid, tid); ok {
+		parts = append(parts, fmt.Sprintf("at %#x", pc))
+	}
+	if sigs := signalNames(status["SigPnd"]); sigs != "" {
+		parts = append(parts, "pending "+sigs)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+// signalNames names the signals of a /proc status mask ("0000000000000002"
+// is SIGINT), "" for none.
+func signalNames(mask string) string {
+	bits, err := strconv.ParseUint(mask, 16, 64)
+	if err != nil {
+		return ""
+	}
+	var names []string
+	for i := range 64 {
+		if bits&(1<<i) == 0 {
+			continue
+		}
+		names = append(names, child.SignalName(syscall.Signal(i+1)))
+	}
+	return strings.Join(names, " ")
 }
 
 // newStopLoop is the stop loop of s, once gdb runs and the breakpoints

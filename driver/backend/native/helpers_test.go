@@ -2,9 +2,11 @@ package native_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/snapctl/snapctl/driver"
@@ -36,6 +38,18 @@ var stopPaths = []struct {
 	name    string
 	noAgent bool
 }{{"agent", false}, {"mi", true}}
+
+// traceTail is the end of the MI transcript in run directory dir, its last
+// n lines, for the message of a run that failed.
+func traceTail(dir string, n int) string {
+	data, err := os.ReadFile(filepath.Join(dir, traceFile))
+	if err != nil {
+		return fmt.Sprintf("no MI transcript: %v", err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	lines = lines[max(0, len(lines)-n):]
+	return "the MI transcript's end:\n" + strings.Join(lines, "\n")
+}
 
 // runSession runs a session on binary with args, its plan written into a
 // temporary directory and its run directory a path with a space in it, its

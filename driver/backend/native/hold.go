@@ -230,7 +230,7 @@ func (h *tracerHold) restore() int {
 		if proc.Stat(tid).State != 't' {
 			continue
 		}
-		pc, ok := stoppedPC(h.pid, tid)
+		pc, ok := proc.PC(h.pid, tid)
 		if !ok {
 			continue
 		}
@@ -336,22 +336,6 @@ func textBreakpoints(pid int) []textPatch {
 	return out
 }
 
-// stoppedPC reads the PC of a stopped thread from /proc (its tracer is
-// not snapctl): "NR SP PC" out of a system call, or with the call's
-// arguments in between.
-func stoppedPC(pid, tid int) (uint64, bool) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/syscall", pid, tid))
-	if err != nil {
-		return 0, false
-	}
-	f := strings.Fields(string(data))
-	if len(f) < 3 {
-		return 0, false
-	}
-	pc, err := strconv.ParseUint(strings.TrimPrefix(f[len(f)-1], "0x"), 16, 64)
-	return pc, err == nil
-}
-
 // repair puts right the threads the dead tracer left: once every thread
 // has stopped at the SIGSTOP sent at its exit, it takes each (which
 // clears a single step the tracer had set, as any detach does), moves
@@ -447,7 +431,7 @@ func threadsAt(pid int, patches []textPatch) string {
 		}
 		fmt.Fprintf(&b, " %d %s code %s pnd %q", tid, f[0], code, pnd)
 		if f[0] == "t" || f[0] == "T" {
-			if pc, ok := stoppedPC(pid, tid); ok {
+			if pc, ok := proc.PC(pid, tid); ok {
 				fmt.Fprintf(&b, " pc %#x", pc)
 				for _, p := range patches {
 					if pc == p.addr+uint64(len(breakInsn)) {

@@ -89,9 +89,11 @@ func TestSitesPendingLibc(t *testing.T) {
 				}
 				plan := fmt.Sprintf(pidPlan, "valgrind:\n  alloc_fns: [pool_get]\n", extra)
 				for run := range 3 {
-					_, m, err := runNative(t, driver.Options{NoAgent: p.noAgent}, plan, bin, "5")
+					// The MI transcript is kept: this run's finish once
+					// waited on a stop gdb never reported (fact 159).
+					res, m, err := runNative(t, driver.Options{NoAgent: p.noAgent, Trace: true}, plan, bin, "5")
 					if err != nil {
-						t.Fatalf("run %d: %v; events %+v", run, err, m.Events)
+						t.Fatalf("run %d: %v; events %+v\n%s", run, err, m.Events, traceTail(res.Dir, 60))
 					}
 					hits := 0
 					for _, s := range m.Stops {
