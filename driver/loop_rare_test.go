@@ -860,7 +860,9 @@ func TestThreadStatesTraced(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("%d stopped by a tracer (%s %d, at %#x); pending for the process: SIGINT", pid, proc.Name(os.Getpid()), os.Getpid(), regs.PC())
+	// The kernel names the tracing thread, here this locked one.
+	tracer := syscall.Gettid()
+	want := fmt.Sprintf("%d stopped by a tracer (%s %d, at %#x); pending for the process: SIGINT", pid, proc.Name(tracer), tracer, regs.PC())
 	if got := threadStates(pid); got != want {
 		t.Errorf("threadStates = %q, want %q", got, want)
 	}

@@ -470,7 +470,9 @@ func threadStates(pid int) string {
 }
 
 // tracingStop says who traces thread tid, where it stands and what is
-// pending for it alone: " (gdb 880, at 0x401136, pending SIGSTOP)".
+// pending for it alone: " (gdb 880, at 0x401136, pending SIGSTOP)". The
+// kernel names the tracer by its thread (TracerPid), which for gdb is
+// its main thread, its process id.
 func tracingStop(pid, tid int) string {
 	var parts []string
 	status, err := proc.Status(tid)
