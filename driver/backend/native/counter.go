@@ -359,7 +359,15 @@ func (b *Launch) Hits(number string) (hits int, problem string, ok bool) {
 // Drop takes breakpoint number's probes out (its last hit was taken).
 func (b *Launch) Drop(number string) {
 	if id, ok := b.count.ids[number]; ok && b.count.counter != nil {
-		b.count.counter.Remove(id)
+		b.probeLeft(b.count.counter.Remove(id))
+	}
+}
+
+// probeLeft warns of a probe the kernel kept in the program after snapctl
+// closed it: its hits may still send the program the stop signal.
+func (b *Launch) probeLeft(err error) {
+	if w := b.warn(); err != nil && w != nil {
+		fmt.Fprintf(w, "warning: %v; until the kernel takes it out, its hits may send the program %s\n", err, b.count.signal)
 	}
 }
 
@@ -378,7 +386,7 @@ func (b *Launch) quietSignal(ctx context.Context) {
 
 func (b *Launch) closeCounter() {
 	if b.count.counter != nil {
-		b.count.counter.Close()
+		b.probeLeft(b.count.counter.Close())
 		b.count.counter = nil
 		b.count.signal, b.count.hold = "", ""
 	}
