@@ -74,6 +74,8 @@ int main(int argc, char **argv) {
 	fclose(f);
 	memcpy(page + FN, "\x90\xb8\x2a\x00\x00\x00\xc3", 7);
 	volatile int *gone = (volatile int *)(page + 0x1f00);
+	/* Set by the child once its handler is in and it calls the function. */
+	volatile int *running = (volatile int *)(page + 0x1f04);
 	int go[2];
 	if (pipe(go))
 		return 2;
@@ -90,6 +92,7 @@ int main(int argc, char **argv) {
 			_exit(2);
 		int (*fn)(void) = (int (*)(void))(page + FN);
 		int sum = 0;
+		*running = 1;
 		for (long i = 0; !*gone; i++)
 			sum = fn();
 		for (int i = 0; i < 1000; i++)
@@ -108,7 +111,10 @@ int main(int argc, char **argv) {
 		if (strcmp(mode, "step") == 0) {
 			if (write(go[1], "x", 1) != 1)
 				_exit(3);
-			usleep(20000);
+			/* The step must come in the loop, with the handler in: on a
+			 * loaded machine the child may not have run at all yet. */
+			while (!*running)
+				usleep(1000);
 			int ws;
 			ptrace(PTRACE_INTERRUPT, child, 0, 0);
 			waitpid(child, &ws, __WALL);
