@@ -556,8 +556,7 @@ const probeGone = 10 * time.Second
 // program when Close returned (docs/facts.md, fact 160). Their hits would
 // still run the eBPF program, whose signals would then come after snapctl
 // let the process go, and a look at the program's text would find the
-// int3. The process is stopped whenever a probe is closed, so no hit comes
-// meanwhile.
+// int3. A hit during the wait is the probe's, as before the close.
 func (p *probe) close(pid int) error {
 	for _, l := range p.links {
 		l.Close()
