@@ -45,7 +45,7 @@ type Conn struct {
 	// instead of gdb's -exec-interrupt (SetInterrupt).
 	interrupt func(context.Context) error
 	// stretch, when set, is how Interrupt stretches its wait instead of
-	// the machine's load (loadStretch).
+	// the machine's load (loadStretch, SetStretch).
 	stretch func() float64
 }
 
@@ -228,6 +228,11 @@ func (c *Conn) Interrupt() *mi.Record {
 	}
 	return nil
 }
+
+// SetStretch has Interrupt stretch its wait by f() rather than by the
+// machine's load: for a scripted debugger, which answers at once however
+// loaded the machine is.
+func (c *Conn) SetStretch(f func() float64) { c.stretch = f }
 
 // SendInterrupt asks for the running target to stop, once, without
 // waiting: gdb's -exec-interrupt, or the backend's own way (SetInterrupt).

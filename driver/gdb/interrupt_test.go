@@ -57,7 +57,7 @@ func TestInterruptStretchedByLoad(t *testing.T) {
 			d := &slowStop{after: 4500 * time.Millisecond, events: make(chan *mi.Record, 1), done: make(chan struct{})}
 			c := NewConn(d, 0, time.Second, nil)
 			c.SetInterrupt(d.interrupt)
-			c.stretch = func() float64 { return tc.stretch }
+			c.SetStretch(func() float64 { return tc.stretch })
 			start := time.Now()
 			rec := c.Interrupt()
 			took := time.Since(start)
