@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -157,7 +158,7 @@ func (l *Launch) connectVgdb(ctx context.Context) error {
 	// neither a signal to gdb's child nor the stall watch reaches
 	// (docs/facts.md, fact 30). exec makes vgdb gdb's child in every
 	// shell.
-	pipe := fmt.Sprintf("| exec %s --vgdb-prefix=%s --pid=%d", l.env.Tools["vgdb"], l.vgdbPrefix(), l.vg.Pid())
+	pipe := vgdbPipe(l.env.Tools["vgdb"], l.vgdbPrefix(), l.vg.Pid())
 	// snapctl's own deadlines bound every exchange with vgdb, not
 	// gdb's remotetimeout (gdb.RemoteTimeout).
 	if _, err := l.gdb.Do(ctx, gdb.RemoteTimeout(l.env.Times.Command, l.env.Times.Stop)); err != nil {
@@ -187,6 +188,19 @@ func (l *Launch) connectVgdb(ctx context.Context) error {
 		return l.env.Run.DiskFull(&backend.ToolError{Tool: "vgdb", Msg: "gdb cannot connect to valgrind", Err: err, Tail: logTail(filepath.Join(l.dir, Log), 8)})
 	}
 	return nil
+}
+
+// vgdbPipe is the command of gdb's `target remote |` that runs vgdb at
+// path for the valgrind of pid, whose FIFOs are named from prefix. vgdb
+// dies with gdb (setpriv --pdeathsig, util-linux's): a vgdb started just
+// as snapctl is killed, and valgrind with it, finds valgrind not yet
+// reaped, opens its FIFO and waits in that open for ever, past gdb's end
+// (docs/facts.md, fact 161).
+func vgdbPipe(path, prefix string, pid int) string {
+	if setpriv, err := exec.LookPath("setpriv"); err == nil {
+		return fmt.Sprintf("| exec %s --pdeathsig KILL %s --vgdb-prefix=%s --pid=%d", setpriv, path, prefix, pid)
+	}
+	return fmt.Sprintf("| exec %s --vgdb-prefix=%s --pid=%d", path, prefix, pid)
 }
 
 // valgrindArgs is valgrind's command line after the executable.
