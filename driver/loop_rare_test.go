@@ -511,10 +511,10 @@ func TestLoopAroundCallInterruptWithoutStop(t *testing.T) {
 	}
 }
 
-// The stop of an interrupt given up on that never comes (a thread in a
-// tracing stop gdb never reported, the others blocking SIGINT, as a
-// --sites run's was under load: fact 159) ends the run stop_timeout
-// later, with an error that says so. Before, the loop waited for ever.
+// The stop of an interrupt given up on that never comes (every thread
+// that could take its SIGINT held stopped by gdb, the running one
+// blocking it, as in a --sites run whose finish ran heaptrack's timer
+// thread alone: fact 159) ends the run stop_timeout later, with an error that says so. Before, the loop waited for ever.
 func TestLoopInterruptStopNeverComes(t *testing.T) {
 	t.Parallel()
 	const plan = "stop_timeout: 100ms\nbreakpoints:\n  - name: request\n    location: handle_request\n    around_call: true\n"

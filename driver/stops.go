@@ -420,11 +420,12 @@ func (s *stopLoop) interrupt() *mi.Record {
 
 // strayOverdue ends the run when the stop of an interrupt given up on has
 // not come within stop_timeout: gdb then waits for a stop the program
-// cannot make, and nothing else would end the wait. A thread that stands
-// in a tracing stop gdb never reported, while the program's other
-// threads block SIGINT (heaptrack's timer thread blocks every signal),
-// keeps the interrupt's SIGINT pending for ever (docs/facts.md, fact
-// 159). The program's threads and their states are in the error.
+// cannot make, and nothing else would end the wait. When every thread
+// that could take the interrupt's SIGINT is held stopped by gdb and the
+// running ones block it (heaptrack's timer thread blocks every signal),
+// the SIGINT stays pending for ever, as when a finish ran that timer
+// thread alone (docs/facts.md, fact 159). The program's threads and
+// their states are in the error.
 func (s *stopLoop) strayOverdue() error {
 	if !s.strayInterrupt {
 		return nil

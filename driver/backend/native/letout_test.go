@@ -142,8 +142,21 @@ func TestLetOutOwnerless(t *testing.T) {
 	if err := json.Unmarshal([]byte(gdb.LastLine(console("python sites_cut()"))), &cut); err != nil || cut.Busy == nil || *cut.Busy != 0 {
 		t.Fatalf("the agent's cut: %+v, %v; want busy with thread 0", cut, err)
 	}
+	// The stop is another thread's than the holder's, as when a thread
+	// hits a breakpoint while heaptrack's timer thread holds the lock:
+	// mark leaves that thread selected (fact 159).
+	if _, err := c.Send(ctx, "-thread-select", "1"); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.mark(ctx, c, pid, 1, cut); err != nil {
 		t.Fatal(err)
+	}
+	sel, err := c.Send(ctx, "-thread-info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := sel.String("current-thread-id"); id != "1" {
+		t.Errorf("thread %q selected after the holder was let out, want the stop's, 1", id)
 	}
 	counted, err := strconv.ParseInt(strings.TrimSpace(evaluate(ctx, t, c, "counts[0] + counts[1] + counts[2]")), 10, 64)
 	if err != nil {

@@ -299,6 +299,14 @@ func letOut(ctx context.Context, c *gdb.Conn, pid, tid int, lock uint64, owner f
 		return errors.New(gdb.Message(err))
 	}
 	all := r.List("threads")
+	// The thread gdb has selected, the stop's own, is selected again once
+	// the holder is out: what the stop does next (around_call's finish,
+	// the plan's commands) is that thread's. Left on the holder, a
+	// finish ran heaptrack's timer thread alone, for ever, while the
+	// stopped thread waited at its breakpoint (docs/facts.md, fact 159).
+	if current := r.String("current-thread-id"); current != "" {
+		defer c.Do(ctx, gdb.SelectThread(current))
+	}
 	inside := mutexFrames(ctx, c, all)
 	restore, err := c.LockScheduler(ctx, "on")
 	if err != nil {

@@ -89,8 +89,9 @@ func TestSitesPendingLibc(t *testing.T) {
 				}
 				plan := fmt.Sprintf(pidPlan, "valgrind:\n  alloc_fns: [pool_get]\n", extra)
 				for run := range 3 {
-					// The MI transcript is kept: this run's finish once
-					// waited on a stop gdb never reported (fact 159).
+					// The MI transcript is kept, and its end is in
+					// the message of a run that fails: it told why this
+					// run's finish once never returned (fact 159).
 					res, m, err := runNative(t, driver.Options{NoAgent: p.noAgent, Trace: true}, plan, bin, "5")
 					if err != nil {
 						t.Fatalf("run %d: %v; events %+v\n%s", run, err, m.Events, traceTail(res.Dir, 60))
