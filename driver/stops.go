@@ -483,7 +483,7 @@ func tracingStop(pid, tid int) string {
 	if tracer, _ := strconv.Atoi(status["TracerPid"]); tracer > 0 {
 		parts = append(parts, fmt.Sprintf("%s %d", proc.Name(tracer), tracer))
 	}
-	if pc, ok := proc.PC(pid, tid); ok {
+	if _, pc, ok := proc.StoppedAt(pid, tid); ok {
 		parts = append(parts, fmt.Sprintf("at %#x", pc))
 	}
 	if sigs := signalNames(status["SigPnd"]); sigs != "" {

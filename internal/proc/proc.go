@@ -70,21 +70,23 @@ func Tasks(pid int) []int {
 	return tids
 }
 
-// PC reads the program counter of thread tid of process pid while it is
-// stopped, whoever traces it: /proc/PID/task/TID/syscall ends with the
-// stack pointer and the PC, in a system call ("NR ARGS... SP PC") or out
-// of one ("-1 SP PC").
-func PC(pid, tid int) (uint64, bool) {
+// StoppedAt reads the stack pointer and program counter of thread tid of
+// process pid while it is stopped, whoever traces it:
+// /proc/PID/task/TID/syscall ends with them, in a system call ("NR
+// ARGS... SP PC") or out of one ("-1 SP PC"); a thread that runs has
+// "running" there.
+func StoppedAt(pid, tid int) (sp, pc uint64, ok bool) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/syscall", pid, tid))
 	if err != nil {
-		return 0, false
+		return 0, 0, false
 	}
 	f := strings.Fields(string(data))
 	if len(f) < 3 {
-		return 0, false
+		return 0, 0, false
 	}
-	pc, err := strconv.ParseUint(strings.TrimPrefix(f[len(f)-1], "0x"), 16, 64)
-	return pc, err == nil
+	sp, err1 := strconv.ParseUint(strings.TrimPrefix(f[len(f)-2], "0x"), 16, 64)
+	pc, err2 := strconv.ParseUint(strings.TrimPrefix(f[len(f)-1], "0x"), 16, 64)
+	return sp, pc, err1 == nil && err2 == nil
 }
 
 // Alive reports whether process pid exists and is no zombie.

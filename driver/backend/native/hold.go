@@ -230,7 +230,7 @@ func (h *tracerHold) restore() int {
 		if proc.Stat(tid).State != 't' {
 			continue
 		}
-		pc, ok := proc.PC(h.pid, tid)
+		_, pc, ok := proc.StoppedAt(h.pid, tid)
 		if !ok {
 			continue
 		}
@@ -431,7 +431,7 @@ func threadsAt(pid int, patches []textPatch) string {
 		}
 		fmt.Fprintf(&b, " %d %s code %s pnd %q", tid, f[0], code, pnd)
 		if f[0] == "t" || f[0] == "T" {
-			if pc, ok := proc.PC(pid, tid); ok {
+			if _, pc, ok := proc.StoppedAt(pid, tid); ok {
 				fmt.Fprintf(&b, " pc %#x", pc)
 				for _, p := range patches {
 					if pc == p.addr+uint64(len(breakInsn)) {

@@ -331,18 +331,8 @@ func (f *threadFinder) find(tid int) (uint64, bool) {
 	if !f.ok {
 		return 0, false
 	}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/syscall", f.pid, tid))
-	if err != nil {
-		return 0, false
-	}
-	// "NR ARGS... SP PC" in a system call, "-1 SP PC" stopped outside
-	// one, "running" for a thread that runs.
-	fields := strings.Fields(string(data))
-	if len(fields) < 3 {
-		return 0, false
-	}
-	sp, err := strconv.ParseUint(strings.TrimPrefix(fields[len(fields)-2], "0x"), 16, 64)
-	if err != nil {
+	sp, _, ok := proc.StoppedAt(f.pid, tid)
+	if !ok {
 		return 0, false
 	}
 	var m *proc.Mapping
