@@ -265,6 +265,13 @@ func (t *Tracer) seizeAll() error {
 				switch {
 				case err == unix.ESRCH:
 					continue // it ended
+				case err == unix.EPERM && !proc.Alive(tid):
+					// It ended and is not yet released, which the
+					// kernel refuses to trace: a thread that exits
+					// (a server's short-lived helper), or a main
+					// thread that called pthread_exit and waits as a
+					// zombie for the rest of its group.
+					continue
 				case err == unix.EPERM && t.ours(tid):
 					// Started by a thread seized already: the
 					// kernel traces it for us (its clone event

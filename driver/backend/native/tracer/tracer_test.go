@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/snapctl/snapctl/driver/backend/native/uprobes"
+	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/internal/testenv"
 )
 
@@ -455,4 +456,41 @@ func TestStopTakenByAnotherWait(t *testing.T) {
 	testenv.WaitUntil(t, "the kernel to detach", time.Minute, 10*time.Millisecond, func() bool { return len(tracerPids(t, pid)) == 0 })
 	n := p.count(t)
 	testenv.WaitUntil(t, "the workers to go on", time.Minute, 10*time.Millisecond, func() bool { return p.count(t) > n+10_000 })
+}
+
+// A process whose main thread has ended (pthread_exit) is seized in its
+// other threads: the kernel refuses to trace the zombie main thread, as
+// it does a thread that has just exited, and neither is a failure.
+// A server's helper thread exiting as snapctl seized it made an attach
+// fail with "operation not permitted", 1 in 10 cycles of a fault row.
+func TestSeizeSkipsEndedThreads(t *testing.T) {
+	bin := testenv.Build(t, "testdata/leaderexit.c")
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), testenv.ScopeEnv(t))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("leaderexit said %q: %v", line, err)
+	}
+	pid := cmd.Process.Pid
+	testenv.WaitUntil(t, "the main thread to be a zombie", 10*time.Second, time.Millisecond, func() bool {
+		return proc.Stat(pid).State == 'Z'
+	})
+	tr, err := Seize(pid, Config{Watch: []syscall.Signal{syscall.SIGWINCH, syscall.SIGURG}})
+	if err != nil {
+		t.Fatalf("seizing a process whose main thread ended: %v", err)
+	}
+	traced := tracerPids(t, pid)
+	if err := tr.Detach(); err != nil {
+		t.Errorf("detach: %v", err)
+	}
+	if len(traced) != 1 || strings.HasPrefix(traced[0], strconv.Itoa(pid)+" ") {
+		t.Errorf("threads traced %v, want the worker alone", traced)
+	}
 }
