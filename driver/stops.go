@@ -443,8 +443,9 @@ func (s *stopLoop) strayOverdue() error {
 
 // threadStates lists process pid's threads with their states, "888
 // stopped by a tracer (gdb 880, at 0x401136), 889 waiting", and the
-// signals pending for the whole process: what tells, after the fact, which
-// stop a tracer left unreported and why an interrupt could not land.
+// signals pending for the whole process: where each held thread stands
+// and why an interrupt could not land (docs/facts.md, fact 159); "" when
+// pid is 0 or gone.
 func threadStates(pid int) string {
 	if pid == 0 {
 		return ""
