@@ -369,9 +369,19 @@ func (t *Tracer) wait(deadline time.Time, stop <-chan struct{}) (tid int, ws uni
 // reap takes one tracee's wait status with wait4's flags: ok with the
 // thread and its status, or neither when WNOHANG found none; an
 // interrupted wait is tried again.
+//
+// The tracer's thread may have children of its own: Go runs goroutines
+// on a pool of threads, and a goroutine that started a program on this
+// thread before the tracer took it made that program this thread's
+// child, which a wait for any child reports too, first. Taking its
+// status would take it from the goroutine that waits for it (os/exec's
+// "waitid: no child processes", docs/facts.md, fact 163). So reap looks
+// first (WNOWAIT) and takes only a tracee's status; while such a child
+// is in the way, it asks each traced thread in turn.
 func (t *Tracer) reap(flags int) (tid int, ws unix.WaitStatus, ok bool, err error) {
 	for {
-		tid, err := unix.Wait4(-1, &ws, flags, nil)
+		var si waitInfo
+		err := unix.Waitid(unix.P_ALL, 0, (*unix.Siginfo)(unsafe.Pointer(&si)), flags|unix.WEXITED|unix.WSTOPPED|unix.WNOWAIT, nil)
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -379,12 +389,52 @@ func (t *Tracer) reap(flags int) (tid int, ws unix.WaitStatus, ok bool, err erro
 			return 0, 0, false, ErrEnded
 		case err != nil:
 			return 0, 0, false, fmt.Errorf("waiting for the traced threads: %w", err)
-		case tid > 0:
+		case si.pid == 0:
+			return 0, 0, false, nil
+		}
+		if t.tracee(int(si.pid)) {
+			tid, err := unix.Wait4(int(si.pid), &ws, flags|unix.WNOHANG, nil)
+			switch {
+			case err == unix.EINTR || err == nil && tid == 0:
+				continue
+			case err != nil:
+				return 0, 0, false, fmt.Errorf("waiting for traced thread %d: %w", si.pid, err)
+			}
 			t.events++
 			return tid, ws, true, nil
 		}
-		return 0, 0, false, nil
+		for tid := range t.threads {
+			got, err := unix.Wait4(tid, &ws, unix.WALL|unix.WNOTHREAD|unix.WNOHANG, nil)
+			if err == nil && got == tid {
+				t.events++
+				return tid, ws, true, nil
+			}
+		}
+		if flags&unix.WNOHANG != 0 {
+			return 0, 0, false, nil
+		}
+		// Blocking: the other child stays first until its own waiter
+		// takes it, within moments.
+		time.Sleep(time.Millisecond)
 	}
+}
+
+// waitInfo is the start of the kernel's siginfo_t as waitid fills it:
+// x/sys/unix's Siginfo does not name si_pid.
+type waitInfo struct {
+	signo, errno, code, _ int32
+	pid, uid, status      int32
+	_                     [100]byte
+}
+
+// tracee reports whether pid is a thread of the traced process: one the
+// tracer knows, or a new one whose clone event has not come yet.
+func (t *Tracer) tracee(pid int) bool {
+	if t.threads[pid] != nil {
+		return true
+	}
+	st, err := proc.Status(pid)
+	return err == nil && st["Tgid"] == strconv.Itoa(t.pid)
 }
 
 // poll returns the next event of a tracee by deadline, ok false when

@@ -494,3 +494,32 @@ func TestSeizeSkipsEndedThreads(t *testing.T) {
 		t.Errorf("threads traced %v, want the worker alone", traced)
 	}
 }
+
+// A program started on the tracer's thread before (by whatever goroutine
+// ran there) is that thread's child too: its end is left to the goroutine
+// that waits for it, not taken by the tracer's waits. A native test
+// binary's gcc once failed so ("waitid: no child processes").
+func TestChildOfTracerThreadLeftToItsWaiter(t *testing.T) {
+	kernelOrSkip(t)
+	p := start(t, 1, 0)
+	tr, _ := traced(t, p, 1000)
+	child := exec.Command("true")
+	var err error
+	tr.do(func() { err = child.Start() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitUntil(t, "the child to end", 10*time.Second, time.Millisecond, func() bool {
+		return proc.Stat(child.Process.Pid).State == 'Z'
+	})
+	p.say(t, "go")
+	ev, ok, err := tr.Next(nil)
+	if err != nil || !ok {
+		t.Fatalf("next: %+v %v %v", ev, ok, err)
+	}
+	tr.ResumeAll()
+	if err := child.Wait(); err != nil {
+		t.Errorf("waiting for the child the tracer's thread started: %v", err)
+	}
+	p.say(t, "quit")
+}
