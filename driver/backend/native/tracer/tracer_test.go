@@ -464,20 +464,7 @@ func TestStopTakenByAnotherWait(t *testing.T) {
 // A server's helper thread exiting as snapctl seized it made an attach
 // fail with "operation not permitted", 1 in 10 cycles of a fault row.
 func TestSeizeSkipsEndedThreads(t *testing.T) {
-	bin := testenv.Build(t, "testdata/leaderexit.c")
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), testenv.ScopeEnv(t))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
-		t.Fatalf("leaderexit said %q: %v", line, err)
-	}
+	cmd := testenv.StartFixture(t, testenv.Build(t, "testdata/leaderexit.c"))
 	pid := cmd.Process.Pid
 	testenv.WaitUntil(t, "the main thread to be a zombie", 10*time.Second, time.Millisecond, func() bool {
 		return proc.Stat(pid).State == 'Z'
