@@ -66,13 +66,31 @@ func snapctlKilledWhileCounting(t *testing.T, seized bool) {
 	if seized {
 		cmd.Env = append(cmd.Env, "SNAPCTL_STOPS=snapctl")
 	}
+	// A file, not a pipe: the guardian snapctl leaves behind holds its
+	// stderr, and Wait would wait for it.
+	stderr, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
+	// A snapctl that has ended, or whose probes never came, says why in
+	// its messages and its run's log.
+	why := func() string {
+		msgs, _ := os.ReadFile(stderr.Name())
+		data, _ := os.ReadFile(filepath.Join(dir, "run", "run.json"))
+		return fmt.Sprintf("stderr:\n%s\nrun.json:\n%s", msgs, data)
+	}
 	for deadline := testenv.NewDeadline(time.Minute); bpfLinksOf(cmd.Process.Pid) == 0; time.Sleep(5 * time.Millisecond) {
+		if !proc.Alive(cmd.Process.Pid) {
+			t.Fatalf("snapctl ended before the kernel took the counting over\n%s", why())
+		}
 		if deadline.Passed() {
-			t.Fatal("the kernel never took the counting over")
+			t.Fatalf("the kernel never took the counting over in %v\n%s", deadline.Waited(), why())
 		}
 	}
 	if seized {
