@@ -346,10 +346,12 @@ func TestAroundCallLeaf(t *testing.T) {
     location: note
     around_call: true
 `
-	res := mustRun(t, session{Plan: plan, Bin: bin, Args: []string{fmt.Sprint(n)}}, exitOK)
+	// The transcript explains a stop the run did not expect.
+	res := mustRun(t, session{Plan: plan, Bin: bin, Args: []string{fmt.Sprint(n)}, Flags: []string{"--trace"}}, exitOK)
 	checkCompleted(t, res)
 	if len(res.Run.Events) != 0 {
-		t.Errorf("events %+v, want none", res.Run.Events)
+		mi, _ := os.ReadFile(filepath.Join(res.Out, "gdb-mi.log"))
+		t.Errorf("events %+v, want none; gdb's transcript:\n%s", res.Run.Events, mi)
 	}
 	stops := res.Run.stopsOf("note")
 	if len(stops) != 2*n {

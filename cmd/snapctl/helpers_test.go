@@ -106,6 +106,8 @@ type runTarget struct {
 type runEvent struct {
 	Kind    string `json:"kind"` // "signal", "unexpected-stop", "stop-abandoned", ...
 	Signal  string `json:"signal"`
+	Reason  string `json:"reason"` // gdb's stop reason
+	Frame   frame  `json:"frame"`
 	Message string `json:"message"`
 }
 
