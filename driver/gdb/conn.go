@@ -159,13 +159,50 @@ func (c *Conn) Running() bool {
 	return r.Running()
 }
 
-// Drain notes and discards the async records already delivered.
+// Drain notes and discards the async records gdb has printed so far:
+// those delivered, and with a *mi.Client those its reader has read and
+// not yet delivered (mi.Client.Queued). A command's result can be
+// returned before the records gdb printed ahead of it reach Events: the
+// *stopped of connecting to valgrind's gdbserver, read by the stop loop
+// after Drain, was a stop the run did not expect.
 func (c *Conn) Drain() {
+	q, _ := c.d.(interface{ Queued() (pushed, sent uint64) })
+	var want uint64
+	if q != nil {
+		want, _ = q.Queued()
+	}
+	// done: the record numbered want has been read, here or before.
+	done := want == 0
+	note := func(rec *mi.Record) {
+		c.Note(rec)
+		if rec.Seq >= want {
+			done = true
+		}
+	}
 	for {
 		select {
-		case rec := <-c.d.Events():
-			c.Note(rec)
+		case rec, ok := <-c.d.Events():
+			if !ok {
+				return
+			}
+			note(rec)
+			continue
 		default:
+		}
+		if done {
+			return
+		}
+		if _, sent := q.Queued(); sent >= want {
+			// It was in the channel, which is empty: read before.
+			return
+		}
+		select {
+		case rec, ok := <-c.d.Events():
+			if !ok {
+				return
+			}
+			note(rec)
+		case <-c.d.Done():
 			return
 		}
 	}

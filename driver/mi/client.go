@@ -53,6 +53,9 @@ type eventQueue struct {
 	qSignal chan struct{}
 	events  chan *Record
 	stop    chan struct{} // closed by Close: the pump gives up
+	// pushed counts the records the reader has queued, sent those the
+	// pump has put in events (Queued).
+	pushed, sent atomic.Uint64
 }
 
 // lifecycle is how the client ends: gdb's process, the reader's end, the
@@ -471,9 +474,21 @@ func trimEOL(b []byte) []byte {
 // push queues an event. It never blocks.
 func (c *Client) push(r *Record) {
 	c.q.qmu.Lock()
+	r.Seq = c.q.pushed.Add(1)
 	c.q.queue = append(c.q.queue, r)
 	c.q.qmu.Unlock()
 	c.signalQueue()
+}
+
+// Queued says how many records the reader has queued for Events so far
+// (the last one's Seq), and how many of them the pump has put in the
+// channel. A record gdb printed before a command's result is queued by
+// the time the result is returned, but it may not be in Events yet: a
+// reader of Events that must have every record printed so far
+// (gdb.Conn.Drain) reads on until it has had the record numbered
+// pushed, or sent says that record was in the channel.
+func (c *Client) Queued() (pushed, sent uint64) {
+	return c.q.pushed.Load(), c.q.sent.Load()
 }
 
 func (c *Client) signalQueue() {
@@ -506,6 +521,7 @@ func (c *Client) pump() {
 		for _, r := range batch {
 			select {
 			case c.q.events <- r:
+				c.q.sent.Add(1)
 			case <-c.q.stop:
 				return
 			}

@@ -75,6 +75,9 @@ type Record struct {
 	Text string
 	// Err is the parse error of an unparsed record.
 	Err error
+	// Seq is a record's place among those a Client queued for Events,
+	// from 1 (Client.Queued); 0 for the others.
+	Seq uint64
 }
 
 // String returns the constant at path in the record's results; see Value.

@@ -1,0 +1,66 @@
+package gdb
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/snapctl/snapctl/driver/mi"
+	"github.com/snapctl/snapctl/internal/testenv"
+)
+
+// lateEvents is a debugger whose reader has read a record that reaches
+// Events only a while later, as mi.Client's pump may deliver it on a
+// loaded machine after the result of the command gdb printed it before.
+type lateEvents struct {
+	events       chan *mi.Record
+	done         chan struct{}
+	pushed, sent atomic.Uint64
+}
+
+func (d *lateEvents) Send(context.Context, string, ...string) (*mi.Result, error) {
+	return &mi.Result{}, nil
+}
+
+func (d *lateEvents) SendBatch(_ context.Context, cmds []mi.Command) ([]*mi.Result, []error) {
+	return make([]*mi.Result, len(cmds)), make([]error, len(cmds))
+}
+func (d *lateEvents) Events() <-chan *mi.Record     { return d.events }
+func (d *lateEvents) Done() <-chan struct{}         { return d.done }
+func (d *lateEvents) Err() error                    { return nil }
+func (d *lateEvents) Queued() (pushed, sent uint64) { return d.pushed.Load(), d.sent.Load() }
+
+// Drain takes the records gdb printed before it was called, also one
+// still on its way to Events: valgrind's connection stop, left behind,
+// was a stop the run did not expect.
+func TestDrainWaitsForQueuedRecords(t *testing.T) {
+	t.Parallel()
+	d := &lateEvents{events: make(chan *mi.Record, 4), done: make(chan struct{})}
+	d.pushed.Store(1)
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		// As mi.Client's pump: sent counts the record once it is in
+		// the channel, after Drain may have read it.
+		d.events <- &mi.Record{Type: mi.TypeExec, Class: "stopped", Seq: 1}
+		time.Sleep(50 * time.Millisecond)
+		d.sent.Add(1)
+	}()
+	c := NewConn(d, 0, time.Second, nil)
+	start := time.Now()
+	drained := make(chan struct{})
+	go func() { c.Drain(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(testenv.Scaled(10 * time.Second)):
+		t.Fatal("Drain has not returned 10 s after the record came")
+	}
+	if waited := time.Since(start); waited < 40*time.Millisecond {
+		t.Errorf("Drain returned after %v, before the record came", waited)
+	}
+	select {
+	case rec := <-d.events:
+		t.Errorf("Drain left %+v in Events", rec)
+	default:
+	}
+}
