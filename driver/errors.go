@@ -48,7 +48,10 @@ type ToolError = backend.ToolError
 type CrashError struct {
 	Signal string         // "SIGSEGV"
 	Frame  *runjson.Frame // where it died, when gdb could tell
-	Err    error          // what snapctl was doing when it died, when not running it
+	// Err is what snapctl was doing when it died, when not running it,
+	// or how snapctl knows of a death gdb did not report (the backend's
+	// TargetKilledError: "gdb did not report it", a tracer gone with it).
+	Err error
 }
 
 func (e *CrashError) Error() string {

@@ -686,7 +686,7 @@ func (s *session) startAndLoop(ctx context.Context) error {
 		if err := s.launcher.Start(ctx); err != nil {
 			var killed *backend.TargetKilledError
 			if errors.As(err, &killed) {
-				return &CrashError{Signal: killed.Signal}
+				return &CrashError{Signal: killed.Signal, Err: killed.Err}
 			}
 			return s.watch.explain(ctx, err)
 		}

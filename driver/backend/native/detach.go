@@ -356,7 +356,7 @@ func (b *Launch) detach(exited bool) (detached bool) {
 			return true
 		}
 		did = append(did, "ended gdb, which could not detach ("+err.Error()+")")
-		syscall.Kill(-b.gdb.Pid(), syscall.SIGKILL)
+		b.gdb.Kill()
 		select {
 		case <-b.gdb.Done():
 		case <-time.After(5 * b.env.Times.Grace):
