@@ -47,7 +47,7 @@ func TestKilledRunAccounts(t *testing.T) {
 			snaps := filepath.Join(r.out, "snapshots")
 			switch moment {
 			case "startup":
-				waitFile(t, snaps, time.Minute)
+				waitFile(t, r, snaps, time.Minute)
 			case "mid-run":
 				waitFor(t, "run.json to list a stop", 2*time.Minute, func() bool { return len(listed(t, r.out, false)) > 0 })
 			case "exit":

@@ -510,7 +510,7 @@ func (fx *faultRun) isTarget(p testenv.Proc) bool {
 // before its next request.
 func (fx *faultRun) reachMidRun(t *testing.T, r *running) {
 	if fx.valgrind() {
-		waitFile(t, filepath.Join(r.out, "snapshots"), time.Minute)
+		waitFile(t, r, filepath.Join(r.out, "snapshots"), time.Minute)
 	}
 	tg := fx.target(t)
 	testenv.WaitForProc(t, "the target sleeping between requests, a request served", func(p testenv.Proc) bool {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/internal/testenv"
 )
 
@@ -72,7 +73,7 @@ func reach(t *testing.T, m moment, extraFlags ...string) *running {
 	case atStop:
 		waitDescendant(t, "sleep 2", reachWithin)
 	case atRunning:
-		waitFile(t, filepath.Join(r.out, "snapshots"), reachWithin)
+		waitFile(t, r, filepath.Join(r.out, "snapshots"), reachWithin)
 		// The target sleeps 200 ms before each request: once valgrind
 		// is seen in that sleep after the first snapshot, the target runs
 		// between two stops.
@@ -91,14 +92,19 @@ func waitDescendant(t *testing.T, cmdline string, timeout time.Duration) testenv
 }
 
 // waitFile waits until dir holds at least one file.
-func waitFile(t *testing.T, dir string, timeout time.Duration) {
+func waitFile(t *testing.T, r *running, dir string, timeout time.Duration) {
 	t.Helper()
 	for deadline := testenv.NewDeadline(timeout); ; time.Sleep(20 * time.Millisecond) {
 		if names, _ := filepath.Glob(filepath.Join(dir, "*")); len(names) > 0 {
 			return
 		}
+		// A snapctl that has ended will write nothing more: it says
+		// why on its stderr.
+		if !proc.Alive(r.cmd.Process.Pid) {
+			t.Fatalf("snapctl ended before anything appeared in %s\nstderr:\n%s", dir, r.stderr.String())
+		}
 		if deadline.Passed() {
-			t.Fatalf("nothing appeared in %s within %v", dir, deadline)
+			t.Fatalf("nothing appeared in %s within %v\nstderr so far:\n%s", dir, deadline, r.stderr.String())
 		}
 	}
 }

@@ -164,7 +164,7 @@ func TestFullTmpdir(t *testing.T) {
 			}
 			r := startSnapctl(t, session{Plan: requestPlan, Bin: bin, Args: []string{"slow", "10"}, Env: []string{"TMPDIR=" + tmp}, Limit: time.Minute})
 			if !tt.atStart {
-				waitFile(t, filepath.Join(r.out, "snapshots"), 30*time.Second)
+				waitFile(t, r, filepath.Join(r.out, "snapshots"), 30*time.Second)
 				testenv.KeepFull(t, tmp)
 			}
 			res := r.wait()

@@ -39,7 +39,7 @@ func TestStallStoppedTool(t *testing.T) {
 			t.Parallel()
 			testenv.NoLeftovers(t)
 			r := startSnapctl(t, session{Plan: tt.plan, Bin: bin, Args: []string{"slow", "30"}, Limit: 2 * time.Minute})
-			waitFile(t, filepath.Join(r.out, "snapshots"), time.Minute)
+			waitFile(t, r, filepath.Join(r.out, "snapshots"), time.Minute)
 			victim := testenv.WaitFor(t, tt.tool, 30*time.Second)
 			if err := syscall.Kill(victim.PID, syscall.SIGSTOP); err != nil {
 				t.Fatalf("stopping %s: %v", tt.tool, err)

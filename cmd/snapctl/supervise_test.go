@@ -79,7 +79,7 @@ func TestSnapctlKilled(t *testing.T) {
 				r = startSnapctl(t, session{Plan: plan, Bin: bin, Args: []string{"hang", "1"}, Limit: time.Minute})
 				// At the hit, the stop's finish runs the call, which
 				// blocks in pause().
-				waitFile(t, filepath.Join(r.out, "snapshots"), 30*time.Second)
+				waitFile(t, r, filepath.Join(r.out, "snapshots"), 30*time.Second)
 				vg := testenv.WaitFor(t, testenv.Valgrind, 30*time.Second)
 				testenv.WaitForProc(t, "valgrind in pause()", func(p testenv.Proc) bool {
 					return p.PID == vg.PID && testenv.InSyscall(p.PID, "pause")
