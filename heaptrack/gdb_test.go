@@ -25,6 +25,16 @@ type miGDB struct {
 	cmd   *exec.Cmd
 	in    io.WriteCloser
 	lines chan string
+	// said is the end of the exchange, commands and gdb's lines, for
+	// a failure to show where gdb fell silent.
+	said []string
+}
+
+// heard keeps line in the exchange's end.
+func (g *miGDB) heard(line string) {
+	if g.said = append(g.said, line); len(g.said) > 40 {
+		g.said = g.said[len(g.said)-40:]
+	}
 }
 
 func startGDB(t *testing.T, env []string, args ...string) *miGDB {
@@ -66,6 +76,7 @@ func startGDB(t *testing.T, env []string, args ...string) *miGDB {
 // send sends a command and returns its result record (^done...).
 func (g *miGDB) send(cmd string) string {
 	g.t.Helper()
+	g.heard("-> " + cmd)
 	fmt.Fprintln(g.in, cmd)
 	for {
 		l := g.next()
@@ -90,11 +101,12 @@ func (g *miGDB) next() string {
 	select {
 	case l, ok := <-g.lines:
 		if !ok {
-			g.t.Fatal("gdb ended")
+			g.t.Fatalf("gdb ended; the exchange's end:\n%s", strings.Join(g.said, "\n"))
 		}
+		g.heard(l)
 		return l
 	case <-time.After(2 * time.Minute):
-		g.t.Fatal("gdb said nothing for 2 minutes")
+		g.t.Fatalf("gdb said nothing for 2 minutes; the exchange's end:\n%s", strings.Join(g.said, "\n"))
 	}
 	return ""
 }
