@@ -354,6 +354,12 @@ func runGuardian(specJSON string) int {
 		n, err := restoreText(pid, patches)
 		logf("put back the program's bytes at %d breakpoints: %v", n, err)
 	}
+	untrap := func() {
+		if trap != 0 {
+			err := removeTrapHandler(pid, trap)
+			logf("took snapctl's SIGTRAP handler out of process %d: %v", pid, err)
+		}
+	}
 	if recording {
 		t, err := heaptrack.OpenTarget(pid, spec.Layout)
 		if err == nil {
@@ -362,6 +368,10 @@ func runGuardian(specJSON string) int {
 		}
 		if err != nil {
 			logf("could not stop heaptrack's recording in process %d (%v): the FIFO is emptied until it closes", pid, err)
+			// The handler goes all the same: the process runs on
+			// as it would without snapctl, but for heaptrack's
+			// library writing into the FIFO.
+			untrap()
 			<-drained
 			return 1
 		}
@@ -375,10 +385,7 @@ func runGuardian(specJSON string) int {
 			logf("continued process %d, left stopped", pid)
 		}
 	}
-	if trap != 0 {
-		err := removeTrapHandler(pid, trap)
-		logf("took snapctl's SIGTRAP handler out of process %d: %v", pid, err)
-	}
+	untrap()
 	logf("process %d runs on", pid)
 	return finish(0)
 }
