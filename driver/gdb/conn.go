@@ -91,9 +91,10 @@ func (c *Conn) Close(kill bool) (reap func()) {
 // ErrGone is what WaitStopped returns once gdb has exited.
 var ErrGone = fmt.Errorf("gdb is gone: %w", mi.ErrExited)
 
-// Kill sends gdb SIGKILL, by its group while gdb has not been reaped and
-// never by the number after (child.Process.Signal): the number may lead
-// another process's group by then (docs/facts.md, fact 158).
+// Kill sends gdb SIGKILL (mi.Client.Kill: its process group, or gdb
+// alone when it started its program), never by a number gdb may have
+// left to another process's group once reaped (child.Process.Signal,
+// docs/facts.md, fact 158).
 func (c *Conn) Kill() {
 	if c != nil && c.client != nil {
 		c.client.Kill()

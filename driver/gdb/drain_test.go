@@ -1,7 +1,6 @@
 package gdb
 
 import (
-	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,21 +13,10 @@ import (
 // Events only a while later, as mi.Client's pump may deliver it on a
 // loaded machine after the result of the command gdb printed it before.
 type lateEvents struct {
-	events       chan *mi.Record
-	done         chan struct{}
+	quietGDB
 	pushed, sent atomic.Uint64
 }
 
-func (d *lateEvents) Send(context.Context, string, ...string) (*mi.Result, error) {
-	return &mi.Result{}, nil
-}
-
-func (d *lateEvents) SendBatch(_ context.Context, cmds []mi.Command) ([]*mi.Result, []error) {
-	return make([]*mi.Result, len(cmds)), make([]error, len(cmds))
-}
-func (d *lateEvents) Events() <-chan *mi.Record     { return d.events }
-func (d *lateEvents) Done() <-chan struct{}         { return d.done }
-func (d *lateEvents) Err() error                    { return nil }
 func (d *lateEvents) Queued() (pushed, sent uint64) { return d.pushed.Load(), d.sent.Load() }
 
 // Drain takes the records gdb printed before it was called, also one
@@ -36,7 +24,7 @@ func (d *lateEvents) Queued() (pushed, sent uint64) { return d.pushed.Load(), d.
 // was a stop the run did not expect.
 func TestDrainWaitsForQueuedRecords(t *testing.T) {
 	t.Parallel()
-	d := &lateEvents{events: make(chan *mi.Record, 4), done: make(chan struct{})}
+	d := &lateEvents{quietGDB: newQuietGDB(4)}
 	d.pushed.Store(1)
 	go func() {
 		time.Sleep(50 * time.Millisecond)

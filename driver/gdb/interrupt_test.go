@@ -10,26 +10,36 @@ import (
 	"github.com/snapctl/snapctl/driver/mi"
 )
 
-// slowStop is a debugger whose target stops, and says so, a while after
-// the first interrupt: a loaded machine, where gdb reports the stop late.
-type slowStop struct {
-	after  time.Duration
+// quietGDB is a debugger that answers every command with ^done and
+// delivers the records a test puts in events.
+type quietGDB struct {
 	events chan *mi.Record
 	done   chan struct{}
-	once   sync.Once
-	sent   int
 }
 
-func (d *slowStop) Send(context.Context, string, ...string) (*mi.Result, error) {
+func newQuietGDB(buffered int) quietGDB {
+	return quietGDB{events: make(chan *mi.Record, buffered), done: make(chan struct{})}
+}
+
+func (d *quietGDB) Send(context.Context, string, ...string) (*mi.Result, error) {
 	return &mi.Result{}, nil
 }
 
-func (d *slowStop) SendBatch(_ context.Context, cmds []mi.Command) ([]*mi.Result, []error) {
+func (d *quietGDB) SendBatch(_ context.Context, cmds []mi.Command) ([]*mi.Result, []error) {
 	return make([]*mi.Result, len(cmds)), make([]error, len(cmds))
 }
-func (d *slowStop) Events() <-chan *mi.Record { return d.events }
-func (d *slowStop) Done() <-chan struct{}     { return d.done }
-func (d *slowStop) Err() error                { return nil }
+func (d *quietGDB) Events() <-chan *mi.Record { return d.events }
+func (d *quietGDB) Done() <-chan struct{}     { return d.done }
+func (d *quietGDB) Err() error                { return nil }
+
+// slowStop is a debugger whose target stops, and says so, a while after
+// the first interrupt: a loaded machine, where gdb reports the stop late.
+type slowStop struct {
+	quietGDB
+	after time.Duration
+	once  sync.Once
+	sent  int
+}
 
 func (d *slowStop) interrupt(context.Context) error {
 	d.sent++
@@ -54,7 +64,7 @@ func TestInterruptStretchedByLoad(t *testing.T) {
 	}{{3, true}, {1, false}} {
 		t.Run(fmt.Sprint(tc.stretch), func(t *testing.T) {
 			t.Parallel()
-			d := &slowStop{after: 4500 * time.Millisecond, events: make(chan *mi.Record, 1), done: make(chan struct{})}
+			d := &slowStop{quietGDB: newQuietGDB(1), after: 4500 * time.Millisecond}
 			c := NewConn(d, 0, time.Second, nil)
 			c.SetInterrupt(d.interrupt)
 			c.SetStretch(func() float64 { return tc.stretch })
