@@ -376,6 +376,58 @@ func TestTargetCrashes(t *testing.T) {
 	}
 }
 
+// killAsBreakpointsGoIn is a gdb script for a plan's init: it kills the
+// program with SIGKILL when gdb first sets one of the plan's breakpoints
+// into it, after gdb has started it and before it has inserted them; it
+// gives the program a tenth of a second to die before gdb goes on.
+const killAsBreakpointsGoIn = `import gdb, os, signal, time
+def kill_program(bp):
+    inferior = gdb.selected_inferior()
+    if bp.number >= 1 and inferior.pid > 0:
+        gdb.events.breakpoint_modified.disconnect(kill_program)
+        os.kill(inferior.pid, signal.SIGKILL)
+        time.sleep(0.1)
+gdb.events.breakpoint_modified.connect(kill_program)
+`
+
+// A program killed as gdb inserts the plan's breakpoints is the target's
+// death, natively and under --sites: exit 12 naming SIGKILL, not exit 1
+// for gdb's "Cannot insert breakpoint 1. Cannot access memory at address
+// ...". gdb has reaped the program by then without a word, or it is still
+// dying; snapctl asks gdb which process it started and looks. (The fault
+// matrix's "kill -9 target/start-up [native]" exited 1 so in a CI run.)
+func TestKilledAsBreakpointsGoIn(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, fixtures+"faults.c")
+	script := filepath.Join(t.TempDir(), "kill.py")
+	if err := os.WriteFile(script, []byte(killAsBreakpointsGoIn), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plan := requestPlan + "gdb:\n  init:\n    - source " + script + "\n"
+	for _, mode := range []struct {
+		name  string
+		flags []string
+	}{
+		{"native", []string{"--backend", "native"}},
+		{"sites", []string{"--backend", "native", "--sites"}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			if mode.name == "sites" {
+				testenv.MustHave(t, "heaptrack")
+			}
+			testenv.NoLeftovers(t)
+			for range 2 {
+				res := runSnapctl(t, session{Plan: plan, Bin: bin, Args: []string{"slow", "15"}, Flags: mode.flags, Limit: time.Minute})
+				if res.Code != exitCrashed || !strings.Contains(oneLine(t, res.Stderr), "target crashed with SIGKILL") {
+					t.Fatalf("exit code %d, want %d with the target's SIGKILL\nstderr:\n%s", res.Code, exitCrashed, res.Stderr)
+				}
+				checkPartial(t, res, "target-crashed", 0)
+			}
+		})
+	}
+}
+
 func stackHas(stack []frame, function string) bool {
 	for _, f := range stack {
 		if f.Function == function || strings.HasPrefix(f.Function, function+"(") {

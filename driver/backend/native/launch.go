@@ -471,6 +471,12 @@ func (b *Launch) Start(ctx context.Context) error {
 		if sig, ok := killedStarting(err); ok {
 			return &backend.TargetKilledError{Signal: sig, Err: err}
 		}
+		// gdb may already have reaped a program killed as it inserted
+		// the breakpoints, and say nothing of it until its next
+		// resume: gdb still names the program's process.
+		if b.pid == 0 {
+			b.readPid(ctx)
+		}
 		if sig, ok := b.deadAtStart(); ok {
 			return &backend.TargetKilledError{Signal: sig, Err: err}
 		}
@@ -483,29 +489,55 @@ func (b *Launch) Start(ctx context.Context) error {
 }
 
 // deadAtStart reports whether the program gdb was starting lies dead,
-// and of which signal, when gdb's error says something else: under
-// --sites snapctl inserts breakpoints into the program once it stands
-// at __libc_start_main, and one killed then fails them with "Cannot
-// access memory at address ..." before gdb has reaped it. The program is
-// the one readPid found, or, before that, a child of gdb's; a zombie
-// says its signal, and a program gdb reaped without a word died of
-// SIGKILL (fact 103).
+// and of which signal, when gdb's error says something else: killed as
+// gdb inserts the plan's breakpoints, the program fails them with "Cannot
+// access memory at address ..." (natively and under --sites alike). The
+// program is the one readPid found, or, before that, a child of gdb's.
 func (b *Launch) deadAtStart() (signal string, ok bool) {
 	pids := []int{b.pid}
-	if b.pid != 0 && !proc.Stat(b.pid).OK {
-		return "SIGKILL", true
-	}
 	if b.pid == 0 {
 		pids, _ = children(b.gdb.Pid())
 	}
+	wait := time.Duration(float64(exitWait) * loadStretch())
 	for _, pid := range pids {
-		if z, st := zombie(pid); z && st >= 0 {
-			if ws := syscall.WaitStatus(st); ws.Signaled() {
-				return child.SignalName(ws.Signal()), true
-			}
+		if sig, ok := deathOf(pid, wait); ok {
+			return sig, true
 		}
 	}
 	return "", false
+}
+
+// exitWait bounds, on a quiet machine, how long deathOf waits for a
+// program on its way out to be a zombie.
+const exitWait = 2 * time.Second
+
+// deathOf reports whether process pid, the program gdb was starting, has
+// died, and of which signal. A zombie says its signal; a program that is
+// gone was reaped by gdb without a word, which gdb does with a program
+// killed as it starts (fact 103). gdb's error may come before the program
+// is a zombie: a SIGKILL wakes it from its stop under gdb, gdb's next
+// write into it fails, and the kernel still tears its memory down. So a
+// program running or in an uninterruptible wait is waited for, within
+// wait; one stopped under gdb, or sleeping, is alive.
+func deathOf(pid int, wait time.Duration) (signal string, ok bool) {
+	deadline := time.Now().Add(wait)
+	for {
+		st := proc.Stat(pid)
+		switch {
+		case !st.OK:
+			return "SIGKILL", true
+		case st.State == 'Z':
+			if _, status := zombie(pid); status >= 0 {
+				if ws := syscall.WaitStatus(status); ws.Signaled() {
+					return child.SignalName(ws.Signal()), true
+				}
+			}
+			return "", false
+		case !strings.ContainsRune("RDX", rune(st.State)) || time.Now().After(deadline):
+			return "", false
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // startupSignal is gdb's error when the program it starts dies of a
