@@ -50,7 +50,7 @@ func stopLibrary(pid int, t *heaptrack.Target) error {
 	// ptrace requests come from the thread that attached, which ends
 	// with them.
 	osthread.Go(func() {
-		done <- callStopped(pid, t.Base+fn, func(tid int) (bool, error) {
+		done <- callStopped(pid, t.Base+fn, rescuePatience, func(tid int) (bool, error) {
 			held, owner, err := t.Lock()
 			return held && owner == tid, err
 		})
@@ -64,8 +64,9 @@ func symbolValue(lib, name string) (uint64, error) {
 }
 
 // callStopped calls the function at fn in a thread of process pid that
-// holds no lock of the library's (holds says whether thread tid does).
-func callStopped(pid int, fn uint64, holds func(tid int) (bool, error)) error {
+// holds no lock of the library's (holds says whether thread tid does),
+// within patience p.
+func callStopped(pid int, fn uint64, p patience, holds func(tid int) (bool, error)) error {
 	// One thread runs the call; the others run on, as under gdb's own
 	// calls: heaptrack_stop waits for the library's timer thread to end,
 	// and for its lock. Not one that holds the lock itself. Threads left
@@ -91,7 +92,7 @@ func callStopped(pid int, fn uint64, holds func(tid int) (bool, error)) error {
 			syscall.PtraceDetach(tid)
 			continue
 		}
-		err = callIn(tid, fn)
+		_, err = callFuncWithin(tid, p, fn)
 		syscall.PtraceDetach(tid)
 		return err
 	}
@@ -121,14 +122,6 @@ func allBlocked(pid, tid int) bool {
 // (docs/design.md, "The call into a stopped thread").
 const callGap = 256
 
-// callIn runs the function at fn in stopped thread tid until it returns,
-// delivering the signals that come meanwhile, and puts the thread back as
-// it was.
-func callIn(tid int, fn uint64) error {
-	_, err := callFunc(tid, fn)
-	return err
-}
-
 // rescuePatience bounds a call snapctl makes with ptrace (callFunc): its
 // functions (heaptrack_stop, sigaction, munmap) take no lock of the
 // allocator's, and return in milliseconds on a quiet machine. The wait
@@ -137,7 +130,8 @@ func callIn(tid int, fn uint64) error {
 var rescuePatience = patience{Idle: 5 * time.Second, Limit: 10 * time.Second}
 
 // callFunc runs the function at fn with up to three integer arguments in
-// stopped thread tid until it returns, as callIn does, and returns its
+// stopped thread tid until it returns, delivering the signals that come
+// meanwhile, puts the thread back as it was and returns the function's
 // result; within rescuePatience.
 func callFunc(tid int, fn uint64, args ...uint64) (uint64, error) {
 	return callFuncWithin(tid, rescuePatience, fn, args...)

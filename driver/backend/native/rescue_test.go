@@ -17,12 +17,12 @@ import (
 // callInProcess runs callStopped in a thread of its own, as stopLibrary
 // does, and waits at most limit for it. No thread holds the fixture's
 // lock.
-func callInProcess(t *testing.T, pid int, fn uint64, limit time.Duration) error {
+func callInProcess(t *testing.T, pid int, fn uint64, p patience, limit time.Duration) error {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		done <- callStopped(pid, fn, func(int) (bool, error) { return false, nil })
+		done <- callStopped(pid, fn, p, func(int) (bool, error) { return false, nil })
 	}()
 	select {
 	case err := <-done:
@@ -70,7 +70,7 @@ func TestCallIntoStoppedProcess(t *testing.T) {
 			t.Fatal("the fixture did not stop")
 		}
 	}
-	if err := callInProcess(t, pid, waitTurn, 30*time.Second); err != nil {
+	if err := callInProcess(t, pid, waitTurn, rescuePatience, 30*time.Second); err != nil {
 		t.Fatalf("wait_turn in the stopped process: %v", err)
 	}
 	for _, tid := range proc.Tasks(pid) {
@@ -81,12 +81,15 @@ func TestCallIntoStoppedProcess(t *testing.T) {
 
 	start := time.Now()
 	// forever() runs (a usleep loop): its patience is the limit, as long
-	// again on a machine loaded as this one.
-	err = callInProcess(t, pid, forever, testenv.Scaled(3*rescuePatience.Limit))
+	// again on a machine loaded as this one. A patience shorter than
+	// heaptrack_stop's keeps the test from holding one of the package's
+	// turns idle for up to a minute under load.
+	short := patience{Idle: time.Second, Limit: 2 * time.Second}
+	err = callInProcess(t, pid, forever, short, testenv.Scaled(3*short.Limit))
 	if err == nil || !strings.Contains(err.Error(), "did not return") {
 		t.Errorf("a call that never returns: %v, want it ended at its deadline", err)
 	}
-	if d := time.Since(start); d > testenv.Scaled(2*rescuePatience.Limit) {
+	if d := time.Since(start); d > testenv.Scaled(2*short.Limit) {
 		t.Errorf("a call that never returns ended after %v", d)
 	}
 	if !proc.Alive(pid) {
