@@ -145,7 +145,7 @@ func (s *session) setup(ctx context.Context) error {
 		}
 		if s.agent != nil && agentOwns(st.bp) && !st.counting {
 			if err := s.agent.insert(ctx, st); err != nil {
-				return err
+				return s.insertFailed(err)
 			}
 			continue
 		}
@@ -159,7 +159,7 @@ func (s *session) setup(ctx context.Context) error {
 		}
 		r, err := s.gdb.Do(ctx, gdb.BreakInsert(args...))
 		if err != nil {
-			return insertError(st, err)
+			return s.insertFailed(insertError(st, err))
 		}
 		st.number = r.String("bkpt.number")
 		st.sum.Number = st.number
@@ -243,6 +243,17 @@ func (s *session) countHits(ctx context.Context) {
 func (s *session) counter() backend.Counter {
 	c, _ := s.launcher.(backend.Counter)
 	return c
+}
+
+// insertFailed is err, the failure to insert a breakpoint, unless the
+// launcher's process died meanwhile: valgrind killed as gdb inserts fails
+// the insert with gdb's "Error while executing Python code." (the
+// agent's) or its like, which is no fault of the plan's.
+func (s *session) insertFailed(err error) error {
+	if killed := s.launcher.Killed(); killed != nil {
+		return killed
+	}
+	return err
 }
 
 // insertError is the error of inserting st's breakpoint into the running

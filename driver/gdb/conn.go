@@ -214,9 +214,20 @@ func (c *Conn) Drain() {
 			note(rec)
 		case <-c.d.Done():
 			return
+		case <-time.After(drainLook):
+			// The pump counts a record as sent just after the send: one
+			// a reader took before Drain began may not be counted yet.
 		}
 	}
 }
+
+// drainLook is how often Drain looks again at the records sent, waiting
+// for a record on its way to Events. The pump counts the record it sent
+// (mi.Client.Queued) once the send is done; another reader (WaitStopped,
+// the stop loop) may have taken it before Drain began, and no other
+// record may follow: Drain once waited for ever so, gdb idle (a busy
+// .ci/run, TestDescriptorMoveWhateverTheCall).
+const drainLook = 5 * time.Millisecond
 
 // WaitStopped waits for the next *stopped record, noting the records on
 // the way; ErrGone once gdb has exited.

@@ -52,3 +52,25 @@ func TestDrainWaitsForQueuedRecords(t *testing.T) {
 	default:
 	}
 }
+
+// A record another reader took before Drain began, which the pump counts
+// as sent only a while after the send, with no record after it: Drain
+// returns once it is counted. It waited for ever so, gdb idle, in a call
+// that finishCalls ran on (a busy .ci/run).
+func TestDrainAfterAnUncountedRecord(t *testing.T) {
+	t.Parallel()
+	d := &lateEvents{quietGDB: newQuietGDB(4)}
+	d.pushed.Store(1)
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		d.sent.Add(1)
+	}()
+	c := NewConn(d, 0, time.Second, nil)
+	drained := make(chan struct{})
+	go func() { c.Drain(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(testenv.Scaled(10 * time.Second)):
+		t.Fatal("Drain has not returned 10 s after the record was counted")
+	}
+}

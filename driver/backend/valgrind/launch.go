@@ -18,6 +18,7 @@ import (
 
 	"github.com/snapctl/snapctl/driver/backend"
 	"github.com/snapctl/snapctl/driver/gdb"
+	"github.com/snapctl/snapctl/driver/mi"
 	"github.com/snapctl/snapctl/internal/child"
 	"github.com/snapctl/snapctl/internal/proc"
 	"github.com/snapctl/snapctl/plan"
@@ -178,6 +179,12 @@ func (l *Launch) connectVgdb(ctx context.Context) error {
 	// command must not be quoted.
 	if _, err := l.gdb.Do(ctx, gdb.Remote(pipe)); err != nil {
 		if gone := l.env.Run.GDBGone(err); gone != nil {
+			if verr := l.Killed(); verr != nil {
+				return verr
+			}
+			if lostConnecting(l.gdb, l.env.Times.Grace) {
+				return &backend.ToolError{Tool: "vgdb", Msg: "the connection to valgrind was lost as gdb connected (vgdb exited or was killed), and gdb failed on it", Err: gone}
+			}
 			return gone
 		}
 		if verr := l.Killed(); verr != nil {
@@ -188,6 +195,30 @@ func (l *Launch) connectVgdb(ctx context.Context) error {
 		return l.env.Run.DiskFull(&backend.ToolError{Tool: "vgdb", Msg: "gdb cannot connect to valgrind", Err: err, Tail: logTail(filepath.Join(l.dir, Log), 8)})
 	}
 	return nil
+}
+
+// lostConnecting reports whether gdb, gone while it connected to
+// valgrind's gdbserver, had said that the program it had just connected
+// to was gone (=thread-group-exited): the connection dropped. gdb 13.1
+// then fails an assertion ("inferior_thread: Assertion `current_thread_
+// != nullptr' failed") and exits with status 1 (docs/facts.md, fact 168):
+// the cause is the connection's end, vgdb's, not gdb's. gdb's records
+// stay in Events after its end, for at most wait.
+func lostConnecting(c *gdb.Conn, wait time.Duration) bool {
+	timeout := time.After(wait)
+	for {
+		select {
+		case rec, ok := <-c.Events():
+			if !ok {
+				return false
+			}
+			if rec.Type == mi.TypeNotify && rec.Class == "thread-group-exited" {
+				return true
+			}
+		case <-timeout:
+			return false
+		}
+	}
 }
 
 // vgdbPipe is the command of gdb's `target remote |` that runs vgdb at
