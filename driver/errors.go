@@ -67,6 +67,12 @@ func (e *CrashError) Error() string {
 
 func (e *CrashError) Unwrap() error { return e.Err }
 
+// killedCrash is the crash of a target the backend found killed, with
+// how the backend knows of it.
+func killedCrash(k *backend.TargetKilledError) *CrashError {
+	return &CrashError{Signal: k.Signal, Err: k.Err}
+}
+
 // ExecError reports a target that called exec under the native backend:
 // the program the plan's breakpoints and the allocator probe refer to is
 // gone, so the run ends there with the stops taken before.

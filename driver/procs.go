@@ -419,7 +419,7 @@ func (w *watch) targetLost(what string) error {
 	err := w.launcher.Lost(what)
 	var killed *backend.TargetKilledError
 	if errors.As(err, &killed) {
-		return &CrashError{Signal: killed.Signal, Err: killed.Err}
+		return killedCrash(killed)
 	}
 	return err
 }

@@ -668,7 +668,7 @@ func (s *session) startAndLoop(ctx context.Context) error {
 	if errors.As(err, &killed) {
 		// A process attached to that died as snapctl set the run up
 		// (a call that faulted, a signal of its own): a crash.
-		return &CrashError{Signal: killed.Signal, Err: killed.Err}
+		return killedCrash(killed)
 	}
 	if err != nil {
 		return err
@@ -686,7 +686,7 @@ func (s *session) startAndLoop(ctx context.Context) error {
 		if err := s.launcher.Start(ctx); err != nil {
 			var killed *backend.TargetKilledError
 			if errors.As(err, &killed) {
-				return &CrashError{Signal: killed.Signal, Err: killed.Err}
+				return killedCrash(killed)
 			}
 			return s.watch.explain(ctx, err)
 		}

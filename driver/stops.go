@@ -108,7 +108,7 @@ func (s *stopLoop) loop(ctx context.Context) error {
 				if s.end.bySnapctl(killed.Signal) {
 					return s.end.err
 				}
-				return &CrashError{Signal: killed.Signal, Err: killed.Err}
+				return killedCrash(killed)
 			}
 			return err
 		case rec, ok := <-s.gdb.Events():

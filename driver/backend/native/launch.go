@@ -508,35 +508,28 @@ func (b *Launch) deadAtStart() (signal string, ok bool) {
 }
 
 // exitWait bounds, on a quiet machine, how long deathOf waits for a
-// program on its way out to be a zombie.
+// program whose exit has begun to be a zombie.
 const exitWait = 2 * time.Second
 
 // deathOf reports whether process pid, the program gdb was starting, has
-// died, and of which signal. A zombie says its signal; a program that is
-// gone was reaped by gdb without a word, which gdb does with a program
-// killed as it starts (fact 103). gdb's error may come before the program
-// is a zombie: a SIGKILL wakes it from its stop under gdb, gdb's next
-// write into it fails, and the kernel still tears its memory down. So a
-// program running or in an uninterruptible wait is waited for, within
-// wait; one stopped under gdb, or sleeping, is alive.
+// died, and of which signal (proc.Fate). A zombie says its signal; a
+// program that is gone was reaped by gdb without a word, which gdb does
+// with a program killed as it starts (fact 103). gdb's error may come
+// before the program is a zombie: a SIGKILL wakes it from its stop under
+// gdb, gdb's next write into it fails, and the kernel still tears its
+// memory down. So a program whose exit has begun is waited for, within
+// wait; one whose exit has not is alive.
 func deathOf(pid int, wait time.Duration) (signal string, ok bool) {
-	deadline := time.Now().Add(wait)
-	for {
-		st := proc.Stat(pid)
+	for deadline := time.Now().Add(wait); ; time.Sleep(time.Millisecond) {
+		fate, ended := proc.Fate(pid)
 		switch {
-		case !st.OK:
+		case fate == "has exited":
 			return "SIGKILL", true
-		case st.State == 'Z':
-			if _, status := zombie(pid); status >= 0 {
-				if ws := syscall.WaitStatus(status); ws.Signaled() {
-					return child.SignalName(ws.Signal()), true
-				}
-			}
-			return "", false
-		case !strings.ContainsRune("RDX", rune(st.State)) || time.Now().After(deadline):
+		case strings.HasPrefix(fate, "was killed by "):
+			return strings.TrimPrefix(fate, "was killed by "), true
+		case ended || fate == "" || time.Now().After(deadline):
 			return "", false
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
